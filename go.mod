@@ -1,0 +1,3 @@
+module github.com/druto/druto
+
+go 1.26

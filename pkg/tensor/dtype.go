@@ -1,0 +1,176 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// DType is the element type of a tensor.
+type DType uint8
+
+// The element types druto computes and stores in.
+const (
+	F32  DType = iota + 1 // IEEE 754 binary32
+	BF16                  // bfloat16: 8 exponent bits, 7 mantissa bits
+	F16                   // IEEE 754 binary16: 5 exponent bits, 10 mantissa bits
+	I32                   // signed 32-bit integer (token ids)
+)
+
+// Size returns the number of bytes of one element.
+func (d DType) Size() int {
+	switch d {
+	case F32, I32:
+		return 4
+	case BF16, F16:
+		return 2
+	}
+	return 0
+}
+
+// String returns the dtype's lower-case name, as used in flags and files.
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "f32"
+	case BF16:
+		return "bf16"
+	case F16:
+		return "f16"
+	case I32:
+		return "i32"
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// Float reports whether d is a floating-point type.
+func (d DType) Float() bool { return d == F32 || d == BF16 || d == F16 }
+
+// Eps returns the machine epsilon of a floating-point dtype (the gap between
+// 1 and the next representable number): 2^-23, 2^-7, 2^-10.
+func (d DType) Eps() float64 {
+	switch d {
+	case F32:
+		return 1.0 / (1 << 23)
+	case BF16:
+		return 1.0 / (1 << 7)
+	case F16:
+		return 1.0 / (1 << 10)
+	}
+	return 0
+}
+
+// ParseDType returns the dtype named s ("f32", "bf16", "f16", "i32").
+func ParseDType(s string) (DType, error) {
+	for _, d := range []DType{F32, BF16, F16, I32} {
+		if d.String() == s {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("tensor: unknown dtype %q (want f32, bf16, f16 or i32)", s)
+}
+
+// BF16FromF32 rounds f to the nearest bfloat16, ties to even. NaN stays NaN
+// (quiet, sign kept); overflow rounds to ±Inf as IEEE rounding does.
+func BF16FromF32(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 { // NaN: keep sign, force a quiet mantissa bit
+		return uint16(b>>16) | 0x0040
+	}
+	// Round to nearest even on bit 16: add 0x7fff plus the lowest kept bit.
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// BF16ToF32 widens a bfloat16 exactly.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F16FromF32 rounds f to the nearest IEEE binary16, ties to even, producing
+// subnormals below 2^-14, ±Inf above 65504 (after rounding) and NaN for NaN.
+func F16FromF32(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	man := b & 0x7fffff
+	switch {
+	case exp == 0xff: // Inf or NaN
+		if man != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp == 0 && man == 0:
+		return sign
+	}
+	// Unbiased exponent; binary16 normal range is [-14, 15].
+	e := exp - 127
+	if e > 15 {
+		return sign | 0x7c00
+	}
+	full := man | 0x800000 // 24-bit significand with the implicit 1
+	if exp == 0 {          // float32 subnormal: far below f16's range
+		full = man
+		e = -126
+	}
+	var shift int32 // bits of the 24-bit significand to drop
+	if e >= -14 {
+		shift = 13
+	} else {
+		shift = 13 + (-14 - e)
+		if shift > 25 {
+			return sign // rounds to zero
+		}
+	}
+	kept := full >> uint(shift)
+	rem := full & (1<<uint(shift) - 1)
+	half := uint32(1) << uint(shift-1)
+	if rem > half || (rem == half && kept&1 == 1) {
+		kept++
+	}
+	if e >= -14 {
+		// kept holds 11 bits (1.mantissa); a carry may bump the exponent.
+		he := uint32(e+15) << 10
+		v := he + (kept - 0x400)
+		if kept == 0x800 { // rounding carried into a new power of two
+			v = uint32(e+16) << 10
+		}
+		if v >= 0x7c00 {
+			return sign | 0x7c00
+		}
+		return sign | uint16(v)
+	}
+	// Subnormal result (kept < 0x400); a carry to 0x400 is the smallest normal.
+	return sign | uint16(kept)
+}
+
+// F16ToF32 widens an IEEE binary16 exactly.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h & 0x3ff)
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	case exp == 0:
+		if man == 0 {
+			return math.Float32frombits(sign)
+		}
+		// Subnormal: man * 2^-24.
+		f := float32(man) * (1.0 / (1 << 24))
+		if sign != 0 {
+			f = -f
+		}
+		return f
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
+}
+
+// Round returns f rounded to dtype d and widened back to float32 (identity
+// for F32). It is how the CPU reference emulates 16-bit storage.
+func Round(d DType, f float32) float32 {
+	switch d {
+	case BF16:
+		return BF16ToF32(BF16FromF32(f))
+	case F16:
+		return F16ToF32(F16FromF32(f))
+	}
+	return f
+}

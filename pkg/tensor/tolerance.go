@@ -1,0 +1,113 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// Tolerance returns the absolute and relative tolerances druto uses for every
+// comparison of values computed in (or stored as) dtype dt against a higher
+// precision reference: |got-want| <= atol + rtol*|want|. rtol is tied to the
+// dtype's epsilon (F32 ~1e-5, BF16 ~1.6e-2, F16 ~2e-3); atol is rtol/10 so that
+// values near zero are judged on the scale of the data, not their own size.
+// scale multiplies both, for results that pass through k rounding steps.
+func Tolerance(dt DType) (atol, rtol float64) {
+	var r float64
+	switch dt {
+	case F32:
+		r = 1e-5
+	case BF16:
+		r = 2 * BF16.Eps() // 1.56e-2
+	case F16:
+		r = 2 * F16.Eps() // 1.95e-3
+	default:
+		r = 0
+	}
+	return r / 10, r
+}
+
+// Mismatch describes the worst element of a failed comparison.
+type Mismatch struct {
+	Index     int
+	Got, Want float64
+	Count     int // elements out of tolerance
+	N         int // elements compared
+	Atol      float64
+	Rtol      float64
+}
+
+// Error formats the mismatch for a test log.
+func (m *Mismatch) Error() string {
+	return fmt.Sprintf("%d of %d elements out of tolerance (atol %.2g, rtol %.2g); worst at %d: got %.9g want %.9g",
+		m.Count, m.N, m.Atol, m.Rtol, m.Index, m.Got, m.Want)
+}
+
+// Close compares got with want under the tolerance of dt scaled by scale
+// (1 for a single op). It returns nil or a *Mismatch naming the worst element.
+// NaN or Inf in got where want is finite always fails.
+func Close(got, want []float64, dt DType, scale float64) error {
+	atol, rtol := Tolerance(dt)
+	atol *= scale
+	rtol *= scale
+	if len(got) != len(want) {
+		return fmt.Errorf("%w: %d values compared with %d", ErrShape, len(got), len(want))
+	}
+	var m *Mismatch
+	worst := -1.0
+	for i := range got {
+		g, w := got[i], want[i]
+		d := math.Abs(g - w)
+		lim := atol + rtol*math.Abs(w)
+		bad := d > lim || math.IsNaN(g) || (math.IsInf(g, 0) && !math.IsInf(w, 0))
+		if math.IsNaN(w) && math.IsNaN(g) {
+			bad = false
+		}
+		if !bad {
+			continue
+		}
+		if m == nil {
+			m = &Mismatch{N: len(got), Atol: atol, Rtol: rtol}
+		}
+		m.Count++
+		excess := d / lim
+		if math.IsNaN(excess) || excess > worst {
+			worst = excess
+			if math.IsNaN(excess) {
+				worst = math.Inf(1)
+			}
+			m.Index, m.Got, m.Want = i, g, w
+		}
+	}
+	if m != nil {
+		return m
+	}
+	return nil
+}
+
+// CloseF32 is Close for float32 slices.
+func CloseF32(got, want []float32, dt DType, scale float64) error {
+	g := make([]float64, len(got))
+	w := make([]float64, len(want))
+	for i, v := range got {
+		g[i] = float64(v)
+	}
+	for i, v := range want {
+		w[i] = float64(v)
+	}
+	return Close(g, w, dt, scale)
+}
+
+// RelErr returns ||got-want|| / ||want|| (Euclidean norms), the summary
+// figure detect and the GPU tests print next to the element-wise verdict.
+func RelErr(got, want []float32) float64 {
+	var num, den float64
+	for i := range got {
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	if den == 0 {
+		return math.Sqrt(num)
+	}
+	return math.Sqrt(num / den)
+}
