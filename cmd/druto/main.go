@@ -1,0 +1,77 @@
+// Command druto trains, samples, evaluates, benchmarks and plots druto's GPT,
+// and builds and detects its CUDA kernels. Each subcommand lives in its own
+// file and registers itself in commands; this file only dispatches.
+//
+//	druto detect [--json]       what backend druto would use and why
+//	druto build                 compile every CUDA kernel for this GPU
+//	druto train --preset tiny   train on the built-in corpus (or --data FILE)
+//	druto sample --checkpoint F generate text from a checkpoint
+//	druto eval --checkpoint F   mean loss of a checkpoint over a data file
+//	druto bench                 fused+AMP against the plain baseline
+//	druto plot                  render metrics and benchmark records
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand: a one-line summary and the function running it.
+type command struct {
+	summary string
+	run     func(args []string) error
+}
+
+// commands is filled by each subcommand file's init.
+var commands = map[string]command{}
+
+func register(name, summary string, run func(args []string) error) {
+	commands[name] = command{summary, run}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: druto <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(os.Stderr, "\nrun 'druto <command> -h' for its flags")
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "druto: unknown command %q; run 'druto help' for the list\n", os.Args[1])
+		os.Exit(2)
+	}
+	if err := cmd.run(os.Args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		// One line: the cause and what to do, never a trace.
+		fmt.Fprintln(os.Stderr, "druto "+os.Args[1]+": "+strings.ReplaceAll(err.Error(), "\n", "; "))
+		os.Exit(1)
+	}
+}
+
+// newFlags returns a flag set that reports errors as values (not exits) so
+// that main prints them in the one-line format.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("druto "+name, flag.ContinueOnError)
+	return fs
+}

@@ -1,0 +1,216 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// Device is the CPU reference device. It is safe for use by one goroutine at
+// a time; each op spreads its work over Threads worker goroutines.
+type Device struct {
+	fused   bool
+	threads int
+	err     error // first error since the last Sync
+}
+
+var _ device.Device = (*Device)(nil)
+
+// New returns a CPU device.
+func New(opt device.Options) *Device {
+	n := opt.Threads
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	return &Device{fused: opt.Fused, threads: n}
+}
+
+// Name describes the device.
+func (d *Device) Name() string {
+	return fmt.Sprintf("cpu (%d threads, %s)", d.threads, gemmName())
+}
+
+// Fused reports whether the fused forms run.
+func (d *Device) Fused() bool { return d.fused }
+
+// Threads returns the number of worker goroutines.
+func (d *Device) Threads() int { return d.threads }
+
+// Alloc returns a zeroed host tensor.
+func (d *Device) Alloc(dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("cpu: alloc of unknown dtype %v", dt)
+	}
+	for _, s := range shape {
+		if s < 0 {
+			return nil, fmt.Errorf("cpu: alloc with negative extent in %v", tensor.Shape(shape))
+		}
+	}
+	return tensor.New(dt, shape...), nil
+}
+
+// Free does nothing: host memory is garbage collected.
+func (d *Device) Free(t *tensor.Tensor) {}
+
+// Upload copies src into dst (both host tensors here).
+func (d *Device) Upload(dst, src *tensor.Tensor) { d.copyRaw(dst, src) }
+
+// Download copies src into dst (both host tensors here).
+func (d *Device) Download(dst, src *tensor.Tensor) { d.copyRaw(dst, src) }
+
+func (d *Device) copyRaw(dst, src *tensor.Tensor) {
+	if dst.DType != src.DType || dst.Numel() != src.Numel() {
+		d.fail(fmt.Errorf("cpu: copy of %s%v into %s%v", src.DType, src.Shape, dst.DType, dst.Shape))
+		return
+	}
+	copy(dst.Raw(), src.Raw())
+}
+
+// Zero sets every element of t to zero.
+func (d *Device) Zero(t *tensor.Tensor) { clear(t.Raw()) }
+
+// Cast converts src into dst, rounding to nearest even.
+func (d *Device) Cast(dst, src *tensor.Tensor) {
+	if dst.Numel() != src.Numel() || !dst.DType.Float() || !src.DType.Float() {
+		d.fail(fmt.Errorf("cpu: cast of %s%v into %s%v", src.DType, src.Shape, dst.DType, dst.Shape))
+		return
+	}
+	if dst.DType == src.DType {
+		copy(dst.Raw(), src.Raw())
+		return
+	}
+	n := src.Numel()
+	d.parallel(n, 1<<14, func(lo, hi int) {
+		buf := make([]float32, hi-lo)
+		load(buf, src, lo)
+		store(dst, lo, buf)
+	})
+}
+
+// Sync returns the first error recorded since the last Sync and clears it.
+func (d *Device) Sync() error {
+	err := d.err
+	d.err = nil
+	return err
+}
+
+// fail records the first error.
+func (d *Device) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// checkN records an error unless every tensor has exactly n elements; it
+// reports whether all did. Ops validate at their boundary with it.
+func (d *Device) checkN(op string, n int, ts ...*tensor.Tensor) bool {
+	for i, t := range ts {
+		if t == nil {
+			continue
+		}
+		if t.Numel() != n {
+			d.fail(fmt.Errorf("cpu: %s: argument %d has %d elements, want %d: %w", op, i, t.Numel(), n, tensor.ErrShape))
+			return false
+		}
+	}
+	return true
+}
+
+// parallel splits [0,n) into contiguous chunks of at least grain items and
+// runs fn on each from up to d.threads goroutines.
+func (d *Device) parallel(n, grain int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	workers := d.threads
+	if grain < 1 {
+		grain = 1
+	}
+	if max := (n + grain - 1) / grain; workers > max {
+		workers = max
+	}
+	if workers <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			fn(lo, hi)
+		}(lo, hi)
+	}
+	wg.Wait()
+}
+
+// load widens len(dst) elements of src starting at element off into dst.
+func load(dst []float32, src *tensor.Tensor, off int) {
+	switch src.DType {
+	case tensor.F32:
+		copy(dst, src.F32()[off:off+len(dst)])
+	case tensor.BF16:
+		for i, h := range src.U16()[off : off+len(dst)] {
+			dst[i] = tensor.BF16ToF32(h)
+		}
+	case tensor.F16:
+		for i, h := range src.U16()[off : off+len(dst)] {
+			dst[i] = tensor.F16ToF32(h)
+		}
+	default:
+		panic("cpu: load of " + src.DType.String())
+	}
+}
+
+// store rounds src into dst's elements starting at off.
+func store(dst *tensor.Tensor, off int, src []float32) {
+	switch dst.DType {
+	case tensor.F32:
+		copy(dst.F32()[off:off+len(src)], src)
+	case tensor.BF16:
+		u := dst.U16()[off : off+len(src)]
+		for i, f := range src {
+			u[i] = tensor.BF16FromF32(f)
+		}
+	case tensor.F16:
+		u := dst.U16()[off : off+len(src)]
+		for i, f := range src {
+			u[i] = tensor.F16FromF32(f)
+		}
+	default:
+		panic("cpu: store into " + dst.DType.String())
+	}
+}
+
+// f32 returns t's elements as float32: t's own memory when it is F32 (so
+// writes go through), else a widened copy. Ops use it for inputs.
+func f32(t *tensor.Tensor) []float32 {
+	if t == nil {
+		return nil
+	}
+	if t.DType == tensor.F32 {
+		return t.F32()
+	}
+	return t.ToF32()
+}
+
+// accumulate adds v into t (t += v), rounding to t's dtype.
+func accumulate(t *tensor.Tensor, v []float32) {
+	if t.DType == tensor.F32 {
+		dst := t.F32()
+		for i, x := range v {
+			dst[i] += x
+		}
+		return
+	}
+	cur := t.ToF32()
+	for i, x := range v {
+		cur[i] += x
+	}
+	store(t, 0, cur)
+}
