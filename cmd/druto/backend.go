@@ -1,0 +1,29 @@
+package main
+
+import (
+	"flag"
+	"os"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+)
+
+// backend holds the flags that choose the device.
+type backend struct {
+	name    *string
+	fused   *bool
+	threads *int
+}
+
+func backendFlags(fs *flag.FlagSet) *backend {
+	return &backend{
+		name:    fs.String("backend", "auto", "auto (GPU when one works, else CPU), cpu or gpu"),
+		fused:   fs.Bool("fused", os.Getenv("DRUTO_FUSED") != "0", "fused kernels (false: the decomposed baseline; env DRUTO_FUSED=0)"),
+		threads: fs.Int("threads", 0, "CPU threads (0: all cores)"),
+	}
+}
+
+// open returns the device and why it was chosen.
+func (b *backend) open() (device.Device, string, error) {
+	return cpu.New(device.Options{Fused: *b.fused, Threads: *b.threads}), "cpu backend", nil
+}

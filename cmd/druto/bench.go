@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/gpt"
+)
+
+func init() {
+	register("bench", "time training steps of fused+AMP modes against the plain baseline", runBench)
+}
+
+// parseModes reads "decomposed+fp32,fused+bf16" (or "all").
+func parseModes(s string) ([]bench.Mode, error) {
+	if s == "all" {
+		var out []bench.Mode
+		for _, f := range []bool{false, true} {
+			for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
+				out = append(out, bench.Mode{Fused: f, Policy: p})
+			}
+		}
+		return out, nil
+	}
+	var out []bench.Mode
+	for _, m := range strings.Split(s, ",") {
+		kind, prec, ok := strings.Cut(strings.TrimSpace(m), "+")
+		if !ok || (kind != "fused" && kind != "decomposed") {
+			return nil, fmt.Errorf("--modes: %q is not fused+PREC or decomposed+PREC", m)
+		}
+		p, err := amp.ParsePolicy(prec)
+		if err != nil {
+			return nil, fmt.Errorf("--modes: %w", err)
+		}
+		out = append(out, bench.Mode{Fused: kind == "fused", Policy: p})
+	}
+	return out, nil
+}
+
+// parseCases reads "tiny:8x128,small:32x256" (preset[:BxT]).
+func parseCases(s string) ([]bench.Case, error) {
+	var out []bench.Case
+	for _, c := range strings.Split(s, ",") {
+		name, shape, _ := strings.Cut(strings.TrimSpace(c), ":")
+		cfg, err := gpt.Preset(name)
+		if err != nil {
+			return nil, fmt.Errorf("--configs: %w", err)
+		}
+		b, t := 8, cfg.MaxSeq
+		if shape != "" {
+			if _, err := fmt.Sscanf(shape, "%dx%d", &b, &t); err != nil || b < 1 || t < 1 || t > cfg.MaxSeq {
+				return nil, fmt.Errorf("--configs: %q: want %s:BxT with T <= %d", c, name, cfg.MaxSeq)
+			}
+		}
+		out = append(out, bench.Case{Name: name, Config: cfg, Batch: b, Seq: t})
+	}
+	return out, nil
+}
+
+func runBench(args []string) error {
+	fs := newFlags("bench")
+	configs := fs.String("configs", "tiny:8x128", "presets with batch x sequence, comma-separated (e.g. tiny:8x128,gpt2-124M:16x1024)")
+	modes := fs.String("modes", "decomposed+fp32,fused+fp32,fused+bf16", "modes, comma-separated, or all")
+	steps := fs.Int("steps", 20, "timed steps per mode (the median is reported)")
+	warmup := fs.Int("warmup", 3, "untimed warm-up steps")
+	out := fs.String("json", "", "write the report here (JSON)")
+	be := backendFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *steps < 1 || *warmup < 0 {
+		return fmt.Errorf("--steps %d must be >= 1 and --warmup %d >= 0", *steps, *warmup)
+	}
+	ms, err := parseModes(*modes)
+	if err != nil {
+		return err
+	}
+	cs, err := parseCases(*configs)
+	if err != nil {
+		return err
+	}
+	var rep *bench.Report
+	for _, m := range ms {
+		*be.fused = m.Fused
+		dev, _, err := be.open()
+		if err != nil {
+			return err
+		}
+		if rep == nil {
+			rep = bench.NewReport(dev.Name())
+			rep.PeakFLOPs, rep.PeakNote = bench.Peak(dev)
+			fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.1f TFLOP/s (%s)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
+		}
+		for _, c := range cs {
+			r, err := bench.StepTimes(dev, c, m, bench.Options{Warmup: *warmup, Steps: *steps}, rep.PeakFLOPs)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", c.Name, m, err)
+			}
+			fmt.Fprintf(os.Stderr, "  %-10s %-18s %9.2f ms/step %12.0f tok/s\n", c.Name, m, r.StepMs, r.TokensPerS)
+			rep.Records = append(rep.Records, r)
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\t")
+	ups := rep.SpeedUps()
+	for _, r := range rep.Records {
+		up := "-"
+		if v, ok := ups[r.Config][r.Mode]; ok {
+			up = fmt.Sprintf("%.2fx", v)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up)
+	}
+	tw.Flush()
+	if *out != "" {
+		return rep.Save(*out)
+	}
+	return nil
+}

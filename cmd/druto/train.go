@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
+	"github.com/druto/druto/pkg/train"
+)
+
+func init() { register("train", "train a GPT on the built-in corpus or a data file", runTrain) }
+
+// corpusBytes is how much built-in corpus druto generates: enough that a
+// 300-step tiny run (300 x 8 x 128 tokens) does not repeat its data.
+const corpusBytes = 1 << 20
+
+// trainTokens returns the training and validation tokens of path, or of the
+// built-in corpus when path is empty.
+func trainTokens(path string, seed uint64) (trainT, valT []int32, source string, err error) {
+	var toks []int32
+	if path == "" {
+		toks, err = data.Encode(data.Corpus(seed, corpusBytes))
+		source = "built-in bilingual corpus"
+	} else {
+		toks, err = data.Load(path)
+		source = path
+	}
+	if err != nil {
+		return nil, nil, "", err
+	}
+	trainT, valT = data.Split(toks, 0.1)
+	return trainT, valT, source, nil
+}
+
+func runTrain(args []string) error {
+	fs := newFlags("train")
+	preset := fs.String("preset", "tiny", "model preset: "+fmt.Sprint(gpt.Presets()))
+	steps := fs.Int("steps", 300, "training steps (the learning-rate schedule's length)")
+	until := fs.Int("until", 0, "stop after this step (0: at --steps); resume later with --resume")
+	dataPath := fs.String("data", "", "UTF-8 text or llm.c .bin token shard (default: the built-in corpus)")
+	out := fs.String("out", "out", "folder for checkpoints and metrics.jsonl")
+	seed := fs.Uint64("seed", 1337, "seed for initialisation, corpus and sampling")
+	prec := fs.String("amp", "fp32", "precision policy: fp32, bf16 or fp16")
+	batch := fs.Int("batch", 8, "sequences per step (B)")
+	seq := fs.Int("seq", 0, "tokens per sequence (T; 0: the preset's maximum)")
+	lr := fs.Float64("lr", 2e-3, "peak learning rate")
+	warmup := fs.Int("warmup", 20, "linear warm-up steps")
+	evalEvery := fs.Int("eval-every", 50, "validation loss every N steps (0: never)")
+	evalBatches := fs.Int("eval-batches", 8, "batches per validation")
+	sampleEvery := fs.Int("sample-every", 0, "print a sample every N steps (0: only at the end)")
+	sampleTokens := fs.Int("sample-tokens", 160, "tokens per sample")
+	prompt := fs.String("prompt", "\n", "text the samples continue")
+	ckptEvery := fs.Int("checkpoint-every", 0, "also checkpoint every N steps")
+	resume := fs.Bool("resume", false, "continue the run saved in --out")
+	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
+	be := backendFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := gpt.Preset(*preset)
+	if err != nil {
+		return err
+	}
+	policy, err := amp.ParsePolicy(*prec)
+	if err != nil {
+		return err
+	}
+	if *seq == 0 {
+		*seq = cfg.MaxSeq
+	}
+	if *steps < 1 {
+		return fmt.Errorf("--steps %d must be at least 1", *steps)
+	}
+	if *until < 0 {
+		return fmt.Errorf("--until %d must not be negative", *until)
+	}
+	if *seq < 1 || *seq > cfg.MaxSeq {
+		return fmt.Errorf("--seq %d must be between 1 and %d, the %s preset's maximum", *seq, cfg.MaxSeq, *preset)
+	}
+	if *batch < 1 {
+		return fmt.Errorf("--batch %d must be at least 1", *batch)
+	}
+	if *dryRun {
+		mem := gpt.MemoryFor(cfg, *batch, *seq, policy)
+		fmt.Printf("%s (%d parameters), B %d T %d, %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy)
+		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
+			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
+		return nil
+	}
+	oc := optim.Defaults(*steps)
+	oc.LR, oc.Warmup = float32(*lr), *warmup
+	opts := train.Options{
+		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed,
+		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
+		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
+		OutDir: *out, CheckpointEvery: *ckptEvery,
+	}
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	trainT, valT, source, err := trainTokens(*dataPath, *seed)
+	if err != nil {
+		return err
+	}
+	dev, why, err := be.open()
+	if err != nil {
+		return err
+	}
+	tr, err := train.New(dev, opts, trainT, valT)
+	if err != nil {
+		return err
+	}
+	if *resume {
+		if err := tr.Resume(*out); err != nil {
+			return err
+		}
+	} else if _, err := os.Stat(filepath.Join(*out, train.StateFile)); err == nil {
+		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
+	}
+	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s); data: %s (%d tokens)\n",
+		*preset, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, source, len(trainT))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	last := *steps
+	if *until > 0 && *until < last {
+		last = *until
+	}
+	prog := newProgress(tr.StepsDone(), last)
+	start := time.Now()
+	var final train.Metric
+	err = tr.Run(ctx, *until, func(m train.Metric) {
+		final = m
+		prog.update(m)
+		if m.Sample != "" {
+			prog.note("sample @" + fmt.Sprint(m.Step) + ":\n" + m.Sample)
+		}
+	})
+	prog.finish()
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted at step %d; checkpoint saved in %s, continue with --resume", tr.StepsDone(), *out)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f val %.4f in %s; checkpoint %s\n",
+		final.Step, final.Loss, final.ValLoss, time.Since(start).Round(time.Millisecond), filepath.Join(*out, train.ModelFile))
+	return nil
+}

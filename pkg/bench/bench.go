@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"github.com/druto/druto/internal/atomicfile"
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
+	"github.com/druto/druto/pkg/train"
+)
+
+// Mode is one way of running the training step.
+type Mode struct {
+	Fused  bool
+	Policy amp.Policy
+}
+
+// String names the mode as records do: "fused+bf16", "decomposed+fp32".
+func (m Mode) String() string {
+	k := "decomposed"
+	if m.Fused {
+		k = "fused"
+	}
+	return k + "+" + m.Policy.String()
+}
+
+// Baseline is the mode every speed-up is measured against: what plain
+// PyTorch runs (decomposed ops, fp32).
+var Baseline = Mode{Fused: false, Policy: amp.FP32}
+
+// Case is one model configuration at one batch shape.
+type Case struct {
+	Name   string // preset name
+	Config gpt.Config
+	Batch  int
+	Seq    int
+}
+
+// Memory is the bytes of a step by component.
+type Memory struct {
+	Params      int64 `json:"params"`
+	Grads       int64 `json:"grads"`
+	Optimizer   int64 `json:"optimizer"`
+	Activations int64 `json:"activations"`
+}
+
+// Kernel is one op micro-benchmark.
+type Kernel struct {
+	Name        string  `json:"name"`
+	Mode        string  `json:"mode"`
+	Ms          float64 `json:"ms"`
+	GBps        float64 `json:"gbps"`
+	CeilingGBps float64 `json:"ceiling_gbps,omitempty"`
+}
+
+// Util is one utilisation sample.
+type Util struct {
+	TS           float64 `json:"t_s"`
+	GPUUtil      float64 `json:"gpu_util"`
+	MemUsedBytes float64 `json:"mem_used_bytes"`
+}
+
+// Record is the result of one (case, mode).
+type Record struct {
+	Config     string   `json:"config"`
+	Mode       string   `json:"mode"`
+	Baseline   bool     `json:"baseline"`
+	Batch      int      `json:"batch"`
+	Seq        int      `json:"seq"`
+	Steps      int      `json:"steps"`        // timed steps
+	StepMs     float64  `json:"step_ms"`      // median
+	StepMsMin  float64  `json:"step_ms_min"`  //
+	StepMsMax  float64  `json:"step_ms_max"`  //
+	TokensPerS float64  `json:"tokens_per_s"` // from the median
+	MFU        float64  `json:"mfu,omitempty"`
+	Loss       float32  `json:"loss"` // last step's loss, a sanity check that the run trained
+	Memory     Memory   `json:"memory"`
+	Kernels    []Kernel `json:"kernels,omitempty"`
+	Util       []Util   `json:"util,omitempty"`
+}
+
+// Report is a benchmark run: where and when, and its records.
+type Report struct {
+	Device    string   `json:"device"`
+	Driver    string   `json:"driver,omitempty"`
+	Date      string   `json:"date"`
+	Git       string   `json:"git"`
+	GoVersion string   `json:"go"`
+	CPUs      int      `json:"cpus"`
+	PeakFLOPs float64  `json:"peak_flops,omitempty"` // the MFU denominator, measured or quoted
+	PeakNote  string   `json:"peak_note,omitempty"`
+	Records   []Record `json:"records"`
+}
+
+// NewReport starts a report for device name.
+func NewReport(deviceName string) *Report {
+	return &Report{Device: deviceName, Date: time.Now().UTC().Format(time.RFC3339), Git: GitRevision(),
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+}
+
+// GitRevision returns the VCS revision the binary was built from (with
+// "+dirty" for uncommitted changes), or "unknown".
+func GitRevision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "unknown", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	return rev
+}
+
+// Options control the timing.
+type Options struct {
+	Warmup int // untimed steps first (default 3)
+	Steps  int // timed steps, of which the median is reported (default 20)
+}
+
+// StepTimes trains c in mode m on dev for warmup+steps steps on the built-in
+// corpus and returns the record with the median step time. open returns a
+// device for a mode (fused or not); the caller owns its lifetime.
+func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Record, error) {
+	if o.Warmup <= 0 {
+		o.Warmup = 3
+	}
+	if o.Steps <= 0 {
+		o.Steps = 20
+	}
+	if dev.Fused() != m.Fused {
+		return Record{}, fmt.Errorf("bench: mode %s on a device with fused=%v", m, dev.Fused())
+	}
+	need := c.Batch*c.Seq*(o.Warmup+o.Steps) + 1
+	toks, err := data.Encode(data.Corpus(1, min(need+c.Batch*c.Seq+1, 64<<20)))
+	if err != nil {
+		return Record{}, err
+	}
+	for i := range toks {
+		toks[i] %= int32(c.Config.Vocab)
+	}
+	oc := optim.Defaults(o.Warmup + o.Steps)
+	oc.Warmup = 1
+	tr, err := train.New(dev, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1}, toks, nil)
+	if err != nil {
+		return Record{}, err
+	}
+	var times []float64
+	var last train.Metric
+	for i := 0; i < o.Warmup+o.Steps; i++ {
+		start := time.Now()
+		met, err := tr.Step()
+		if err != nil {
+			return Record{}, err
+		}
+		if i >= o.Warmup {
+			times = append(times, float64(time.Since(start).Nanoseconds())/1e6)
+		}
+		last = met
+	}
+	tr.Close()
+	sort.Float64s(times)
+	med := times[len(times)/2]
+	if len(times)%2 == 0 {
+		med = (times[len(times)/2-1] + times[len(times)/2]) / 2
+	}
+	tokens := float64(c.Batch * c.Seq)
+	r := Record{
+		Config: c.Name, Mode: m.String(), Baseline: m == Baseline, Batch: c.Batch, Seq: c.Seq, Steps: o.Steps,
+		StepMs: med, StepMsMin: times[0], StepMsMax: times[len(times)-1], TokensPerS: tokens / (med / 1e3), Loss: last.Loss,
+	}
+	if peak > 0 {
+		r.MFU = c.Config.FLOPsPerToken(c.Seq) * r.TokensPerS / peak
+	}
+	mem := gpt.MemoryFor(c.Config, c.Batch, c.Seq, m.Policy)
+	r.Memory = Memory{mem.Params, mem.Grads, mem.Optimizer, mem.Activations}
+	return r, nil
+}
+
+// SpeedUps returns, per config, each mode's speed-up over the baseline
+// record of that config (baseline step_ms / mode step_ms).
+func (r *Report) SpeedUps() map[string]map[string]float64 {
+	base := map[string]float64{}
+	for _, x := range r.Records {
+		if x.Baseline {
+			base[x.Config] = x.StepMs
+		}
+	}
+	out := map[string]map[string]float64{}
+	for _, x := range r.Records {
+		if b, ok := base[x.Config]; ok {
+			if out[x.Config] == nil {
+				out[x.Config] = map[string]float64{}
+			}
+			out[x.Config][x.Mode] = b / x.StepMs
+		}
+	}
+	return out
+}
+
+// Save writes the report as indented JSON, atomically.
+func (r *Report) Save(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
+
+// Load reads a report written by Save.
+func Load(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", path, err)
+	}
+	return &r, nil
+}

@@ -1,0 +1,41 @@
+package gpt
+
+// backward accumulates the parameter gradients, starting from the dlogits
+// that forward's fused classifier wrote over the logits. Ops run in the
+// reverse order of forward, as in llm.c.
+func (m *Model) backward() error {
+	d, a, p, g := m.dev, m.acts, m.wp, m.gp
+	B, T := m.B, m.T
+	N := B * T
+	C, NH, L, V := m.Config.Channels, m.Config.Heads, m.Config.Layers, m.Config.Vocab
+
+	d.Zero(a.dln)
+	d.MatmulBackward(a.dln, g.wte, nil, a.logits, a.lnf, p.wte, N, C, V)
+	d.Zero(a.dresidual)
+	d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
+
+	for l := L - 1; l >= 0; l-- {
+		w, gw := p.layers[l], g.layers[l]
+		residual := a.encoded
+		if l > 0 {
+			residual = layer(a.residual3, l-1)
+		}
+		// dresidual is the gradient of residual3[l] = residual2 + fcproj.
+		d.Zero(a.dfch)
+		d.MatmulBackward(a.dfch, gw.fcprojw, gw.fcprojb, a.dresidual, layer(a.fchGelu, l), w.fcprojw, N, 4*C, C)
+		d.GELUBackward(a.dfch, layer(a.fch, l), a.dfch, N*4*C)
+		d.Zero(a.dln)
+		d.MatmulBackward(a.dln, gw.fcw, gw.fcb, a.dfch, layer(a.ln2, l), w.fcw, N, C, 4*C)
+		d.LayerNormBackward(a.dresidual, gw.ln2w, gw.ln2b, a.dln, layer(a.residual2, l), w.ln2w, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), N, C)
+		// dresidual is now the gradient of residual2 = residual + attproj.
+		d.Zero(a.datty)
+		d.MatmulBackward(a.datty, gw.attprojw, gw.attprojb, a.dresidual, layer(a.atty, l), w.attprojw, N, C, C)
+		d.Zero(a.dqkv)
+		d.AttentionBackward(a.dqkv, a.datty, layer(a.qkv, l), layer(a.att, l), B, T, C, NH)
+		d.Zero(a.dln)
+		d.MatmulBackward(a.dln, gw.qkvw, gw.qkvb, a.dqkv, layer(a.ln1, l), w.qkvw, N, C, 3*C)
+		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
+	}
+	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)
+	return d.Sync()
+}

@@ -1,0 +1,144 @@
+package gpt
+
+import (
+	"fmt"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// ensure makes the activations for (B, T) current, allocating them on first
+// use. Up to two sets are kept (training, and sampling or eval at another
+// size), so alternating between them allocates nothing.
+func (m *Model) ensure(B, T int) error {
+	if B < 1 || T < 1 {
+		return fmt.Errorf("gpt: batch %d and sequence %d must be positive", B, T)
+	}
+	if T > m.Config.MaxSeq {
+		return fmt.Errorf("gpt: sequence length %d exceeds the model's maximum %d (use a sequence length <= %d)", T, m.Config.MaxSeq, m.Config.MaxSeq)
+	}
+	for _, a := range m.cache {
+		if a.B == B && a.T == T {
+			m.acts = a
+			return nil
+		}
+	}
+	a, err := allocActivations(m.dev, m.Config, m.Policy, B, T)
+	if err != nil {
+		return err
+	}
+	if len(m.cache) == 2 { // evict the older set
+		m.cache[0].free(m.dev)
+		m.cache = m.cache[1:]
+	}
+	m.cache = append(m.cache, a)
+	m.acts = a
+	return nil
+}
+
+// Forward runs the model on inputs (B·T token ids, row-major (B,T)). With
+// targets it also returns the mean cross-entropy loss; with targets nil it
+// only computes logits (for sampling) and returns 0. Logits returns them.
+func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
+	return m.forward(inputs, targets, B, T, 0)
+}
+
+// Gradients runs forward and backward on one batch and accumulates into the
+// gradient buffer the gradient of lossScale × mean loss (call ZeroGrad first
+// unless accumulating micro-batches; lossScale is the GradScaler's scale, 1
+// without scaling). It returns the mean loss. The classifier computes loss
+// and gradient in one pass, so the logits are not kept.
+func (m *Model) Gradients(inputs, targets []int32, B, T int, lossScale float32) (float32, error) {
+	if targets == nil {
+		return 0, fmt.Errorf("gpt: Gradients needs targets")
+	}
+	loss, err := m.forward(inputs, targets, B, T, lossScale/float32(B*T))
+	if err != nil {
+		return 0, err
+	}
+	return loss, m.backward()
+}
+
+func (m *Model) forward(inputs, targets []int32, B, T int, dscale float32) (float32, error) {
+	if err := m.ensure(B, T); err != nil {
+		return 0, err
+	}
+	N := B * T
+	if len(inputs) != N || (targets != nil && len(targets) != N) {
+		return 0, fmt.Errorf("gpt: %d inputs and %d targets for B %d x T %d: %w", len(inputs), len(targets), B, T, tensor.ErrShape)
+	}
+	V := int32(m.Config.Vocab)
+	for i, tok := range inputs {
+		if tok < 0 || tok >= V {
+			return 0, fmt.Errorf("gpt: input token %d at %d outside the vocabulary [0,%d)", tok, i, V)
+		}
+	}
+	for i, tok := range targets {
+		if tok < 0 || tok >= V {
+			return 0, fmt.Errorf("gpt: target token %d at %d outside the vocabulary [0,%d)", tok, i, V)
+		}
+	}
+	d, a, p := m.dev, m.acts, m.wp
+	host, _ := tensor.FromI32(inputs, N)
+	d.Upload(a.tokens, host)
+	if targets != nil {
+		host, _ = tensor.FromI32(targets, N)
+		d.Upload(a.targets, host)
+	}
+	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
+
+	d.Encoder(a.encoded, p.wte, p.wpe, a.tokens, B, T, C)
+	d.LayerNorm(layer(a.ln1, 0), layer(a.ln1Mean, 0), layer(a.ln1Rstd, 0), a.encoded, p.layers[0].ln1w, p.layers[0].ln1b, N, C)
+	for l := 0; l < L; l++ {
+		w := p.layers[l]
+		residual := a.encoded
+		if l > 0 {
+			residual = layer(a.residual3, l-1)
+		}
+		ln1, qkv, atty, att := layer(a.ln1, l), layer(a.qkv, l), layer(a.atty, l), layer(a.att, l)
+		attproj, residual2 := layer(a.attproj, l), layer(a.residual2, l)
+		ln2, fch, fchGelu, fcproj := layer(a.ln2, l), layer(a.fch, l), layer(a.fchGelu, l), layer(a.fcproj, l)
+
+		d.Matmul(qkv, nil, ln1, w.qkvw, w.qkvb, N, C, 3*C, device.None)
+		d.Attention(atty, att, qkv, B, T, C, NH)
+		d.Matmul(attproj, nil, atty, w.attprojw, w.attprojb, N, C, C, device.None)
+		d.ResidualLayerNorm(residual2, ln2, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), residual, attproj, w.ln2w, w.ln2b, N, C)
+		d.Matmul(fchGelu, fch, ln2, w.fcw, w.fcb, N, C, 4*C, device.GELU)
+		d.Matmul(fcproj, nil, fchGelu, w.fcprojw, w.fcprojb, N, 4*C, C, device.None)
+		// The residual add of this block is fused with the layernorm that
+		// reads it: the next block's ln_1, or ln_f after the last block.
+		if l+1 < L {
+			nw := p.layers[l+1]
+			d.ResidualLayerNorm(layer(a.residual3, l), layer(a.ln1, l+1), layer(a.ln1Mean, l+1), layer(a.ln1Rstd, l+1), residual2, fcproj, nw.ln1w, nw.ln1b, N, C)
+		} else {
+			d.ResidualLayerNorm(layer(a.residual3, l), a.lnf, a.lnfMean, a.lnfRstd, residual2, fcproj, p.lnfw, p.lnfb, N, C)
+		}
+	}
+	d.Matmul(a.logits, nil, a.lnf, p.wte, nil, N, C, m.Config.Vocab, device.None)
+	m.B, m.T = B, T
+	m.logitsValid = dscale == 0
+	if targets == nil {
+		return 0, d.Sync()
+	}
+	// The fused classifier: losses, and with dscale != 0 the gradient
+	// (softmax - onehot)·dscale written over the logits in the same pass.
+	d.CrossEntropy(a.losses, a.logits, a.targets, N, m.Config.Vocab, dscale)
+	losses := tensor.New(tensor.F32, N)
+	d.Download(losses, a.losses)
+	if err := d.Sync(); err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, v := range losses.F32() {
+		sum += float64(v)
+	}
+	return float32(sum / float64(N)), nil
+}
+
+// Logits downloads the logits of the last Forward as (B, T, V) fp32 values.
+func (m *Model) Logits() ([]float32, error) {
+	if m.acts == nil || !m.logitsValid {
+		return nil, fmt.Errorf("gpt: no Forward has run since the last Gradients")
+	}
+	return m.download(m.acts.logits)
+}

@@ -1,0 +1,474 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// Options configure a training run. Zero values of the optional fields
+// switch the feature off.
+type Options struct {
+	Config gpt.Config   // model shape (a preset, usually)
+	Policy amp.Policy   // fp32, bf16 or fp16
+	Batch  int          // B: sequences per step
+	Seq    int          // T: tokens per sequence (<= Config.MaxSeq)
+	Optim  optim.Config // AdamW, schedule (its Steps is the run's length) and clipping
+	Seed   uint64       // initialisation and sampling
+
+	EvalEvery    int    // evaluate the validation loss every N steps (and at the end)
+	EvalBatches  int    // batches per evaluation (0: every whole batch of the validation split)
+	SampleEvery  int    // generate a sample every M steps (and at the end)
+	SampleTokens int    // tokens per sample
+	SamplePrompt string // text to continue
+
+	OutDir          string // checkpoints and metrics.jsonl go here; "" keeps nothing
+	CheckpointEvery int    // also checkpoint every N steps (always at the end)
+}
+
+// Validate reports options that cannot run, saying what to change.
+func (o Options) Validate() error {
+	if err := o.Config.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case o.Batch < 1:
+		return fmt.Errorf("train: batch %d must be at least 1", o.Batch)
+	case o.Seq < 1 || o.Seq > o.Config.MaxSeq:
+		return fmt.Errorf("train: sequence length %d must be in [1, %d], the model's maximum", o.Seq, o.Config.MaxSeq)
+	case o.EvalEvery < 0 || o.SampleEvery < 0 || o.CheckpointEvery < 0 || o.SampleTokens < 0 || o.EvalBatches < 0:
+		return fmt.Errorf("train: eval, sample and checkpoint intervals must not be negative")
+	}
+	return o.Optim.Validate()
+}
+
+// Metric is one line of the metrics log (JSON lines, one per step; eval and
+// sample results ride on the step they happened at).
+type Metric struct {
+	Step       int     `json:"step"`
+	Loss       float32 `json:"loss"`
+	LR         float32 `json:"lr"`
+	GradNorm   float32 `json:"grad_norm"`
+	TokensPerS float64 `json:"tokens_per_s"`
+	MsPerStep  float64 `json:"ms_per_step"`
+	LossScale  float32 `json:"loss_scale"`
+	Skipped    int     `json:"skipped"`            // steps skipped so far (non-finite gradients)
+	ValLoss    float32 `json:"val_loss,omitempty"` // on eval steps
+	Sample     string  `json:"sample,omitempty"`   // on sample steps
+}
+
+// Trainer runs the training loop of one model on one device.
+type Trainer struct {
+	Model  *gpt.Model
+	Opt    *optim.AdamW
+	Scaler *amp.GradScaler
+
+	opts    Options
+	dev     device.Device
+	train   *data.Loader
+	val     *data.Loader
+	rng     *tensor.RNG
+	step    int
+	skipped int
+	in, tg  []int32
+	metrics *os.File
+
+	// gradHook, when set (by tests), sees the gradients of every step
+	// before the norm and the optimizer: the one way to inject a non-finite
+	// gradient on purpose.
+	gradHook func(step int, grads *tensor.Tensor)
+}
+
+// New builds a model initialised from opts.Seed, its optimizer and scaler,
+// and loaders over the training and validation tokens (val may be nil).
+func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trainer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	for i, t := range trainTokens {
+		if t < 0 || int(t) >= opts.Config.Vocab {
+			return nil, fmt.Errorf("train: token %d at %d is outside the model's vocabulary of %d", t, i, opts.Config.Vocab)
+		}
+	}
+	tl, err := data.NewLoader(trainTokens, opts.Batch, opts.Seq)
+	if err != nil {
+		return nil, err
+	}
+	var vl *data.Loader
+	if len(valTokens) > 0 {
+		if vl, err = data.NewLoader(valTokens, opts.Batch, opts.Seq); err != nil {
+			return nil, fmt.Errorf("train: validation split: %w", err)
+		}
+	}
+	m, err := gpt.New(dev, opts.Config, opts.Policy)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Init(opts.Seed); err != nil {
+		return nil, err
+	}
+	opt, err := optim.NewAdamW(dev, m.Layout(), opts.Optim)
+	if err != nil {
+		return nil, err
+	}
+	N := opts.Batch * opts.Seq
+	t := &Trainer{
+		Model: m, Opt: opt, Scaler: amp.NewGradScaler(opts.Policy.NeedsScaler()),
+		opts: opts, dev: dev, train: tl, val: vl, rng: tensor.NewRNG(opts.Seed ^ 0x5eed),
+		in: make([]int32, N), tg: make([]int32, N),
+	}
+	return t, nil
+}
+
+// StepsDone returns the number of training steps completed.
+func (t *Trainer) StepsDone() int { return t.step }
+
+// Step runs one training step: forward and backward on the next batch, the
+// global gradient norm (unscaled, with the inf/NaN check in the same pass),
+// the GradScaler update, clipping and AdamW. A step with a non-finite
+// gradient is skipped: parameters and optimizer state stay as they were.
+func (t *Trainer) Step() (Metric, error) {
+	start := time.Now()
+	o := t.opts
+	scale := t.Scaler.LossScale()
+	t.train.Next(t.in, t.tg)
+	t.Model.ZeroGrad()
+	loss, err := t.Model.Gradients(t.in, t.tg, o.Batch, o.Seq, scale)
+	if err != nil {
+		return Metric{}, err
+	}
+	if t.gradHook != nil {
+		t.gradHook(t.step+1, t.Model.Grads())
+	}
+	norm, finite := t.dev.GradNorm(t.Model.Grads(), 1/scale)
+	skip := t.Scaler.Update(finite)
+	t.step++
+	lr := o.Optim.LRAt(t.step)
+	if skip {
+		t.skipped++
+	} else {
+		clip := o.Optim.ClipFactor(norm)
+		t.Opt.Update(t.Model.Master(), t.Model.Work(), t.Model.Grads(), lr, clip/scale)
+	}
+	if err := t.dev.Sync(); err != nil {
+		return Metric{}, err
+	}
+	el := time.Since(start)
+	return Metric{
+		Step: t.step, Loss: loss, LR: lr, GradNorm: norm, LossScale: scale, Skipped: t.skipped,
+		MsPerStep:  float64(el.Microseconds()) / 1000,
+		TokensPerS: float64(o.Batch*o.Seq) / el.Seconds(),
+	}, nil
+}
+
+// Eval returns the mean loss over batches of the validation split (or all
+// its whole batches when batches is 0), starting from its beginning.
+func (t *Trainer) Eval(batches int) (float32, error) {
+	if t.val == nil {
+		return 0, fmt.Errorf("train: no validation split")
+	}
+	return EvalLoss(t.Model, t.val, t.opts.Batch, t.opts.Seq, batches)
+}
+
+// EvalLoss is the mean over batches of the mean loss, llm.c style: B
+// windows of T tokens per batch, consecutive, whole batches only (all of
+// them when batches is 0), from the loader's beginning.
+func EvalLoss(m *gpt.Model, l *data.Loader, B, T, batches int) (float32, error) {
+	n := l.Batches()
+	if batches > 0 && batches < n {
+		n = batches
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("train: the data holds no whole batch of %d x %d tokens", B, T)
+	}
+	l.Reset()
+	in, tg := make([]int32, B*T), make([]int32, B*T)
+	var sum float64
+	for i := 0; i < n; i++ {
+		l.Next(in, tg)
+		loss, err := m.Forward(in, tg, B, T)
+		if err != nil {
+			return 0, err
+		}
+		sum += float64(loss)
+	}
+	l.Reset()
+	return float32(sum / float64(n)), nil
+}
+
+// Sample continues prompt by n tokens, drawing from the softmax at
+// temperature (0 picks the most likely token) with the trainer's RNG.
+func (t *Trainer) Sample(prompt []int32, n int, temperature float32) ([]int32, error) {
+	return Generate(t.Model, t.rng, prompt, n, temperature)
+}
+
+// Generate continues prompt by n tokens with model m. The context is the
+// last MaxSeq tokens, padded after its end: attention is causal, so padding
+// does not change the logits at the last real position.
+func Generate(m *gpt.Model, rng *tensor.RNG, prompt []int32, n int, temperature float32) ([]int32, error) {
+	T, V := m.Config.MaxSeq, m.Config.Vocab
+	out := append([]int32(nil), prompt...)
+	if len(out) == 0 {
+		out = append(out, '\n')
+	}
+	ctx := make([]int32, T)
+	for i := 0; i < n; i++ {
+		window := out
+		if len(window) > T {
+			window = window[len(window)-T:]
+		}
+		clear(ctx)
+		copy(ctx, window)
+		if _, err := m.Forward(ctx, nil, 1, T); err != nil {
+			return nil, err
+		}
+		logits, err := m.Logits()
+		if err != nil {
+			return nil, err
+		}
+		row := logits[(len(window)-1)*V : len(window)*V]
+		out = append(out, int32(pick(row, temperature, rng)))
+	}
+	return out[len(prompt):], nil
+}
+
+// pick draws an index from softmax(row / temperature).
+func pick(row []float32, temperature float32, rng *tensor.RNG) int {
+	best := 0
+	for i, v := range row {
+		if v > row[best] {
+			best = i
+		}
+	}
+	if temperature <= 0 {
+		return best
+	}
+	var sum float64
+	p := make([]float64, len(row))
+	for i, v := range row {
+		p[i] = math.Exp(float64(v-row[best]) / float64(temperature))
+		sum += p[i]
+	}
+	r := rng.Float64() * sum
+	for i, v := range p {
+		r -= v
+		if r < 0 {
+			return i
+		}
+	}
+	return best
+}
+
+// Run trains until the schedule's last step (or until, when 0 < until <
+// Optim.Steps), evaluating, sampling and checkpointing as the options say,
+// and calls report after every step. It checkpoints at the end and when ctx
+// is cancelled, so an interrupted run can resume.
+func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error {
+	o := t.opts
+	last := o.Optim.Steps
+	if until > 0 && until < last {
+		last = until
+	}
+	if o.OutDir != "" {
+		if err := t.openMetrics(); err != nil {
+			return err
+		}
+		defer t.metrics.Close()
+	}
+	for t.step < last {
+		if err := ctx.Err(); err != nil {
+			if o.OutDir != "" {
+				if serr := t.Save(o.OutDir); serr != nil {
+					return serr
+				}
+			}
+			return err
+		}
+		m, err := t.Step()
+		if err != nil {
+			return err
+		}
+		end := t.step == last
+		if t.val != nil && (o.EvalEvery > 0 && t.step%o.EvalEvery == 0 || end && o.EvalEvery > 0) {
+			if m.ValLoss, err = t.Eval(o.EvalBatches); err != nil {
+				return err
+			}
+		}
+		if o.SampleTokens > 0 && (o.SampleEvery > 0 && t.step%o.SampleEvery == 0 || end) {
+			toks, err := t.Sample([]int32(bytesToTokens(o.SamplePrompt)), o.SampleTokens, 0.8)
+			if err != nil {
+				return err
+			}
+			m.Sample = o.SamplePrompt + data.DecodeString(toks)
+		}
+		if t.metrics != nil {
+			if err := json.NewEncoder(t.metrics).Encode(m); err != nil {
+				return fmt.Errorf("train: metrics: %w", err)
+			}
+		}
+		if report != nil {
+			report(m)
+		}
+		if o.OutDir != "" && (end || o.CheckpointEvery > 0 && t.step%o.CheckpointEvery == 0) {
+			if err := t.Save(o.OutDir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func bytesToTokens(s string) []int32 {
+	out := make([]int32, len(s))
+	for i := 0; i < len(s); i++ {
+		out[i] = int32(s[i])
+	}
+	return out
+}
+
+// MetricsFile is the JSON-lines log inside OutDir.
+const MetricsFile = "metrics.jsonl"
+
+func (t *Trainer) openMetrics() error {
+	if err := os.MkdirAll(t.opts.OutDir, 0o755); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	path := filepath.Join(t.opts.OutDir, MetricsFile)
+	// Keep only the lines of steps already done (a resumed run may have
+	// logged steps after its last checkpoint), atomically.
+	var keep []byte
+	if old, err := os.ReadFile(path); err == nil && t.step > 0 {
+		for _, line := range splitLines(old) {
+			var m struct{ Step int }
+			if json.Unmarshal(line, &m) == nil && m.Step <= t.step {
+				keep = append(append(keep, line...), '\n')
+			}
+		}
+	}
+	if err := writeAtomic(path, keep); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	t.metrics = f
+	return nil
+}
+
+func splitLines(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		i := 0
+		for i < len(b) && b[i] != '\n' {
+			i++
+		}
+		if i > 0 {
+			out = append(out, b[:i])
+		}
+		if i == len(b) {
+			break
+		}
+		b = b[i+1:]
+	}
+	return out
+}
+
+// optionsKey is what must match for a resume to continue the same run.
+func (t *Trainer) optionsKey() string {
+	o := t.opts
+	k := struct {
+		Config     gpt.Config
+		Policy     string
+		Batch, Seq int
+		Optim      optim.Config
+		Seed       uint64
+	}{o.Config, o.Policy.String(), o.Batch, o.Seq, o.Optim, o.Seed}
+	b, _ := json.Marshal(k)
+	return string(b)
+}
+
+// Save writes the model and the training state into dir (each file
+// atomically; the state names the model file's checksum, so a pair from
+// different saves is refused on resume).
+func (t *Trainer) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	params, err := t.Model.Params()
+	if err != nil {
+		return err
+	}
+	sum, err := SaveModel(filepath.Join(dir, ModelFile), t.opts.Config, params)
+	if err != nil {
+		return err
+	}
+	m, v := tensor.New(tensor.F32, t.Opt.M.Numel()), tensor.New(tensor.F32, t.Opt.V.Numel())
+	t.dev.Download(m, t.Opt.M)
+	t.dev.Download(v, t.Opt.V)
+	if err := t.dev.Sync(); err != nil {
+		return err
+	}
+	st := state{
+		Step: t.step, OptSteps: t.Opt.Steps, Scale: t.Scaler.Scale, GoodSteps: t.Scaler.GoodSteps,
+		Skipped: t.skipped, RNG: t.rng.State, DataPos: t.train.Pos(), ModelSum: sum, Options: t.optionsKey(),
+	}
+	return saveState(filepath.Join(dir, StateFile), st, m.F32(), v.F32())
+}
+
+// Resume restores a run saved by Save in dir. The options must match the
+// saved run's (same model, policy, batch, schedule and seed).
+func (t *Trainer) Resume(dir string) error {
+	cfg, params, sum, err := loadModel(filepath.Join(dir, ModelFile))
+	if err != nil {
+		return err
+	}
+	if cfg != t.opts.Config {
+		return fmt.Errorf("train: checkpoint in %s is a %v model, this run is %v", dir, cfg, t.opts.Config)
+	}
+	st, m, v, err := loadState(filepath.Join(dir, StateFile), len(params))
+	if err != nil {
+		return err
+	}
+	if st.ModelSum != sum {
+		return fmt.Errorf("train: %s and %s come from different saves (%w); delete the folder or resume from a complete checkpoint", ModelFile, StateFile, ErrCorrupt)
+	}
+	if st.Options != t.optionsKey() {
+		return fmt.Errorf("train: the checkpoint in %s was made with other options; use the same preset, precision, batch, seq, steps, lr and seed to resume", dir)
+	}
+	if err := t.Model.SetParams(params); err != nil {
+		return err
+	}
+	hm, _ := tensor.FromF32(m, len(m))
+	hv, _ := tensor.FromF32(v, len(v))
+	t.dev.Upload(t.Opt.M, hm)
+	t.dev.Upload(t.Opt.V, hv)
+	if err := t.train.Seek(st.DataPos); err != nil {
+		return err
+	}
+	t.step, t.skipped, t.Opt.Steps = st.Step, st.Skipped, st.OptSteps
+	t.Scaler.Scale, t.Scaler.GoodSteps, t.Scaler.Skipped = st.Scale, st.GoodSteps, st.Skipped
+	t.rng.State = st.RNG
+	return t.dev.Sync()
+}
+
+// WriteMetric writes one metric as a JSON line (for callers logging elsewhere).
+func WriteMetric(w io.Writer, m Metric) error { return json.NewEncoder(w).Encode(m) }
+
+// Close frees the model's and the optimizer's device memory.
+func (t *Trainer) Close() {
+	t.Opt.Close()
+	t.Model.Close()
+}
