@@ -4,8 +4,8 @@ import (
 	"flag"
 	"os"
 
+	"github.com/druto/druto"
 	"github.com/druto/druto/pkg/device"
-	"github.com/druto/druto/pkg/device/cpu"
 )
 
 // backend holds the flags that choose the device.
@@ -25,5 +25,9 @@ func backendFlags(fs *flag.FlagSet) *backend {
 
 // open returns the device and why it was chosen.
 func (b *backend) open() (device.Device, string, error) {
-	return cpu.New(device.Options{Fused: *b.fused, Threads: *b.threads}), "cpu backend", nil
+	dev, rep, err := druto.Open(druto.Options{Backend: *b.name, Fused: *b.fused, Threads: *b.threads})
+	if err != nil {
+		return nil, "", err
+	}
+	return dev, rep.Reason, nil
 }

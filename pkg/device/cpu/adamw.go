@@ -1,0 +1,252 @@
+package cpu
+
+// adamw.go: the AdamW optimizer step over the flat parameter buffer, with
+// torch.optim.AdamW's (single-tensor, decoupled weight decay) arithmetic:
+//
+//	g  = grad·GradScale                       (GradScale 0 means 1)
+//	p  = p·(1 - lr·wd)                        (param.mul_; only where Decay is set)
+//	m  = lerp(m, g, 1-β1) = m + (1-β1)(g - m) (exp_avg.lerp_)
+//	v  = v·β2 + (1-β2)·g·g                    (exp_avg_sq.mul_.addcmul_)
+//	p += -(lr/(1-β1ᵗ)) · m / (sqrt(v)/sqrt(1-β2ᵗ) + eps)   (param.addcdiv_)
+//
+// The scalars (1 - lr·wd, lr/bc1, sqrt(bc2), 1-β1, 1-β2) are computed in
+// float64 and rounded to float32 as torch's Python scalars are; all tensor
+// arithmetic is float32 in torch's order, the same in both forms, so for the
+// same inputs fused and decomposed give the same bits.
+//
+// Fused (apex FusedAdam / llm.c adamw_kernel): one pass over the whole flat
+// buffer in parallel chunks; a chunk walks the small table of segment
+// boundaries and flags, and writes the rounded working copy as it goes.
+// Decomposed (torch's for-loop AdamW): per tensor, a pass per step above
+// (scale grad, decay, m, v·β2, v += ..., sqrt, /sqrt(bc2), +eps, update),
+// then a cast pass into the working copy.
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// adamSpan is one segment of the layout: elements [lo,hi), decayed or not.
+type adamSpan struct {
+	lo, hi int
+	decay  bool
+}
+
+// adamConsts are the per-step scalars, rounded to float32.
+type adamConsts struct {
+	gs      float32 // grad scale
+	scaled  bool    // gs != 1
+	decay   float32 // 1 - lr·wd
+	doDecay bool    // wd != 0 and lr != 0
+	w1      float32 // 1 - β1, the lerp weight
+	small   bool    // |w1| < 0.5: lerp as m + w1(g-m), else g + (w1-1)(g-m)
+	b2, w2  float32 // β2, 1 - β2
+	step    float32 // -lr / (1 - β1ᵗ)
+	bc2     float32 // sqrt(1 - β2ᵗ)
+	eps     float32
+}
+
+func newAdamConsts(hp device.AdamW) adamConsts {
+	gs := hp.GradScale
+	if gs == 0 {
+		gs = 1
+	}
+	b1, b2, lr, wd := float64(hp.Beta1), float64(hp.Beta2), float64(hp.LR), float64(hp.WeightDecay)
+	w1 := float32(1 - b1)
+	return adamConsts{
+		gs: gs, scaled: gs != 1,
+		decay: float32(1 - lr*wd), doDecay: lr*wd != 0,
+		w1: w1, small: math.Abs(float64(w1)) < 0.5,
+		b2: hp.Beta2, w2: float32(1 - b2),
+		step: float32(-(lr / (1 - math.Pow(b1, float64(hp.Step))))),
+		bc2:  float32(math.Sqrt(1 - math.Pow(b2, float64(hp.Step)))),
+		eps:  hp.Eps,
+	}
+}
+
+// AdamWStep updates master, m and v in place over every segment of layout
+// and, when work is not nil, writes the updated parameters rounded to work's
+// dtype. Elements outside every segment are left alone.
+// master, grads, m, v (layout.Total) F32; work (layout.Total) or nil
+func (d *Device) AdamWStep(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW) {
+	const op = "AdamWStep"
+	if layout == nil {
+		d.fail(fmt.Errorf("cpu: %s: nil layout", op))
+		return
+	}
+	if !d.needF32(op, master, grads, m, v) || !d.checkN(op, layout.Total, master, grads, m, v, work) {
+		return
+	}
+	if work != nil && !d.needFloat(op, work) {
+		return
+	}
+	if hp.Step < 1 {
+		d.fail(fmt.Errorf("cpu: %s: step %d, want >= 1 (bias correction is 1-based)", op, hp.Step))
+		return
+	}
+	spans, ok := d.adamSpans(op, layout)
+	if !ok {
+		return
+	}
+	c := newAdamConsts(hp)
+	if d.fused {
+		d.adamWFused(master, work, grads, m, v, spans, c)
+	} else {
+		d.adamWDecomposed(master, work, grads, m, v, spans, c)
+	}
+}
+
+// adamSpans turns the layout into the sorted segment table, recording an
+// error when segments overlap or fall outside the buffer.
+func (d *Device) adamSpans(op string, layout *tensor.Layout) ([]adamSpan, bool) {
+	spans := make([]adamSpan, 0, len(layout.Segments))
+	for _, s := range layout.Segments {
+		if n := s.Numel(); n > 0 {
+			spans = append(spans, adamSpan{s.Offset, s.Offset + n, s.Decay})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	for i, s := range spans {
+		if s.lo < 0 || s.hi > layout.Total || (i > 0 && s.lo < spans[i-1].hi) {
+			d.fail(fmt.Errorf("cpu: %s: segment [%d,%d) overlaps another or leaves the buffer of %d: %w",
+				op, s.lo, s.hi, layout.Total, tensor.ErrShape))
+			return nil, false
+		}
+	}
+	return spans, true
+}
+
+// adamWFused: one pass over the flat buffer in parallel chunks.
+func (d *Device) adamWFused(master, work, grads, m, v *tensor.Tensor, spans []adamSpan, c adamConsts) {
+	p, g, mm, vv := master.F32(), grads.F32(), m.F32(), v.F32()
+	d.parallel(master.Numel(), 1<<14, func(lo, hi int) {
+		k := sort.Search(len(spans), func(i int) bool { return spans[i].hi > lo })
+		for ; k < len(spans) && spans[k].lo < hi; k++ {
+			a, b := max(lo, spans[k].lo), min(hi, spans[k].hi)
+			adamWChunk(p[a:b], g[a:b], mm[a:b], vv[a:b], work, a, spans[k].decay, c)
+		}
+	})
+}
+
+// adamWChunk updates one chunk of one segment; work (or nil) receives the
+// rounded parameters at element off onwards.
+func adamWChunk(p, g, m, v []float32, work *tensor.Tensor, off int, decay bool, c adamConsts) {
+	var wf []float32
+	var wu []uint16
+	bf := false
+	if work != nil {
+		if work.DType == tensor.F32 {
+			wf = work.F32()[off : off+len(p)]
+		} else {
+			wu = work.U16()[off : off+len(p)]
+			bf = work.DType == tensor.BF16
+		}
+	}
+	decay = decay && c.doDecay
+	for i := range p {
+		gi := g[i]
+		if c.scaled {
+			gi *= c.gs
+		}
+		pi := p[i]
+		if decay {
+			pi *= c.decay
+		}
+		mi := m[i]
+		if c.small {
+			mi += c.w1 * (gi - mi)
+		} else {
+			mi = gi + (c.w1-1)*(gi-mi)
+		}
+		vi := v[i]*c.b2 + c.w2*gi*gi
+		den := float32(math.Sqrt(float64(vi)))/c.bc2 + c.eps
+		pi += c.step * (mi / den)
+		p[i], m[i], v[i] = pi, mi, vi
+		switch {
+		case wf != nil:
+			wf[i] = pi
+		case bf:
+			wu[i] = tensor.BF16FromF32(pi)
+		case wu != nil:
+			wu[i] = tensor.F16FromF32(pi)
+		}
+	}
+}
+
+// adamWDecomposed: torch's for-loop AdamW, a pass per step per tensor.
+func (d *Device) adamWDecomposed(master, work, grads, m, v *tensor.Tensor, spans []adamSpan, c adamConsts) {
+	p, g, mm, vv := master.F32(), grads.F32(), m.F32(), v.F32()
+	longest := 0
+	for _, s := range spans {
+		longest = max(longest, s.hi-s.lo)
+	}
+	gbuf, den := make([]float32, longest), make([]float32, longest) // scratch reused per tensor
+	for _, s := range spans {
+		n := s.hi - s.lo
+		ps, ms, vs := p[s.lo:s.hi], mm[s.lo:s.hi], vv[s.lo:s.hi]
+		gs, dn := g[s.lo:s.hi], den[:n]
+		pass := func(fn func(lo, hi int)) { d.parallel(n, 1<<15, fn) }
+		if c.scaled { // g = grad·scale (out of place: grads are an input)
+			src := gs
+			gs = gbuf[:n]
+			pass(func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					gs[i] = src[i] * c.gs
+				}
+			})
+		}
+		if s.decay && c.doDecay { // p.mul_(1 - lr·wd)
+			pass(func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					ps[i] *= c.decay
+				}
+			})
+		}
+		pass(func(lo, hi int) { // m.lerp_(g, 1-β1)
+			for i := lo; i < hi; i++ {
+				if c.small {
+					ms[i] += c.w1 * (gs[i] - ms[i])
+				} else {
+					ms[i] = gs[i] + (c.w1-1)*(gs[i]-ms[i])
+				}
+			}
+		})
+		pass(func(lo, hi int) { // v.mul_(β2)
+			for i := lo; i < hi; i++ {
+				vs[i] *= c.b2
+			}
+		})
+		pass(func(lo, hi int) { // v.addcmul_(g, g, 1-β2)
+			for i := lo; i < hi; i++ {
+				vs[i] += c.w2 * gs[i] * gs[i]
+			}
+		})
+		pass(func(lo, hi int) { // den = v.sqrt()
+			for i := lo; i < hi; i++ {
+				dn[i] = float32(math.Sqrt(float64(vs[i])))
+			}
+		})
+		pass(func(lo, hi int) { // den /= sqrt(bc2)
+			for i := lo; i < hi; i++ {
+				dn[i] /= c.bc2
+			}
+		})
+		pass(func(lo, hi int) { // den += eps
+			for i := lo; i < hi; i++ {
+				dn[i] += c.eps
+			}
+		})
+		pass(func(lo, hi int) { // p.addcdiv_(m, den, -lr/bc1)
+			for i := lo; i < hi; i++ {
+				ps[i] += c.step * (ms[i] / dn[i])
+			}
+		})
+		if work != nil { // work[seg].copy_(p)
+			pass(func(lo, hi int) { store(work, s.lo+lo, ps[lo:hi]) })
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// ntAdamWRef is one step of torch.optim.AdamW (decoupled weight decay,
+// foreach=False) in float64 over the elements with in[i] set:
+// p *= 1 - lr·wd (decay only); m.lerp_(g, 1-β1); v = β2·v + (1-β2)·g²;
+// p -= lr/bc1 · m / (sqrt(v)/sqrt(bc2) + eps), after g *= GradScale.
+func ntAdamWRef(p, m, v, g []float64, in, decay []bool, hp device.AdamW) {
+	lr, b1, b2, eps, wd := float64(hp.LR), float64(hp.Beta1), float64(hp.Beta2), float64(hp.Eps), float64(hp.WeightDecay)
+	gs := float64(hp.GradScale)
+	if gs == 0 {
+		gs = 1
+	}
+	bc1 := 1 - math.Pow(b1, float64(hp.Step))
+	bc2 := 1 - math.Pow(b2, float64(hp.Step))
+	for i := range p {
+		if !in[i] {
+			continue
+		}
+		gi := g[i] * gs
+		if decay[i] {
+			p[i] *= 1 - lr*wd
+		}
+		m[i] += (1 - b1) * (gi - m[i])
+		v[i] = b2*v[i] + (1-b2)*gi*gi
+		p[i] -= lr / bc1 * m[i] / (math.Sqrt(v[i])/math.Sqrt(bc2) + eps)
+	}
+}
+
+// ntAdamLayout returns a layout with decayed and undecayed segments, a gap
+// of 3 elements that no segment covers, and segments listed out of order.
+func ntAdamLayout() (*tensor.Layout, []bool, []bool) {
+	l := &tensor.Layout{Total: 1 + 37*5 + 5 + 3 + 1000 + 7}
+	l.Segments = []tensor.Segment{
+		{Name: "w2", Offset: 1 + 37*5 + 5 + 3, Shape: tensor.Shape{1000}, Decay: true},
+		{Name: "scalar", Offset: 0, Shape: tensor.Shape{1}, Decay: false},
+		{Name: "w1", Offset: 1, Shape: tensor.Shape{37, 5}, Decay: true},
+		{Name: "b1", Offset: 1 + 37*5, Shape: tensor.Shape{5}, Decay: false},
+		{Name: "ln", Offset: 1 + 37*5 + 5 + 3 + 1000, Shape: tensor.Shape{7}, Decay: false},
+	}
+	in, decay := make([]bool, l.Total), make([]bool, l.Total)
+	for _, s := range l.Segments {
+		for i := s.Offset; i < s.Offset+s.Numel(); i++ {
+			in[i], decay[i] = true, s.Decay
+		}
+	}
+	return l, in, decay
+}
+
+// TestAdamWReference runs three steps (changing lr, grad scale 0, 0.5, 1)
+// against the float64 torch.optim.AdamW reference, with decay on some
+// segments only, a working copy in bf16 or f16, and a gap left untouched.
+func TestAdamWReference(t *testing.T) {
+	layout, in, decay := ntAdamLayout()
+	n := layout.Total
+	for _, wdt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		for _, f := range ntForms {
+			r := ntRNG(8)
+			d := ntDev(f.fused, 2)
+			master, p64 := ntTensor(t, tensor.F32, ntNormal(r, n, 0.5, 0), n)
+			m, v := tensor.New(tensor.F32, n), tensor.New(tensor.F32, n)
+			m64, v64 := make([]float64, n), make([]float64, n)
+			work := tensor.New(wdt, n)
+			ntPoison(work)
+			gap := layout.Segments[3].Offset + 5 // first element of the gap
+			keep := master.F32()[gap : gap+3 : gap+3]
+			keepBits := []float32{keep[0], keep[1], keep[2]}
+			for step, gs := range []float32{0, 0.5, 1} {
+				grads, g64 := ntTensor(t, tensor.F32, ntNormal(r, n, 1, 0), n)
+				hp := device.AdamW{LR: 3e-3 * float32(step+1), Beta1: 0.9, Beta2: 0.95, Eps: 1e-8,
+					WeightDecay: 0.1, Step: step + 1, GradScale: gs}
+				d.AdamWStep(master, work, grads, m, v, layout, hp)
+				ntSync(t, d)
+				ntAdamWRef(p64, m64, v64, g64, in, decay, hp)
+			}
+			name := fmt.Sprint(wdt, " ", f.name)
+			// Three steps of about a dozen float32 roundings each on O(1)
+			// values (the update is a ratio of two such values): scale 2.
+			ntClose(t, name+" master", ntF64(master), p64, tensor.F32, 2)
+			ntClose(t, name+" m", ntF64(m), m64, tensor.F32, 2)
+			ntClose(t, name+" v", ntF64(v), v64, tensor.F32, 2)
+			for i, want := range keepBits {
+				if math.Float32bits(keep[i]) != math.Float32bits(want) {
+					t.Errorf("%s: element %d outside every segment changed", name, gap+i)
+				}
+			}
+			// The working copy is the master rounded (gap: never written).
+			p, w := master.F32(), work.ToF32()
+			for i := range p {
+				want := tensor.Round(wdt, p[i])
+				if in[i] && math.Float32bits(w[i]) != math.Float32bits(want) {
+					t.Fatalf("%s: work[%d] = %v, want round(%v) = %v", name, i, w[i], p[i], want)
+				}
+				if !in[i] && !math.IsNaN(float64(w[i])) {
+					t.Errorf("%s: work[%d] outside every segment was written", name, i)
+				}
+			}
+		}
+	}
+}
+
+// TestAdamWParity compares the two forms over a larger buffer of odd-sized
+// segments, with and without a working copy.
+func TestAdamWParity(t *testing.T) {
+	l := &tensor.Layout{}
+	for i, sz := range []int{768 * 65, 1, 768, 1000, 7, 50257, 3 * 768 * 17} {
+		l.Add(fmt.Sprint("s", i), i%2 == 0, sz)
+	}
+	n := l.Total
+	for _, wdt := range []tensor.DType{0, tensor.BF16, tensor.F32} {
+		r := ntRNG(12)
+		p0 := ntNormal(r, n, 0.2, 0)
+		m0, v0 := ntNormal(r, n, 0.01, 0), ntNormal(r, n, 1e-3, 0)
+		for i := range v0 {
+			v0[i] = math.Abs(v0[i])
+		}
+		grads, _ := ntTensor(t, tensor.F32, ntNormal(r, n, 1, 0), n)
+		hp := device.AdamW{LR: 6e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 7, GradScale: 0.25}
+		var ps, ms, vs, ws [2]*tensor.Tensor
+		for k, f := range ntForms {
+			ps[k], _ = ntTensor(t, tensor.F32, p0, n)
+			ms[k], _ = ntTensor(t, tensor.F32, m0, n)
+			vs[k], _ = ntTensor(t, tensor.F32, v0, n)
+			if wdt != 0 {
+				ws[k] = tensor.New(wdt, n)
+				ntPoison(ws[k])
+			}
+			d := ntDev(f.fused, 2)
+			d.AdamWStep(ps[k], ws[k], grads, ms[k], vs[k], l, hp)
+			ntSync(t, d)
+		}
+		// Same float32 steps in the same order: the F32 tolerance as is.
+		ntCloseT(t, "master", ps[0], ps[1], tensor.F32, 1)
+		ntCloseT(t, "m", ms[0], ms[1], tensor.F32, 1)
+		ntCloseT(t, "v", vs[0], vs[1], tensor.F32, 1)
+		if wdt != 0 {
+			ntCloseT(t, "work", ws[0], ws[1], wdt, 1)
+		}
+	}
+}
+
+// TestAdamWBadArgs checks that bad steps, layouts and dtypes record errors.
+func TestAdamWBadArgs(t *testing.T) {
+	const n = 10
+	d := ntDev(true, 2)
+	p, g, m, v := tensor.New(tensor.F32, n), tensor.New(tensor.F32, n), tensor.New(tensor.F32, n), tensor.New(tensor.F32, n)
+	good := &tensor.Layout{}
+	good.Add("a", true, n)
+	hp := device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Step: 1}
+	overlap := &tensor.Layout{Total: n, Segments: []tensor.Segment{
+		{Name: "a", Offset: 0, Shape: tensor.Shape{6}}, {Name: "b", Offset: 5, Shape: tensor.Shape{5}}}}
+	outside := &tensor.Layout{Total: n, Segments: []tensor.Segment{{Name: "a", Offset: 5, Shape: tensor.Shape{6}}}}
+	step0 := hp
+	step0.Step = 0
+	cases := []struct {
+		name   string
+		master *tensor.Tensor
+		layout *tensor.Layout
+		hp     device.AdamW
+	}{
+		{"step 0", p, good, step0},
+		{"overlapping segments", p, overlap, hp},
+		{"segment outside", p, outside, hp},
+		{"nil layout", p, nil, hp},
+		{"bf16 master", tensor.New(tensor.BF16, n), good, hp},
+		{"short master", tensor.New(tensor.F32, n-1), good, hp},
+	}
+	for _, c := range cases {
+		d.AdamWStep(c.master, nil, g, m, v, c.layout, c.hp)
+		if d.Sync() == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+	d.AdamWStep(p, nil, g, m, v, good, hp)
+	ntSync(t, d)
+}
+
+// BenchmarkAdamWFused and BenchmarkAdamWDecomposed time one step over 1M and
+// 10M parameters laid out as GPT-2 blocks (decayed matrices, undecayed
+// biases), without and with a bf16 working copy.
+func BenchmarkAdamWFused(b *testing.B)      { ntBenchAdamW(b, true) }
+func BenchmarkAdamWDecomposed(b *testing.B) { ntBenchAdamW(b, false) }
+
+func ntBenchAdamW(b *testing.B, fused bool) {
+	for _, n := range []int{1 << 20, 10 << 20} {
+		for _, wdt := range []tensor.DType{0, tensor.BF16} {
+			name := fmt.Sprintf("n%dM_work_none", n>>20)
+			if wdt != 0 {
+				name = fmt.Sprintf("n%dM_work_%s", n>>20, wdt)
+			}
+			b.Run(name, func(b *testing.B) {
+				l := &tensor.Layout{}
+				for i := 0; l.Total < n; i++ {
+					sz := min(n-l.Total, 768*768)
+					if i%2 == 1 {
+						sz = min(sz, 768)
+					}
+					l.Add(fmt.Sprint("s", i), i%2 == 0, sz)
+				}
+				p, g, m, v := tensor.New(tensor.F32, n), tensor.New(tensor.F32, n), tensor.New(tensor.F32, n), tensor.New(tensor.F32, n)
+				gs := g.F32()
+				for i := range gs {
+					gs[i] = float32(i%7) - 3
+				}
+				var work *tensor.Tensor
+				bytes := 7 * 4 * n // read p, g, m, v; write p, m, v
+				if wdt != 0 {
+					work = tensor.New(wdt, n)
+					bytes += 2 * n
+				}
+				d := ntDev(fused, 0)
+				b.SetBytes(int64(bytes))
+				b.ResetTimer()
+				for i := range b.N {
+					d.AdamWStep(p, work, g, m, v, l, device.AdamW{LR: 6e-4, Beta1: 0.9, Beta2: 0.95,
+						Eps: 1e-8, WeightDecay: 0.1, Step: i + 1, GradScale: 0.5})
+				}
+				b.StopTimer()
+				if err := d.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}

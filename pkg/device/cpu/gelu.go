@@ -1,0 +1,162 @@
+package cpu
+
+// gelu.go: the tanh-form GELU, gelu(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+//
+// geluForward (fused: one loop) and geluForwardDecomposed (eight elementwise
+// passes, as eager PyTorch runs the composite) are the epilogue of Matmul's
+// GELU activation; matmul.go calls them on fp32 slices. GELUBackward's fused
+// form computes gelu'(x)·dout in one loop; the decomposed form runs the
+// derivative's elementwise steps as separate passes over the buffer, the way
+// autograd of the composite would.
+//
+// tanh is evaluated in float64 and rounded (Go has no float32 tanh); every
+// other step is float32, in the same order in both forms, so for F32 the
+// fused and decomposed forwards give the same bits.
+
+import (
+	"math"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// geluScale is √(2/π), geluCoef the cubic coefficient of the tanh form.
+const (
+	geluScale = float32(0.7978845608028654) // math.Sqrt(2 / math.Pi)
+	geluCoef  = float32(0.044715)
+)
+
+// tanh32 is tanh rounded to float32.
+func tanh32(x float32) float32 { return float32(math.Tanh(float64(x))) }
+
+// geluForward computes out = gelu(inp) in one loop over len(inp) elements
+// (out may be inp). It runs on the calling goroutine; callers parallelise.
+// out (n), inp (n)
+func geluForward(out, inp []float32) {
+	out = out[:len(inp)]
+	for i, x := range inp {
+		u := x*x*x*geluCoef + x
+		t := tanh32(u * geluScale)
+		out[i] = (t + 1) * x * 0.5
+	}
+}
+
+// geluForwardDecomposed computes out = gelu(inp) as eight elementwise passes
+// over the buffer (x³, ×0.044715, +x, ×√(2/π), tanh, +1, ×x, ×0.5) through an
+// fp32 scratch buffer; out is written by the last pass only, so it may be inp.
+// out (n), inp (n)
+func geluForwardDecomposed(out, inp []float32) {
+	out = out[:len(inp)]
+	t := make([]float32, len(inp))
+	for i, x := range inp { // x³
+		t[i] = x * x * x
+	}
+	for i := range t { // ×0.044715
+		t[i] *= geluCoef
+	}
+	for i, x := range inp { // +x
+		t[i] += x
+	}
+	for i := range t { // ×√(2/π)
+		t[i] *= geluScale
+	}
+	for i := range t { // tanh
+		t[i] = tanh32(t[i])
+	}
+	for i := range t { // +1
+		t[i]++
+	}
+	for i, x := range inp { // ×x
+		t[i] *= x
+	}
+	for i, v := range t { // ×0.5
+		out[i] = v * 0.5
+	}
+}
+
+// GELUBackward computes dinp = gelu'(inp)·dout elementwise over n elements,
+// overwriting dinp.
+// dinp (n), inp (n), dout (n)
+func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
+	const op = "GELUBackward"
+	if !d.needSizes(op, n) || !d.needFloat(op, dinp, inp, dout) || !d.checkN(op, n, dinp, inp, dout) {
+		return
+	}
+	if d.fused {
+		d.geluBackwardFused(dinp, inp, dout, n)
+	} else {
+		d.geluBackwardDecomposed(dinp, inp, dout, n)
+	}
+}
+
+// geluBackwardFused: one loop, parallel chunks.
+//
+//	gelu'(x) = 0.5·(1 + tanh(a)) + 0.5·x·sech²(a)·√(2/π)·(1 + 3·0.044715·x²),
+//	a = √(2/π)·(x + 0.044715·x³), sech² = 1 - tanh².
+func (d *Device) geluBackwardFused(dinp, inp, dout *tensor.Tensor, n int) {
+	d.parallel(n, 1<<13, func(lo, hi int) {
+		xb, gb, ob := make([]float32, hi-lo), make([]float32, hi-lo), make([]float32, hi-lo)
+		x, g, o := in32(inp, lo, hi-lo, xb), in32(dout, lo, hi-lo, gb), out32(dinp, lo, hi-lo, ob)
+		for i, v := range x {
+			v2 := v * v
+			t := tanh32((v2*v*geluCoef + v) * geluScale)
+			left := (t + 1) * 0.5
+			right := v * 0.5 * (1 - t*t) * geluScale * (v2*(3*geluCoef) + 1)
+			o[i] = (left + right) * g[i]
+		}
+		flush32(dinp, lo, o)
+	})
+}
+
+// geluBackwardDecomposed: the derivative's steps as separate passes over
+// materialised fp32 buffers.
+func (d *Device) geluBackwardDecomposed(dinp, inp, dout *tensor.Tensor, n int) {
+	x, g := f32(inp), f32(dout) // (n)
+	x2, t, r := make([]float32, n), make([]float32, n), make([]float32, n)
+	pass := func(fn func(lo, hi int)) { d.parallel(n, 1<<14, fn) }
+	pass(func(lo, hi int) { // x2 = x²
+		for i := lo; i < hi; i++ {
+			x2[i] = x[i] * x[i]
+		}
+	})
+	pass(func(lo, hi int) { // t = x³·0.044715 + x
+		for i := lo; i < hi; i++ {
+			t[i] = x2[i]*x[i]*geluCoef + x[i]
+		}
+	})
+	pass(func(lo, hi int) { // t = tanh(√(2/π)·t)
+		for i := lo; i < hi; i++ {
+			t[i] = tanh32(t[i] * geluScale)
+		}
+	})
+	pass(func(lo, hi int) { // r = 1 - t² (sech²)
+		for i := lo; i < hi; i++ {
+			r[i] = 1 - t[i]*t[i]
+		}
+	})
+	pass(func(lo, hi int) { // r = 0.5·x·r·√(2/π)
+		for i := lo; i < hi; i++ {
+			r[i] = x[i] * 0.5 * r[i] * geluScale
+		}
+	})
+	pass(func(lo, hi int) { // x2 = 3·0.044715·x² + 1
+		for i := lo; i < hi; i++ {
+			x2[i] = x2[i]*(3*geluCoef) + 1
+		}
+	})
+	pass(func(lo, hi int) { // r = r·x2 (right term)
+		for i := lo; i < hi; i++ {
+			r[i] *= x2[i]
+		}
+	})
+	pass(func(lo, hi int) { // t = 0.5·(1 + t) (left term)
+		for i := lo; i < hi; i++ {
+			t[i] = (t[i] + 1) * 0.5
+		}
+	})
+	pass(func(lo, hi int) { // dinp = (left + right)·dout
+		for i := lo; i < hi; i++ {
+			t[i] = (t[i] + r[i]) * g[i]
+		}
+		store(dinp, lo, t[lo:hi])
+	})
+}

@@ -1,0 +1,329 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// mtRound rounds float64 values to dt through float32, as the device
+// stores them; for F32 it returns v as is, keeping the reference exact.
+func mtRound(dt tensor.DType, v []float64) []float64 {
+	if dt == tensor.F32 {
+		return v
+	}
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(tensor.Round(dt, float32(x)))
+	}
+	return out
+}
+
+// mtMatmulRef is the float64 linear layer: pre = x·wᵀ + b, out = pre or
+// gelu(pre). With round set it rounds where the form under test rounds
+// into a 16-bit tensor: the fused form once at the end (pre and out), the
+// decomposed form after the GEMM, after the bias and after GELU.
+// x (N,C), w (OC,C), b (OC) or nil
+func mtMatmulRef(x, w, b []float64, N, C, OC int, gelu bool, dt tensor.DType, fused bool) (out, pre []float64) {
+	pre = make([]float64, N*OC)
+	for i := range N {
+		for o := range OC {
+			var s float64
+			for c := range C {
+				s += x[i*C+c] * w[o*C+c]
+			}
+			pre[i*OC+o] = s
+		}
+	}
+	if !fused {
+		pre = mtRound(dt, pre)
+	}
+	if b != nil {
+		for i := range N {
+			for o := range OC {
+				pre[i*OC+o] += b[o]
+			}
+		}
+	}
+	out = pre
+	if gelu {
+		g := pre
+		if !fused {
+			g = mtRound(dt, pre)
+		}
+		out = ntGELURef(g)
+	}
+	return mtRound(dt, out), mtRound(dt, pre)
+}
+
+// mtMatmulCase is one Matmul forward case; ref* are float64 inputs as the
+// op sees them (rounded to dt).
+type mtMatmulCase struct {
+	N, C, OC  int
+	dt        tensor.DType
+	gelu      bool
+	inp, w, b *tensor.Tensor // b may be nil
+	x, wr, br []float64
+}
+
+func mtNewMatmulCase(t *testing.T, seed uint64, dt tensor.DType, N, C, OC int, gelu, bias bool) *mtMatmulCase {
+	r := ntRNG(seed)
+	c := &mtMatmulCase{N: N, C: C, OC: OC, dt: dt, gelu: gelu}
+	c.inp, c.x = ntTensor(t, dt, ntNormal(r, N*C, 1, 0), N, C)
+	c.w, c.wr = ntTensor(t, dt, ntNormal(r, OC*C, 1/math.Sqrt(float64(C)), 0), OC, C)
+	if bias {
+		c.b, c.br = ntTensor(t, dt, ntNormal(r, OC, 0.5, 0), OC)
+	}
+	return c
+}
+
+// run runs Matmul on d with poisoned outputs and returns out and pre (nil
+// without GELU).
+func (c *mtMatmulCase) run(t *testing.T, d *Device) (out, pre *tensor.Tensor) {
+	t.Helper()
+	out = tensor.New(c.dt, c.N, c.OC)
+	ntPoison(out)
+	act := device.None
+	if c.gelu {
+		act = device.GELU
+		pre = tensor.New(c.dt, c.N, c.OC)
+		ntPoison(pre)
+	}
+	d.Matmul(out, pre, c.inp, c.w, c.b, c.N, c.C, c.OC, act)
+	ntSync(t, d)
+	return out, pre
+}
+
+// TestMatmulForward checks both forms against the float64 layer and against
+// each other on odd shapes, with and without bias and GELU, in every dtype.
+func TestMatmulForward(t *testing.T) {
+	for _, dt := range ntDTypes {
+		for _, N := range []int{1, 17, 64} {
+			for _, C := range []int{1, 7, 96} {
+				for _, OC := range []int{1, 5, 384} {
+					for _, gelu := range []bool{false, true} {
+						for _, bias := range []bool{false, true} {
+							name := ntName(dt, N, C, OC, map[bool]string{false: "none", true: "gelu"}[gelu], map[bool]string{false: "nobias", true: "bias"}[bias])
+							t.Run(name, func(t *testing.T) {
+								c := mtNewMatmulCase(t, uint64(N*1000+C*10+OC), dt, N, C, OC, gelu, bias)
+								// fp32 accumulation of C terms: error ~ sqrt(C) roundings;
+								// in 16-bit the final rounding dominates (scale 1).
+								sc := math.Sqrt(float64(C))
+								if dt != tensor.F32 {
+									sc = 1
+								}
+								outs := map[bool][2]*tensor.Tensor{}
+								for _, f := range ntForms {
+									out, pre := c.run(t, ntDev(f.fused, 2))
+									outs[f.fused] = [2]*tensor.Tensor{out, pre}
+									wantOut, wantPre := mtMatmulRef(c.x, c.wr, c.br, N, C, OC, gelu, dt, f.fused)
+									ntClose(t, f.name+" out", ntF64(out), wantOut, dt, sc)
+									if gelu {
+										ntClose(t, f.name+" pre", ntF64(pre), wantPre, dt, sc)
+									}
+								}
+								// Fused vs decomposed: in F32 the same GEMM, bias and
+								// GELU steps, so the same values; in 16-bit the decomposed
+								// form rounds up to three times, the fused form once.
+								sc = 1
+								if dt != tensor.F32 {
+									sc = 3
+								}
+								ntCloseT(t, "fused vs decomposed out", outs[true][0], outs[false][0], dt, sc)
+								if gelu {
+									ntCloseT(t, "fused vs decomposed pre", outs[true][1], outs[false][1], dt, sc)
+								}
+							})
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// mtMatmulBackRef returns the float64 gradients of L = Σ dout ⊙ (x·wᵀ + b).
+func mtMatmulBackRef(dout, x, w []float64, N, C, OC int) (dx, dw, db []float64) {
+	dx, dw, db = make([]float64, N*C), make([]float64, OC*C), make([]float64, OC)
+	for i := range N {
+		for o := range OC {
+			g := dout[i*OC+o]
+			db[o] += g
+			for c := range C {
+				dx[i*C+c] += g * w[o*C+c]
+				dw[o*C+c] += g * x[i*C+c]
+			}
+		}
+	}
+	return dx, dw, db
+}
+
+// TestMatmulBackwardFD checks MatmulBackward (from zero gradients) against
+// central differences of a random linear loss of the float64 forward, and the
+// float32 forward against the float64 one.
+func TestMatmulBackwardFD(t *testing.T) {
+	const N, C, OC = 5, 7, 3
+	r := ntRNG(42)
+	x64, w64, b64 := ntNormal(r, N*C, 1, 0), ntNormal(r, OC*C, 1, 0), ntNormal(r, OC, 1, 0)
+	wl := ntNormal(r, N*OC, 1, 0) // the loss weights, = dL/dout
+	loss := func() float64 {
+		out, _ := mtMatmulRef(x64, w64, b64, N, C, OC, false, tensor.F32, true)
+		return ntDot(wl, out)
+	}
+	fdX, fdW, fdB := ntFD(x64, loss), ntFD(w64, loss), ntFD(b64, loss)
+	for _, f := range ntForms {
+		d := ntDev(f.fused, 2)
+		inp, _ := ntTensor(t, tensor.F32, x64, N, C)
+		w, _ := ntTensor(t, tensor.F32, w64, OC, C)
+		b, _ := ntTensor(t, tensor.F32, b64, OC)
+		dout, _ := ntTensor(t, tensor.F32, wl, N, OC)
+		out := tensor.New(tensor.F32, N, OC)
+		ntPoison(out)
+		d.Matmul(out, nil, inp, w, b, N, C, OC, device.None)
+		want, _ := mtMatmulRef(x64, w64, b64, N, C, OC, false, tensor.F32, true)
+		ntClose(t, f.name+" forward", ntF64(out), want, tensor.F32, math.Sqrt(C))
+		dinp, dw, db := tensor.New(tensor.F32, N, C), tensor.New(tensor.F32, OC, C), tensor.New(tensor.F32, OC)
+		d.MatmulBackward(dinp, dw, db, dout, inp, w, N, C, OC)
+		ntSync(t, d)
+		ntClose(t, f.name+" dinp", ntF64(dinp), fdX, tensor.F32, math.Sqrt(OC))
+		ntClose(t, f.name+" dweight", ntF64(dw), fdW, tensor.F32, math.Sqrt(N))
+		ntClose(t, f.name+" dbias", ntF64(db), fdB, tensor.F32, math.Sqrt(N))
+	}
+}
+
+// TestMatmulBackwardAccumulates checks dinp, dweight, dbias += (prior values
+// kept) on odd shapes and every dtype, with dinp and dbias optional, against
+// the float64 gradients; dbias must not depend on the thread count.
+func TestMatmulBackwardAccumulates(t *testing.T) {
+	for _, dt := range ntDTypes {
+		for _, s := range [][3]int{{1, 1, 1}, {17, 7, 5}, {64, 96, 384}, {33, 65, 17}} {
+			N, C, OC := s[0], s[1], s[2]
+			t.Run(ntName(dt, N, C, OC), func(t *testing.T) {
+				r := ntRNG(uint64(N + C + OC))
+				inp, x := ntTensor(t, dt, ntNormal(r, N*C, 1, 0), N, C)
+				w, wr := ntTensor(t, dt, ntNormal(r, OC*C, 1, 0), OC, C)
+				dout, g := ntTensor(t, dt, ntNormal(r, N*OC, 1, 0), N, OC)
+				priorX, priorW, priorB := ntNormal(r, N*C, 1, 0), ntNormal(r, OC*C, 1, 0), ntNormal(r, OC, 1, 0)
+				dx, dw, db := mtMatmulBackRef(g, x, wr, N, C, OC)
+				var dbBits *tensor.Tensor
+				for _, threads := range []int{1, 2, 3} {
+					dinp, px := ntTensor(t, dt, priorX, N, C)
+					dweight, pw := ntTensor(t, dt, priorW, OC, C)
+					dbias, pb := ntTensor(t, dt, priorB, OC)
+					d := ntDev(true, threads)
+					d.MatmulBackward(dinp, dweight, dbias, dout, inp, w, N, C, OC)
+					// and with the optional gradients absent
+					d.MatmulBackward(nil, dweight, nil, dout, inp, w, N, C, OC)
+					ntSync(t, d)
+					add := func(a, b []float64, k float64) []float64 {
+						o := make([]float64, len(a))
+						for i := range a {
+							o[i] = a[i] + k*b[i]
+						}
+						return o
+					}
+					// one rounding of a sum of K fp32 terms into dt; in 16-bit the
+					// second accumulation of dweight rounds once more.
+					sc := func(K int) float64 {
+						if dt == tensor.F32 {
+							return math.Sqrt(float64(K))
+						}
+						return 2
+					}
+					ntClose(t, fmt.Sprint("dinp threads ", threads), ntF64(dinp), add(px, dx, 1), dt, sc(OC))
+					ntClose(t, fmt.Sprint("dweight threads ", threads), ntF64(dweight), add(pw, dw, 2), dt, sc(N))
+					ntClose(t, fmt.Sprint("dbias threads ", threads), ntF64(dbias), add(pb, db, 1), dt, sc(N))
+					if dbBits == nil {
+						dbBits = dbias
+					} else if !ntSameBits(dbBits, dbias) {
+						t.Errorf("dbias bits differ between 1 and %d threads", threads)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMatmulBadArgs checks that argument errors are recorded, not panics.
+func TestMatmulBadArgs(t *testing.T) {
+	d := ntDev(true, 2)
+	x, w, out := tensor.New(tensor.F32, 4, 3), tensor.New(tensor.F32, 5, 3), tensor.New(tensor.F32, 4, 5)
+	cases := []struct {
+		name string
+		call func()
+		is   error
+	}{
+		{"short out", func() { d.Matmul(tensor.New(tensor.F32, 4, 4), nil, x, w, nil, 4, 3, 5, device.None) }, tensor.ErrShape},
+		{"gelu without pre", func() { d.Matmul(out, nil, x, w, nil, 4, 3, 5, device.GELU) }, nil},
+		{"pre without gelu", func() { d.Matmul(out, tensor.New(tensor.F32, 4, 5), x, w, nil, 4, 3, 5, device.None) }, nil},
+		{"unknown act", func() { d.Matmul(out, nil, x, w, nil, 4, 3, 5, device.Activation(9)) }, device.ErrUnsupported},
+		{"short bias", func() { d.Matmul(out, nil, x, w, tensor.New(tensor.F32, 4), 4, 3, 5, device.None) }, tensor.ErrShape},
+		{"int weight", func() { d.Matmul(out, nil, x, tensor.New(tensor.I32, 5, 3), nil, 4, 3, 5, device.None) }, nil},
+		{"backward short dweight", func() { d.MatmulBackward(nil, tensor.New(tensor.F32, 5), nil, out, x, w, 4, 3, 5) }, tensor.ErrShape},
+		{"backward short dinp", func() {
+			d.MatmulBackward(tensor.New(tensor.F32, 3), tensor.New(tensor.F32, 5, 3), nil, out, x, w, 4, 3, 5)
+		}, tensor.ErrShape},
+	}
+	for _, c := range cases {
+		c.call()
+		err := d.Sync()
+		if err == nil || (c.is != nil && !errors.Is(err, c.is)) {
+			t.Errorf("%s: Sync() = %v, want an error (%v)", c.name, err, c.is)
+		}
+	}
+}
+
+// TestMatmulName checks that the device names the GEMM library.
+func TestMatmulName(t *testing.T) {
+	name := ntDev(true, 2).Name()
+	t.Log(name)
+	if name != fmt.Sprintf("cpu (2 threads, %s)", gemmName()) || gemmName() == "" {
+		t.Errorf("Name() = %q", name)
+	}
+}
+
+// BenchmarkMatmul times forward + backward of the tiny preset's linear
+// layers (N = B·T = 1024): qkv 128→384, attention proj 128→128, MLP fc
+// 128→512 with GELU, MLP proj 512→128; GFLOP/s counts 6·N·C·OC.
+func BenchmarkMatmul(b *testing.B) {
+	const N = 1024
+	shapes := []struct {
+		name  string
+		C, OC int
+		act   device.Activation
+	}{{"qkv", 128, 384, device.None}, {"attproj", 128, 128, device.None}, {"fc_gelu", 128, 512, device.GELU}, {"proj", 512, 128, device.None}}
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+		for _, f := range ntForms {
+			for _, s := range shapes {
+				b.Run(fmt.Sprintf("%s/%s/%s_C%d_OC%d", dt, f.name, s.name, s.C, s.OC), func(b *testing.B) {
+					r := ntRNG(1)
+					d := ntDev(f.fused, 0)
+					inp, _ := ntTensor(b, dt, ntNormal(r, N*s.C, 1, 0), N, s.C)
+					w, _ := ntTensor(b, dt, ntNormal(r, s.OC*s.C, 0.1, 0), s.OC, s.C)
+					bias, _ := ntTensor(b, dt, ntNormal(r, s.OC, 0.1, 0), s.OC)
+					dout, _ := ntTensor(b, dt, ntNormal(r, N*s.OC, 1, 0), N, s.OC)
+					out := tensor.New(dt, N, s.OC)
+					var pre *tensor.Tensor
+					if s.act == device.GELU {
+						pre = tensor.New(dt, N, s.OC)
+					}
+					dinp, dw, db := tensor.New(dt, N, s.C), tensor.New(tensor.F32, s.OC, s.C), tensor.New(tensor.F32, s.OC)
+					for b.Loop() {
+						d.Matmul(out, pre, inp, w, bias, N, s.C, s.OC, s.act)
+						d.MatmulBackward(dinp, dw, db, dout, inp, w, N, s.C, s.OC)
+					}
+					if err := d.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					sec := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(sec*1e3, "ms")
+					b.ReportMetric(6*float64(N*s.C*s.OC)/sec/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
