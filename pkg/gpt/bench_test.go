@@ -1,0 +1,51 @@
+package gpt
+
+import (
+	"testing"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// BenchmarkTinyForwardBackward times one forward and backward of the tiny
+// preset at B 8, T 128 on the CPU (fused and decomposed), reporting tokens/s
+// and GFLOP/s by the 6N + 12·L·C·T formula.
+//
+//	go test -bench TinyForwardBackward -run XXX ./pkg/gpt
+func BenchmarkTinyForwardBackward(b *testing.B) {
+	for _, fused := range []bool{true, false} {
+		name := "decomposed"
+		if fused {
+			name = "fused"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg, _ := Preset("tiny")
+			const B, T = 8, 128
+			m, err := New(cpu.New(device.Options{Fused: fused}), cfg, amp.FP32)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Init(1); err != nil {
+				b.Fatal(err)
+			}
+			rng := tensor.NewRNG(2)
+			in, tg := make([]int32, B*T), make([]int32, B*T)
+			for i := range in {
+				in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
+			}
+			m.Gradients(in, tg, B, T, 1) // allocate activations outside the timing
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				m.ZeroGrad()
+				if _, err := m.Gradients(in, tg, B, T, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(float64(B*T)/sec, "tokens/s")
+			b.ReportMetric(cfg.FLOPsPerToken(T)*float64(B*T)/sec/1e9, "GFLOP/s")
+		})
+	}
+}

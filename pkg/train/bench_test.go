@@ -1,0 +1,53 @@
+package train
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
+)
+
+// BenchmarkTrainStepTiny times whole training steps (data, forward,
+// backward, grad norm, clipping, AdamW) of the tiny preset at B 8, T 128 on
+// the CPU and reports the median step in ms, per precision policy.
+//
+//	go test -bench TrainStepTiny -run XXX -benchtime 30x ./pkg/train
+func BenchmarkTrainStepTiny(b *testing.B) {
+	for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
+		b.Run(p.String(), func(b *testing.B) {
+			cfg, _ := gpt.Preset("tiny")
+			toks, err := data.Encode(data.Corpus(1, 1<<20))
+			if err != nil {
+				b.Fatal(err)
+			}
+			o := Options{Config: cfg, Policy: p, Batch: 8, Seq: 128, Optim: optim.Defaults(1 << 20), Seed: 1}
+			tr, err := New(cpu.New(device.Options{Fused: true}), o, toks, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < 3; i++ { // warm-up
+				if _, err := tr.Step(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			times := make([]float64, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				if _, err := tr.Step(); err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, float64(time.Since(start).Microseconds())/1000)
+			}
+			sort.Float64s(times)
+			b.ReportMetric(times[len(times)/2], "median-ms/step")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
