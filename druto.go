@@ -1,0 +1,425 @@
+// Package druto is where a program or notebook starts: Detect says what
+// this machine offers (driver, libraries, GPU, which fused kernels build and
+// pass their self-test against the CPU reference), and Open returns the
+// device.Device to train on, with the reason for the choice.
+//
+// The backend choice lives here, above both implementations, because
+// package device holds only the interface. Today Open always returns the
+// CPU device (package cpu): the GPU implementation of device.Device
+// (package gpu) is not built yet, and Open says so in its reason when a
+// usable GPU is present rather than pretend.
+package druto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// Revision is the source revision the binary was built from; set it with
+// -ldflags "-X github.com/druto/druto.Revision=$(git rev-parse HEAD)".
+// When empty, the build's VCS stamp is used, if any.
+var Revision string
+
+// Backends Open accepts.
+const (
+	BackendAuto = "auto" // the GPU when detection finds a usable one, else the CPU
+	BackendCPU  = "cpu"
+	BackendGPU  = "gpu"
+)
+
+// Options choose and configure the device.
+type Options struct {
+	Backend string           // "auto" (also ""), "cpu" or "gpu"
+	Fused   bool             // fused kernels (true) or the decomposed baseline
+	Threads int              // CPU worker goroutines; 0 means all cores
+	Load    cuda.LoadOptions // where to look for the CUDA libraries
+	// CacheDir is the kernel cache; empty means the user cache directory.
+	CacheDir string
+	// NoCache skips the kernel cache (every detection compiles afresh).
+	NoCache bool
+}
+
+// Report is what detection found and what it chose. It marshals to the JSON
+// of `druto detect --json`.
+type Report struct {
+	Backend   string `json:"backend"` // "cpu" or "gpu": what Open returns
+	Reason    string `json:"reason"`  // why, in a sentence
+	GPUUsable bool   `json:"gpu_usable"`
+	// GPUSupport is false in a build without cgo, which cannot load CUDA.
+	GPUSupport bool           `json:"gpu_support_in_build"`
+	Time       string         `json:"time"`
+	Revision   string         `json:"revision,omitempty"`
+	Host       Host           `json:"host"`
+	Driver     *Driver        `json:"driver,omitempty"`
+	Libraries  []cuda.LibInfo `json:"libraries,omitempty"`
+	Devices    []Device       `json:"devices,omitempty"`
+	Kernels    []Kernel       `json:"kernels,omitempty"`
+	// Fallback says what a missing or failing kernel means for training.
+	Fallback string   `json:"fallback,omitempty"`
+	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
+	Millis   float64  `json:"detect_ms"`
+}
+
+// Host describes the machine running druto.
+type Host struct {
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+	Go   string `json:"go"`
+	CPUs int    `json:"cpus"`
+}
+
+// Driver is the NVIDIA driver as the CUDA driver API and NVML report it.
+type Driver struct {
+	CUDA    string `json:"cuda"`              // the CUDA version it supports, e.g. "13.0"
+	Version string `json:"version,omitempty"` // the kernel driver's, e.g. "580.95.05" (NVML)
+	Path    string `json:"path"`              // libcuda's file
+}
+
+// Device is one GPU.
+type Device struct {
+	cuda.DeviceInfo
+	CC        string `json:"compute_capability"`
+	Arch      string `json:"arch"`
+	FreeBytes uint64 `json:"memory_free_bytes,omitempty"`
+}
+
+// Kernel is one fused kernel variant on the device used for detection.
+type Kernel struct {
+	Name      string               `json:"name"`
+	DType     string               `json:"dtype"`
+	Arch      string               `json:"arch"`
+	Status    kernels.From         `json:"status"` // nvrtc-compiled, nvrtc-cached, ptx-jit or unavailable
+	CompileMS float64              `json:"compile_ms,omitempty"`
+	LoadMS    float64              `json:"load_ms"`
+	Attr      *cuda.FuncAttributes `json:"attributes,omitempty"`
+	Fallback  string               `json:"why_not_nvrtc,omitempty"`
+	CacheFile string               `json:"cache_file,omitempty"`
+	CacheErr  string               `json:"cache_error,omitempty"`
+	SelfTest  *SelfTest            `json:"self_test,omitempty"`
+	Error     string               `json:"error,omitempty"`
+}
+
+// SelfTest is a kernel checked against the CPU reference on random inputs.
+type SelfTest struct {
+	Pass      bool       `json:"pass"`
+	MaxRelErr float64    `json:"max_rel_err"` // the largest tensor.RelErr over every case and output
+	Cases     []TestCase `json:"cases"`
+}
+
+// TestCase is one shape of a self-test: tensor.RelErr of each output and
+// the tensor.Close verdict (tolerance of the dtype, scale 1).
+type TestCase struct {
+	N          int     `json:"n"`
+	C          int     `json:"c"`
+	RelErrOut  float64 `json:"rel_err_out"`
+	RelErrMean float64 `json:"rel_err_mean"`
+	RelErrRstd float64 `json:"rel_err_rstd"`
+	Pass       bool    `json:"pass"`
+	Mismatch   string  `json:"mismatch,omitempty"`
+}
+
+// SelfTestShapes are the (N, C) shapes every layernorm variant is checked at:
+// a GPT-2 row, an odd size that is not a multiple of the warp, and one element.
+var SelfTestShapes = [][2]int{{8, 768}, {17, 1000}, {1, 1}}
+
+// Detect looks for the CUDA driver, libraries and devices, builds every
+// fused kernel for device 0 and self-tests it. It never fails: what it
+// could not do is in the report, with the backend Open would choose.
+func Detect(ctx context.Context) Report { return DetectWith(ctx, Options{}) }
+
+// DetectWith is Detect with the library search, kernel cache and CPU
+// reference configured by o.
+func DetectWith(ctx context.Context, o Options) Report {
+	start := time.Now()
+	r := Report{
+		Backend: BackendCPU, Time: start.UTC().Format(time.RFC3339), Revision: revision(),
+		Host: Host{OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), CPUs: runtime.NumCPU()},
+	}
+	r.detectGPU(ctx, o)
+	switch {
+	case !r.GPUSupport:
+		r.Reason = "no GPU support in this build (built with CGO_ENABLED=0); using the CPU"
+	case r.Driver == nil:
+		r.Reason = "no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU"
+	case len(r.Devices) == 0:
+		r.Reason = "CUDA driver " + r.Driver.CUDA + " found but no CUDA device; using the CPU"
+	case !r.GPUUsable:
+		r.Reason = fmt.Sprintf("%s found but no fused kernel passed its self-test; using the CPU", r.Devices[0].Name)
+	default:
+		r.Reason = fmt.Sprintf("%s (sm_%d%d) is usable and its kernels pass their self-test, but the GPU backend "+
+			"(package device/gpu) is not built yet; using the CPU", r.Devices[0].Name, r.Devices[0].Major, r.Devices[0].Minor)
+	}
+	r.Millis = ms(time.Since(start))
+	return r
+}
+
+// detectGPU fills the driver, library, device and kernel parts.
+func (r *Report) detectGPU(ctx context.Context, o Options) {
+	libs := cuda.Load(o.Load)
+	r.GPUSupport = !errors.Is(libs.Err, cuda.ErrNoGPUSupport)
+	if !r.GPUSupport {
+		return
+	}
+	r.Libraries = libs.Info
+	if libs.Err != nil {
+		r.Errors = append(r.Errors, libs.Err.Error())
+		return
+	}
+	defer func() {
+		if libs.NVML != nil {
+			_ = libs.NVML.Close()
+		}
+	}()
+	drv := libs.Driver
+	r.Driver = &Driver{CUDA: drv.Info().Version, Path: drv.Info().Path}
+	if libs.NVML != nil {
+		if v, err := libs.NVML.DriverVersion(); err == nil {
+			r.Driver.Version = v
+		}
+	}
+	n, err := drv.DeviceCount()
+	if err != nil {
+		r.Errors = append(r.Errors, err.Error())
+		return
+	}
+	for i := range n {
+		info, err := drv.Device(i)
+		if err != nil {
+			r.Errors = append(r.Errors, err.Error())
+			continue
+		}
+		r.Devices = append(r.Devices, Device{DeviceInfo: info, CC: info.CC(), Arch: info.Arch()})
+	}
+	if len(r.Devices) == 0 || ctx.Err() != nil {
+		return
+	}
+	c, err := drv.NewContext(0)
+	if err != nil {
+		r.Errors = append(r.Errors, err.Error())
+		return
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			r.Errors = append(r.Errors, err.Error())
+		}
+	}()
+	if free, _, err := c.MemInfo(); err == nil {
+		r.Devices[0].FreeBytes = free
+	}
+	b := &kernels.Builder{Ctx: c, NVRTC: libs.NVRTC, CacheDir: o.CacheDir, NoCache: o.NoCache}
+	built, err := b.BuildAll()
+	if err != nil {
+		r.Errors = append(r.Errors, err.Error())
+		return
+	}
+	ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
+	passed := 0
+	for _, k := range built {
+		kr := kernelReport(k)
+		if k.Err == nil && ctx.Err() == nil {
+			st, err := SelfTestKernel(c, k, ref)
+			if err != nil {
+				kr.Error = err.Error()
+			} else {
+				kr.SelfTest = &st
+				if st.Pass {
+					passed++
+				}
+			}
+		}
+		r.Kernels = append(r.Kernels, kr)
+	}
+	if err := ctx.Err(); err != nil {
+		r.Errors = append(r.Errors, "detection cut short: "+err.Error())
+	}
+	r.GPUUsable = passed > 0
+	if passed < len(built) {
+		r.Fallback = "ops whose kernel is unavailable or failed its self-test run their decomposed form"
+	}
+}
+
+func kernelReport(k *kernels.Built) Kernel {
+	kr := Kernel{
+		Name: k.Kernel, DType: k.DType.String(), Arch: k.Arch, Status: k.From,
+		CompileMS: ms(k.CompileTime), LoadMS: ms(k.LoadTime), Fallback: k.Fallback, CacheFile: k.CacheFile,
+	}
+	if k.CacheErr != nil {
+		kr.CacheErr = k.CacheErr.Error()
+	}
+	if k.Err != nil {
+		kr.Error = k.Err.Error()
+	} else {
+		a := k.Attr
+		kr.Attr = &a
+	}
+	return kr
+}
+
+// SelfTestKernel runs a built kernel on random inputs of SelfTestShapes and
+// compares it with the reference device's op (fed the same rounded inputs),
+// outputs poisoned with NaN before each launch.
+func SelfTestKernel(c *cuda.Context, k *kernels.Built, ref device.Device) (SelfTest, error) {
+	switch k.Kernel {
+	case "layernorm_forward":
+		return selfTestLayerNorm(c, k, ref)
+	}
+	return SelfTest{}, fmt.Errorf("druto: no self-test for kernel %s", k.Kernel)
+}
+
+func selfTestLayerNorm(c *cuda.Context, k *kernels.Built, ref device.Device) (SelfTest, error) {
+	st := SelfTest{Pass: true}
+	s, err := c.NewStream()
+	if err != nil {
+		return st, err
+	}
+	defer s.Destroy()
+	for _, sh := range SelfTestShapes {
+		tc, err := layerNormCase(c, s, k, ref, sh[0], sh[1])
+		if err != nil {
+			return st, fmt.Errorf("druto: self-test %s (%d,%d): %w", k.Variant, sh[0], sh[1], err)
+		}
+		st.Cases = append(st.Cases, tc)
+		st.Pass = st.Pass && tc.Pass
+		st.MaxRelErr = max(st.MaxRelErr, tc.RelErrOut, tc.RelErrMean, tc.RelErrRstd)
+	}
+	return st, nil
+}
+
+// layerNormCase checks one (N, C) shape.
+func layerNormCase(c *cuda.Context, s *cuda.Stream, k *kernels.Built, ref device.Device, N, C int) (TestCase, error) {
+	tc := TestCase{N: N, C: C}
+	dt := k.DType
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(N*7919+C)))
+	fill := func(t *tensor.Tensor, mean, scale float64) error {
+		v := make([]float32, t.Numel())
+		for i := range v {
+			v[i] = float32(mean + scale*rng.NormFloat64())
+		}
+		return t.SetF32(v)
+	}
+	inp, w, b := tensor.New(dt, N, C), tensor.New(dt, C), tensor.New(dt, C)
+	if err := errors.Join(fill(inp, 0.5, 2), fill(w, 1, 0.2), fill(b, 0, 0.1)); err != nil {
+		return tc, err
+	}
+	// CPU reference on the same (rounded) inputs.
+	want, wantMean, wantRstd := tensor.New(dt, N, C), tensor.New(tensor.F32, N), tensor.New(tensor.F32, N)
+	ref.LayerNorm(want, wantMean, wantRstd, inp, w, b, N, C)
+	if err := ref.Sync(); err != nil {
+		return tc, fmt.Errorf("cpu reference: %w", err)
+	}
+	// GPU.
+	pool := c.Pool()
+	host := []*tensor.Tensor{inp, w, b}
+	ptrs := make([]cuda.DevicePtr, 6) // inp, w, b, out, mean, rstd
+	sizes := []int{inp.Bytes(), w.Bytes(), b.Bytes(), want.Bytes(), 4 * N, 4 * N}
+	defer func() {
+		for _, p := range ptrs {
+			_ = pool.Free(p)
+		}
+	}()
+	for i, n := range sizes {
+		p, err := pool.Alloc(uint64(n))
+		if err != nil {
+			return tc, err
+		}
+		ptrs[i] = p
+	}
+	for i, t := range host {
+		if err := s.CopyHtoD(ptrs[i], t.Raw()); err != nil {
+			return tc, err
+		}
+	}
+	for i := 3; i < 6; i++ { // poison: all-ones bytes are NaN in every float type
+		if err := s.Memset8(ptrs[i], 0xff, uint64(sizes[i])); err != nil {
+			return tc, err
+		}
+	}
+	if err := kernels.LayerNormForward(k, s, ptrs[3], ptrs[4], ptrs[5], ptrs[0], ptrs[1], ptrs[2], N, C); err != nil {
+		return tc, err
+	}
+	if err := s.Synchronize(); err != nil {
+		return tc, err
+	}
+	got, gotMean, gotRstd := tensor.New(dt, N, C), tensor.New(tensor.F32, N), tensor.New(tensor.F32, N)
+	for i, t := range []*tensor.Tensor{got, gotMean, gotRstd} {
+		if err := s.CopyDtoH(t.Raw(), ptrs[3+i]); err != nil {
+			return tc, err
+		}
+	}
+	g, w32 := got.ToF32(), want.ToF32()
+	tc.RelErrOut = relErr(g, w32)
+	tc.RelErrMean = relErr(gotMean.F32(), wantMean.F32())
+	tc.RelErrRstd = relErr(gotRstd.F32(), wantRstd.F32())
+	err := errors.Join(
+		tensor.CloseF32(g, w32, dt, 1),
+		tensor.CloseF32(gotMean.F32(), wantMean.F32(), tensor.F32, 1),
+		tensor.CloseF32(gotRstd.F32(), wantRstd.F32(), tensor.F32, 1))
+	tc.Pass = err == nil
+	if err != nil {
+		tc.Mismatch = err.Error()
+	}
+	return tc, nil
+}
+
+// relErr is tensor.RelErr, with NaN or Inf (an unwritten, poisoned output)
+// reported as math.MaxFloat64, since JSON has neither.
+func relErr(got, want []float32) float64 {
+	e := tensor.RelErr(got, want)
+	if math.IsNaN(e) || math.IsInf(e, 0) {
+		return math.MaxFloat64
+	}
+	return e
+}
+
+// Open returns the device to train on and the detection report behind the
+// choice. Backend "cpu" skips detection. Backend "auto" detects and, since
+// the GPU backend is not built yet, returns the CPU device with a reason
+// that says whether a usable GPU was found. Backend "gpu" returns an error
+// saying why it cannot be had (no GPU, or the GPU backend not built yet).
+func Open(o Options) (device.Device, Report, error) {
+	dev := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
+	switch o.Backend {
+	case BackendCPU:
+		r := Report{Backend: BackendCPU, Reason: "the cpu backend was asked for", Time: time.Now().UTC().Format(time.RFC3339),
+			Revision: revision(), Host: Host{OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), CPUs: runtime.NumCPU()}}
+		return dev, r, nil
+	case "", BackendAuto:
+		return dev, DetectWith(context.Background(), o), nil
+	case BackendGPU:
+		r := DetectWith(context.Background(), o)
+		if r.GPUUsable {
+			return nil, r, errors.New("druto: the GPU backend (package device/gpu) is not built yet; use --backend cpu or auto")
+		}
+		return nil, r, fmt.Errorf("druto: no usable GPU: %s", r.Reason)
+	}
+	return nil, Report{}, fmt.Errorf("druto: unknown backend %q (want auto, cpu or gpu)", o.Backend)
+}
+
+// revision returns Revision or the build's VCS revision.
+func revision() string {
+	if Revision != "" {
+		return Revision
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return ""
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

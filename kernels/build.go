@@ -1,0 +1,236 @@
+package kernels
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// From says where a loaded kernel's code came from.
+type From string
+
+// The ways a kernel becomes available, best first.
+const (
+	FromNVRTC   From = "nvrtc-compiled" // compiled now by NVRTC for the exact sm_XY
+	FromCache   From = "nvrtc-cached"   // an NVRTC cubin from the on-disk cache
+	FromPTX     From = "ptx-jit"        // the embedded compute_75 PTX, JIT-compiled by the driver
+	Unavailable From = "unavailable"    // neither worked: callers use the decomposed CPU fallback
+)
+
+// Built is one kernel variant made ready on a device (or not, with why).
+type Built struct {
+	Variant
+	Arch        string        // the device's sm_XY
+	From        From          // how the code was obtained
+	CompileTime time.Duration // NVRTC compile time (0 when cached or PTX)
+	LoadTime    time.Duration // module load time (the JIT compile for PTX)
+	CacheFile   string        // the cubin's cache path, when NVRTC was used
+	CacheErr    error         // a failure to read or write the cache (not fatal)
+	Fallback    string        // why NVRTC's cubin was not used, when From is FromPTX
+	Log         string        // NVRTC's or the JIT's log, often empty
+	Attr        cuda.FuncAttributes
+	Module      *cuda.Module
+	Func        *cuda.Function
+	Err         error // why the kernel is Unavailable
+}
+
+// Builder makes kernels ready on one device: NVRTC for the device's exact
+// architecture with an on-disk cubin cache, else the embedded PTX.
+type Builder struct {
+	Ctx      *cuda.Context
+	NVRTC    *cuda.NVRTC // nil: embedded PTX only
+	CacheDir string      // empty: DefaultCacheDir()
+	NoCache  bool        // neither read nor write the cache
+}
+
+// DefaultCacheDir returns os.UserCacheDir()/druto/kernels.
+func DefaultCacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("kernels: no user cache directory: %w", err)
+	}
+	return filepath.Join(d, "druto", "kernels"), nil
+}
+
+// nvrtcOptions are the options every variant is compiled with.
+func nvrtcOptions(v Variant) []string { return []string{v.Define()} }
+
+// CacheKey returns the cache file name of a variant compiled for arch by
+// NVRTC version nvrtcVersion: it names the kernel, dtype, arch and version
+// and ends in a hash of the source bytes and options.
+func CacheKey(v Variant, src []byte, arch, nvrtcVersion string) string {
+	h := sha256.New()
+	h.Write(src)
+	h.Write([]byte{0})
+	h.Write([]byte(strings.Join(nvrtcOptions(v), "\x00")))
+	sum := hex.EncodeToString(h.Sum(nil))
+	return fmt.Sprintf("%s-%s-%s-nvrtc%s-%s.cubin", v.Kernel, v.DType, arch, nvrtcVersion, sum[:16])
+}
+
+// CompileOnly compiles a variant with NVRTC for any architecture (no device
+// needed): a cubin for "sm_XY", PTX for "compute_XY".
+func CompileOnly(n *cuda.NVRTC, v Variant, arch string) ([]byte, time.Duration, string, error) {
+	src, err := v.Source()
+	if err != nil {
+		return nil, 0, "", err
+	}
+	start := time.Now()
+	code, log, err := n.Compile(string(src), v.File, arch, nvrtcOptions(v)...)
+	return code, time.Since(start), log, err
+}
+
+// BuildAll builds every variant; each result carries its own error.
+func (b *Builder) BuildAll() ([]*Built, error) {
+	vs, err := Variants()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Built, len(vs))
+	for i, v := range vs {
+		out[i] = b.Build(v)
+	}
+	return out, nil
+}
+
+// Build makes one variant ready: a cached cubin, else an NVRTC compile
+// (cached for next time), else the embedded PTX. A failure at each step is
+// recorded (Fallback, CacheErr) and the next step tried; only when the PTX
+// fails too is the result Unavailable, with Err set.
+func (b *Builder) Build(v Variant) *Built {
+	k := &Built{Variant: v, Arch: b.Ctx.Device.Arch()}
+	if b.NVRTC != nil {
+		if b.buildNVRTC(k) {
+			return b.finish(k)
+		}
+	} else {
+		k.Fallback = "NVRTC not loaded"
+	}
+	ptx, err := v.PTX()
+	if err != nil {
+		k.From, k.Err = Unavailable, fmt.Errorf("kernels: %s: no embedded PTX: %w", v, err)
+		return k
+	}
+	m, err := b.Ctx.LoadModule(ptx)
+	if err != nil {
+		k.From, k.Err = Unavailable, fmt.Errorf("kernels: %s: PTX JIT failed (%s): %w", v, k.Fallback, err)
+		return k
+	}
+	k.From, k.Module, k.LoadTime, k.Log = FromPTX, m, m.LoadTime, m.JITLog
+	return b.finish(k)
+}
+
+// buildNVRTC tries the cache and then NVRTC; it reports success.
+func (b *Builder) buildNVRTC(k *Built) bool {
+	src, err := k.Source()
+	if err != nil {
+		k.Fallback = err.Error()
+		return false
+	}
+	dir := b.CacheDir
+	if dir == "" && !b.NoCache {
+		if dir, err = DefaultCacheDir(); err != nil {
+			k.CacheErr = err
+		}
+	}
+	if dir != "" && !b.NoCache {
+		k.CacheFile = filepath.Join(dir, CacheKey(k.Variant, src, k.Arch, b.NVRTC.Version()))
+		if cubin, err := os.ReadFile(k.CacheFile); err == nil && cuda.IsCubin(cubin) {
+			m, err := b.Ctx.LoadModule(cubin)
+			if err == nil {
+				k.From, k.Module, k.LoadTime = FromCache, m, m.LoadTime
+				return true
+			}
+			k.CacheErr = fmt.Errorf("kernels: cached %s did not load, recompiling: %w", k.CacheFile, err)
+		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+			k.CacheErr = err
+		}
+	}
+	start := time.Now()
+	cubin, log, err := b.NVRTC.Compile(string(src), k.File, k.Arch, nvrtcOptions(k.Variant)...)
+	k.CompileTime, k.Log = time.Since(start), log
+	if err != nil {
+		k.Fallback = "NVRTC compile failed: " + err.Error()
+		return false
+	}
+	if k.CacheFile != "" {
+		if err := writeAtomic(k.CacheFile, cubin); err != nil {
+			k.CacheErr = err
+		}
+	}
+	m, err := b.Ctx.LoadModule(cubin)
+	if err != nil {
+		k.Fallback = fmt.Sprintf("NVRTC %s cubin did not load: %v", b.NVRTC.Version(), err)
+		return false
+	}
+	k.From, k.Module, k.LoadTime = FromNVRTC, m, m.LoadTime
+	return true
+}
+
+// finish looks the kernel up in its module and reads its attributes.
+func (b *Builder) finish(k *Built) *Built {
+	f, err := k.Module.Function(k.Kernel)
+	if err == nil {
+		k.Func = f
+		k.Attr, err = f.Attributes()
+	}
+	if err != nil {
+		k.From, k.Err = Unavailable, fmt.Errorf("kernels: %s: %w", k.Variant, err)
+	}
+	return k
+}
+
+// writeAtomic writes data to a temp file in path's directory, then renames.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("kernels: cache: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("kernels: cache: %w", err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("kernels: cache: %w", err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("kernels: cache: %w", err)
+	}
+	return nil
+}
+
+// Set holds built kernels by variant.
+type Set map[Variant]*Built
+
+// NewSet indexes built kernels.
+func NewSet(built []*Built) Set {
+	s := Set{}
+	for _, k := range built {
+		s[k.Variant] = k
+	}
+	return s
+}
+
+// Get returns the ready kernel for name and dtype, or an error naming why it
+// is unavailable.
+func (s Set) Get(name string, dt tensor.DType) (*Built, error) {
+	for v, k := range s {
+		if v.Kernel == name && v.DType == dt {
+			if k.Err != nil {
+				return nil, k.Err
+			}
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("kernels: no kernel %s for %s", name, dt)
+}

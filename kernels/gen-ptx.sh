@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# gen-ptx.sh: regenerate kernels/ptx/*.ptx from kernels/*.cu with nvcc 11.8
+# (run through `go generate ./kernels`). For each .cu, every dtype its
+# "druto:dtypes" line names is built with -DDTYPE=DRUTO_<DTYPE> for
+# compute_75 (PTX ISA 7.8, JIT-compiled by any driver >= R520), and the
+# source's sha256 is written into the PTX header, which TestPTXUpToDate
+# checks. Files are written to a temp name and renamed.
+#
+# nvcc 11.8 on Debian 12: see ../../shared/GPU.md (nvidia-cuda-toolkit from
+# non-free). Override the compiler with NVCC=/path/to/nvcc.
+set -euo pipefail
+cd "$(dirname "$0")"
+NVCC=${NVCC:-nvcc}
+ARCH=compute_75
+if ! command -v "$NVCC" >/dev/null; then
+  echo "gen-ptx.sh: $NVCC not found; install nvcc 11.8 (see shared/GPU.md) or set NVCC" >&2
+  exit 1
+fi
+ver=$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+if [ "$ver" != "11.8" ]; then
+  echo "gen-ptx.sh: warning: nvcc $ver, the committed PTX is made with 11.8 (PTX ISA 7.8)" >&2
+fi
+mkdir -p ptx
+for cu in *.cu; do
+  base=${cu%.cu}
+  hash=$(sha256sum "$cu" | cut -d' ' -f1)
+  dtypes=$(sed -n 's|^// druto:dtypes ||p' "$cu")
+  if [ -z "$dtypes" ]; then
+    echo "gen-ptx.sh: $cu has no '// druto:dtypes' line" >&2
+    exit 1
+  fi
+  for dt in $dtypes; do
+    define=DRUTO_$(echo "$dt" | tr a-z A-Z)
+    out=ptx/${base}_${dt}.ptx
+    tmp=$(mktemp "ptx/.${base}_${dt}.XXXXXX")
+    {
+      echo "// druto-source: $cu"
+      echo "// druto-source-sha256: $hash"
+      echo "// druto-dtype: $dt"
+      echo "// druto-build: nvcc $ver -ptx -arch=$ARCH -DDTYPE=$define"
+      "$NVCC" -ptx -arch=$ARCH -DDTYPE=$define "$cu" -o -
+    } > "$tmp"
+    mv "$tmp" "$out"
+    echo "gen-ptx.sh: $out"
+  done
+done

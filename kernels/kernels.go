@@ -1,0 +1,145 @@
+package kernels
+
+//go:generate ./gen-ptx.sh
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// sources holds the CUDA C files and the PTX that go generate made from them.
+//
+//go:embed *.cu ptx/*.ptx
+var sources embed.FS
+
+// Variant is one kernel built for one storage dtype: the unit that is
+// compiled, cached, loaded and self-tested.
+type Variant struct {
+	Kernel string       // the extern "C" name, e.g. "layernorm_forward"
+	File   string       // the source file, e.g. "layernorm.cu"
+	DType  tensor.DType // the storage type DTYPE selects
+}
+
+// String names the variant, e.g. "layernorm_forward/bf16".
+func (v Variant) String() string { return v.Kernel + "/" + v.DType.String() }
+
+// Define returns the -D option that selects the variant's dtype.
+func (v Variant) Define() string { return "-DDTYPE=DRUTO_" + strings.ToUpper(v.DType.String()) }
+
+// PTXFile returns the embedded PTX's path, e.g. "ptx/layernorm_bf16.ptx".
+func (v Variant) PTXFile() string {
+	return "ptx/" + strings.TrimSuffix(v.File, ".cu") + "_" + v.DType.String() + ".ptx"
+}
+
+// Source returns the variant's CUDA C text.
+func (v Variant) Source() ([]byte, error) { return sources.ReadFile(v.File) }
+
+// PTX returns the variant's embedded PTX.
+func (v Variant) PTX() ([]byte, error) { return sources.ReadFile(v.PTXFile()) }
+
+// Variants lists every kernel of every source file for every dtype the file
+// declares, read from the files' "druto:kernel" and "druto:dtypes" lines.
+func Variants() ([]Variant, error) {
+	files, err := fs.Glob(sources, "*.cu")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []Variant
+	for _, f := range files {
+		src, err := sources.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		names, dtypes, err := directives(src)
+		if err != nil {
+			return nil, fmt.Errorf("kernels: %s: %w", f, err)
+		}
+		for _, k := range names {
+			for _, dt := range dtypes {
+				out = append(out, Variant{Kernel: k, File: f, DType: dt})
+			}
+		}
+	}
+	return out, nil
+}
+
+// directives reads the "// druto:kernel NAME..." and "// druto:dtypes ..."
+// lines of a source file.
+func directives(src []byte) (kernels []string, dtypes []tensor.DType, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(src))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "// druto:kernel "):
+			kernels = append(kernels, strings.Fields(strings.TrimPrefix(line, "// druto:kernel "))...)
+		case strings.HasPrefix(line, "// druto:dtypes "):
+			for _, s := range strings.Fields(strings.TrimPrefix(line, "// druto:dtypes ")) {
+				dt, err := tensor.ParseDType(s)
+				if err != nil || !dt.Float() {
+					return nil, nil, fmt.Errorf("bad dtype %q in druto:dtypes", s)
+				}
+				dtypes = append(dtypes, dt)
+			}
+		}
+	}
+	if len(kernels) == 0 || len(dtypes) == 0 {
+		return nil, nil, fmt.Errorf("needs '// druto:kernel' and '// druto:dtypes' lines")
+	}
+	return kernels, dtypes, nil
+}
+
+// SourceHash returns the hex sha256 of a source file's bytes, as gen-ptx.sh
+// writes it into each PTX header.
+func SourceHash(src []byte) string {
+	h := sha256.Sum256(src)
+	return hex.EncodeToString(h[:])
+}
+
+// PTXHeader is what gen-ptx.sh records at the top of each PTX file.
+type PTXHeader struct {
+	Source, SourceSHA256, DType, Build string
+}
+
+// ParsePTXHeader reads the druto lines at the top of a PTX file.
+func ParsePTXHeader(ptx []byte) (PTXHeader, error) {
+	var h PTXHeader
+	sc := bufio.NewScanner(bytes.NewReader(ptx))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "// druto-") {
+			break
+		}
+		key, val, _ := strings.Cut(strings.TrimPrefix(line, "// druto-"), ": ")
+		switch key {
+		case "source":
+			h.Source = val
+		case "source-sha256":
+			h.SourceSHA256 = val
+		case "dtype":
+			h.DType = val
+		case "build":
+			h.Build = val
+		}
+	}
+	if h.Source == "" || h.SourceSHA256 == "" || h.DType == "" {
+		return h, fmt.Errorf("kernels: PTX without a druto header (source, source-sha256, dtype)")
+	}
+	return h, nil
+}
+
+// ptxFiles lists the embedded PTX files.
+func ptxFiles() ([]string, error) {
+	files, err := fs.Glob(sources, "ptx/*.ptx")
+	sort.Strings(files)
+	return files, err
+}

@@ -1,0 +1,130 @@
+package kernels
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// TestPTXUpToDate fails when a .cu changed without its PTX being
+// regenerated (go generate ./kernels), or a PTX file has no source.
+func TestPTXUpToDate(t *testing.T) {
+	vs, err := Variants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, v := range vs {
+		want[v.PTXFile()] = true
+		src, err := v.Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ptx, err := v.PTX()
+		if err != nil {
+			t.Errorf("%s: no embedded PTX %s; run go generate ./kernels (nvcc 11.8, see shared/GPU.md)", v, v.PTXFile())
+			continue
+		}
+		h, err := ParsePTXHeader(ptx)
+		if err != nil {
+			t.Errorf("%s: %v", v.PTXFile(), err)
+			continue
+		}
+		if h.SourceSHA256 != SourceHash(src) {
+			t.Errorf("%s was made from another version of %s (sha256 %.12s…, the source is %.12s…): run go generate ./kernels",
+				v.PTXFile(), v.File, h.SourceSHA256, SourceHash(src))
+		}
+		if h.Source != v.File || h.DType != v.DType.String() {
+			t.Errorf("%s: header names %s/%s, want %s/%s", v.PTXFile(), h.Source, h.DType, v.File, v.DType)
+		}
+		if !bytes.Contains(ptx, []byte(".target sm_75")) || !bytes.Contains(ptx, []byte(".entry "+v.Kernel)) {
+			t.Errorf("%s: not compute_75 PTX with entry %s", v.PTXFile(), v.Kernel)
+		}
+		if !strings.Contains(h.Build, "-arch=compute_75") || !strings.Contains(h.Build, v.Define()) {
+			t.Errorf("%s: built with %q", v.PTXFile(), h.Build)
+		}
+	}
+	files, err := ptxFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !want[f] {
+			t.Errorf("%s belongs to no kernel variant: delete it or add its dtype to the source", f)
+		}
+	}
+}
+
+// TestVariants: layernorm_forward exists for the three float dtypes.
+func TestVariants(t *testing.T) {
+	vs, err := Variants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range vs {
+		names = append(names, v.String())
+	}
+	got := strings.Join(names, " ")
+	for _, w := range []string{"layernorm_forward/f32", "layernorm_forward/bf16", "layernorm_forward/f16"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("variants %q lack %s", got, w)
+		}
+	}
+	v := Variant{Kernel: "k", File: "x.cu", DType: tensor.BF16}
+	if v.Define() != "-DDTYPE=DRUTO_BF16" || v.PTXFile() != "ptx/x_bf16.ptx" {
+		t.Fatalf("define %q, ptx %q", v.Define(), v.PTXFile())
+	}
+	if _, _, err := directives([]byte("// druto:kernel k\n")); err == nil {
+		t.Fatal("a source without druto:dtypes accepted")
+	}
+	if _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes i32\n")); err == nil {
+		t.Fatal("an integer storage dtype accepted")
+	}
+}
+
+// TestCacheKey: the cache file changes with the source, arch and NVRTC
+// version, and names them.
+func TestCacheKey(t *testing.T) {
+	v := Variant{Kernel: "layernorm_forward", File: "layernorm.cu", DType: tensor.F16}
+	a := CacheKey(v, []byte("src"), "sm_90", "13.0")
+	if !strings.HasPrefix(a, "layernorm_forward-f16-sm_90-nvrtc13.0-") || !strings.HasSuffix(a, ".cubin") {
+		t.Fatalf("key %q", a)
+	}
+	for _, b := range []string{
+		CacheKey(v, []byte("src2"), "sm_90", "13.0"),
+		CacheKey(v, []byte("src"), "sm_80", "13.0"),
+		CacheKey(v, []byte("src"), "sm_90", "12.8"),
+		CacheKey(Variant{Kernel: v.Kernel, File: v.File, DType: tensor.BF16}, []byte("src"), "sm_90", "13.0"),
+	} {
+		if b == a {
+			t.Fatalf("key %q did not change", b)
+		}
+	}
+	if CacheKey(v, []byte("src"), "sm_90", "13.0") != a {
+		t.Fatal("key not deterministic")
+	}
+}
+
+// TestWriteAtomic: the cache write leaves the file whole and no temp files.
+func TestWriteAtomic(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	p := filepath.Join(dir, "k.cubin")
+	for _, data := range [][]byte{[]byte("\x7fELF one"), []byte("\x7fELF two, longer")} {
+		if err := writeAtomic(p, data); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read %q, %v", got, err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("%d files left in the cache dir", len(entries))
+	}
+}
