@@ -2,8 +2,8 @@ package gpt
 
 // backward accumulates the parameter gradients, starting from the dlogits
 // that forward's fused classifier wrote over the logits. Ops run in the
-// reverse order of forward, as in llm.c.
-func (m *Model) backward() error {
+// reverse order of forward, as in llm.c. Errors surface at the next Sync.
+func (m *Model) backward() {
 	d, a, p, g := m.dev, m.acts, m.wp, m.gp
 	B, T := m.B, m.T
 	N := B * T
@@ -37,5 +37,4 @@ func (m *Model) backward() error {
 		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
 	}
 	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)
-	return d.Sync()
 }

@@ -52,11 +52,14 @@ func (m *Model) Gradients(inputs, targets []int32, B, T int, lossScale float32) 
 	if targets == nil {
 		return 0, fmt.Errorf("gpt: Gradients needs targets")
 	}
-	loss, err := m.forward(inputs, targets, B, T, lossScale/float32(B*T))
-	if err != nil {
+	if _, err := m.forward(inputs, targets, B, T, lossScale/float32(B*T)); err != nil {
 		return 0, err
 	}
-	return loss, m.backward()
+	m.backward()
+	// One host synchronisation per step, after backward: the losses of the
+	// fused classifier are read only now, so a GPU runs forward and
+	// backward without a stall between them.
+	return m.meanLoss()
 }
 
 func (m *Model) forward(inputs, targets []int32, B, T int, dscale float32) (float32, error) {
@@ -123,16 +126,27 @@ func (m *Model) forward(inputs, targets []int32, B, T int, dscale float32) (floa
 	// The fused classifier: losses, and with dscale != 0 the gradient
 	// (softmax - onehot)·dscale written over the logits in the same pass.
 	d.CrossEntropy(a.losses, a.logits, a.targets, N, m.Config.Vocab, dscale)
-	losses := tensor.New(tensor.F32, N)
-	d.Download(losses, a.losses)
-	if err := d.Sync(); err != nil {
+	if dscale != 0 {
+		return 0, nil // Gradients reads the losses after backward
+	}
+	return m.meanLoss()
+}
+
+// meanLoss downloads the per-token losses of the last forward and returns
+// their mean (summed in float64); it synchronises with the device and
+// returns the first error of the queued work.
+func (m *Model) meanLoss() (float32, error) {
+	a := m.acts
+	host := tensor.New(tensor.F32, a.losses.Numel())
+	m.dev.Download(host, a.losses)
+	if err := m.dev.Sync(); err != nil {
 		return 0, err
 	}
 	var sum float64
-	for _, v := range losses.F32() {
+	for _, v := range host.F32() {
 		sum += float64(v)
 	}
-	return float32(sum / float64(N)), nil
+	return float32(sum / float64(len(host.F32()))), nil
 }
 
 // Logits downloads the logits of the last Forward as (B, T, V) fp32 values.

@@ -99,6 +99,7 @@ func (d *Device) forHeads(BH, T int, newScratch func() *attnScratch, fn func(bh 
 	gemm := blas.SgemmSerial
 	run := func(lo, hi int) {
 		s := newScratch()
+		defer s.release()
 		for bh := lo; bh < hi; bh++ {
 			if err := fn(bh, s, gemm); err != nil {
 				mu.Lock()
@@ -122,7 +123,7 @@ func (d *Device) forHeads(BH, T int, newScratch func() *attnScratch, fn func(bh 
 	}
 }
 
-// attnScratch is one goroutine's scratch.
+// attnScratch is one goroutine's scratch, from the pool, contents undefined.
 type attnScratch struct {
 	p, dp []float32 // (T,T): probabilities (16-bit att), their gradient
 	rowA  []float32 // (T): row max, or row sums of att⊙datt
@@ -133,14 +134,21 @@ type attnScratch struct {
 // probabilities need an fp32 copy, dp for backward.
 func newAttnScratch(T int, probs, grads bool) func() *attnScratch {
 	return func() *attnScratch {
-		s := &attnScratch{rowA: make([]float32, T), rowB: make([]float32, T)}
+		s := &attnScratch{rowA: getScratch(T), rowB: getScratch(T)}
 		if probs {
-			s.p = make([]float32, T*T)
+			s.p = getScratch(T * T)
 		}
 		if grads {
-			s.dp = make([]float32, T*T)
+			s.dp = getScratch(T * T)
 		}
 		return s
+	}
+}
+
+// release gives the buffers back to the pool.
+func (s *attnScratch) release() {
+	for _, b := range [][]float32{s.p, s.dp, s.rowA, s.rowB} {
+		putScratch(b)
 	}
 }
 
@@ -152,12 +160,9 @@ func (d *Device) Attention(out, att, qkv *tensor.Tensor, B, T, C, NH int) {
 		return
 	}
 	x := d.gemmF32(qkv) // (B,T,3C)
-	var o []float32     // (B,T,C): out's memory when F32, else scratch
-	if out.DType == tensor.F32 {
-		o = out.F32()
-	} else {
-		o = make([]float32, B*T*C)
-	}
+	defer releaseF32(qkv, x)
+	o := outF32(out) // (B,T,C): out's memory when F32, else scratch
+	defer releaseF32(out, o)
 	var p32 []float32 // att's memory when F32
 	if att.DType == tensor.F32 {
 		p32 = att.F32()
@@ -316,11 +321,12 @@ func (d *Device) AttentionBackward(dqkv, dout, qkv, att *tensor.Tensor, B, T, C,
 		return
 	}
 	x, g := d.gemmF32(qkv), d.gemmF32(dout) // (B,T,3C), (B,T,C)
-	var dx []float32                        // (B,T,3C): dqkv's memory when F32, else a zeroed scratch
-	if dqkv.DType == tensor.F32 {
-		dx = dqkv.F32()
-	} else {
-		dx = make([]float32, B*T*3*C)
+	defer releaseF32(qkv, x)
+	defer releaseF32(dout, g)
+	dx := outF32(dqkv) // (B,T,3C): dqkv's memory when F32, else a zeroed scratch
+	defer releaseF32(dqkv, dx)
+	if dqkv.DType != tensor.F32 {
+		d.parallel(len(dx), 1<<14, func(lo, hi int) { clear(dx[lo:hi]) })
 	}
 	var p32 []float32
 	if att.DType == tensor.F32 {
@@ -340,7 +346,7 @@ func (d *Device) AttentionBackward(dqkv, dout, qkv, att *tensor.Tensor, B, T, C,
 		return attnBackwardDecomposed(hd, dx, g, x, p, s)
 	})
 	if dqkv.DType != tensor.F32 {
-		d.parallel(len(dx), 1<<14, func(lo, hi int) { accumulate(dqkv.MustView(lo, hi-lo), dx[lo:hi]) })
+		d.accumulateF32(dqkv, dx)
 	}
 }
 

@@ -22,6 +22,9 @@ package cpu
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
+	"sync"
 
 	"github.com/druto/druto/pkg/blas"
 	"github.com/druto/druto/pkg/device"
@@ -72,12 +75,10 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	}
 	blas.SetThreads(d.threads)
 	x, w := d.gemmF32(inp), d.gemmF32(weight)
-	var y []float32 // (N,OC) fp32: target's memory when F32, else scratch
-	if target.DType == tensor.F32 {
-		y = target.F32()
-	} else {
-		y = make([]float32, N*OC)
-	}
+	defer releaseF32(inp, x)
+	defer releaseF32(weight, w)
+	y := outF32(target) // (N,OC) fp32: target's memory when F32, else scratch
+	defer releaseF32(target, y)
 	if err := blas.Sgemm(false, true, N, OC, C, 1, x, C, w, C, 0, y, OC); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: %w", op, err))
 		return
@@ -100,7 +101,8 @@ func (d *Device) matmulEpilogue(out, pre, target *tensor.Tensor, y, b []float32,
 	d.parallel(N, sub, func(lo, hi int) {
 		var ob []float32
 		if act == device.GELU && out.DType != tensor.F32 {
-			ob = make([]float32, min(sub, hi-lo)*OC)
+			ob = getScratch(min(sub, hi-lo) * OC)
+			defer putScratch(ob)
 		}
 		for r0 := lo; r0 < hi; r0 += sub {
 			r1 := min(r0+sub, hi)
@@ -133,7 +135,8 @@ func (d *Device) matmulDecomposed(out, pre, target *tensor.Tensor, y, b []float3
 	}
 	if b != nil { // target += bias, read back from target, rounded again
 		d.parallel(N, rowGrain(OC), func(lo, hi int) {
-			buf := make([]float32, OC)
+			buf := getScratch(OC)
+			defer putScratch(buf)
 			for r := lo; r < hi; r++ {
 				row := in32(target, r*OC, OC, buf)
 				for j, v := range b {
@@ -145,7 +148,9 @@ func (d *Device) matmulDecomposed(out, pre, target *tensor.Tensor, y, b []float3
 	}
 	if act == device.GELU { // out = gelu(pre), the composite's passes
 		d.parallel(n, 1<<14, func(lo, hi int) {
-			xb, ob := make([]float32, hi-lo), make([]float32, hi-lo)
+			xb, ob := getScratch(hi-lo), getScratch(hi-lo)
+			defer putScratch(xb)
+			defer putScratch(ob)
 			x := in32(pre, lo, hi-lo, xb)
 			o := out32(out, lo, hi-lo, ob)
 			geluForwardDecomposed(o, x)
@@ -171,16 +176,20 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 	}
 	blas.SetThreads(d.threads)
 	g := d.gemmF32(dout) // (N,OC)
+	defer releaseF32(dout, g)
 	if dinp != nil {
 		// dinp (N,C) += dout (N,OC) · weight (OC,C)
 		w := d.gemmF32(weight)
-		if err := d.gemmAccumulate(dinp, false, false, N, C, OC, g, OC, w, C); err != nil {
+		err := d.gemmAccumulate(dinp, false, false, N, C, OC, g, OC, w, C)
+		releaseF32(weight, w)
+		if err != nil {
 			d.fail(fmt.Errorf("cpu: %s: dinp: %w", op, err))
 			return
 		}
 	}
 	// dweight (OC,C) += doutᵀ (OC,N) · inp (N,C)
 	x := d.gemmF32(inp)
+	defer releaseF32(inp, x)
 	if err := d.gemmAccumulate(dweight, true, false, OC, C, N, g, OC, x, C); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: dweight: %w", op, err))
 		return
@@ -191,27 +200,107 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 }
 
 // gemmAccumulate computes t (m,n) += op(A)·op(B): one beta=1 GEMM into t's
-// memory when t is F32, else a GEMM into fp32 scratch that is then added
-// into t with the accumulate helper, in parallel chunks.
+// memory when t is F32, else a GEMM into fp32 scratch that accumulateF32
+// then adds into t.
 func (d *Device) gemmAccumulate(t *tensor.Tensor, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int) error {
 	if t.DType == tensor.F32 {
 		return blas.Sgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, t.F32(), n)
 	}
-	s := make([]float32, m*n)
+	s := getScratch(m * n)
+	defer putScratch(s)
 	if err := blas.Sgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, s, n); err != nil {
 		return err
 	}
-	d.parallel(m*n, 1<<14, func(lo, hi int) { accumulate(t.MustView(lo, hi-lo), s[lo:hi]) })
+	d.accumulateF32(t, s)
 	return nil
 }
 
+// accumulateF32 adds v into t (t += v), rounding to t's dtype, in parallel
+// chunks that widen blocks of t into pooled scratch: the accumulate
+// helper's arithmetic without its allocation per call.
+func (d *Device) accumulateF32(t *tensor.Tensor, v []float32) {
+	const blk = 1 << 12
+	d.parallel(len(v), 1<<14, func(lo, hi int) {
+		buf := getScratch(min(blk, hi-lo))
+		defer putScratch(buf)
+		for off := lo; off < hi; off += blk {
+			n := min(blk, hi-off)
+			cur := in32(t, off, n, buf)
+			for i, x := range v[off : off+n] {
+				cur[i] += x
+			}
+			flush32(t, off, cur)
+		}
+	})
+}
+
 // gemmF32 returns t's elements as an fp32 GEMM operand: t's own memory when
-// t is F32, else a copy widened in parallel.
+// t is F32, else pooled scratch widened in parallel (give it back with
+// releaseF32).
 func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 	if t.DType == tensor.F32 {
 		return t.F32()
 	}
-	v := make([]float32, t.Numel())
+	v := getScratch(t.Numel())
 	d.parallel(len(v), 1<<14, func(lo, hi int) { load(v[lo:hi], t, lo) })
 	return v
+}
+
+// outF32 returns where to compute all of t in fp32: t's own memory when t
+// is F32, else pooled scratch of undefined contents (give it back with
+// releaseF32).
+func outF32(t *tensor.Tensor) []float32 {
+	if t.DType == tensor.F32 {
+		return t.F32()
+	}
+	return getScratch(t.Numel())
+}
+
+// releaseF32 gives v, from gemmF32 or outF32 for t, back to the pool unless
+// it is t's own memory.
+func releaseF32(t *tensor.Tensor, v []float32) {
+	if t.DType != tensor.F32 {
+		putScratch(v)
+	}
+}
+
+// scratchPools recycle the fp32 scratch of matmul and attention (widened
+// 16-bit operands, GEMM outputs, per-goroutine buffers), one pool per power
+// of two of capacity: without them a training step would allocate
+// megabytes per op and keep the garbage collector busy.
+var scratchPools [64]sync.Pool // of *[]float32 with cap 1<<i
+
+// poisonScratch makes getScratch fill its slices with NaN, so that tests
+// catch a read of scratch that was not written first.
+var poisonScratch = false
+
+// getScratch returns a float32 slice of length n and undefined contents.
+func getScratch(n int) []float32 {
+	if n <= 0 {
+		return nil
+	}
+	c := bits.Len(uint(n - 1)) // smallest class with 1<<c >= n
+	var s []float32
+	if p, ok := scratchPools[c].Get().(*[]float32); ok {
+		s = (*p)[:n]
+	} else {
+		s = make([]float32, n, 1<<c)
+	}
+	if poisonScratch {
+		nan := float32(math.NaN())
+		for i := range s {
+			s[i] = nan
+		}
+	}
+	return s
+}
+
+// putScratch gives s, from getScratch, back to its pool.
+func putScratch(s []float32) {
+	c := cap(s)
+	if c == 0 || c&(c-1) != 0 {
+		return // not from getScratch
+	}
+	s = s[:c]
+	scratchPools[bits.Len(uint(c-1))].Put(&s)
 }
