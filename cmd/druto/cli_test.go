@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildDruto builds the command into a temp folder.
+func buildDruto(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "druto")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBadInput: each bad input gives one line naming the cause, a non-zero
+// exit, no panic trace, and no partial file left behind.
+func TestBadInput(t *testing.T) {
+	bin := buildDruto(t)
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	empty := write("empty.txt", nil)
+	latin1 := write("latin1.txt", []byte("caf\xe9 au lait\n"))
+	good := write("good.txt", []byte(strings.Repeat("The box is big.\n", 200)))
+	shardHdr := make([]byte, 1024)
+	badShard := write("bad.bin", append(shardHdr, 1, 2, 3, 4))
+	trunc := write("trunc.safetensors", []byte{200, 0, 0, 0, 0, 0, 0, 0, '{'})
+	out := filepath.Join(dir, "out")
+
+	cases := []struct {
+		name string
+		args []string
+		want string // a word the one-line message must contain
+	}{
+		{"unknown preset", []string{"train", "--preset", "huge", "--out", out}, "unknown preset"},
+		{"negative steps", []string{"train", "--steps", "-3", "--out", out}, "--steps"},
+		{"seq too long", []string{"train", "--seq", "4096", "--out", out}, "--seq"},
+		{"bad amp", []string{"train", "--amp", "fp8", "--out", out}, "precision"},
+		{"missing data", []string{"train", "--data", filepath.Join(dir, "nope.txt"), "--out", out}, "nope.txt"},
+		{"empty data", []string{"train", "--data", empty, "--out", out}, "empty"},
+		{"non-UTF-8 data", []string{"train", "--data", latin1, "--out", out}, "UTF-8"},
+		{"bad shard", []string{"train", "--data", badShard, "--out", out}, "magic"},
+		{"truncated checkpoint", []string{"sample", "--checkpoint", trunc}, "corrupt"},
+		{"missing checkpoint", []string{"eval", "--checkpoint", filepath.Join(dir, "none.safetensors"), "--data", good}, "none.safetensors"},
+		{"unknown command", []string{"fly"}, "unknown command"},
+		{"bad flag", []string{"train", "--stepz", "3"}, "stepz"},
+	}
+	for _, c := range cases {
+		cmd := exec.Command(bin, c.args...)
+		b, err := cmd.CombinedOutput()
+		msg := strings.TrimSpace(string(b))
+		if err == nil {
+			t.Errorf("%s: exit 0, want an error; output %q", c.name, msg)
+			continue
+		}
+		if strings.Contains(msg, "panic") || strings.Contains(msg, "goroutine ") {
+			t.Errorf("%s: panic trace:\n%s", c.name, msg)
+		}
+		last := msg[strings.LastIndex(msg, "\n")+1:]
+		if !strings.Contains(strings.ToLower(last), strings.ToLower(c.want)) {
+			t.Errorf("%s: last line %q does not mention %q", c.name, last, c.want)
+		}
+	}
+	if entries, _ := os.ReadDir(out); len(entries) > 0 {
+		t.Errorf("failed runs left files in %s: %v", out, entries)
+	}
+}
+
+// TestTrainSampleEval runs the main job end to end at a small size: train,
+// refuse to overwrite without --resume, resume to the end, sample and eval.
+func TestTrainSampleEval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains for a few seconds")
+	}
+	bin := buildDruto(t)
+	out := filepath.Join(t.TempDir(), "run")
+	run := func(args ...string) string {
+		t.Helper()
+		b, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("druto %v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	common := []string{"train", "--preset", "tiny", "--steps", "6", "--batch", "2", "--seq", "32", "--out", out, "--eval-every", "3", "--sample-tokens", "16"}
+	run(append(common, "--until", "3")...)
+	if b, err := exec.Command(bin, common...).CombinedOutput(); err == nil || !strings.Contains(string(b), "--resume") {
+		t.Errorf("a second run into the same --out must ask for --resume: %v %s", err, b)
+	}
+	run(append(common, "--resume")...)
+	b, _ := os.ReadFile(filepath.Join(out, "metrics.jsonl"))
+	if n := strings.Count(string(b), "\n"); n != 6 {
+		t.Errorf("metrics.jsonl has %d lines after 3 + resume 3 steps, want 6", n)
+	}
+	s := run("sample", "--checkpoint", filepath.Join(out, "model.safetensors"), "--prompt", "Rahim", "--tokens", "20")
+	if !strings.HasPrefix(s, "Rahim") || len(s) < 6 {
+		t.Errorf("sample output %q", s)
+	}
+	text := filepath.Join(t.TempDir(), "eval.txt")
+	os.WriteFile(text, []byte(strings.Repeat("The box is big.\nবাক্সটি বড়।\n", 40)), 0o644)
+	e := run("eval", "--checkpoint", filepath.Join(out, "model.safetensors"), "--data", text, "--batch", "2", "--seq", "32")
+	if !strings.HasPrefix(e, "{\"loss\": ") {
+		t.Errorf("eval output %q", e)
+	}
+}
