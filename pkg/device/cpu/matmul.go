@@ -84,16 +84,16 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 		return
 	}
 	if d.fused {
-		d.matmulEpilogue(out, pre, target, y, b, N, OC, act)
+		d.matmulEpilogue(out, target, y, b, N, OC, act)
 	} else {
-		d.matmulDecomposed(out, pre, target, y, b, N, OC, act)
+		d.matmulDecomposed(out, target, y, b, N, OC, act)
 	}
 }
 
 // matmulEpilogue is the fused form's single pass over the GEMM output y
 // (N,OC): y += bias, target ← y rounded (when y is scratch), and under GELU
 // out ← gelu(y), one cache-sized block of rows at a time.
-func (d *Device) matmulEpilogue(out, pre, target *tensor.Tensor, y, b []float32, N, OC int, act device.Activation) {
+func (d *Device) matmulEpilogue(out, target *tensor.Tensor, y, b []float32, N, OC int, act device.Activation) {
 	if act == device.None && b == nil && target.DType == tensor.F32 {
 		return // the GEMM wrote out in place
 	}
@@ -126,9 +126,10 @@ func (d *Device) matmulEpilogue(out, pre, target *tensor.Tensor, y, b []float32,
 }
 
 // matmulDecomposed runs the eager sequence after the GEMM: round y into
-// target, then a bias-add pass over target, then a GELU pass from pre into
-// out, each a separate parallel sweep over the whole (N,OC) tensor.
-func (d *Device) matmulDecomposed(out, pre, target *tensor.Tensor, y, b []float32, N, OC int, act device.Activation) {
+// target, then a bias-add pass over target, then (GELU, target being pre) a
+// GELU pass from pre into out, each a separate parallel sweep over the whole
+// (N,OC) tensor.
+func (d *Device) matmulDecomposed(out, target *tensor.Tensor, y, b []float32, N, OC int, act device.Activation) {
 	n := N * OC
 	if target.DType != tensor.F32 { // the matmul's output tensor, rounded
 		d.parallel(n, 1<<14, func(lo, hi int) { store(target, lo, y[lo:hi]) })
@@ -151,7 +152,7 @@ func (d *Device) matmulDecomposed(out, pre, target *tensor.Tensor, y, b []float3
 			xb, ob := getScratch(hi-lo), getScratch(hi-lo)
 			defer putScratch(xb)
 			defer putScratch(ob)
-			x := in32(pre, lo, hi-lo, xb)
+			x := in32(target, lo, hi-lo, xb)
 			o := out32(out, lo, hi-lo, ob)
 			geluForwardDecomposed(o, x)
 			flush32(out, lo, o)
