@@ -3,6 +3,7 @@
 # docker image run this same script):
 #   - OpenBLAS, loaded at run time by pkg/blas for fast CPU matmuls;
 #   - Bengali fonts for plotting (Noto Sans Bengali, Lohit Bengali) and rsvg;
+#   - Debian's PyTorch (CPU) for the checkpoint cross-check (pkg/train);
 #   - Jupyter (Debian's nbconvert/nbclient) and the GoNB kernel, for the
 #     notebook tests (notebooks/), pinned as ../shared/NOTEBOOKS.md found works.
 # Idempotent; needs root (or sudo) for apt. Set DRUTO_SKIP_APT=1 to skip apt.
@@ -12,6 +13,7 @@ APT_PACKAGES=(
   libopenblas0-pthread
   fonts-noto-core fonts-lohit-beng-bengali librsvg2-bin
   jupyter-nbconvert python3-nbclient jupyter-client python3-ipykernel
+  python3-torch python3-numpy
 )
 if [ "${DRUTO_SKIP_APT:-0}" != 1 ]; then
   SUDO=""
