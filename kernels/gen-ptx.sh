@@ -3,7 +3,8 @@
 # (run through `go generate ./kernels`). For each .cu, every dtype its
 # "druto:dtypes" line names is built with -DDTYPE=DRUTO_<DTYPE> for
 # compute_75 (PTX ISA 7.8, JIT-compiled by any driver >= R520), and the
-# source's sha256 is written into the PTX header, which TestPTXUpToDate
+# source's sha256, and that of each header it includes (#include "X.cuh",
+# e.g. common.cuh), are written into the PTX header, which TestPTXUpToDate
 # checks. Files are written to a temp name and renamed.
 #
 # nvcc 11.8 on Debian 12: see ../../shared/GPU.md (nvidia-cuda-toolkit from
@@ -37,6 +38,9 @@ for cu in *.cu; do
       echo "// druto-source: $cu"
       echo "// druto-source-sha256: $hash"
       echo "// druto-dtype: $dt"
+      for h in $(sed -n 's|^#include "\([A-Za-z0-9_]*\.cuh\)"[[:space:]]*$|\1|p' "$cu" | awk '!seen[$0]++'); do
+        echo "// druto-header-sha256: $h $(sha256sum "$h" | cut -d' ' -f1)"
+      done
       echo "// druto-build: nvcc $ver -ptx -arch=$ARCH -DDTYPE=$define"
       "$NVCC" -ptx -arch=$ARCH -DDTYPE=$define "$cu" -o -
     } > "$tmp"

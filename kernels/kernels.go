@@ -10,15 +10,17 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// sources holds the CUDA C files and the PTX that go generate made from them.
+// sources holds the CUDA C files, their shared headers and the PTX that go
+// generate made from them.
 //
-//go:embed *.cu ptx/*.ptx
+//go:embed *.cu *.cuh ptx/*.ptx
 var sources embed.FS
 
 // Variant is one kernel built for one storage dtype: the unit that is
@@ -40,8 +42,74 @@ func (v Variant) PTXFile() string {
 	return "ptx/" + strings.TrimSuffix(v.File, ".cu") + "_" + v.DType.String() + ".ptx"
 }
 
-// Source returns the variant's CUDA C text.
-func (v Variant) Source() ([]byte, error) { return sources.ReadFile(v.File) }
+// Source returns the variant's CUDA C text as NVRTC compiles it: the file
+// with each `#include "NAME.cuh"` line replaced by that header (see
+// Expand).
+func (v Variant) Source() ([]byte, error) {
+	src, err := sources.ReadFile(v.File)
+	if err != nil {
+		return nil, err
+	}
+	return Expand(v.File, src, sources)
+}
+
+// includeLine matches a line that includes one of the embedded headers.
+var includeLine = regexp.MustCompile(`^#include "([A-Za-z0-9_]+\.cuh)"\s*$`)
+
+// Includes returns the headers a source includes (its `#include "X.cuh"`
+// lines), in order, each once.
+func Includes(src []byte) []string {
+	var out []string
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(src))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		if m := includeLine.FindStringSubmatch(sc.Text()); m != nil && !seen[m[1]] {
+			seen[m[1]] = true
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// Expand returns src (the file name) with every `#include "X.cuh"` line
+// replaced by the text of X.cuh from headers, between #line directives so
+// that NVRTC's messages name the right file and line. NVRTC is given one
+// self-contained program this way (druto's loader passes it no headers),
+// while nvcc, which gen-ptx.sh runs in this folder, reads the #include
+// itself: both compile the same text. Headers do not include headers.
+func Expand(name string, src []byte, headers fs.FS) ([]byte, error) {
+	if !bytes.Contains(src, []byte(".cuh\"")) {
+		return src, nil
+	}
+	var out bytes.Buffer
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	for i, line := range lines {
+		m := includeLine.FindSubmatch(bytes.TrimRight(line, "\r\n"))
+		if m == nil {
+			out.Write(line)
+			continue
+		}
+		h, err := fs.ReadFile(headers, string(m[1]))
+		if err != nil {
+			return nil, fmt.Errorf("kernels: %s line %d: %w", name, i+1, err)
+		}
+		if Includes(h) != nil {
+			return nil, fmt.Errorf("kernels: header %s includes another header (not supported)", m[1])
+		}
+		fmt.Fprintf(&out, "#line 1 \"%s\"\n", m[1])
+		out.Write(h)
+		if len(h) > 0 && h[len(h)-1] != '\n' {
+			out.WriteByte('\n')
+		}
+		fmt.Fprintf(&out, "#line %d \"%s\"\n", i+2, name)
+	}
+	return out.Bytes(), nil
+}
+
+// RawSource returns the variant's file as it is on disk (includes not
+// expanded), the bytes whose sha256 the PTX header records.
+func (v Variant) RawSource() ([]byte, error) { return sources.ReadFile(v.File) }
 
 // PTX returns the variant's embedded PTX.
 func (v Variant) PTX() ([]byte, error) { return sources.ReadFile(v.PTXFile()) }
@@ -108,6 +176,9 @@ func SourceHash(src []byte) string {
 // PTXHeader is what gen-ptx.sh records at the top of each PTX file.
 type PTXHeader struct {
 	Source, SourceSHA256, DType, Build string
+	// Headers maps each header the source includes to its sha256
+	// ("// druto-header-sha256: common.cuh HEX" lines).
+	Headers map[string]string
 }
 
 // ParsePTXHeader reads the druto lines at the top of a PTX file.
@@ -129,6 +200,15 @@ func ParsePTXHeader(ptx []byte) (PTXHeader, error) {
 			h.DType = val
 		case "build":
 			h.Build = val
+		case "header-sha256":
+			name, sum, ok := strings.Cut(val, " ")
+			if !ok {
+				return h, fmt.Errorf("kernels: PTX header line %q: want NAME SHA256", line)
+			}
+			if h.Headers == nil {
+				h.Headers = map[string]string{}
+			}
+			h.Headers[name] = sum
 		}
 	}
 	if h.Source == "" || h.SourceSHA256 == "" || h.DType == "" {

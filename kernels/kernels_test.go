@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -20,7 +21,7 @@ func TestPTXUpToDate(t *testing.T) {
 	want := map[string]bool{}
 	for _, v := range vs {
 		want[v.PTXFile()] = true
-		src, err := v.Source()
+		src, err := v.RawSource()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,6 +38,21 @@ func TestPTXUpToDate(t *testing.T) {
 		if h.SourceSHA256 != SourceHash(src) {
 			t.Errorf("%s was made from another version of %s (sha256 %.12s…, the source is %.12s…): run go generate ./kernels",
 				v.PTXFile(), v.File, h.SourceSHA256, SourceHash(src))
+		}
+		incs := Includes(src)
+		for _, inc := range incs {
+			hdr, err := sources.ReadFile(inc)
+			if err != nil {
+				t.Errorf("%s includes %s: %v", v.File, inc, err)
+				continue
+			}
+			if got := h.Headers[inc]; got != SourceHash(hdr) {
+				t.Errorf("%s was made from another version of %s (sha256 %.12s…, the header is %.12s…): run go generate ./kernels",
+					v.PTXFile(), inc, got, SourceHash(hdr))
+			}
+		}
+		if len(h.Headers) != len(incs) {
+			t.Errorf("%s records headers %v, the source includes %v: run go generate ./kernels", v.PTXFile(), h.Headers, incs)
 		}
 		if h.Source != v.File || h.DType != v.DType.String() {
 			t.Errorf("%s: header names %s/%s, want %s/%s", v.PTXFile(), h.Source, h.DType, v.File, v.DType)
@@ -126,5 +142,47 @@ func TestWriteAtomic(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Fatalf("%d files left in the cache dir", len(entries))
+	}
+}
+
+// TestExpand: an include line is replaced by the header between #line
+// directives; other lines, and sources without includes, pass unchanged.
+func TestExpand(t *testing.T) {
+	hdrs := fstest.MapFS{"a.cuh": {Data: []byte("int a;\n")}, "b.cuh": {Data: []byte("#include \"a.cuh\"\n")}}
+	src := []byte("x\n#include \"a.cuh\"\ny\n")
+	got, err := Expand("k.cu", src, hdrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "x\n#line 1 \"a.cuh\"\nint a;\n#line 3 \"k.cu\"\ny\n"
+	if string(got) != want {
+		t.Fatalf("expanded\n%s\nwant\n%s", got, want)
+	}
+	if inc := Includes(src); len(inc) != 1 || inc[0] != "a.cuh" {
+		t.Fatalf("includes %v", inc)
+	}
+	plain := []byte("#include <x.h>\nint k;\n")
+	if got, err := Expand("k.cu", plain, hdrs); err != nil || string(got) != string(plain) {
+		t.Fatalf("a source without druto headers changed: %q, %v", got, err)
+	}
+	if _, err := Expand("k.cu", []byte("#include \"missing.cuh\"\n"), hdrs); err == nil {
+		t.Fatal("a missing header accepted")
+	}
+	if _, err := Expand("k.cu", []byte("#include \"b.cuh\"\n"), hdrs); err == nil {
+		t.Fatal("a nested include accepted")
+	}
+	// Every embedded source expands, and what NVRTC gets has no druto include left.
+	vs, err := Variants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		s, err := v.Source()
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if Includes(s) != nil {
+			t.Fatalf("%s: expanded source still includes %v", v, Includes(s))
+		}
 	}
 }

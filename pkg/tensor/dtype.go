@@ -85,64 +85,44 @@ func BF16FromF32(f float32) uint16 {
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // F16FromF32 rounds f to the nearest IEEE binary16, ties to even, producing
-// subnormals below 2^-14, ±Inf above 65504 (after rounding) and NaN for NaN.
+// subnormals below 2^-14, ±Inf from 65520 up (the halfway point past 65504)
+// and a quiet NaN for NaN. Branch-light (after F. Giesen's
+// float_to_half_fast3_rtne): normal results round by integer addition on
+// the bits, subnormal ones by one float32 addition of a magic constant, which
+// the FPU rounds to nearest even; both are checked exhaustively in tests.
 func F16FromF32(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	man := b & 0x7fffff
+	x := math.Float32bits(f)
+	sign := uint16(x>>16) & 0x8000
+	x &= 0x7fffffff
 	switch {
-	case exp == 0xff: // Inf or NaN
-		if man != 0 {
+	case x >= 0x47800000: // |f| >= 2^16, Inf or NaN
+		if x > 0x7f800000 {
 			return sign | 0x7e00
 		}
 		return sign | 0x7c00
-	case exp == 0 && man == 0:
-		return sign
+	case x < 0x38800000: // |f| < 2^-14: an f16 subnormal or zero
+		const magic = ((127 - 15) + (23 - 10) + 1) << 23 // 0.5 with its unit in f16's last subnormal place
+		v := math.Float32frombits(x) + math.Float32frombits(magic)
+		return sign | uint16(math.Float32bits(v)-magic)
 	}
-	// Unbiased exponent; binary16 normal range is [-14, 15].
-	e := exp - 127
-	if e > 15 {
-		return sign | 0x7c00
-	}
-	full := man | 0x800000 // 24-bit significand with the implicit 1
-	if exp == 0 {          // float32 subnormal: far below f16's range
-		full = man
-		e = -126
-	}
-	var shift int32 // bits of the 24-bit significand to drop
-	if e >= -14 {
-		shift = 13
-	} else {
-		shift = 13 + (-14 - e)
-		if shift > 25 {
-			return sign // rounds to zero
-		}
-	}
-	kept := full >> uint(shift)
-	rem := full & (1<<uint(shift) - 1)
-	half := uint32(1) << uint(shift-1)
-	if rem > half || (rem == half && kept&1 == 1) {
-		kept++
-	}
-	if e >= -14 {
-		// kept holds 11 bits (1.mantissa); a carry may bump the exponent.
-		he := uint32(e+15) << 10
-		v := he + (kept - 0x400)
-		if kept == 0x800 { // rounding carried into a new power of two
-			v = uint32(e+16) << 10
-		}
-		if v >= 0x7c00 {
-			return sign | 0x7c00
-		}
-		return sign | uint16(v)
-	}
-	// Subnormal result (kept < 0x400); a carry to 0x400 is the smallest normal.
-	return sign | uint16(kept)
+	odd := (x >> 13) & 1
+	x = x - 112<<23 + 0xfff + odd // rebias the exponent (127 -> 15), round half to even
+	return sign | uint16(x>>13)
 }
 
-// F16ToF32 widens an IEEE binary16 exactly.
-func F16ToF32(h uint16) float32 {
+// f16Table holds the float32 value of every binary16 pattern.
+var f16Table = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = f16ToF32Slow(uint16(h))
+	}
+	return &t
+}()
+
+// F16ToF32 widens an IEEE binary16 exactly (a table lookup).
+func F16ToF32(h uint16) float32 { return f16Table[h] }
+
+func f16ToF32Slow(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
 	exp := uint32(h>>10) & 0x1f
 	man := uint32(h & 0x3ff)
