@@ -145,3 +145,45 @@ func TestLoaderNextWrongLengthPanics(t *testing.T) {
 	}()
 	l.Next(make([]int32, 7), make([]int32, 8))
 }
+
+// TestShardedLoader: the ranks of a sharded loader together read exactly
+// what one loader of the global batch reads, batch after batch.
+func TestShardedLoader(t *testing.T) {
+	toks := make([]int32, 1000)
+	for i := range toks {
+		toks[i] = int32(i)
+	}
+	const B, T, world = 2, 8, 3
+	one, err := NewLoader(toks, B*world, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranks := make([]*Loader, world)
+	for r := range ranks {
+		if ranks[r], err = NewShardedLoader(toks, B, T, r, world); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := 0; step < 25; step++ { // wraps around more than once
+		gi, gt := make([]int32, B*world*T), make([]int32, B*world*T)
+		one.Next(gi, gt)
+		for r, l := range ranks {
+			in, tg := make([]int32, B*T), make([]int32, B*T)
+			l.Next(in, tg)
+			for i := range in {
+				if in[i] != gi[r*B*T+i] || tg[i] != gt[r*B*T+i] {
+					t.Fatalf("step %d rank %d element %d: %d/%d, global %d/%d", step, r, i, in[i], tg[i], gi[r*B*T+i], gt[r*B*T+i])
+				}
+			}
+			if l.Pos() != one.Pos() {
+				t.Fatalf("step %d rank %d: position %d, global %d", step, r, l.Pos(), one.Pos())
+			}
+		}
+	}
+	if _, err := NewShardedLoader(toks, B, T, 3, 3); err == nil {
+		t.Error("rank == world accepted")
+	}
+	if _, err := NewShardedLoader(toks[:40], B, T, 0, 3); err == nil {
+		t.Error("too few tokens for the global batch accepted")
+	}
+}

@@ -37,7 +37,7 @@ func TestMemoryGPT2(t *testing.T) {
 		L, NH  = 12, 12
 		T      = 1024
 	)
-	half := int64(L*(16*C+NH*T) + C + V + 9*C) // elements per token in the half type
+	half := int64(L*(16*C+NH*T) + C + V + 9*C)   // elements per token in the half type
 	full := int64(L*(2*C+4) + C + C + 2 + 1 + 2) // fp32/int32 elements per token
 	for _, c := range []struct {
 		p          amp.Policy

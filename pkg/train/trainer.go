@@ -36,6 +36,23 @@ type Options struct {
 
 	OutDir          string // checkpoints and metrics.jsonl go here; "" keeps nothing
 	CheckpointEvery int    // also checkpoint every N steps (always at the end)
+
+	// Reducer, when set, makes this trainer one rank of data-parallel
+	// training: each rank reads its own part of every global batch, and the
+	// gradients (and the reported loss) are averaged over ranks before the
+	// norm, so clipping and the GradScaler decide the same on every rank.
+	Reducer Reducer
+}
+
+// Reducer averages across the ranks of data-parallel training (package
+// dist implements it over TCP for CPUs and over NCCL for GPUs).
+type Reducer interface {
+	Rank() int  // this process's rank, 0 <= Rank < World
+	World() int // the number of ranks
+	// AllReduceMean replaces grads on every rank by the mean over ranks.
+	AllReduceMean(dev device.Device, grads *tensor.Tensor) error
+	// MeanLoss returns the mean of v over ranks.
+	MeanLoss(v float32) (float32, error)
 }
 
 // Validate reports options that cannot run, saying what to change.
@@ -106,6 +123,11 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	if err != nil {
 		return nil, err
 	}
+	if r := opts.Reducer; r != nil && r.World() > 1 {
+		if tl, err = data.NewShardedLoader(trainTokens, opts.Batch, opts.Seq, r.Rank(), r.World()); err != nil {
+			return nil, err
+		}
+	}
 	var vl *data.Loader
 	if len(valTokens) > 0 {
 		if vl, err = data.NewLoader(valTokens, opts.Batch, opts.Seq); err != nil {
@@ -149,6 +171,14 @@ func (t *Trainer) Step() (Metric, error) {
 	if err != nil {
 		return Metric{}, err
 	}
+	if r := o.Reducer; r != nil && r.World() > 1 {
+		if err := r.AllReduceMean(t.dev, t.Model.Grads()); err != nil {
+			return Metric{}, err
+		}
+		if loss, err = r.MeanLoss(loss); err != nil {
+			return Metric{}, err
+		}
+	}
 	if t.gradHook != nil {
 		t.gradHook(t.step+1, t.Model.Grads())
 	}
@@ -169,7 +199,7 @@ func (t *Trainer) Step() (Metric, error) {
 	return Metric{
 		Step: t.step, Loss: loss, LR: lr, GradNorm: norm, LossScale: scale, Skipped: t.skipped,
 		MsPerStep:  float64(el.Microseconds()) / 1000,
-		TokensPerS: float64(o.Batch*o.Seq) / el.Seconds(),
+		TokensPerS: float64(o.Batch*o.Seq*world(o.Reducer)) / el.Seconds(),
 	}, nil
 }
 
@@ -471,4 +501,11 @@ func WriteMetric(w io.Writer, m Metric) error { return json.NewEncoder(w).Encode
 func (t *Trainer) Close() {
 	t.Opt.Close()
 	t.Model.Close()
+}
+
+func world(r Reducer) int {
+	if r == nil {
+		return 1
+	}
+	return r.World()
 }
