@@ -4,10 +4,9 @@
 // device.Device to train on, with the reason for the choice.
 //
 // The backend choice lives here, above both implementations, because
-// package device holds only the interface. Today Open always returns the
-// CPU device (package cpu): the GPU implementation of device.Device
-// (package gpu) is not built yet, and Open says so in its reason when a
-// usable GPU is present rather than pretend.
+// package device holds only the interface. Open returns the GPU device
+// (package gpu) when detection finds a GPU whose kernels all build and pass
+// their self-test, else the CPU device (package cpu) with the reason.
 package druto
 
 import (
@@ -24,6 +23,7 @@ import (
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -142,12 +142,24 @@ func Detect(ctx context.Context) Report { return DetectWith(ctx, Options{}) }
 // DetectWith is Detect with the library search, kernel cache and CPU
 // reference configured by o.
 func DetectWith(ctx context.Context, o Options) Report {
+	r, dev := detect(ctx, o, false)
+	if dev != nil {
+		if err := dev.Close(); err != nil {
+			r.Errors = append(r.Errors, err.Error())
+		}
+	}
+	return r
+}
+
+// detect is DetectWith; with keep it also returns the GPU device it built
+// when the GPU is usable (the caller closes it, which closes its context).
+func detect(ctx context.Context, o Options, keep bool) (Report, *gpu.Device) {
 	start := time.Now()
 	r := Report{
 		Backend: BackendCPU, Time: start.UTC().Format(time.RFC3339), Revision: revision(),
 		Host: Host{OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), CPUs: runtime.NumCPU()},
 	}
-	r.detectGPU(ctx, o)
+	dev := r.detectGPU(ctx, o)
 	switch {
 	case !r.GPUSupport:
 		r.Reason = "no GPU support in this build (built with CGO_ENABLED=0); using the CPU"
@@ -155,27 +167,36 @@ func DetectWith(ctx context.Context, o Options) Report {
 		r.Reason = "no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU"
 	case len(r.Devices) == 0:
 		r.Reason = "CUDA driver " + r.Driver.CUDA + " found but no CUDA device; using the CPU"
+	case dev == nil:
+		r.Reason = fmt.Sprintf("%s found but the GPU device could not be made (see errors); using the CPU", r.Devices[0].Name)
 	case !r.GPUUsable:
-		r.Reason = fmt.Sprintf("%s found but no fused kernel passed its self-test; using the CPU", r.Devices[0].Name)
+		r.Reason = fmt.Sprintf("%s found but not every kernel built and passed its self-test (see kernels); using the CPU", r.Devices[0].Name)
 	default:
-		r.Reason = fmt.Sprintf("%s (sm_%d%d) is usable and its kernels pass their self-test, but the GPU backend "+
-			"(package device/gpu) is not built yet; using the CPU", r.Devices[0].Name, r.Devices[0].Major, r.Devices[0].Minor)
+		r.Backend = BackendGPU
+		r.Reason = fmt.Sprintf("%s (sm_%d%d) is usable: every kernel built and the self-tests pass", r.Devices[0].Name, r.Devices[0].Major, r.Devices[0].Minor)
 	}
 	r.Millis = ms(time.Since(start))
-	return r
+	if dev != nil && (!keep || !r.GPUUsable) {
+		if err := dev.Close(); err != nil {
+			r.Errors = append(r.Errors, err.Error())
+		}
+		dev = nil
+	}
+	return r, dev
 }
 
-// detectGPU fills the driver, library, device and kernel parts.
-func (r *Report) detectGPU(ctx context.Context, o Options) {
+// detectGPU fills the driver, library, device and kernel parts and returns
+// the GPU device it built (which owns its context), or nil.
+func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 	libs := cuda.Load(o.Load)
 	r.GPUSupport = !errors.Is(libs.Err, cuda.ErrNoGPUSupport)
 	if !r.GPUSupport {
-		return
+		return nil
 	}
 	r.Libraries = libs.Info
 	if libs.Err != nil {
 		r.Errors = append(r.Errors, libs.Err.Error())
-		return
+		return nil
 	}
 	defer func() {
 		if libs.NVML != nil {
@@ -192,7 +213,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options) {
 	n, err := drv.DeviceCount()
 	if err != nil {
 		r.Errors = append(r.Errors, err.Error())
-		return
+		return nil
 	}
 	for i := range n {
 		info, err := drv.Device(i)
@@ -203,51 +224,56 @@ func (r *Report) detectGPU(ctx context.Context, o Options) {
 		r.Devices = append(r.Devices, Device{DeviceInfo: info, CC: info.CC(), Arch: info.Arch()})
 	}
 	if len(r.Devices) == 0 || ctx.Err() != nil {
-		return
+		return nil
 	}
 	c, err := drv.NewContext(0)
 	if err != nil {
 		r.Errors = append(r.Errors, err.Error())
-		return
+		return nil
 	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			r.Errors = append(r.Errors, err.Error())
-		}
-	}()
 	if free, _, err := c.MemInfo(); err == nil {
 		r.Devices[0].FreeBytes = free
 	}
-	b := &kernels.Builder{Ctx: c, NVRTC: libs.NVRTC, CacheDir: o.CacheDir, NoCache: o.NoCache}
-	built, err := b.BuildAll()
+	// The GPU device builds every kernel (one NVRTC compile per source file
+	// and dtype, in parallel, cached on disk) and owns the context from here.
+	dev, err := gpu.NewWith(c, gpu.Config{
+		Options: device.Options{Fused: o.Fused, Threads: o.Threads},
+		Libs:    libs, Load: o.Load, CacheDir: o.CacheDir, NoCache: o.NoCache, OwnContext: true,
+	})
 	if err != nil {
 		r.Errors = append(r.Errors, err.Error())
-		return
+		if cerr := c.Close(); cerr != nil {
+			r.Errors = append(r.Errors, cerr.Error())
+		}
+		return nil
 	}
 	ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
-	passed := 0
-	for _, k := range built {
+	usable := true
+	for _, k := range dev.Kernels() {
 		kr := kernelReport(k)
-		if k.Err == nil && ctx.Err() == nil {
+		if k.Err != nil {
+			usable = false
+		} else if hasSelfTest(k.Kernel) && ctx.Err() == nil {
 			st, err := SelfTestKernel(c, k, ref)
 			if err != nil {
 				kr.Error = err.Error()
+				usable = false
 			} else {
 				kr.SelfTest = &st
-				if st.Pass {
-					passed++
-				}
+				usable = usable && st.Pass
 			}
 		}
 		r.Kernels = append(r.Kernels, kr)
 	}
 	if err := ctx.Err(); err != nil {
 		r.Errors = append(r.Errors, "detection cut short: "+err.Error())
+		usable = false
 	}
-	r.GPUUsable = passed > 0
-	if passed < len(built) {
-		r.Fallback = "ops whose kernel is unavailable or failed its self-test run their decomposed form"
+	r.GPUUsable = usable
+	if !usable {
+		r.Fallback = "a kernel is unavailable or failed its self-test: the CPU device is used (see kernels)"
 	}
+	return dev
 }
 
 func kernelReport(k *kernels.Built) Kernel {
@@ -266,6 +292,10 @@ func kernelReport(k *kernels.Built) Kernel {
 	}
 	return kr
 }
+
+// hasSelfTest reports whether SelfTestKernel can test kernel name; the
+// other kernels are tested op by op by package gpu's tests.
+func hasSelfTest(name string) bool { return name == "layernorm_forward" }
 
 // SelfTestKernel runs a built kernel on random inputs of SelfTestShapes and
 // compares it with the reference device's op (fed the same rounded inputs),
@@ -384,23 +414,28 @@ func relErr(got, want []float32) float64 {
 }
 
 // Open returns the device to train on and the detection report behind the
-// choice. Backend "cpu" skips detection. Backend "auto" detects and, since
-// the GPU backend is not built yet, returns the CPU device with a reason
-// that says whether a usable GPU was found. Backend "gpu" returns an error
-// saying why it cannot be had (no GPU, or the GPU backend not built yet).
+// choice. Backend "cpu" skips detection. Backend "auto" detects and returns
+// the GPU device when the GPU is usable, else the CPU device; the report's
+// Reason says why. Backend "gpu" returns the GPU device or an error saying
+// why there is none. A GPU device owns a CUDA context: close it with
+// (*gpu.Device).Close when done (device.Device has no Close; a process that
+// exits needs none).
 func Open(o Options) (device.Device, Report, error) {
-	dev := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
 	switch o.Backend {
 	case BackendCPU:
 		r := Report{Backend: BackendCPU, Reason: "the cpu backend was asked for", Time: time.Now().UTC().Format(time.RFC3339),
 			Revision: revision(), Host: Host{OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), CPUs: runtime.NumCPU()}}
-		return dev, r, nil
+		return cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads}), r, nil
 	case "", BackendAuto:
-		return dev, DetectWith(context.Background(), o), nil
+		r, dev := detect(context.Background(), o, true)
+		if dev != nil {
+			return dev, r, nil
+		}
+		return cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads}), r, nil
 	case BackendGPU:
-		r := DetectWith(context.Background(), o)
-		if r.GPUUsable {
-			return nil, r, errors.New("druto: the GPU backend (package device/gpu) is not built yet; use --backend cpu or auto")
+		r, dev := detect(context.Background(), o, true)
+		if dev != nil {
+			return dev, r, nil
 		}
 		return nil, r, fmt.Errorf("druto: no usable GPU: %s", r.Reason)
 	}

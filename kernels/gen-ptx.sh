@@ -9,6 +9,9 @@
 #
 # nvcc 11.8 on Debian 12: see ../../shared/GPU.md (nvidia-cuda-toolkit from
 # non-free). Override the compiler with NVCC=/path/to/nvcc.
+#
+#   ./gen-ptx.sh                 every .cu
+#   ./gen-ptx.sh layernorm.cu    only these
 set -euo pipefail
 cd "$(dirname "$0")"
 NVCC=${NVCC:-nvcc}
@@ -22,7 +25,9 @@ if [ "$ver" != "11.8" ]; then
   echo "gen-ptx.sh: warning: nvcc $ver, the committed PTX is made with 11.8 (PTX ISA 7.8)" >&2
 fi
 mkdir -p ptx
-for cu in *.cu; do
+# Arguments name the sources to regenerate (default: every *.cu).
+if [ $# -gt 0 ]; then files=("$@"); else files=(*.cu); fi
+for cu in "${files[@]}"; do
   base=${cu%.cu}
   hash=$(sha256sum "$cu" | cut -d' ' -f1)
   dtypes=$(sed -n 's|^// druto:dtypes ||p' "$cu")

@@ -99,8 +99,8 @@ func TestGPUPTXJIT(t *testing.T) {
 	}
 }
 
-// TestNVRTCCompileOnly: every variant compiles for sm_75 through sm_90 and
-// compute_75; it needs NVRTC only, no device.
+// TestNVRTCCompileOnly: every module (source file, dtype) compiles for
+// sm_75 through sm_90 and compute_75; it needs NVRTC only, no device.
 func TestNVRTCCompileOnly(t *testing.T) {
 	n, err := cuda.LoadNVRTC(cuda.LoadOptions{})
 	if err != nil {
@@ -113,8 +113,19 @@ func TestNVRTCCompileOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One compile per module (source file, dtype): every kernel of a file is
+	// in the same program, as pkg/device/gpu builds it.
+	seen := map[[2]string]bool{}
+	var modules []Variant
+	for _, v := range vs {
+		key := [2]string{v.File, v.DType.String()}
+		if !seen[key] {
+			seen[key] = true
+			modules = append(modules, v)
+		}
+	}
 	for _, arch := range []string{"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "compute_75"} {
-		for _, v := range vs {
+		for _, v := range modules {
 			code, d, _, err := CompileOnly(n, v, arch)
 			if err != nil {
 				t.Fatalf("%s %s: %v", v, arch, err)

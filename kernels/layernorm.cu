@@ -1,95 +1,511 @@
-// layernorm.cu: layer normalisation.
+// layernorm.cu: layer normalisation forward and backward, fused and
+// decomposed, and the residual add (pkg/device/gpu/layernorm.go).
 //
-// druto:kernel layernorm_forward
+// druto:kernel layernorm_forward layernorm_forward_rf32
+// druto:kernel residual_layernorm_forward residual_layernorm_forward_rf32
+// druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce
+// druto:kernel add add_rf32
+// druto:kernel layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
+// druto:kernel layernorm_normalise layernorm_normalise_rf32 layernorm_affine
+// druto:kernel layernorm_colsum layernorm_colsum_f32 layernorm_mul_dout layernorm_dnorm layernorm_mul
+// druto:kernel layernorm_dinp layernorm_dinp_rf32
 // druto:dtypes f32 bf16 f16
 //
-// layernorm_forward: out = (inp - mean) * rstd * weight + bias, row by row,
-// with fp32 statistics (mean, then the biased variance about it: two passes
-// over the row, which stays in L1/L2), eps 1e-5; it also stores mean and
-// rstd (N) in fp32 for backward (either pointer may be null). One warp per
-// row; the affine step is rounded like the CPU reference
-// (pkg/device/cpu layerNormFused: n = rstd*(x-mean), out = n*w + b, no FMA).
+// Types: out, weight, bias and dout are T (the policy's working type). The
+// row input, the residual sum and dinp are R: T in the plain kernels, fp32
+// in the _rf32 ones, since the precision policy keeps the residual stream
+// in fp32 (pkg/amp). mean, rstd, dweight and dbias are fp32 (statistics and
+// parameter gradients). All arithmetic is fp32.
 //
-// Storage type: compile with -DDTYPE=DRUTO_F32, DRUTO_BF16 or DRUTO_F16;
-// out, inp, weight and bias share it. No CUDA headers are included, so NVRTC
-// and nvcc build the same text: bf16 and f16 are handled as 16-bit patterns
-// with round-to-nearest-even conversions written out (bf16) or as PTX cvt
-// instructions (f16), all available on sm_75.
+// Fused forms (one visit per row, eps 1e-5, biased variance):
+//   layernorm_forward: out = (x - mean)·rstd·weight + bias, also storing
+//     mean and rstd (either may be null). One warp per row; when the row
+//     fits (C % 4 == 0, C <= 1024, aligned rows: the vec flag) it is held
+//     in registers as float4 groups and read from memory once, the mean and
+//     the variance about it computed from the registers (two passes, no
+//     Welford drift); otherwise three passes over the row in L1/L2.
+//     Rounded like the CPU reference (pkg/device/cpu layerNormFused):
+//     n = rstd·(x-mean), out = n·w + b, no FMA.
+//   residual_layernorm_forward: res = a + b rounded to R, stored, and the
+//     rounded sum normalised as above, in the same row visit.
+//   layernorm_backward: per row, the two row means of dnorm = w·dout and
+//     dnorm·n, then dinp += rstd·(dnorm - mean(dnorm) - n·mean(dnorm·n)),
+//     and the row's dweight (n·dout) and dbias (dout) shares summed into
+//     per-block partials (gridDim.x, 2C) fp32: in registers per lane (fast
+//     path, a warp per row), or owned by one thread per column (general
+//     path, a block per row). layernorm_reduce then adds the partials in
+//     block order into dweight and dbias. No atomics: for a given grid the
+//     bits do not change between runs.
+//
+// Decomposed forms (what plain PyTorch runs, each a full pass):
+//   forward: layernorm_mean, layernorm_rstd (variance about the fp32 mean),
+//     layernorm_normalise into an fp32 (N,C) xhat, layernorm_affine; the
+//     residual variant runs add first.
+//   backward (the CPU's nine passes): layernorm_colsum (dbias partials,
+//     reduced by layernorm_reduce), layernorm_normalise (xhat),
+//     layernorm_mul_dout (dout·xhat), layernorm_colsum_f32 (dweight
+//     partials), layernorm_dnorm (dout·weight), layernorm_mean_rf32 (m1),
+//     layernorm_mul (dnorm·xhat), layernorm_mean_rf32 (m2), layernorm_dinp.
+// add: out = a + b elementwise (out and a of type R, b of type T).
 
-#define DRUTO_F32 1
-#define DRUTO_BF16 2
-#define DRUTO_F16 3
+#include "common.cuh"
 
-#ifndef DTYPE
-#error "compile with -DDTYPE=DRUTO_F32, -DDTYPE=DRUTO_BF16 or -DDTYPE=DRUTO_F16"
-#endif
+#define LN_EPS 1e-5f
+// LN_G is the float4 groups per lane the fast paths keep in registers: rows
+// of up to 32·4·LN_G = 1024 elements.
+#define LN_G 8
 
-#if DTYPE == DRUTO_F32
-typedef float T;
-__device__ __forceinline__ float load(const T* p, int i) { return p[i]; }
-__device__ __forceinline__ void store(T* p, int i, float v) { p[i] = v; }
-#elif DTYPE == DRUTO_BF16
-typedef unsigned short T;
-__device__ __forceinline__ float load(const T* p, int i) { return __uint_as_float(((unsigned int)p[i]) << 16); }
-// Round to nearest even on bit 16; NaN stays a quiet NaN (as tensor.BF16FromF32).
-__device__ __forceinline__ void store(T* p, int i, float v) {
-    unsigned int b = __float_as_uint(v);
-    if ((b & 0x7fffffffu) > 0x7f800000u) {
-        p[i] = (unsigned short)((b >> 16) | 0x0040u);
-        return;
+// ---- forward ------------------------------------------------------------
+
+// ln_forward_row normalises one row with one warp. With RES, the row is
+// a + b, rounded to R and stored into res first; else it is x (= a).
+template <typename R, bool RES>
+__device__ __forceinline__ void ln_forward_row(R* res, T* out, float* mean, float* rstd, const R* a, const T* b,
+                                               const T* weight, const T* bias, int row, int C, int vec) {
+    const int lane = threadIdx.x & 31;
+    const size_t off = (size_t)row * C;
+    const R* x = a + off;
+    T* o = out + off;
+    float m, s;
+    if (vec && C <= 128 * LN_G) {
+        const int ng = C >> 2;
+        F4 xv[LN_G];
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_G; k++) {
+            int g = lane + 32 * k;
+            if (g < ng) {
+                xv[k] = ld4(x + 4 * g);
+                if (RES) {
+                    F4 bv = ld4(b + off + 4 * g);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) xv[k].v[j] = round_to<R>(xv[k].v[j] + bv.v[j]);
+                    st4(res + off + 4 * g, xv[k]);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) sum += xv[k].v[j];
+            }
+        }
+        m = warp_sum(sum) / (float)C;
+        float sq = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_G; k++) {
+            if (lane + 32 * k < ng) {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float d = xv[k].v[j] - m;
+                    sq += d * d;
+                }
+            }
+        }
+        s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
+#pragma unroll
+        for (int k = 0; k < LN_G; k++) {
+            int g = lane + 32 * k;
+            if (g < ng) {
+                F4 wv = ld4(weight + 4 * g), bv = ld4(bias + 4 * g), ov;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float n = __fmul_rn(s, __fsub_rn(xv[k].v[j], m));
+                    ov.v[j] = __fadd_rn(__fmul_rn(n, wv.v[j]), bv.v[j]);
+                }
+                st4(o + 4 * g, ov);
+            }
+        }
+    } else {
+        if (RES) {
+            for (int i = lane; i < C; i += 32) store(res + off, i, load(a + off, i) + load(b + off, i));
+            __syncwarp();
+            x = res + off; // normalise what was stored (this lane's own writes, and the warp's after the sync)
+        }
+        float sum = 0.0f;
+        for (int i = lane; i < C; i += 32) sum += load(x, i);
+        m = warp_sum(sum) / (float)C;
+        float sq = 0.0f;
+        for (int i = lane; i < C; i += 32) {
+            float d = load(x, i) - m;
+            sq += d * d;
+        }
+        s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
+        for (int i = lane; i < C; i += 32) {
+            float n = __fmul_rn(s, __fsub_rn(load(x, i), m));
+            store(o, i, __fadd_rn(__fmul_rn(n, load(weight, i)), load(bias, i)));
+        }
     }
-    b += 0x7fffu + ((b >> 16) & 1u);
-    p[i] = (unsigned short)(b >> 16);
-}
-#elif DTYPE == DRUTO_F16
-typedef unsigned short T;
-__device__ __forceinline__ float load(const T* p, int i) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(p[i]));
-    return f;
-}
-__device__ __forceinline__ void store(T* p, int i, float v) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    p[i] = h;
-}
-#else
-#error "DTYPE must be DRUTO_F32, DRUTO_BF16 or DRUTO_F16"
-#endif
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
-
-// out (N,C), mean (N) or null, rstd (N) or null, inp (N,C), weight (C), bias (C)
-extern "C" __global__ void layernorm_forward(T* __restrict__ out, float* __restrict__ mean,
-                                             float* __restrict__ rstd, const T* __restrict__ inp,
-                                             const T* __restrict__ weight, const T* __restrict__ bias,
-                                             int N, int C) {
-    int lane = threadIdx.x & 31;
-    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (row >= N) return; // the whole warp leaves together
-    const T* x = inp + (size_t)row * C;
-
-    float sum = 0.0f;
-    for (int i = lane; i < C; i += 32) sum += load(x, i);
-    float m = warp_sum(sum) / (float)C;
-
-    float sq = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float d = load(x, i) - m;
-        sq += d * d;
-    }
-    float s = 1.0f / sqrtf(warp_sum(sq) / (float)C + 1e-5f);
     if (lane == 0) {
         if (mean != 0) mean[row] = m;
         if (rstd != 0) rstd[row] = s;
     }
+}
 
-    T* o = out + (size_t)row * C;
-    for (int i = lane; i < C; i += 32) {
-        float n = __fmul_rn(s, __fsub_rn(load(x, i), m));
-        store(o, i, __fadd_rn(__fmul_rn(n, load(weight, i)), load(bias, i)));
+// out (N,C) T, mean (N) or null, rstd (N) or null, inp (N,C) R, weight (C), bias (C); a warp per row
+template <typename R>
+__device__ __forceinline__ void ln_forward(T* out, float* mean, float* rstd, const R* inp, const T* weight,
+                                           const T* bias, int N, int C, int vec) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return; // the whole warp leaves together
+    ln_forward_row<R, false>((R*)0, out, mean, rstd, inp, (const T*)0, weight, bias, row, C, vec);
+}
+
+extern "C" __global__ void layernorm_forward(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                             const T* __restrict__ inp, const T* __restrict__ weight,
+                                             const T* __restrict__ bias, int N, int C, int vec) {
+    ln_forward<T>(out, mean, rstd, inp, weight, bias, N, C, vec);
+}
+
+extern "C" __global__ void layernorm_forward_rf32(T* __restrict__ out, float* __restrict__ mean,
+                                                  float* __restrict__ rstd, const float* __restrict__ inp,
+                                                  const T* __restrict__ weight, const T* __restrict__ bias, int N,
+                                                  int C, int vec) {
+    ln_forward<float>(out, mean, rstd, inp, weight, bias, N, C, vec);
+}
+
+// res (N,C) R, out (N,C) T, mean (N), rstd (N), a (N,C) R, b (N,C) T, weight (C), bias (C)
+template <typename R>
+__device__ __forceinline__ void ln_residual_forward(R* res, T* out, float* mean, float* rstd, const R* a, const T* b,
+                                                    const T* weight, const T* bias, int N, int C, int vec) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    ln_forward_row<R, true>(res, out, mean, rstd, a, b, weight, bias, row, C, vec);
+}
+
+// res is written and (on the general path) read back, so it is not __restrict__.
+extern "C" __global__ void residual_layernorm_forward(T* res, T* __restrict__ out, float* __restrict__ mean,
+                                                      float* __restrict__ rstd, const T* a, const T* __restrict__ b,
+                                                      const T* __restrict__ weight, const T* __restrict__ bias,
+                                                      int N, int C, int vec) {
+    ln_residual_forward<T>(res, out, mean, rstd, a, b, weight, bias, N, C, vec);
+}
+
+extern "C" __global__ void residual_layernorm_forward_rf32(float* res, T* __restrict__ out, float* __restrict__ mean,
+                                                           float* __restrict__ rstd, const float* a,
+                                                           const T* __restrict__ b, const T* __restrict__ weight,
+                                                           const T* __restrict__ bias, int N, int C, int vec) {
+    ln_residual_forward<float>(res, out, mean, rstd, a, b, weight, bias, N, C, vec);
+}
+
+// ---- backward -----------------------------------------------------------
+
+// block_sum2 returns the sums of a and b over the whole block (blockDim.x a
+// multiple of 32, at most 1024) in a fixed order; every thread gets them.
+// sh holds 64 floats.
+__device__ __forceinline__ void block_sum2(float& a, float& b, float* sh) {
+    a = warp_sum(a);
+    b = warp_sum(b);
+    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads(); // earlier readers of sh are done
+    if ((threadIdx.x & 31) == 0) {
+        sh[w] = a;
+        sh[32 + w] = b;
     }
+    __syncthreads();
+    a = 0.0f;
+    b = 0.0f;
+    for (int i = 0; i < nw; i++) {
+        a += sh[i];
+        b += sh[32 + i];
+    }
+}
+
+// part (gridDim.x, 2C) fp32 partial [dweight | dbias] per block; dinp (N,C) R accumulated;
+// dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N)
+template <typename R>
+__device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout, const R* inp, const T* weight,
+                                            const float* mean, const float* rstd, int N, int C, int vec) {
+    __shared__ float sh[2 * 128 * LN_G];
+    float* pb = part + (size_t)blockIdx.x * 2 * C;
+    if (vec && C <= 128 * LN_G) {
+        // A warp per row; lane l owns the float4 groups l, l+32, ... of every row.
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+        const int ng = C >> 2;
+        F4 dw[LN_G], db[LN_G];
+#pragma unroll
+        for (int k = 0; k < LN_G; k++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) dw[k].v[j] = db[k].v[j] = 0.0f;
+        for (int row = blockIdx.x * nw + warp; row < N; row += gridDim.x * nw) {
+            const size_t off = (size_t)row * C;
+            const float m = mean[row], s = rstd[row];
+            float sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    F4 x = ld4(inp + off + 4 * g), gv = ld4(dout + off + 4 * g), wv = ld4(weight + 4 * g);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        float n = s * (x.v[j] - m), dn = wv.v[j] * gv.v[j];
+                        sdn += dn;
+                        sdnn += dn * n;
+                    }
+                }
+            }
+            const float mdn = warp_sum(sdn) / (float)C, mdnn = warp_sum(sdnn) / (float)C;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    // the second visit reads the row from L1/L2, not DRAM
+                    F4 x = ld4(inp + off + 4 * g), gv = ld4(dout + off + 4 * g), wv = ld4(weight + 4 * g);
+                    F4 di = ld4(dinp + off + 4 * g);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        float n = s * (x.v[j] - m), dn = wv.v[j] * gv.v[j];
+                        db[k].v[j] += gv.v[j];
+                        dw[k].v[j] += n * gv.v[j];
+                        di.v[j] = di.v[j] + s * (dn - mdn - n * mdnn);
+                    }
+                    st4(dinp + off + 4 * g, di);
+                }
+            }
+        }
+        // The block's partial: warp 0's sums, then each other warp's added in warp order.
+        for (int w = 0; w < nw; w++) {
+            if (warp == w) {
+#pragma unroll
+                for (int k = 0; k < LN_G; k++) {
+                    int g = lane + 32 * k;
+                    if (g < ng) {
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            int c = 4 * g + j;
+                            sh[c] = (w == 0 ? 0.0f : sh[c]) + dw[k].v[j];
+                            sh[C + c] = (w == 0 ? 0.0f : sh[C + c]) + db[k].v[j];
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) pb[c] = sh[c];
+    } else {
+        // A block per row; thread t owns columns t, t+blockDim.x, ... and
+        // accumulates their partials straight in pb (no other thread touches them).
+        for (int c = threadIdx.x; c < C; c += blockDim.x) pb[c] = pb[C + c] = 0.0f;
+        for (int row = blockIdx.x; row < N; row += gridDim.x) {
+            const size_t off = (size_t)row * C;
+            const float m = mean[row], s = rstd[row];
+            float sdn = 0.0f, sdnn = 0.0f;
+            for (int c = threadIdx.x; c < C; c += blockDim.x) {
+                float n = s * (load(inp + off, c) - m), dn = load(weight, c) * load(dout + off, c);
+                sdn += dn;
+                sdnn += dn * n;
+            }
+            block_sum2(sdn, sdnn, sh);
+            const float mdn = sdn / (float)C, mdnn = sdnn / (float)C;
+            for (int c = threadIdx.x; c < C; c += blockDim.x) {
+                float g = load(dout + off, c);
+                float n = s * (load(inp + off, c) - m), dn = load(weight, c) * g;
+                pb[c] += n * g;
+                pb[C + c] += g;
+                store(dinp + off, c, load(dinp + off, c) + s * (dn - mdn - n * mdnn));
+            }
+        }
+    }
+}
+
+extern "C" __global__ void layernorm_backward(T* __restrict__ dinp, float* __restrict__ part,
+                                              const T* __restrict__ dout, const T* __restrict__ inp,
+                                              const T* __restrict__ weight, const float* __restrict__ mean,
+                                              const float* __restrict__ rstd, int N, int C, int vec) {
+    ln_backward<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+}
+
+extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, float* __restrict__ part,
+                                                   const T* __restrict__ dout, const float* __restrict__ inp,
+                                                   const T* __restrict__ weight, const float* __restrict__ mean,
+                                                   const float* __restrict__ rstd, int N, int C, int vec) {
+    ln_backward<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+}
+
+// d0 (C) += Σ_b part[b, 0:C] and, when d1 is not null, d1 (C) += Σ_b part[b, C:2C];
+// part (nb, C or 2C) fp32. Block: 32 columns × 8 slices; slice s sums rows
+// b ≡ s (mod 8) in increasing b, then slice 0 adds the 8 slices in order.
+extern "C" __global__ void layernorm_reduce(float* __restrict__ d0, float* __restrict__ d1,
+                                            const float* __restrict__ part, int nb, int C) {
+    __shared__ float sh[8][33];
+    const int width = d1 != 0 ? 2 * C : C;
+    const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
+    const int c = blockIdx.x * 32 + lane;
+    float s = 0.0f;
+    if (c < width) {
+#pragma unroll 4
+        for (int b = slice; b < nb; b += 8) s += part[(size_t)b * width + c];
+    }
+    sh[slice][lane] = s;
+    __syncthreads();
+    if (slice == 0 && c < width) {
+        float t = 0.0f;
+        for (int i = 0; i < 8; i++) t += sh[i][lane];
+        if (c < C) d0[c] += t;
+        else d1[c - C] += t;
+    }
+}
+
+// ---- add ----------------------------------------------------------------
+
+// out (n) R = a (n) R + b (n) T; grid-stride, 4 elements per thread and step.
+template <typename R>
+__device__ __forceinline__ void add_body(R* out, const R* a, const T* b, size_t n, int vec) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x * 4;
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += stride) {
+        if (vec && i + 4 <= n) {
+            F4 x = ld4(a + i), y = ld4(b + i);
+#pragma unroll
+            for (int j = 0; j < 4; j++) x.v[j] += y.v[j];
+            st4(out + i, x);
+        } else {
+            for (size_t k = i; k < i + 4 && k < n; k++) store(out, k, load(a, k) + load(b, k));
+        }
+    }
+}
+
+extern "C" __global__ void add(T* out, const T* a, const T* b, long long n, int vec) {
+    add_body<T>(out, a, b, (size_t)n, vec);
+}
+
+extern "C" __global__ void add_rf32(float* out, const float* a, const T* b, long long n, int vec) {
+    add_body<float>(out, a, b, (size_t)n, vec);
+}
+
+// ---- decomposed forward -------------------------------------------------
+
+// mean (N) = Σ_c x / C; a warp per row. x (N,C) R
+template <typename R>
+__device__ __forceinline__ void ln_mean(float* mean, const R* x, int N, int C) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const R* r = x + (size_t)row * C;
+    float s = 0.0f;
+    for (int i = lane; i < C; i += 32) s += load(r, i);
+    s = warp_sum(s);
+    if (lane == 0) mean[row] = s / (float)C;
+}
+
+extern "C" __global__ void layernorm_mean(float* __restrict__ mean, const T* __restrict__ x, int N, int C) {
+    ln_mean<T>(mean, x, N, C);
+}
+extern "C" __global__ void layernorm_mean_rf32(float* __restrict__ mean, const float* __restrict__ x, int N, int C) {
+    ln_mean<float>(mean, x, N, C);
+}
+
+// rstd (N) = 1/sqrt(Σ_c (x - mean)² / C + eps); a warp per row
+template <typename R>
+__device__ __forceinline__ void ln_rstd(float* rstd, const float* mean, const R* x, int N, int C) {
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const R* r = x + (size_t)row * C;
+    const float m = mean[row];
+    float s = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float d = load(r, i) - m;
+        s += d * d;
+    }
+    s = warp_sum(s);
+    if (lane == 0) rstd[row] = 1.0f / sqrtf(s / (float)C + LN_EPS);
+}
+
+extern "C" __global__ void layernorm_rstd(float* __restrict__ rstd, const float* __restrict__ mean,
+                                          const T* __restrict__ x, int N, int C) {
+    ln_rstd<T>(rstd, mean, x, N, C);
+}
+extern "C" __global__ void layernorm_rstd_rf32(float* __restrict__ rstd, const float* __restrict__ mean,
+                                               const float* __restrict__ x, int N, int C) {
+    ln_rstd<float>(rstd, mean, x, N, C);
+}
+
+// The elementwise passes below: one element per thread and step, grid-stride
+// over the (N,C) buffer, row = i / C and column = i % C.
+#define EW_LOOP(n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// xhat (N,C) fp32 = (x - mean)·rstd
+template <typename R>
+__device__ __forceinline__ void ln_normalise(float* xhat, const float* mean, const float* rstd, const R* x, int N,
+                                             int C) {
+    EW_LOOP((size_t)N * C) {
+        size_t row = i / C;
+        xhat[i] = rstd[row] * (load(x, i) - mean[row]);
+    }
+}
+
+extern "C" __global__ void layernorm_normalise(float* __restrict__ xhat, const float* __restrict__ mean,
+                                               const float* __restrict__ rstd, const T* __restrict__ x, int N, int C) {
+    ln_normalise<T>(xhat, mean, rstd, x, N, C);
+}
+extern "C" __global__ void layernorm_normalise_rf32(float* __restrict__ xhat, const float* __restrict__ mean,
+                                                    const float* __restrict__ rstd, const float* __restrict__ x, int N,
+                                                    int C) {
+    ln_normalise<float>(xhat, mean, rstd, x, N, C);
+}
+
+// out (N,C) T = xhat·weight + bias
+extern "C" __global__ void layernorm_affine(T* __restrict__ out, const float* __restrict__ xhat,
+                                            const T* __restrict__ weight, const T* __restrict__ bias, int N, int C) {
+    EW_LOOP((size_t)N * C) {
+        int c = (int)(i % C);
+        store(out, i, xhat[i] * load(weight, c) + load(bias, c));
+    }
+}
+
+// ---- decomposed backward ------------------------------------------------
+
+// part (ceil(N/rows), C) fp32: slice y sums rows [y·rows, min(N, (y+1)·rows))
+// of src (N,C) per column, in row order. grid (ceil(C/blockDim.x), slices).
+template <typename S>
+__device__ __forceinline__ void ln_colsum(float* part, const S* src, int N, int C, int rows) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    int r0 = blockIdx.y * rows, r1 = min(N, r0 + rows);
+    float s = 0.0f;
+    for (int r = r0; r < r1; r++) s += load(src + (size_t)r * C, c);
+    part[(size_t)blockIdx.y * C + c] = s;
+}
+
+extern "C" __global__ void layernorm_colsum(float* __restrict__ part, const T* __restrict__ src, int N, int C,
+                                            int rows) {
+    ln_colsum<T>(part, src, N, C, rows);
+}
+extern "C" __global__ void layernorm_colsum_f32(float* __restrict__ part, const float* __restrict__ src, int N, int C,
+                                                int rows) {
+    ln_colsum<float>(part, src, N, C, rows);
+}
+
+// out (N,C) fp32 = dout (N,C) T · src (N,C) fp32
+extern "C" __global__ void layernorm_mul_dout(float* __restrict__ out, const T* __restrict__ dout,
+                                              const float* __restrict__ src, int N, int C) {
+    EW_LOOP((size_t)N * C) out[i] = load(dout, i) * src[i];
+}
+
+// dnorm (N,C) fp32 = dout (N,C) T · weight (C) T
+extern "C" __global__ void layernorm_dnorm(float* __restrict__ dnorm, const T* __restrict__ dout,
+                                           const T* __restrict__ weight, int N, int C) {
+    EW_LOOP((size_t)N * C) dnorm[i] = load(weight, (int)(i % C)) * load(dout, i);
+}
+
+// out (N,C) fp32 = a · b, both fp32
+extern "C" __global__ void layernorm_mul(float* __restrict__ out, const float* __restrict__ a,
+                                         const float* __restrict__ b, int N, int C) {
+    EW_LOOP((size_t)N * C) out[i] = a[i] * b[i];
+}
+
+// dinp (N,C) R += rstd·(dnorm - m1 - xhat·m2); rstd, m1, m2 (N)
+template <typename R>
+__device__ __forceinline__ void ln_dinp(R* dinp, const float* dnorm, const float* xhat, const float* rstd,
+                                        const float* m1, const float* m2, int N, int C) {
+    EW_LOOP((size_t)N * C) {
+        size_t row = i / C;
+        store(dinp, i, load(dinp, i) + rstd[row] * (dnorm[i] - m1[row] - xhat[i] * m2[row]));
+    }
+}
+
+extern "C" __global__ void layernorm_dinp(T* __restrict__ dinp, const float* __restrict__ dnorm,
+                                          const float* __restrict__ xhat, const float* __restrict__ rstd,
+                                          const float* __restrict__ m1, const float* __restrict__ m2, int N, int C) {
+    ln_dinp<T>(dinp, dnorm, xhat, rstd, m1, m2, N, C);
+}
+extern "C" __global__ void layernorm_dinp_rf32(float* __restrict__ dinp, const float* __restrict__ dnorm,
+                                               const float* __restrict__ xhat, const float* __restrict__ rstd,
+                                               const float* __restrict__ m1, const float* __restrict__ m2, int N,
+                                               int C) {
+    ln_dinp<float>(dinp, dnorm, xhat, rstd, m1, m2, N, C);
 }

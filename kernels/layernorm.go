@@ -6,7 +6,9 @@ import (
 	"github.com/druto/druto/pkg/cuda"
 )
 
-// layernorm.go: the launchers of layernorm.cu.
+// layernorm.go: a stand-alone launcher of layernorm.cu's layernorm_forward
+// for code that has no device (detect's self-test); pkg/device/gpu launches
+// every layernorm kernel itself.
 
 // lnWarps is the rows (warps) per block of layernorm_forward.
 const lnWarps = 8
@@ -26,5 +28,22 @@ func LayerNormForward(k *Built, s *cuda.Stream, out, mean, rstd, inp, weight, bi
 		return nil
 	}
 	grid := (N + lnWarps - 1) / lnWarps
-	return k.Func.Launch(s, cuda.D1(grid), cuda.D1(32*lnWarps), 0, out, mean, rstd, inp, weight, bias, N, C)
+	return k.Func.Launch(s, cuda.D1(grid), cuda.D1(32*lnWarps), 0, out, mean, rstd, inp, weight, bias, N, C,
+		VecFlag(C, k.DType.Size(), out, inp, weight, bias))
+}
+
+// VecFlag returns 1 when rows of C elements of size elem bytes at every
+// pointer can be moved as 4-element vectors (ld4/st4 in common.cuh): C is a
+// multiple of 4 and each pointer is aligned to 4 elements; else 0. Null
+// pointers are ignored.
+func VecFlag(C, elem int, ptrs ...cuda.DevicePtr) int {
+	if C%4 != 0 {
+		return 0
+	}
+	for _, p := range ptrs {
+		if p != 0 && uint64(p)%uint64(4*elem) != 0 {
+			return 0
+		}
+	}
+	return 1
 }

@@ -5,8 +5,12 @@
 #   - Bengali fonts for plotting (Noto Sans Bengali, Lohit Bengali) and rsvg;
 #   - Debian's PyTorch (CPU) for the checkpoint cross-check (pkg/train);
 #   - Jupyter (Debian's nbconvert/nbclient) and the GoNB kernel, for the
-#     notebook tests (notebooks/), pinned as ../shared/NOTEBOOKS.md found works.
-# Idempotent; needs root (or sudo) for apt. Set DRUTO_SKIP_APT=1 to skip apt.
+#     notebook tests (notebooks/), pinned as ../shared/NOTEBOOKS.md found works;
+#   - a C compiler for cgo (pkg/cuda, pkg/blas), already on most machines.
+# Idempotent; needs root (or sudo) for apt. Set DRUTO_SKIP_APT=1 to skip apt,
+# DRUTO_NOTEBOOK_SERVER=1 to add the Jupyter notebook server and
+# DRUTO_CUDA_LIBS=1 to add NVRTC and cuBLAS 11.8 from Debian's non-free
+# component (docker/ sets both; the driver, libcuda, comes from the host).
 set -euo pipefail
 
 APT_PACKAGES=(
@@ -14,7 +18,14 @@ APT_PACKAGES=(
   fonts-noto-core fonts-lohit-beng-bengali librsvg2-bin
   jupyter-nbconvert python3-nbclient jupyter-client python3-ipykernel
   python3-torch python3-numpy
+  gcc libc6-dev ca-certificates git
 )
+if [ "${DRUTO_NOTEBOOK_SERVER:-0}" = 1 ]; then
+  APT_PACKAGES+=(jupyter-notebook)
+fi
+if [ "${DRUTO_CUDA_LIBS:-0}" = 1 ]; then
+  APT_PACKAGES+=(libnvrtc11.2 libnvrtc-builtins11.8 libcublas11 libcublaslt11)
+fi
 if [ "${DRUTO_SKIP_APT:-0}" != 1 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -23,6 +34,12 @@ if [ "${DRUTO_SKIP_APT:-0}" != 1 ]; then
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
+    # The CUDA libraries are in non-free: add that component to Debian's own
+    # source (as ../shared/GPU.md does for nvcc) unless a source has it.
+    if [ "${DRUTO_CUDA_LIBS:-0}" = 1 ] && ! grep -rqs 'non-free' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      sed -e 's/^Components: main$/Components: contrib non-free/' /etc/apt/sources.list.d/debian.sources |
+        $SUDO tee /etc/apt/sources.list.d/non-free.sources >/dev/null
+    fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
@@ -46,7 +63,9 @@ if ! command -v gonb >/dev/null || ! command -v goimports >/dev/null || ! comman
 fi
 # Register the kernel for /usr/bin/python3's Jupyter (--raw_error: readable
 # compile errors in outputs).
-if ! /usr/bin/python3 -m jupyter kernelspec list 2>/dev/null | grep -q '^ *gonb '; then
+# (grep without -q reads all its input: with pipefail, -q's early exit would
+# make the pipeline fail on SIGPIPE and reinstall every time.)
+if ! /usr/bin/python3 -m jupyter kernelspec list 2>/dev/null | grep '^ *gonb ' >/dev/null; then
   gonb --install --raw_error >/dev/null
 fi
 echo "druto test dependencies installed: ${APT_PACKAGES[*]}, gonb $(command -v gonb)"

@@ -1,0 +1,145 @@
+// adamw.cu: the AdamW step over the flat parameter buffer
+// (pkg/device/gpu/adamw.go), torch.optim.AdamW's arithmetic as the CPU
+// reference writes it (pkg/device/cpu/adamw.go):
+//
+//   g  = grad·gs                              (only when scaled)
+//   p  = p·(1 - lr·wd)                        (only where the segment decays)
+//   m  = m + (1-β1)(g - m)   (or g + ((1-β1)-1)(g - m) when 1-β1 >= 0.5: torch's lerp)
+//   v  = v·β2 + ((1-β2)·g)·g
+//   p += step · (m / (sqrt(v)/sqrt(1-β2ᵗ) + eps)),  step = -lr/(1-β1ᵗ)
+//
+// druto:kernel adamw_fused adamw_pass adamw_store_work
+// druto:dtypes f32 bf16 f16
+//
+// The scalars are computed on the host in float64 and rounded, as torch's
+// Python scalars are. Every operation is an explicitly rounded fp32
+// intrinsic (no FMA contraction; sqrt and division correctly rounded), in
+// the reference's order, so the GPU's fused and decomposed forms and the
+// CPU's give the same bits for the same inputs.
+//
+// adamw_fused (apex FusedAdam / llm.c adamw_kernel): one launch over the
+// whole buffer. The host cuts the layout's segments into chunks of at most
+// 16384 elements that never straddle a segment and uploads the table once
+// per layout: chunks[2k] = first element, chunks[2k+1] = length | decay<<31.
+// Block k updates chunk k: the scalar head up to a 4-element boundary, then
+// float4 loads of p, g, m, v (vec set: every base pointer aligned), then the
+// scalar tail; the working copy work (T, or null) is written in the same
+// pass. Bytes per element: 16 read (p, g, m, v), 12 written (p, m, v) and
+// sizeof(T) for work.
+//
+// adamw_pass: one elementwise step of torch's for-loop (single-tensor)
+// AdamW, launched per tensor and step by the decomposed form (op below);
+// adamw_store_work: work (n) T = p (n), rounded (the copy_ into the 16-bit
+// parameters after the step).
+
+#include "common.cuh"
+
+// AdamC is the step's scalars (see pkg/device/gpu/adamw.go adamConsts).
+struct AdamC {
+    float gs, decay, w1, b2, w2, step, bc2, eps;
+    int scaled, small;
+};
+
+__device__ __forceinline__ void adam_update(float& p, float g, float& m, float& v, bool decay, const AdamC& c) {
+    if (c.scaled) g = __fmul_rn(g, c.gs);
+    if (decay) p = __fmul_rn(p, c.decay);
+    if (c.small) m = __fadd_rn(m, __fmul_rn(c.w1, __fsub_rn(g, m)));
+    else m = __fadd_rn(g, __fmul_rn(__fsub_rn(c.w1, 1.0f), __fsub_rn(g, m)));
+    v = __fadd_rn(__fmul_rn(v, c.b2), __fmul_rn(__fmul_rn(c.w2, g), g));
+    float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), c.bc2), c.eps);
+    p = __fadd_rn(p, __fmul_rn(c.step, __fdiv_rn(m, den)));
+}
+
+// master, grads, m, v (total) fp32; work (total) T or null; chunks (nchunks, 2)
+extern "C" __global__ void adamw_fused(float* __restrict__ master, T* __restrict__ work,
+                                       const float* __restrict__ grads, float* __restrict__ m,
+                                       float* __restrict__ v, const unsigned int* __restrict__ chunks, float gs,
+                                       int scaled, float decay, int do_decay, float w1, int small, float b2, float w2,
+                                       float step, float bc2, float eps, int vec) {
+    AdamC c;
+    c.gs = gs;
+    c.scaled = scaled;
+    c.decay = decay;
+    c.w1 = w1;
+    c.small = small;
+    c.b2 = b2;
+    c.w2 = w2;
+    c.step = step;
+    c.bc2 = bc2;
+    c.eps = eps;
+    const size_t lo = chunks[2 * blockIdx.x];
+    const unsigned int word = chunks[2 * blockIdx.x + 1];
+    const size_t len = word & 0x7fffffffu;
+    const bool dec = do_decay && (word >> 31);
+    const size_t end = lo + len;
+    size_t body = lo; // first element of the vector body
+    if (vec) {
+        const size_t up = (lo + 3) & ~(size_t)3;
+        body = up < end ? up : end;
+        for (size_t i = lo + threadIdx.x; i < body; i += blockDim.x) {
+            float p = master[i], mm = m[i], vv = v[i];
+            adam_update(p, grads[i], mm, vv, dec, c);
+            master[i] = p;
+            m[i] = mm;
+            v[i] = vv;
+            if (work != 0) store(work, i, p);
+        }
+        const size_t groups = (end - body) >> 2;
+        for (size_t k = threadIdx.x; k < groups; k += blockDim.x) {
+            const size_t i = body + 4 * k;
+            F4 p = ld4(master + i), g = ld4(grads + i), mm = ld4(m + i), vv = ld4(v + i);
+#pragma unroll
+            for (int j = 0; j < 4; j++) adam_update(p.v[j], g.v[j], mm.v[j], vv.v[j], dec, c);
+            st4(master + i, p);
+            st4(m + i, mm);
+            st4(v + i, vv);
+            if (work != 0) st4(work + i, p);
+        }
+        body += groups * 4; // the scalar tail starts here
+    }
+    for (size_t i = body + threadIdx.x; i < end; i += blockDim.x) {
+        float p = master[i], mm = m[i], vv = v[i];
+        adam_update(p, grads[i], mm, vv, dec, c);
+        master[i] = p;
+        m[i] = mm;
+        v[i] = vv;
+        if (work != 0) store(work, i, p);
+    }
+}
+
+#define EW_LOOP(n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// One step of the for-loop AdamW over one tensor of n elements:
+//   op 0: a = b·s           g = grad·gs (out of place: grads are an input)
+//   op 1: a = a·s           p.mul_(1 - lr·wd), v.mul_(β2)
+//   op 2: a = lerp(a, b, s) m.lerp_(g, 1-β1) (small picks the form, as above)
+//   op 3: a = a + (s·b)·b   v.addcmul_(g, g, 1-β2)
+//   op 4: a = sqrt(b)       den = v.sqrt()
+//   op 5: a = a / s         den /= sqrt(1-β2ᵗ)
+//   op 6: a = a + s         den += eps
+//   op 7: a = a + s·(b / c) p.addcdiv_(m, den, step)
+extern "C" __global__ void adamw_pass(int op, float* a, const float* b, const float* c, float s, int small,
+                                      long long n) {
+    const size_t N = (size_t)n;
+    switch (op) {
+    case 0: EW_LOOP(N) a[i] = __fmul_rn(b[i], s); break;
+    case 1: EW_LOOP(N) a[i] = __fmul_rn(a[i], s); break;
+    case 2:
+        if (small) {
+            EW_LOOP(N) a[i] = __fadd_rn(a[i], __fmul_rn(s, __fsub_rn(b[i], a[i])));
+        } else {
+            EW_LOOP(N) a[i] = __fadd_rn(b[i], __fmul_rn(__fsub_rn(s, 1.0f), __fsub_rn(b[i], a[i])));
+        }
+        break;
+    case 3: EW_LOOP(N) a[i] = __fadd_rn(a[i], __fmul_rn(__fmul_rn(s, b[i]), b[i])); break;
+    case 4: EW_LOOP(N) a[i] = __fsqrt_rn(b[i]); break;
+    case 5: EW_LOOP(N) a[i] = __fdiv_rn(a[i], s); break;
+    case 6: EW_LOOP(N) a[i] = __fadd_rn(a[i], s); break;
+    case 7: EW_LOOP(N) a[i] = __fadd_rn(a[i], __fmul_rn(s, __fdiv_rn(b[i], c[i]))); break;
+    }
+}
+
+// work (n) T = p (n) fp32, rounded
+extern "C" __global__ void adamw_store_work(T* __restrict__ work, const float* __restrict__ p, long long n) {
+    EW_LOOP((size_t)n) store(work, i, p[i]);
+}

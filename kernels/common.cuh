@@ -1,0 +1,187 @@
+// common.cuh: what every kernel file shares: the storage dtypes and their
+// fp32 conversions, 4-wide vector loads and stores, and warp sums.
+//
+// Each .cu file includes it with `#include "common.cuh"`: nvcc (gen-ptx.sh)
+// reads it from this folder, and package kernels pastes it in place of that
+// line before NVRTC compiles the source (Variant.Source), so both compile the
+// same text. Its sha256 is recorded in every PTX header beside the .cu's, so
+// TestPTXUpToDate fails when it changes and the PTX is not regenerated.
+//
+// Storage types. A file is compiled once per dtype with -DDTYPE=DRUTO_F32,
+// DRUTO_BF16 or DRUTO_F16, which sets T, the policy's working type. Tensors
+// the precision policy always keeps in fp32 (the residual stream, statistics,
+// gradients of parameters, optimizer state) are float* whatever DTYPE is.
+// bf16 and f16 are 16-bit patterns in small structs, so the overloads below
+// tell the three types apart; no CUDA header is included, so NVRTC and nvcc
+// compile the same text. Conversions round to nearest even:
+//   bf16 -> f32: exact (the pattern shifted up 16 bits);
+//   f32 -> bf16: round to nearest even on bit 16; NaN stays a quiet NaN
+//                (as tensor.BF16FromF32);
+//   f16 <-> f32: the PTX cvt instructions (cvt.rn.f16.f32), all on sm_75.
+//
+// Vectors: F4 is 4 consecutive elements widened to fp32; ld4/st4 move them
+// with one 16-byte access (float) or one 8-byte access (bf16, f16). They need
+// the address aligned to that size: launchers check the base pointers and
+// pass a vec flag; kernels fall back to scalar code without it.
+
+#ifndef DRUTO_COMMON_CUH
+#define DRUTO_COMMON_CUH
+
+#define DRUTO_F32 1
+#define DRUTO_BF16 2
+#define DRUTO_F16 3
+
+#ifndef DTYPE
+#error "compile with -DDTYPE=DRUTO_F32, -DDTYPE=DRUTO_BF16 or -DDTYPE=DRUTO_F16"
+#endif
+
+// bf16 is a bfloat16 bit pattern.
+struct bf16 {
+    unsigned short bits;
+};
+
+// f16 is an IEEE half bit pattern.
+struct f16 {
+    unsigned short bits;
+};
+
+#if DTYPE == DRUTO_F32
+typedef float T;
+#elif DTYPE == DRUTO_BF16
+typedef bf16 T;
+#elif DTYPE == DRUTO_F16
+typedef f16 T;
+#else
+#error "DTYPE must be DRUTO_F32, DRUTO_BF16 or DRUTO_F16"
+#endif
+
+// ---- scalar conversions -------------------------------------------------
+
+__device__ __forceinline__ float bf16_bits_to_f32(unsigned int h) { return __uint_as_float(h << 16); }
+
+__device__ __forceinline__ unsigned short f32_to_bf16_bits(float v) {
+    unsigned int b = __float_as_uint(v);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b >> 16) | 0x0040u); // quiet NaN
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return (unsigned short)(b >> 16);
+}
+
+#ifdef DRUTO_EMU
+// The host emulator (a development tool, not part of druto) has no PTX.
+float druto_emu_f16_to_f32(unsigned short h);
+unsigned short druto_emu_f32_to_f16(float v);
+__device__ __forceinline__ float f16_bits_to_f32(unsigned short h) { return druto_emu_f16_to_f32(h); }
+__device__ __forceinline__ unsigned short f32_to_f16_bits(float v) { return druto_emu_f32_to_f16(v); }
+#else
+__device__ __forceinline__ float f16_bits_to_f32(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ unsigned short f32_to_f16_bits(float v) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+#endif
+
+// to_f32 widens one element.
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(bf16 x) { return bf16_bits_to_f32(x.bits); }
+__device__ __forceinline__ float to_f32(f16 x) { return f16_bits_to_f32(x.bits); }
+
+// from_f32<S> rounds v to S.
+template <typename S> __device__ __forceinline__ S from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ bf16 from_f32<bf16>(float v) {
+    bf16 h;
+    h.bits = f32_to_bf16_bits(v);
+    return h;
+}
+template <> __device__ __forceinline__ f16 from_f32<f16>(float v) {
+    f16 h;
+    h.bits = f32_to_f16_bits(v);
+    return h;
+}
+
+// round_to<S> is v rounded to S and widened again: the value a tensor of
+// dtype S holds after storing v.
+template <typename S> __device__ __forceinline__ float round_to(float v) { return to_f32(from_f32<S>(v)); }
+
+// load returns element i of p widened to fp32; store rounds v into p[i].
+__device__ __forceinline__ float load(const float* p, size_t i) { return p[i]; }
+__device__ __forceinline__ float load(const bf16* p, size_t i) { return to_f32(p[i]); }
+__device__ __forceinline__ float load(const f16* p, size_t i) { return to_f32(p[i]); }
+__device__ __forceinline__ void store(float* p, size_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(bf16* p, size_t i, float v) { p[i] = from_f32<bf16>(v); }
+__device__ __forceinline__ void store(f16* p, size_t i, float v) { p[i] = from_f32<f16>(v); }
+
+// ---- 4-wide vectors -----------------------------------------------------
+
+// F4 is four consecutive elements in fp32. Index v[] only with constants
+// (unrolled loops), so it stays in registers.
+struct F4 {
+    float v[4];
+};
+
+// ld4 loads p[0..3] in one access; p must be aligned to 4 elements.
+__device__ __forceinline__ F4 ld4(const float* p) {
+    float4 q = *reinterpret_cast<const float4*>(p);
+    F4 r;
+    r.v[0] = q.x;
+    r.v[1] = q.y;
+    r.v[2] = q.z;
+    r.v[3] = q.w;
+    return r;
+}
+__device__ __forceinline__ F4 ld4(const bf16* p) {
+    uint2 q = *reinterpret_cast<const uint2*>(p);
+    F4 r;
+    r.v[0] = bf16_bits_to_f32(q.x & 0xffffu);
+    r.v[1] = bf16_bits_to_f32(q.x >> 16);
+    r.v[2] = bf16_bits_to_f32(q.y & 0xffffu);
+    r.v[3] = bf16_bits_to_f32(q.y >> 16);
+    return r;
+}
+__device__ __forceinline__ F4 ld4(const f16* p) {
+    uint2 q = *reinterpret_cast<const uint2*>(p);
+    F4 r;
+    r.v[0] = f16_bits_to_f32((unsigned short)(q.x & 0xffffu));
+    r.v[1] = f16_bits_to_f32((unsigned short)(q.x >> 16));
+    r.v[2] = f16_bits_to_f32((unsigned short)(q.y & 0xffffu));
+    r.v[3] = f16_bits_to_f32((unsigned short)(q.y >> 16));
+    return r;
+}
+
+// st4 rounds and stores a.v[0..3] at p[0..3] in one access (p aligned).
+__device__ __forceinline__ void st4(float* p, const F4& a) {
+    float4 q;
+    q.x = a.v[0];
+    q.y = a.v[1];
+    q.z = a.v[2];
+    q.w = a.v[3];
+    *reinterpret_cast<float4*>(p) = q;
+}
+__device__ __forceinline__ void st4(bf16* p, const F4& a) {
+    uint2 q;
+    q.x = (unsigned int)f32_to_bf16_bits(a.v[0]) | ((unsigned int)f32_to_bf16_bits(a.v[1]) << 16);
+    q.y = (unsigned int)f32_to_bf16_bits(a.v[2]) | ((unsigned int)f32_to_bf16_bits(a.v[3]) << 16);
+    *reinterpret_cast<uint2*>(p) = q;
+}
+__device__ __forceinline__ void st4(f16* p, const F4& a) {
+    uint2 q;
+    q.x = (unsigned int)f32_to_f16_bits(a.v[0]) | ((unsigned int)f32_to_f16_bits(a.v[1]) << 16);
+    q.y = (unsigned int)f32_to_f16_bits(a.v[2]) | ((unsigned int)f32_to_f16_bits(a.v[3]) << 16);
+    *reinterpret_cast<uint2*>(p) = q;
+}
+
+// ---- reductions ---------------------------------------------------------
+
+// warp_sum returns the sum of v over the 32 lanes of a full warp, the same
+// bits in every lane (a butterfly: a fixed order, so deterministic).
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+#endif // DRUTO_COMMON_CUH

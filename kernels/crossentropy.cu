@@ -1,0 +1,213 @@
+// crossentropy.cu: softmax cross-entropy over the vocabulary, the "fused
+// classifier" (pkg/device/gpu/crossentropy.go).
+//
+// druto:kernel crossentropy_fused
+// druto:kernel ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad
+// druto:dtypes f32 bf16 f16
+//
+// crossentropy_fused: one block of CE_THREADS per row. The row's logits are
+// read from memory once, with 128-bit loads, into registers (CE_CACHE
+// vectors per thread: up to 65536 16-bit or 32768 fp32 logits; the rest of a
+// longer row, and rows whose length is not a multiple of the vector, are
+// re-read); the block reduces the max, then Σ exp(x - max) in fp32 (exp2f of an FMA: MUFU-bound math
+// would otherwise cost as much time as the memory traffic); thread 0
+// writes losses[row] = log(sum) - (x[target] - max); when dscale != 0 every
+// thread writes (exp(x - max)/sum - onehot)·dscale over its logits in T.
+// No probability buffer exists. Bytes: the logits read once and, with
+// dscale != 0, written once; the targets and losses.
+//
+// Decomposed (log_softmax + nll_loss as eager PyTorch runs them, over a
+// materialised fp32 (N,V) probability buffer): ce_rowmax, ce_expsub
+// (probs = exp(x - max)), ce_rowsum, ce_divide (probs /= sum), ce_nll
+// (losses = -log probs[target]), ce_grad (logits = (probs - onehot)·dscale).
+// A target outside [0,V) (the caller validates them on the host) gives a NaN
+// loss and no out-of-bounds read.
+
+#include "common.cuh"
+
+#define CE_THREADS 512
+#define CE_CACHE 16
+#define CE_VEC ((int)(16 / sizeof(T)))
+#define CE_NEG_INF __int_as_float(0xff800000)
+#define CE_NAN __int_as_float(0x7fc00000)
+
+// ce_pack is one 128-bit vector of T.
+union ce_pack {
+    uint4 u;
+    T e[16 / sizeof(T)];
+};
+
+__device__ __forceinline__ float ce_block_max(float v, float* red) {
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads(); // red may still be read by an earlier reduction
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x >> 5) ? red[lane] : CE_NEG_INF;
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+__device__ __forceinline__ float ce_block_sum(float v, float* red) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// ce_exp returns exp(x - m) given ml = m·log2(e): one FMA and exp2f (2 ulp);
+// the FMA's rounding of the exponent adds a relative error of about
+// |x - m|·6e-8, 2e-6 at the worst (x - m = -30), far inside fp32's tolerance.
+__device__ __forceinline__ float ce_exp(float x, float ml) { return exp2f(fmaf(x, 1.4426950408889634f, -ml)); }
+
+__device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j, int tgt, float dscale) {
+    float p = ce_exp(x, ml) * inv;
+    return j == tgt ? (p - 1.0f) * dscale : p * dscale;
+}
+
+// losses (N) F32, logits (N,V) T, targets (N); vecok: the launcher checked
+// that logits is 16-byte aligned (V a multiple of CE_VEC is checked here)
+extern "C" __global__ void __launch_bounds__(CE_THREADS) crossentropy_fused(float* __restrict__ losses, T* __restrict__ logits,
+                                                                            const int* __restrict__ targets, int N, int V, float dscale,
+                                                                            int vecok) {
+    __shared__ float red[32];
+    int row = blockIdx.x;
+    if (row >= N) return;
+    T* x = logits + (size_t)row * V;
+    int tgt = targets[row];
+    bool ok = tgt >= 0 && tgt < V;
+    float xt = 0.0f;
+    if (threadIdx.x == 0 && ok) xt = load(x, tgt); // before any thread writes the row
+    const int tid = threadIdx.x;
+    const bool vec = vecok != 0 && (V % CE_VEC) == 0;
+    const int nv = vec ? V / CE_VEC : 0;
+    uint4* xv = (uint4*)x;
+    ce_pack cache[CE_CACHE];
+
+    float m = CE_NEG_INF;
+#pragma unroll
+    for (int k = 0; k < CE_CACHE; k++) {
+        int i = tid + k * CE_THREADS;
+        if (i < nv) {
+            cache[k].u = xv[i];
+#pragma unroll
+            for (int e = 0; e < CE_VEC; e++) m = fmaxf(m, load(cache[k].e, e));
+        }
+    }
+    for (int i = tid + CE_CACHE * CE_THREADS; i < nv; i += CE_THREADS) {
+        ce_pack p;
+        p.u = xv[i];
+#pragma unroll
+        for (int e = 0; e < CE_VEC; e++) m = fmaxf(m, load(p.e, e));
+    }
+    if (!vec)
+        for (int j = tid; j < V; j += CE_THREADS) m = fmaxf(m, load(x, j));
+    m = ce_block_max(m, red);
+    const float ml = m * 1.4426950408889634f;
+
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < CE_CACHE; k++) {
+        int i = tid + k * CE_THREADS;
+        if (i < nv) {
+#pragma unroll
+            for (int e = 0; e < CE_VEC; e++) s += ce_exp(load(cache[k].e, e), ml);
+        }
+    }
+    for (int i = tid + CE_CACHE * CE_THREADS; i < nv; i += CE_THREADS) {
+        ce_pack p;
+        p.u = xv[i];
+#pragma unroll
+        for (int e = 0; e < CE_VEC; e++) s += ce_exp(load(p.e, e), ml);
+    }
+    if (!vec)
+        for (int j = tid; j < V; j += CE_THREADS) s += ce_exp(load(x, j), ml);
+    s = ce_block_sum(s, red);
+
+    if (tid == 0) losses[row] = ok ? logf(s) - (xt - m) : CE_NAN;
+    if (dscale == 0.0f) return;
+    __syncthreads(); // thread 0 has read x[tgt] before anyone overwrites it
+    float inv = 1.0f / s;
+#pragma unroll
+    for (int k = 0; k < CE_CACHE; k++) {
+        int i = tid + k * CE_THREADS;
+        if (i < nv) {
+            ce_pack o;
+#pragma unroll
+            for (int e = 0; e < CE_VEC; e++) store(o.e, e, ce_grad_of(load(cache[k].e, e), ml, inv, i * CE_VEC + e, tgt, dscale));
+            xv[i] = o.u;
+        }
+    }
+    for (int i = tid + CE_CACHE * CE_THREADS; i < nv; i += CE_THREADS) {
+        ce_pack p, o;
+        p.u = xv[i];
+#pragma unroll
+        for (int e = 0; e < CE_VEC; e++) store(o.e, e, ce_grad_of(load(p.e, e), ml, inv, i * CE_VEC + e, tgt, dscale));
+        xv[i] = o.u;
+    }
+    if (!vec)
+        for (int j = tid; j < V; j += CE_THREADS) store(x, j, ce_grad_of(load(x, j), ml, inv, j, tgt, dscale));
+}
+
+// mx (N) F32 = max_j logits[i,j]; one block per row
+extern "C" __global__ void ce_rowmax(float* __restrict__ mx, const T* __restrict__ logits, int N, int V) {
+    __shared__ float red[32];
+    int row = blockIdx.x;
+    if (row >= N) return;
+    const T* x = logits + (size_t)row * V;
+    float m = CE_NEG_INF;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, load(x, j));
+    m = ce_block_max(m, red);
+    if (threadIdx.x == 0) mx[row] = m;
+}
+
+// probs (N,V) F32 = exp(logits - mx[row])
+extern "C" __global__ void ce_expsub(float* __restrict__ probs, const T* __restrict__ logits, const float* __restrict__ mx, int N, int V) {
+    long long n = (long long)N * V;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        probs[i] = expf(load(logits + i, 0) - mx[i / V]);
+    }
+}
+
+// sum (N) F32 = Σ_j probs[i,j]; one block per row
+extern "C" __global__ void ce_rowsum(float* __restrict__ sum, const float* __restrict__ probs, int N, int V) {
+    __shared__ float red[32];
+    int row = blockIdx.x;
+    if (row >= N) return;
+    const float* p = probs + (size_t)row * V;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) s += p[j];
+    s = ce_block_sum(s, red);
+    if (threadIdx.x == 0) sum[row] = s;
+}
+
+// probs (N,V) F32 /= sum[row]
+extern "C" __global__ void ce_divide(float* __restrict__ probs, const float* __restrict__ sum, int N, int V) {
+    long long n = (long long)N * V;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        probs[i] = probs[i] / sum[i / V];
+    }
+}
+
+// losses (N) F32 = -log probs[i, targets[i]]
+extern "C" __global__ void ce_nll(float* __restrict__ losses, const float* __restrict__ probs, const int* __restrict__ targets, int N, int V) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    int t = targets[i];
+    losses[i] = (t >= 0 && t < V) ? -logf(probs[(size_t)i * V + t]) : CE_NAN;
+}
+
+// logits (N,V) T = (probs - onehot(targets))·dscale
+extern "C" __global__ void ce_grad(T* __restrict__ logits, const float* __restrict__ probs, const int* __restrict__ targets,
+                                   int N, int V, float dscale) {
+    long long n = (long long)N * V;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        int row = (int)(i / V), j = (int)(i % V);
+        float p = probs[i];
+        store(logits + i, 0, j == targets[row] ? (p - 1.0f) * dscale : p * dscale);
+    }
+}

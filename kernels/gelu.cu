@@ -1,0 +1,113 @@
+// gelu.cu: the tanh-form GELU and the bias add of the linear layers
+// (pkg/device/gpu/gelu.go; matmul.go uses the forward kernels in its
+// decomposed form and when cuBLASLt's epilogues are not available).
+//
+// druto:kernel gelu_forward gelu_forward_pass bias_add gelu_backward gelu_backward_pass
+// druto:dtypes f32 bf16 f16
+//
+//   gelu(x)  = 0.5·x·(1 + tanh(a)), a = √(2/π)·(x + 0.044715·x³)
+//   gelu'(x) = 0.5·(1 + tanh(a)) + 0.5·x·(1 - tanh²(a))·√(2/π)·(1 + 3·0.044715·x²)
+//
+// Every tensor is T; arithmetic is fp32 in the CPU reference's order
+// (pkg/device/cpu/gelu.go), tanh is tanhf.
+//   gelu_forward: out = gelu(inp) in one pass (out may be inp).
+//   gelu_forward_pass: one of the eight elementwise passes of the composite
+//     as eager PyTorch runs it (op 0..7 below) through an fp32 (n) buffer t.
+//   bias_add: out (N,OC) += bias (OC) broadcast over rows, in place.
+//   gelu_backward: dinp = gelu'(inp)·dout in one pass (dinp may be dout).
+//   gelu_backward_pass: one of the derivative's nine passes (op 0..8) over
+//     fp32 (n) buffers x2, t and r.
+// The one-pass kernels move 4 elements per thread with ld4/st4 when vec is
+// set (n a multiple of 4 is not needed: the tail is scalar); the passes are
+// plain grid-stride loops, one element per thread and step.
+
+#include "common.cuh"
+
+#define GELU_SCALE 0.7978845608028654f // √(2/π)
+#define GELU_COEF 0.044715f
+
+#define EW_LOOP(n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float gelu_f(float x) {
+    float u = x * x * x * GELU_COEF + x;
+    float t = tanhf(u * GELU_SCALE);
+    return (t + 1.0f) * x * 0.5f;
+}
+
+__device__ __forceinline__ float gelu_grad_f(float x) {
+    float x2 = x * x;
+    float t = tanhf((x2 * x * GELU_COEF + x) * GELU_SCALE);
+    float left = (t + 1.0f) * 0.5f;
+    float right = x * 0.5f * (1.0f - t * t) * GELU_SCALE * (x2 * (3.0f * GELU_COEF) + 1.0f);
+    return left + right;
+}
+
+// out (n) = gelu(inp (n))
+extern "C" __global__ void gelu_forward(T* out, const T* inp, long long n, int vec) {
+    const size_t N = (size_t)n, stride = (size_t)gridDim.x * blockDim.x * 4;
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < N; i += stride) {
+        if (vec && i + 4 <= N) {
+            F4 x = ld4(inp + i);
+#pragma unroll
+            for (int j = 0; j < 4; j++) x.v[j] = gelu_f(x.v[j]);
+            st4(out + i, x);
+        } else {
+            for (size_t k = i; k < i + 4 && k < N; k++) store(out, k, gelu_f(load(inp, k)));
+        }
+    }
+}
+
+// One pass of the composite: t (n) fp32, x (n) T, out (n) T (op 7 only).
+extern "C" __global__ void gelu_forward_pass(int op, float* __restrict__ t, const T* __restrict__ x,
+                                             T* __restrict__ out, long long n) {
+    const size_t N = (size_t)n;
+    switch (op) {
+    case 0: EW_LOOP(N) { float v = load(x, i); t[i] = v * v * v; } break; // x³
+    case 1: EW_LOOP(N) t[i] *= GELU_COEF; break;                          // ×0.044715
+    case 2: EW_LOOP(N) t[i] += load(x, i); break;                         // +x
+    case 3: EW_LOOP(N) t[i] *= GELU_SCALE; break;                         // ×√(2/π)
+    case 4: EW_LOOP(N) t[i] = tanhf(t[i]); break;                         // tanh
+    case 5: EW_LOOP(N) t[i] += 1.0f; break;                               // +1
+    case 6: EW_LOOP(N) t[i] *= load(x, i); break;                         // ×x
+    case 7: EW_LOOP(N) store(out, i, t[i] * 0.5f); break;                 // ×0.5 into out
+    }
+}
+
+// out (N,OC) += bias (OC), rounded to T
+extern "C" __global__ void bias_add(T* __restrict__ out, const T* __restrict__ bias, int N, int OC) {
+    EW_LOOP((size_t)N * OC) store(out, i, load(out, i) + load(bias, (int)(i % OC)));
+}
+
+// dinp (n) = gelu'(inp)·dout; dinp may be dout
+extern "C" __global__ void gelu_backward(T* dinp, const T* __restrict__ inp, const T* dout, long long n, int vec) {
+    const size_t N = (size_t)n, stride = (size_t)gridDim.x * blockDim.x * 4;
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < N; i += stride) {
+        if (vec && i + 4 <= N) {
+            F4 x = ld4(inp + i), g = ld4(dout + i);
+#pragma unroll
+            for (int j = 0; j < 4; j++) x.v[j] = gelu_grad_f(x.v[j]) * g.v[j];
+            st4(dinp + i, x);
+        } else {
+            for (size_t k = i; k < i + 4 && k < N; k++) store(dinp, k, gelu_grad_f(load(inp, k)) * load(dout, k));
+        }
+    }
+}
+
+// One pass of the derivative: x2, t, r (n) fp32; x = inp (n) T, g = dout (n) T,
+// dinp (n) T (op 8 only; it may be g).
+extern "C" __global__ void gelu_backward_pass(int op, float* __restrict__ x2, float* __restrict__ t,
+                                              float* __restrict__ r, const T* __restrict__ x, const T* g, T* dinp,
+                                              long long n) {
+    const size_t N = (size_t)n;
+    switch (op) {
+    case 0: EW_LOOP(N) { float v = load(x, i); x2[i] = v * v; } break;                   // x2 = x²
+    case 1: EW_LOOP(N) { float v = load(x, i); t[i] = x2[i] * v * GELU_COEF + v; } break; // t = x³·c + x
+    case 2: EW_LOOP(N) t[i] = tanhf(t[i] * GELU_SCALE); break;                           // t = tanh(√(2/π)·t)
+    case 3: EW_LOOP(N) r[i] = 1.0f - t[i] * t[i]; break;                                 // r = sech²
+    case 4: EW_LOOP(N) r[i] = load(x, i) * 0.5f * r[i] * GELU_SCALE; break;              // r = 0.5·x·r·√(2/π)
+    case 5: EW_LOOP(N) x2[i] = x2[i] * (3.0f * GELU_COEF) + 1.0f; break;                 // x2 = 3c·x² + 1
+    case 6: EW_LOOP(N) r[i] *= x2[i]; break;                                             // right term
+    case 7: EW_LOOP(N) t[i] = (t[i] + 1.0f) * 0.5f; break;                               // left term
+    case 8: EW_LOOP(N) store(dinp, i, (t[i] + r[i]) * load(g, i)); break;                // dinp
+    }
+}

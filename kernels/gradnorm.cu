@@ -1,0 +1,75 @@
+// gradnorm.cu: the global L2 norm of the gradient buffer with the inf/NaN
+// check and the scale multiply folded in (pkg/device/gpu/gradnorm.go):
+// norm = sqrt(Σ g²)·|scale|, finite = every g finite.
+//
+// druto:kernel gradnorm_partial gradnorm_final
+// druto:dtypes f32
+//
+// One pass over the buffer and a deterministic two-stage reduction, no
+// atomics:
+//   gradnorm_partial: a fixed grid (chosen from n alone, so the same for
+//     every device) of 256-thread blocks; each thread sums g² of its
+//     elements (float4 loads when vec is set) in float64, in grid-stride
+//     order, and the block adds its threads' sums in a fixed tree into
+//     part[block].
+//   gradnorm_final: one block adds the partials in a fixed order and writes
+//     out[0] = sqrt(Σ)·|scale| and out[1] = 1 when the sum is finite; else
+//     out[0] = the sum (Inf or NaN) and out[1] = 0.
+// As in the CPU reference, squares of finite fp32 values and their sum are
+// finite in float64, so the sum is non-finite exactly when some element is
+// Inf or NaN: no per-element test is needed. The same input gives the same
+// bits on every run.
+
+#include "common.cuh"
+
+#define GN_THREADS 256 // blockDim.x of both kernels (a power of two)
+
+// sum_block returns the sum of s over the block in a fixed tree order
+// (valid in thread 0).
+__device__ __forceinline__ double sum_block(double s, double* sh) {
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = GN_THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    return sh[0];
+}
+
+// part (gridDim.x) float64, g (n) fp32
+extern "C" __global__ void gradnorm_partial(double* __restrict__ part, const float* __restrict__ g, long long n,
+                                            int vec) {
+    __shared__ double sh[GN_THREADS];
+    const size_t N = (size_t)n, stride = (size_t)gridDim.x * GN_THREADS * 4;
+    double s = 0.0;
+#pragma unroll 4
+    for (size_t i = ((size_t)blockIdx.x * GN_THREADS + threadIdx.x) * 4; i < N; i += stride) {
+        if (vec && i + 4 <= N) {
+            F4 x = ld4(g + i);
+#pragma unroll
+            for (int j = 0; j < 4; j++) s += (double)x.v[j] * (double)x.v[j];
+        } else {
+            for (size_t k = i; k < i + 4 && k < N; k++) s += (double)g[k] * (double)g[k];
+        }
+    }
+    s = sum_block(s, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+// out (2) fp32: [norm, finite]; part (nparts) float64
+extern "C" __global__ void gradnorm_final(float* __restrict__ out, const double* __restrict__ part, int nparts,
+                                          float scale) {
+    __shared__ double sh[GN_THREADS];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < nparts; i += GN_THREADS) s += part[i];
+    s = sum_block(s, sh);
+    if (threadIdx.x == 0) {
+        if (s - s == 0.0) { // finite
+            out[0] = (float)(sqrt(s) * fabs((double)scale));
+            out[1] = 1.0f;
+        } else {
+            out[0] = (float)s;
+            out[1] = 0.0f;
+        }
+    }
+}

@@ -1,0 +1,170 @@
+package nbui
+
+import (
+	"fmt"
+	"html"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+)
+
+// Table is a table of strings with a header row and an optional caption.
+// Its header and caption are translated into the table's language when
+// added; cells are shown as given.
+type Table struct {
+	Lang    string
+	Caption string
+	Header  []string
+	Rows    [][]string
+}
+
+// NewTable returns an empty table in language lang with the given column
+// headers (English text, translated for Bangla).
+func NewTable(lang string, header ...string) *Table {
+	t := &Table{Lang: lang}
+	for _, h := range header {
+		t.Header = append(t.Header, Sprintf(lang, h))
+	}
+	return t
+}
+
+// WithCaption sets the caption (English text, translated for Bangla) and
+// returns t.
+func (t *Table) WithCaption(caption string, args ...any) *Table {
+	t.Caption = Sprintf(t.Lang, caption, args...)
+	return t
+}
+
+// Add appends a row; each cell is formatted with fmt's %v (floats as %.4g).
+// A row shorter than the header is padded with empty cells.
+func (t *Table) Add(cells ...any) {
+	row := make([]string, max(len(cells), len(t.Header)))
+	for i, c := range cells {
+		switch v := c.(type) {
+		case string:
+			row[i] = v
+		case float64:
+			row[i] = fmt.Sprintf("%.4g", v)
+		case float32:
+			row[i] = fmt.Sprintf("%.4g", v)
+		default:
+			row[i] = fmt.Sprint(v)
+		}
+	}
+	t.Rows = append(t.Rows, row)
+}
+
+// numeric reports whether a cell reads as a number (right-aligned).
+func numeric(s string) bool {
+	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(s, "×"), "%"))
+	if s == "" || s == "-" {
+		return false
+	}
+	digits := 0
+	for _, r := range s {
+		switch {
+		case unicode.IsDigit(r):
+			digits++
+		case strings.ContainsRune("+-.,eE ", r):
+		default:
+			return false
+		}
+	}
+	return digits > 0
+}
+
+// HTML renders the table as an HTML table, numbers right-aligned and every
+// string escaped.
+func (t *Table) HTML() string {
+	var b strings.Builder
+	b.WriteString(`<table class="druto">`)
+	if t.Caption != "" {
+		fmt.Fprintf(&b, `<caption style="text-align:left;font-weight:bold">%s</caption>`, html.EscapeString(t.Caption))
+	}
+	if len(t.Header) > 0 {
+		b.WriteString("<thead><tr>")
+		for _, h := range t.Header {
+			fmt.Fprintf(&b, `<th style="text-align:left">%s</th>`, html.EscapeString(h))
+		}
+		b.WriteString("</tr></thead>")
+	}
+	b.WriteString("<tbody>")
+	for _, row := range t.Rows {
+		b.WriteString("<tr>")
+		for _, c := range row {
+			align := "left"
+			if numeric(c) {
+				align = "right"
+			}
+			fmt.Fprintf(&b, `<td style="text-align:%s">%s</td>`, align, html.EscapeString(c))
+		}
+		b.WriteString("</tr>")
+	}
+	b.WriteString("</tbody></table>")
+	return b.String()
+}
+
+// Text renders the table as aligned plain text, the caption on its own line.
+func (t *Table) Text() string {
+	var b strings.Builder
+	if t.Caption != "" {
+		b.WriteString(t.Caption + "\n")
+	}
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	line := func(cells []string) {
+		for _, c := range cells {
+			fmt.Fprint(tw, strings.ReplaceAll(c, "\t", " ")+"\t")
+		}
+		fmt.Fprintln(tw)
+	}
+	if len(t.Header) > 0 {
+		line(t.Header)
+	}
+	for _, r := range t.Rows {
+		line(r)
+	}
+	tw.Flush()
+	lines := strings.Split(b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Show displays the table: as HTML (with the text as its plain alternative)
+// in a notebook, as text on standard output elsewhere.
+func (t *Table) Show() {
+	if out.notebook() {
+		out.display("", t.HTML(), t.Text())
+		out.flush()
+		return
+	}
+	fmt.Fprint(out.writer(), t.Text())
+}
+
+// Sprintf formats format with args after translating format into lang:
+// for "bn", the Bangla text the message table gives for the English format
+// (the English itself when it has none).
+func Sprintf(lang, format string, args ...any) string {
+	if lang == "bn" {
+		if bn, ok := bangla[format]; ok {
+			format = bn
+		}
+	}
+	if len(args) == 0 {
+		return format
+	}
+	return fmt.Sprintf(format, args...)
+}
+
+// Note shows a sentence in the notebook's language: Sprintf(lang, format,
+// args...) as a paragraph in a notebook, a line on standard output elsewhere.
+func Note(lang, format string, args ...any) {
+	s := Sprintf(lang, format, args...)
+	if out.notebook() {
+		out.display("", "<p>"+strings.ReplaceAll(html.EscapeString(s), "\n", "<br>")+"</p>", s)
+		out.flush()
+		return
+	}
+	fmt.Fprintln(out.writer(), s)
+}

@@ -1,0 +1,493 @@
+package notebooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/druto/druto/nbui"
+	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/train"
+)
+
+// Names are the notebooks, in the order a reader goes through them.
+var names = []string{"01-build", "02-detect", "03-train", "04-benchmark"}
+
+// langs are the notebook folders.
+var langs = []string{"en", "bn"}
+
+// Tags on code cells that the execution test checks.
+const (
+	tagPlot          = "plot"            // must display an image
+	tagPlotIfResults = "plot-if-results" // displays images iff bench/results has benchmark reports
+)
+
+// Environment variables of the test.
+const (
+	// modeEnv: "require" makes a missing Jupyter or GoNB a failure instead
+	// of a skip (.ci/run sets it); "off" skips the execution test.
+	modeEnv = "DRUTO_NOTEBOOK_TESTS"
+	// limitEnv is the longest a notebook may take, as a Go duration
+	// (default 3m: the budget on a 2-core CPU machine).
+	limitEnv = "DRUTO_NOTEBOOK_LIMIT"
+	// keepEnv names a folder to keep the executed notebooks and their runs in
+	// (default: a temporary folder, removed after the test).
+	keepEnv = "DRUTO_NOTEBOOK_OUT"
+)
+
+type notebook struct {
+	Cells    []cell `json:"cells"`
+	Metadata struct {
+		Kernelspec struct {
+			Name string `json:"name"`
+		} `json:"kernelspec"`
+	} `json:"metadata"`
+}
+
+type cell struct {
+	ID       string `json:"id"`
+	Type     string `json:"cell_type"`
+	Source   text   `json:"source"`
+	Metadata struct {
+		Tags []string `json:"tags"`
+	} `json:"metadata"`
+	Outputs        []output `json:"outputs"`
+	ExecutionCount *int     `json:"execution_count"`
+}
+
+type output struct {
+	Type      string                     `json:"output_type"`
+	Name      string                     `json:"name"` // stream: stdout or stderr
+	Text      text                       `json:"text"`
+	Data      map[string]json.RawMessage `json:"data"`
+	Ename     string                     `json:"ename"`
+	Evalue    string                     `json:"evalue"`
+	Traceback []string                   `json:"traceback"`
+}
+
+// text is a notebook string: one string or a list of lines.
+type text string
+
+func (t *text) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*t = text(s)
+		return nil
+	}
+	var lines []string
+	if err := json.Unmarshal(b, &lines); err != nil {
+		return err
+	}
+	*t = text(strings.Join(lines, ""))
+	return nil
+}
+
+func readNotebook(t *testing.T, path string) notebook {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nb notebook
+	if err := json.Unmarshal(b, &nb); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return nb
+}
+
+func codeCells(nb notebook) []cell {
+	var out []cell
+	for _, c := range nb.Cells {
+		if c.Type == "code" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func hasTag(c cell, tag string) bool { return slices.Contains(c.Metadata.Tags, tag) }
+
+func hasBengali(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Bengali, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNotebooksPaired checks the committed notebooks without running them:
+// both languages have every notebook, with the same code cells (source and
+// tags) in the same order, Bangla prose in every Bangla markdown cell, no
+// committed outputs, the GoNB kernel, no hard-coded checkout path, and a
+// tag on every cell that shows a plot.
+func TestNotebooksPaired(t *testing.T) {
+	for _, lang := range langs {
+		got, err := filepath.Glob(filepath.Join(lang, "*.ipynb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var base []string
+		for _, g := range got {
+			base = append(base, strings.TrimSuffix(filepath.Base(g), ".ipynb"))
+		}
+		if !slices.Equal(base, names) {
+			t.Errorf("%s/ holds %v, want %v", lang, base, names)
+		}
+	}
+	for _, name := range names {
+		en := readNotebook(t, filepath.Join("en", name+".ipynb"))
+		bn := readNotebook(t, filepath.Join("bn", name+".ipynb"))
+		ec, bc := codeCells(en), codeCells(bn)
+		if len(ec) != len(bc) {
+			t.Errorf("%s: %d code cells in en, %d in bn", name, len(ec), len(bc))
+			continue
+		}
+		for i := range ec {
+			if ec[i].Source != bc[i].Source {
+				t.Errorf("%s: code cell %d differs between en and bn:\n--- en\n%s\n--- bn\n%s", name, i+1, ec[i].Source, bc[i].Source)
+			}
+			if !slices.Equal(ec[i].Metadata.Tags, bc[i].Metadata.Tags) {
+				t.Errorf("%s: code cell %d has tags %v in en, %v in bn", name, i+1, ec[i].Metadata.Tags, bc[i].Metadata.Tags)
+			}
+		}
+		for lang, nb := range map[string]notebook{"en": en, "bn": bn} {
+			if k := nb.Metadata.Kernelspec.Name; k != "gonb" {
+				t.Errorf("%s/%s: kernel %q, want gonb", lang, name, k)
+			}
+			for i, c := range nb.Cells {
+				if len(c.Outputs) > 0 || c.ExecutionCount != nil {
+					t.Errorf("%s/%s: cell %d has committed outputs; strip them (CI executes the notebooks)", lang, name, i+1)
+				}
+				if strings.Contains(string(c.Source), "/work/") {
+					t.Errorf("%s/%s: cell %d hard-codes a checkout path", lang, name, i+1)
+				}
+				if c.Type == "markdown" && lang == "bn" && !hasBengali(string(c.Source)) {
+					t.Errorf("bn/%s: markdown cell %d has no Bangla:\n%s", name, i+1, c.Source)
+				}
+				if c.Type == "code" && strings.Contains(string(c.Source), "plotting.Show(") &&
+					!hasTag(c, tagPlot) && !hasTag(c, tagPlotIfResults) {
+					t.Errorf("%s/%s: cell %d shows a plot but is not tagged %q or %q", lang, name, i+1, tagPlot, tagPlotIfResults)
+				}
+			}
+		}
+		if len(ec) < 2 || !strings.Contains(string(ec[0].Source), "go work use") || !strings.Contains(string(ec[0].Source), "DRUTO_REPO") {
+			t.Errorf("%s: the first code cell must point the Go workspace at $DRUTO_REPO (or ../..)", name)
+		}
+	}
+}
+
+// Literal English strings that code cells hand to nbui to show.
+var (
+	sentenceRE = regexp.MustCompile(`(?:Note|Sprintf)\(lang, "([^"]*)"|WithCaption\("([^"]*)"`)
+	headersRE  = regexp.MustCompile(`NewTable\(lang((?:, "[^"]*")+)\)`)
+	stringRE   = regexp.MustCompile(`"([^"]*)"`)
+	letters    = regexp.MustCompile(`[A-Za-z]{2,}`)
+)
+
+// TestNotebookStringsHaveBangla checks that every header, caption and note
+// the notebooks show through nbui has a Bangla translation, so that no
+// English leaks into the Bangla notebooks' outputs.
+func TestNotebookStringsHaveBangla(t *testing.T) {
+	found := 0
+	for _, name := range names {
+		for _, c := range codeCells(readNotebook(t, filepath.Join("en", name+".ipynb"))) {
+			src := string(c.Source)
+			var lits []string
+			for _, m := range sentenceRE.FindAllStringSubmatch(src, -1) {
+				lits = append(lits, m[1]+m[2])
+			}
+			for _, m := range headersRE.FindAllStringSubmatch(src, -1) {
+				for _, h := range stringRE.FindAllStringSubmatch(m[1], -1) {
+					lits = append(lits, h[1])
+				}
+			}
+			for _, l := range lits {
+				found++
+				if letters.MatchString(l) && nbui.Sprintf("bn", l) == l {
+					t.Errorf("%s: %q has no Bangla in nbui/messages.go", name, l)
+				}
+			}
+		}
+	}
+	if found < 20 {
+		t.Errorf("found only %d strings in the notebooks; the patterns no longer match the cells", found)
+	}
+}
+
+// tools finds jupyter and gonb, or says what is missing.
+func tools() (jupyter string, missing string) {
+	jupyter, err := exec.LookPath("jupyter")
+	if err != nil {
+		return "", "jupyter is not on PATH"
+	}
+	if _, err := exec.LookPath("gonb"); err != nil {
+		return "", "gonb is not on PATH"
+	}
+	out, err := exec.Command(jupyter, "kernelspec", "list").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "gonb") {
+		return "", "the gonb kernel is not installed in Jupyter (gonb --install)"
+	}
+	return jupyter, ""
+}
+
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// kernelEnv is the environment nbconvert and the GoNB kernel run in: the
+// kernel spec has an empty env, so the kernel inherits this one, with Go's
+// bin folders on PATH.
+func kernelEnv(t *testing.T, repo, outDir string) []string {
+	gopath := goEnv(t, "GOPATH")
+	set := map[string]string{
+		"PATH":       strings.Join([]string{filepath.Join(gopath, "bin"), filepath.Join(goEnv(t, "GOROOT"), "bin"), os.Getenv("PATH")}, string(os.PathListSeparator)),
+		"GOPATH":     gopath,
+		"GOCACHE":    goEnv(t, "GOCACHE"),
+		"GOMODCACHE": goEnv(t, "GOMODCACHE"),
+		nbui.RepoEnv: repo,
+		nbui.OutEnv:  outDir,
+	}
+	if os.Getenv("HOME") == "" {
+		set["HOME"] = t.TempDir()
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		// The notebook picks its language from its folder and makes its own
+		// go.work: a caller's DRUTO_LANG or GOWORK must not leak in.
+		if _, ok := set[k]; ok || k == nbui.LangEnv || k == "GOWORK" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for k, v := range set {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// TestExecute runs every notebook top to bottom with Jupyter's nbconvert
+// and the GoNB kernel, and checks what it showed: no error output (GoNB
+// reports a panic or a non-zero exit only as a stderr stream), every code
+// cell executed with some output, an image from every plot cell, Bangla
+// in the Bangla notebooks' outputs, the checkpoint and benchmark files the
+// notebooks write, and the time each took.
+func TestExecute(t *testing.T) {
+	mode := os.Getenv(modeEnv)
+	if mode == "off" {
+		t.Skipf("%s=off", modeEnv)
+	}
+	jupyter, missing := tools()
+	if missing != "" {
+		msg := missing + "; install the notebook stack with scripts/install-test-deps.sh and put $(go env GOPATH)/bin on PATH"
+		if mode == "require" {
+			t.Fatalf("%s=require: %s", modeEnv, msg)
+		}
+		t.Skip(msg)
+	}
+	if testing.Short() && mode != "require" {
+		t.Skip("-short: not executing the notebooks")
+	}
+	limit := 3 * time.Minute
+	if s := os.Getenv(limitEnv); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", limitEnv, s, err)
+		}
+		limit = d
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := nbui.FindResults(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outRoot := os.Getenv(keepEnv)
+	if outRoot == "" {
+		outRoot = t.TempDir()
+	}
+	var timings []string
+	for _, lang := range langs {
+		for _, name := range names {
+			t.Run(lang+"/"+name, func(t *testing.T) {
+				if dl, ok := t.Deadline(); ok && time.Until(dl) < limit {
+					t.Fatalf("only %v left before the test binary's deadline; run with a longer -timeout (scripts/test.sh uses 60m)", time.Until(dl).Round(time.Second))
+				}
+				runDir := filepath.Join(outRoot, lang, "runs")
+				took, nb := execute(t, jupyter, repo, lang, name, runDir, filepath.Join(outRoot, lang), limit)
+				timings = append(timings, fmt.Sprintf("%s/%s %.1fs", lang, name, took.Seconds()))
+				checkOutputs(t, nb, lang, name, len(res.Bench) > 0)
+				checkFiles(t, name, runDir)
+				if took > limit {
+					t.Errorf("took %v, more than the %v budget (%s)", took.Round(time.Second), limit, limitEnv)
+				}
+			})
+		}
+	}
+	t.Logf("notebook timings: %s", strings.Join(timings, ", "))
+}
+
+// execute runs one notebook and returns how long it took and the executed
+// notebook.
+func execute(t *testing.T, jupyter, repo, lang, name, runDir, outDir string, limit time.Duration) (time.Duration, notebook) {
+	t.Helper()
+	in, err := filepath.Abs(filepath.Join(lang, name+".ipynb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A minute beyond the budget for kernel start-up and shutdown, so that a
+	// slow notebook fails with its timing rather than a kill.
+	ctx, cancel := context.WithTimeout(context.Background(), limit+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, jupyter, "nbconvert", "--to", "notebook", "--execute",
+		"--ExecutePreprocessor.kernel_name=gonb",
+		fmt.Sprintf("--ExecutePreprocessor.timeout=%d", int(limit.Seconds())),
+		"--output-dir", outDir, "--output", name, in)
+	cmd.Dir = filepath.Dir(in) // the kernel starts here: GoNB's GONB_DIR, so the language is the folder's
+	cmd.Env = kernelEnv(t, repo, runDir)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	start := time.Now()
+	err = cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("nbconvert %s/%s: %v after %v\n%s", lang, name, err, took.Round(time.Second), tail(log.String(), 4000))
+	}
+	return took, readNotebook(t, filepath.Join(outDir, name+".ipynb"))
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// images counts the image outputs of a cell.
+func images(c cell) int {
+	n := 0
+	for _, o := range c.Outputs {
+		if o.Type != "display_data" && o.Type != "execute_result" {
+			continue
+		}
+		for _, mime := range []string{"image/svg+xml", "image/png"} {
+			if raw, ok := o.Data[mime]; ok && len(raw) > 100 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func checkOutputs(t *testing.T, nb notebook, lang, name string, benchResults bool) {
+	t.Helper()
+	bengali := false
+	for i, c := range codeCells(nb) {
+		where := fmt.Sprintf("%s/%s code cell %d (%s)", lang, name, i+1, firstLine(string(c.Source)))
+		if c.ExecutionCount == nil {
+			t.Errorf("%s was not executed", where)
+		}
+		if len(c.Outputs) == 0 {
+			t.Errorf("%s showed nothing (every cell of these notebooks shows something; an output may have been lost)", where)
+		}
+		for _, o := range c.Outputs {
+			switch {
+			case o.Type == "error":
+				t.Errorf("%s: error %s: %s\n%s", where, o.Ename, o.Evalue, strings.Join(o.Traceback, "\n"))
+			case o.Type == "stream" && o.Name == "stderr":
+				s := string(o.Text)
+				if strings.Contains(s, "panic:") || strings.Contains(s, "exit status") || strings.Contains(strings.ToLower(s), "error") {
+					t.Errorf("%s wrote an error:\n%s", where, s)
+				}
+			}
+			for mime, raw := range o.Data {
+				if strings.HasPrefix(mime, "text/") && hasBengali(string(raw)) {
+					bengali = true
+				}
+			}
+		}
+		n := images(c)
+		switch {
+		case hasTag(c, tagPlot) && n == 0:
+			t.Errorf("%s is a plot cell but displayed no image", where)
+		case hasTag(c, tagPlotIfResults) && benchResults && n == 0:
+			t.Errorf("%s displayed no image although bench/results has benchmark reports", where)
+		case hasTag(c, tagPlotIfResults) && !benchResults && n > 0:
+			t.Errorf("%s displayed %d images although bench/results has no benchmark report", where, n)
+		}
+	}
+	if lang == "bn" && !bengali {
+		t.Errorf("bn/%s: no output is in Bangla", name)
+	}
+}
+
+// checkFiles checks what a notebook leaves in its run folder.
+func checkFiles(t *testing.T, name, runDir string) {
+	t.Helper()
+	switch name {
+	case "03-train":
+		dir := filepath.Join(runDir, "03-train")
+		cfg, params, err := train.LoadModel(filepath.Join(dir, train.ModelFile))
+		if err != nil {
+			t.Fatalf("the trained checkpoint: %v", err)
+		}
+		if len(params) != cfg.NumParams() {
+			t.Errorf("checkpoint holds %d parameters, its config says %d", len(params), cfg.NumParams())
+		}
+		ms, err := train.ReadMetricsFile(filepath.Join(dir, train.MetricsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 || ms[len(ms)-1].ValLoss == 0 || ms[len(ms)-1].ValLoss > ms[0].Loss-2 {
+			t.Errorf("training did not learn: first loss %v, last %+v", ms[0].Loss, ms[len(ms)-1])
+		}
+		for _, f := range []string{train.StateFile, "loss.svg"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("03-train left no %s: %v", f, err)
+			}
+		}
+	case "04-benchmark":
+		rep, err := bench.Load(filepath.Join(runDir, "04-benchmark", "here.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		baselines := 0
+		for _, r := range rep.Records {
+			if r.StepMs <= 0 || r.TokensPerS <= 0 {
+				t.Errorf("record %+v has no timing", r)
+			}
+			if r.Baseline {
+				baselines++
+			}
+		}
+		if len(rep.Records) != 12 || baselines != 1 {
+			t.Errorf("benchmark report has %d records and %d baselines, want 12 (4 modes x 3 batches) and 1", len(rep.Records), baselines)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 60 {
+		s = s[:60] + "..."
+	}
+	return s
+}

@@ -1,0 +1,84 @@
+package gpu
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// attnShapes are (B, T, C, NH): T of 1, an odd T with an odd head size,
+// GPT-2's head size at T 1024, and one run in chunks of one batch row.
+var attnShapes = []struct {
+	B, T, C, NH int
+	chunked     bool
+}{
+	{2, 1, 8, 2, false},
+	{3, 17, 60, 4, false}, // hs 15
+	{1, 1024, 768, 12, false},
+	{3, 64, 128, 2, true},
+}
+
+// TestGPUAttention checks Attention and AttentionBackward (accumulating into
+// a random dqkv) against the CPU reference, outputs poisoned first.
+// Tolerances: 16-bit forward outputs by their dtype. The 16-bit backward at
+// scale 6: dqkv accumulates into random 16-bit values, and cuBLAS rounds
+// each product α·A·B to the 16-bit type before adding β·C (see
+// TestGPUMatmulBackward), so an element near zero can differ from the
+// CPU's single rounding by half an ulp of its gradient term (|term| up to
+// ~3 here: 0.0078 in bf16, 5 atol); the GPU also rounds the score gradient
+// dpre to the GEMM type (the CPU keeps it fp32). The model test bounds the
+// effect on a whole gradient. fp32 outputs by sqrtScale(T), the length of
+// the att·v and score-gradient sums.
+func TestGPUAttention(t *testing.T) {
+	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	for _, fused := range forms {
+		g, ref := gpuDev(t, fused), cpuRef(fused)
+		for _, dt := range floatDTypes {
+			for _, sh := range attnShapes {
+				B, T, C, NH := sh.B, sh.T, sh.C, sh.NH
+				name := fmt.Sprintf("B%d_T%d_C%d_NH%d", B, T, C, NH)
+				old := attnScratchBytes
+				if sh.chunked { // one batch row per chunk
+					attnScratchBytes = NH * T * T * 4
+					name += "_chunked"
+				}
+				qkv := randHost(rng, dt, 0, 1, B, T, 3*C)
+				wantOut, wantAtt := tensor.New(dt, B, T, C), tensor.New(dt, B, NH, T, T)
+				ref.Attention(wantOut, wantAtt, qkv, B, T, C, NH)
+				if err := ref.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				out, att := poisoned(t, g, dt, B, T, C), poisoned(t, g, dt, B, NH, T, T)
+				gqkv := toGPU(t, g, qkv)
+				g.Attention(out, att, gqkv, B, T, C, NH)
+				scale := 1.0
+				if dt == tensor.F32 {
+					scale = sqrtScale(T)
+				}
+				check(t, "attention", dt, fused, name, "out", toHost(t, g, out), wantOut, dt, scale)
+				gotAtt := toHost(t, g, att)
+				check(t, "attention", dt, fused, name, "att", gotAtt, wantAtt, dt, scale)
+
+				// Backward from the CPU's probabilities on both sides, so
+				// that only the backward is compared.
+				dout := randHost(rng, dt, 0, 1, B, T, C)
+				dqkv0 := randHost(rng, dt, 0, 1, B, T, 3*C)
+				want := clone(dqkv0)
+				ref.AttentionBackward(want, dout, qkv, wantAtt, B, T, C, NH)
+				if err := ref.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				dqkv := toGPU(t, g, dqkv0)
+				g.AttentionBackward(dqkv, toGPU(t, g, dout), gqkv, toGPU(t, g, wantAtt), B, T, C, NH)
+				bscale := 6.0
+				if dt == tensor.F32 {
+					bscale = sqrtScale(T)
+				}
+				check(t, "attention_backward", dt, fused, name, "dqkv", toHost(t, g, dqkv), want, dt, bscale)
+				attnScratchBytes = old
+			}
+		}
+	}
+}

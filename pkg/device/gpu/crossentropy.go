@@ -1,0 +1,73 @@
+package gpu
+
+// crossentropy.go: softmax cross-entropy over the vocabulary, the launchers
+// of kernels/crossentropy.cu. Fused: crossentropy_fused, one block per row,
+// the logits read once (into registers) and the gradient written over them
+// in their own dtype; no probability buffer. Decomposed: max, exp, sum,
+// divide into a materialised fp32 (N,V) probability buffer (a reused
+// scratch), then the NLL gather and the gradient pass. The caller validates
+// the targets on the host (package gpt does); an out-of-range target gives a
+// NaN loss, never an out-of-bounds access.
+
+import (
+	"fmt"
+
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// ceThreads is crossentropy_fused's block (CE_THREADS in the kernel).
+const ceThreads = 512
+
+// CrossEntropy computes losses[i] = -log softmax(logits[i])[targets[i]] in
+// fp32 and, when dscale != 0, overwrites logits with
+// (softmax(logits[i]) - onehot(targets[i]))·dscale.
+// losses (N) F32, logits (N,V), targets (N) I32
+func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, dscale float32) {
+	const op = "cross-entropy"
+	if N < 0 || V <= 0 || losses == nil || logits == nil || targets == nil {
+		d.fail(fmt.Errorf("gpu: %s: N=%d V=%d or a nil tensor: %w", op, N, V, tensor.ErrShape))
+		return
+	}
+	if !d.checkN(op, N, losses, targets) || !d.checkN(op, N*V, logits) ||
+		!d.checkDT(op, tensor.F32, losses) || !d.checkDT(op, tensor.I32, targets) {
+		return
+	}
+	dt := logits.DType
+	if !dt.Float() {
+		d.unsupported(op, losses.DType, dt, targets.DType)
+		return
+	}
+	if N == 0 {
+		return
+	}
+	l, x, t := d.ptr(losses), d.ptr(logits), d.ptr(targets)
+	if d.fused {
+		// 128-bit loads need rows that start on 16 bytes: V a multiple of
+		// the vector and the buffer aligned (views may not be).
+		vec := 0
+		if es := dt.Size(); V%(16/es) == 0 && uint64(x)%16 == 0 {
+			vec = 1
+		}
+		d.launch("crossentropy_fused", dt, cuda.D1(N), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec)
+		return
+	}
+	probs := d.scratch("ce.probs", N*V*4)
+	mx := d.scratch("ce.max", N*4)
+	sum := d.scratch("ce.sum", N*4)
+	if probs == 0 || mx == 0 || sum == 0 {
+		return
+	}
+	eg := elemBlocks(N * V)
+	d.do(func() error {
+		d.launch("ce_rowmax", dt, cuda.D1(N), cuda.D1(256), 0, mx, x, N, V)
+		d.launch("ce_expsub", dt, eg, cuda.D1(256), 0, probs, x, mx, N, V)
+		d.launch("ce_rowsum", tensor.F32, cuda.D1(N), cuda.D1(256), 0, sum, probs, N, V)
+		d.launch("ce_divide", tensor.F32, eg, cuda.D1(256), 0, probs, sum, N, V)
+		d.launch("ce_nll", tensor.F32, cuda.D1(blocks(N, 256)), cuda.D1(256), 0, l, probs, t, N, V)
+		if dscale != 0 {
+			d.launch("ce_grad", dt, eg, cuda.D1(256), 0, x, probs, t, N, V, dscale)
+		}
+		return nil
+	})
+}

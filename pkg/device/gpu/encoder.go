@@ -1,0 +1,109 @@
+package gpu
+
+// encoder.go: the token + position embedding and its deterministic
+// backward, the launchers of kernels/encoder.cu (see its header for the
+// schemes). out, dout, dwte and dwpe are fp32 under every policy (the
+// residual stream and parameter gradients); wte and wpe are the working
+// dtype. The caller validates the tokens on the host (package gpt does);
+// the kernels only make an out-of-range token harmless (a NaN row forward,
+// skipped backward).
+
+import (
+	"fmt"
+
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// elemBlocks is the grid of the grid-stride elementwise kernels: enough
+// blocks of 256 to fill any current GPU several times over, at most one per
+// 256 elements.
+func elemBlocks(n int) cuda.Dim3 { return cuda.D1(max(1, min(blocks(n, 256), 132*64))) }
+
+// encoderArgs validates both encoder ops: act is out or dout (B,T,C), table
+// is wte or dwte (V,C), pos is wpe or dwpe (maxT,C). It returns V.
+func (d *Device) encoderArgs(op string, act, table, pos, tokens *tensor.Tensor, B, T, C int) (int, bool) {
+	if B < 0 || T < 0 || C <= 0 || act == nil || table == nil || pos == nil || tokens == nil {
+		d.fail(fmt.Errorf("gpu: %s: sizes B=%d T=%d C=%d or a nil tensor: %w", op, B, T, C, tensor.ErrShape))
+		return 0, false
+	}
+	if !d.checkN(op, B*T*C, act) || !d.checkN(op, B*T, tokens) || !d.checkDT(op, tensor.I32, tokens) {
+		return 0, false
+	}
+	if table.Numel()%C != 0 || pos.Numel()%C != 0 || pos.Numel() < T*C {
+		d.fail(fmt.Errorf("gpu: %s: table %v and positions %v for C=%d, T=%d: %w", op, desc(table), desc(pos), C, T, tensor.ErrShape))
+		return 0, false
+	}
+	if !table.DType.Float() || pos.DType != table.DType || !act.DType.Float() {
+		d.unsupported(op, act.DType, table.DType, pos.DType)
+		return 0, false
+	}
+	return table.Numel() / C, true
+}
+
+// Encoder computes out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].
+// out (B,T,C) F32, wte (V,C), wpe (maxT,C), tokens (B,T) I32
+func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
+	const op = "encoder"
+	V, ok := d.encoderArgs(op, out, wte, wpe, tokens, B, T, C)
+	if !ok || !d.checkDT(op, tensor.F32, out) || B*T == 0 {
+		return
+	}
+	dt, BT, n := wte.DType, B*T, B*T*C
+	if d.fused {
+		d.launch("encoder_forward", dt, elemBlocks(n), cuda.D1(256), 0,
+			d.ptr(out), d.ptr(wte), d.ptr(wpe), d.ptr(tokens), BT, T, C, V)
+		return
+	}
+	tok := d.scratch("encoder.tok", n*4)
+	pos := d.scratch("encoder.pos", T*C*4)
+	if tok == 0 || pos == 0 {
+		return
+	}
+	d.launch("encoder_gather_tokens", dt, elemBlocks(n), cuda.D1(256), 0, tok, d.ptr(wte), d.ptr(tokens), BT, C, V)
+	d.launch("encoder_gather_positions", dt, elemBlocks(T*C), cuda.D1(256), 0, pos, d.ptr(wpe), T, C)
+	d.launch("encoder_add_positions", dt, elemBlocks(n), cuda.D1(256), 0, d.ptr(out), tok, pos, BT, T, C)
+}
+
+// encoderGroups is how many token groups encoder_backward_tokens splits
+// the vocabulary into: about 16 warps per SM in all (one warp per 32
+// channels per group), at most one group per token. Every warp walks all
+// B·T tokens, so more groups cost instructions; fewer leave SMs idle.
+func (d *Device) encoderGroups(C, V int) int {
+	return max(1, min(V, blocks(d.sms()*16, blocks(C, 32))))
+}
+
+// EncoderBackward accumulates dout into the rows of dwte and dwpe that
+// Encoder read; deterministic (the same bits on every run and equal to the
+// CPU reference's, which sums in the same order).
+// dwte (V,C) F32, dwpe (maxT,C) F32, dout (B,T,C), tokens (B,T) I32
+func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, C int) {
+	const op = "encoder backward"
+	V, ok := d.encoderArgs(op, dout, dwte, dwpe, tokens, B, T, C)
+	if !ok || !d.checkDT(op, tensor.F32, dwte, dwpe) || B*T == 0 {
+		return
+	}
+	dt, BT := dout.DType, B*T
+	groups := d.encoderGroups(C, V)
+	tokGrid := cuda.Dim3{X: uint32(blocks(C, 256)), Y: uint32(groups), Z: 1}
+	if d.fused {
+		d.launch("encoder_backward_positions", dt, cuda.D1(blocks(T*C, 256)), cuda.D1(256), 0, d.ptr(dwpe), d.ptr(dout), B, T, C)
+		d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(256), 0, d.ptr(dwte), d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
+		return
+	}
+	// Decomposed: batch sum into (T,C), accumulate; dense scatter-add into
+	// a zeroed (V,C), accumulate.
+	gpos := d.scratch("encoder.gpos", T*C*4)
+	gtok := d.scratch("encoder.gtok", V*C*4)
+	if gpos == 0 || gtok == 0 {
+		return
+	}
+	d.launch("encoder_sum_positions", dt, cuda.D1(blocks(T*C, 256)), cuda.D1(256), 0, gpos, d.ptr(dout), B, T, C)
+	d.launch(kernAddF32, tensor.F32, cuda.D1(blocks(T*C, 256)), cuda.D1(256), 0, d.ptr(dwpe), gpos, T*C)
+	if err := d.memset(gtok, V*C*4); err != nil {
+		d.fail(fmt.Errorf("gpu: %s: %w", op, err))
+		return
+	}
+	d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(256), 0, gtok, d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
+	d.launch(kernAddF32, tensor.F32, cuda.D1(blocks(V*C, 256)), cuda.D1(256), 0, d.ptr(dwte), gtok, V*C)
+}

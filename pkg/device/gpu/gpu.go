@@ -1,0 +1,663 @@
+package gpu
+
+// gpu.go: the core of the CUDA device: construction (every kernel built
+// once, cuBLAS and cuBLASLt handles, one stream), memory (Alloc, Free,
+// Upload, Download, Zero through the context's Pool), error recording and
+// Sync, and the helpers every op file uses:
+//
+//	d.fn(kernel, dt)             the built kernel, or nil with the error recorded
+//	d.launch(kernel, dt, ...)    look up and queue a kernel on the device's stream
+//	d.ptr(t)                     a tensor's device address (0 for nil)
+//	d.fail(err)                  record the first error (Sync returns it)
+//	d.unsupported(op, dts...)    record device.ErrUnsupported for a dtype combination
+//	d.checkN(op, n, ts...)       validate element counts at an op's boundary
+//	d.checkDT(op, dt, ts...)     validate dtypes at an op's boundary
+//	d.scratch(name, bytes)       a named, reused device buffer (never freed in a step)
+//	d.do(fn)                     run a batch of driver calls in one hop to the context's thread
+//	d.gemm(g), d.gemmBatched(g)  queue cuBLAS products; d.memset(p, n) zeroes bytes
+//
+// While launch_test.go's launchHook is set, launch records instead of
+// launching and scratch, do, gemm, gemmBatched and memset touch no GPU, so
+// the ops' kernel arguments are checked against the PTX on any machine.
+//
+// Ops never return errors: each records the first failure with d.fail and
+// returns; Sync waits for the stream and returns that error, or the stream's
+// own (an asynchronous launch failure), and clears it.
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// WorkspaceBytes is the cuBLAS and cuBLASLt workspace each device holds
+// (32 MiB, what cuBLAS recommends on Hopper).
+const WorkspaceBytes = 32 << 20
+
+// Config is everything New needs beyond the context; the zero value loads
+// the libraries from their default places and uses the default kernel cache.
+type Config struct {
+	device.Options
+	// Libs are libraries already loaded (cuda.Load); nil fields are loaded
+	// here with Load. A nil NVRTC after loading means the embedded PTX.
+	Libs *cuda.Libraries
+	// Load says where to look for libraries that Libs lacks.
+	Load cuda.LoadOptions
+	// CacheDir is the kernel cubin cache; empty means kernels.DefaultCacheDir.
+	CacheDir string
+	// NoCache neither reads nor writes the kernel cache.
+	NoCache bool
+	// OwnContext makes Close close the context too (the device was given
+	// a context made for it alone).
+	OwnContext bool
+}
+
+// Device is device.Device on one CUDA GPU. Its ops queue work on one stream
+// and return at once; Sync waits and returns the first error. It is safe
+// for use by one goroutine at a time.
+type Device struct {
+	ctx    *cuda.Context
+	stream *cuda.Stream
+	fused  bool
+	name   string
+	owns   bool // Close closes ctx
+
+	nvrtc *cuda.NVRTC
+	blas  *cuda.BLASHandle
+	lt    *cuda.LtHandle
+	ws    cuda.DevicePtr // WorkspaceBytes, shared by cuBLAS and cuBLASLt (one stream: never at once)
+
+	built []*kernels.Built
+	funcs map[kernelKey]*cuda.Function
+	errs  map[kernelKey]error // why a kernel is unavailable
+
+	scratches map[string]scratchBuf
+	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
+	tables    map[*tensor.Layout]layoutTable
+
+	mu  sync.Mutex // guards err: fail may be called from helper goroutines
+	err error
+}
+
+// kernelKey names one kernel variant.
+type kernelKey struct {
+	name string
+	dt   tensor.DType
+}
+
+// scratchBuf is one named scratch buffer.
+type scratchBuf struct {
+	ptr   cuda.DevicePtr
+	bytes int
+}
+
+// layoutTable is a parameter layout's segment table uploaded to the device
+// (adamw.go fills and uses it; the core frees it in Close).
+type layoutTable struct {
+	ptr   cuda.DevicePtr
+	count int
+}
+
+var _ device.Device = (*Device)(nil)
+
+// New returns a GPU device on ctx's device with the libraries loaded from
+// their default places and every kernel built (NVRTC for the exact
+// architecture with the on-disk cache, else the embedded PTX). It fails when
+// cuBLAS or cuBLASLt is missing or a kernel the device needs cannot be built.
+func New(ctx *cuda.Context, opts device.Options) (*Device, error) {
+	return NewWith(ctx, Config{Options: opts})
+}
+
+// NewWith is New with libraries, search paths and the kernel cache given
+// by cfg.
+func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
+	if ctx == nil {
+		return nil, errors.New("gpu: New with a nil context")
+	}
+	libs := cfg.Libs
+	if libs == nil {
+		libs = &cuda.Libraries{}
+	}
+	var err error
+	nvrtc, lt, blas := libs.NVRTC, libs.BLASLt, libs.BLAS
+	if nvrtc == nil && !cfg.Load.NVRTCHidden() {
+		nvrtc, _ = cuda.LoadNVRTC(cfg.Load) // optional: the embedded PTX otherwise
+	}
+	if lt == nil {
+		if lt, err = cuda.LoadBLASLt(cfg.Load); err != nil {
+			return nil, fmt.Errorf("gpu: cuBLASLt: %w", err)
+		}
+	}
+	if blas == nil {
+		if blas, err = cuda.LoadBLAS(cfg.Load); err != nil {
+			return nil, fmt.Errorf("gpu: cuBLAS: %w", err)
+		}
+	}
+	d := &Device{
+		ctx: ctx, fused: cfg.Fused, nvrtc: nvrtc, owns: cfg.OwnContext,
+		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
+		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			d.owns = false // a failed New leaves the context to the caller
+			_ = d.Close()
+		}
+	}()
+	if d.stream, err = ctx.NewStream(); err != nil {
+		return nil, fmt.Errorf("gpu: stream: %w", err)
+	}
+	if d.ws, err = ctx.Pool().Alloc(WorkspaceBytes); err != nil {
+		return nil, fmt.Errorf("gpu: workspace: %w", err)
+	}
+	if d.blas, err = blas.NewHandle(ctx, d.stream, d.ws, WorkspaceBytes); err != nil {
+		return nil, fmt.Errorf("gpu: cuBLAS handle: %w", err)
+	}
+	// fp32 GEMMs stay fp32 (no TF32) so FP32 runs match the CPU reference;
+	// 16-bit GEMMs use tensor cores with fp32 accumulation either way.
+	if err = d.blas.SetMathMode(cuda.MathDefault); err != nil {
+		return nil, fmt.Errorf("gpu: cuBLAS math mode: %w", err)
+	}
+	if d.lt, err = lt.NewHandle(ctx); err != nil {
+		return nil, fmt.Errorf("gpu: cuBLASLt handle: %w", err)
+	}
+	if err = d.build(cfg); err != nil {
+		return nil, err
+	}
+	rt := "embedded PTX"
+	if nvrtc != nil {
+		rt = "NVRTC " + nvrtc.Version()
+	}
+	d.name = fmt.Sprintf("gpu (%s, %s, %s, cuBLAS %s)", ctx.Device.Name, ctx.Device.Arch(), rt, blas.Info().Version)
+	ok = true
+	return d, nil
+}
+
+// build makes every kernel ready: one module per (source file, dtype),
+// compiled in parallel, and every kernel of the file looked up in it. A
+// variant that cannot be built is recorded in d.errs (the op that needs it
+// records the error when it runs); New fails only when nothing built.
+func (d *Device) build(cfg Config) error {
+	vs, err := kernels.Variants()
+	if err != nil {
+		return fmt.Errorf("gpu: %w", err)
+	}
+	type module struct {
+		file string
+		dt   tensor.DType
+	}
+	byModule := map[module][]kernels.Variant{}
+	var order []module
+	for _, v := range vs {
+		m := module{v.File, v.DType}
+		if _, seen := byModule[m]; !seen {
+			order = append(order, m)
+		}
+		byModule[m] = append(byModule[m], v)
+	}
+	b := &kernels.Builder{Ctx: d.ctx, NVRTC: d.nvrtc, CacheDir: cfg.CacheDir, NoCache: cfg.NoCache}
+	first := make([]*kernels.Built, len(order))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	for i, m := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			first[i] = b.Build(byModule[m][0])
+		}()
+	}
+	wg.Wait()
+	built := 0
+	for i, m := range order {
+		k := first[i]
+		for _, v := range byModule[m] {
+			key := kernelKey{v.Kernel, v.DType}
+			kv := k
+			if v != k.Variant { // the same module, another kernel of it
+				c := *k
+				c.Variant, c.Func, c.Attr = v, nil, cuda.FuncAttributes{}
+				if k.Err == nil {
+					c.Func, c.Err = k.Module.Function(v.Kernel)
+					if c.Err == nil {
+						c.Attr, c.Err = c.Func.Attributes()
+					}
+					if c.Err != nil {
+						c.From, c.Func = kernels.Unavailable, nil
+						c.Err = fmt.Errorf("gpu: %s in %s: %w", v, v.File, c.Err)
+					}
+				}
+				kv = &c
+			}
+			d.built = append(d.built, kv)
+			if kv.Err != nil {
+				d.errs[key] = kv.Err
+				continue
+			}
+			d.funcs[key] = kv.Func
+			built++
+		}
+	}
+	if built == 0 {
+		var msgs []string
+		for _, k := range first {
+			if k.Err != nil {
+				msgs = append(msgs, k.Err.Error())
+			}
+		}
+		return fmt.Errorf("gpu: no kernel could be built: %s", strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// Close releases the device's buffers, handles and stream, and the context
+// when Config.OwnContext was set; otherwise the context stays open for its
+// owner. Tensors from Alloc must be freed first or are released with the
+// context's pool.
+func (d *Device) Close() error {
+	if d.ctx == nil {
+		return nil
+	}
+	var errs []error
+	if d.stream != nil {
+		errs = append(errs, d.stream.Synchronize())
+	}
+	for _, e := range d.lts {
+		if e.m != nil {
+			errs = append(errs, e.m.Destroy())
+		}
+	}
+	d.lts = map[ltKey]ltEntry{}
+	pool := d.ctx.Pool()
+	for _, s := range d.scratches {
+		errs = append(errs, pool.Free(s.ptr))
+	}
+	d.scratches = map[string]scratchBuf{}
+	for _, t := range d.tables {
+		errs = append(errs, pool.Free(t.ptr))
+	}
+	d.tables = map[*tensor.Layout]layoutTable{}
+	if d.lt != nil {
+		errs = append(errs, d.lt.Destroy())
+		d.lt = nil
+	}
+	if d.blas != nil {
+		errs = append(errs, d.blas.Destroy())
+		d.blas = nil
+	}
+	if d.ws != 0 {
+		errs = append(errs, pool.Free(d.ws))
+		d.ws = 0
+	}
+	if d.stream != nil {
+		errs = append(errs, d.stream.Destroy())
+		d.stream = nil
+	}
+	for _, k := range d.modules() {
+		errs = append(errs, k.Unload())
+	}
+	d.funcs, d.built = map[kernelKey]*cuda.Function{}, nil
+	if d.owns {
+		errs = append(errs, d.ctx.Close())
+	}
+	d.ctx = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gpu: close: %w", err)
+	}
+	return nil
+}
+
+// modules returns each loaded module once.
+func (d *Device) modules() []*cuda.Module {
+	seen := map[*cuda.Module]bool{}
+	var out []*cuda.Module
+	for _, k := range d.built {
+		if k.Module != nil && !seen[k.Module] {
+			seen[k.Module] = true
+			out = append(out, k.Module)
+		}
+	}
+	return out
+}
+
+// Name describes the device, e.g. "gpu (NVIDIA H200, sm_90, NVRTC 13.0, cuBLAS 13.0.0)".
+func (d *Device) Name() string { return d.name }
+
+// Fused reports whether the fused forms run.
+func (d *Device) Fused() bool { return d.fused }
+
+// Context returns the CUDA context the device runs in.
+func (d *Device) Context() *cuda.Context { return d.ctx }
+
+// Stream returns the stream every op is queued on (for events and timing).
+func (d *Device) Stream() *cuda.Stream { return d.stream }
+
+// Kernels returns how each kernel variant was built, in source order, for
+// detection reports. The kernels of one source file and dtype share one
+// module (one NVRTC compile), so they share its build times and origin.
+func (d *Device) Kernels() []*kernels.Built { return d.built }
+
+// KernelErrors returns, sorted, why each unavailable kernel variant is so.
+func (d *Device) KernelErrors() []string {
+	var out []string
+	for k, err := range d.errs {
+		out = append(out, fmt.Sprintf("%s/%s: %v", k.name, k.dt, err))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Has reports whether kernel name is built for dtype dt.
+func (d *Device) Has(name string, dt tensor.DType) bool { return d.funcs[kernelKey{name, dt}] != nil }
+
+// Alloc returns a zeroed device tensor from the context's pool.
+func (d *Device) Alloc(dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("gpu: alloc of unknown dtype %v", dt)
+	}
+	for _, s := range shape {
+		if s < 0 {
+			return nil, fmt.Errorf("gpu: alloc with negative extent in %v", tensor.Shape(shape))
+		}
+	}
+	n := uint64(tensor.Shape(shape).Numel() * dt.Size())
+	p, err := d.ctx.Pool().Alloc(n)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: alloc %s%v: %w", dt, tensor.Shape(shape), err)
+	}
+	if err := d.stream.Memset8(p, 0, n); err != nil {
+		_ = d.ctx.Pool().Free(p)
+		return nil, fmt.Errorf("gpu: alloc %s%v: zero: %w", dt, tensor.Shape(shape), err)
+	}
+	return tensor.OnDevice(dt, uintptr(p), shape...), nil
+}
+
+// Free returns a tensor from Alloc to the pool (not a view of one). Work
+// already queued on the stream that uses it still completes first, since
+// the pool hands the block out again only to later work on the same stream.
+func (d *Device) Free(t *tensor.Tensor) {
+	if t == nil || t.Dev == 0 {
+		return
+	}
+	if err := d.ctx.Pool().Free(cuda.DevicePtr(t.Dev)); err != nil {
+		d.fail(fmt.Errorf("gpu: free: %w", err))
+		return
+	}
+	t.Dev = 0
+}
+
+// Upload copies a host tensor into a device tensor of the same dtype and size.
+func (d *Device) Upload(dst, src *tensor.Tensor) {
+	if !d.sameRaw("upload", dst, src) {
+		return
+	}
+	if dst.Numel() == 0 {
+		return
+	}
+	if !src.IsHost() || dst.IsHost() {
+		d.fail(fmt.Errorf("gpu: upload wants a device destination and a host source"))
+		return
+	}
+	if err := d.stream.CopyHtoD(cuda.DevicePtr(dst.Dev), src.Raw()); err != nil {
+		d.fail(fmt.Errorf("gpu: upload: %w", err))
+	}
+}
+
+// Download copies a device tensor into a host tensor of the same dtype and
+// size; dst holds the data when Download returns (queued work first).
+func (d *Device) Download(dst, src *tensor.Tensor) {
+	if !d.sameRaw("download", dst, src) {
+		return
+	}
+	if dst.Numel() == 0 {
+		return
+	}
+	if !dst.IsHost() || src.IsHost() {
+		d.fail(fmt.Errorf("gpu: download wants a host destination and a device source"))
+		return
+	}
+	if err := d.stream.CopyDtoH(dst.Raw(), cuda.DevicePtr(src.Dev)); err != nil {
+		d.fail(fmt.Errorf("gpu: download: %w", err))
+	}
+}
+
+func (d *Device) sameRaw(op string, dst, src *tensor.Tensor) bool {
+	if dst == nil || src == nil || dst.DType != src.DType || dst.Numel() != src.Numel() {
+		d.fail(fmt.Errorf("gpu: %s of %v into %v: %w", op, desc(src), desc(dst), tensor.ErrShape))
+		return false
+	}
+	return true
+}
+
+// Zero sets every element of a device tensor to zero.
+func (d *Device) Zero(t *tensor.Tensor) {
+	if t == nil || t.Numel() == 0 {
+		return
+	}
+	if err := d.stream.Memset8(d.ptr(t), 0, uint64(t.Bytes())); err != nil {
+		d.fail(fmt.Errorf("gpu: zero: %w", err))
+	}
+}
+
+// Sync waits for the queued work and returns the first error recorded since
+// the last Sync (or the stream's own asynchronous error), then clears it.
+// A launch failure that corrupts the context (an illegal address) stays in
+// the context: every later Sync returns it too, as CUDA does.
+func (d *Device) Sync() error {
+	serr := d.stream.Synchronize()
+	d.mu.Lock()
+	err := d.err
+	d.err = nil
+	d.mu.Unlock()
+	if err == nil && serr != nil {
+		err = fmt.Errorf("gpu: sync: %w", serr)
+	}
+	return err
+}
+
+// fail records err unless an earlier error is already recorded.
+func (d *Device) fail(err error) {
+	if err == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.err == nil {
+		d.err = err
+	}
+	d.mu.Unlock()
+}
+
+// failed reports whether an error has been recorded since the last Sync;
+// ops may skip queuing more work once one has.
+func (d *Device) failed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err != nil
+}
+
+// unsupported records device.ErrUnsupported for op with the given dtypes,
+// e.g. "gpu: matmul (out bf16, inp f32): device: unsupported".
+func (d *Device) unsupported(op string, dts ...tensor.DType) {
+	s := make([]string, len(dts))
+	for i, dt := range dts {
+		s[i] = dt.String()
+	}
+	d.fail(fmt.Errorf("gpu: %s with dtypes (%s): %w", op, strings.Join(s, ", "), device.ErrUnsupported))
+}
+
+// fn returns kernel name built for dtype dt, or nil after recording why it
+// is unavailable. Kernels are named by their extern "C" name and dt is the
+// DTYPE the module was compiled with (the policy's half type, or F32).
+func (d *Device) fn(name string, dt tensor.DType) *cuda.Function {
+	k := kernelKey{name, dt}
+	if f := d.funcs[k]; f != nil {
+		return f
+	}
+	if err := d.errs[k]; err != nil {
+		d.fail(fmt.Errorf("gpu: kernel %s/%s unavailable: %w", name, dt, err))
+	} else {
+		d.fail(fmt.Errorf("gpu: no kernel %s/%s: %w", name, dt, device.ErrUnsupported))
+	}
+	return nil
+}
+
+// launch queues kernel name (built for dt) on the device's stream with
+// grid × block threads, shmem bytes of dynamic shared memory and args (see
+// cuda.Function.Launch for the argument types). It records any failure and
+// reports success. An empty grid (0 blocks) queues nothing and succeeds.
+func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shmem int, args ...any) bool {
+	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 {
+		return true
+	}
+	if launchHook != nil { // launch_test.go: record instead of launching
+		launchHook(name, dt, args)
+		return true
+	}
+	f := d.fn(name, dt)
+	if f == nil {
+		return false
+	}
+	if err := f.Launch(d.stream, grid, block, shmem, args...); err != nil {
+		d.fail(fmt.Errorf("gpu: %w", err))
+		return false
+	}
+	return true
+}
+
+// blocks returns how many blocks of per items cover n items.
+func blocks(n, per int) int { return (n + per - 1) / per }
+
+// ptr returns t's device address; nil gives 0 (a null pointer for kernels
+// that take optional outputs). A host tensor records an error and gives 0.
+func (d *Device) ptr(t *tensor.Tensor) cuda.DevicePtr {
+	if t == nil {
+		return 0
+	}
+	if t.Dev == 0 && t.Numel() > 0 {
+		d.fail(fmt.Errorf("gpu: a host tensor %v was passed to a GPU op", desc(t)))
+		return 0
+	}
+	return cuda.DevicePtr(t.Dev)
+}
+
+// checkN records an error unless every non-nil tensor has exactly n
+// elements and lives on the device; it reports whether all did.
+func (d *Device) checkN(op string, n int, ts ...*tensor.Tensor) bool {
+	for i, t := range ts {
+		if t == nil {
+			continue
+		}
+		if t.Numel() != n {
+			d.fail(fmt.Errorf("gpu: %s: argument %d is %v, want %d elements: %w", op, i, desc(t), n, tensor.ErrShape))
+			return false
+		}
+		if t.Dev == 0 && n > 0 {
+			d.fail(fmt.Errorf("gpu: %s: argument %d (%v) is a host tensor", op, i, desc(t)))
+			return false
+		}
+	}
+	return true
+}
+
+// checkDT records device.ErrUnsupported unless every non-nil tensor has
+// dtype dt; it reports whether all did.
+func (d *Device) checkDT(op string, dt tensor.DType, ts ...*tensor.Tensor) bool {
+	for i, t := range ts {
+		if t != nil && t.DType != dt {
+			d.fail(fmt.Errorf("gpu: %s: argument %d is %s, want %s: %w", op, i, t.DType, dt, device.ErrUnsupported))
+			return false
+		}
+	}
+	return true
+}
+
+// scratch returns a device buffer of at least bytes bytes kept under name
+// and reused by every later call with that name; it grows (through the
+// pool, once per larger size) and is never freed before Close, so a
+// training step that has run once allocates nothing. Work queued earlier on
+// the stream may still use the old contents: one stream orders it. It
+// returns 0 after recording an error.
+func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
+	if launchHook != nil {
+		return hookAddr
+	}
+	if bytes <= 0 {
+		bytes = 1
+	}
+	s, ok := d.scratches[name]
+	if ok && s.bytes >= bytes {
+		return s.ptr
+	}
+	pool := d.ctx.Pool()
+	if ok {
+		// The stream orders the old buffer's queued users before any later
+		// user of the recycled block, so freeing it to the pool is safe.
+		if err := pool.Free(s.ptr); err != nil {
+			d.fail(fmt.Errorf("gpu: scratch %s: %w", name, err))
+			return 0
+		}
+		delete(d.scratches, name)
+	}
+	p, err := pool.Alloc(uint64(bytes))
+	if err != nil {
+		d.fail(fmt.Errorf("gpu: scratch %s of %d bytes: %w", name, bytes, err))
+		return 0
+	}
+	d.scratches[name] = scratchBuf{ptr: p, bytes: bytes}
+	return p
+}
+
+// do runs fn on the context's thread in one hop: batch many small driver
+// calls (launches, copies) inside it where their number matters.
+func (d *Device) do(fn func() error) {
+	if launchHook != nil {
+		d.fail(fn())
+		return
+	}
+	if err := d.ctx.Do(fn); err != nil {
+		d.fail(fmt.Errorf("gpu: %w", err))
+	}
+}
+
+// gemm queues one cuBLAS product (nothing while launchHook is set).
+func (d *Device) gemm(g cuda.Gemm) error {
+	if launchHook != nil {
+		return nil
+	}
+	return d.blas.GemmEx(g)
+}
+
+// gemmBatched queues a strided-batched cuBLAS product (nothing while
+// launchHook is set).
+func (d *Device) gemmBatched(g cuda.Gemm) error {
+	if launchHook != nil {
+		return nil
+	}
+	return d.blas.GemmStridedBatched(g)
+}
+
+// memset queues zeroing n bytes at p (nothing while launchHook is set).
+func (d *Device) memset(p cuda.DevicePtr, n int) error {
+	if launchHook != nil {
+		return nil
+	}
+	return d.stream.Memset8(p, 0, uint64(n))
+}
+
+// desc describes a tensor for error messages, e.g. "bf16(4,768)".
+func desc(t *tensor.Tensor) string {
+	if t == nil {
+		return "nil"
+	}
+	return t.DType.String() + t.Shape.String()
+}

@@ -1,0 +1,77 @@
+package gpu
+
+// gradnorm.go: GradNorm, the launchers of kernels/gradnorm.cu: one pass
+// over the gradient buffer into float64 partials per block (a fixed grid
+// chosen from the length alone), one block adding them in a fixed order,
+// and a download of the two results (the one host synchronisation). The
+// same buffer gives the same bits every time. There is a single form: the
+// norm is one reduction either way.
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// gnMaxBlocks bounds gradnorm_partial's grid; gnPerBlock is the elements a
+// block covers at the least (256 threads × 4 elements × 8 steps).
+const (
+	gnMaxBlocks = 1024
+	gnPerBlock  = 256 * 4 * 8
+)
+
+// gnBlocks is gradnorm_partial's grid for n elements: a function of n only,
+// so the partition, and with it the bits, are the same on every device.
+func gnBlocks(n int) int { return max(1, min(gnMaxBlocks, (n+gnPerBlock-1)/gnPerBlock)) }
+
+// GradNorm returns sqrt(Σ (g·scale)²) over every element of grads in fp32
+// and whether every element was finite (when not, norm is Inf or NaN), in
+// one pass. It waits for the queued work. On invalid arguments or a device
+// error it records the error and returns NaN, false.
+// grads F32
+func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, finite bool) {
+	const op = "gradnorm"
+	bad := float32(math.NaN())
+	if grads == nil {
+		d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
+		return bad, false
+	}
+	if !d.checkN(op, grads.Numel(), grads) {
+		return bad, false
+	}
+	if grads.DType != tensor.F32 {
+		d.unsupported(op, grads.DType)
+		return bad, false
+	}
+	n := grads.Numel()
+	if n == 0 {
+		return 0, true
+	}
+	nb := gnBlocks(n)
+	part, out := d.buf("gradnorm.part", nb*8), d.buf("gradnorm.out", 8)
+	if part == 0 || out == 0 {
+		return bad, false
+	}
+	ok := false
+	d.batch(func() {
+		ok = d.kGradNorm(nb, part, out, grads, n, scale)
+	})
+	if !ok || launchHook != nil {
+		return bad, false
+	}
+	res := make([]float32, 2)
+	if err := cuda.Download(d.stream, res, out); err != nil {
+		d.fail(fmt.Errorf("gpu: %s: %w", op, err))
+		return bad, false
+	}
+	return res[0], res[1] == 1
+}
+
+// kGradNorm launches gradnorm_partial on nb blocks and gradnorm_final.
+func (d *Device) kGradNorm(nb int, part, out cuda.DevicePtr, grads *tensor.Tensor, n int, scale float32) bool {
+	vec := vec4(d.ptr(grads), 4)
+	return d.run("gradnorm_partial", tensor.F32, cuda.D1(nb), cuda.D1(256), 0, part, d.ptr(grads), int64(n), vec) &&
+		d.run("gradnorm_final", tensor.F32, cuda.D1(1), cuda.D1(256), 0, out, part, nb, scale)
+}

@@ -1,0 +1,172 @@
+package gpu
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// lnShapes are (N, C): one element, odd widths that miss the vector path
+// (C 3, 1601 over the register limit), a GPT-2 row count and width, and
+// C 1000 (a multiple of 4 but not of the warp's 128 elements).
+var lnShapes = [][2]int{{1, 1}, {64, 3}, {17, 1000}, {1024, 768}, {5, 1601}}
+
+// lnTypes are the (working, row input) dtype pairs tested: every policy's
+// (half, F32 residual stream), and the uniform 16-bit pairs.
+var lnTypePairs = [][2]tensor.DType{
+	{tensor.F32, tensor.F32}, {tensor.BF16, tensor.F32}, {tensor.F16, tensor.F32},
+	{tensor.BF16, tensor.BF16}, {tensor.F16, tensor.F16},
+}
+
+// trim drops the largest size under -test.short (the compute-sanitizer
+// run, where every access is checked).
+func trim[S any](sizes []S) []S {
+	if testing.Short() && len(sizes) > 2 {
+		return sizes[:len(sizes)-1]
+	}
+	return sizes
+}
+
+// sumScale is the tolerance scale of fp32 results that add up k terms of
+// unit size, summed in a different order on the two devices (a tree of
+// per-block partials on the GPU, sequential runs on the CPU): each rounding
+// is an ulp of a partial sum, whose size grows like √k, and there are k of
+// them adding up like √k, so the difference grows like k ulps of a term;
+// k/16 keeps k <= 16 at scale 1.
+func sumScale(k int) float64 { return max(1, float64(k)/16) }
+
+// checkRel also bounds ||got-want||/||want|| by the dtype's rtol: the
+// element-wise test, scaled for long sums, cannot miss a wholesale error.
+func checkRel(t *testing.T, name string, got, want *tensor.Tensor, dt tensor.DType) {
+	t.Helper()
+	_, rtol := tensor.Tolerance(dt)
+	if e := relErr(got.ToF32(), want.ToF32()); e > rtol {
+		t.Errorf("%s: relative error %.3g over %.3g", name, e, rtol)
+	}
+}
+
+// TestGPULayerNorm checks LayerNorm and ResidualLayerNorm, both forms,
+// against the CPU reference (outputs poisoned first) at scale 1: each output
+// is one normalisation of the same rounded inputs, with statistics summed
+// over C in fp32 on the GPU and float64 on the CPU (a relative difference
+// near 1e-7, under F32's 1e-5).
+func TestGPULayerNorm(t *testing.T) {
+	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	for _, fused := range forms {
+		g, ref := gpuDev(t, fused), cpuRef(fused)
+		for _, tp := range lnTypePairs {
+			h, r := tp[0], tp[1]
+			dts := h.String() + "/" + r.String()
+			for _, sh := range lnShapes {
+				N, C := sh[0], sh[1]
+				name := fmt.Sprintf("N%d_C%d", N, C)
+				inp, w, b := randHost(rng, r, 0.5, 2, N, C), randHost(rng, h, 1, 0.2, C), randHost(rng, h, 0, 0.1, C)
+				want, wm, wr := tensor.New(h, N, C), tensor.New(tensor.F32, N), tensor.New(tensor.F32, N)
+				ref.LayerNorm(want, wm, wr, inp, w, b, N, C)
+				if err := ref.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				out, mean, rstd := poisoned(t, g, h, N, C), poisoned(t, g, tensor.F32, N), poisoned(t, g, tensor.F32, N)
+				gw, gb := toGPU(t, g, w), toGPU(t, g, b)
+				g.LayerNorm(out, mean, rstd, toGPU(t, g, inp), gw, gb, N, C)
+				check(t, "layernorm", h, fused, name+"_"+dts, "out", toHost(t, g, out), want, h, 1)
+				check(t, "layernorm", h, fused, name+"_"+dts, "mean", toHost(t, g, mean), wm, tensor.F32, 1)
+				check(t, "layernorm", h, fused, name+"_"+dts, "rstd", toHost(t, g, rstd), wr, tensor.F32, 1)
+
+				// ResidualLayerNorm: res = a + b (R), out = LayerNorm(res).
+				a, bb := randHost(rng, r, 0.5, 1.5, N, C), randHost(rng, h, 0, 1, N, C)
+				wantRes := tensor.New(r, N, C)
+				ref.ResidualLayerNorm(wantRes, want, wm, wr, a, bb, w, b, N, C)
+				if err := ref.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				res := poisoned(t, g, r, N, C)
+				out, mean, rstd = poisoned(t, g, h, N, C), poisoned(t, g, tensor.F32, N), poisoned(t, g, tensor.F32, N)
+				g.ResidualLayerNorm(res, out, mean, rstd, toGPU(t, g, a), toGPU(t, g, bb), gw, gb, N, C)
+				check(t, "residual_layernorm", h, fused, name+"_"+dts, "res", toHost(t, g, res), wantRes, r, 1)
+				check(t, "residual_layernorm", h, fused, name+"_"+dts, "out", toHost(t, g, out), want, h, 1)
+				check(t, "residual_layernorm", h, fused, name+"_"+dts, "mean", toHost(t, g, mean), wm, tensor.F32, 1)
+				check(t, "residual_layernorm", h, fused, name+"_"+dts, "rstd", toHost(t, g, rstd), wr, tensor.F32, 1)
+			}
+		}
+	}
+}
+
+// TestGPULayerNormBackward checks LayerNormBackward, both forms, against
+// the CPU reference, accumulating into random dinp, dweight and dbias.
+// dinp is checked at scale 1 (per element it sums C products in fp32 on
+// both devices, in different orders, with a relative difference near
+// 1e-7); dweight and dbias sum N rows and are checked at sumScale(N) plus a
+// relative-error bound. The fused form must give the same bits twice.
+func TestGPULayerNormBackward(t *testing.T) {
+	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	for _, fused := range forms {
+		g, ref := gpuDev(t, fused), cpuRef(fused)
+		for _, tp := range lnTypePairs {
+			h, r := tp[0], tp[1]
+			dts := h.String() + "/" + r.String()
+			for _, sh := range lnShapes {
+				N, C := sh[0], sh[1]
+				name := fmt.Sprintf("N%d_C%d_%s", N, C, dts)
+				inp, w := randHost(rng, r, 0.5, 2, N, C), randHost(rng, h, 1, 0.2, C)
+				dout := randHost(rng, h, 0, 1, N, C)
+				// the statistics of inp, as the forward stores them
+				mean, rstd := tensor.New(tensor.F32, N), tensor.New(tensor.F32, N)
+				ref.LayerNorm(tensor.New(h, N, C), mean, rstd, inp, w, randHost(rng, h, 0, 0.1, C), N, C)
+				dinp0, dw0, db0 := randHost(rng, r, 0, 1, N, C), randHost(rng, tensor.F32, 0, 1, C), randHost(rng, tensor.F32, 0, 1, C)
+				wantDinp, wantDw, wantDb := clone(dinp0), clone(dw0), clone(db0)
+				ref.LayerNormBackward(wantDinp, wantDw, wantDb, dout, inp, w, mean, rstd, N, C)
+				if err := ref.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				gdout, ginp, gw, gmean, grstd := toGPU(t, g, dout), toGPU(t, g, inp), toGPU(t, g, w), toGPU(t, g, mean), toGPU(t, g, rstd)
+				var first [3]*tensor.Tensor
+				for round := range 2 {
+					dinp, dw, db := toGPU(t, g, dinp0), toGPU(t, g, dw0), toGPU(t, g, db0)
+					g.LayerNormBackward(dinp, dw, db, gdout, ginp, gw, gmean, grstd, N, C)
+					got := [3]*tensor.Tensor{toHost(t, g, dinp), toHost(t, g, dw), toHost(t, g, db)}
+					if round == 1 {
+						for i, out := range []string{"dinp", "dweight", "dbias"} {
+							if string(got[i].Raw()) != string(first[i].Raw()) {
+								t.Errorf("layernorm backward %s %s: %s differs between two runs", formName(fused), name, out)
+							}
+						}
+						break
+					}
+					first = got
+					check(t, "layernorm_backward", h, fused, name, "dinp", got[0], wantDinp, r, 1)
+					check(t, "layernorm_backward", h, fused, name, "dweight", got[1], wantDw, tensor.F32, sumScale(N))
+					check(t, "layernorm_backward", h, fused, name, "dbias", got[2], wantDb, tensor.F32, sumScale(N))
+					checkRel(t, "layernorm backward dweight "+name, got[1], wantDw, tensor.F32)
+					checkRel(t, "layernorm backward dbias "+name, got[2], wantDb, tensor.F32)
+				}
+			}
+		}
+	}
+}
+
+// TestGPUAdd checks Add (out = a + b, one rounding, so scale 1) for the
+// residual stream's types, at an odd size and through unaligned views.
+func TestGPUAdd(t *testing.T) {
+	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	g, ref := gpuDev(t, true), cpuRef(true)
+	for _, tp := range lnTypePairs {
+		h, r := tp[0], tp[1]
+		for _, n := range []int{1, 4099, 1 << 20} {
+			for _, off := range []int{0, 1} { // 1: views off the 4-element alignment (the scalar path)
+				a, b := randHost(rng, r, 0, 1, n+off), randHost(rng, h, 0, 1, n+off)
+				want := tensor.New(r, n)
+				ref.Add(want, a.MustView(off, n), b.MustView(off, n), n)
+				if err := ref.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				out := poisoned(t, g, r, n+off)
+				g.Add(out.MustView(off, n), toGPU(t, g, a).MustView(off, n), toGPU(t, g, b).MustView(off, n), n)
+				got := toHost(t, g, out)
+				check(t, "add", h, true, fmt.Sprintf("n%d_off%d_%s/%s", n, off, h, r), "out", got.MustView(off, n), want, r, 1)
+			}
+		}
+	}
+}

@@ -1,0 +1,356 @@
+package gpu
+
+// matmul.go: the linear layers, Matmul and MatmulBackward, on cuBLASLt and
+// cuBLAS with fp32 accumulation.
+//
+// Row-major products are run as cuBLAS's column-major ones on the same
+// memory: a row-major X (r,c) is the column-major Xᵀ (c,r) with ld c. So
+//
+//	out (N,OC) = inp (N,C)·W (OC,C)ᵀ       is  TransA, M=OC, N=N, K=C, A=W (ld C), B=inp (ld C), D=out (ld OC)
+//	dinp (N,C) += dout (N,OC)·W (OC,C)     is  M=C, N=N, K=OC, A=W (ld C), B=dout (ld OC), D=dinp (ld C), beta 1
+//	dW (OC,C) += doutᵀ (OC,N)·inp (N,C)    is  TransB, M=C, N=OC, K=N, A=inp (ld C), B=dout (ld OC), D=dW (ld C), beta 1
+//
+// Fused forward: one cublasLtMatmul with the bias (EpilogueBias) or, for
+// 16-bit outputs, the bias+GELU epilogue (EpilogueGELUAuxBias: out =
+// gelu(pre), pre stored as the aux matrix), the GELU computed on the fp32
+// pre-activation before rounding, as the CPU reference's fused epilogue
+// does; fp32 outputs take the bias epilogue into pre and gelu.go's one-pass
+// geluForward (cuBLASLt's GELU approximation is not fp32-accurate). Decomposed forward:
+// a plain GEMM, then gelu.go's biasAdd, then its geluForwardDecomposed (the
+// eager-PyTorch sequence of elementwise passes).
+//
+// Backward: the dgrad GEMM (cuBLAS, beta 1 into dinp), the wgrad GEMM
+// (beta 1 into dweight, fp32 or 16-bit; cuBLAS rounds α·A·B to a 16-bit
+// output type before adding β·C, so accumulating into a non-zero 16-bit
+// gradient rounds twice; the model's are zeroed first); fused, the wgrad runs on cuBLASLt
+// with the bias-gradient epilogue (EpilogueBGradB: Σ over the N rows of
+// dout, written into an fp32 scratch vector) and one small kernel adds that
+// into dbias (backward ops accumulate; the epilogue overwrites).
+// Decomposed, dbias comes from matmul.cu's column-sum kernel. A
+// configuration cuBLASLt has no algorithm for (an odd leading dimension
+// with an aux matrix, say) runs the decomposed sequence instead; the reason
+// is kept in LtFallbacks.
+//
+// dtypes: A and B of one GEMM share a type. The model passes an fp32
+// residual gradient as dout against 16-bit weights (the attention and MLP
+// projections); dout is then cast once into a reused 16-bit scratch buffer
+// for the GEMMs, while dbias is summed from the fp32 dout itself.
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// Kernel names of matmul.cu.
+const (
+	kernBiasGrad = "matmul_bias_grad" // dbias (OC) F32 += Σ_rows dout (N,OC), T = dout's dtype
+	kernAddF32   = "add_f32"          // dst (n) F32 += src (n) F32
+)
+
+// ltKey identifies one configured cuBLASLt matmul.
+type ltKey struct {
+	p cuda.LtParams
+}
+
+// ltEntry is a configured matmul or why cuBLASLt could not configure it.
+type ltEntry struct {
+	m   *cuda.LtMatmul
+	err error
+}
+
+// dataType maps a float dtype to its cuBLAS element type.
+func dataType(dt tensor.DType) (cuda.DataType, bool) {
+	switch dt {
+	case tensor.F32:
+		return cuda.R32F, true
+	case tensor.BF16:
+		return cuda.R16BF, true
+	case tensor.F16:
+		return cuda.R16F, true
+	}
+	return 0, false
+}
+
+// LtFallbacks lists, sorted, the cuBLASLt configurations that had no
+// algorithm and run the decomposed sequence instead, with cuBLASLt's reason.
+func (d *Device) LtFallbacks() []string {
+	var out []string
+	for k, e := range d.lts {
+		if e.err != nil {
+			out = append(out, fmt.Sprintf("M=%d N=%d K=%d epilogue %d: %v", k.p.M, k.p.N, k.p.K, k.p.Epilogue, e.err))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ltAligned reports whether every non-null pointer is 256-byte aligned, as
+// cuBLASLt's heuristic assumes unless told otherwise (Pool blocks are;
+// views at odd offsets may not be, and take the cuBLAS path).
+func ltAligned(ptrs ...cuda.DevicePtr) bool {
+	for _, p := range ptrs {
+		if p%256 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ltMatmul returns the configured cuBLASLt matmul for p, made once; nil
+// when cuBLASLt has no algorithm for it (the caller falls back).
+func (d *Device) ltMatmul(p cuda.LtParams) *cuda.LtMatmul {
+	if launchHook != nil {
+		return nil // no cuBLASLt in launch tests: the decomposed sequence runs
+	}
+	p.MaxWorkspace = WorkspaceBytes
+	k := ltKey{p}
+	if e, ok := d.lts[k]; ok {
+		return e.m
+	}
+	m, err := d.lt.NewMatmul(p)
+	d.lts[k] = ltEntry{m: m, err: err}
+	return m
+}
+
+// Matmul computes out = inp·weightᵀ + bias (bias may be nil) with fp32
+// accumulation, then the epilogue act (with GELU, pre receives the
+// pre-activation).
+// out (N,OC), pre (N,OC) or nil, inp (N,C), weight (OC,C), bias (OC) or nil
+func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
+	const op = "matmul"
+	if N < 0 || C <= 0 || OC <= 0 {
+		d.fail(fmt.Errorf("gpu: %s: sizes N=%d C=%d OC=%d: %w", op, N, C, OC, tensor.ErrShape))
+		return
+	}
+	if !d.checkN(op, N*OC, out, pre) || !d.checkN(op, N*C, inp) || !d.checkN(op, OC*C, weight) || !d.checkN(op, OC, bias) {
+		return
+	}
+	switch act {
+	case device.None:
+		if pre != nil {
+			d.fail(fmt.Errorf("gpu: %s: pre must be nil without GELU", op))
+			return
+		}
+	case device.GELU:
+		if pre == nil {
+			d.fail(fmt.Errorf("gpu: %s: GELU needs pre for the pre-activation", op))
+			return
+		}
+	default:
+		d.fail(fmt.Errorf("gpu: %s: activation %d: %w", op, act, device.ErrUnsupported))
+		return
+	}
+	dt := out.DType
+	ct, ok := dataType(dt)
+	if !ok || inp.DType != dt || weight.DType != dt || (pre != nil && pre.DType != dt) || (bias != nil && bias.DType != dt) {
+		dts := []tensor.DType{out.DType, inp.DType, weight.DType}
+		if bias != nil {
+			dts = append(dts, bias.DType)
+		}
+		d.unsupported(op+" (out, inp, weight[, bias] must share a float dtype)", dts...)
+		return
+	}
+	if N == 0 {
+		return
+	}
+	if d.fused && d.matmulLt(out, pre, inp, weight, bias, N, C, OC, act, ct) {
+		return
+	}
+	d.matmulDecomposed(out, pre, inp, weight, bias, N, C, OC, act, ct, d.fused)
+}
+
+// matmulLt runs the fused form; it reports false (nothing queued) when
+// cuBLASLt has no algorithm for the configuration.
+func (d *Device) matmulLt(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation, ct cuda.DataType) bool {
+	p := cuda.LtParams{
+		TransA: true, M: OC, N: N, K: C,
+		AType: ct, BType: ct, CType: ct, LDA: C, LDB: C, LDC: OC,
+		Compute: cuda.Compute32F, Epilogue: cuda.EpilogueDefault,
+	}
+	// cuBLASLt's GELU is an approximation of the tanh form that differs
+	// from it by up to ~1% where gelu is small (x below -3): invisible in
+	// 16-bit outputs, not in fp32 ones. fp32 therefore stores pre through
+	// the bias epilogue and runs gelu.cu's one-pass kernel after it.
+	ltGELU := act == device.GELU && ct != cuda.R32F
+	target := out
+	switch {
+	case ltGELU && bias != nil:
+		p.Epilogue, p.AuxLD = cuda.EpilogueGELUAuxBias, OC
+	case ltGELU:
+		p.Epilogue, p.AuxLD = cuda.EpilogueGELUAux, OC
+	case bias != nil:
+		p.Epilogue = cuda.EpilogueBias
+	}
+	if act == device.GELU && !ltGELU {
+		target = pre
+	}
+	if !ltAligned(d.ptr(weight), d.ptr(inp), d.ptr(out), d.ptr(bias), d.ptr(pre)) {
+		return false
+	}
+	m := d.ltMatmul(p)
+	if m == nil {
+		return false
+	}
+	args := cuda.LtArgs{
+		Alpha: 1, A: d.ptr(weight), B: d.ptr(inp), D: d.ptr(target),
+		Bias: d.ptr(bias), Workspace: d.ws, WorkspaceBytes: WorkspaceBytes,
+	}
+	if ltGELU {
+		args.Aux = d.ptr(pre)
+	}
+	if err := m.Run(d.stream, args); err != nil {
+		d.fail(fmt.Errorf("gpu: matmul (cuBLASLt): %w", err))
+		return true
+	}
+	if act == device.GELU && !ltGELU {
+		d.geluForward(out, pre, N*OC)
+	}
+	return true
+}
+
+// matmulDecomposed: GEMM into target (out, or pre under GELU), then the
+// bias-add kernel over target, then GELU from pre into out: eager PyTorch's
+// eight elementwise passes, or (onePass: the fused form falling back where
+// cuBLASLt has no algorithm) gelu.cu's one-pass kernel.
+func (d *Device) matmulDecomposed(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation, ct cuda.DataType, onePass bool) {
+	target := out
+	if act == device.GELU {
+		target = pre
+	}
+	g := cuda.Gemm{
+		TransA: true, M: OC, N: N, K: C, Alpha: 1,
+		A: d.ptr(weight), B: d.ptr(inp), C: d.ptr(target),
+		AType: ct, BType: ct, CType: ct, LDA: C, LDB: C, LDC: OC, Compute: cuda.Compute32F,
+	}
+	if err := d.gemm(g); err != nil {
+		d.fail(fmt.Errorf("gpu: matmul (cuBLAS): %w", err))
+		return
+	}
+	if bias != nil && !d.biasAdd(target, bias, N, OC) {
+		return
+	}
+	if act == device.GELU {
+		if onePass {
+			d.geluForward(out, pre, N*OC)
+		} else {
+			d.geluForwardDecomposed(out, pre, N*OC)
+		}
+	}
+}
+
+// MatmulBackward accumulates dinp += dout·weight (dinp may be nil),
+// dweight += doutᵀ·inp and dbias += Σ_rows dout (dbias may be nil).
+// dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
+func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
+	const op = "matmul backward"
+	if N < 0 || C <= 0 || OC <= 0 {
+		d.fail(fmt.Errorf("gpu: %s: sizes N=%d C=%d OC=%d: %w", op, N, C, OC, tensor.ErrShape))
+		return
+	}
+	if dweight == nil || dout == nil || inp == nil || weight == nil {
+		d.fail(fmt.Errorf("gpu: %s: dweight, dout, inp and weight are required", op))
+		return
+	}
+	if !d.checkN(op, N*C, dinp, inp) || !d.checkN(op, OC*C, dweight, weight) || !d.checkN(op, N*OC, dout) || !d.checkN(op, OC, dbias) {
+		return
+	}
+	h := weight.DType // the GEMM operand type
+	ht, ok := dataType(h)
+	_, okW := dataType(dweight.DType)
+	okI := dinp == nil
+	if dinp != nil {
+		_, okI = dataType(dinp.DType)
+	}
+	_, okD := dataType(dout.DType)
+	if !ok || !okW || !okI || !okD || inp.DType != h || (dout.DType != h && dout.DType != tensor.F32) ||
+		(dbias != nil && dbias.DType != tensor.F32) {
+		dts := []tensor.DType{dweight.DType, dout.DType, inp.DType, weight.DType}
+		if dinp != nil {
+			dts = append(dts, dinp.DType)
+		}
+		if dbias != nil {
+			dts = append(dts, dbias.DType)
+		}
+		d.unsupported(op+" (dweight, dout, inp, weight[, dinp, dbias F32])", dts...)
+		return
+	}
+	if N == 0 {
+		return
+	}
+	// g is dout as a GEMM operand of type h.
+	g := d.ptr(dout)
+	if dout.DType != h {
+		g = d.scratch("matmul.dout", N*OC*h.Size())
+		if g == 0 {
+			return
+		}
+		d.Cast(tensor.OnDevice(h, uintptr(g), N, OC), dout)
+	}
+	if dinp != nil {
+		dt, _ := dataType(dinp.DType)
+		e := cuda.Gemm{
+			M: C, N: N, K: OC, Alpha: 1, Beta: 1,
+			A: d.ptr(weight), B: g, C: d.ptr(dinp),
+			AType: ht, BType: ht, CType: dt, LDA: C, LDB: OC, LDC: C, Compute: cuda.Compute32F,
+		}
+		if err := d.gemm(e); err != nil {
+			d.fail(fmt.Errorf("gpu: %s: dinp (cuBLAS): %w", op, err))
+			return
+		}
+	}
+	wt, _ := dataType(dweight.DType)
+	// The bias gradient from the epilogue needs dout itself as the operand
+	// (not a 16-bit copy of an fp32 dout) and an fp32 dweight, whose type
+	// the bias vector takes.
+	if d.fused && dbias != nil && dout.DType == h && dweight.DType == tensor.F32 && ltAligned(d.ptr(inp), g, d.ptr(dweight)) {
+		p := cuda.LtParams{
+			TransB: true, M: C, N: OC, K: N,
+			AType: ht, BType: ht, CType: wt, LDA: C, LDB: OC, LDC: C,
+			Compute: cuda.Compute32F, Epilogue: cuda.EpilogueBGradB,
+		}
+		if m := d.ltMatmul(p); m != nil {
+			tmp := d.scratch("matmul.dbias", OC*4)
+			if tmp == 0 {
+				return
+			}
+			args := cuda.LtArgs{
+				Alpha: 1, Beta: 1, A: d.ptr(inp), B: g, C: d.ptr(dweight), D: d.ptr(dweight),
+				Bias: tmp, Workspace: d.ws, WorkspaceBytes: WorkspaceBytes,
+			}
+			if err := m.Run(d.stream, args); err != nil {
+				d.fail(fmt.Errorf("gpu: %s: dweight+dbias (cuBLASLt): %w", op, err))
+				return
+			}
+			d.launch(kernAddF32, tensor.F32, cuda.D1(blocks(OC, 256)), cuda.D1(256), 0, d.ptr(dbias), tmp, OC)
+			return
+		}
+	}
+	e := cuda.Gemm{
+		TransB: true, M: C, N: OC, K: N, Alpha: 1, Beta: 1,
+		A: d.ptr(inp), B: g, C: d.ptr(dweight),
+		AType: ht, BType: ht, CType: wt, LDA: C, LDB: OC, LDC: C, Compute: cuda.Compute32F,
+	}
+	if err := d.gemm(e); err != nil {
+		d.fail(fmt.Errorf("gpu: %s: dweight (cuBLAS): %w", op, err))
+		return
+	}
+	if dbias != nil {
+		d.biasGrad(dbias, dout, N, OC)
+	}
+}
+
+// biasGradThreads is the block of matmul_bias_grad: 32 columns (one per
+// lane) by biasGradThreads/32 warps that split the rows.
+const biasGradThreads = 1024
+
+// biasGrad queues dbias (OC) F32 += Σ_rows dout (N,OC), deterministically:
+// one block per 32 columns, each warp summing a fixed row subset, the warp
+// partials added in a fixed order.
+func (d *Device) biasGrad(dbias, dout *tensor.Tensor, N, OC int) {
+	d.launch(kernBiasGrad, dout.DType, cuda.D1(blocks(OC, 32)), cuda.D1(biasGradThreads), 0,
+		d.ptr(dbias), d.ptr(dout), N, OC)
+}

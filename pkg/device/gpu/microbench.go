@@ -1,0 +1,345 @@
+package gpu
+
+// microbench.go: the kernel micro-benchmarks of the GPU backend (llm.c
+// dev/cuda/common.h benchmark_kernel): each memory-bound op of the step at
+// the size of a GPT-2 124M step, fused and decomposed, timed with CUDA
+// events around the op, L2 flushed before every run, median of the runs,
+// and the achieved bandwidth against the device's measured copy bandwidth.
+//
+// Bytes are counted once per op as the least it must move: each input read
+// once and each output written once (an accumulated gradient is both). The
+// decomposed form is charged the same bytes, so its GB/s is the effective
+// bandwidth of doing the same work in several passes.
+//
+// Timing: before each run the inputs an op overwrites are restored (device
+// copies, untimed) and a buffer of at least four times the L2 is written,
+// which evicts the op's data from L2. The start event is queued behind
+// that write, so the op's launches are already queued when the clock
+// starts; the time is the GPU's from the first kernel to the last, plus any
+// gaps in which the GPU waited for the host to queue the next launch (which
+// eager, per-tensor execution pays as well).
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// H200CopyGBps is the device-to-device copy bandwidth measured on this
+// project's H200 (read plus write), the default ceiling.
+const H200CopyGBps = 4270
+
+// KernelOptions configure BenchKernels; the zero value is the standard run
+// except for Layout, which the AdamW, grad-norm and cast benchmarks need.
+type KernelOptions struct {
+	Warmup      int            // untimed runs first (default 3)
+	Repeats     int            // timed runs, of which the median is reported (default 20)
+	CeilingGBps float64        // the bandwidth GB/s are compared with (default H200CopyGBps)
+	Ops         []string       // the ops to run by name (default all: see KernelOps)
+	Layout      *tensor.Layout // the parameter layout (GPT-2 124M's: gpt.Config.Layout)
+}
+
+// KernelOps are the micro-benchmarks BenchKernels runs, by name.
+var KernelOps = []string{
+	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd",
+	"adamw", "gradnorm", "cast_f32_bf16", "crossentropy_fused_classifier",
+}
+
+// KernelResult is one op in one form: the median time and bandwidth, and
+// the spread of the runs. Its first five fields are pkg/bench's Kernel.
+type KernelResult struct {
+	Name        string  `json:"name"`
+	Mode        string  `json:"mode"` // fused or decomposed
+	Ms          float64 `json:"ms"`   // median
+	GBps        float64 `json:"gbps"`
+	CeilingGBps float64 `json:"ceiling_gbps"`
+	Bytes       int64   `json:"bytes"`
+	MsMin       float64 `json:"ms_min"`
+	MsMax       float64 `json:"ms_max"`
+	PctOfCeil   float64 `json:"pct_of_ceiling"`
+	Shape       string  `json:"shape"`
+}
+
+// kernelCase is one op ready to run on a device: run queues it, reset
+// restores what it overwrites (may be nil), free releases its buffers.
+type kernelCase struct {
+	shape string
+	bytes int64
+	run   func()
+	reset func()
+	free  func()
+}
+
+// BenchKernels runs the micro-benchmarks on fused and on plain (a device
+// of the decomposed form on the same context) under the BF16 policy's
+// dtypes and returns a result per op and form.
+func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error) {
+	if fused == nil || plain == nil || !fused.Fused() || plain.Fused() {
+		return nil, fmt.Errorf("gpu: bench: BenchKernels needs a fused and a decomposed GPU device")
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = 3
+	}
+	if o.Repeats <= 0 {
+		o.Repeats = 20
+	}
+	if o.CeilingGBps <= 0 {
+		o.CeilingGBps = H200CopyGBps
+	}
+	ops := o.Ops
+	if len(ops) == 0 {
+		ops = KernelOps
+	}
+	ctx := fused.Context()
+	flushBytes := uint64(max(4*ctx.Device.L2Bytes, 256<<20))
+	flush, err := ctx.Pool().Alloc(flushBytes)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: bench: L2 flush buffer: %w", err)
+	}
+	defer ctx.Pool().Free(flush)
+	var out []KernelResult
+	for _, name := range ops {
+		for _, d := range []*Device{fused, plain} {
+			kc, err := newKernelCase(name, d, o.Layout)
+			if err != nil {
+				return out, err
+			}
+			r, err := timeKernel(d, kc, flush, flushBytes, o)
+			kc.free()
+			if err != nil {
+				return out, fmt.Errorf("gpu: bench: %s: %w", name, err)
+			}
+			mode := "decomposed"
+			if d.Fused() {
+				mode = "fused"
+			}
+			r.Name, r.Mode, r.CeilingGBps = name, mode, o.CeilingGBps
+			r.GBps = float64(kc.bytes) / (r.Ms * 1e6)
+			r.PctOfCeil = 100 * r.GBps / o.CeilingGBps
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// timeKernel runs kc warmup+repeats times and returns the median.
+func timeKernel(d *Device, kc *kernelCase, flush cuda.DevicePtr, flushBytes uint64, o KernelOptions) (KernelResult, error) {
+	ctx, s := d.Context(), d.Stream()
+	start, err := ctx.NewEvent()
+	if err != nil {
+		return KernelResult{}, err
+	}
+	defer start.Destroy()
+	end, err := ctx.NewEvent()
+	if err != nil {
+		return KernelResult{}, err
+	}
+	defer end.Destroy()
+	var ms []float64
+	for i := range o.Warmup + o.Repeats {
+		if kc.reset != nil {
+			kc.reset()
+		}
+		if err := s.Memset8(flush, uint8(i), flushBytes); err != nil {
+			return KernelResult{}, err
+		}
+		if err := start.Record(s); err != nil {
+			return KernelResult{}, err
+		}
+		kc.run()
+		if err := end.Record(s); err != nil {
+			return KernelResult{}, err
+		}
+		el, err := cuda.Elapsed(start, end)
+		if err != nil {
+			return KernelResult{}, err
+		}
+		if err := d.Sync(); err != nil {
+			return KernelResult{}, err
+		}
+		if i >= o.Warmup {
+			ms = append(ms, float64(el)/float64(time.Millisecond))
+		}
+	}
+	sort.Float64s(ms)
+	r := KernelResult{Bytes: kc.bytes, Shape: kc.shape, MsMin: ms[0], MsMax: ms[len(ms)-1]}
+	r.Ms = ms[len(ms)/2]
+	if len(ms)%2 == 0 {
+		r.Ms = (ms[len(ms)/2-1] + ms[len(ms)/2]) / 2
+	}
+	return r, nil
+}
+
+// allocs allocates device tensors and fills them with fresh random values
+// (never zeros); free releases them all.
+type allocs struct {
+	d   *Device
+	rng *tensor.RNG
+	ts  []*tensor.Tensor
+	err error
+}
+
+// randTile is the most fresh random values rand draws on the host; larger
+// tensors repeat the tile (device copies), which changes no timing.
+const randTile = 1 << 22
+
+// rand returns a device tensor of normal values mean + std·N(0,1) in dt.
+func (a *allocs) rand(dt tensor.DType, mean, std float64, shape ...int) *tensor.Tensor {
+	t := a.zeros(dt, shape...)
+	if t == nil {
+		return nil
+	}
+	n := t.Numel()
+	k := min(n, randTile)
+	h := tensor.New(dt, k)
+	v := make([]float32, k)
+	for i := range v {
+		v[i] = float32(mean + std*a.rng.Norm())
+	}
+	if err := h.SetF32(v); err != nil {
+		a.err = err
+		return t
+	}
+	a.d.Upload(t.MustView(0, k), h)
+	es := uint64(dt.Size())
+	for off := k; off < n && a.err == nil; off += k {
+		m := min(k, n-off)
+		a.err = a.d.Stream().CopyDtoD(cuda.DevicePtr(t.Dev)+cuda.DevicePtr(uint64(off)*es), cuda.DevicePtr(t.Dev), uint64(m)*es)
+	}
+	return t
+}
+
+// zeros returns a zeroed device tensor (for outputs only).
+func (a *allocs) zeros(dt tensor.DType, shape ...int) *tensor.Tensor {
+	if a.err != nil {
+		return nil
+	}
+	t, err := a.d.Alloc(dt, shape...)
+	if err != nil {
+		a.err = err
+		return nil
+	}
+	a.ts = append(a.ts, t)
+	return t
+}
+
+func (a *allocs) free() {
+	for _, t := range a.ts {
+		a.d.Free(t)
+	}
+}
+
+// newKernelCase allocates the inputs of op name on d at GPT-2 124M step
+// sizes (B 16, T 1024: N = 16384 rows of C = 768) under the BF16 policy.
+func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, error) {
+	const N, C, V = 16 * 1024, 768, 50304
+	a := &allocs{d: d, rng: tensor.NewRNG(uint64(time.Now().UnixNano()))}
+	bf, f32 := tensor.BF16, tensor.F32
+	nc := int64(N) * C
+	kc := &kernelCase{shape: fmt.Sprintf("N=%d C=%d bf16 (residual stream f32)", N, C), free: a.free}
+	switch name {
+	case "layernorm_fwd":
+		out, mean, rstd := a.zeros(bf, N, C), a.zeros(f32, N), a.zeros(f32, N)
+		inp, w, b := a.rand(f32, 0.5, 2, N, C), a.rand(bf, 1, 0.2, C), a.rand(bf, 0, 0.1, C)
+		kc.bytes = nc*(4+2) + 2*C*2 + 2*N*4
+		kc.run = func() { d.LayerNorm(out, mean, rstd, inp, w, b, N, C) }
+	case "residual_layernorm_fwd":
+		res, out, mean, rstd := a.zeros(f32, N, C), a.zeros(bf, N, C), a.zeros(f32, N), a.zeros(f32, N)
+		x, y, w, b := a.rand(f32, 0.5, 2, N, C), a.rand(bf, 0, 1, N, C), a.rand(bf, 1, 0.2, C), a.rand(bf, 0, 0.1, C)
+		kc.bytes = nc*(4+2+4+2) + 2*C*2 + 2*N*4
+		kc.run = func() { d.ResidualLayerNorm(res, out, mean, rstd, x, y, w, b, N, C) }
+	case "layernorm_bwd":
+		dinp, dw, db := a.rand(f32, 0, 1, N, C), a.rand(f32, 0, 1, C), a.rand(f32, 0, 1, C)
+		dout, inp, w := a.rand(bf, 0, 1, N, C), a.rand(f32, 0.5, 2, N, C), a.rand(bf, 1, 0.2, C)
+		mean, rstd := a.rand(f32, 0.5, 0.01, N), a.rand(f32, 0.5, 0.01, N)
+		kc.bytes = nc*(2+4+4+4) + C*2 + 2*N*4 + 2*2*C*4
+		kc.run = func() { d.LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, C) }
+	case "gelu_bwd":
+		n := N * 4 * C
+		dinp, inp, dout := a.zeros(bf, n), a.rand(bf, 0, 2, n), a.rand(bf, 0, 1, n)
+		kc.shape = fmt.Sprintf("n=%d (N=%d × 4C) bf16", n, N)
+		kc.bytes = int64(n) * 3 * 2
+		kc.run = func() { d.GELUBackward(dinp, inp, dout, n) }
+	case "adamw", "gradnorm", "cast_f32_bf16":
+		if layout == nil {
+			return nil, fmt.Errorf("gpu: bench: %s needs KernelOptions.Layout", name)
+		}
+		P := layout.Total
+		kc.shape = fmt.Sprintf("layout of %d parameters in %d tensors", P, len(layout.Segments))
+		grads := a.rand(f32, 0, 1e-2, P)
+		switch name {
+		case "adamw":
+			master, work := a.rand(f32, 0, 0.05, P), a.zeros(bf, P)
+			m, v := a.rand(f32, 0, 1e-3, P), a.rand(f32, 1e-6, 1e-7, P)
+			kc.shape += ", bf16 working copy"
+			kc.bytes = int64(P) * (4*4 + 3*4 + 2)
+			step := 0
+			kc.run = func() {
+				step++
+				d.AdamWStep(master, work, grads, m, v, layout, device.AdamW{
+					LR: 6e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: step, GradScale: 1,
+				})
+			}
+		case "gradnorm":
+			kc.bytes = int64(P) * 4
+			kc.run = func() { d.GradNorm(grads, 1) }
+		case "cast_f32_bf16":
+			work := a.zeros(bf, P)
+			kc.bytes = int64(P) * (4 + 2)
+			kc.run = func() { d.Cast(work, grads) }
+		}
+	case "crossentropy_fused_classifier":
+		logits, pristine := a.zeros(bf, N, V), a.rand(bf, 0, 2, N, V)
+		losses := a.zeros(f32, N)
+		tok := tensor.New(tensor.I32, N)
+		for i := range tok.I32() {
+			tok.I32()[i] = int32(a.rng.Intn(V))
+		}
+		targets := a.zeros(tensor.I32, N)
+		if a.err == nil {
+			d.Upload(targets, tok)
+		}
+		kc.shape = fmt.Sprintf("B=16 T=1024 V=%d bf16 logits, gradient written over them", V)
+		kc.bytes = int64(N)*int64(V)*2*2 + 2*N*4
+		kc.reset = func() {
+			if err := d.Stream().CopyDtoD(cuda.DevicePtr(logits.Dev), cuda.DevicePtr(pristine.Dev), uint64(logits.Bytes())); err != nil {
+				a.err = err
+			}
+		}
+		kc.run = func() { d.CrossEntropy(losses, logits, targets, N, V, 1/float32(N)) }
+	default:
+		return nil, fmt.Errorf("gpu: bench: no kernel micro-benchmark %q (have %v)", name, KernelOps)
+	}
+	if err := d.Sync(); err != nil || a.err != nil {
+		a.free()
+		if err == nil {
+			err = a.err
+		}
+		return nil, fmt.Errorf("gpu: bench: %s: %w", name, err)
+	}
+	return kc, nil
+}
+
+// KernelTable formats results as a fixed-width table: per op the fused and
+// decomposed times, their GB/s and share of the ceiling, and the speed-up.
+func KernelTable(rs []KernelResult) string {
+	s := fmt.Sprintf("%-30s %-10s %10s %10s %8s %8s\n", "op", "form", "ms", "GB/s", "% ceil", "speed-up")
+	fusedMs := map[string]float64{}
+	for _, r := range rs {
+		if r.Mode == "fused" {
+			fusedMs[r.Name] = r.Ms
+		}
+	}
+	for _, r := range rs {
+		up := ""
+		if f := fusedMs[r.Name]; r.Mode == "decomposed" && f > 0 {
+			up = fmt.Sprintf("%.2fx", r.Ms/f)
+		}
+		s += fmt.Sprintf("%-30s %-10s %10.4f %10.0f %7.1f%% %8s\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, up)
+	}
+	return s
+}

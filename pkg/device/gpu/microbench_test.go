@@ -1,0 +1,119 @@
+package gpu
+
+// microbench_test.go: BenchmarkKernels, the kernel micro-benchmarks
+// (microbench.go, BenchKernels) on this machine's GPU, fused against
+// decomposed, at GPT-2 124M sizes:
+//
+//	go test -c -o build/gpu/device-gpu.test ./pkg/device/gpu
+//	DRUTO_KERNEL_JSON=bench/results/kernels-h200.json \
+//	    build/gpu/device-gpu.test -test.run '^$' -test.bench Kernels -test.benchtime 1x
+//
+// It prints the table, reports each op's fused time and share of the copy
+// bandwidth as benchmark metrics, and with DRUTO_KERNEL_JSON set writes a
+// report in pkg/bench's Report format (device, driver, date, git revision;
+// one record whose "kernels" entries are the results; written here with the
+// same JSON keys, since pkg/bench imports this package) plus the full
+// results under "kernel_details". The git revision is DRUTO_GIT_REVISION,
+// else build/gpu/REVISION (scripts/gpu-build.sh writes it). Without a GPU
+// it skips (DRUTO_REQUIRE_GPU=1 makes that a failure).
+
+import (
+	"encoding/json"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/druto/druto/internal/atomicfile"
+	"github.com/druto/druto/pkg/gpt"
+)
+
+// benchKernel, benchRecord and benchReport have pkg/bench's Kernel, Record
+// and Report JSON keys (the fields a kernel record uses).
+type benchKernel struct {
+	Name        string  `json:"name"`
+	Mode        string  `json:"mode"`
+	Ms          float64 `json:"ms"`
+	GBps        float64 `json:"gbps"`
+	CeilingGBps float64 `json:"ceiling_gbps,omitempty"`
+}
+
+type benchRecord struct {
+	Config  string        `json:"config"`
+	Mode    string        `json:"mode"`
+	Kernels []benchKernel `json:"kernels"`
+}
+
+type benchReport struct {
+	Device    string         `json:"device"`
+	Driver    string         `json:"driver,omitempty"`
+	Date      string         `json:"date"`
+	Git       string         `json:"git"`
+	GoVersion string         `json:"go"`
+	CPUs      int            `json:"cpus"`
+	Records   []benchRecord  `json:"records"`
+	Details   []KernelResult `json:"kernel_details"`
+	Method    string         `json:"method"`
+}
+
+func BenchmarkKernels(b *testing.B) {
+	fx.once.Do(fx.setup) // the test binary's shared context and devices (gpu_test.go)
+	if fx.err != nil {
+		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
+			b.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %v", fx.err)
+		}
+		b.Skipf("no usable GPU, kernel benchmarks skipped: %v", fx.err)
+	}
+	fused, plain := fx.fused, fx.plain
+	cfg, err := gpt.Preset("gpt2-124M")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rs []KernelResult
+	for range b.N {
+		if rs, err = BenchKernels(fused, plain, KernelOptions{Layout: cfg.Layout()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%s\n%s", fused.Name(), KernelTable(rs))
+	for _, r := range rs {
+		if r.Mode == "fused" {
+			b.ReportMetric(r.Ms, r.Name+"_ms")
+			b.ReportMetric(r.PctOfCeil, r.Name+"_%ceil")
+		}
+	}
+	path := os.Getenv("DRUTO_KERNEL_JSON")
+	if path == "" {
+		return
+	}
+	rep := benchReport{Device: fx.ctx.Device.Name, Date: time.Now().UTC().Format(time.RFC3339), Git: "unknown",
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), Details: rs,
+		Method: "CUDA events around each op, L2 flushed (a write of 4x L2) before every run, 3 warm-up runs, median of 20; " +
+			"bytes = each input read once + each output written once, the same for both forms; ceiling = the measured " +
+			"device copy bandwidth; " + fused.Name()}
+	if fx.libs.NVML != nil {
+		if v, err := fx.libs.NVML.DriverVersion(); err == nil {
+			rep.Driver = v
+		}
+	}
+	rep.Driver = strings.TrimSpace(rep.Driver + " (CUDA " + fx.libs.Driver.Info().Version + ")")
+	if rev := os.Getenv("DRUTO_GIT_REVISION"); rev != "" {
+		rep.Git = rev
+	} else if raw, err := os.ReadFile("build/gpu/REVISION"); err == nil {
+		rep.Git = strings.TrimSpace(string(raw))
+	}
+	rec := benchRecord{Config: "kernel-microbench", Mode: "bf16"}
+	for _, r := range rs {
+		rec.Kernels = append(rec.Kernels, benchKernel{r.Name, r.Mode, r.Ms, r.GBps, r.CeilingGBps})
+	}
+	rep.Records = []benchRecord{rec}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := atomicfile.WriteFile(path, append(js, '\n')); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("wrote %s", path)
+}
