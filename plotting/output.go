@@ -124,6 +124,9 @@ func Show(p *plot.Plot, opts ...Option) error {
 		mime:                   content,
 		protocol.MIMETextPlain: alt,
 	}})
+	// Wait until GoNB has the display: a cell's program that exits right
+	// after Show would otherwise lose what is still in the pipe.
+	gonbui.Sync()
 	if err := gonbui.Error(); err != nil {
 		return fmt.Errorf("plotting: showing the plot: %w", err)
 	}

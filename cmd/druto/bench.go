@@ -103,6 +103,11 @@ func runBench(args []string) error {
 			fmt.Fprintf(os.Stderr, "  %-10s %-18s %9.2f ms/step %12.0f tok/s\n", c.Name, m, r.StepMs, r.TokensPerS)
 			rep.Records = append(rep.Records, r)
 		}
+		if c, ok := dev.(interface{ Close() error }); ok { // free the mode's device memory before the next
+			if err := c.Close(); err != nil {
+				return err
+			}
+		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\t")

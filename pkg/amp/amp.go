@@ -98,7 +98,7 @@ type OpPrecision struct {
 // Ops is the one place that says, per op, which precision it computes in and
 // stores in under policy p. The CPU reference and the GPU kernels follow it.
 func (p Policy) Ops() []OpPrecision {
-	h := p.Half().String()
+	h := p.String() // "fp32", "bf16" or "fp16"
 	acc := "fp32"
 	if p.Mixed() {
 		acc = h + " inputs, fp32 accumulate"
