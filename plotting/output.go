@@ -92,6 +92,10 @@ func writeAtomic(path string, data []byte) (err error) {
 	return nil
 }
 
+// syncDisplay waits for GoNB to acknowledge what was sent (a variable so
+// the test's fake pipe, which cannot acknowledge, can count the calls).
+var syncDisplay = gonbui.Sync
+
 // Show displays p inline in a GoNB notebook cell as a real image/svg+xml
 // output (or image/png with the PNG option), at Size (default DefaultWidth
 // x DefaultHeight). Outside a notebook (gonbui.IsNotebook false) it does
@@ -126,7 +130,7 @@ func Show(p *plot.Plot, opts ...Option) error {
 	}})
 	// Wait until GoNB has the display: a cell's program that exits right
 	// after Show would otherwise lose what is still in the pipe.
-	gonbui.Sync()
+	syncDisplay()
 	if err := gonbui.Error(); err != nil {
 		return fmt.Errorf("plotting: showing the plot: %w", err)
 	}

@@ -142,6 +142,9 @@ func TestShowInNotebook(t *testing.T) {
 	t.Setenv(protocol.GONB_PIPE_BACK_ENV, back)
 	gonbui.IsNotebook = true
 	defer func() { gonbui.IsNotebook = false }()
+	syncs := 0
+	syncDisplay = func() { syncs++ }
+	defer func() { syncDisplay = gonbui.Sync }()
 
 	p, err := SpeedUp(fixtureBench().Records)
 	if err != nil {
@@ -171,6 +174,9 @@ func TestShowInNotebook(t *testing.T) {
 	}
 	if len(msgs) != 2 {
 		t.Fatalf("%d displays sent, want 2", len(msgs))
+	}
+	if syncs != 2 {
+		t.Errorf("Show waited for GoNB %d times, want once per display", syncs)
 	}
 	svg, ok := msgs[0].Data[protocol.MIMEImageSVG].(string)
 	if !ok || !strings.Contains(svg, "<svg") || !strings.Contains(svg, "Speed-up over the baseline") {
