@@ -49,7 +49,13 @@ type Builder struct {
 	NVRTC    *cuda.NVRTC // nil: embedded PTX only
 	CacheDir string      // empty: DefaultCacheDir()
 	NoCache  bool        // neither read nor write the cache
+
+	// modules holds each (file, dtype) module built so far: the kernels of
+	// one .cu file share one compile and one module load.
+	modules map[string]*Built
 }
+
+func moduleKey(v Variant) string { return v.File + "/" + v.DType.String() }
 
 // DefaultCacheDir returns os.UserCacheDir()/druto/kernels.
 func DefaultCacheDir() (string, error) {
@@ -63,16 +69,17 @@ func DefaultCacheDir() (string, error) {
 // nvrtcOptions are the options every variant is compiled with.
 func nvrtcOptions(v Variant) []string { return []string{v.Define()} }
 
-// CacheKey returns the cache file name of a variant compiled for arch by
-// NVRTC version nvrtcVersion: it names the kernel, dtype, arch and version
-// and ends in a hash of the source bytes and options.
+// CacheKey returns the cache file name of a variant's module (its source
+// file compiled for its dtype) for arch by NVRTC version nvrtcVersion: it
+// names the file, dtype, arch and version and ends in a hash of the source
+// bytes and options. Every kernel of one file and dtype shares it.
 func CacheKey(v Variant, src []byte, arch, nvrtcVersion string) string {
 	h := sha256.New()
 	h.Write(src)
 	h.Write([]byte{0})
 	h.Write([]byte(strings.Join(nvrtcOptions(v), "\x00")))
 	sum := hex.EncodeToString(h.Sum(nil))
-	return fmt.Sprintf("%s-%s-%s-nvrtc%s-%s.cubin", v.Kernel, v.DType, arch, nvrtcVersion, sum[:16])
+	return fmt.Sprintf("%s-%s-%s-nvrtc%s-%s.cubin", strings.TrimSuffix(filepath.Base(v.File), ".cu"), v.DType, arch, nvrtcVersion, sum[:16])
 }
 
 // CompileOnly compiles a variant with NVRTC for any architecture (no device
@@ -106,6 +113,20 @@ func (b *Builder) BuildAll() ([]*Built, error) {
 // fails too is the result Unavailable, with Err set.
 func (b *Builder) Build(v Variant) *Built {
 	k := &Built{Variant: v, Arch: b.Ctx.Device.Arch()}
+	if m, ok := b.modules[moduleKey(v)]; ok {
+		// Same file and dtype as a kernel built before: reuse its module
+		// (compile and load times were reported with that kernel).
+		k.From, k.Module, k.CacheFile, k.Fallback, k.Log = m.From, m.Module, m.CacheFile, m.Fallback, m.Log
+		return b.finish(k)
+	}
+	defer func() {
+		if k.Module != nil {
+			if b.modules == nil {
+				b.modules = map[string]*Built{}
+			}
+			b.modules[moduleKey(v)] = k
+		}
+	}()
 	if b.NVRTC != nil {
 		if b.buildNVRTC(k) {
 			return b.finish(k)

@@ -108,7 +108,7 @@ func TestVariants(t *testing.T) {
 func TestCacheKey(t *testing.T) {
 	v := Variant{Kernel: "layernorm_forward", File: "layernorm.cu", DType: tensor.F16}
 	a := CacheKey(v, []byte("src"), "sm_90", "13.0")
-	if !strings.HasPrefix(a, "layernorm_forward-f16-sm_90-nvrtc13.0-") || !strings.HasSuffix(a, ".cubin") {
+	if !strings.HasPrefix(a, "layernorm-f16-sm_90-nvrtc13.0-") || !strings.HasSuffix(a, ".cubin") {
 		t.Fatalf("key %q", a)
 	}
 	for _, b := range []string{

@@ -157,9 +157,17 @@ func compileOnly(archs []string) ([]buildLine, error) {
 	var lines []buildLine
 	for _, arch := range archs {
 		arch = strings.TrimSpace(arch)
+		// One compile per source file and dtype: the kernels of a file
+		// share it (its time and size are reported on the first).
+		done := map[string]bool{}
 		for _, v := range vs {
+			key := v.File + "/" + v.DType.String()
+			if done[key] {
+				continue
+			}
+			done[key] = true
 			code, d, _, err := kernels.CompileOnly(n, v, arch)
-			l := buildLine{Kernel: v.Kernel, DType: v.DType.String(), Arch: arch, Status: "nvrtc " + n.Version(),
+			l := buildLine{Kernel: strings.TrimSuffix(v.File, ".cu") + ".*", DType: v.DType.String(), Arch: arch, Status: "nvrtc " + n.Version(),
 				CompileMS: millis(d.Microseconds()), Bytes: len(code)}
 			if err != nil {
 				l.Error = err.Error()
