@@ -62,6 +62,7 @@ func runTrain(args []string) error {
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
 	be := backendFlags(fs)
+	dp := distFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -104,6 +105,9 @@ func runTrain(args []string) error {
 		OutDir: *out, CheckpointEvery: *ckptEvery,
 	}
 	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if done, err := dp.setup(be, &opts, args); done || err != nil {
 		return err
 	}
 	trainT, valT, source, err := trainTokens(*dataPath, *seed)
