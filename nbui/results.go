@@ -15,8 +15,9 @@ import (
 // Results are the JSON files committed under a checkout's bench/results,
 // by kind; other files there (logs) are not listed.
 type Results struct {
-	Bench  []string // benchmark reports (pkg/bench.Report: a "records" list)
-	Detect []string // detect reports (druto.Report: "backend" and "host")
+	Bench   []string // training-step benchmark reports (pkg/bench.Report with step times)
+	Kernels []string // kernel micro-benchmark reports (records carrying only "kernels")
+	Detect  []string // detect reports (druto.Report: "backend" and "host")
 }
 
 // FindResults lists repo/bench/results/*.json by kind, sorted by name.
@@ -38,10 +39,12 @@ func FindResults(repo string) (Results, error) {
 		if err := json.Unmarshal(b, &top); err != nil {
 			return res, fmt.Errorf("nbui: %s: %w", f, err)
 		}
-		_, records := top["records"]
+		raw, records := top["records"]
 		_, backend := top["backend"]
 		_, host := top["host"]
 		switch {
+		case records && kernelsOnly(raw):
+			res.Kernels = append(res.Kernels, f)
 		case records:
 			res.Bench = append(res.Bench, f)
 		case backend && host:
@@ -111,4 +114,22 @@ func DetectSummaryTable(lang string, paths ...string) (*Table, error) {
 			fmt.Sprintf("%d/%d", passed, tested), fmt.Sprintf("%.1e", worst))
 	}
 	return t, nil
+}
+
+// kernelsOnly reports whether every record carries kernel timings and no
+// training-step time: a micro-benchmark report, plotted as bandwidth.
+func kernelsOnly(raw json.RawMessage) bool {
+	var recs []struct {
+		StepMs  float64           `json:"step_ms"`
+		Kernels []json.RawMessage `json:"kernels"`
+	}
+	if json.Unmarshal(raw, &recs) != nil || len(recs) == 0 {
+		return false
+	}
+	for _, r := range recs {
+		if r.StepMs != 0 || len(r.Kernels) == 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -219,3 +219,22 @@ func TestTicks(t *testing.T) {
 		t.Errorf("Bangla tick %q", got)
 	}
 }
+
+// TestReadBenchKernelsOnly: a micro-benchmark report (kernel timings, no
+// step times) needs no baseline and feeds Bandwidth.
+func TestReadBenchKernelsOnly(t *testing.T) {
+	js := `{"device":"d","records":[{"config":"kernel-microbench","mode":"bf16",
+	  "kernels":[{"name":"layernorm_fwd","mode":"fused","ms":0.03,"gbps":2800,"ceiling_gbps":4270},
+	             {"name":"layernorm_fwd","mode":"decomposed","ms":0.11,"gbps":660,"ceiling_gbps":4270}]}]}`
+	b, err := ParseBench(strings.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Bandwidth(b.Records); err != nil {
+		t.Fatal(err)
+	}
+	bad := `{"records":[{"config":"tiny","mode":"fused+fp32","step_ms":5}]}`
+	if _, err := ParseBench(strings.NewReader(bad)); !errors.Is(err, ErrBaseline) {
+		t.Errorf("step records without a baseline: %v, want ErrBaseline", err)
+	}
+}
