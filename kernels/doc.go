@@ -5,6 +5,11 @@
 // and "// druto:dtypes" lines; a Variant is one kernel for one dtype, chosen
 // at compile time with -DDTYPE=DRUTO_F32, DRUTO_BF16 or DRUTO_F16. The
 // sources include no CUDA headers, so NVRTC and nvcc compile the same text.
+// What the files share (the dtypes and their conversions, 4-wide vector
+// loads, warp sums) is in common.cuh, which each file includes with
+// `#include "common.cuh"`: nvcc reads it from this folder, and Source
+// pastes it in place of that line for NVRTC (Expand). Every module of a
+// file and dtype holds all of the file's kernels.
 //
 // Builder makes a variant ready on a device, best way first:
 //
@@ -19,8 +24,10 @@
 // Each step's failure is recorded in the result (Fallback, CacheErr); a
 // variant for which even the PTX fails is Unavailable, and the op runs its
 // decomposed form. The PTX is regenerated with `go generate ./kernels`
-// (gen-ptx.sh, nvcc 11.8), which writes each source's sha256 into the PTX
-// header; TestPTXUpToDate fails when a .cu changed and its PTX did not.
-// The launchers, one Go file per .cu (layernorm.go), validate sizes and
-// pick the grid.
+// (gen-ptx.sh, nvcc 11.8), which writes each source's sha256, and each
+// included header's, into the PTX header; TestPTXUpToDate fails when a .cu
+// or a header changed and the PTX did not.
+// pkg/device/gpu launches the kernels (one Go file per .cu); layernorm.go
+// here keeps a stand-alone launcher of layernorm_forward for detect's
+// self-test.
 package kernels
