@@ -2,6 +2,7 @@ package device
 
 import (
 	"errors"
+	"math"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -122,4 +123,39 @@ type Device interface {
 	// GradNorm returns the global L2 norm of grads·scale in fp32 and whether
 	// every element was finite, in one pass over the buffer.
 	GradNorm(grads *T, scale float32) (norm float32, finite bool)
+}
+
+// AdamWConsts are the scalars of one AdamW step, computed in float64 and
+// rounded to float32 as torch's Python scalars are. The CPU reference and
+// the GPU kernels both take them from Consts, so they round alike.
+type AdamWConsts struct {
+	GS      float32 // gradient scale (GradScale, 0 meaning 1)
+	Scaled  bool    // GS != 1
+	Decay   float32 // 1 - lr·wd
+	DoDecay bool    // lr·wd != 0
+	W1      float32 // 1 - β1, the lerp weight of m
+	Small   bool    // |W1| < 0.5: lerp as m + W1(g-m), else g + (W1-1)(g-m)
+	B2, W2  float32 // β2, 1 - β2
+	Step    float32 // -lr / (1 - β1ᵗ)
+	BC2     float32 // sqrt(1 - β2ᵗ)
+	Eps     float32
+}
+
+// Consts derives the step's scalars from the hyper-parameters.
+func (hp AdamW) Consts() AdamWConsts {
+	gs := hp.GradScale
+	if gs == 0 {
+		gs = 1
+	}
+	b1, b2, lr, wd := float64(hp.Beta1), float64(hp.Beta2), float64(hp.LR), float64(hp.WeightDecay)
+	w1 := float32(1 - b1)
+	return AdamWConsts{
+		GS: gs, Scaled: gs != 1,
+		Decay: float32(1 - lr*wd), DoDecay: lr*wd != 0,
+		W1: w1, Small: math.Abs(float64(w1)) < 0.5,
+		B2: hp.Beta2, W2: float32(1 - b2),
+		Step: float32(-(lr / (1 - math.Pow(b1, float64(hp.Step))))),
+		BC2:  float32(math.Sqrt(1 - math.Pow(b2, float64(hp.Step)))),
+		Eps:  hp.Eps,
+	}
 }

@@ -36,37 +36,10 @@ type adamSpan struct {
 	decay  bool
 }
 
-// adamConsts are the per-step scalars, rounded to float32.
-type adamConsts struct {
-	gs      float32 // grad scale
-	scaled  bool    // gs != 1
-	decay   float32 // 1 - lr·wd
-	doDecay bool    // wd != 0 and lr != 0
-	w1      float32 // 1 - β1, the lerp weight
-	small   bool    // |w1| < 0.5: lerp as m + w1(g-m), else g + (w1-1)(g-m)
-	b2, w2  float32 // β2, 1 - β2
-	step    float32 // -lr / (1 - β1ᵗ)
-	bc2     float32 // sqrt(1 - β2ᵗ)
-	eps     float32
-}
+// adamConsts are the per-step scalars (shared with the other device).
+type adamConsts = device.AdamWConsts
 
-func newAdamConsts(hp device.AdamW) adamConsts {
-	gs := hp.GradScale
-	if gs == 0 {
-		gs = 1
-	}
-	b1, b2, lr, wd := float64(hp.Beta1), float64(hp.Beta2), float64(hp.LR), float64(hp.WeightDecay)
-	w1 := float32(1 - b1)
-	return adamConsts{
-		gs: gs, scaled: gs != 1,
-		decay: float32(1 - lr*wd), doDecay: lr*wd != 0,
-		w1: w1, small: math.Abs(float64(w1)) < 0.5,
-		b2: hp.Beta2, w2: float32(1 - b2),
-		step: float32(-(lr / (1 - math.Pow(b1, float64(hp.Step))))),
-		bc2:  float32(math.Sqrt(1 - math.Pow(b2, float64(hp.Step)))),
-		eps:  hp.Eps,
-	}
-}
+func newAdamConsts(hp device.AdamW) adamConsts { return hp.Consts() }
 
 // AdamWStep updates master, m and v in place over every segment of layout
 // and, when work is not nil, writes the updated parameters rounded to work's
@@ -146,25 +119,25 @@ func adamWChunk(p, g, m, v []float32, work *tensor.Tensor, off int, decay bool, 
 			bf = work.DType == tensor.BF16
 		}
 	}
-	decay = decay && c.doDecay
+	decay = decay && c.DoDecay
 	for i := range p {
 		gi := g[i]
-		if c.scaled {
-			gi *= c.gs
+		if c.Scaled {
+			gi *= c.GS
 		}
 		pi := p[i]
 		if decay {
-			pi *= c.decay
+			pi *= c.Decay
 		}
 		mi := m[i]
-		if c.small {
-			mi += c.w1 * (gi - mi)
+		if c.Small {
+			mi += c.W1 * (gi - mi)
 		} else {
-			mi = gi + (c.w1-1)*(gi-mi)
+			mi = gi + (c.W1-1)*(gi-mi)
 		}
-		vi := v[i]*c.b2 + c.w2*gi*gi
-		den := float32(math.Sqrt(float64(vi)))/c.bc2 + c.eps
-		pi += c.step * (mi / den)
+		vi := v[i]*c.B2 + c.W2*gi*gi
+		den := float32(math.Sqrt(float64(vi)))/c.BC2 + c.Eps
+		pi += c.Step * (mi / den)
 		p[i], m[i], v[i] = pi, mi, vi
 		switch {
 		case wf != nil:
@@ -190,39 +163,39 @@ func (d *Device) adamWDecomposed(master, work, grads, m, v *tensor.Tensor, spans
 		ps, ms, vs := p[s.lo:s.hi], mm[s.lo:s.hi], vv[s.lo:s.hi]
 		gs, dn := g[s.lo:s.hi], den[:n]
 		pass := func(fn func(lo, hi int)) { d.parallel(n, 1<<15, fn) }
-		if c.scaled { // g = grad·scale (out of place: grads are an input)
+		if c.Scaled { // g = grad·scale (out of place: grads are an input)
 			src := gs
 			gs = gbuf[:n]
 			pass(func(lo, hi int) {
 				for i := lo; i < hi; i++ {
-					gs[i] = src[i] * c.gs
+					gs[i] = src[i] * c.GS
 				}
 			})
 		}
-		if s.decay && c.doDecay { // p.mul_(1 - lr·wd)
+		if s.decay && c.DoDecay { // p.mul_(1 - lr·wd)
 			pass(func(lo, hi int) {
 				for i := lo; i < hi; i++ {
-					ps[i] *= c.decay
+					ps[i] *= c.Decay
 				}
 			})
 		}
 		pass(func(lo, hi int) { // m.lerp_(g, 1-β1)
 			for i := lo; i < hi; i++ {
-				if c.small {
-					ms[i] += c.w1 * (gs[i] - ms[i])
+				if c.Small {
+					ms[i] += c.W1 * (gs[i] - ms[i])
 				} else {
-					ms[i] = gs[i] + (c.w1-1)*(gs[i]-ms[i])
+					ms[i] = gs[i] + (c.W1-1)*(gs[i]-ms[i])
 				}
 			}
 		})
 		pass(func(lo, hi int) { // v.mul_(β2)
 			for i := lo; i < hi; i++ {
-				vs[i] *= c.b2
+				vs[i] *= c.B2
 			}
 		})
 		pass(func(lo, hi int) { // v.addcmul_(g, g, 1-β2)
 			for i := lo; i < hi; i++ {
-				vs[i] += c.w2 * gs[i] * gs[i]
+				vs[i] += c.W2 * gs[i] * gs[i]
 			}
 		})
 		pass(func(lo, hi int) { // den = v.sqrt()
@@ -232,17 +205,17 @@ func (d *Device) adamWDecomposed(master, work, grads, m, v *tensor.Tensor, spans
 		})
 		pass(func(lo, hi int) { // den /= sqrt(bc2)
 			for i := lo; i < hi; i++ {
-				dn[i] /= c.bc2
+				dn[i] /= c.BC2
 			}
 		})
 		pass(func(lo, hi int) { // den += eps
 			for i := lo; i < hi; i++ {
-				dn[i] += c.eps
+				dn[i] += c.Eps
 			}
 		})
 		pass(func(lo, hi int) { // p.addcdiv_(m, den, -lr/bc1)
 			for i := lo; i < hi; i++ {
-				ps[i] += c.step * (ms[i] / dn[i])
+				ps[i] += c.Step * (ms[i] / dn[i])
 			}
 		})
 		if work != nil { // work[seg].copy_(p)

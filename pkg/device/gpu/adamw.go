@@ -19,7 +19,6 @@ package gpu
 
 import (
 	"fmt"
-	"math"
 	"sort"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -30,38 +29,10 @@ import (
 // adamChunk is the most elements one block of adamw_fused updates.
 const adamChunk = 16384
 
-// adamConsts are the per-step scalars, computed in float64 and rounded to
-// float32 as torch's Python scalars are (the CPU reference's newAdamConsts).
-type adamConsts struct {
-	gs      float32 // grad scale
-	scaled  bool    // gs != 1
-	decay   float32 // 1 - lr·wd
-	doDecay bool    // lr·wd != 0
-	w1      float32 // 1 - β1, the lerp weight
-	small   bool    // |w1| < 0.5: lerp as m + w1(g-m), else g + (w1-1)(g-m)
-	b2, w2  float32 // β2, 1 - β2
-	step    float32 // -lr / (1 - β1ᵗ)
-	bc2     float32 // sqrt(1 - β2ᵗ)
-	eps     float32
-}
+// adamConsts are the per-step scalars (shared with the other device).
+type adamConsts = device.AdamWConsts
 
-func newAdamConsts(hp device.AdamW) adamConsts {
-	gs := hp.GradScale
-	if gs == 0 {
-		gs = 1
-	}
-	b1, b2, lr, wd := float64(hp.Beta1), float64(hp.Beta2), float64(hp.LR), float64(hp.WeightDecay)
-	w1 := float32(1 - b1)
-	return adamConsts{
-		gs: gs, scaled: gs != 1,
-		decay: float32(1 - lr*wd), doDecay: lr*wd != 0,
-		w1: w1, small: math.Abs(float64(w1)) < 0.5,
-		b2: hp.Beta2, w2: float32(1 - b2),
-		step: float32(-(lr / (1 - math.Pow(b1, float64(hp.Step))))),
-		bc2:  float32(math.Sqrt(1 - math.Pow(b2, float64(hp.Step)))),
-		eps:  hp.Eps,
-	}
-}
+func newAdamConsts(hp device.AdamW) adamConsts { return hp.Consts() }
 
 // b2i is 1 for true.
 func b2i(b bool) int {
@@ -204,7 +175,7 @@ func (d *Device) kAdamWFused(wdt tensor.DType, chunks int, master, work, grads, 
 	vec := vec4(d.ptr(master), 4, d.ptr(grads), 4, d.ptr(m), 4, d.ptr(v), 4, d.ptr(work), wdt.Size())
 	return d.run("adamw_fused", wdt, cuda.D1(chunks), cuda.D1(ewThreads), 0,
 		d.ptr(master), d.ptr(work), d.ptr(grads), d.ptr(m), d.ptr(v), table,
-		c.gs, b2i(c.scaled), c.decay, b2i(c.doDecay), c.w1, b2i(c.small), c.b2, c.w2, c.step, c.bc2, c.eps, vec)
+		c.GS, b2i(c.Scaled), c.Decay, b2i(c.DoDecay), c.W1, b2i(c.Small), c.B2, c.W2, c.Step, c.BC2, c.Eps, vec)
 }
 
 // The ops of adamw_pass.
@@ -236,23 +207,23 @@ func (d *Device) adamWDecomposed(wdt tensor.DType, master, work, grads, m, v *te
 		n := int64(s.hi - s.lo)
 		p, g, ms, vs := at(master, s.lo), at(grads, s.lo), at(m, s.lo), at(v, s.lo)
 		pass := func(op int, a, b, cc cuda.DevicePtr, scalar float32) bool {
-			return d.run("adamw_pass", wdt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, op, a, b, cc, scalar, b2i(c.small), n)
+			return d.run("adamw_pass", wdt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, op, a, b, cc, scalar, b2i(c.Small), n)
 		}
 		ok := true
-		if c.scaled { // g = grad·scale, out of place: grads are an input
-			ok = pass(adamScaleInto, gbuf, g, 0, c.gs)
+		if c.Scaled { // g = grad·scale, out of place: grads are an input
+			ok = pass(adamScaleInto, gbuf, g, 0, c.GS)
 			g = gbuf
 		}
-		if ok && s.decay && c.doDecay { // p.mul_(1 - lr·wd)
-			ok = pass(adamScale, p, 0, 0, c.decay)
+		if ok && s.decay && c.DoDecay { // p.mul_(1 - lr·wd)
+			ok = pass(adamScale, p, 0, 0, c.Decay)
 		}
-		ok = ok && pass(adamLerp, ms, g, 0, c.w1) && // m.lerp_(g, 1-β1)
-			pass(adamScale, vs, 0, 0, c.b2) && // v.mul_(β2)
-			pass(adamAddcmul, vs, g, 0, c.w2) && // v.addcmul_(g, g, 1-β2)
+		ok = ok && pass(adamLerp, ms, g, 0, c.W1) && // m.lerp_(g, 1-β1)
+			pass(adamScale, vs, 0, 0, c.B2) && // v.mul_(β2)
+			pass(adamAddcmul, vs, g, 0, c.W2) && // v.addcmul_(g, g, 1-β2)
 			pass(adamSqrtInto, den, vs, 0, 0) && // den = v.sqrt()
-			pass(adamDiv, den, 0, 0, c.bc2) && // den /= sqrt(bc2)
-			pass(adamAddScalar, den, 0, 0, c.eps) && // den += eps
-			pass(adamAddcdiv, p, ms, den, c.step) // p.addcdiv_(m, den, step)
+			pass(adamDiv, den, 0, 0, c.BC2) && // den /= sqrt(bc2)
+			pass(adamAddScalar, den, 0, 0, c.Eps) && // den += eps
+			pass(adamAddcdiv, p, ms, den, c.Step) // p.addcdiv_(m, den, step)
 		if ok && work != nil { // work[seg].copy_(p)
 			ok = d.run("adamw_store_work", wdt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, at(work, s.lo), p, n)
 		}
