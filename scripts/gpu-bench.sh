@@ -41,7 +41,6 @@ run=$(mktemp -d)
 
 {
   timeout 120 $B/device-gpu.test -test.v -test.run "${TESTS:-TestGPU}"; echo "tests rc=$?"
-  DRUTO_KERNEL_JSON="$OUT/kernels-h200.json" DRUTO_GIT_REVISION="$(cat $B/REVISION)" timeout 90 \
-    $B/device-gpu.test -test.run XXX -test.bench Kernels -test.benchtime 1x; echo "kernels rc=$?"
+  timeout 90 $B/druto bench --backend gpu --kernels --json "$OUT/kernels-h200.json"; echo "kernels rc=$?"
 } > "$OUT/tests.log" 2>&1
 echo "done $(date -u +%FT%TZ)" >> "$OUT/env.log"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 )
 
@@ -68,12 +69,16 @@ func runBench(args []string) error {
 	steps := fs.Int("steps", 20, "timed steps per mode (the median is reported)")
 	warmup := fs.Int("warmup", 3, "untimed warm-up steps")
 	out := fs.String("json", "", "write the report here (JSON)")
+	kernelsOnly := fs.Bool("kernels", false, "GPU kernel micro-benchmarks (L2 flushed, CUDA events) instead of training steps")
 	be := backendFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *steps < 1 || *warmup < 0 {
 		return fmt.Errorf("--steps %d must be >= 1 and --warmup %d >= 0", *steps, *warmup)
+	}
+	if *kernelsOnly {
+		return benchKernels(be, *out)
 	}
 	ms, err := parseModes(*modes)
 	if err != nil {
@@ -124,4 +129,49 @@ func runBench(args []string) error {
 		return rep.Save(*out)
 	}
 	return nil
+}
+
+// benchKernels times each fused op against its decomposed form on the GPU
+// (shapes of gpt2-124M at B16 T1024 under bf16) and reports GB/s against
+// the copy-bandwidth ceiling.
+func benchKernels(be *backend, out string) error {
+	open := func(fused bool) (*gpu.Device, error) {
+		*be.fused = fused
+		dev, why, err := be.open()
+		if err != nil {
+			return nil, err
+		}
+		g, ok := dev.(*gpu.Device)
+		if !ok {
+			return nil, fmt.Errorf("--kernels needs the GPU backend; %s", why)
+		}
+		return g, nil
+	}
+	fused, err := open(true)
+	if err != nil {
+		return err
+	}
+	defer fused.Close()
+	plain, err := open(false)
+	if err != nil {
+		return err
+	}
+	defer plain.Close()
+	cfg, _ := gpt.Preset("gpt2-124M")
+	rs, err := gpu.BenchKernels(fused, plain, gpu.KernelOptions{Layout: cfg.Layout()})
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "op\tform\tms\tGB/s\t% of ceiling\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.0f\t%.1f\t\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil)
+	}
+	tw.Flush()
+	if out == "" {
+		return nil
+	}
+	rep := bench.NewReport(fused.Name())
+	rep.Records = []bench.Record{bench.KernelRecord(rs)}
+	return rep.Save(out)
 }
