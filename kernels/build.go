@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -51,8 +52,15 @@ type Builder struct {
 	NoCache  bool        // neither read nor write the cache
 
 	// modules holds each (file, dtype) module built so far: the kernels of
-	// one .cu file share one compile and one module load.
-	modules map[string]*Built
+	// one .cu file share one compile and one module load. Build may be
+	// called from several goroutines; each module is built once.
+	mu      sync.Mutex
+	modules map[string]*moduleEntry
+}
+
+type moduleEntry struct {
+	once sync.Once
+	k    *Built // the first kernel built from the module
 }
 
 func moduleKey(v Variant) string { return v.File + "/" + v.DType.String() }
@@ -112,21 +120,35 @@ func (b *Builder) BuildAll() ([]*Built, error) {
 // recorded (Fallback, CacheErr) and the next step tried; only when the PTX
 // fails too is the result Unavailable, with Err set.
 func (b *Builder) Build(v Variant) *Built {
-	k := &Built{Variant: v, Arch: b.Ctx.Device.Arch()}
-	if m, ok := b.modules[moduleKey(v)]; ok {
-		// Same file and dtype as a kernel built before: reuse its module
-		// (compile and load times were reported with that kernel).
-		k.From, k.Module, k.CacheFile, k.Fallback, k.Log = m.From, m.Module, m.CacheFile, m.Fallback, m.Log
-		return b.finish(k)
+	b.mu.Lock()
+	if b.modules == nil {
+		b.modules = map[string]*moduleEntry{}
 	}
-	defer func() {
-		if k.Module != nil {
-			if b.modules == nil {
-				b.modules = map[string]*Built{}
-			}
-			b.modules[moduleKey(v)] = k
-		}
-	}()
+	e := b.modules[moduleKey(v)]
+	if e == nil {
+		e = &moduleEntry{}
+		b.modules[moduleKey(v)] = e
+	}
+	b.mu.Unlock()
+	first := false
+	e.once.Do(func() { first, e.k = true, b.build(v) })
+	if first {
+		return e.k
+	}
+	// Same file and dtype as a kernel built before: reuse its module
+	// (compile and load times were reported with that kernel).
+	m := e.k
+	k := &Built{Variant: v, Arch: m.Arch, From: m.From, Module: m.Module, CacheFile: m.CacheFile, Fallback: m.Fallback, Log: m.Log}
+	if m.Module == nil {
+		k.Err = m.Err
+		return k
+	}
+	return b.finish(k)
+}
+
+// build makes v's module ready (see Build).
+func (b *Builder) build(v Variant) *Built {
+	k := &Built{Variant: v, Arch: b.Ctx.Device.Arch()}
 	if b.NVRTC != nil {
 		if b.buildNVRTC(k) {
 			return b.finish(k)
