@@ -13,6 +13,7 @@ type backend struct {
 	name    *string
 	fused   *bool
 	threads *int
+	report  druto.Report // the detect report of the last open
 }
 
 func backendFlags(fs *flag.FlagSet) *backend {
@@ -29,5 +30,6 @@ func (b *backend) open() (device.Device, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	b.report = rep
 	return dev, rep.Reason, nil
 }

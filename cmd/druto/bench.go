@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/druto/druto"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
 	"github.com/druto/druto/pkg/device/gpu"
@@ -96,7 +97,7 @@ func runBench(args []string) error {
 			return err
 		}
 		if rep == nil {
-			rep = bench.NewReport(dev.Name())
+			rep = newReport(dev.Name(), be)
 			rep.PeakFLOPs, rep.PeakNote = bench.Peak(dev)
 			fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.1f TFLOP/s (%s)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
 		}
@@ -171,7 +172,20 @@ func benchKernels(be *backend, out string) error {
 	if out == "" {
 		return nil
 	}
-	rep := bench.NewReport(fused.Name())
+	rep := newReport(fused.Name(), be)
 	rep.Records = []bench.Record{bench.KernelRecord(rs)}
 	return rep.Save(out)
+}
+
+// newReport starts a benchmark report stamped with the binary's revision
+// and the driver detection found.
+func newReport(device string, be *backend) *bench.Report {
+	rep := bench.NewReport(device)
+	if druto.Revision != "" {
+		rep.Git = druto.Revision
+	}
+	if d := be.report.Driver; d != nil && d.Version != "" {
+		rep.Driver = d.Version + " (CUDA " + d.CUDA + ")"
+	}
+	return rep
 }
