@@ -155,7 +155,11 @@ func runTrain(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f val %.4f in %s; checkpoint %s\n",
-		final.Step, final.Loss, final.ValLoss, time.Since(start).Round(time.Millisecond), filepath.Join(*out, train.ModelFile))
+	where := "no checkpoint (rank > 0: rank 0 writes)"
+	if opts.OutDir != "" {
+		where = "checkpoint " + filepath.Join(opts.OutDir, train.ModelFile)
+	}
+	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f val %.4f in %s; %s\n",
+		final.Step, final.Loss, final.ValLoss, time.Since(start).Round(time.Millisecond), where)
 	return nil
 }
