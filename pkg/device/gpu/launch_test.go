@@ -175,23 +175,7 @@ func TestLaunchSignatures(t *testing.T) {
 					if len(got) == 0 && !(c.name == "Cast" && h == r) {
 						t.Errorf("%s: nothing launched", name)
 					}
-					for _, l := range got {
-						key := l.kernel + "/" + l.dt.String()
-						params, ok := sigs[key]
-						if !ok {
-							t.Errorf("%s: launches %s, which is not built", name, key)
-							continue
-						}
-						if len(params) != len(l.args) {
-							t.Errorf("%s: %s takes %d parameters %v, launched with %d", name, key, len(params), params, len(l.args))
-							continue
-						}
-						for i, a := range l.args {
-							if !argKind(a, params[i]) {
-								t.Errorf("%s: %s parameter %d is %s, launched with %T", name, key, i, params[i], a)
-							}
-						}
-					}
+					checkSigs(t, name, sigs, got)
 				}
 			}
 		}
