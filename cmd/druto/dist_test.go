@@ -215,8 +215,17 @@ func TestLaunchRanksStopsOthers(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh")
 	}
-	script := `echo "hello from $RANK"; if [ "$RANK" = 1 ]; then echo "first" >&2; printf "boom on rank 1" >&2; exit 3; fi; sleep 30`
-	envs := [][]string{{"RANK=0"}, {"RANK=1"}, {"RANK=2"}}
+	// Rank 1 fails only after ranks 0 and 2 have printed (each touches a
+	// file after its echo): otherwise the launcher may rightly kill them
+	// before their first line, and the test would race with it.
+	dir := t.TempDir()
+	script := `echo "hello from $RANK"; touch "$DIR/$RANK"
+if [ "$RANK" = 1 ]; then
+  i=0; while [ ! -e "$DIR/0" ] || [ ! -e "$DIR/2" ]; do i=$((i+1)); [ $i -gt 500 ] && exit 9; sleep 0.01; done
+  echo "first" >&2; printf "boom on rank 1" >&2; exit 3
+fi
+exec sleep 30`
+	envs := [][]string{{"RANK=0", "DIR=" + dir}, {"RANK=1", "DIR=" + dir}, {"RANK=2", "DIR=" + dir}}
 	var stdout, stderr syncBuffer
 	start := time.Now()
 	err = launchRanks(sh, []string{"-c", script}, envs, &stdout, &stderr)
