@@ -50,7 +50,10 @@ func ExampleNewLoader() {
 	in, tg := make([]int32, 4), make([]int32, 4)
 	for range l.Batches() + 1 {
 		pos := l.Pos()
-		l.Next(in, tg)
+		if err := l.Next(in, tg); err != nil {
+			fmt.Println(err)
+			return
+		}
 		fmt.Println(pos, in, tg)
 	}
 	// Output:

@@ -55,13 +55,13 @@ func NewShardedLoader(tokens []int32, B, T, rank, world int) (*Loader, error) {
 // Next fills inputs with the B*T tokens at the current position and targets
 // with the B*T tokens one further on, then advances the position by B*T
 // (back to 0 when the next batch would not fit). inputs and targets must
-// each have length B*T: passing shorter buffers is a programming error and
-// panics, as an out-of-range slice index would.
-func (l *Loader) Next(inputs, targets []int32) {
+// each have length B*T; otherwise Next returns an error and neither fills
+// the buffers nor moves.
+func (l *Loader) Next(inputs, targets []int32) error {
 	n := l.b * l.t
 	if len(inputs) != n || len(targets) != n {
-		panic(fmt.Sprintf("data: Loader.Next: inputs and targets must have length B*T = %d, have %d and %d",
-			n, len(inputs), len(targets)))
+		return fmt.Errorf("data: Loader.Next: inputs and targets must have length B*T = %d, have %d and %d",
+			n, len(inputs), len(targets))
 	}
 	start := l.pos + l.rank*n
 	copy(inputs, l.tokens[start:start+n])
@@ -71,6 +71,7 @@ func (l *Loader) Next(inputs, targets []int32) {
 	if l.pos+g+1 > len(l.tokens) {
 		l.pos = 0
 	}
+	return nil
 }
 
 // Pos returns the token offset of the next batch, the value a checkpoint

@@ -29,7 +29,7 @@ func TestLoaderBatches(t *testing.T) {
 		if l.Pos() != start {
 			t.Fatalf("Pos() = %d, want %d", l.Pos(), start)
 		}
-		l.Next(in, tg)
+		mustNext(t, l, in, tg)
 		if !slices.Equal(in, tokens[start:start+B*T]) {
 			t.Fatalf("inputs at %d = %v, want the window %v", start, in, tokens[start:start+B*T])
 		}
@@ -51,7 +51,7 @@ func TestLoaderExactFit(t *testing.T) {
 	}
 	in, tg := make([]int32, 12), make([]int32, 12)
 	for range 3 {
-		l.Next(in, tg)
+		mustNext(t, l, in, tg)
 		if in[0] != 0 || tg[11] != 12 || l.Pos() != 0 {
 			t.Fatalf("inputs %v targets %v pos %d", in, tg, l.Pos())
 		}
@@ -66,10 +66,10 @@ func TestLoaderSeekPosReset(t *testing.T) {
 	}
 	in, tg := make([]int32, 8), make([]int32, 8)
 	for range 5 {
-		l.Next(in, tg)
+		mustNext(t, l, in, tg)
 	}
 	saved := l.Pos()
-	l.Next(in, tg)
+	mustNext(t, l, in, tg)
 	want := slices.Clone(in)
 
 	// A fresh loader restored to the saved position yields the same batch.
@@ -80,7 +80,7 @@ func TestLoaderSeekPosReset(t *testing.T) {
 	if m.Pos() != saved {
 		t.Fatalf("Pos() after Seek(%d) = %d", saved, m.Pos())
 	}
-	m.Next(in, tg)
+	mustNext(t, m, in, tg)
 	if !slices.Equal(in, want) {
 		t.Fatalf("batch after Seek(%d) = %v, want %v", saved, in, want)
 	}
@@ -89,7 +89,7 @@ func TestLoaderSeekPosReset(t *testing.T) {
 	if err := m.Seek(91); err != nil {
 		t.Fatalf("Seek(91) with 100 tokens and B*T+1 = 9: %v", err)
 	}
-	m.Next(in, tg)
+	mustNext(t, m, in, tg)
 	if in[0] != 91 || tg[7] != 99 || m.Pos() != 0 {
 		t.Fatalf("after Seek(91): inputs %v targets %v pos %d", in, tg, m.Pos())
 	}
@@ -132,18 +132,19 @@ func TestNewLoaderErrors(t *testing.T) {
 	}
 }
 
-func TestLoaderNextWrongLengthPanics(t *testing.T) {
+func TestLoaderNextWrongLength(t *testing.T) {
 	l, err := NewLoader(seq(100), 2, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		r := recover()
-		if r == nil || !strings.Contains(r.(string), "length B*T = 8") {
-			t.Fatalf("recovered %v, want a panic naming B*T = 8", r)
-		}
-	}()
-	l.Next(make([]int32, 7), make([]int32, 8))
+	in, tg := make([]int32, 7), make([]int32, 8)
+	err = l.Next(in, tg)
+	if err == nil || !strings.Contains(err.Error(), "length B*T = 8") {
+		t.Fatalf("Next with 7 inputs: %v, want an error naming B*T = 8", err)
+	}
+	if l.Pos() != 0 || tg[0] != 0 {
+		t.Fatalf("a refused Next moved to %d or filled targets (%v)", l.Pos(), tg)
+	}
 }
 
 // TestShardedLoader: the ranks of a sharded loader together read exactly
@@ -166,10 +167,10 @@ func TestShardedLoader(t *testing.T) {
 	}
 	for step := 0; step < 25; step++ { // wraps around more than once
 		gi, gt := make([]int32, B*world*T), make([]int32, B*world*T)
-		one.Next(gi, gt)
+		mustNext(t, one, gi, gt)
 		for r, l := range ranks {
 			in, tg := make([]int32, B*T), make([]int32, B*T)
-			l.Next(in, tg)
+			mustNext(t, l, in, tg)
 			for i := range in {
 				if in[i] != gi[r*B*T+i] || tg[i] != gt[r*B*T+i] {
 					t.Fatalf("step %d rank %d element %d: %d/%d, global %d/%d", step, r, i, in[i], tg[i], gi[r*B*T+i], gt[r*B*T+i])
@@ -185,5 +186,12 @@ func TestShardedLoader(t *testing.T) {
 	}
 	if _, err := NewShardedLoader(toks[:40], B, T, 0, 3); err == nil {
 		t.Error("too few tokens for the global batch accepted")
+	}
+}
+
+func mustNext(t *testing.T, l *Loader, in, tg []int32) {
+	t.Helper()
+	if err := l.Next(in, tg); err != nil {
+		t.Fatal(err)
 	}
 }

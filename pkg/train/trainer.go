@@ -165,7 +165,9 @@ func (t *Trainer) Step() (Metric, error) {
 	start := time.Now()
 	o := t.opts
 	scale := t.Scaler.LossScale()
-	t.train.Next(t.in, t.tg)
+	if err := t.train.Next(t.in, t.tg); err != nil {
+		return Metric{}, err
+	}
 	t.Model.ZeroGrad()
 	loss, err := t.Model.Gradients(t.in, t.tg, o.Batch, o.Seq, scale)
 	if err != nil {
@@ -227,7 +229,9 @@ func EvalLoss(m *gpt.Model, l *data.Loader, B, T, batches int) (float32, error) 
 	in, tg := make([]int32, B*T), make([]int32, B*T)
 	var sum float64
 	for i := 0; i < n; i++ {
-		l.Next(in, tg)
+		if err := l.Next(in, tg); err != nil {
+			return 0, err
+		}
 		loss, err := m.Forward(in, tg, B, T)
 		if err != nil {
 			return 0, err
