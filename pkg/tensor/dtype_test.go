@@ -209,4 +209,36 @@ func TestClose(t *testing.T) {
 	if err := Close([]float64{1.01}, []float64{1}, BF16, 1); err != nil {
 		t.Errorf("bf16 tolerance too tight: %v", err)
 	}
+	inf, nan := math.Inf(1), math.NaN()
+	for _, c := range []struct {
+		got, want float64
+		ok        bool
+	}{
+		{1, nan, false}, {nan, nan, true}, {inf, 1, false}, {1, inf, false},
+		{inf, inf, true}, {-inf, inf, false}, {1e300, inf, false},
+	} {
+		if err := Close([]float64{c.got}, []float64{c.want}, F32, 1); (err == nil) != c.ok {
+			t.Errorf("Close(%v, %v) = %v, want ok=%v", c.got, c.want, err, c.ok)
+		}
+	}
+	if err := Close([]float64{1}, []float64{1, 2}, F32, 1); err == nil {
+		t.Error("different lengths accepted")
+	}
+}
+
+func TestRelErr(t *testing.T) {
+	if r := RelErr([]float32{3, 4}, []float32{3, 4}); r != 0 {
+		t.Errorf("equal slices: %v", r)
+	}
+	if r := RelErr([]float32{3, 5}, []float32{3, 4}); math.Abs(r-0.2) > 1e-12 {
+		t.Errorf("RelErr = %v, want 0.2", r)
+	}
+	nan := float32(math.NaN())
+	for _, c := range [][2][]float32{
+		{nil, {1}}, {{1}, {1, 2}}, {{nan}, {1}}, {{1}, {nan}},
+	} {
+		if r := RelErr(c[0], c[1]); !math.IsInf(r, 1) {
+			t.Errorf("RelErr(%v, %v) = %v, want +Inf", c[0], c[1], r)
+		}
+	}
 }

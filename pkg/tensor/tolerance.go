@@ -44,7 +44,10 @@ func (m *Mismatch) Error() string {
 
 // Close compares got with want under the tolerance of dt scaled by scale
 // (1 for a single op). It returns nil or a *Mismatch naming the worst element.
-// NaN or Inf in got where want is finite always fails.
+// NaN in got fails unless want is NaN there too; an infinite want is met
+// only by the same infinity; NaN or Inf in got where want is finite fails.
+// (Both NaN passes, for ops whose reference result is NaN: callers that
+// poison outputs with NaN check separately that every element was written.)
 func Close(got, want []float64, dt DType, scale float64) error {
 	atol, rtol := Tolerance(dt)
 	atol *= scale
@@ -58,9 +61,14 @@ func Close(got, want []float64, dt DType, scale float64) error {
 		g, w := got[i], want[i]
 		d := math.Abs(g - w)
 		lim := atol + rtol*math.Abs(w)
-		bad := d > lim || math.IsNaN(g) || (math.IsInf(g, 0) && !math.IsInf(w, 0))
-		if math.IsNaN(w) && math.IsNaN(g) {
-			bad = false
+		var bad bool
+		switch {
+		case math.IsNaN(w) || math.IsNaN(g):
+			bad = !(math.IsNaN(w) && math.IsNaN(g))
+		case math.IsInf(w, 0) || math.IsInf(g, 0):
+			bad = g != w
+		default:
+			bad = d > lim
 		}
 		if !bad {
 			continue
@@ -99,15 +107,24 @@ func CloseF32(got, want []float32, dt DType, scale float64) error {
 
 // RelErr returns ||got-want|| / ||want|| (Euclidean norms), the summary
 // figure detect and the GPU tests print next to the element-wise verdict.
+// Slices of different lengths, and any NaN, give +Inf, so that a check
+// "RelErr(...) > limit" can never pass on them.
 func RelErr(got, want []float32) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
 	var num, den float64
 	for i := range got {
 		d := float64(got[i]) - float64(want[i])
 		num += d * d
 		den += float64(want[i]) * float64(want[i])
 	}
+	r := math.Sqrt(num / den)
 	if den == 0 {
-		return math.Sqrt(num)
+		r = math.Sqrt(num)
 	}
-	return math.Sqrt(num / den)
+	if math.IsNaN(r) {
+		return math.Inf(1)
+	}
+	return r
 }

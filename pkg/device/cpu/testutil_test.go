@@ -123,8 +123,22 @@ func ntSync(t testing.TB, d *Device) {
 
 // ntClose fails the test when got and want differ beyond the tolerance of dt
 // scaled by scale (tensor.Close, the one tolerance rule).
+// Every element must have been written: a NaN left by ntPoison in either
+// slice fails, even where both are NaN.
 func ntClose(t testing.TB, what string, got, want []float64, dt tensor.DType, scale float64) {
 	t.Helper()
+	for _, s := range [][]float64{got, want} {
+		for i, x := range s {
+			if math.IsNaN(x) {
+				t.Errorf("%s: element %d is NaN (left unwritten?)", what, i)
+				return
+			}
+		}
+	}
+	if len(got) == 0 {
+		t.Errorf("%s: nothing to compare", what)
+		return
+	}
 	if err := tensor.Close(got, want, dt, scale); err != nil {
 		t.Errorf("%s: %v", what, err)
 	}

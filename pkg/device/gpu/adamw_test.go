@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
@@ -31,7 +30,7 @@ func adamLayout() *tensor.Layout {
 // reference's order (sqrt and division correctly rounded), so the results
 // are expected to be bit-identical; the log counts any element that is not.
 func TestGPUAdamW(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	layout := adamLayout()
 	n := layout.Total
 	for _, fused := range forms {

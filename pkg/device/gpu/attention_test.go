@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -32,7 +31,7 @@ var attnShapes = []struct {
 // effect on a whole gradient. fp32 outputs by sqrtScale(T), the length of
 // the att·v and score-gradient sums.
 func TestGPUAttention(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, dt := range floatDTypes {

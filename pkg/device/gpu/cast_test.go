@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -13,7 +12,7 @@ import (
 // counts elements that are not bit-identical), into poisoned outputs, at
 // odd sizes and through views off the vector alignment.
 func TestGPUCast(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	g, ref := gpuDev(t, true), cpuRef(true)
 	for _, from := range floatDTypes {
 		for _, to := range floatDTypes {

@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -21,7 +20,7 @@ var ceShapes = [][2]int{{1, 1}, {17, 1000}, {33, 257}, {64, 50304}}
 // kernel's exp is exp2f of an FMA, within 2e-6 relative; the CPU's within 2
 // ulp).
 func TestGPUCrossEntropy(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, dt := range floatDTypes {

@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -27,7 +26,7 @@ func randTokens(rng *tensor.RNG, n, V int) *tensor.Tensor {
 // the CPU (the results are expected to be bit-identical; the log says so).
 // It also checks that the backward gives the same bits twice.
 func TestGPUEncoder(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, dt := range floatDTypes {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -22,7 +21,7 @@ var geluSizes = []int{1, 17, 4099, 1024 * 3072}
 // differ by up to ~5e-6 absolute, so F32 is checked at scale 8; in the
 // 16-bit types the rounding of the result dominates (scale 2).
 func TestGPUGELUBackward(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, dt := range floatDTypes {
@@ -59,7 +58,7 @@ func geluRef(x float64) float64 {
 // Scale 2: a handful of fp32 roundings and tanhf's ulps against an exact
 // reference.
 func TestGPUGELUForward(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g := gpuDev(t, fused)
 		for _, dt := range floatDTypes {

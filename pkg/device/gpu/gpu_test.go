@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,23 @@ func gpuDev(t *testing.T, fused bool) *Device {
 		return fx.fused
 	}
 	return fx.plain
+}
+
+// testRNG returns the random source of one test: seeded from DRUTO_SEED
+// when set, else from the clock (fresh inputs each run); the seed is logged
+// so that a failure on the GPU machine can be replayed with DRUTO_SEED.
+func testRNG(t *testing.T) *tensor.RNG {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("DRUTO_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("DRUTO_SEED=%q: want an unsigned integer", s)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay with DRUTO_SEED=%d)", seed, seed)
+	return tensor.NewRNG(seed)
 }
 
 // forms are the two forms every op is tested in.
@@ -200,7 +218,7 @@ func TestGPUCore(t *testing.T) {
 	if !strings.HasPrefix(g.Name(), "gpu (") || !g.Fused() || gpuDev(t, false).Fused() {
 		t.Fatalf("name %q fused %v", g.Name(), g.Fused())
 	}
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16, tensor.I32} {
 		for _, n := range []int{1, 17, 1000, 1 << 20} {
 			d, err := g.Alloc(dt, n)

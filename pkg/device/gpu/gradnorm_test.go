@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -14,7 +13,7 @@ import (
 // that the same buffer gives the same bits twice, and that an Inf or a NaN
 // anywhere is reported, as the CPU reports it.
 func TestGPUGradNorm(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, n := range trim([]int{1, 17, 1000, 1<<20 + 3, 9 << 20}) {

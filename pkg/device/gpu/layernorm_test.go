@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -53,7 +52,7 @@ func checkRel(t *testing.T, name string, got, want *tensor.Tensor, dt tensor.DTy
 // over C in fp32 on the GPU and float64 on the CPU (a relative difference
 // near 1e-7, under F32's 1e-5).
 func TestGPULayerNorm(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, tp := range lnTypePairs {
@@ -101,7 +100,7 @@ func TestGPULayerNorm(t *testing.T) {
 // 1e-7); dweight and dbias sum N rows and are checked at sumScale(N) plus a
 // relative-error bound. The fused form must give the same bits twice.
 func TestGPULayerNormBackward(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, tp := range lnTypePairs {
@@ -150,7 +149,7 @@ func TestGPULayerNormBackward(t *testing.T) {
 // TestGPUAdd checks Add (out = a + b, one rounding, so scale 1) for the
 // residual stream's types, at an odd size and through unaligned views.
 func TestGPUAdd(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	g, ref := gpuDev(t, true), cpuRef(true)
 	for _, tp := range lnTypePairs {
 		h, r := tp[0], tp[1]

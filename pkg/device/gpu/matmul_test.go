@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
@@ -39,7 +38,7 @@ func dyadic(rng *tensor.RNG, dt tensor.DType, k int, den float64, shape ...int) 
 // in 16-bit at scale 2: cuBLASLt's GELU is its own approximation of the
 // tanh form (fine to a 16-bit ulp, not to fp32, see matmul.go).
 func TestGPUMatmul(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, dt := range floatDTypes {
@@ -104,7 +103,7 @@ func TestGPUMatmul(t *testing.T) {
 // an ulp of the product term where the result is near zero); the CPU
 // rounds once. (The model accumulates into zeroed buffers: one rounding.)
 func TestGPUMatmulBackward(t *testing.T) {
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		for _, dt := range floatDTypes {

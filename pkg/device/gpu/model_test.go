@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/gpt"
@@ -37,7 +36,7 @@ func TestGPUModel(t *testing.T) {
 		{"tiny", gpt.Config{Vocab: 256, MaxSeq: 128, Layers: 4, Heads: 4, Channels: 128}, 4, 64},
 		{"gpt2-1layer", gpt.Config{Vocab: 50304, MaxSeq: 1024, Layers: 1, Heads: 12, Channels: 768}, 2, 128},
 	}
-	rng := tensor.NewRNG(uint64(time.Now().UnixNano()))
+	rng := testRNG(t)
 	for _, c := range configs {
 		N := c.B * c.T
 		inputs, targets := make([]int32, N), make([]int32, N)
