@@ -37,8 +37,9 @@ const (
 	// modeEnv: "require" makes a missing Jupyter or GoNB a failure instead
 	// of a skip (.ci/run sets it); "off" skips the execution test.
 	modeEnv = "DRUTO_NOTEBOOK_TESTS"
-	// limitEnv is the longest a notebook may take, as a Go duration
-	// (default 3m: the budget on a 2-core CPU machine).
+	// limitEnv is the longest one cell may run before the test calls it
+	// hung, as a Go duration (default 10m). It is a hang guard, not a speed
+	// check: each notebook's time is logged, and the README reports them.
 	limitEnv = "DRUTO_NOTEBOOK_LIMIT"
 	// keepEnv names a folder to keep the executed notebooks and their runs in
 	// (default: a temporary folder, removed after the test).
@@ -287,7 +288,7 @@ func kernelEnv(t *testing.T, repo, outDir string) []string {
 // reports a panic or a non-zero exit only as a stderr stream), every code
 // cell executed with some output, an image from every plot cell, Bangla
 // in the Bangla notebooks' outputs, the checkpoint and benchmark files the
-// notebooks write, and the time each took.
+// notebooks write; it logs the time each took.
 func TestExecute(t *testing.T) {
 	mode := os.Getenv(modeEnv)
 	if mode == "off" {
@@ -304,7 +305,7 @@ func TestExecute(t *testing.T) {
 	if testing.Short() && mode != "require" {
 		t.Skip("-short: not executing the notebooks")
 	}
-	limit := 3 * time.Minute
+	limit := 10 * time.Minute
 	if s := os.Getenv(limitEnv); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -336,9 +337,6 @@ func TestExecute(t *testing.T) {
 				timings = append(timings, fmt.Sprintf("%s/%s %.1fs", lang, name, took.Seconds()))
 				checkOutputs(t, nb, lang, name, len(res.Bench) > 0)
 				checkFiles(t, name, runDir)
-				if took > limit {
-					t.Errorf("took %v, more than the %v budget (%s)", took.Round(time.Second), limit, limitEnv)
-				}
 			})
 		}
 	}
@@ -456,7 +454,10 @@ func checkFiles(t *testing.T, name, runDir string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ms) == 0 || ms[len(ms)-1].ValLoss == 0 || ms[len(ms)-1].ValLoss > ms[0].Loss-2 {
+		if len(ms) == 0 {
+			t.Fatal("03-train logged no metrics")
+		}
+		if ms[len(ms)-1].ValLoss == 0 || ms[len(ms)-1].ValLoss > ms[0].Loss-2 {
 			t.Errorf("training did not learn: first loss %v, last %+v", ms[0].Loss, ms[len(ms)-1])
 		}
 		for _, f := range []string{train.StateFile, "loss.svg"} {

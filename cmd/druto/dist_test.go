@@ -54,11 +54,10 @@ var tinyRun = []string{"train", "--preset", "tiny", "--seq", "32", "--steps", "2
 
 // TestTrainRanksMatchesOneProcess: `--ranks 2 --batch 2` trains like one
 // process of `--batch 4` (the same global batches): the per-step losses and
-// gradient norms agree within the tolerance rule at scale = step (the runs
-// differ only in the order of float32 sums over the batch, and such
-// rounding differences grow at most about linearly through 20 AdamW steps;
-// measured they stay within 1 ulp). Only rank 0 writes, every output line
-// carries its rank.
+// gradient norms agree within the F32 tolerance rule at scale 2 (the runs
+// differ only in the order of float32 sums over the batch; measured, the
+// losses stay within 1.2e-7 relative over the 20 steps, 80x inside the
+// rule). Only rank 0 writes, every output line carries its rank.
 func TestTrainRanksMatchesOneProcess(t *testing.T) {
 	bin := buildDruto(t)
 	dir := t.TempDir()
@@ -89,7 +88,7 @@ func TestTrainRanksMatchesOneProcess(t *testing.T) {
 	}
 	worst := 0.0
 	for i := range lossOne {
-		if err := tensor.CloseF32([]float32{lossTwo[i], normTwo[i]}, []float32{lossOne[i], normOne[i]}, tensor.F32, float64(i+1)); err != nil {
+		if err := tensor.CloseF32([]float32{lossTwo[i], normTwo[i]}, []float32{lossOne[i], normOne[i]}, tensor.F32, 2); err != nil {
 			t.Errorf("step %d: (loss, norm) of 2 ranks %v vs 1 process %v: %v", i+1,
 				[]float32{lossTwo[i], normTwo[i]}, []float32{lossOne[i], normOne[i]}, err)
 		}
@@ -124,6 +123,9 @@ func TestTrainOneRankUnaffected(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", r.name, err, out)
 		}
 		loss, _ := readMetrics(t, filepath.Join(dir, r.name))
+		if len(loss) != 8 {
+			t.Fatalf("%s: %d steps in metrics.jsonl, want 8", r.name, len(loss))
+		}
 		if want == nil {
 			want = loss
 			continue
@@ -221,7 +223,7 @@ func TestLaunchRanksStopsOthers(t *testing.T) {
 	dir := t.TempDir()
 	script := `echo "hello from $RANK"; touch "$DIR/$RANK"
 if [ "$RANK" = 1 ]; then
-  i=0; while [ ! -e "$DIR/0" ] || [ ! -e "$DIR/2" ]; do i=$((i+1)); [ $i -gt 500 ] && exit 9; sleep 0.01; done
+  i=0; while [ ! -e "$DIR/0" ] || [ ! -e "$DIR/2" ]; do i=$((i+1)); [ $i -gt 6000 ] && exit 9; sleep 0.01; done
   echo "first" >&2; printf "boom on rank 1" >&2; exit 3
 fi
 exec sleep 30`

@@ -152,8 +152,13 @@ func TestGonumNaive(t *testing.T) {
 }
 
 // TestNativeVsGonum compares the two implementations on one larger product.
+// Without OpenBLAS it skips, unless DRUTO_BLAS_TESTS=require (CI sets it, as
+// CI installs the library): then the fallback would hide a broken loader.
 func TestNativeVsGonum(t *testing.T) {
 	if !Native() {
+		if os.Getenv("DRUTO_BLAS_TESTS") == "require" {
+			t.Fatalf("DRUTO_BLAS_TESTS=require but OpenBLAS did not load: %v", LoadError())
+		}
 		t.Skipf("no native library: %v", LoadError())
 	}
 	r := rand.New(rand.NewPCG(5, 6))
