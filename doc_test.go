@@ -44,7 +44,13 @@ func TestExportedNamesDocumented(t *testing.T) {
 		for _, decl := range f.Decls {
 			switch d := decl.(type) {
 			case *ast.FuncDecl:
-				if !d.Name.IsExported() || d.Doc != nil {
+				if !d.Name.IsExported() {
+					continue
+				}
+				if d.Doc != nil {
+					if !startsWith(d.Doc.Text(), d.Name.Name) {
+						report(d.Pos(), "func "+d.Name.Name+": doc does not start with its name")
+					}
 					continue
 				}
 				if d.Recv != nil {
@@ -67,6 +73,12 @@ func TestExportedNamesDocumented(t *testing.T) {
 						if s.Name.IsExported() && s.Doc == nil && d.Doc == nil {
 							report(s.Pos(), "type "+s.Name.Name)
 						}
+						if doc := s.Doc; doc == nil && len(d.Specs) == 1 {
+							doc = d.Doc
+							if s.Name.IsExported() && doc != nil && !startsWith(doc.Text(), s.Name.Name) {
+								report(s.Pos(), "type "+s.Name.Name+": doc does not start with its name")
+							}
+						}
 					case *ast.ValueSpec:
 						for _, n := range s.Names {
 							if n.IsExported() && s.Doc == nil && s.Comment == nil && d.Doc == nil {
@@ -85,4 +97,19 @@ func TestExportedNamesDocumented(t *testing.T) {
 	for _, m := range missing {
 		t.Errorf("undocumented exported name: %s", m)
 	}
+}
+
+// startsWith reports whether a doc comment's first sentence starts with
+// name, allowing a leading article ("A Device ...", "The Policy ...").
+func startsWith(doc, name string) bool {
+	for _, a := range []string{"", "A ", "An ", "The "} {
+		if rest, ok := strings.CutPrefix(doc, a+name); ok && (rest == "" || !isIdentRune(rest[0])) {
+			return true
+		}
+	}
+	return false
+}
+
+func isIdentRune(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

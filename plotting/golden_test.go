@@ -40,8 +40,10 @@ func checkGolden(t *testing.T, name string, p *plot.Plot, exts ...string) {
 			continue
 		}
 		if !ok {
-			dir := filepath.Join(os.TempDir(), "druto-plotting-golden")
-			_ = os.MkdirAll(dir, 0o755)
+			dir, err := os.MkdirTemp("", "druto-plotting-golden-")
+			if err != nil {
+				t.Fatal(err)
+			}
 			out := filepath.Join(dir, name+"."+ext)
 			_ = os.WriteFile(out, got, 0o644)
 			t.Errorf("%s: image differs from the golden; got written to %s (go test -regen rewrites goldens)", golden, out)

@@ -459,6 +459,9 @@ func TestConcurrentPlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if len(out[0]) == 0 {
+		t.Fatal("render 0 is empty")
+	}
 	for i := 1; i < n; i++ {
 		if !bytes.Equal(out[i], out[0]) {
 			t.Errorf("render %d differs from render 0", i)

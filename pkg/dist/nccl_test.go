@@ -117,7 +117,7 @@ func (c *fakeComm) close(bool) error { return nil }
 // makes their NCCL reducers over hub.
 func ncclRanks(t *testing.T, world int, id cuda.NCCLUniqueID, plan Plan, hub *fakeHub) []*NCCLReducer {
 	t.Helper()
-	groups, errs := joinAll(t, world, nil, 10*time.Second, id[:], false)
+	groups, errs := joinAll(t, world, nil, 10*time.Second, 10*time.Second, id[:], false)
 	noErrors(t, errs)
 	out := make([]*NCCLReducer, world)
 	for r, g := range groups {
@@ -211,7 +211,7 @@ func groupsOfN(rs []*NCCLReducer) []*Group {
 // communicator failure is sticky.
 func TestNCCLReducerErrors(t *testing.T) {
 	dev := cpu.New(device.Options{Threads: 1})
-	groups, errs := joinAll(t, 2, nil, 10*time.Second, []byte("short"), false)
+	groups, errs := joinAll(t, 2, nil, 10*time.Second, 10*time.Second, []byte("short"), false)
 	noErrors(t, errs)
 	if _, err := newNCCLReducer(groups[1], Plan{}, nil); err == nil || !strings.Contains(err.Error(), "5-byte NCCL unique id") {
 		t.Fatalf("short id: %v", err)

@@ -27,10 +27,12 @@ func loopback(t *testing.T, world int, timeout time.Duration) (net.Listener, []C
 }
 
 // joinAll joins the given ranks (all of world when ranks is nil) in
-// goroutines; rank 0 gets blob and the listener.
-func joinAll(t *testing.T, world int, ranks []int, timeout time.Duration, blob []byte, ring bool) ([]*Group, []error) {
+// goroutines; rank 0 gets blob and the listener. join is the rendezvous
+// timeout, op the groups' operation timeout (kept apart, so that a test of
+// a short operation timeout does not also need a fast join under load).
+func joinAll(t *testing.T, world int, ranks []int, join, op time.Duration, blob []byte, ring bool) ([]*Group, []error) {
 	t.Helper()
-	ln, cfgs := loopback(t, world, timeout)
+	ln, cfgs := loopback(t, world, join)
 	if ranks != nil && !contains(ranks, 0) {
 		ln.Close() // no rank 0: nobody listens
 	}
@@ -45,7 +47,7 @@ func joinAll(t *testing.T, world int, ranks []int, timeout time.Duration, blob [
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o := Options{Ring: ring, OpTimeout: timeout}
+			o := Options{Ring: ring, OpTimeout: op}
 			if r == 0 {
 				o.Blob, o.Listener = blob, ln
 			}
@@ -101,7 +103,7 @@ func noErrors(t *testing.T, errs []error) {
 func TestRendezvous(t *testing.T) {
 	for _, world := range []int{2, 3} {
 		blob := bytes.Repeat([]byte{0xab, 0x01, 0x00}, 43) // 129 bytes, zeros inside
-		groups, errs := joinAll(t, world, nil, 10*time.Second, blob, true)
+		groups, errs := joinAll(t, world, nil, 10*time.Second, 10*time.Second, blob, true)
 		noErrors(t, errs)
 		for r, g := range groups {
 			if g.Rank() != r || g.World() != world || !bytes.Equal(g.Blob(), blob) {
@@ -141,7 +143,7 @@ func TestRendezvous(t *testing.T) {
 // every rank that came names rank 2.
 func TestRendezvousMissingRank(t *testing.T) {
 	start := time.Now()
-	_, errs := joinAll(t, 3, []int{0, 1}, 700*time.Millisecond, nil, true)
+	_, errs := joinAll(t, 3, []int{0, 1}, 700*time.Millisecond, 700*time.Millisecond, nil, true)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("timing out took %v", d)
 	}
@@ -162,7 +164,7 @@ func TestRendezvousMissingRank(t *testing.T) {
 // TestRendezvousNoRankZero: a rank whose rank 0 never comes says where it
 // looked and what to check.
 func TestRendezvousNoRankZero(t *testing.T) {
-	_, errs := joinAll(t, 2, []int{1}, 500*time.Millisecond, nil, false)
+	_, errs := joinAll(t, 2, []int{1}, 500*time.Millisecond, 500*time.Millisecond, nil, false)
 	msg := errs[1].Error()
 	for _, w := range []string{"rank 1", "no rank 0 at 127.0.0.1:", "MASTER_ADDR", "MASTER_PORT"} {
 		if !strings.Contains(msg, w) {
@@ -205,7 +207,7 @@ func TestRendezvousMismatch(t *testing.T) {
 // TestBarrierNamesLateRank: a barrier that one rank does not reach fails
 // within the operation timeout on the others, naming it.
 func TestBarrierNamesLateRank(t *testing.T) {
-	groups, errs := joinAll(t, 3, nil, 600*time.Millisecond, nil, false)
+	groups, errs := joinAll(t, 3, nil, 10*time.Second, 600*time.Millisecond, nil, false)
 	noErrors(t, errs)
 	errs = each(groups[:2], func(r int, g *Group) error { return g.Barrier() })
 	for r, err := range errs {

@@ -18,7 +18,7 @@ import (
 // reducers with plan.
 func rings(t *testing.T, world int, plan Plan) []*Ring {
 	t.Helper()
-	groups, errs := joinAll(t, world, nil, 10*time.Second, nil, true)
+	groups, errs := joinAll(t, world, nil, 10*time.Second, 10*time.Second, nil, true)
 	noErrors(t, errs)
 	out := make([]*Ring, world)
 	for r, g := range groups {

@@ -70,6 +70,9 @@ func master(tr *train.Trainer) []float32 {
 }
 
 func sameBits(a, b []float32) int {
+	if len(a) != len(b) || len(a) == 0 {
+		return 0 // nothing or not the same things to compare: never "same"
+	}
 	for i := range a {
 		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
 			return i

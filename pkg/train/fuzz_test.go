@@ -1,6 +1,7 @@
 package train
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,6 +28,9 @@ func FuzzParseSafetensors(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ts, _, err := parseSafetensors(b)
 		if err != nil {
+			if bytes.Equal(b, good) {
+				t.Fatalf("the file SaveModel wrote does not parse: %v", err)
+			}
 			return
 		}
 		for _, x := range ts {

@@ -56,6 +56,9 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if cfg != testCfg {
 		t.Fatalf("config %v, want %v", cfg, testCfg)
 	}
+	if len(got) != len(params) {
+		t.Fatalf("loaded %d parameters, saved %d", len(got), len(params))
+	}
 	for i := range got {
 		if got[i] != params[i] {
 			t.Fatalf("param %d: %v != %v", i, got[i], params[i])
