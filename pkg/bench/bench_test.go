@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/gpt"
+)
+
+func tinyCase(t *testing.T) Case {
+	t.Helper()
+	cfg, err := gpt.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Case{Name: "tiny", Config: cfg, Batch: 2, Seq: 32}
+}
+
+// TestStepTimesCPU: a short run on the CPU gives a record whose figures are
+// consistent with each other (median between min and max, tokens/s from the
+// median, MFU from the given peak, memory from gpt.MemoryFor) and whose loss
+// is that of a model that has just started to train.
+func TestStepTimesCPU(t *testing.T) {
+	c := tinyCase(t)
+	for _, m := range []Mode{Baseline, {Fused: true, Policy: amp.BF16}} {
+		dev := cpu.New(device.Options{Fused: m.Fused, Threads: 2})
+		const peak = 1e11
+		r, err := StepTimes(dev, c, m, Options{Warmup: 1, Steps: 3}, peak)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Config != "tiny" || r.Mode != m.String() || r.Baseline != (m == Baseline) || r.Steps != 3 ||
+			r.Batch != 2 || r.Seq != 32 {
+			t.Errorf("%s: record %+v", m, r)
+		}
+		if !(0 < r.StepMsMin && r.StepMsMin <= r.StepMs && r.StepMs <= r.StepMsMax) {
+			t.Errorf("%s: min %v, median %v, max %v", m, r.StepMsMin, r.StepMs, r.StepMsMax)
+		}
+		if want := 2 * 32 / (r.StepMs / 1e3); math.Abs(r.TokensPerS-want) > 1e-9*want {
+			t.Errorf("%s: %v tokens/s, want %v from the median", m, r.TokensPerS, want)
+		}
+		if want := c.Config.FLOPsPerToken(32) * r.TokensPerS / peak; math.Abs(r.MFU-want) > 1e-12 {
+			t.Errorf("%s: MFU %v, want %v", m, r.MFU, want)
+		}
+		// Byte-level vocabulary of 256: a fresh model starts near ln 256 = 5.55.
+		if !(r.Loss > 3 && r.Loss < 7) {
+			t.Errorf("%s: loss %v after 4 steps", m, r.Loss)
+		}
+		mem := gpt.MemoryFor(c.Config, 2, 32, m.Policy)
+		if r.Memory != (Memory{mem.Params, mem.Grads, mem.Optimizer, mem.Activations}) {
+			t.Errorf("%s: memory %+v, want %+v", m, r.Memory, mem)
+		}
+	}
+}
+
+// TestStepTimesModeMismatch: a mode on a device of the other form is an
+// error, not a mislabelled record.
+func TestStepTimesModeMismatch(t *testing.T) {
+	dev := cpu.New(device.Options{Fused: true, Threads: 1})
+	_, err := StepTimes(dev, tinyCase(t), Baseline, Options{Warmup: 1, Steps: 1}, 0)
+	if err == nil || !strings.Contains(err.Error(), "fused=true") {
+		t.Fatalf("decomposed mode on a fused device: %v", err)
+	}
+}
+
+func TestSpeedUps(t *testing.T) {
+	r := &Report{Records: []Record{
+		{Config: "a", Mode: "decomposed+fp32", Baseline: true, StepMs: 120},
+		{Config: "a", Mode: "fused+bf16", StepMs: 40},
+		{Config: "b", Mode: "fused+bf16", StepMs: 10}, // no baseline: no speed-up
+	}}
+	got := r.SpeedUps()
+	if len(got) != 1 || got["a"]["decomposed+fp32"] != 1 || got["a"]["fused+bf16"] != 3 {
+		t.Fatalf("SpeedUps = %v", got)
+	}
+}
+
+// TestSaveLoad: a report survives the round trip, Save leaves only the
+// file, and a corrupt or missing file is an error naming it.
+func TestSaveLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.json")
+	r := NewReport("cpu (2 threads)")
+	r.PeakFLOPs = 2e11
+	r.Records = []Record{{Config: "tiny", Mode: "fused+fp32", StepMs: 85.4, Loss: 5.5, Memory: Memory{Params: 4}}}
+	if err := r.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Errorf("Save left %d entries in its folder", len(es))
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Device != r.Device || got.Date != r.Date || got.PeakFLOPs != r.PeakFLOPs || len(got.Records) != 1 ||
+		got.Records[0].StepMs != 85.4 || got.Records[0].Memory.Params != 4 {
+		t.Errorf("loaded %+v, saved %+v", got, r)
+	}
+	if err := os.WriteFile(path, []byte(`{"device": "x", "records": [`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("truncated report: %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "none.json")); err == nil {
+		t.Error("missing report loaded")
+	}
+}
+
+// TestPeakCPU: the CPU peak is a measured fp32 GEMM rate, positive and
+// below what two cores could possibly do (2 cores x 4 GHz x 2 AVX-512 FMA
+// units x 32 FLOP = 512 GFLOP/s per core).
+func TestPeakCPU(t *testing.T) {
+	dev := cpu.New(device.Options{Fused: true})
+	flops, note := Peak(dev)
+	t.Logf("%.1f GFLOP/s: %s", flops/1e9, note)
+	if !strings.HasPrefix(note, "measured f32 matmul 1024^3") {
+		t.Errorf("note %q", note)
+	}
+	if limit := float64(dev.Threads()) * 512e9; !(flops > 0 && flops < limit) {
+		t.Errorf("peak %v FLOP/s outside (0, %v)", flops, limit)
+	}
+}
