@@ -3,10 +3,16 @@
 // pass their self-test against the CPU reference), and Open returns the
 // device.Device to train on, with the reason for the choice.
 //
+// The self-test has two levels: the layernorm kernel is checked on its own
+// at three shapes, and then one training step of a small model (every
+// kernel of the step, forward and backward) runs on the GPU and on the CPU
+// under each precision policy and must agree within gpt.StepLimit
+// (Report.StepChecks).
+//
 // The backend choice lives here, above both implementations, because
 // package device holds only the interface. Open returns the GPU device
 // (package gpu) when detection finds a GPU whose kernels all build and pass
-// their self-test, else the CPU device (package cpu) with the reason.
+// their self-tests, else the CPU device (package cpu) with the reason.
 package druto
 
 import (
@@ -20,10 +26,12 @@ import (
 	"time"
 
 	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/gpu"
+	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -66,10 +74,20 @@ type Report struct {
 	Libraries  []cuda.LibInfo `json:"libraries,omitempty"`
 	Devices    []Device       `json:"devices,omitempty"`
 	Kernels    []Kernel       `json:"kernels,omitempty"`
+	// StepChecks compare one training step (forward and backward through
+	// every kernel of the model) on the GPU with the CPU reference, per
+	// policy: the self-test that covers the kernels without one of their own.
+	StepChecks []StepCheck `json:"step_checks,omitempty"`
 	// Fallback says what a missing or failing kernel means for training.
 	Fallback string   `json:"fallback,omitempty"`
 	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
 	Millis   float64  `json:"detect_ms"`
+}
+
+// StepCheck is gpt.CompareStep's verdict on one policy.
+type StepCheck struct {
+	gpt.StepDiff
+	Pass bool `json:"pass"`
 }
 
 // Host describes the machine running druto.
@@ -169,6 +187,8 @@ func detect(ctx context.Context, o Options, keep bool) (Report, *gpu.Device) {
 		r.Reason = "CUDA driver " + r.Driver.CUDA + " found but no CUDA device; using the CPU"
 	case dev == nil:
 		r.Reason = fmt.Sprintf("%s found but the GPU device could not be made (see errors); using the CPU", r.Devices[0].Name)
+	case !r.GPUUsable && r.failedStep() != "":
+		r.Reason = fmt.Sprintf("%s found but a training step on it does not match the CPU reference under %s (see step_checks); using the CPU", r.Devices[0].Name, r.failedStep())
 	case !r.GPUUsable:
 		r.Reason = fmt.Sprintf("%s found but not every kernel built and passed its self-test (see kernels); using the CPU", r.Devices[0].Name)
 	default:
@@ -265,15 +285,43 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		}
 		r.Kernels = append(r.Kernels, kr)
 	}
+	if usable && ctx.Err() == nil {
+		// Every kernel built: one training step per policy against the CPU
+		// reference of the same form covers the kernels that have no
+		// self-test of their own.
+		stepRef := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
+		seed := uint64(time.Now().UnixNano())
+		c := gpt.CheckConfig
+		for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
+			d, err := gpt.CompareStep(dev, stepRef, c.Config, p, c.B, c.T, seed)
+			if err != nil {
+				r.Errors = append(r.Errors, "step check "+p.String()+": "+err.Error())
+				usable = false
+				break
+			}
+			r.StepChecks = append(r.StepChecks, StepCheck{StepDiff: d, Pass: d.Pass()})
+			usable = usable && d.Pass()
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		r.Errors = append(r.Errors, "detection cut short: "+err.Error())
 		usable = false
 	}
 	r.GPUUsable = usable
 	if !usable {
-		r.Fallback = "a kernel is unavailable or failed its self-test: the CPU device is used (see kernels)"
+		r.Fallback = "a kernel is unavailable or failed its self-test: the CPU device is used (see kernels and step_checks)"
 	}
 	return dev
+}
+
+// failedStep names the first policy whose step check failed, or "".
+func (r *Report) failedStep() string {
+	for _, s := range r.StepChecks {
+		if !s.Pass {
+			return s.Policy
+		}
+	}
+	return ""
 }
 
 func kernelReport(k *kernels.Built) Kernel {

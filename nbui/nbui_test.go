@@ -17,6 +17,7 @@ import (
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -315,6 +316,10 @@ func testReport() druto.Report {
 				SelfTest: &druto.SelfTest{Pass: false, MaxRelErr: 0.5, Cases: []druto.TestCase{{N: 8, C: 768, Mismatch: "element 3: 1 vs 2\n..."}}}},
 			{Name: "softmax", DType: "f16", Status: kernels.Unavailable, Error: "no PTX"},
 		},
+		StepChecks: []druto.StepCheck{
+			{StepDiff: gpt.StepDiff{Policy: "fp32", LossRelErr: 1e-7, GradRelErr: 1e-6, Worst: "wte", WorstErr: 2e-6, Limit: 1e-4}, Pass: true},
+			{StepDiff: gpt.StepDiff{Policy: "bf16", LossRelErr: 1e-3, GradRelErr: 0.1, Worst: "h.1.mlp.c_fc.weight", WorstErr: 0.2, Limit: 0.0625}},
+		},
 	}
 }
 
@@ -357,10 +362,15 @@ func TestReportTables(t *testing.T) {
 	if p, n := SelfTestCounts(r.Kernels); p != 2 || n != 3 {
 		t.Errorf("SelfTestCounts = %d, %d; want 2, 3", p, n)
 	}
+	sc := StepCheckTable("bn", r.StepChecks)
+	if len(sc.Rows) != 2 || sc.Rows[0][0] != "fp32" || sc.Rows[0][6] != "পাস" || sc.Rows[1][3] != "h.1.mlp.c_fc.weight" ||
+		sc.Rows[1][6] != "ব্যর্থ" || sc.Rows[1][4] != "2.00e-01" {
+		t.Errorf("step checks: %q", sc.Rows)
+	}
 	f := useSink(t, true)
 	ShowReport("bn", r)
-	// summary, libraries, devices, kernels, the count note, the failed cases
-	if len(f.shown) != 6 || f.shown[4].text != "3টির মধ্যে 2টি সেলফ-টেস্ট কেস পাস করেছে।" {
+	// summary, libraries, devices, kernels, the count note, the failed cases, step checks
+	if len(f.shown) != 7 || f.shown[4].text != "3টির মধ্যে 2টি সেলফ-টেস্ট কেস পাস করেছে।" {
 		t.Errorf("ShowReport of a GPU report showed %d outputs: %+v", len(f.shown), f.shown)
 	}
 	f.shown = nil

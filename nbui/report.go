@@ -167,8 +167,25 @@ func ShowSelfTests(lang string, ks []druto.Kernel) {
 	}
 }
 
+// StepCheckTable lists detect's step checks: per precision policy, one
+// training step of the tiny model on the GPU against the CPU reference.
+func StepCheckTable(lang string, cs []druto.StepCheck) *Table {
+	t := NewTable(lang, "policy", "loss rel. error", "gradients rel. error", "worst tensor", "max rel. error", "limit", "verdict").
+		WithCaption("One training step on the GPU against the CPU reference")
+	for _, c := range cs {
+		v := Sprintf(lang, "pass")
+		if !c.Pass {
+			v = Sprintf(lang, "FAIL")
+		}
+		t.Add(c.Policy, fmt.Sprintf("%.2e", c.LossRelErr), fmt.Sprintf("%.2e", c.GradRelErr), c.Worst,
+			fmt.Sprintf("%.2e", c.WorstErr), fmt.Sprintf("%.2e", c.Limit), v)
+	}
+	return t
+}
+
 // ShowReport shows a detect report: the summary and the libraries, and,
-// when there are any, the GPUs, the kernels and the self-test verdict.
+// when there are any, the GPUs, the kernels, the self-test verdict and the
+// step checks.
 func ShowReport(lang string, r druto.Report) {
 	ReportTable(lang, r).Show()
 	if len(r.Libraries) > 0 {
@@ -180,6 +197,9 @@ func ShowReport(lang string, r druto.Report) {
 	if len(r.Kernels) > 0 {
 		KernelTable(lang, r.Kernels).Show()
 		ShowSelfTests(lang, r.Kernels)
+	}
+	if len(r.StepChecks) > 0 {
+		StepCheckTable(lang, r.StepChecks).Show()
 	}
 }
 

@@ -103,6 +103,17 @@ func printReport(w io.Writer, r druto.Report) {
 			fmt.Fprintf(w, "  %18s why not NVRTC: %s\n", "", firstLine(k.Fallback))
 		}
 	}
+	if len(r.StepChecks) > 0 {
+		fmt.Fprintln(w, "step checks (one training step of the tiny model, GPU vs CPU)")
+	}
+	for _, s := range r.StepChecks {
+		verdict := "pass"
+		if !s.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(w, "  %-4s %s  loss rel err %.2g  gradients rel err %.2g  worst %s %.2g  (limit %.2g)\n",
+			s.Policy, verdict, s.LossRelErr, s.GradRelErr, s.Worst, s.WorstErr, s.Limit)
+	}
 	if r.Fallback != "" {
 		fmt.Fprintf(w, "fallback  %s\n", r.Fallback)
 	}

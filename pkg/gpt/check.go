@@ -1,0 +1,128 @@
+package gpt
+
+// check.go: one training step on two devices, compared. It is the model-level
+// numerical check of a device against the CPU reference: the GPU tests run it
+// for every policy and form, and druto's detect runs it as the self-test that
+// covers every kernel of a step (encoder, layernorm, residual, matmul with its
+// epilogues, attention, GELU, the fused classifier, and all their backwards).
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// StepDiff is how far one training step's loss and gradients on a device are
+// from those on a reference device, from the same parameters and batch.
+type StepDiff struct {
+	Policy     string  `json:"policy"`
+	Loss       float32 `json:"loss"`
+	RefLoss    float32 `json:"ref_loss"`
+	LossRelErr float64 `json:"loss_rel_err"`
+	GradRelErr float64 `json:"grad_rel_err"` // ||g - ref|| / ||ref|| over the whole gradient
+	Worst      string  `json:"worst_tensor"` // the parameter tensor whose gradient differs most
+	WorstErr   float64 `json:"worst_rel_err"`
+	Limit      float64 `json:"limit"` // for the loss and the whole gradient; 4·Limit per tensor
+}
+
+// Pass reports whether the step agrees with the reference within StepLimit:
+// the loss and the whole gradient within Limit, every tensor's gradient
+// within 4·Limit. NaN never passes.
+func (d StepDiff) Pass() bool {
+	return d.LossRelErr <= d.Limit && d.GradRelErr <= d.Limit && d.WorstErr <= 4*d.Limit
+}
+
+// String summarises the comparison in one line.
+func (d StepDiff) String() string {
+	return fmt.Sprintf("%s: loss %.6f vs %.6f (rel err %.2g), gradients rel err %.2g, worst %s %.2g (limit %.2g)",
+		d.Policy, d.Loss, d.RefLoss, d.LossRelErr, d.GradRelErr, d.Worst, d.WorstErr, d.Limit)
+}
+
+// StepLimit is the largest relative error allowed between two devices'
+// losses and gradients of one training step under a policy. A step is some
+// forty ops deep and every op rounds to the policy's type, at different (all
+// correct) rounding points on each device (GEMM sum orders, a 16-bit copy of
+// an fp32 gradient, a 16-bit score gradient): 8 epsilons of the 16-bit type;
+// for fp32 the 1e-4 that the PyTorch parity test allows gradients.
+func StepLimit(p amp.Policy) float64 {
+	if p == amp.FP32 {
+		return 1e-4
+	}
+	return 8 * p.Half().Eps()
+}
+
+// CheckConfig is the model CompareStep is usually run on: the tiny preset's
+// shape with the batch shape (B 4, T 64) the GPU tests use.
+var CheckConfig = struct {
+	Config
+	B, T int
+}{Config{Vocab: 256, MaxSeq: 128, Layers: 4, Heads: 4, Channels: 128}, 4, 64}
+
+// CompareStep initialises the same model (seed) on dev and on ref under
+// policy p, runs forward and backward on the same random batch of B×T tokens
+// (drawn from seed) and compares the loss and every gradient. Under FP16 the
+// loss is scaled by 1024 on both, as the GradScaler would, so that gradients
+// stay above fp16's subnormals. An error means a step could not run at all.
+func CompareStep(dev, ref device.Device, cfg Config, p amp.Policy, B, T int, seed uint64) (StepDiff, error) {
+	d := StepDiff{Policy: p.String(), Limit: StepLimit(p)}
+	if err := cfg.Validate(); err != nil {
+		return d, err
+	}
+	if B < 1 || T < 1 || T > cfg.MaxSeq {
+		return d, fmt.Errorf("gpt: CompareStep: batch %d x %d does not fit %v", B, T, cfg)
+	}
+	rng := tensor.NewRNG(seed)
+	inputs, targets := make([]int32, B*T), make([]int32, B*T)
+	for i := range inputs {
+		inputs[i], targets[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
+	}
+	scale := float32(1)
+	if p.NeedsScaler() {
+		scale = 1024
+	}
+	var loss [2]float32
+	var grads [2][]float32
+	var layout *tensor.Layout
+	for k, dv := range []device.Device{dev, ref} {
+		m, err := New(dv, cfg, p)
+		if err != nil {
+			return d, fmt.Errorf("gpt: CompareStep on %s: %w", dv.Name(), err)
+		}
+		err = m.Init(seed)
+		if err == nil {
+			m.ZeroGrad()
+			loss[k], err = m.Gradients(inputs, targets, B, T, scale)
+		}
+		if err == nil {
+			grads[k], err = m.GradValues()
+		}
+		layout = m.Layout()
+		m.Close()
+		if err != nil {
+			return d, fmt.Errorf("gpt: CompareStep on %s: %w", dv.Name(), err)
+		}
+	}
+	d.Loss, d.RefLoss = loss[0], loss[1]
+	d.LossRelErr = finite(math.Abs(float64(loss[0]-loss[1])) / math.Abs(float64(loss[1])))
+	d.GradRelErr = finite(tensor.RelErr(grads[0], grads[1]))
+	d.WorstErr = -1
+	for _, s := range layout.Segments {
+		lo, hi := s.Offset, s.Offset+s.Numel()
+		if e := finite(tensor.RelErr(grads[0][lo:hi], grads[1][lo:hi])); e > d.WorstErr {
+			d.Worst, d.WorstErr = s.Name, e
+		}
+	}
+	return d, nil
+}
+
+// finite turns NaN and ±Inf into math.MaxFloat64: it fails every
+// "<= limit", and JSON (detect's report) can encode it.
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return math.MaxFloat64
+	}
+	return x
+}
