@@ -93,6 +93,7 @@ var bangla = map[string]string{
 	"free":                  "খালি",
 	"GPU":                   "জিপিইউ",
 	"gradients vs fused":    "গ্রেডিয়েন্ট, ফিউজডের তুলনায়",
+	"AdamW rel. error":      "AdamW-এর আপেক্ষিক ত্রুটি",
 	"gradients rel. error":  "গ্রেডিয়েন্টের আপেক্ষিক ত্রুটি",
 	"kernel":                "কার্নেল",
 	"limit":                 "সীমা",

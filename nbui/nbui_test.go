@@ -363,8 +363,8 @@ func TestReportTables(t *testing.T) {
 		t.Errorf("SelfTestCounts = %d, %d; want 2, 3", p, n)
 	}
 	sc := StepCheckTable("bn", r.StepChecks)
-	if len(sc.Rows) != 2 || sc.Rows[0][0] != "fp32" || sc.Rows[0][6] != "পাস" || sc.Rows[1][3] != "h.1.mlp.c_fc.weight" ||
-		sc.Rows[1][6] != "ব্যর্থ" || sc.Rows[1][4] != "2.00e-01" {
+	if len(sc.Rows) != 2 || sc.Rows[0][0] != "fp32" || sc.Rows[0][7] != "পাস" || sc.Rows[1][3] != "h.1.mlp.c_fc.weight" ||
+		sc.Rows[1][7] != "ব্যর্থ" || sc.Rows[1][4] != "2.00e-01" {
 		t.Errorf("step checks: %q", sc.Rows)
 	}
 	f := useSink(t, true)

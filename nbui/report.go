@@ -170,7 +170,8 @@ func ShowSelfTests(lang string, ks []druto.Kernel) {
 // StepCheckTable lists detect's step checks: per precision policy, one
 // training step of the tiny model on the GPU against the CPU reference.
 func StepCheckTable(lang string, cs []druto.StepCheck) *Table {
-	t := NewTable(lang, "policy", "loss rel. error", "gradients rel. error", "worst tensor", "max rel. error", "limit", "verdict").
+	t := NewTable(lang, "policy", "loss rel. error", "gradients rel. error", "worst tensor", "max rel. error", "limit",
+		"AdamW rel. error", "verdict").
 		WithCaption("One training step on the GPU against the CPU reference")
 	for _, c := range cs {
 		v := Sprintf(lang, "pass")
@@ -178,7 +179,7 @@ func StepCheckTable(lang string, cs []druto.StepCheck) *Table {
 			v = Sprintf(lang, "FAIL")
 		}
 		t.Add(c.Policy, fmt.Sprintf("%.2e", c.LossRelErr), fmt.Sprintf("%.2e", c.GradRelErr), c.Worst,
-			fmt.Sprintf("%.2e", c.WorstErr), fmt.Sprintf("%.2e", c.Limit), v)
+			fmt.Sprintf("%.2e", c.WorstErr), fmt.Sprintf("%.2e", c.Limit), fmt.Sprintf("%.2e", max(c.OptimRelErr, c.WorkRelErr)), v)
 	}
 	return t
 }

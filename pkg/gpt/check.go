@@ -7,6 +7,7 @@ package gpt
 // epilogues, attention, GELU, the fused classifier, and all their backwards).
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -25,20 +26,48 @@ type StepDiff struct {
 	GradRelErr float64 `json:"grad_rel_err"` // ||g - ref|| / ||ref|| over the whole gradient
 	Worst      string  `json:"worst_tensor"` // the parameter tensor whose gradient differs most
 	WorstErr   float64 `json:"worst_rel_err"`
-	Limit      float64 `json:"limit"` // for the loss and the whole gradient; 4·Limit per tensor
+	Limit      float64 `json:"limit"` // for the loss, the whole gradient and its norm; 4·Limit per tensor
+	// NormRelErr compares the global gradient norms (GradNorm, unscaled).
+	NormRelErr float64 `json:"norm_rel_err"`
+	// OptimRelErr is the largest relative error of the fp32 master weights
+	// and the moments m and v after one AdamW step that both devices take
+	// from the same state and the same (the reference's) gradients: fp32
+	// arithmetic on equal inputs, held to OptimLimit.
+	OptimRelErr float64 `json:"optim_rel_err"`
+	// WorkRelErr compares the 16-bit working copies that step writes (0 under
+	// FP32, which has none), held to WorkLimit: one rounding to the half type.
+	WorkRelErr float64 `json:"work_rel_err"`
+}
+
+// OptimLimit and WorkLimit bound OptimRelErr and WorkRelErr.
+const OptimLimit = 1e-5
+
+// WorkLimit is the bound of WorkRelErr under policy p: one rounding to its
+// 16-bit type, whose relative error is at most half an epsilon.
+func WorkLimit(p amp.Policy) float64 {
+	if !p.Mixed() {
+		return OptimLimit
+	}
+	return p.Half().Eps()
 }
 
 // Pass reports whether the step agrees with the reference within StepLimit:
 // the loss and the whole gradient within Limit, every tensor's gradient
 // within 4·Limit. NaN never passes.
 func (d StepDiff) Pass() bool {
-	return d.LossRelErr <= d.Limit && d.GradRelErr <= d.Limit && d.WorstErr <= 4*d.Limit
+	work := OptimLimit
+	if p, err := amp.ParsePolicy(d.Policy); err == nil {
+		work = WorkLimit(p)
+	}
+	return d.LossRelErr <= d.Limit && d.GradRelErr <= d.Limit && d.WorstErr <= 4*d.Limit &&
+		d.NormRelErr <= d.Limit && d.OptimRelErr <= OptimLimit && d.WorkRelErr <= work
 }
 
 // String summarises the comparison in one line.
 func (d StepDiff) String() string {
-	return fmt.Sprintf("%s: loss %.6f vs %.6f (rel err %.2g), gradients rel err %.2g, worst %s %.2g (limit %.2g)",
-		d.Policy, d.Loss, d.RefLoss, d.LossRelErr, d.GradRelErr, d.Worst, d.WorstErr, d.Limit)
+	return fmt.Sprintf("%s: loss %.6f vs %.6f (rel err %.2g), gradients rel err %.2g, worst %s %.2g, norm %.2g (limit %.2g); "+
+		"AdamW %.2g, working copy %.2g", d.Policy, d.Loss, d.RefLoss, d.LossRelErr, d.GradRelErr, d.Worst, d.WorstErr,
+		d.NormRelErr, d.Limit, d.OptimRelErr, d.WorkRelErr)
 }
 
 // StepLimit is the largest relative error allowed between two devices'
@@ -85,12 +114,21 @@ func CompareStep(dev, ref device.Device, cfg Config, p amp.Policy, B, T int, see
 	}
 	var loss [2]float32
 	var grads [2][]float32
-	var layout *tensor.Layout
+	var norms [2]float32
+	models := [2]*Model{}
+	defer func() {
+		for _, m := range models {
+			if m != nil {
+				m.Close()
+			}
+		}
+	}()
 	for k, dv := range []device.Device{dev, ref} {
 		m, err := New(dv, cfg, p)
 		if err != nil {
 			return d, fmt.Errorf("gpt: CompareStep on %s: %w", dv.Name(), err)
 		}
+		models[k] = m
 		err = m.Init(seed)
 		if err == nil {
 			m.ZeroGrad()
@@ -99,15 +137,19 @@ func CompareStep(dev, ref device.Device, cfg Config, p amp.Policy, B, T int, see
 		if err == nil {
 			grads[k], err = m.GradValues()
 		}
-		layout = m.Layout()
-		m.Close()
+		if err == nil {
+			norms[k], _ = dv.GradNorm(m.Grads(), 1/scale)
+			err = dv.Sync()
+		}
 		if err != nil {
 			return d, fmt.Errorf("gpt: CompareStep on %s: %w", dv.Name(), err)
 		}
 	}
+	layout := models[0].Layout()
 	d.Loss, d.RefLoss = loss[0], loss[1]
 	d.LossRelErr = finite(math.Abs(float64(loss[0]-loss[1])) / math.Abs(float64(loss[1])))
 	d.GradRelErr = finite(tensor.RelErr(grads[0], grads[1]))
+	d.NormRelErr = finite(math.Abs(float64(norms[0]-norms[1])) / math.Abs(float64(norms[1])))
 	d.WorstErr = -1
 	for _, s := range layout.Segments {
 		lo, hi := s.Offset, s.Offset+s.Numel()
@@ -115,7 +157,65 @@ func CompareStep(dev, ref device.Device, cfg Config, p amp.Policy, B, T int, see
 			d.Worst, d.WorstErr = s.Name, e
 		}
 	}
-	return d, nil
+	var err error
+	d.OptimRelErr, d.WorkRelErr, err = compareAdamW(models, grads[1], scale, rng)
+	return d, err
+}
+
+// compareAdamW gives both models the same gradients and the same random
+// moments, takes one AdamW step on each device (step 7, weight decay on)
+// and compares master weights, moments and working copies.
+func compareAdamW(models [2]*Model, g []float32, scale float32, rng *tensor.RNG) (optim, work float64, err error) {
+	n := len(g)
+	m0, v0 := make([]float32, n), make([]float32, n)
+	for i := range m0 {
+		m0[i] = float32(rng.Norm()) * 1e-3
+		v0[i] = float32(rng.Float64()) * 1e-6
+	}
+	hp := device.AdamW{LR: 6e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 7, GradScale: 1 / scale}
+	var after [2][3][]float32 // master, m, v
+	var works [2][]float32
+	for k, md := range models {
+		dv := md.Device()
+		mom, err1 := dv.Alloc(tensor.F32, n)
+		vel, err2 := dv.Alloc(tensor.F32, n)
+		if err := errors.Join(err1, err2); err != nil {
+			return 0, 0, fmt.Errorf("gpt: CompareStep on %s: %w", dv.Name(), err)
+		}
+		defer dv.Free(mom)
+		defer dv.Free(vel)
+		for _, c := range []struct {
+			dst *tensor.Tensor
+			v   []float32
+		}{{md.Grads(), g}, {mom, m0}, {vel, v0}} {
+			h, err := tensor.FromF32(c.v, n)
+			if err != nil {
+				return 0, 0, err
+			}
+			dv.Upload(c.dst, h)
+		}
+		dv.AdamWStep(md.Master(), md.Work(), md.Grads(), mom, vel, md.Layout(), hp)
+		for j, t := range []*tensor.Tensor{md.Master(), mom, vel} {
+			h := tensor.New(tensor.F32, n)
+			dv.Download(h, t)
+			after[k][j] = h.F32()
+		}
+		if w := md.Work(); w != nil {
+			h := tensor.New(w.DType, n)
+			dv.Download(h, w)
+			works[k] = h.ToF32()
+		}
+		if err := dv.Sync(); err != nil {
+			return 0, 0, fmt.Errorf("gpt: CompareStep: AdamW on %s: %w", dv.Name(), err)
+		}
+	}
+	for j := range 3 {
+		optim = max(optim, finite(tensor.RelErr(after[0][j], after[1][j])))
+	}
+	if works[1] != nil {
+		work = finite(tensor.RelErr(works[0], works[1]))
+	}
+	return optim, work, nil
 }
 
 // finite turns NaN and ±Inf into math.MaxFloat64: it fails every

@@ -68,3 +68,29 @@ func TestCompareStepBadShape(t *testing.T) {
 		t.Fatalf("T beyond MaxSeq: %v", err)
 	}
 }
+
+// offAdam is a CPU device whose AdamW step moves the last sixteenth of the
+// master weights 0.1% too far.
+type offAdam struct{ *cpu.Device }
+
+func (o offAdam) AdamWStep(master, work, grads, m, v *tensor.Tensor, l *tensor.Layout, hp device.AdamW) {
+	o.Device.AdamWStep(master, work, grads, m, v, l, hp)
+	p := master.F32()
+	for i := len(p) - len(p)/16; i < len(p); i++ {
+		p[i] *= 1.001
+	}
+}
+
+// TestCompareStepCatchesAdamW: an optimizer step off by 0.1% on a part of
+// the weights fails the check although the gradients agree.
+func TestCompareStepCatchesAdamW(t *testing.T) {
+	d, err := CompareStep(offAdam{cpu.New(device.Options{Fused: true, Threads: 2})}, cpu.New(device.Options{Fused: true, Threads: 2}),
+		CheckConfig.Config, amp.BF16, 2, 32, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(d)
+	if d.Pass() || d.GradRelErr != 0 || !(d.OptimRelErr > OptimLimit) {
+		t.Errorf("a skewed AdamW step: %v", d)
+	}
+}
