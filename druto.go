@@ -84,10 +84,14 @@ type Report struct {
 	Millis   float64  `json:"detect_ms"`
 }
 
-// StepCheck is gpt.CompareStep's verdict on one policy.
+// StepCheck is gpt.CompareStep's verdict on one policy. Error is set when
+// the step could not run at all under the policy (e.g. no bf16 GEMM on an
+// sm_75 GPU): the policy is unavailable on this GPU, which is reported but,
+// except for fp32, does not make the GPU unusable for the other policies.
 type StepCheck struct {
 	gpt.StepDiff
-	Pass bool `json:"pass"`
+	Pass  bool   `json:"pass"`
+	Error string `json:"error,omitempty"`
 }
 
 // Host describes the machine running druto.
@@ -289,19 +293,10 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		// Every kernel built: one training step per policy against the CPU
 		// reference of the same form covers the kernels that have no
 		// self-test of their own.
-		stepRef := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
-		seed := uint64(time.Now().UnixNano())
-		c := gpt.CheckConfig
-		for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
-			d, err := gpt.CompareStep(dev, stepRef, c.Config, p, c.B, c.T, seed)
-			if err != nil {
-				r.Errors = append(r.Errors, "step check "+p.String()+": "+err.Error())
-				usable = false
-				break
-			}
-			r.StepChecks = append(r.StepChecks, StepCheck{StepDiff: d, Pass: d.Pass()})
-			usable = usable && d.Pass()
-		}
+		ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
+		var notes []string
+		r.StepChecks, usable, notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
+		r.Errors = append(r.Errors, notes...)
 	}
 	if err := ctx.Err(); err != nil {
 		r.Errors = append(r.Errors, "detection cut short: "+err.Error())
@@ -314,10 +309,37 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 	return dev
 }
 
-// failedStep names the first policy whose step check failed, or "".
+// stepChecks runs gpt.CompareStep of dev against ref on gpt.CheckConfig
+// under FP32, BF16 and FP16. dev is usable when every step that ran agrees
+// with ref and the fp32 step ran; a 16-bit policy whose step cannot run on
+// dev (an error, not a disagreement) is reported as unavailable in the
+// check and in notes, and leaves dev usable for the others.
+func stepChecks(dev, ref device.Device, seed uint64) (checks []StepCheck, usable bool, notes []string) {
+	c := gpt.CheckConfig
+	usable = true
+	for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
+		d, err := gpt.CompareStep(dev, ref, c.Config, p, c.B, c.T, seed)
+		if err != nil {
+			_ = dev.Sync() // clear what the failed step recorded; the error is err
+			_ = ref.Sync()
+			checks = append(checks, StepCheck{StepDiff: gpt.StepDiff{Policy: p.String(), Limit: gpt.StepLimit(p)}, Error: err.Error()})
+			if p == amp.FP32 {
+				return checks, false, nil // no policy works without the fp32 path
+			}
+			notes = append(notes, fmt.Sprintf("--amp %s is unavailable on this GPU: a training step under it failed: %v", p, err))
+			continue
+		}
+		checks = append(checks, StepCheck{StepDiff: d, Pass: d.Pass()})
+		usable = usable && d.Pass()
+	}
+	return checks, usable, notes
+}
+
+// failedStep names the first policy whose step check ran and disagreed with
+// the CPU, or fp32 when it could not run; "" when there is none.
 func (r *Report) failedStep() string {
 	for _, s := range r.StepChecks {
-		if !s.Pass {
+		if !s.Pass && (s.Error == "" || s.Policy == amp.FP32.String()) {
 			return s.Policy
 		}
 	}

@@ -62,6 +62,7 @@ var bangla = map[string]string{
 	"no":                        "না",
 	"none":                      "নেই",
 	"pass":                      "পাস",
+	"unavailable":               "এই জিপিইউতে চলে না",
 	"problem":                   "সমস্যা",
 	"reason":                    "কারণ",
 	"revision":                  "রিভিশন",

@@ -319,6 +319,7 @@ func testReport() druto.Report {
 		StepChecks: []druto.StepCheck{
 			{StepDiff: gpt.StepDiff{Policy: "fp32", LossRelErr: 1e-7, GradRelErr: 1e-6, Worst: "wte", WorstErr: 2e-6, Limit: 1e-4}, Pass: true},
 			{StepDiff: gpt.StepDiff{Policy: "bf16", LossRelErr: 1e-3, GradRelErr: 0.1, Worst: "h.1.mlp.c_fc.weight", WorstErr: 0.2, Limit: 0.0625}},
+			{StepDiff: gpt.StepDiff{Policy: "fp16", Limit: 0.0078}, Error: "gpu: matmul: not supported\nmore"},
 		},
 	}
 }
@@ -363,7 +364,7 @@ func TestReportTables(t *testing.T) {
 		t.Errorf("SelfTestCounts = %d, %d; want 2, 3", p, n)
 	}
 	sc := StepCheckTable("bn", r.StepChecks)
-	if len(sc.Rows) != 2 || sc.Rows[0][0] != "fp32" || sc.Rows[0][7] != "পাস" || sc.Rows[1][3] != "h.1.mlp.c_fc.weight" ||
+	if len(sc.Rows) != 3 || sc.Rows[2][7] != "এই জিপিইউতে চলে না: gpu: matmul: not supported" || sc.Rows[0][0] != "fp32" || sc.Rows[0][7] != "পাস" || sc.Rows[1][3] != "h.1.mlp.c_fc.weight" ||
 		sc.Rows[1][7] != "ব্যর্থ" || sc.Rows[1][4] != "2.00e-01" {
 		t.Errorf("step checks: %q", sc.Rows)
 	}

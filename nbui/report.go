@@ -174,6 +174,10 @@ func StepCheckTable(lang string, cs []druto.StepCheck) *Table {
 		"AdamW rel. error", "verdict").
 		WithCaption("One training step on the GPU against the CPU reference")
 	for _, c := range cs {
+		if c.Error != "" {
+			t.Add(c.Policy, "-", "-", "-", "-", fmt.Sprintf("%.2e", c.Limit), "-", Sprintf(lang, "unavailable")+": "+firstLine(c.Error))
+			continue
+		}
 		v := Sprintf(lang, "pass")
 		if !c.Pass {
 			v = Sprintf(lang, "FAIL")

@@ -107,6 +107,10 @@ func printReport(w io.Writer, r druto.Report) {
 		fmt.Fprintln(w, "step checks (one training step of the tiny model, GPU vs CPU)")
 	}
 	for _, s := range r.StepChecks {
+		if s.Error != "" {
+			fmt.Fprintf(w, "  %-4s unavailable: %s\n", s.Policy, firstLine(s.Error))
+			continue
+		}
 		verdict := "pass"
 		if !s.Pass {
 			verdict = "FAIL"

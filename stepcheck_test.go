@@ -1,0 +1,66 @@
+package druto
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// noBF16 is a CPU device whose bf16 matmuls fail, as they may on an sm_75
+// GPU without bf16 GEMMs: after the op it records an error on the device (a
+// size-mismatched Cast, standing in for cuBLAS's NOT_SUPPORTED), which the
+// step's Sync returns.
+type noBF16 struct{ *cpu.Device }
+
+func (n noBF16) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
+	if weight.DType == tensor.BF16 {
+		n.Device.Matmul(out, pre, inp, weight, bias, N, C, OC, act)
+		n.Device.Cast(weight, tensor.New(tensor.F32, 1))
+		return
+	}
+	n.Device.Matmul(out, pre, inp, weight, bias, N, C, OC, act)
+}
+
+// zeroGELU is a CPU device whose GELU backward writes zeros: a wrong kernel.
+type zeroGELU struct{ *cpu.Device }
+
+func (z zeroGELU) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
+	z.Device.Zero(dinp)
+}
+
+// TestStepChecks: detect's gate over the step checks — every policy
+// agreeing makes the device usable; a 16-bit policy that cannot run is
+// reported unavailable without rejecting the device; a disagreement rejects
+// it and names the policy.
+func TestStepChecks(t *testing.T) {
+	dev := func() *cpu.Device { return cpu.New(device.Options{Fused: true, Threads: 2}) }
+
+	checks, usable, notes := stepChecks(dev(), dev(), 1)
+	if !usable || len(checks) != 3 || len(notes) != 0 {
+		t.Fatalf("reference vs itself: usable %v, %d checks, notes %q", usable, len(checks), notes)
+	}
+	for _, c := range checks {
+		if !c.Pass || c.Error != "" || c.GradRelErr != 0 {
+			t.Errorf("%+v", c)
+		}
+	}
+
+	checks, usable, notes = stepChecks(noBF16{dev()}, dev(), 1)
+	if !usable || len(checks) != 3 || checks[1].Error == "" || checks[1].Pass || !checks[2].Pass ||
+		len(notes) != 1 || !strings.Contains(notes[0], "--amp bf16 is unavailable") {
+		t.Fatalf("no bf16 matmul: usable %v, checks %+v, notes %q", usable, checks, notes)
+	}
+	r := Report{StepChecks: checks}
+	if f := r.failedStep(); f != "" {
+		t.Errorf("an unavailable bf16 counted as a failed step: %q", f)
+	}
+
+	checks, usable, _ = stepChecks(zeroGELU{dev()}, dev(), 1)
+	r = Report{StepChecks: checks}
+	if usable || r.failedStep() != "fp32" {
+		t.Fatalf("zero GELU backward: usable %v, failed %q, checks %+v", usable, r.failedStep(), checks)
+	}
+}
