@@ -116,3 +116,20 @@ func TestGELUBackwardParity(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGELUBackward times the fused GELU backward over the tiny preset's
+// MLP activations (B·T·4C = 1024·512 elements, F32); ns/element is reported.
+func BenchmarkGELUBackward(b *testing.B) {
+	const n = 1024 * 512
+	r := ntRNG(1)
+	inp, _ := ntTensor(b, tensor.F32, ntNormal(r, n, 1, 0), n)
+	dout, _ := ntTensor(b, tensor.F32, ntNormal(r, n, 1, 0), n)
+	dinp := tensor.New(tensor.F32, n)
+	d := ntDev(true, 2)
+	b.ResetTimer()
+	for range b.N {
+		d.GELUBackward(dinp, inp, dout, n)
+	}
+	ntSync(b, d)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/element")
+}

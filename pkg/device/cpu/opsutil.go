@@ -68,6 +68,16 @@ func in32(t *tensor.Tensor, off, n int, buf []float32) []float32 {
 	return buf[:n]
 }
 
+// scratch32 returns a buffer of n elements for in32 or out32 over t, or nil
+// when t is F32 and they use t's own memory (a large chunk's buffer would
+// otherwise be allocated and zeroed for nothing).
+func scratch32(t *tensor.Tensor, n int) []float32 {
+	if t.DType == tensor.F32 {
+		return nil
+	}
+	return make([]float32, n)
+}
+
 // out32 returns where to compute the n elements of t starting at off: t's
 // own memory when t is F32, else buf[:n], which flush32 then rounds into t.
 func out32(t *tensor.Tensor, off, n int, buf []float32) []float32 {
