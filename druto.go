@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/druto/druto/kernels"
@@ -333,6 +334,35 @@ func stepChecks(dev, ref device.Device, seed uint64) (checks []StepCheck, usable
 		usable = usable && d.Pass()
 	}
 	return checks, usable, notes
+}
+
+// PolicyError returns an error when detection found that a training step
+// under p cannot run on the chosen GPU (its step check failed to run), nil
+// otherwise: callers check it before training under p, so that the user
+// reads why and what to use instead rather than a GEMM error at step 1.
+func (r Report) PolicyError(p amp.Policy) error {
+	if r.Backend != BackendGPU {
+		return nil
+	}
+	for _, s := range r.StepChecks {
+		if s.Policy == p.String() && s.Error != "" {
+			return fmt.Errorf("druto: --amp %s is unavailable on %s (a training step under it failed in detect: %s); use another precision, e.g. --amp fp16 or fp32",
+				p, r.gpuName(), firstLine(s.Error))
+		}
+	}
+	return nil
+}
+
+func (r Report) gpuName() string {
+	if len(r.Devices) > 0 {
+		return r.Devices[0].Name
+	}
+	return "this GPU"
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // failedStep names the first policy whose step check ran and disagreed with

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/tensor"
@@ -53,9 +55,15 @@ func TestStepChecks(t *testing.T) {
 		len(notes) != 1 || !strings.Contains(notes[0], "--amp bf16 is unavailable") {
 		t.Fatalf("no bf16 matmul: usable %v, checks %+v, notes %q", usable, checks, notes)
 	}
-	r := Report{StepChecks: checks}
+	r := Report{Backend: BackendGPU, StepChecks: checks, Devices: []Device{{DeviceInfo: cuda.DeviceInfo{Name: "NVIDIA T4"}}}}
 	if f := r.failedStep(); f != "" {
 		t.Errorf("an unavailable bf16 counted as a failed step: %q", f)
+	}
+	if err := r.PolicyError(amp.BF16); err == nil || !strings.Contains(err.Error(), "--amp bf16 is unavailable on NVIDIA T4") {
+		t.Errorf("PolicyError(bf16) = %v", err)
+	}
+	if err := r.PolicyError(amp.FP16); err != nil {
+		t.Errorf("PolicyError(fp16) = %v", err)
 	}
 
 	checks, usable, _ = stepChecks(zeroGELU{dev()}, dev(), 1)

@@ -96,6 +96,13 @@ func runBench(args []string) error {
 		if err != nil {
 			return err
 		}
+		if err := be.report.PolicyError(m.Policy); err != nil { // e.g. bf16 on a T4: the other modes still run
+			fmt.Fprintf(os.Stderr, "druto bench: skipping %s: %v\n", m, err)
+			if c, ok := dev.(interface{ Close() error }); ok {
+				_ = c.Close()
+			}
+			continue
+		}
 		if rep == nil {
 			rep = newReport(dev.Name(), be)
 			rep.PeakFLOPs, rep.PeakNote = bench.Peak(dev)

@@ -118,6 +118,9 @@ func runTrain(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := be.report.PolicyError(policy); err != nil {
+		return err
+	}
 	tr, err := train.New(dev, opts, trainT, valT)
 	if err != nil {
 		return err
