@@ -122,6 +122,9 @@ func runBench(args []string) error {
 			}
 		}
 	}
+	if rep == nil {
+		return fmt.Errorf("no mode of --modes %s can run on this device (see the lines above)", *modes)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\t")
 	ups := rep.SpeedUps()
