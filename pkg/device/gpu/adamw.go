@@ -19,6 +19,7 @@ package gpu
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -138,7 +139,7 @@ func (d *Device) adamTable(layout *tensor.Layout, spans []adamSpan) (cuda.Device
 	if launchHook != nil {
 		return hookAddr, n
 	}
-	if t, ok := d.tables[layout]; ok && t.count == n {
+	if t, ok := d.tables[layout]; ok && slices.Equal(t.table, table) {
 		return t.ptr, n
 	} else if ok {
 		if err := d.ctx.Pool().Free(t.ptr); err != nil {
@@ -157,7 +158,7 @@ func (d *Device) adamTable(layout *tensor.Layout, spans []adamSpan) (cuda.Device
 		d.fail(fmt.Errorf("gpu: adamw: chunk table: %w", err))
 		return 0, 0
 	}
-	d.tables[layout] = layoutTable{ptr: p, count: n}
+	d.tables[layout] = layoutTable{ptr: p, table: table}
 	return p, n
 }
 

@@ -103,7 +103,7 @@ type scratchBuf struct {
 // (adamw.go fills and uses it; the core frees it in Close).
 type layoutTable struct {
 	ptr   cuda.DevicePtr
-	count int
+	table []uint32 // what ptr holds, to see when the layout's segments changed
 }
 
 var _ device.Device = (*Device)(nil)
