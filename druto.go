@@ -346,23 +346,16 @@ func (r Report) PolicyError(p amp.Policy) error {
 	}
 	for _, s := range r.StepChecks {
 		if s.Policy == p.String() && s.Error != "" {
+			name := "this GPU"
+			if len(r.Devices) > 0 {
+				name = r.Devices[0].Name
+			}
+			why, _, _ := strings.Cut(s.Error, "\n")
 			return fmt.Errorf("druto: --amp %s is unavailable on %s (a training step under it failed in detect: %s); use another precision, e.g. --amp fp16 or fp32",
-				p, r.gpuName(), firstLine(s.Error))
+				p, name, why)
 		}
 	}
 	return nil
-}
-
-func (r Report) gpuName() string {
-	if len(r.Devices) > 0 {
-		return r.Devices[0].Name
-	}
-	return "this GPU"
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }
 
 // failedStep names the first policy whose step check ran and disagreed with
