@@ -79,33 +79,33 @@ func LoadModel(path string) (gpt.Config, []float32, error) {
 	return cfg, params, err
 }
 
+// maxParams is the largest model LoadModel accepts (2^31 parameters, 8 GiB
+// of fp32 weights).
+const maxParams = 2 << 30
+
 // loadModel is LoadModel that also returns the file's data checksum.
 func loadModel(path string) (gpt.Config, []float32, string, error) {
-	ts, meta, err := readSafetensors(path)
+	ts, meta, err := readSafetensors(path, 4*maxParams)
 	if err != nil {
 		return gpt.Config{}, nil, "", err
 	}
-	var cfg gpt.Config
-	for key, dst := range map[string]*int{"vocab_size": &cfg.Vocab, "n_positions": &cfg.MaxSeq,
-		"n_layer": &cfg.Layers, "n_head": &cfg.Heads, "n_embd": &cfg.Channels} {
-		v, err := strconv.Atoi(meta[key])
-		if err != nil {
-			return cfg, nil, "", fmt.Errorf("%s: %w: metadata %q missing or not a number", path, ErrCorrupt, key)
-		}
-		*dst = v
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := configFromMeta(meta)
+	if err != nil {
 		return cfg, nil, "", fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}
-	if cfg.NumParams() > 2<<30 {
-		return cfg, nil, "", fmt.Errorf("%s: %w: config %v is implausibly large", path, ErrCorrupt, cfg)
+	// The model needs 12 tensors a layer plus 4: a config naming more
+	// layers than the file has tensors is refused before its layout (which
+	// has a segment per tensor) is built.
+	if cfg.Layers > (len(ts)-4)/12 {
+		return cfg, nil, "", fmt.Errorf("%s: %w: config %v needs %d layers of tensors, the file holds %d tensors", path, ErrCorrupt, cfg, cfg.Layers, len(ts))
 	}
 	by := make(map[string]stTensor, len(ts))
 	for _, t := range ts {
 		by[t.Name] = t
 	}
+	// Every tensor is present with its shape before anything is allocated,
+	// so the parameters take no more memory than the file's data.
 	l := cfg.Layout()
-	params := make([]float32, l.Total)
 	for _, s := range l.Segments {
 		name, conv := hfName(s.Name)
 		t, ok := by[name]
@@ -119,13 +119,49 @@ func loadModel(path string) (gpt.Config, []float32, string, error) {
 		if fmt.Sprint(t.Shape) != fmt.Sprint(want) {
 			return cfg, nil, "", fmt.Errorf("%s: %w: tensor %s has shape %v, the config needs %v", path, ErrCorrupt, name, t.Shape, want)
 		}
-		v := t.Data
+		for i, v := range t.Data {
+			if !finite(float64(v)) {
+				return cfg, nil, "", fmt.Errorf("%s: tensor %s holds %v at element %d: the weights are not finite, so the model cannot be used (saved from a diverged run?)", path, name, v, i)
+			}
+		}
+	}
+	params := make([]float32, l.Total)
+	for _, s := range l.Segments {
+		name, conv := hfName(s.Name)
+		v := by[name].Data
 		if conv {
-			v = transpose(v, want[0], want[1])
+			v = transpose(v, s.Shape[1], s.Shape[0])
 		}
 		copy(params[s.Offset:], v)
 	}
 	return cfg, params, meta[checksumKey], nil
+}
+
+// configFromMeta reads the model configuration from a checkpoint's
+// metadata and checks it, with arithmetic that cannot overflow, before
+// anything is sized from it.
+func configFromMeta(meta map[string]string) (gpt.Config, error) {
+	var cfg gpt.Config
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{{"vocab_size", &cfg.Vocab}, {"n_positions", &cfg.MaxSeq}, {"n_layer", &cfg.Layers}, {"n_head", &cfg.Heads}, {"n_embd", &cfg.Channels}} {
+		v, err := strconv.ParseInt(meta[f.key], 10, 32)
+		if err != nil {
+			return cfg, fmt.Errorf("metadata %q missing or not a number below 2^31", f.key)
+		}
+		*f.dst = int(v)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	// Each size is below 2^31, so this float64 count is exact enough to
+	// compare and never overflows.
+	V, T, L, C := float64(cfg.Vocab), float64(cfg.MaxSeq), float64(cfg.Layers), float64(cfg.Channels)
+	if n := (V+T)*C + L*(12*C*C+13*C) + 2*C; n > maxParams {
+		return cfg, fmt.Errorf("config %v has %.3g parameters, more than the %d druto loads", cfg, n, maxParams)
+	}
+	return cfg, nil
 }
 
 // state is everything besides the weights that an exact resume needs.
@@ -139,6 +175,7 @@ type state struct {
 	DataPos   int     `json:"data_pos"`     // next training batch's token offset
 	ModelSum  string  `json:"model_sha256"` // checksum of the matching model file
 	Options   string  `json:"options"`      // the run's options, to refuse a mismatched resume
+	Data      string  `json:"data"`         // fingerprint of the training tokens, to refuse other data on resume
 }
 
 func saveState(path string, st state, m, v []float32) error {
@@ -153,17 +190,47 @@ func saveState(path string, st state, m, v []float32) error {
 	return err
 }
 
+// loadState reads a state file for a model of n parameters: its size is
+// checked against n before it is read, and every field is checked.
 func loadState(path string, n int) (state, []float32, []float32, error) {
 	var st state
-	ts, meta, err := readSafetensors(path)
+	ts, meta, err := readSafetensors(path, 8*int64(n))
 	if err != nil {
 		return st, nil, nil, err
 	}
-	if err := json.Unmarshal([]byte(meta["druto_state"]), &st); err != nil {
-		return st, nil, nil, fmt.Errorf("%s: %w: state metadata: %v", path, ErrCorrupt, err)
+	if st, err = parseState(meta); err != nil {
+		return st, nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(ts) != 2 || ts[0].Name != "adamw.m" || ts[1].Name != "adamw.v" || len(ts[0].Data) != n || len(ts[1].Data) != n {
 		return st, nil, nil, fmt.Errorf("%s: %w: want adamw.m and adamw.v of %d values", path, ErrCorrupt, n)
 	}
+	for _, t := range ts {
+		for i, v := range t.Data {
+			if !finite(float64(v)) || t.Name == "adamw.v" && v < 0 {
+				return st, nil, nil, fmt.Errorf("%s: %w: %s holds %v at element %d", path, ErrCorrupt, t.Name, v, i)
+			}
+		}
+	}
 	return st, ts[0].Data, ts[1].Data, nil
+}
+
+// parseState decodes and checks the state metadata.
+func parseState(meta map[string]string) (state, error) {
+	var st state
+	js, ok := meta["druto_state"]
+	if !ok {
+		return st, fmt.Errorf("%w: no druto_state metadata (not a druto state file)", ErrCorrupt)
+	}
+	if err := json.Unmarshal([]byte(js), &st); err != nil {
+		return st, fmt.Errorf("%w: state metadata: %v", ErrCorrupt, err)
+	}
+	switch {
+	case !finite(float64(st.Scale)) || st.Scale <= 0:
+		return st, fmt.Errorf("%w: loss scale %g must be finite and above 0", ErrCorrupt, st.Scale)
+	case st.Step < 0 || st.OptSteps < 0 || st.OptSteps > st.Step || st.Skipped < 0 || st.Skipped > st.Step:
+		return st, fmt.Errorf("%w: step %d, optimizer steps %d and skipped steps %d do not add up", ErrCorrupt, st.Step, st.OptSteps, st.Skipped)
+	case st.GoodSteps < 0 || st.DataPos < 0:
+		return st, fmt.Errorf("%w: negative scaler count %d or data position %d", ErrCorrupt, st.GoodSteps, st.DataPos)
+	}
+	return st, nil
 }

@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 
-	"github.com/druto/druto/internal/atomicfile"
+	"github.com/druto/druto/internal/boundedread"
 )
 
 // ErrCorrupt is returned (wrapped) for a checkpoint file that is truncated,
@@ -78,13 +80,52 @@ func writeSafetensors(path string, tensors []stTensor, meta map[string]string) (
 	return md[checksumKey], writeAtomic(path, out.Bytes())
 }
 
-// writeAtomic writes b to path through a temp file and a rename, so a crash
-// never leaves a half-written file under path.
+// wrapWriter, when set (by tests), wraps the writer of every file written
+// by writeAtomic: the seam that simulates a full disk.
+var wrapWriter func(io.Writer) io.Writer
+
+// writeAtomic writes b to path through a temp file in the same folder
+// (synced, then renamed over path), so a crash or an error never leaves a
+// half-written file under path, and an error leaves no temp file.
 func writeAtomic(path string, b []byte) error {
-	if err := atomicfile.WriteFile(path, b); err != nil {
-		return fmt.Errorf("train: %w", err)
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("train: %w (check that %s exists and is writable)", err, dir)
 	}
+	tmp := f.Name()
+	var w io.Writer = f
+	if wrapWriter != nil {
+		w = wrapWriter(f)
+	}
+	_, werr := w.Write(b)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp, 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("train: writing %s: %w", path, werr)
+	}
+	syncDir(dir)
 	return nil
+}
+
+// syncDir makes the renames inside dir durable, where the file system
+// supports it (best effort: some do not sync folders).
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
 }
 
 // parseSafetensors decodes a safetensors file holding F32 tensors and
@@ -94,7 +135,7 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 		return nil, nil, fmt.Errorf("%w: %d bytes, too short for a safetensors header", ErrCorrupt, len(b))
 	}
 	hl := binary.LittleEndian.Uint64(b)
-	if hl > uint64(len(b)-8) || hl > 100<<20 {
+	if hl > uint64(len(b)-8) || hl > maxHeader {
 		return nil, nil, fmt.Errorf("%w: header of %d bytes in a file of %d (truncated?)", ErrCorrupt, hl, len(b))
 	}
 	var raw map[string]json.RawMessage
@@ -115,7 +156,15 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 			return nil, nil, fmt.Errorf("%w: checksum mismatch (the file was truncated or modified)", ErrCorrupt)
 		}
 	}
-	var out []stTensor
+	// Check every entry before allocating anything: each tensor's data lie
+	// inside the data section and no two tensors share bytes, so the
+	// decoded tensors never take more memory than the file itself.
+	type span struct {
+		name   string
+		shape  []int
+		lo, hi int64
+	}
+	spans := make([]span, 0, len(raw))
 	for name, r := range raw {
 		var e stEntry
 		if err := json.Unmarshal(r, &e); err != nil {
@@ -138,19 +187,45 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 		if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != 4*n {
 			return nil, nil, fmt.Errorf("%w: tensor %q data [%d,%d) does not fit %d bytes (truncated?)", ErrCorrupt, name, lo, hi, len(data))
 		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[lo+4*int64(i):]))
+		spans = append(spans, span{name, e.Shape, lo, hi})
+	}
+	sort.Slice(spans, func(i, j int) bool {
+		if spans[i].lo != spans[j].lo {
+			return spans[i].lo < spans[j].lo
 		}
-		out = append(out, stTensor{Name: name, Shape: e.Shape, Data: v})
+		return spans[i].hi < spans[j].hi
+	})
+	for i := 1; i < len(spans); i++ {
+		if p, c := spans[i-1], spans[i]; c.lo < p.hi {
+			return nil, nil, fmt.Errorf("%w: tensors %q and %q share data bytes", ErrCorrupt, p.name, c.name)
+		}
+	}
+	out := make([]stTensor, 0, len(spans))
+	for _, sp := range spans {
+		v := make([]float32, (sp.hi-sp.lo)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[sp.lo+4*int64(i):]))
+		}
+		out = append(out, stTensor{Name: sp.name, Shape: sp.shape, Data: v})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, meta, nil
 }
 
-// readSafetensors reads and parses path.
-func readSafetensors(path string) ([]stTensor, map[string]string, error) {
-	b, err := os.ReadFile(path)
+// maxHeader is the largest safetensors header read (the reference
+// implementation's limit).
+const maxHeader = 100 << 20
+
+// readSafetensors reads and parses path, a regular file of at most
+// maxData+maxHeader+8 bytes (the size is checked before reading).
+func readSafetensors(path string, maxData int64) ([]stTensor, map[string]string, error) {
+	b, err := boundedread.ReadFile(path, maxData+maxHeader+8)
+	if errors.Is(err, boundedread.ErrNotRegular) {
+		return nil, nil, fmt.Errorf("train: checkpoint %v; give a .safetensors file", err)
+	}
+	if errors.Is(err, boundedread.ErrTooLarge) {
+		return nil, nil, fmt.Errorf("train: checkpoint %v (larger than any checkpoint druto loads)", err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("train: %w", err)
 	}

@@ -65,7 +65,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		}
 	}
 	// Hugging Face names and the Conv1D layout.
-	ts, meta, err := readSafetensors(path)
+	ts, meta, err := readSafetensors(path, 4*maxParams)
 	if err != nil {
 		t.Fatal(err)
 	}

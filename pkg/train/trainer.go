@@ -36,6 +36,7 @@ type Options struct {
 
 	OutDir          string // checkpoints and metrics.jsonl go here; "" keeps nothing
 	CheckpointEvery int    // also checkpoint every N steps (always at the end)
+	DataChanged     bool   // Resume accepts a checkpoint trained on other data
 
 	// Reducer, when set, makes this trainer one rank of data-parallel
 	// training: each rank reads its own part of every global batch, and the
@@ -72,18 +73,20 @@ func (o Options) Validate() error {
 }
 
 // Metric is one line of the metrics log (JSON lines, one per step; eval and
-// sample results ride on the step they happened at).
+// sample results ride on the step they happened at). Its JSON form (see
+// MarshalJSON) writes a value that is not finite as null.
 type Metric struct {
-	Step       int     `json:"step"`
-	Loss       float32 `json:"loss"`
-	LR         float32 `json:"lr"`
-	GradNorm   float32 `json:"grad_norm"`
-	TokensPerS float64 `json:"tokens_per_s"`
-	MsPerStep  float64 `json:"ms_per_step"`
-	LossScale  float32 `json:"loss_scale"`
-	Skipped    int     `json:"skipped"`            // steps skipped so far (non-finite gradients)
-	ValLoss    float32 `json:"val_loss,omitempty"` // on eval steps
-	Sample     string  `json:"sample,omitempty"`   // on sample steps
+	Step        int
+	Loss        float32
+	LR          float32
+	GradNorm    float32
+	TokensPerS  float64
+	MsPerStep   float64
+	LossScale   float32
+	StepSkipped bool    // this step's update was skipped (non-finite gradients); JSON "skipped"
+	Skipped     int     // steps skipped so far; JSON "skipped_steps"
+	ValLoss     float32 // on eval steps
+	Sample      string  // on sample steps
 }
 
 // Trainer runs the training loop of one model on one device.
@@ -99,6 +102,8 @@ type Trainer struct {
 	rng     *tensor.RNG
 	step    int
 	skipped int
+	saved   int    // step of the last checkpoint written or resumed from (-1: none)
+	dataKey string // fingerprint of the training tokens (see dataKey)
 	in, tg  []int32
 	metrics *os.File
 
@@ -148,7 +153,7 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	N := opts.Batch * opts.Seq
 	t := &Trainer{
 		Model: m, Opt: opt, Scaler: amp.NewGradScaler(opts.Policy.NeedsScaler()),
-		opts: opts, dev: dev, train: tl, val: vl, rng: tensor.NewRNG(opts.Seed ^ 0x5eed),
+		opts: opts, dev: dev, train: tl, val: vl, rng: tensor.NewRNG(opts.Seed ^ 0x5eed), saved: -1, dataKey: dataKey(trainTokens),
 		in: make([]int32, N), tg: make([]int32, N),
 	}
 	return t, nil
@@ -321,6 +326,7 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 		}
 		defer t.metrics.Close()
 	}
+	skipRow := 0 // consecutive skipped steps
 	for t.step < last {
 		if err := ctx.Err(); err != nil {
 			if o.OutDir != "" {
@@ -330,17 +336,20 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 			}
 			return err
 		}
+		before := t.skipped
 		m, err := t.Step()
 		if err != nil {
 			return err
 		}
-		end := t.step == last
-		if t.val != nil && (o.EvalEvery > 0 && t.step%o.EvalEvery == 0 || end && o.EvalEvery > 0) {
+		m.StepSkipped = m.Skipped > before
+		diverged := t.checkStep(&m, &skipRow)
+		end := t.step == last || diverged != nil
+		if diverged == nil && t.val != nil && (o.EvalEvery > 0 && t.step%o.EvalEvery == 0 || end && o.EvalEvery > 0) {
 			if m.ValLoss, err = t.Eval(o.EvalBatches); err != nil {
 				return err
 			}
 		}
-		if o.SampleTokens > 0 && (o.SampleEvery > 0 && t.step%o.SampleEvery == 0 || end) {
+		if diverged == nil && o.SampleTokens > 0 && (o.SampleEvery > 0 && t.step%o.SampleEvery == 0 || end) {
 			toks, err := t.Sample([]int32(bytesToTokens(o.SamplePrompt)), o.SampleTokens, 0.8)
 			if err != nil {
 				return err
@@ -354,6 +363,9 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 		}
 		if report != nil {
 			report(m)
+		}
+		if diverged != nil {
+			return diverged
 		}
 		if o.OutDir != "" && (end || o.CheckpointEvery > 0 && t.step%o.CheckpointEvery == 0) {
 			if err := t.Save(o.OutDir); err != nil {
@@ -378,6 +390,9 @@ const MetricsFile = "metrics.jsonl"
 func (t *Trainer) openMetrics() error {
 	if err := os.MkdirAll(t.opts.OutDir, 0o755); err != nil {
 		return fmt.Errorf("train: %w", err)
+	}
+	if err := recoverCheckpoint(t.opts.OutDir); err != nil {
+		return err
 	}
 	path := filepath.Join(t.opts.OutDir, MetricsFile)
 	// Keep only the lines of steps already done (a resumed run may have
@@ -434,9 +449,10 @@ func (t *Trainer) optionsKey() string {
 	return string(b)
 }
 
-// Save writes the model and the training state into dir (each file
-// atomically; the state names the model file's checksum, so a pair from
-// different saves is refused on resume).
+// Save writes the model and the training state into dir, committed as one
+// unit (see pendingModel): a crash or an error at any point leaves the
+// previous pair or the new one, never a mix. Weights that are not finite are
+// refused, so a diverged run never overwrites its last good checkpoint.
 func (t *Trainer) Save(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("train: %w", err)
@@ -445,9 +461,10 @@ func (t *Trainer) Save(dir string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := SaveModel(filepath.Join(dir, ModelFile), t.opts.Config, params)
-	if err != nil {
-		return err
+	for i, v := range params {
+		if !finite(float64(v)) {
+			return fmt.Errorf("%w at step %d: parameter %d is %v; the checkpoint was not written (%s)", ErrDiverged, t.step, i, v, t.keptNote())
+		}
 	}
 	m, v := tensor.New(tensor.F32, t.Opt.M.Numel()), tensor.New(tensor.F32, t.Opt.V.Numel())
 	t.dev.Download(m, t.Opt.M)
@@ -457,14 +474,23 @@ func (t *Trainer) Save(dir string) error {
 	}
 	st := state{
 		Step: t.step, OptSteps: t.Opt.Steps, Scale: t.Scaler.Scale, GoodSteps: t.Scaler.GoodSteps,
-		Skipped: t.skipped, RNG: t.rng.State, DataPos: t.train.Pos(), ModelSum: sum, Options: t.optionsKey(),
+		Skipped: t.skipped, RNG: t.rng.State, DataPos: t.train.Pos(), Options: t.optionsKey(), Data: t.dataKey,
 	}
-	return saveState(filepath.Join(dir, StateFile), st, m.F32(), v.F32())
+	if err := saveCheckpoint(dir, t.opts.Config, params, st, m.F32(), v.F32()); err != nil {
+		return err
+	}
+	t.saved = t.step
+	return nil
 }
 
-// Resume restores a run saved by Save in dir. The options must match the
-// saved run's (same model, policy, batch, schedule and seed).
+// Resume restores a run saved by Save in dir (finishing a save that was cut
+// after its commit point). The options must match the saved run's (same
+// model, policy, batch, schedule and seed), and so must the training data
+// unless Options.DataChanged says the change is meant.
 func (t *Trainer) Resume(dir string) error {
+	if err := recoverCheckpoint(dir); err != nil {
+		return err
+	}
 	cfg, params, sum, err := loadModel(filepath.Join(dir, ModelFile))
 	if err != nil {
 		return err
@@ -482,6 +508,15 @@ func (t *Trainer) Resume(dir string) error {
 	if st.Options != t.optionsKey() {
 		return fmt.Errorf("train: the checkpoint in %s was made with other options; use the same preset, precision, batch, seq, steps, lr and seed to resume", dir)
 	}
+	pos := st.DataPos
+	if st.Data != "" && st.Data != t.dataKey {
+		if !t.opts.DataChanged {
+			return fmt.Errorf("train: the checkpoint in %s was trained on other data (%s, now %s); resume on the same data, or say the change is meant (Options.DataChanged, druto train --data-changed)", dir, st.Data, t.dataKey)
+		}
+		if t.train.Seek(pos) != nil {
+			pos = 0 // the new data are shorter: start them from the beginning
+		}
+	}
 	if err := t.Model.SetParams(params); err != nil {
 		return err
 	}
@@ -489,12 +524,13 @@ func (t *Trainer) Resume(dir string) error {
 	hv, _ := tensor.FromF32(v, len(v))
 	t.dev.Upload(t.Opt.M, hm)
 	t.dev.Upload(t.Opt.V, hv)
-	if err := t.train.Seek(st.DataPos); err != nil {
+	if err := t.train.Seek(pos); err != nil {
 		return err
 	}
 	t.step, t.skipped, t.Opt.Steps = st.Step, st.Skipped, st.OptSteps
 	t.Scaler.Scale, t.Scaler.GoodSteps, t.Scaler.Skipped = st.Scale, st.GoodSteps, st.Skipped
 	t.rng.State = st.RNG
+	t.saved = st.Step
 	return t.dev.Sync()
 }
 

@@ -1,0 +1,116 @@
+package train
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/druto/druto/pkg/gpt"
+)
+
+// A checkpoint is two files, ModelFile and StateFile, committed as one unit.
+// The state file is the commit record: it names the checksum of its model.
+// Save writes the new model under pendingModel first, then the state (the
+// commit point), then renames the pending model over ModelFile. Whatever
+// step a save is cut at (a kill, a full disk), the folder holds the previous
+// pair, or the new state with its model still pending, which the next
+// Resume (or Save, or Run) finishes by the same rename. ModelFile itself is
+// always a complete model, the new one or the one before.
+const pendingModel = ".model.safetensors.pending"
+
+// saveHook, when set (by tests), runs after each stage of a save ("model",
+// "state"); an error from it stops the save right there, with nothing
+// cleaned up, as a kill would.
+var saveHook func(stage string) error
+
+func hook(stage string) error {
+	if saveHook == nil {
+		return nil
+	}
+	return saveHook(stage)
+}
+
+// saveCheckpoint commits the model and state pair into dir (see pendingModel).
+func saveCheckpoint(dir string, cfg gpt.Config, params []float32, st state, m, v []float32) error {
+	if err := recoverCheckpoint(dir); err != nil {
+		return err
+	}
+	pending := filepath.Join(dir, pendingModel)
+	sum, err := SaveModel(pending, cfg, params)
+	if err != nil {
+		return err
+	}
+	if err := hook("model"); err != nil {
+		return err
+	}
+	st.ModelSum = sum
+	if err := saveState(filepath.Join(dir, StateFile), st, m, v); err != nil {
+		os.Remove(pending) // not committed: the previous pair stands
+		return err
+	}
+	if err := hook("state"); err != nil {
+		return err
+	}
+	// Committed: from here on the pending model is the checkpoint's.
+	if err := os.Rename(pending, filepath.Join(dir, ModelFile)); err != nil {
+		return fmt.Errorf("train: %w (the checkpoint is saved; the next resume finishes it)", err)
+	}
+	syncDir(dir)
+	return nil
+}
+
+// recoverCheckpoint finishes a save of dir that was cut after its commit
+// point, drops a pending model that was never committed, and removes the
+// temp files of writes that were cut short.
+func recoverCheckpoint(dir string) error {
+	for _, name := range []string{ModelFile, StateFile, MetricsFile, pendingModel} {
+		old, _ := filepath.Glob(filepath.Join(dir, "."+name+".tmp-*"))
+		for _, p := range old {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("train: removing a stale temp file: %w", err)
+			}
+		}
+	}
+	pending := filepath.Join(dir, pendingModel)
+	if _, err := os.Lstat(pending); err != nil {
+		return nil
+	}
+	_, _, sum, err := loadModel(pending)
+	if err == nil {
+		var meta map[string]string
+		if _, meta, err = readSafetensors(filepath.Join(dir, StateFile), 8*maxParams); err == nil {
+			var st state
+			if st, err = parseState(meta); err == nil && st.ModelSum == sum {
+				if err := os.Rename(pending, filepath.Join(dir, ModelFile)); err != nil {
+					return fmt.Errorf("train: finishing the checkpoint in %s: %w", dir, err)
+				}
+				syncDir(dir)
+				return nil
+			}
+		}
+	}
+	// Not named by the state: a save cut before its commit point.
+	if err := os.Remove(pending); err != nil {
+		return fmt.Errorf("train: removing an uncommitted model: %w", err)
+	}
+	return nil
+}
+
+// dataKey fingerprints training tokens: their count and SHA-256.
+func dataKey(tokens []int32) string {
+	h := sha256.New()
+	buf := make([]byte, 0, 4096)
+	for _, t := range tokens {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(t))
+		if len(buf) == cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	h.Write(buf)
+	return fmt.Sprintf("%d tokens, sha256 %x", len(tokens), h.Sum(nil)[:8])
+}
