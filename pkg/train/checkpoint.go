@@ -89,15 +89,25 @@ func loadModel(path string) (gpt.Config, []float32, string, error) {
 	if err != nil {
 		return gpt.Config{}, nil, "", err
 	}
+	cfg, params, err := modelFromTensors(ts, meta)
+	if err != nil {
+		return cfg, nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, params, meta[checksumKey], nil
+}
+
+// modelFromTensors checks a parsed model file (config and tensors together)
+// and returns its config and parameters in druto's layout order.
+func modelFromTensors(ts []stTensor, meta map[string]string) (gpt.Config, []float32, error) {
 	cfg, err := configFromMeta(meta)
 	if err != nil {
-		return cfg, nil, "", fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+		return cfg, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	// The model needs 12 tensors a layer plus 4: a config naming more
 	// layers than the file has tensors is refused before its layout (which
 	// has a segment per tensor) is built.
 	if cfg.Layers > (len(ts)-4)/12 {
-		return cfg, nil, "", fmt.Errorf("%s: %w: config %v needs %d layers of tensors, the file holds %d tensors", path, ErrCorrupt, cfg, cfg.Layers, len(ts))
+		return cfg, nil, fmt.Errorf("%w: config %v needs %d layers of tensors, the file holds %d tensors", ErrCorrupt, cfg, cfg.Layers, len(ts))
 	}
 	by := make(map[string]stTensor, len(ts))
 	for _, t := range ts {
@@ -110,18 +120,18 @@ func loadModel(path string) (gpt.Config, []float32, string, error) {
 		name, conv := hfName(s.Name)
 		t, ok := by[name]
 		if !ok {
-			return cfg, nil, "", fmt.Errorf("%s: %w: tensor %s missing", path, ErrCorrupt, name)
+			return cfg, nil, fmt.Errorf("%w: tensor %s missing", ErrCorrupt, name)
 		}
 		want := append([]int(nil), s.Shape...)
 		if conv {
 			want[0], want[1] = s.Shape[1], s.Shape[0]
 		}
 		if fmt.Sprint(t.Shape) != fmt.Sprint(want) {
-			return cfg, nil, "", fmt.Errorf("%s: %w: tensor %s has shape %v, the config needs %v", path, ErrCorrupt, name, t.Shape, want)
+			return cfg, nil, fmt.Errorf("%w: tensor %s has shape %v, the config needs %v", ErrCorrupt, name, t.Shape, want)
 		}
 		for i, v := range t.Data {
 			if !finite(float64(v)) {
-				return cfg, nil, "", fmt.Errorf("%s: tensor %s holds %v at element %d: the weights are not finite, so the model cannot be used (saved from a diverged run?)", path, name, v, i)
+				return cfg, nil, fmt.Errorf("tensor %s holds %v at element %d: the weights are not finite, so the model cannot be used (saved from a diverged run?)", name, v, i)
 			}
 		}
 	}
@@ -134,7 +144,7 @@ func loadModel(path string) (gpt.Config, []float32, string, error) {
 		}
 		copy(params[s.Offset:], v)
 	}
-	return cfg, params, meta[checksumKey], nil
+	return cfg, params, nil
 }
 
 // configFromMeta reads the model configuration from a checkpoint's
@@ -198,21 +208,35 @@ func loadState(path string, n int) (state, []float32, []float32, error) {
 	if err != nil {
 		return st, nil, nil, err
 	}
-	if st, err = parseState(meta); err != nil {
+	st, m, v, err := stateFromTensors(ts, meta, n)
+	if err != nil {
 		return st, nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return st, m, v, nil
+}
+
+// stateFromTensors checks a parsed state file for a model of n parameters.
+func stateFromTensors(ts []stTensor, meta map[string]string, n int) (state, []float32, []float32, error) {
+	st, err := parseState(meta)
+	if err != nil {
+		return st, nil, nil, err
+	}
 	if len(ts) != 2 || ts[0].Name != "adamw.m" || ts[1].Name != "adamw.v" || len(ts[0].Data) != n || len(ts[1].Data) != n {
-		return st, nil, nil, fmt.Errorf("%s: %w: want adamw.m and adamw.v of %d values", path, ErrCorrupt, n)
+		return st, nil, nil, fmt.Errorf("%w: want adamw.m and adamw.v of %d values", ErrCorrupt, n)
 	}
 	for _, t := range ts {
 		for i, v := range t.Data {
 			if !finite(float64(v)) || t.Name == "adamw.v" && v < 0 {
-				return st, nil, nil, fmt.Errorf("%s: %w: %s holds %v at element %d", path, ErrCorrupt, t.Name, v, i)
+				return st, nil, nil, fmt.Errorf("%w: %s holds %v at element %d", ErrCorrupt, t.Name, v, i)
 			}
 		}
 	}
 	return st, ts[0].Data, ts[1].Data, nil
 }
+
+// maxScale bounds a loss scale read from a state file: a scale that large
+// (torch's starts at 2^16) could only grow to +Inf, which never recovers.
+const maxScale = 1 << 64
 
 // parseState decodes and checks the state metadata.
 func parseState(meta map[string]string) (state, error) {
@@ -225,12 +249,14 @@ func parseState(meta map[string]string) (state, error) {
 		return st, fmt.Errorf("%w: state metadata: %v", ErrCorrupt, err)
 	}
 	switch {
-	case !finite(float64(st.Scale)) || st.Scale <= 0:
-		return st, fmt.Errorf("%w: loss scale %g must be finite and above 0", ErrCorrupt, st.Scale)
+	case !(st.Scale > 0 && st.Scale <= maxScale): // false for NaN too
+		return st, fmt.Errorf("%w: loss scale %g must be above 0 and at most 2^64", ErrCorrupt, st.Scale)
 	case st.Step < 0 || st.OptSteps < 0 || st.OptSteps > st.Step || st.Skipped < 0 || st.Skipped > st.Step:
 		return st, fmt.Errorf("%w: step %d, optimizer steps %d and skipped steps %d do not add up", ErrCorrupt, st.Step, st.OptSteps, st.Skipped)
-	case st.GoodSteps < 0 || st.DataPos < 0:
-		return st, fmt.Errorf("%w: negative scaler count %d or data position %d", ErrCorrupt, st.GoodSteps, st.DataPos)
+	case st.GoodSteps < 0:
+		return st, fmt.Errorf("%w: negative scaler step count %d", ErrCorrupt, st.GoodSteps)
+	case st.DataPos < 0:
+		return st, fmt.Errorf("%w: negative data position %d", ErrCorrupt, st.DataPos)
 	}
 	return st, nil
 }

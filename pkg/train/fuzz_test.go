@@ -44,3 +44,94 @@ func FuzzParseSafetensors(f *testing.F) {
 		}
 	})
 }
+
+// fuzzCfg is a model small enough to keep the fuzz seeds small.
+var fuzzCfg = gpt.Config{Vocab: 4, MaxSeq: 2, Layers: 1, Heads: 1, Channels: 2}
+
+// FuzzLoadModel: the model loader as a whole (file, config metadata and
+// tensors together) never panics, and a model it accepts has a valid
+// config, the config's parameter count and finite weights. Seeds: a real
+// small model file and copies with crafted config numbers.
+func FuzzLoadModel(f *testing.F) {
+	path := filepath.Join(f.TempDir(), "m.safetensors")
+	if _, err := SaveModel(path, fuzzCfg, gpt.InitParams(fuzzCfg, 1)); err != nil {
+		f.Fatal(err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	for _, kv := range [][2]string{{`"n_layer":"1"`, `"n_layer":"9"`}, {`"vocab_size":"4"`, `"vocab_size":"4611686018427387904"`}, {`"n_embd":"2"`, `"n_embd":"-2"`}} {
+		f.Add(bytes.Replace(good, []byte(kv[0]), []byte(kv[1]), 1))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, meta, err := parseSafetensors(b)
+		if err != nil {
+			return
+		}
+		cfg, params, err := modelFromTensors(ts, meta)
+		if err != nil {
+			if bytes.Equal(b, good) {
+				t.Fatalf("the file SaveModel wrote does not load: %v", err)
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted config %v: %v", cfg, err)
+		}
+		if len(params) != cfg.NumParams() || len(params) > len(b)/4 {
+			t.Fatalf("%d parameters for config %v from a file of %d bytes", len(params), cfg, len(b))
+		}
+		for i, v := range params {
+			if !finite(float64(v)) {
+				t.Fatalf("accepted weight %d = %v", i, v)
+			}
+		}
+	})
+}
+
+// FuzzStateFile: the state file reader never panics, and a state it
+// accepts has a usable loss scale, counts that add up and finite moments.
+func FuzzStateFile(f *testing.F) {
+	n := fuzzCfg.NumParams()
+	path := filepath.Join(f.TempDir(), "s.safetensors")
+	m, v := make([]float32, n), make([]float32, n)
+	for i := range m {
+		m[i], v[i] = float32(i)/10, float32(i)/100
+	}
+	st := state{Step: 5, OptSteps: 4, Scale: 32768, GoodSteps: 3, Skipped: 1, RNG: 9, DataPos: 64, ModelSum: "ab", Options: "{}", Data: "x"}
+	if err := saveState(path, st, m, v); err != nil {
+		f.Fatal(err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add(bytes.Replace(good, []byte(`\"scale\":32768`), []byte(`\"scale\":0`), 1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, meta, err := parseSafetensors(b)
+		if err != nil {
+			return
+		}
+		got, gm, gv, err := stateFromTensors(ts, meta, n)
+		if err != nil {
+			if bytes.Equal(b, good) {
+				t.Fatalf("the file saveState wrote does not load: %v", err)
+			}
+			return
+		}
+		if !(got.Scale > 0 && got.Scale <= maxScale) || got.Step < 0 || got.OptSteps > got.Step || got.Skipped > got.Step || got.DataPos < 0 {
+			t.Fatalf("accepted state %+v", got)
+		}
+		if len(gm) != n || len(gv) != n {
+			t.Fatalf("moments of %d and %d values, want %d", len(gm), len(gv), n)
+		}
+		for i := range gm {
+			if !finite(float64(gm[i])) || !finite(float64(gv[i])) || gv[i] < 0 {
+				t.Fatalf("accepted moments %v %v at %d", gm[i], gv[i], i)
+			}
+		}
+	})
+}

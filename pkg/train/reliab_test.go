@@ -1,0 +1,478 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// poke sets element i of the gradients to v.
+func poke(tr *Trainer, g *tensor.Tensor, i int, v float32) {
+	h := tensor.New(tensor.F32, g.Numel())
+	tr.dev.Download(h, g)
+	h.F32()[i] = v
+	tr.dev.Upload(g, h)
+}
+
+// TestRunFP16OverflowGoesOn: under fp16, steps with Inf and NaN gradients
+// inside Run are skipped and logged as such ("skipped": true, null where a
+// value is not finite, valid JSON on every line), and the run goes on to its
+// end and checkpoints.
+func TestRunFP16OverflowGoesOn(t *testing.T) {
+	o := testOptions(8, amp.FP16)
+	o.OutDir = t.TempDir()
+	tr := newTrainer(t, o)
+	tr.gradHook = func(step int, g *tensor.Tensor) {
+		switch step {
+		case 3:
+			poke(tr, g, 1234, float32(math.Inf(1)))
+		case 5:
+			poke(tr, g, 99, float32(math.NaN()))
+		}
+	}
+	if err := tr.Run(context.Background(), 0, nil); err != nil {
+		t.Fatalf("Run stopped on a skipped fp16 step: %v", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(o.OutDir, MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := splitLines(raw)
+	if len(lines) != 8 {
+		t.Fatalf("%d metrics lines, want 8", len(lines))
+	}
+	for i, l := range lines {
+		if !json.Valid(l) {
+			t.Fatalf("line %d is not valid JSON: %s", i+1, l)
+		}
+		skipped := i+1 == 3 || i+1 == 5
+		if got := bytes.Contains(l, []byte(`"skipped":true`)); got != skipped {
+			t.Errorf("line %d: skipped %v, want %v: %s", i+1, got, skipped, l)
+		}
+		if skipped && !bytes.Contains(l, []byte(`"grad_norm":null`)) {
+			t.Errorf("line %d: a non-finite norm must be null: %s", i+1, l)
+		}
+	}
+	ms, err := ReadMetricsFile(filepath.Join(o.OutDir, MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ms[2].StepSkipped || !math.IsNaN(float64(ms[2].GradNorm)) || ms[7].Skipped != 2 || ms[7].StepSkipped {
+		t.Errorf("read back: step 3 %+v, step 8 %+v", ms[2], ms[7])
+	}
+	if _, _, err := LoadModel(filepath.Join(o.OutDir, ModelFile)); err != nil {
+		t.Errorf("final checkpoint: %v", err)
+	}
+}
+
+// TestMetricJSON: a metric with non-finite values marshals to valid JSON
+// with nulls; the older form with "skipped" as a count still reads.
+func TestMetricJSON(t *testing.T) {
+	inf := float32(math.Inf(1))
+	b, err := json.Marshal(Metric{Step: 2, Loss: float32(math.NaN()), GradNorm: inf, TokensPerS: math.Inf(1), LossScale: 1, StepSkipped: true, Skipped: 1, ValLoss: inf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"step":2,"loss":null,"lr":0,"grad_norm":null,"tokens_per_s":null,"ms_per_step":0,"loss_scale":1,"skipped":true,"skipped_steps":1,"val_loss":null}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+	var m Metric
+	if err := json.Unmarshal([]byte(`{"step":4,"loss":1.5,"skipped":3,"val_loss":2}`), &m); err != nil || m.Skipped != 3 || m.StepSkipped || m.Loss != 1.5 || m.ValLoss != 2 {
+		t.Errorf("old form: %+v %v", m, err)
+	}
+}
+
+// poison sets every parameter to NaN, as a diverged update would.
+func poison(t *testing.T, tr *Trainer) {
+	p, err := tr.Model.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p {
+		p[i] = float32(math.NaN())
+	}
+	if err := tr.Model.SetParams(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNaNLossStopsRun: under fp32 and bf16 a NaN loss stops Run with
+// ErrDiverged and one line naming the step and the kept checkpoint, which
+// stays intact, loadable and resumable; the metrics stay valid JSON. Under
+// fp16 the run goes on through skipped steps, and stops only once
+// maxSkipsInRow steps in a row were skipped.
+func TestNaNLossStopsRun(t *testing.T) {
+	for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
+		o := testOptions(80, p)
+		o.OutDir, o.CheckpointEvery = t.TempDir(), 2
+		tr := newTrainer(t, o)
+		if err := tr.Run(context.Background(), 4, nil); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadFile(filepath.Join(o.OutDir, ModelFile))
+		poison(t, tr)
+		if p == amp.FP16 {
+			tr.opts.CheckpointEvery = 0 // Save would stop the run at once on NaN weights
+		}
+		err := tr.Run(context.Background(), 0, nil)
+		if !errors.Is(err, ErrDiverged) {
+			t.Fatalf("%v: Run on NaN weights: %v, want ErrDiverged", p, err)
+		}
+		msg := err.Error()
+		wantStep := 5
+		if p == amp.FP16 {
+			wantStep = 4 + maxSkipsInRow
+		}
+		if strings.Contains(msg, "\n") || !strings.Contains(msg, fmt.Sprintf("at step %d:", wantStep)) || !strings.Contains(msg, "checkpoint of step 4") {
+			t.Errorf("%v: message %q", p, msg)
+		}
+		t.Logf("%v: %s", p, msg)
+		after, _ := os.ReadFile(filepath.Join(o.OutDir, ModelFile))
+		if !bytes.Equal(before, after) {
+			t.Errorf("%v: the last good checkpoint changed", p)
+		}
+		ms, err := ReadMetricsFile(filepath.Join(o.OutDir, MetricsFile))
+		if err != nil || len(ms) != wantStep || !math.IsNaN(float64(ms[wantStep-1].Loss)) {
+			t.Errorf("%v: metrics %d lines (want %d), err %v", p, len(ms), wantStep, err)
+		}
+		re := newTrainer(t, o)
+		if err := re.Resume(o.OutDir); err != nil || re.StepsDone() != 4 {
+			t.Errorf("%v: resume from the kept checkpoint: step %d, %v", p, re.StepsDone(), err)
+		}
+		// Save itself refuses weights that are not finite.
+		if err := tr.Save(o.OutDir); !errors.Is(err, ErrDiverged) {
+			t.Errorf("%v: Save of NaN weights: %v", p, err)
+		}
+	}
+}
+
+// errKilled stands for a process killed in the middle of a save.
+var errKilled = errors.New("killed")
+
+func straightLosses(t *testing.T, o Options) []float32 {
+	o.OutDir = ""
+	return runSteps(t, newTrainer(t, o), o.Optim.Steps)
+}
+
+// resumeAndCompare resumes the run in o.OutDir, runs it to its end and
+// checks that its losses equal the straight run's; it returns the step the
+// resume started from.
+func resumeAndCompare(t *testing.T, o Options, straight []float32) int {
+	t.Helper()
+	b := newTrainer(t, o)
+	if err := b.Resume(o.OutDir); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	from := b.StepsDone()
+	var got []float32
+	if err := b.Run(context.Background(), 0, func(m Metric) { got = append(got, m.Loss) }); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range got {
+		if l != straight[from+i] {
+			t.Fatalf("step %d after resuming at %d: loss %v, straight %v", from+i+1, from, l, straight[from+i])
+		}
+	}
+	return from
+}
+
+func noTemps(t *testing.T, dir string) {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("left in %s: %s", dir, e.Name())
+		}
+	}
+}
+
+// TestKillDuringSave: a save cut after the new model is written (before the
+// commit) or between the state's commit and the model's rename leaves a
+// folder from which druto sample loads a complete model and Resume
+// continues bit-exactly: from the previous checkpoint in the first case,
+// from the new one in the second. Stale temp files of a write killed midway
+// are removed at the next start.
+func TestKillDuringSave(t *testing.T) {
+	defer func() { saveHook = nil }()
+	o := testOptions(8, amp.FP32)
+	straight := straightLosses(t, o)
+	for _, c := range []struct {
+		stage string
+		from  int // the step Resume must continue from
+	}{{"model", 4}, {"state", 6}} {
+		o.OutDir = t.TempDir()
+		a := newTrainer(t, o)
+		if err := a.Run(context.Background(), 4, nil); err != nil {
+			t.Fatal(err)
+		}
+		old, _ := os.ReadFile(filepath.Join(o.OutDir, ModelFile))
+		for _, name := range []string{ModelFile, StateFile} { // writes killed midway
+			os.WriteFile(filepath.Join(o.OutDir, "."+name+".tmp-123456"), old[:100], 0o644)
+		}
+		runSteps(t, a, 2)
+		saveHook = func(stage string) error {
+			if stage == c.stage {
+				return errKilled
+			}
+			return nil
+		}
+		if err := a.Save(o.OutDir); !errors.Is(err, errKilled) {
+			t.Fatalf("kill after %s: Save returned %v", c.stage, err)
+		}
+		saveHook = nil
+		// What a user loading the model sees right after the kill.
+		if _, _, err := LoadModel(filepath.Join(o.OutDir, ModelFile)); err != nil {
+			t.Fatalf("kill after %s: %s does not load: %v", c.stage, ModelFile, err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(o.OutDir, ModelFile)); !bytes.Equal(got, old) {
+			t.Errorf("kill after %s: %s is not the previous model", c.stage, ModelFile)
+		}
+		if from := resumeAndCompare(t, o, straight); from != c.from {
+			t.Errorf("kill after %s: resumed from step %d, want %d", c.stage, from, c.from)
+		}
+		noTemps(t, o.OutDir)
+	}
+}
+
+// failingWriter fails with ENOSPC after n bytes, like a full disk.
+type failingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (f *failingWriter) Write(b []byte) (int, error) {
+	if len(b) <= f.n {
+		f.n -= len(b)
+		return f.w.Write(b)
+	}
+	k, _ := f.w.Write(b[:f.n])
+	f.n = 0
+	return k, &os.PathError{Op: "write", Path: "checkpoint", Err: syscall.ENOSPC}
+}
+
+// TestDiskFullDuringSave: a disk that fills up while the model or the state
+// is written fails Save with the cause, leaves the previous pair intact (it
+// resumes bit-exactly) and no temp file.
+func TestDiskFullDuringSave(t *testing.T) {
+	defer func() { wrapWriter = nil }()
+	o := testOptions(8, amp.FP32)
+	straight := straightLosses(t, o)
+	for _, file := range []int{1, 2} { // fail the model's write, then the state's
+		o.OutDir = t.TempDir()
+		a := newTrainer(t, o)
+		if err := a.Run(context.Background(), 4, nil); err != nil {
+			t.Fatal(err)
+		}
+		runSteps(t, a, 2)
+		n := 0
+		wrapWriter = func(w io.Writer) io.Writer {
+			if n++; n == file {
+				return &failingWriter{w: w, n: 4096}
+			}
+			return w
+		}
+		err := a.Save(o.OutDir)
+		wrapWriter = nil
+		if !errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("file %d: Save on a full disk returned %v", file, err)
+		}
+		noTemps(t, o.OutDir)
+		if from := resumeAndCompare(t, o, straight); from != 4 {
+			t.Errorf("file %d: resumed from step %d, want 4", file, from)
+		}
+	}
+}
+
+// rawSafetensors builds a file from a header given as JSON and data bytes.
+func rawSafetensors(header string, data []byte) []byte {
+	for len(header)%8 != 0 {
+		header += " "
+	}
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	return append(append(b, header...), data...)
+}
+
+// TestCraftedCheckpoint: metadata with huge or negative sizes, a layer count
+// the file cannot hold, tensors sharing bytes and NaN weights are refused
+// with ErrCorrupt (or a clear error), without a panic and without allocating
+// more than the file's size.
+func TestCraftedCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.safetensors")
+	params := gpt.InitParams(testCfg, 3)
+	if _, err := SaveModel(good, testCfg, params); err != nil {
+		t.Fatal(err)
+	}
+	ts, _, err := readSafetensors(good, 4*maxParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := func(kv ...string) map[string]string {
+		m := configMeta(testCfg)
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	cases := map[string]map[string]string{
+		"vocab 2^62":      meta("vocab_size", "4611686018427387904"),
+		"vocab 2^29":      meta("vocab_size", "536870912"),
+		"all 2^30":        meta("vocab_size", "1073741824", "n_positions", "1073741824", "n_layer", "1073741824", "n_head", "1", "n_embd", "1073741824"),
+		"channels 2^20":   meta("n_embd", "1048576", "n_head", "1"),
+		"layers 2^31-1":   meta("n_layer", "2147483647"),
+		"layers 1000":     meta("n_layer", "1000"),
+		"negative vocab":  meta("vocab_size", "-5"),
+		"zero heads":      meta("n_head", "0"),
+		"not a number":    meta("n_embd", "32.0"),
+		"heads not divid": meta("n_head", "5"),
+	}
+	for name, m := range cases {
+		p := filepath.Join(dir, "crafted.safetensors")
+		if _, err := writeSafetensors(p, ts, m); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, _, err := LoadModel(p)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+			t.Errorf("%s: loading allocated %d MB", name, grew>>20)
+		}
+	}
+	// Two tensors on the same bytes: without the check, a header of many
+	// such entries multiplies the memory a small file takes.
+	data := make([]byte, 64)
+	shared := rawSafetensors(`{"a":{"dtype":"F32","shape":[16],"data_offsets":[0,64]},"b":{"dtype":"F32","shape":[16],"data_offsets":[0,64]}}`, data)
+	if _, _, err := parseSafetensors(shared); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("tensors sharing bytes: %v", err)
+	}
+	// NaN weights load as an error, not as a model that prints NaN.
+	params[10] = float32(math.NaN())
+	p := filepath.Join(dir, "nan.safetensors")
+	if _, err := SaveModel(p, testCfg, params); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadModel(p); err == nil || !strings.Contains(err.Error(), "not finite") {
+		t.Errorf("NaN weights: %v", err)
+	}
+}
+
+// TestSpecialFiles: a device or a FIFO given as a checkpoint is refused at
+// once, without reading from it or blocking.
+func TestSpecialFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	paths := []string{"/dev/zero"}
+	if err := syscall.Mkfifo(fifo, 0o644); err == nil {
+		paths = append(paths, fifo)
+	} else {
+		t.Logf("no FIFO here (%v); checking /dev/zero only", err)
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			t.Logf("skipping %s: %v", p, err)
+			continue
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := LoadModel(p)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%s: %v", p, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: LoadModel still blocked after 30 s", p)
+		}
+	}
+}
+
+// TestStateValidation: a state file whose loss scale is not finite or not
+// above 0, or whose counts do not add up, is refused on resume.
+func TestStateValidation(t *testing.T) {
+	o := testOptions(6, amp.FP16)
+	o.OutDir = t.TempDir()
+	if err := newTrainer(t, o).Run(context.Background(), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	statePath := filepath.Join(o.OutDir, StateFile)
+	n := testCfg.NumParams()
+	st, m, v, err := loadState(statePath, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := json.Marshal(st)
+	for _, c := range []struct{ field, value string }{
+		{"scale", "1e39"}, // +Inf in float32
+		{"scale", "-1e39"},
+		{"scale", "0"},
+		{"scale", "-1"},
+		{"scale", "3e38"}, // finite, but grows to +Inf
+		{"scale", `"NaN"`},
+		{"step", "-3"},
+		{"opt_steps", "99"},
+		{"skipped", "-1"},
+		{"data_pos", "-8"},
+	} {
+		var fields map[string]json.RawMessage
+		json.Unmarshal(good, &fields)
+		fields[c.field] = json.RawMessage(c.value)
+		js, _ := json.Marshal(fields)
+		if _, err := writeSafetensors(statePath, []stTensor{
+			{Name: "adamw.m", Shape: []int{n}, Data: m}, {Name: "adamw.v", Shape: []int{n}, Data: v},
+		}, map[string]string{"druto_state": string(js)}); err != nil {
+			t.Fatal(err)
+		}
+		err := newTrainer(t, o).Resume(o.OutDir)
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s %s: resume gave %v, want ErrCorrupt", c.field, c.value, err)
+		}
+		t.Logf("%s %s: %v", c.field, c.value, err)
+	}
+}
+
+// TestResumeOtherData: a resume on other training data is refused unless
+// Options.DataChanged says it is meant.
+func TestResumeOtherData(t *testing.T) {
+	o := testOptions(6, amp.FP32)
+	o.OutDir = t.TempDir()
+	if err := newTrainer(t, o).Run(context.Background(), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	trainT, valT := testTokens(t)
+	other := append([]int32(nil), trainT[:len(trainT)/2]...)
+	other[0] ^= 1
+	tr, err := New(newTrainer(t, o).dev, o, other, valT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Resume(o.OutDir); err == nil || !strings.Contains(err.Error(), "other data") {
+		t.Errorf("resume on other data: %v", err)
+	}
+	o.DataChanged = true
+	tr, _ = New(tr.dev, o, other, valT)
+	if err := tr.Resume(o.OutDir); err != nil || tr.StepsDone() != 2 {
+		t.Errorf("resume with DataChanged: step %d, %v", tr.StepsDone(), err)
+	}
+}
