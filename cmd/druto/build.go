@@ -44,7 +44,7 @@ func runBuild(args []string) error {
 			"trains on the CPU (see druto detect).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var lines []buildLine

@@ -32,7 +32,7 @@ func runDetect(args []string) error {
 			"Environment: DRUTO_CUDA_LIB_DIR (searched first), DRUTO_NO_NVRTC=1 (use the embedded PTX).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	r := druto.DetectWith(context.Background(), druto.Options{NoCache: *noCache, Threads: *threads})

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -70,8 +72,49 @@ func main() {
 }
 
 // newFlags returns a flag set that reports errors as values (not exits) so
-// that main prints them in the one-line format.
+// that main prints them in the one-line format. Parse it with parseFlags.
 func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("druto "+name, flag.ContinueOnError)
 	return fs
+}
+
+// maxThreads bounds --threads.
+const maxThreads = 4096
+
+// parseFlags parses args into fs. A bad flag is one line with a pointer to
+// --help (not the whole usage text); -h prints the usage. Flags only: a
+// stray positional argument is an error. Values every command shares are
+// checked here: a float flag must be finite, --threads in [0, maxThreads].
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(os.Stderr)
+	help := fmt.Sprintf("run '%s --help' for the flags", fs.Name())
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if fs.Usage != nil {
+			fs.Usage()
+		} else {
+			fmt.Fprintf(os.Stderr, "usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+		return err
+	case err != nil:
+		return fmt.Errorf("%v; %s", err, help)
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q: %s takes flags only (write --name value); %s", fs.Arg(0), fs.Name(), help)
+	}
+	fs.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok || err != nil {
+			return
+		}
+		if v, ok := g.Get().(float64); ok && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			err = fmt.Errorf("--%s %s must be a finite number", f.Name, f.Value)
+		}
+		if v, ok := g.Get().(int); ok && f.Name == "threads" && (v < 0 || v > maxThreads) {
+			err = fmt.Errorf("--threads %d must be between 0 (all cores) and %d", v, maxThreads)
+		}
+	})
+	return err
 }

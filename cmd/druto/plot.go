@@ -30,7 +30,7 @@ func runPlot(args []string) error {
 	digits := fs.Bool("bangla-digits", false, "write numbers with Bangla digits")
 	logY := fs.Bool("log", false, "logarithmic loss axis")
 	title := fs.String("title", "", "plot title (default: the helper's)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {

@@ -2,6 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"math"
+	"os"
+	"unicode/utf8"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
@@ -43,11 +47,17 @@ func runSample(args []string) error {
 	temp := fs.Float64("temperature", 0.8, "sampling temperature (0: greedy)")
 	seed := fs.Uint64("seed", 1, "sampling seed")
 	be := backendFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *n < 0 || *temp < 0 {
 		return fmt.Errorf("--tokens %d and --temperature %g must not be negative", *n, *temp)
+	}
+	if *n > maxSampleTokens {
+		return fmt.Errorf("--tokens %d is more than %d; generate in several runs", *n, maxSampleTokens)
+	}
+	if !utf8.ValidString(*prompt) {
+		return fmt.Errorf("--prompt is not valid UTF-8; pass UTF-8 text")
 	}
 	p, err := data.Encode([]byte(*prompt))
 	if err != nil {
@@ -57,12 +67,63 @@ func runSample(args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := train.Generate(m, tensor.NewRNG(*seed), p, *n, float32(*temp))
+	// Stream: each token is printed as it is drawn.
+	w := &utf8Stream{w: os.Stdout}
+	w.write([]byte(*prompt))
+	err = train.GenerateEach(m, tensor.NewRNG(*seed), p, *n, float32(*temp), func(t int32) error {
+		if t < 0 || t >= data.VocabSize {
+			w.write([]byte{0xff}) // shown as U+FFFD, as DecodeString does
+			return w.err
+		}
+		w.write([]byte{byte(t)})
+		return w.err
+	})
+	w.flush()
+	fmt.Fprintln(os.Stdout)
 	if err != nil {
 		return err
 	}
-	fmt.Println(*prompt + data.DecodeString(out))
-	return nil
+	return w.err
+}
+
+// maxSampleTokens bounds druto sample --tokens.
+const maxSampleTokens = 1 << 20
+
+// utf8Stream writes bytes to w as they come, holding back only an
+// incomplete UTF-8 character; a run of bytes that is not UTF-8 becomes one
+// U+FFFD, as data.DecodeString shows it.
+type utf8Stream struct {
+	w    io.Writer
+	pend []byte
+	bad  bool // the last thing written was U+FFFD for invalid bytes
+	err  error
+}
+
+func (s *utf8Stream) write(b []byte) {
+	s.pend = append(s.pend, b...)
+	s.drain(false)
+}
+
+func (s *utf8Stream) flush() { s.drain(true) }
+
+func (s *utf8Stream) drain(final bool) {
+	var out []byte
+	for len(s.pend) > 0 && (final || utf8.FullRune(s.pend)) {
+		r, size := utf8.DecodeRune(s.pend)
+		if r == utf8.RuneError && size <= 1 {
+			if !s.bad {
+				out = append(out, "\uFFFD"...)
+			}
+			s.bad = true
+		} else {
+			out = append(out, s.pend[:size]...)
+			s.bad = false
+		}
+		s.pend = s.pend[size:]
+	}
+	if len(out) > 0 && s.err == nil {
+		_, s.err = s.w.Write(out)
+	}
 }
 
 func runEval(args []string) error {
@@ -72,7 +133,7 @@ func runEval(args []string) error {
 	batch := fs.Int("batch", 8, "B windows per batch")
 	seq := fs.Int("seq", 0, "T tokens per window (0: the model's maximum)")
 	be := backendFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {
@@ -104,6 +165,9 @@ func runEval(args []string) error {
 	loss, err := train.EvalLoss(m, l, *batch, *seq, 0)
 	if err != nil {
 		return err
+	}
+	if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+		return fmt.Errorf("the loss over %s is %v: the model's outputs are not finite", *path, loss)
 	}
 	fmt.Printf("{\"loss\": %.6f, \"batches\": %d, \"batch\": %d, \"seq\": %d}\n", loss, l.Batches(), *batch, *seq)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
@@ -17,6 +18,10 @@ import (
 )
 
 func init() { register("train", "train a GPT on the built-in corpus or a data file", runTrain) }
+
+// maxStepTokens bounds --batch x --seq, so that every size derived from
+// them (the dry run's memory too) is far from overflowing.
+const maxStepTokens = 1 << 31
 
 // corpusBytes is how much built-in corpus druto generates: enough that a
 // 300-step tiny run (300 x 8 x 128 tokens) does not repeat its data.
@@ -60,10 +65,11 @@ func runTrain(args []string) error {
 	prompt := fs.String("prompt", "\n", "text the samples continue")
 	ckptEvery := fs.Int("checkpoint-every", 0, "also checkpoint every N steps")
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
+	dataChanged := fs.Bool("data-changed", false, "with --resume: continue on other data than the checkpoint's, on purpose")
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
 	be := backendFlags(fs)
 	dp := distFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := gpt.Preset(*preset)
@@ -89,6 +95,15 @@ func runTrain(args []string) error {
 	if *batch < 1 {
 		return fmt.Errorf("--batch %d must be at least 1", *batch)
 	}
+	if *batch > maxStepTokens / *seq {
+		return fmt.Errorf("--batch %d x --seq %d is more than %d tokens a step; use a smaller --batch", *batch, *seq, maxStepTokens)
+	}
+	if !utf8.ValidString(*prompt) {
+		return fmt.Errorf("--prompt is not valid UTF-8; pass UTF-8 text")
+	}
+	if *dataChanged && !*resume {
+		return fmt.Errorf("--data-changed goes with --resume")
+	}
 	if *dryRun {
 		mem := gpt.MemoryFor(cfg, *batch, *seq, policy)
 		fmt.Printf("%s (%d parameters), B %d T %d, %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy)
@@ -102,7 +117,7 @@ func runTrain(args []string) error {
 		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed,
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
-		OutDir: *out, CheckpointEvery: *ckptEvery,
+		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged,
 	}
 	if err := opts.Validate(); err != nil {
 		return err
@@ -113,6 +128,13 @@ func runTrain(args []string) error {
 	trainT, valT, source, err := trainTokens(*dataPath, *seed)
 	if err != nil {
 		return err
+	}
+	switch {
+	case *evalEvery == 0:
+		valT = nil // no evaluation: the validation split need not hold a batch
+	case len(valT) < *batch**seq+1:
+		return fmt.Errorf("the validation split (the last 10%% of %s, %d tokens) is too small for one batch of %d x %d tokens; "+
+			"use more data, a smaller --batch or --seq, or --eval-every 0", source, len(valT), *batch, *seq)
 	}
 	dev, why, err := be.open()
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/druto/druto/internal/boundedread"
 )
 
 // loadError is a one-line message for the user that still unwraps to the
@@ -34,6 +36,10 @@ func Load(path string) ([]int32, error) {
 		return nil, &loadError{fmt.Sprintf("data: cannot open training file %s: %v", path, unwrapPath(err)), err}
 	case info.IsDir():
 		return nil, fmt.Errorf("data: %s is a folder; give a text file (UTF-8) or an llm.c token shard (.bin)", path)
+	case !info.Mode().IsRegular():
+		return nil, fmt.Errorf("data: %s is not a regular file (a device, FIFO or socket); give a text file (UTF-8) or an llm.c token shard (.bin)", path)
+	case info.Size() > MaxFileBytes:
+		return nil, fmt.Errorf("data: %s holds %d bytes, more than the %d druto reads from one file; split it into llm.c token shards (.bin)", path, info.Size(), int64(MaxFileBytes))
 	}
 	if strings.EqualFold(filepath.Ext(path), ".bin") {
 		tokens, err := ReadShard(path)
@@ -45,7 +51,7 @@ func Load(path string) ([]int32, error) {
 		}
 		return tokens, nil
 	}
-	text, err := os.ReadFile(path)
+	text, err := readFile(path)
 	if err != nil {
 		return nil, &loadError{fmt.Sprintf("data: cannot read training file %s: %v", path, unwrapPath(err)), err}
 	}
@@ -56,6 +62,19 @@ func Load(path string) ([]int32, error) {
 		return nil, &utf8Error{path: path, offset: off}
 	}
 	return Encode(text)
+}
+
+// MaxFileBytes is the largest data file Load reads (2 GiB: 8 GiB of tokens).
+const MaxFileBytes = 2 << 30
+
+// readFile reads a regular file of at most MaxFileBytes, its size checked
+// from stat before reading; it refuses devices and FIFOs without blocking.
+func readFile(path string) ([]byte, error) {
+	b, err := boundedread.ReadFile(path, MaxFileBytes)
+	if errors.Is(err, boundedread.ErrNotRegular) || errors.Is(err, boundedread.ErrTooLarge) {
+		return nil, &loadError{fmt.Sprintf("data: %v", err), err}
+	}
+	return b, err
 }
 
 // unwrapPath drops the *fs.PathError wrapper, whose message repeats the path.

@@ -2,6 +2,7 @@ package data
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -22,7 +23,11 @@ const (
 // ReadShard reads an llm.c token shard (see ParseShard for the format and the
 // checks); errors name the file.
 func ReadShard(path string) ([]int32, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
+	var le *loadError
+	if errors.As(err, &le) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("data: read shard: %w", err)
 	}

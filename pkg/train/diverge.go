@@ -7,8 +7,9 @@ import (
 )
 
 // ErrDiverged is returned (wrapped) by Run when training cannot go on: a
-// loss that is not finite under a policy without loss scaling (fp32, bf16),
-// or too many steps in a row skipped for non-finite gradients. Run writes no
+// loss or gradients that are not finite under a policy without loss scaling
+// (fp32, bf16), or, under fp16, too many steps in a row skipped for
+// non-finite gradients. Run writes no
 // checkpoint then; the last one written stays as it was.
 var ErrDiverged = errors.New("train: the run diverged")
 
@@ -32,6 +33,11 @@ func (t *Trainer) checkStep(m *Metric, row *int) error {
 	case !finite(float64(m.Loss)) && !scaled:
 		return fmt.Errorf("%w at step %d: the loss is %v under %s; %s; lower the learning rate or lengthen the warm-up",
 			ErrDiverged, m.Step, m.Loss, t.opts.Policy, t.keptNote())
+	case m.StepSkipped && !scaled:
+		// Without loss scaling there is no scale to lower: gradients
+		// beyond the float range mean the weights have blown up.
+		return fmt.Errorf("%w at step %d: the gradients are not finite under %s (loss %v); %s; lower the learning rate or lengthen the warm-up",
+			ErrDiverged, m.Step, t.opts.Policy, m.Loss, t.keptNote())
 	case *row >= maxSkipsInRow:
 		return fmt.Errorf("%w at step %d: %d steps in a row had non-finite gradients (loss %v, loss scale %g); %s; lower the learning rate or lengthen the warm-up",
 			ErrDiverged, m.Step, *row, m.Loss, t.Scaler.LossScale(), t.keptNote())

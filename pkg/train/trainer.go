@@ -253,34 +253,14 @@ func (t *Trainer) Sample(prompt []int32, n int, temperature float32) ([]int32, e
 	return Generate(t.Model, t.rng, prompt, n, temperature)
 }
 
-// Generate continues prompt by n tokens with model m. The context is the
-// last MaxSeq tokens, padded after its end: attention is causal, so padding
-// does not change the logits at the last real position.
+// Generate continues prompt by n tokens with model m (see GenerateEach).
 func Generate(m *gpt.Model, rng *tensor.RNG, prompt []int32, n int, temperature float32) ([]int32, error) {
-	T, V := m.Config.MaxSeq, m.Config.Vocab
-	out := append([]int32(nil), prompt...)
-	if len(out) == 0 {
-		out = append(out, '\n')
-	}
-	ctx := make([]int32, T)
-	for i := 0; i < n; i++ {
-		window := out
-		if len(window) > T {
-			window = window[len(window)-T:]
-		}
-		clear(ctx)
-		copy(ctx, window)
-		if _, err := m.Forward(ctx, nil, 1, T); err != nil {
-			return nil, err
-		}
-		logits, err := m.Logits()
-		if err != nil {
-			return nil, err
-		}
-		row := logits[(len(window)-1)*V : len(window)*V]
-		out = append(out, int32(pick(row, temperature, rng)))
-	}
-	return out[len(prompt):], nil
+	var out []int32
+	err := GenerateEach(m, rng, prompt, n, temperature, func(t int32) error {
+		out = append(out, t)
+		return nil
+	})
+	return out, err
 }
 
 // pick draws an index from softmax(row / temperature).
