@@ -16,9 +16,12 @@ import (
 // Metric is one training step as logged by pkg/train, one JSON object a line:
 //
 //	{"step":1,"loss":5.54,"lr":0.0006,"grad_norm":1.2,"tokens_per_s":9000,
-//	 "ms_per_step":110,"loss_scale":65536,"skipped":0,"val_loss":5.1}
+//	 "ms_per_step":110,"loss_scale":65536,"skipped_steps":0,"val_loss":5.1}
 //
-// val_loss is present on evaluation steps only.
+// val_loss is present on evaluation steps only. A step whose update was
+// skipped carries "skipped":true, and null for a value that was not finite
+// (a null loss reads as no loss). Older logs wrote the count of skipped
+// steps as "skipped"; it is read too.
 type Metric struct {
 	Step       int     // optimizer step, from 1
 	Loss       float64 // training loss of the step (nats/token); valid when HasLoss
@@ -50,7 +53,8 @@ type metricLine struct {
 	TokensPerS float64          `json:"tokens_per_s"`
 	MsPerStep  float64          `json:"ms_per_step"`
 	LossScale  float64          `json:"loss_scale"`
-	Skipped    int              `json:"skipped"`
+	Skipped    json.RawMessage  `json:"skipped"`       // true on a skipped step; a count in older logs
+	SkippedN   *int             `json:"skipped_steps"` // steps skipped so far
 	ValLoss    *float64         `json:"val_loss"`
 }
 
@@ -102,12 +106,21 @@ func ParseMetrics(r io.Reader, label string) (Run, error) {
 		if ml.Step == nil {
 			return Run{}, fmt.Errorf("plotting: metrics line %d: no \"step\" field", n)
 		}
-		if ml.Loss == nil && ml.ValLoss == nil {
+		stepSkipped := string(bytes.TrimSpace(ml.Skipped)) == "true"
+		if ml.Loss == nil && ml.ValLoss == nil && !stepSkipped {
 			return Run{}, fmt.Errorf("plotting: metrics line %d: neither \"loss\" nor \"val_loss\"", n)
 		}
 		m := Metric{
 			Step: *ml.Step, LR: ml.LR, GradNorm: ml.GradNorm, TokensPerS: ml.TokensPerS,
-			MsPerStep: ml.MsPerStep, LossScale: ml.LossScale, Skipped: ml.Skipped,
+			MsPerStep: ml.MsPerStep, LossScale: ml.LossScale,
+		}
+		switch {
+		case ml.SkippedN != nil:
+			m.Skipped = *ml.SkippedN
+		case len(ml.Skipped) > 0 && !stepSkipped && string(ml.Skipped) != "false" && string(ml.Skipped) != "null":
+			if err := json.Unmarshal(ml.Skipped, &m.Skipped); err != nil {
+				return Run{}, fmt.Errorf("plotting: metrics line %d: \"skipped\": %w", n, err)
+			}
 		}
 		if ml.Loss != nil {
 			m.Loss, m.HasLoss = *ml.Loss, true

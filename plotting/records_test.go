@@ -238,3 +238,25 @@ func TestReadBenchKernelsOnly(t *testing.T) {
 		t.Errorf("step records without a baseline: %v, want ErrBaseline", err)
 	}
 }
+
+// TestParseMetricsSkipped: lines pkg/train writes for skipped steps
+// ("skipped": true, null where a value was not finite) parse, and the count
+// comes from "skipped_steps" (or from the older integer "skipped").
+func TestParseMetricsSkipped(t *testing.T) {
+	in := `{"step":1,"loss":5.5,"grad_norm":1,"loss_scale":65536,"skipped_steps":0}
+{"step":2,"loss":5.4,"grad_norm":null,"loss_scale":65536,"skipped":true,"skipped_steps":1}
+{"step":3,"loss":null,"grad_norm":null,"loss_scale":32768,"skipped":true,"skipped_steps":2}
+{"step":4,"loss":5.3,"skipped":7}
+`
+	run, err := ParseMetrics(strings.NewReader(in), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Metrics) != 4 {
+		t.Fatalf("%d metrics, want 4", len(run.Metrics))
+	}
+	m := run.Metrics
+	if m[1].Skipped != 1 || !m[1].HasLoss || m[2].HasLoss || m[2].Skipped != 2 || m[3].Skipped != 7 {
+		t.Errorf("got %+v", m)
+	}
+}
