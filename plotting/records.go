@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/druto/druto/internal/boundedread"
 )
 
 // Metric is one training step as logged by pkg/train, one JSON object a line:
@@ -68,7 +69,7 @@ func ReadMetrics(path string, opts ...Option) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	f, err := os.Open(path)
+	f, _, err := boundedread.Open(path, maxMetricsBytes)
 	if err != nil {
 		return Run{}, fmt.Errorf("plotting: %w", err)
 	}
@@ -194,10 +195,17 @@ type UtilSample struct {
 // record.
 var ErrBaseline = errors.New("plotting: each config needs exactly one baseline record")
 
+// Input files larger than these are refused before reading; only regular
+// files are opened (a device or a FIFO is refused without blocking).
+const (
+	maxMetricsBytes = 4 << 30
+	maxBenchBytes   = 256 << 20
+)
+
 // ReadBench reads a pkg/bench results file and checks its records (see
 // ParseBench).
 func ReadBench(path string) (Bench, error) {
-	f, err := os.Open(path)
+	f, _, err := boundedread.Open(path, maxBenchBytes)
 	if err != nil {
 		return Bench{}, fmt.Errorf("plotting: %w", err)
 	}

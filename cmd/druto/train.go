@@ -101,6 +101,9 @@ func runTrain(args []string) error {
 	if !utf8.ValidString(*prompt) {
 		return fmt.Errorf("--prompt is not valid UTF-8; pass UTF-8 text")
 	}
+	if *sampleTokens > maxSampleTokens {
+		return fmt.Errorf("--sample-tokens %d is more than %d", *sampleTokens, maxSampleTokens)
+	}
 	if *dataChanged && !*resume {
 		return fmt.Errorf("--data-changed goes with --resume")
 	}

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
+
+	"github.com/druto/druto/internal/boundedread"
 )
 
 // ReadMetricsFile reads a metrics.jsonl log written by Run. A value written
 // as null (not finite when logged) reads back as NaN.
 func ReadMetricsFile(path string) ([]Metric, error) {
-	b, err := os.ReadFile(path)
+	b, err := readMetrics(path)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -25,6 +26,12 @@ func ReadMetricsFile(path string) ([]Metric, error) {
 	}
 	return out, nil
 }
+
+// maxMetricsBytes bounds the metrics log read back (on resume, too).
+const maxMetricsBytes = 4 << 30
+
+// readMetrics reads a metrics log: a regular file, its size checked first.
+func readMetrics(path string) ([]byte, error) { return boundedread.ReadFile(path, maxMetricsBytes) }
 
 // f32 and f64 are metric values in JSON: a value that is not finite (NaN or
 // ±Inf, which JSON cannot hold) is written as null and read back as NaN.

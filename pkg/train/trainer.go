@@ -378,7 +378,7 @@ func (t *Trainer) openMetrics() error {
 	// Keep only the lines of steps already done (a resumed run may have
 	// logged steps after its last checkpoint), atomically.
 	var keep []byte
-	if old, err := os.ReadFile(path); err == nil && t.step > 0 {
+	if old, err := readMetrics(path); err == nil && t.step > 0 {
 		for _, line := range splitLines(old) {
 			var m struct{ Step int }
 			if json.Unmarshal(line, &m) == nil && m.Step <= t.step {
