@@ -240,3 +240,23 @@ func checkJSONLines(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestUTF8Stream: streamed output holds back only an incomplete character
+// and shows a run of invalid bytes as one U+FFFD, as data.DecodeString does.
+func TestUTF8Stream(t *testing.T) {
+	for _, in := range []string{"plain", "বাক্সটি বড়।", "a\xff\xfeb", "\xe0\xa6", "ok\xe0\xa6\xac\xe0"} {
+		var out bytes.Buffer
+		s := &utf8Stream{w: &out}
+		for i := 0; i < len(in); i++ {
+			s.write([]byte{in[i]})
+			if i+1 < len(in) && out.Len() == 0 && in[0] < 0x80 && in[0] != 0 {
+				t.Errorf("%q: nothing written after byte %d", in, i)
+				break
+			}
+		}
+		s.flush()
+		if want := strings.ToValidUTF8(in, "\uFFFD"); out.String() != want {
+			t.Errorf("%q: streamed %q, want %q", in, out.String(), want)
+		}
+	}
+}

@@ -476,3 +476,29 @@ func TestResumeOtherData(t *testing.T) {
 		t.Errorf("resume with DataChanged: step %d, %v", tr.StepsDone(), err)
 	}
 }
+
+// TestGenerateEach: tokens reach emit one by one as they are drawn, an
+// error from emit stops the generation, and Generate returns exactly n
+// tokens.
+func TestGenerateEach(t *testing.T) {
+	tr := newTrainer(t, testOptions(4, amp.FP32))
+	rng := tensor.NewRNG(1)
+	stop := errors.New("enough")
+	var got []int32
+	err := GenerateEach(tr.Model, rng, []int32{'a'}, 50, 0.8, func(tok int32) error {
+		got = append(got, tok)
+		if len(got) == 7 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || len(got) != 7 {
+		t.Errorf("emit error: %v after %d tokens", err, len(got))
+	}
+	if out, err := Generate(tr.Model, rng, nil, 5, 0); err != nil || len(out) != 5 {
+		t.Errorf("Generate: %d tokens, %v", len(out), err)
+	}
+	if err := GenerateEach(tr.Model, rng, nil, 1, float32(math.NaN()), func(int32) error { return nil }); err == nil {
+		t.Error("NaN temperature accepted")
+	}
+}
