@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -382,7 +383,7 @@ func TestCraftedCheckpoint(t *testing.T) {
 func TestSpecialFiles(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	paths := []string{"/dev/zero"}
-	if err := syscall.Mkfifo(fifo, 0o644); err == nil {
+	if err := exec.Command("mkfifo", fifo).Run(); err == nil {
 		paths = append(paths, fifo)
 	} else {
 		t.Logf("no FIFO here (%v); checking /dev/zero only", err)
