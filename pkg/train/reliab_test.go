@@ -335,6 +335,7 @@ func TestCraftedCheckpoint(t *testing.T) {
 	cases := map[string]map[string]string{
 		"vocab 2^62":      meta("vocab_size", "4611686018427387904"),
 		"vocab 2^29":      meta("vocab_size", "536870912"),
+		"vocab 2^24":      meta("vocab_size", "16777216"), // a plausible count: refused by the tensors, before allocating 2 GB
 		"all 2^30":        meta("vocab_size", "1073741824", "n_positions", "1073741824", "n_layer", "1073741824", "n_head", "1", "n_embd", "1073741824"),
 		"channels 2^20":   meta("n_embd", "1048576", "n_head", "1"),
 		"layers 2^31-1":   meta("n_layer", "2147483647"),
