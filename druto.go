@@ -79,6 +79,9 @@ type Report struct {
 	// every kernel of the model) on the GPU with the CPU reference, per
 	// policy: the self-test that covers the kernels without one of their own.
 	StepChecks []StepCheck `json:"step_checks,omitempty"`
+	// StepChecksCached says the verdict came from an earlier run of this
+	// program on this GPU and driver (this process or the cache on disk).
+	StepChecksCached bool `json:"step_checks_cached,omitempty"`
 	// Fallback says what a missing or failing kernel means for training.
 	Fallback string   `json:"fallback,omitempty"`
 	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
@@ -294,10 +297,23 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		// Every kernel built: one training step per policy against the CPU
 		// reference of the same form covers the kernels that have no
 		// self-test of their own.
-		ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
-		var notes []string
-		r.StepChecks, usable, notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
-		r.Errors = append(r.Errors, notes...)
+		// The verdict is cached per process and beside the kernel cache
+		// (stepcache.go), keyed by the program, GPU, driver and build.
+		key := stepKey(r, o.Fused)
+		v, ok := cachedSteps(o, key)
+		if !ok {
+			ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
+			v.Key = key
+			v.Checks, v.Usable, v.Notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
+			if !v.Usable {
+				v.Key = "" // a failure is checked again next time, never cached
+			}
+			if err := keepSteps(o, v); err != nil {
+				r.Errors = append(r.Errors, err.Error())
+			}
+		}
+		r.StepChecks, usable, r.StepChecksCached = v.Checks, v.Usable, ok
+		r.Errors = append(r.Errors, v.Notes...)
 	}
 	if err := ctx.Err(); err != nil {
 		r.Errors = append(r.Errors, "detection cut short: "+err.Error())
