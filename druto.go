@@ -567,3 +567,24 @@ func revision() string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// FitError returns an error when dev is a GPU whose free memory cannot hold
+// need bytes (what a training step needs, gpt.MemoryFor, plus the device's
+// scratch): one line with both figures and what to do. It is nil on the CPU
+// and when the free memory cannot be read (the allocation then says why).
+func FitError(dev device.Device, need int64, what string) error {
+	g, ok := dev.(*gpu.Device)
+	if !ok {
+		return nil
+	}
+	free, _, err := g.Context().MemInfo()
+	if err != nil {
+		return nil
+	}
+	const margin = 512 << 20 // workspaces, attention and classifier scratch
+	if need+margin <= int64(free) {
+		return nil
+	}
+	return fmt.Errorf("out of GPU memory: %s needs about %.1f GiB, but %s has %.1f GiB free; lower --batch or --seq (--dry-run prints the breakdown)",
+		what, float64(need+margin)/(1<<30), g.Context().Device.Name, float64(free)/(1<<30))
+}
