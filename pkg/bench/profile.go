@@ -94,17 +94,7 @@ func ProfileStep(dev device.Device, c Case, m Mode, o Options, ceil Ceilings) (*
 	if g, ok := dev.(*gpu.Device); ok {
 		p.gpu = g
 	}
-	need := c.Batch*c.Seq*(o.Warmup+o.Steps) + c.Batch*c.Seq + 1
-	toks, err := data.Encode(data.Corpus(1, min(need, 64<<20)))
-	if err != nil {
-		return nil, err
-	}
-	for i := range toks {
-		toks[i] %= int32(c.Config.Vocab)
-	}
-	oc := optim.Defaults(o.Warmup + o.Steps)
-	oc.Warmup = 1
-	tr, err := train.New(p, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1}, toks, nil)
+	tr, err := benchTrainer(p, c, m, o.Warmup+o.Steps)
 	if err != nil {
 		return nil, err
 	}
@@ -492,4 +482,20 @@ func gpuCopy(g *gpu.Device) (float64, error) {
 	}
 	sort.Float64s(ts)
 	return 2 * n / ts[len(ts)/2] / 1e9, nil
+}
+
+// benchTrainer returns a trainer of c in mode m on dev, fed enough of the
+// built-in corpus (folded into the vocabulary) for steps steps.
+func benchTrainer(dev device.Device, c Case, m Mode, steps int) (*train.Trainer, error) {
+	need := c.Batch*c.Seq*(steps+1) + 1
+	toks, err := data.Encode(data.Corpus(1, min(need, 64<<20)))
+	if err != nil {
+		return nil, err
+	}
+	for i := range toks {
+		toks[i] %= int32(c.Config.Vocab)
+	}
+	oc := optim.Defaults(steps)
+	oc.Warmup = 1
+	return train.New(dev, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1}, toks, nil)
 }
