@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/druto/druto/pkg/tensor"
@@ -29,7 +30,19 @@ type Variant struct {
 	Kernel string       // the extern "C" name, e.g. "layernorm_forward"
 	File   string       // the source file, e.g. "layernorm.cu"
 	DType  tensor.DType // the storage type DTYPE selects
+	// MinArch is the oldest compute capability the file builds for, ×10
+	// (its "// druto:arch 80" line; 75 without one): the embedded PTX is
+	// made for compute_<MinArch>, and older devices report the kernel
+	// unavailable without trying to compile it.
+	MinArch int
 }
+
+// DefaultMinArch is the PTX target of files without a druto:arch line
+// (compute_75, Turing: the oldest GPU druto supports).
+const DefaultMinArch = 75
+
+// PTXArch returns the embedded PTX's target, e.g. "compute_75".
+func (v Variant) PTXArch() string { return fmt.Sprintf("compute_%d", v.MinArch) }
 
 // String names the variant, e.g. "layernorm_forward/bf16".
 func (v Variant) String() string { return v.Kernel + "/" + v.DType.String() }
@@ -128,42 +141,51 @@ func Variants() ([]Variant, error) {
 		if err != nil {
 			return nil, err
 		}
-		names, dtypes, err := directives(src)
+		names, dtypes, arch, err := directives(src)
 		if err != nil {
 			return nil, fmt.Errorf("kernels: %s: %w", f, err)
 		}
 		for _, k := range names {
 			for _, dt := range dtypes {
-				out = append(out, Variant{Kernel: k, File: f, DType: dt})
+				out = append(out, Variant{Kernel: k, File: f, DType: dt, MinArch: arch})
 			}
 		}
 	}
 	return out, nil
 }
 
-// directives reads the "// druto:kernel NAME..." and "// druto:dtypes ..."
-// lines of a source file.
-func directives(src []byte) (kernels []string, dtypes []tensor.DType, err error) {
+// directives reads the "// druto:kernel NAME...", "// druto:dtypes ..."
+// and optional "// druto:arch NN" (minimum compute capability ×10) lines
+// of a source file.
+func directives(src []byte) (kernels []string, dtypes []tensor.DType, arch int, err error) {
+	arch = DefaultMinArch
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
+		case strings.HasPrefix(line, "// druto:arch "):
+			a := strings.TrimSpace(strings.TrimPrefix(line, "// druto:arch "))
+			n, perr := strconv.Atoi(a)
+			if perr != nil || n < DefaultMinArch || n > 999 {
+				return nil, nil, 0, fmt.Errorf("bad druto:arch %q (want a compute capability ×10 >= %d, e.g. 80)", a, DefaultMinArch)
+			}
+			arch = n
 		case strings.HasPrefix(line, "// druto:kernel "):
 			kernels = append(kernels, strings.Fields(strings.TrimPrefix(line, "// druto:kernel "))...)
 		case strings.HasPrefix(line, "// druto:dtypes "):
 			for _, s := range strings.Fields(strings.TrimPrefix(line, "// druto:dtypes ")) {
 				dt, err := tensor.ParseDType(s)
 				if err != nil || !dt.Float() {
-					return nil, nil, fmt.Errorf("bad dtype %q in druto:dtypes", s)
+					return nil, nil, 0, fmt.Errorf("bad dtype %q in druto:dtypes", s)
 				}
 				dtypes = append(dtypes, dt)
 			}
 		}
 	}
 	if len(kernels) == 0 || len(dtypes) == 0 {
-		return nil, nil, fmt.Errorf("needs '// druto:kernel' and '// druto:dtypes' lines")
+		return nil, nil, 0, fmt.Errorf("needs '// druto:kernel' and '// druto:dtypes' lines")
 	}
-	return kernels, dtypes, nil
+	return kernels, dtypes, arch, nil
 }
 
 // SourceHash returns the hex sha256 of a source file's bytes, as gen-ptx.sh

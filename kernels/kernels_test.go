@@ -57,10 +57,11 @@ func TestPTXUpToDate(t *testing.T) {
 		if h.Source != v.File || h.DType != v.DType.String() {
 			t.Errorf("%s: header names %s/%s, want %s/%s", v.PTXFile(), h.Source, h.DType, v.File, v.DType)
 		}
-		if !bytes.Contains(ptx, []byte(".target sm_75")) || !bytes.Contains(ptx, []byte(".entry "+v.Kernel)) {
-			t.Errorf("%s: not compute_75 PTX with entry %s", v.PTXFile(), v.Kernel)
+		target := ".target sm_" + strings.TrimPrefix(v.PTXArch(), "compute_")
+		if !bytes.Contains(ptx, []byte(target+"\n")) || !bytes.Contains(ptx, []byte(".entry "+v.Kernel)) {
+			t.Errorf("%s: not %s PTX with entry %s", v.PTXFile(), v.PTXArch(), v.Kernel)
 		}
-		if !strings.Contains(h.Build, "-arch=compute_75") || !strings.Contains(h.Build, v.Define()) {
+		if !strings.Contains(h.Build, "-arch="+v.PTXArch()+" ") || !strings.Contains(h.Build, v.Define()) {
 			t.Errorf("%s: built with %q", v.PTXFile(), h.Build)
 		}
 	}
@@ -95,11 +96,36 @@ func TestVariants(t *testing.T) {
 	if v.Define() != "-DDTYPE=DRUTO_BF16" || v.PTXFile() != "ptx/x_bf16.ptx" {
 		t.Fatalf("define %q, ptx %q", v.Define(), v.PTXFile())
 	}
-	if _, _, err := directives([]byte("// druto:kernel k\n")); err == nil {
+	if _, _, _, err := directives([]byte("// druto:kernel k\n")); err == nil {
 		t.Fatal("a source without druto:dtypes accepted")
 	}
-	if _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes i32\n")); err == nil {
+	if _, _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes i32\n")); err == nil {
 		t.Fatal("an integer storage dtype accepted")
+	}
+	if _, _, a, err := directives([]byte("// druto:kernel k\n// druto:dtypes bf16\n")); err != nil || a != DefaultMinArch {
+		t.Fatalf("no druto:arch: arch %d, %v; want %d", a, err, DefaultMinArch)
+	}
+	if _, _, a, err := directives([]byte("// druto:kernel k\n// druto:dtypes bf16\n// druto:arch 80\n")); err != nil || a != 80 {
+		t.Fatalf("druto:arch 80: arch %d, %v", a, err)
+	}
+	for _, bad := range []string{"sm_80", "70", "x"} {
+		if _, _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes bf16\n// druto:arch " + bad + "\n")); err == nil {
+			t.Fatalf("druto:arch %s accepted", bad)
+		}
+	}
+	flash := false
+	for _, v := range vs {
+		if v.File == "flash_attention.cu" {
+			flash = true
+			if v.MinArch != 80 || v.PTXArch() != "compute_80" {
+				t.Errorf("%s: MinArch %d (%s), want 80 (bf16/f16 mma.m16n8k16)", v, v.MinArch, v.PTXArch())
+			}
+		} else if v.MinArch != DefaultMinArch {
+			t.Errorf("%s: MinArch %d, want %d", v, v.MinArch, DefaultMinArch)
+		}
+	}
+	if !flash {
+		t.Error("no flash_attention.cu variants")
 	}
 }
 
