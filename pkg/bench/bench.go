@@ -60,6 +60,7 @@ type Kernel struct {
 	Ms          float64 `json:"ms"`
 	GBps        float64 `json:"gbps"`
 	CeilingGBps float64 `json:"ceiling_gbps,omitempty"`
+	TFLOPs      float64 `json:"tflops,omitempty"` // compute-bound ops (attention: causal FLOPs)
 }
 
 // Util is one utilisation sample.
