@@ -56,11 +56,22 @@
 #error "flash_attention.cu is built for bf16 and f16 only"
 #endif
 
+#ifdef DRUTO_EMU
+// The host emulator (a development tool, not part of druto) implements the
+// PTX instructions below from their specification.
+void druto_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1);
+void druto_emu_ldm4(unsigned* r, const void* p, bool trans);
+#endif
+
 // fa_pack rounds (lo, hi) to T and packs them, lo in the low half (the
 // lower column index, as mma operands want).
 __device__ __forceinline__ unsigned fa_pack(float lo, float hi) {
     unsigned r;
-#if DTYPE == DRUTO_BF16
+#if defined(DRUTO_EMU) && DTYPE == DRUTO_BF16
+    r = (unsigned)f32_to_bf16_bits(lo) | ((unsigned)f32_to_bf16_bits(hi) << 16);
+#elif defined(DRUTO_EMU)
+    r = (unsigned)f32_to_f16_bits(lo) | ((unsigned)f32_to_f16_bits(hi) << 16);
+#elif DTYPE == DRUTO_BF16
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
 #else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -71,33 +82,53 @@ __device__ __forceinline__ unsigned fa_pack(float lo, float hi) {
 // fa_unpack widens a packed pair to fp32.
 __device__ __forceinline__ float2 fa_unpack(unsigned v) {
 #if DTYPE == DRUTO_BF16
-    return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+    float2 r;
+    r.x = __uint_as_float(v << 16);
+    r.y = __uint_as_float(v & 0xffff0000u);
 #else
-    return make_float2(f16_bits_to_f32((unsigned short)(v & 0xffffu)), f16_bits_to_f32((unsigned short)(v >> 16)));
+    float2 r;
+    r.x = f16_bits_to_f32((unsigned short)(v & 0xffffu));
+    r.y = f16_bits_to_f32((unsigned short)(v >> 16));
 #endif
+    return r;
 }
 
 // c[4] += a[4] · b[2] (m16n8k16, fp32 accumulators).
 __device__ __forceinline__ void fa_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+#ifdef DRUTO_EMU
+    druto_emu_mma(c, a, b0, b1);
+#else
     asm volatile(FA_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
+#ifndef DRUTO_EMU
+// fa_smem is p's shared-window address (ldmatrix's operand).
 __device__ __forceinline__ unsigned fa_smem(const void* p) {
     unsigned r;
     asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
     return r;
 }
+#endif
 
 __device__ __forceinline__ void fa_ldm4(unsigned* r, const void* p) {
+#ifdef DRUTO_EMU
+    druto_emu_ldm4(r, p, false);
+#else
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
+#endif
 }
 
 __device__ __forceinline__ void fa_ldm4t(unsigned* r, const void* p) {
+#ifdef DRUTO_EMU
+    druto_emu_ldm4(r, p, true);
+#else
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
+#endif
 }
 
 // Fragment loads from a shared tile s stored row-major with row stride LD
@@ -133,7 +164,8 @@ __device__ __forceinline__ void fa_tile(unsigned short* s, const T* g, long long
     const int per = HS / 8; // 16-byte chunks per row
     for (int i = threadIdx.x; i < ROWS * per; i += blockDim.x) {
         int r = i / per, c = (i % per) * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
+        uint4 v;
+        v.x = v.y = v.z = v.w = 0u;
         if (r0 + r < n) v = *reinterpret_cast<const uint4*>(g + (long long)(r0 + r) * ld + c);
         *reinterpret_cast<uint4*>(s + r * LD + c) = v;
     }
