@@ -276,7 +276,10 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 	usable := true
 	for _, k := range dev.Kernels() {
 		kr := kernelReport(k)
-		if k.Err != nil {
+		if errors.Is(k.Err, kernels.ErrArch) {
+			// A kernel for newer GPUs (flash attention needs sm_80): the op
+			// runs its other path here, so the GPU stays usable.
+		} else if k.Err != nil {
 			usable = false
 		} else if hasSelfTest(k.Kernel) && ctx.Err() == nil {
 			st, err := SelfTestKernel(c, k, ref)
