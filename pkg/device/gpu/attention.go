@@ -99,10 +99,20 @@ func (d *Device) flash(dt tensor.DType, hs int) bool {
 	return true
 }
 
+// flashGridY is the most (b,h) pairs one flash launch covers (gridDim.y);
+// beyond it attention takes the cuBLAS path.
+const flashGridY = 65535
+
+// flashFor reports whether an attention call of this shape runs the flash
+// kernels: flash for its dtype and head size, and B·NH within the grid.
+func (d *Device) flashFor(dt tensor.DType, B, C, NH int) bool {
+	return NH > 0 && C%NH == 0 && B*NH <= flashGridY && d.flash(dt, C/NH)
+}
+
 // AttentionState returns the log-sum-exp state (B,NH,T) F32 where the flash
-// kernels run (see flash) and the probabilities (B,NH,T,T) in dt otherwise.
+// kernels run (see flashFor) and the probabilities (B,NH,T,T) in dt otherwise.
 func (d *Device) AttentionState(dt tensor.DType, B, T, C, NH int) device.AttnState {
-	if NH > 0 && C%NH == 0 && d.flash(dt, C/NH) {
+	if d.flashFor(dt, B, C, NH) {
 		return device.LSEState(B, T, NH)
 	}
 	return device.ProbState(dt, B, T, NH)
@@ -119,7 +129,7 @@ func (d *Device) attnArgs(op string, act, att, qkv *tensor.Tensor, B, T, C, NH i
 	}
 	dt := qkv.DType
 	hs := C / NH
-	s.flash = d.flash(dt, hs)
+	s.flash = d.flashFor(dt, B, C, NH)
 	state := device.ProbState(dt, B, T, NH)
 	if s.flash {
 		state = device.LSEState(B, T, NH)
@@ -138,10 +148,6 @@ func (d *Device) attnArgs(op string, act, att, qkv *tensor.Tensor, B, T, C, NH i
 		return s, false
 	}
 	if s.flash {
-		if B*NH > 65535 {
-			d.fail(fmt.Errorf("gpu: %s (flash): B·NH = %d·%d exceeds the grid's 65535 (B=%d T=%d C=%d NH=%d): %w", op, B, NH, B, T, C, NH, tensor.ErrShape))
-			return s, false
-		}
 		for i, t := range []*tensor.Tensor{act, qkv} {
 			if p := d.ptr(t); p%16 != 0 {
 				d.fail(fmt.Errorf("gpu: %s (flash): argument %d (%v) at %#x is not 16-byte aligned (B=%d T=%d C=%d NH=%d): %w", op, i, desc(t), uint64(p), B, T, C, NH, tensor.ErrShape))
