@@ -79,6 +79,9 @@ type Report struct {
 	// every kernel of the model) on the GPU with the CPU reference, per
 	// policy: the self-test that covers the kernels without one of their own.
 	StepChecks []StepCheck `json:"step_checks,omitempty"`
+	// Attention says which attention path the GPU runs for the 16-bit
+	// policies: the flash kernels or the cuBLAS score GEMMs.
+	Attention string `json:"attention,omitempty"`
 	// Fallback says what a missing or failing kernel means for training.
 	Fallback string   `json:"fallback,omitempty"`
 	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
@@ -272,6 +275,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		}
 		return nil
 	}
+	r.Attention = attentionPath(dev)
 	ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
 	usable := true
 	for _, k := range dev.Kernels() {
@@ -370,6 +374,18 @@ func (r *Report) failedStep() string {
 		}
 	}
 	return ""
+}
+
+// attentionPath describes the attention path dev runs under bf16 at
+// GPT-2's head size (Device.AttentionState's choice).
+func attentionPath(dev *gpu.Device) string {
+	if !dev.Fused() {
+		return "cuBLAS score GEMMs + softmax kernels (the decomposed form)"
+	}
+	if st := dev.AttentionState(tensor.BF16, 1, 1, 64, 1); len(st.Shape) == 3 {
+		return "flash kernels for fused bf16/fp16 at head sizes 32, 64, 128 (log-sum-exp saved); cuBLAS score GEMMs otherwise"
+	}
+	return "cuBLAS score GEMMs + softmax kernels (the flash kernels need sm_80 or newer, or were not built: see kernels)"
 }
 
 func kernelReport(k *kernels.Built) Kernel {
