@@ -376,16 +376,25 @@ func (r *Report) failedStep() string {
 	return ""
 }
 
-// attentionPath describes the attention path dev runs under bf16 at
-// GPT-2's head size (Device.AttentionState's choice).
+// attentionPath describes the attention path dev runs under the 16-bit
+// policies at GPT-2's head size (Device.AttentionState's choice).
 func attentionPath(dev *gpu.Device) string {
 	if !dev.Fused() {
 		return "cuBLAS score GEMMs + softmax kernels (the decomposed form)"
 	}
-	if st := dev.AttentionState(tensor.BF16, 1, 1, 64, 1); len(st.Shape) == 3 {
-		return "flash kernels for fused bf16/fp16 at head sizes 32, 64, 128 (log-sum-exp saved); cuBLAS score GEMMs otherwise"
+	var on []string
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		if st := dev.AttentionState(dt, 1, 1, 64, 1); len(st.Shape) == 3 {
+			on = append(on, dt.String())
+		}
 	}
-	return "cuBLAS score GEMMs + softmax kernels (the flash kernels need sm_80 or newer, or were not built: see kernels)"
+	switch len(on) {
+	case 2:
+		return "flash kernels for fused bf16 and f16 at head sizes 32, 64, 128 (log-sum-exp saved); cuBLAS score GEMMs otherwise"
+	case 1:
+		return "flash kernels for fused " + on[0] + " at head sizes 32, 64, 128 (the other 16-bit type needs a newer GPU); cuBLAS score GEMMs otherwise"
+	}
+	return "cuBLAS score GEMMs + softmax kernels (the flash kernels were not built: see kernels)"
 }
 
 func kernelReport(k *kernels.Built) Kernel {

@@ -5,7 +5,7 @@
 // druto:kernel flash_bwd_hs32 flash_bwd_hs64 flash_bwd_hs128
 // druto:kernel flash_bwd_dot flash_bwd_dq
 // druto:dtypes bf16 f16
-// druto:arch 80
+// druto:arch bf16:80 f16:75
 //
 // Layouts (hs = HS, the head size; C = NH·hs):
 //   qkv (B,T,3C) T: q of head h at column h·hs, k at C + h·hs, v at 2C + h·hs,
@@ -39,8 +39,10 @@
 //
 // Requirements the launcher checks: hs in {32,64,128}, qkv/out/dout/dqkv
 // 16-byte aligned, C a multiple of 8 (true for C = NH·hs), B·NH <= 65535.
-// bf16 and f16 mma.m16n8k16 need sm_80, hence the druto:arch line: on older
-// GPUs these kernels are unavailable and attention uses the cuBLAS path.
+// bf16 mma.m16n8k16 needs sm_80, hence the druto:arch line: on older GPUs
+// the bf16 kernels are unavailable and bf16 attention uses the cuBLAS path.
+// f16 builds for sm_75 (the T4) too: there each 16-deep step is two
+// mma.m16n8k8, whose A/B fragments are exactly the halves of m16n8k16's.
 
 #include "common.cuh"
 
@@ -48,10 +50,21 @@
 #define FA_LOG2E 1.4426950408889634f
 #define FA_BC 64 // keys per tile (both kernels) and query rows per forward tile
 
+// FA_K16: one mma.m16n8k16 per 16-deep step (sm_80+); else (f16 on
+// sm_75) two mma.m16n8k8, whose fragments are the two halves of k16's.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define FA_K16 1
+#else
+#define FA_K16 0
+#endif
 #if DTYPE == DRUTO_BF16
+#if !FA_K16
+#error "bf16 flash attention needs sm_80 (mma.m16n8k16.bf16)"
+#endif
 #define FA_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 #elif DTYPE == DRUTO_F16
 #define FA_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define FA_MMA8 "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
 #else
 #error "flash_attention.cu is built for bf16 and f16 only"
 #endif
@@ -61,6 +74,7 @@
 // PTX instructions below from their specification.
 void druto_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1);
 void druto_emu_ldm4(unsigned* r, const void* p, bool trans);
+void druto_emu_mma8(float* c, unsigned a0, unsigned a1, unsigned b0); // DRUTO_EMU_K8: the sm_75 form
 #endif
 
 // fa_pack rounds (lo, hi) to T and packs them, lo in the low half (the
@@ -73,8 +87,10 @@ __device__ __forceinline__ unsigned fa_pack(float lo, float hi) {
     r = (unsigned)f32_to_f16_bits(lo) | ((unsigned)f32_to_f16_bits(hi) << 16);
 #elif DTYPE == DRUTO_BF16
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
+#elif FA_K16
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    r = (unsigned)f32_to_f16_bits(lo) | ((unsigned)f32_to_f16_bits(hi) << 16); // no f16x2 cvt before sm_80
 #endif
     return r;
 }
@@ -95,12 +111,26 @@ __device__ __forceinline__ float2 fa_unpack(unsigned v) {
 
 // c[4] += a[4] · b[2] (m16n8k16, fp32 accumulators).
 __device__ __forceinline__ void fa_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-#ifdef DRUTO_EMU
+#if defined(DRUTO_EMU) && defined(DRUTO_EMU_K8)
+    // k 0..7: A columns 0..7 are a[0] (row g) and a[1] (row g+8), B rows
+    // 0..7 are b0; k 8..15: a[2], a[3] and b1.
+    druto_emu_mma8(c, a[0], a[1], b0);
+    druto_emu_mma8(c, a[2], a[3], b1);
+#elif defined(DRUTO_EMU)
     druto_emu_mma(c, a, b0, b1);
-#else
+#elif FA_K16
     asm volatile(FA_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    // sm_75 (f16): the k16 step as two m16n8k8, k 0..7 (a[0], a[1], b0)
+    // then k 8..15 (a[2], a[3], b1).
+    asm volatile(FA_MMA8 " {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b0));
+    asm volatile(FA_MMA8 " {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[2]), "r"(a[3]), "r"(b1));
 #endif
 }
 

@@ -3,8 +3,9 @@
 # (run through `go generate ./kernels`). For each .cu, every dtype its
 # "druto:dtypes" line names is built with -DDTYPE=DRUTO_<DTYPE> for
 # compute_75 (PTX ISA 7.8, JIT-compiled by any driver >= R520), or for
-# compute_NN where the file has a "// druto:arch NN" line (flash_attention.cu:
-# bf16/f16 mma.m16n8k16 needs compute_80), and the
+# compute_NN where the file has a "// druto:arch NN" line, or per dtype
+# "// druto:arch bf16:80 f16:75" (flash_attention.cu: bf16 mma needs
+# compute_80), and the
 # source's sha256, and that of each header it includes (#include "X.cuh",
 # e.g. common.cuh), are written into the PTX header, which TestPTXUpToDate
 # checks. Files are written to a temp name and renamed.
@@ -36,9 +37,13 @@ for cu in "${files[@]}"; do
     echo "gen-ptx.sh: $cu has no '// druto:dtypes' line" >&2
     exit 1
   fi
-  minarch=$(sed -n 's|^// druto:arch \([0-9]*\)[[:space:]]*$|\1|p' "$cu")
-  ARCH=compute_${minarch:-75}
+  archline=$(sed -n 's|^// druto:arch ||p' "$cu")
   for dt in $dtypes; do
+    # the dtype's own "dt:NN" wins over a plain "NN"; 75 without either
+    minarch=75
+    for f in $archline; do case $f in *:*) ;; *) minarch=$f ;; esac; done
+    for f in $archline; do case $f in "$dt":*) minarch=${f#*:} ;; esac; done
+    ARCH=compute_$minarch
     define=DRUTO_$(echo "$dt" | tr a-z A-Z)
     out=ptx/${base}_${dt}.ptx
     tmp=$(mktemp "ptx/.${base}_${dt}.XXXXXX")

@@ -30,10 +30,10 @@ type Variant struct {
 	Kernel string       // the extern "C" name, e.g. "layernorm_forward"
 	File   string       // the source file, e.g. "layernorm.cu"
 	DType  tensor.DType // the storage type DTYPE selects
-	// MinArch is the oldest compute capability the file builds for, ×10
-	// (its "// druto:arch 80" line; 75 without one): the embedded PTX is
-	// made for compute_<MinArch>, and older devices report the kernel
-	// unavailable without trying to compile it.
+	// MinArch is the oldest compute capability the variant builds for, ×10
+	// (its file's "// druto:arch 80" or "// druto:arch bf16:80" line; 75
+	// without one): the embedded PTX is made for compute_<MinArch>, and
+	// older devices report the kernel unavailable without compiling it.
 	MinArch int
 }
 
@@ -141,13 +141,13 @@ func Variants() ([]Variant, error) {
 		if err != nil {
 			return nil, err
 		}
-		names, dtypes, arch, err := directives(src)
+		names, dtypes, archs, err := directives(src)
 		if err != nil {
 			return nil, fmt.Errorf("kernels: %s: %w", f, err)
 		}
 		for _, k := range names {
 			for _, dt := range dtypes {
-				out = append(out, Variant{Kernel: k, File: f, DType: dt, MinArch: arch})
+				out = append(out, Variant{Kernel: k, File: f, DType: dt, MinArch: archs[dt]})
 			}
 		}
 	}
@@ -155,37 +155,60 @@ func Variants() ([]Variant, error) {
 }
 
 // directives reads the "// druto:kernel NAME...", "// druto:dtypes ..."
-// and optional "// druto:arch NN" (minimum compute capability ×10) lines
-// of a source file.
-func directives(src []byte) (kernels []string, dtypes []tensor.DType, arch int, err error) {
-	arch = DefaultMinArch
+// and optional "// druto:arch ..." lines of a source file. The arch line
+// gives the minimum compute capability ×10 for every dtype ("80") or per
+// dtype ("bf16:80 f16:75"); a dtype it does not name gets DefaultMinArch.
+// It returns the minimum arch of each declared dtype.
+func directives(src []byte) (kernels []string, dtypes []tensor.DType, archs map[tensor.DType]int, err error) {
+	all := DefaultMinArch
+	per := map[tensor.DType]int{}
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
 		case strings.HasPrefix(line, "// druto:arch "):
-			a := strings.TrimSpace(strings.TrimPrefix(line, "// druto:arch "))
-			n, perr := strconv.Atoi(a)
-			if perr != nil || n < DefaultMinArch || n > 999 {
-				return nil, nil, 0, fmt.Errorf("bad druto:arch %q (want a compute capability ×10 >= %d, e.g. 80)", a, DefaultMinArch)
+			for _, f := range strings.Fields(strings.TrimPrefix(line, "// druto:arch ")) {
+				name, num, scoped := strings.Cut(f, ":")
+				if !scoped {
+					num = name
+				}
+				n, perr := strconv.Atoi(num)
+				if perr != nil || n < DefaultMinArch || n > 999 {
+					return nil, nil, nil, fmt.Errorf("bad druto:arch %q (want a compute capability ×10 >= %d, e.g. 80 or bf16:80)", f, DefaultMinArch)
+				}
+				if !scoped {
+					all = n
+					continue
+				}
+				dt, perr := tensor.ParseDType(name)
+				if perr != nil || !dt.Float() {
+					return nil, nil, nil, fmt.Errorf("bad dtype %q in druto:arch", name)
+				}
+				per[dt] = n
 			}
-			arch = n
 		case strings.HasPrefix(line, "// druto:kernel "):
 			kernels = append(kernels, strings.Fields(strings.TrimPrefix(line, "// druto:kernel "))...)
 		case strings.HasPrefix(line, "// druto:dtypes "):
 			for _, s := range strings.Fields(strings.TrimPrefix(line, "// druto:dtypes ")) {
 				dt, err := tensor.ParseDType(s)
 				if err != nil || !dt.Float() {
-					return nil, nil, 0, fmt.Errorf("bad dtype %q in druto:dtypes", s)
+					return nil, nil, nil, fmt.Errorf("bad dtype %q in druto:dtypes", s)
 				}
 				dtypes = append(dtypes, dt)
 			}
 		}
 	}
 	if len(kernels) == 0 || len(dtypes) == 0 {
-		return nil, nil, 0, fmt.Errorf("needs '// druto:kernel' and '// druto:dtypes' lines")
+		return nil, nil, nil, fmt.Errorf("needs '// druto:kernel' and '// druto:dtypes' lines")
 	}
-	return kernels, dtypes, arch, nil
+	archs = map[tensor.DType]int{}
+	for _, dt := range dtypes {
+		archs[dt] = all
+		if n, ok := per[dt]; ok {
+			archs[dt] = n
+		}
+	}
+	return kernels, dtypes, archs, nil
 }
 
 // SourceHash returns the hex sha256 of a source file's bytes, as gen-ptx.sh

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,13 +103,20 @@ func TestVariants(t *testing.T) {
 	if _, _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes i32\n")); err == nil {
 		t.Fatal("an integer storage dtype accepted")
 	}
-	if _, _, a, err := directives([]byte("// druto:kernel k\n// druto:dtypes bf16\n")); err != nil || a != DefaultMinArch {
-		t.Fatalf("no druto:arch: arch %d, %v; want %d", a, err, DefaultMinArch)
+	for _, c := range []struct {
+		arch      string // the druto:arch line's value, "" for none
+		bf16, f16 int
+	}{{"", 75, 75}, {"80", 80, 80}, {"bf16:80", 80, 75}, {"bf16:80 f16:75", 80, 75}, {"f16:75 86", 86, 75}} {
+		src := "// druto:kernel k\n// druto:dtypes bf16 f16\n"
+		if c.arch != "" {
+			src += "// druto:arch " + c.arch + "\n"
+		}
+		_, _, a, err := directives([]byte(src))
+		if err != nil || a[tensor.BF16] != c.bf16 || a[tensor.F16] != c.f16 {
+			t.Fatalf("druto:arch %q: archs %v, %v; want bf16 %d, f16 %d", c.arch, a, err, c.bf16, c.f16)
+		}
 	}
-	if _, _, a, err := directives([]byte("// druto:kernel k\n// druto:dtypes bf16\n// druto:arch 80\n")); err != nil || a != 80 {
-		t.Fatalf("druto:arch 80: arch %d, %v", a, err)
-	}
-	for _, bad := range []string{"sm_80", "70", "x"} {
+	for _, bad := range []string{"sm_80", "70", "x", "bf16:70", "i32:80", "bf16:"} {
 		if _, _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes bf16\n// druto:arch " + bad + "\n")); err == nil {
 			t.Fatalf("druto:arch %s accepted", bad)
 		}
@@ -117,8 +125,12 @@ func TestVariants(t *testing.T) {
 	for _, v := range vs {
 		if v.File == "flash_attention.cu" {
 			flash = true
-			if v.MinArch != 80 || v.PTXArch() != "compute_80" {
-				t.Errorf("%s: MinArch %d (%s), want 80 (bf16/f16 mma.m16n8k16)", v, v.MinArch, v.PTXArch())
+			want := 80 // bf16 mma.m16n8k16 needs sm_80
+			if v.DType == tensor.F16 {
+				want = 75 // f16 runs as two m16n8k8 on sm_75
+			}
+			if v.MinArch != want || v.PTXArch() != fmt.Sprintf("compute_%d", want) {
+				t.Errorf("%s: MinArch %d (%s), want %d", v, v.MinArch, v.PTXArch(), want)
 			}
 		} else if v.MinArch != DefaultMinArch {
 			t.Errorf("%s: MinArch %d, want %d", v, v.MinArch, DefaultMinArch)

@@ -97,10 +97,11 @@ func runTrain(args []string) error {
 		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
 			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
 		// The GPU's flash kernels save a log-sum-exp per row instead of the
-		// T×T probabilities (fused 16-bit, hs 32/64/128, sm_80 or newer).
+		// T×T probabilities (fused 16-bit, hs 32/64/128; bf16 on sm_80+,
+		// fp16 on sm_75+).
 		if dt := policy.DType(amp.Activation); *be.fused && *be.name != "cpu" && gpu.FlashSupports(dt, cfg.Channels/cfg.Heads) {
 			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, device.LSEState(*batch, *seq, cfg.Heads))
-			fmt.Printf("  with flash attention (GPU, sm_80+): activations %d bytes, total %d bytes (%.1f MiB)\n",
+			fmt.Printf("  with flash attention (GPU; bf16 sm_80+, fp16 sm_75+): activations %d bytes, total %d bytes (%.1f MiB)\n",
 				fm.Activations, fm.Total(), float64(fm.Total())/(1<<20))
 		}
 		return nil

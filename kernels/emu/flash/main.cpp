@@ -76,6 +76,27 @@ void druto_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
     wsync();
     for (int i = 0; i < 4; i++) c[i] = out[i];
 }
+// m16n8k8 (.f16, the sm_75 form): A 16×8 in two registers (row g, row
+// g+8; columns 2t, 2t+1), B 8×8 in one (rows 2t, 2t+1; column g).
+void druto_emu_mma8(float* c, unsigned a0, unsigned a1, unsigned b0) {
+    int w = W(), l = L();
+    slot[w][l][0] = a0;
+    slot[w][l][1] = a1;
+    slot[w][l][2] = b0;
+    wsync();
+    auto A = [&](int r, int k) { return half2f((unsigned)(slot[w][(r % 8) * 4 + k / 2][r >= 8 ? 1 : 0] >> (16 * (k % 2)))); };
+    auto B = [&](int k, int n) { return half2f((unsigned)(slot[w][n * 4 + k / 2][2] >> (16 * (k % 2)))); };
+    int g = l / 4, t = l % 4;
+    int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+    float out[4];
+    for (int i = 0; i < 4; i++) {
+        float acc = c[i];
+        for (int k = 0; k < 8; k++) acc += A(rows[i], k) * B(k, cols[i]);
+        out[i] = acc;
+    }
+    wsync();
+    for (int i = 0; i < 4; i++) c[i] = out[i];
+}
 #include "flash_attention.cu"
 
 static void launch(int gx, int gy, int threads, std::function<void()> fn) {

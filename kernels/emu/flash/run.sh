@@ -18,12 +18,14 @@ mkdir -p "$out"
 for dt in BF16 F16; do
   g++ -std=c++20 -O2 -pthread -DDRUTO_EMU -DDTYPE=DRUTO_$dt -I../.. -include emu.h main.cpp -o "$out/emu_$dt"
 done
+# F16_K8: f16 as the T4 runs it, each k16 step as two mma.m16n8k8
+g++ -std=c++20 -O2 -pthread -DDRUTO_EMU -DDRUTO_EMU_K8 -DDTYPE=DRUTO_F16 -I../.. -include emu.h main.cpp -o "$out/emu_F16_K8"
 if [ $# -eq 4 ]; then shapes=("$*"); else shapes=("1 1 1 32" "1 1 17 64" "1 2 130 32" "2 1 64 128" "1 1 130 128" "2 2 65 64"); fi
 rc=0
 for s in "${shapes[@]}"; do
-  for dt in BF16 F16; do
+  for dt in BF16 F16 F16_K8; do
     # shellcheck disable=SC2086
-    "$out/emu_$dt" $s || rc=1
+    printf "%-7s " "$dt"; "$out/emu_$dt" $s || rc=1
   done
 done
 exit $rc

@@ -3,12 +3,13 @@ package gpu
 // attention.go: causal multi-head self-attention, Attention and
 // AttentionBackward, on one of two paths:
 //
-//   - flash (fused, bf16 or f16, hs 32, 64 or 128, sm_80 or newer): the
-//     kernels of kernels/flash_attention.cu (FlashAttention-2 on mma.sync);
+//   - flash (fused, hs 32, 64 or 128; bf16 on sm_80 or newer, f16 on sm_75
+//     or newer): the kernels of kernels/flash_attention.cu (FlashAttention-2
+//     on mma.sync);
 //     the saved state is each query row's log-sum-exp, (B,NH,T) F32
 //     (device.LSEState), and no T×T matrix exists;
 //   - cuBLAS (everything else: the decomposed twin, fp32, other head sizes,
-//     older GPUs, Config.NoFlash): described below; the saved state is the
+//     bf16 on sm_75, Config.NoFlash): described below; the saved state is the
 //     probabilities, (B,NH,T,T) (device.ProbState).
 //
 // AttentionState says which one runs for a dtype and shape; Attention and
@@ -77,7 +78,8 @@ var flashHeadSizes = map[int]string{32: "hs32", 64: "hs64", 128: "hs128"}
 
 // FlashSupports reports whether the flash-attention kernels take dtype dt
 // and head size hs (16-bit, hs 32, 64 or 128); they also need a fused
-// device on sm_80 or newer (see Device.AttentionState).
+// device and a GPU they were built for: sm_80+ for bf16, sm_75+ for f16
+// (see Device.AttentionState).
 func FlashSupports(dt tensor.DType, hs int) bool {
 	_, ok := flashHeadSizes[hs]
 	return ok && (dt == tensor.BF16 || dt == tensor.F16)
@@ -85,7 +87,7 @@ func FlashSupports(dt tensor.DType, hs int) bool {
 
 // flash reports whether attention at dtype dt and head size hs runs the
 // flash kernels on this device: fused, not switched off, supported shape,
-// and every flash kernel built (sm_80 or newer).
+// and every flash kernel built for dt (bf16: sm_80+, f16: sm_75+).
 func (d *Device) flash(dt tensor.DType, hs int) bool {
 	if !d.fused || d.noFlash || !FlashSupports(dt, hs) {
 		return false

@@ -118,11 +118,31 @@ func flashCheck(t *testing.T, name, output string, got, want []float32, dt tenso
 	t.Errorf("flash %s: %s: %v", name, output, err)
 }
 
+// flashDTypes returns the 16-bit dtypes g runs the flash kernels for (bf16
+// needs sm_80, f16 sm_75), logging why one is missing; it skips the test
+// when there is none.
+func flashDTypes(t *testing.T, g *Device) []tensor.DType {
+	t.Helper()
+	var dts []tensor.DType
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		if g.flash(dt, 32) && g.flash(dt, 64) && g.flash(dt, 128) {
+			dts = append(dts, dt)
+		} else {
+			t.Logf("flash kernels for %s unavailable on %s: %v", dt, g.Name(), g.errs[kernelKey{"flash_fwd_hs64", dt}])
+		}
+	}
+	if len(dts) == 0 {
+		t.Skipf("no flash kernels on %s (bf16 needs sm_80, f16 sm_75)", g.Name())
+	}
+	return dts
+}
+
 // TestGPUFlash checks the flash kernels against the fp32 CPU reference on
 // inputs exact in both 16-bit types: out (NaN-poisoned first) and the
 // log-sum-exp (NaN-poisoned), then the gradients accumulated into a dqkv
 // pre-filled with random values, each of dq, dk and dv compared separately.
-// hs 32, 64, 128; T 1, 17, 128, 1000, 1024; B·NH 1 and 48; bf16 and f16.
+// hs 32, 64, 128; T 1, 17, 128, 1000, 1024; B·NH 1 and 48; bf16 and f16
+// (those of the two the GPU has flash kernels for).
 //
 // Tolerances (the tolerance rule of dt times a scale): out at scale 16 (p
 // is rounded to dt before p·v, as the cuBLAS path rounds the
@@ -137,9 +157,7 @@ func flashCheck(t *testing.T, name, output string, got, want []float32, dt tenso
 // 6 for the cuBLAS path's share of the same).
 func TestGPUFlash(t *testing.T) {
 	g := gpuDev(t, true)
-	if !g.flash(tensor.BF16, 64) {
-		t.Skipf("flash kernels unavailable on %s (need sm_80+): %v", g.Name(), g.errs[kernelKey{"flash_fwd_hs64", tensor.BF16}])
-	}
+	dts := flashDTypes(t, g)
 	ref := cpuRef(true)
 	rng := testRNG(t)
 	start := time.Now()
@@ -167,7 +185,7 @@ func TestGPUFlash(t *testing.T) {
 					return fmt.Sprintf("%d: b=%d t=%d h=%d d=%d", i, i/(T*C), i/C%T, i%C/hs, i%hs)
 				}
 				posLSE := func(i int) string { return fmt.Sprintf("%d: b=%d h=%d t=%d", i, i/(NH*T), i/T%NH, i%T) }
-				for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+				for _, dt := range dts {
 					name := dt.String() + "_" + base
 					if st := g.AttentionState(dt, B, T, C, NH); st.DType != tensor.F32 || st.Numel() != B*NH*T {
 						t.Fatalf("flash %s: AttentionState = %v %v, want f32 (B,NH,T)", name, st.DType, st.Shape)
@@ -206,12 +224,10 @@ func TestGPUFlash(t *testing.T) {
 // function.
 func TestGPUFlashParity(t *testing.T) {
 	g := gpuDev(t, true)
-	if !g.flash(tensor.BF16, 64) {
-		t.Skipf("flash kernels unavailable on %s (need sm_80+)", g.Name())
-	}
+	dts := flashDTypes(t, g)
 	rng := testRNG(t)
 	const B, T, C, NH = 2, 256, 256, 4
-	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+	for _, dt := range dts {
 		qkv := toGPU(t, g, randHost(rng, dt, 0, 1, B, T, 3*C))
 		dout := toGPU(t, g, randHost(rng, dt, 0, 1, B, T, C))
 		run := func(noFlash bool) (out, dqkv []float32) {
