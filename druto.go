@@ -82,6 +82,9 @@ type Report struct {
 	// StepChecksCached says the verdict came from an earlier run of this
 	// program on this GPU and driver (this process or the cache on disk).
 	StepChecksCached bool `json:"step_checks_cached,omitempty"`
+	// Attention says which attention path the GPU runs for the 16-bit
+	// policies: the flash kernels or the cuBLAS score GEMMs.
+	Attention string `json:"attention,omitempty"`
 	// Fallback says what a missing or failing kernel means for training.
 	Fallback string   `json:"fallback,omitempty"`
 	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
@@ -275,11 +278,15 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		}
 		return nil
 	}
+	r.Attention = attentionPath(dev)
 	ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
 	usable := true
 	for _, k := range dev.Kernels() {
 		kr := kernelReport(k)
-		if k.Err != nil {
+		if errors.Is(k.Err, kernels.ErrArch) {
+			// A kernel for newer GPUs (flash attention needs sm_80): the op
+			// runs its other path here, so the GPU stays usable.
+		} else if k.Err != nil {
 			usable = false
 		} else if hasSelfTest(k.Kernel) && ctx.Err() == nil {
 			st, err := SelfTestKernel(c, k, ref)
@@ -383,6 +390,27 @@ func (r *Report) failedStep() string {
 		}
 	}
 	return ""
+}
+
+// attentionPath describes the attention path dev runs under the 16-bit
+// policies at GPT-2's head size (Device.AttentionState's choice).
+func attentionPath(dev *gpu.Device) string {
+	if !dev.Fused() {
+		return "cuBLAS score GEMMs + softmax kernels (the decomposed form)"
+	}
+	var on []string
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		if st := dev.AttentionState(dt, 1, 1, 64, 1); len(st.Shape) == 3 {
+			on = append(on, dt.String())
+		}
+	}
+	switch len(on) {
+	case 2:
+		return "flash kernels for fused bf16 and f16 at head sizes 32, 64, 128 (log-sum-exp saved); cuBLAS score GEMMs otherwise"
+	case 1:
+		return "flash kernels for fused " + on[0] + " at head sizes 32, 64, 128 (the other 16-bit type needs a newer GPU); cuBLAS score GEMMs otherwise"
+	}
+	return "cuBLAS score GEMMs + softmax kernels (the flash kernels were not built: see kernels)"
 }
 
 func kernelReport(k *kernels.Built) Kernel {

@@ -187,9 +187,13 @@ func benchKernels(be *backend, out string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tform\tms\tGB/s\t% of ceiling\t")
+	fmt.Fprintln(tw, "op\tform\tms\tGB/s\t% of ceiling\tTFLOP/s\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.0f\t%.1f\t\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil)
+		tf := "-"
+		if r.TFLOPs > 0 {
+			tf = fmt.Sprintf("%.1f", r.TFLOPs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.0f\t%.1f\t%s\t\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, tf)
 	}
 	tw.Flush()
 	if out == "" {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/optim"
 	"github.com/druto/druto/pkg/train"
@@ -95,6 +97,14 @@ func runTrain(args []string) error {
 		fmt.Printf("%s (%d parameters), B %d T %d, %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy)
 		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
 			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
+		// The GPU's flash kernels save a log-sum-exp per row instead of the
+		// T×T probabilities (fused 16-bit, hs 32/64/128; bf16 on sm_80+,
+		// fp16 on sm_75+).
+		if dt := policy.DType(amp.Activation); *be.fused && *be.name != "cpu" && gpu.FlashSupports(dt, cfg.Channels/cfg.Heads) {
+			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, device.LSEState(*batch, *seq, cfg.Heads))
+			fmt.Printf("  with flash attention (GPU; bf16 sm_80+, fp16 sm_75+): activations %d bytes, total %d bytes (%.1f MiB)\n",
+				fm.Activations, fm.Total(), float64(fm.Total())/(1<<20))
+		}
 		return nil
 	}
 	oc := optim.Defaults(*steps)

@@ -60,6 +60,7 @@ type Kernel struct {
 	Ms          float64 `json:"ms"`
 	GBps        float64 `json:"gbps"`
 	CeilingGBps float64 `json:"ceiling_gbps,omitempty"`
+	TFLOPs      float64 `json:"tflops,omitempty"` // compute-bound ops (attention: causal FLOPs)
 }
 
 // Util is one utilisation sample.
@@ -191,7 +192,7 @@ func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Reco
 	if peak > 0 {
 		r.MFU = c.Config.FLOPsPerToken(c.Seq) * r.TokensPerS / peak
 	}
-	mem := gpt.MemoryFor(c.Config, c.Batch, c.Seq, m.Policy)
+	mem := gpt.MemoryOn(dev, c.Config, c.Batch, c.Seq, m.Policy) // the attention state dev saves
 	r.Memory = Memory{mem.Params, mem.Grads, mem.Optimizer, mem.Activations}
 	return r, nil
 }

@@ -389,8 +389,8 @@ func (p *profiler) Attention(out, att, qkv *device.T, B, T, C, NH int) {
 	p.timed("attention", attnFLOPs(B, T, C), 0, func() { p.Device.Attention(out, att, qkv, B, T, C, NH) })
 }
 
-func (p *profiler) AttentionBackward(dqkv, dout, qkv, att *device.T, B, T, C, NH int) {
-	p.timed("attention", 2.5*attnFLOPs(B, T, C), 0, func() { p.Device.AttentionBackward(dqkv, dout, qkv, att, B, T, C, NH) })
+func (p *profiler) AttentionBackward(dqkv, dout, qkv, out, att *device.T, B, T, C, NH int) {
+	p.timed("attention", 2.5*attnFLOPs(B, T, C), 0, func() { p.Device.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH) })
 }
 
 func (p *profiler) CrossEntropy(losses, logits, targets *device.T, N, V int, dscale float32) {

@@ -100,13 +100,21 @@ type Device interface {
 	// (overwrites: it is the gradient of Matmul's GELU epilogue, not a sum).
 	GELUBackward(dinp, inp, dout *T, n int)
 
+	// AttentionState returns the dtype and shape of the state Attention
+	// saves for AttentionBackward when its inputs are of dtype dt: the
+	// softmax probabilities (ProbState: the CPU, the decomposed GPU path,
+	// fp32) or each query row's log-sum-exp (LSEState: the GPU's fused
+	// flash-attention kernels).
+	AttentionState(dt tensor.DType, B, T, C, NH int) AttnState
 	// Attention is causal multi-head self-attention over a packed qkv input:
-	// att receives the softmax probabilities, saved for backward.
-	// out (B,T,C), att (B,NH,T,T) F32 or 16-bit, qkv (B,T,3C) with q, k, v in that order
+	// att receives the state AttentionState describes, saved for backward.
+	// out (B,T,C), att (AttentionState), qkv (B,T,3C) with q, k, v in that order
 	Attention(out, att, qkv *T, B, T, C, NH int)
-	// AttentionBackward accumulates into dqkv.
-	// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), att (B,NH,T,T)
-	AttentionBackward(dqkv, dout, qkv, att *T, B, T, C, NH int)
+	// AttentionBackward accumulates into dqkv (every one of dq, dk, dv is
+	// added, never stored). out is Attention's output (the flash kernels
+	// need rowsum(dout∘out); the probability path ignores it).
+	// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C), att (AttentionState)
+	AttentionBackward(dqkv, dout, qkv, out, att *T, B, T, C, NH int)
 
 	// CrossEntropy computes losses[i] = -log softmax(logits[i])[targets[i]]
 	// in fp32. When dscale != 0 it then overwrites logits with the gradient
@@ -123,6 +131,30 @@ type Device interface {
 	// GradNorm returns the global L2 norm of grads·scale in fp32 and whether
 	// every element was finite, in one pass over the buffer.
 	GradNorm(grads *T, scale float32) (norm float32, finite bool)
+}
+
+// AttnState is the dtype and shape of the state Attention saves.
+type AttnState struct {
+	DType tensor.DType
+	Shape []int
+}
+
+// ProbState is the softmax probabilities, (B,NH,T,T) in the inputs' dtype.
+func ProbState(dt tensor.DType, B, T, NH int) AttnState {
+	return AttnState{DType: dt, Shape: []int{B, NH, T, T}}
+}
+
+// LSEState is each query row's log-sum-exp of its scaled scores,
+// (B,NH,T) F32 (natural log).
+func LSEState(B, T, NH int) AttnState { return AttnState{DType: tensor.F32, Shape: []int{B, NH, T}} }
+
+// Numel returns the state's element count.
+func (s AttnState) Numel() int {
+	n := 1
+	for _, d := range s.Shape {
+		n *= d
+	}
+	return n
 }
 
 // AdamWConsts are the scalars of one AdamW step, computed in float64 and

@@ -55,6 +55,10 @@ type Config struct {
 	CacheDir string
 	// NoCache neither reads nor writes the kernel cache.
 	NoCache bool
+	// NoFlash keeps fused 16-bit attention on the cuBLAS path (probabilities
+	// saved) where the flash-attention kernels would run: a kill switch and
+	// the twin of parity tests.
+	NoFlash bool
 	// OwnContext makes Close close the context too (the device was given
 	// a context made for it alone).
 	OwnContext bool
@@ -64,11 +68,12 @@ type Config struct {
 // and return at once; Sync waits and returns the first error. It is safe
 // for use by one goroutine at a time.
 type Device struct {
-	ctx    *cuda.Context
-	stream *cuda.Stream
-	fused  bool
-	name   string
-	owns   bool // Close closes ctx
+	ctx     *cuda.Context
+	stream  *cuda.Stream
+	fused   bool
+	noFlash bool // Config.NoFlash
+	name    string
+	owns    bool // Close closes ctx
 
 	nvrtc *cuda.NVRTC
 	blas  *cuda.BLASHandle
@@ -142,7 +147,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}
