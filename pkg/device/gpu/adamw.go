@@ -148,6 +148,10 @@ func (d *Device) adamTable(layout *tensor.Layout, spans []adamSpan) (cuda.Device
 		}
 		delete(d.tables, layout)
 	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: adamw: the chunk table would be uploaded during graph capture (run the step once before capturing)"))
+		return 0, 0
+	}
 	p, err := d.ctx.Pool().Alloc(uint64(len(table) * 4))
 	if err != nil {
 		d.fail(fmt.Errorf("gpu: adamw: chunk table: %w", err))

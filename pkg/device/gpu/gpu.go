@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
@@ -85,6 +86,11 @@ type Device struct {
 
 	mu  sync.Mutex // guards err: fail may be called from helper goroutines
 	err error
+
+	launches  atomic.Int64 // kernels, cuBLAS(Lt) calls and memsets queued (Launches)
+	capturing bool         // inside Capture: nothing may allocate or upload (step.go)
+	records   *cuda.Pinned // state snapshots (step.go)
+	nrecords  int
 }
 
 // kernelKey names one kernel variant.
@@ -287,6 +293,10 @@ func (d *Device) Close() error {
 		errs = append(errs, pool.Free(t.ptr))
 	}
 	d.tables = map[*tensor.Layout]layoutTable{}
+	if d.records != nil {
+		errs = append(errs, d.records.Free())
+		d.records = nil
+	}
 	if d.lt != nil {
 		errs = append(errs, d.lt.Destroy())
 		d.lt = nil
@@ -444,6 +454,7 @@ func (d *Device) Zero(t *tensor.Tensor) {
 	if t == nil || t.Numel() == 0 {
 		return
 	}
+	d.launches.Add(1)
 	if err := d.stream.Memset8(d.ptr(t), 0, uint64(t.Bytes())); err != nil {
 		d.fail(fmt.Errorf("gpu: zero: %w", err))
 	}
@@ -527,6 +538,7 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 	if f == nil {
 		return false
 	}
+	d.launches.Add(1)
 	if err := f.Launch(d.stream, grid, block, shmem, args...); err != nil {
 		d.fail(fmt.Errorf("gpu: %w", err))
 		return false
@@ -598,6 +610,10 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 	if ok && s.bytes >= bytes {
 		return s.ptr
 	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: scratch %s needs %d bytes during graph capture (run the step once before capturing)", name, bytes))
+		return 0
+	}
 	pool := d.ctx.Pool()
 	if ok {
 		// The stream orders the old buffer's queued users before any later
@@ -634,6 +650,7 @@ func (d *Device) gemm(g cuda.Gemm) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.blas.GemmEx(g)
 }
 
@@ -643,6 +660,7 @@ func (d *Device) gemmBatched(g cuda.Gemm) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.blas.GemmStridedBatched(g)
 }
 
@@ -651,6 +669,7 @@ func (d *Device) memset(p cuda.DevicePtr, n int) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.stream.Memset8(p, 0, uint64(n))
 }
 
