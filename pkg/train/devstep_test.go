@@ -244,3 +244,64 @@ func TestDeviceStepDecomposedKeepsHost(t *testing.T) {
 		t.Fatalf("status %q, notices %q", tr.GraphStatus(), notices)
 	}
 }
+
+// replayGrapher emulates graphs on the CPU: Capture keeps fn, Launch runs
+// it again (what a replay does), so the trainer's graph bookkeeping runs
+// without a GPU.
+type replayGrapher struct {
+	*cpu.Device
+	captures int
+}
+
+type replayGraph struct {
+	fn     func() error
+	closed *bool
+}
+
+func (g replayGraph) Launch() error {
+	if *g.closed {
+		return errors.New("launch of a closed graph")
+	}
+	return g.fn()
+}
+func (g replayGraph) Close() error { *g.closed = true; return nil }
+
+func (r *replayGrapher) Capture(fn func() error) (device.Graph, error) {
+	r.captures++
+	return replayGraph{fn: fn, closed: new(bool)}, nil
+}
+
+// TestGraphRebuiltOnNewShape: a graph is captured after one plain step,
+// replayed, and captured anew after SetBatchShape (never replayed for
+// another shape); the results equal the plain device step's.
+func TestGraphRebuiltOnNewShape(t *testing.T) {
+	trT, vaT := testTokens(t)
+	o := testOptions(12, amp.BF16)
+	o.Step = StepGraph
+	rg := &replayGrapher{Device: cpu.New(device.Options{Fused: true})}
+	g, err := New(rg, o, trT, vaT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	o.Step = StepDevice
+	p, err := New(cpu.New(device.Options{Fused: true}), o, trT, vaT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	gm, pm := runMetrics(t, g, 4), runMetrics(t, p, 4)
+	if rg.captures != 1 || g.GraphBuilds() != 1 || g.GraphStatus() != "graph" {
+		t.Fatalf("after 4 steps: %d captures, %d builds, status %q; want 1, 1, graph", rg.captures, g.GraphBuilds(), g.GraphStatus())
+	}
+	for _, tr := range []*Trainer{g, p} {
+		if err := tr.SetBatchShape(1, 16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gm, pm = append(gm, runMetrics(t, g, 8)...), append(pm, runMetrics(t, p, 8)...)
+	sameMetrics(t, pm, gm)
+	if rg.captures != 2 || g.GraphBuilds() != 2 {
+		t.Fatalf("after the shape change: %d captures, %d builds; want 2 (a new graph for B1 T16)", rg.captures, g.GraphBuilds())
+	}
+}

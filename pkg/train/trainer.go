@@ -116,6 +116,7 @@ type Trainer struct {
 	step    int
 	skipped int
 	in, tg  []int32
+	tokens  []int32 // the training tokens (SetBatchShape makes a new loader over them)
 	metrics *os.File
 	ds      *devStep // the device-resident step (devstep.go); nil on the host step
 	poison  *tensor.Tensor // (1) F32 on the device: Options.InjectGrad's value
@@ -167,7 +168,7 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	t := &Trainer{
 		Model: m, Opt: opt, Scaler: amp.NewGradScaler(opts.Policy.NeedsScaler()),
 		opts: opts, dev: dev, train: tl, val: vl, rng: tensor.NewRNG(opts.Seed ^ 0x5eed),
-		in: make([]int32, N), tg: make([]int32, N),
+		in: make([]int32, N), tg: make([]int32, N), tokens: trainTokens,
 	}
 	if opts.InjectGrad != nil {
 		if t.poison, err = dev.Alloc(tensor.F32, 1); err != nil {
@@ -180,6 +181,33 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 		return nil, err
 	}
 	return t, nil
+}
+
+// SetBatchShape makes the following steps use B sequences of T tokens
+// (a new loader over the training tokens, from their beginning). The
+// device step captures a new graph for the new shape; it never replays
+// one made for another. A checkpoint records the new shape.
+func (t *Trainer) SetBatchShape(B, T int) error {
+	o := t.opts
+	o.Batch, o.Seq = B, T
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	l, err := data.NewLoader(t.tokens, B, T)
+	if err != nil {
+		return err
+	}
+	if r := o.Reducer; r != nil && r.World() > 1 {
+		if l, err = data.NewShardedLoader(t.tokens, B, T, r.Rank(), r.World()); err != nil {
+			return err
+		}
+	}
+	if t.ds != nil && len(t.ds.pending) > 0 {
+		return fmt.Errorf("train: SetBatchShape with device steps pending")
+	}
+	t.opts, t.train = o, l
+	t.in, t.tg = make([]int32, B*T), make([]int32, B*T)
+	return nil
 }
 
 // StepsDone returns the number of training steps completed.

@@ -418,6 +418,10 @@ func (d *Device) Upload(dst, src *tensor.Tensor) {
 		d.fail(fmt.Errorf("gpu: upload wants a device destination and a host source"))
 		return
 	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: upload during graph capture (a replay would copy stale host memory)"))
+		return
+	}
 	if err := d.stream.CopyHtoD(cuda.DevicePtr(dst.Dev), src.Raw()); err != nil {
 		d.fail(fmt.Errorf("gpu: upload: %w", err))
 	}
@@ -434,6 +438,10 @@ func (d *Device) Download(dst, src *tensor.Tensor) {
 	}
 	if !dst.IsHost() || src.IsHost() {
 		d.fail(fmt.Errorf("gpu: download wants a host destination and a device source"))
+		return
+	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: download during graph capture (a graph must not wait for the host)"))
 		return
 	}
 	if err := d.stream.CopyDtoH(dst.Raw(), cuda.DevicePtr(src.Dev)); err != nil {
