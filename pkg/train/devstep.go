@@ -118,7 +118,7 @@ func (t *Trainer) initDevStep() error {
 	}
 	if o.Step == StepGraph {
 		if _, ok := t.dev.(device.Grapher); !ok {
-			ds.noGraph = t.dev.Name() + " has no graphs"
+			ds.noGraph = "this device has no graphs"
 			t.notice("train: CUDA graph unavailable, plain launches: " + ds.noGraph)
 		}
 	}

@@ -242,6 +242,7 @@ func (g *graph) Launch() error {
 	if g.g == nil {
 		return errors.New("gpu: launch of a closed graph")
 	}
+	g.d.launches.Add(1)
 	if err := g.g.Launch(g.d.stream); err != nil {
 		return fmt.Errorf("gpu: graph launch: %w", err)
 	}
