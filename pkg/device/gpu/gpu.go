@@ -91,6 +91,7 @@ type Device struct {
 	capturing bool         // inside Capture: nothing may allocate or upload (step.go)
 	records   *cuda.Pinned // state snapshots (step.go)
 	nrecords  int
+	stage     stager // pinned ring for small uploads (stage.go)
 }
 
 // kernelKey names one kernel variant.
@@ -297,6 +298,7 @@ func (d *Device) Close() error {
 		errs = append(errs, d.records.Free())
 		d.records = nil
 	}
+	errs = append(errs, d.closeStage())
 	if d.lt != nil {
 		errs = append(errs, d.lt.Destroy())
 		d.lt = nil
@@ -420,6 +422,9 @@ func (d *Device) Upload(dst, src *tensor.Tensor) {
 	}
 	if d.capturing {
 		d.fail(fmt.Errorf("gpu: upload during graph capture (a replay would copy stale host memory)"))
+		return
+	}
+	if d.stagedUpload(cuda.DevicePtr(dst.Dev), src.Raw()) {
 		return
 	}
 	if err := d.stream.CopyHtoD(cuda.DevicePtr(dst.Dev), src.Raw()); err != nil {
