@@ -37,6 +37,7 @@ const (
 	StepGraph                  // on the device, captured once as a CUDA graph and replayed
 )
 
+// String names the mode: "host", "device" or "graph".
 func (m StepMode) String() string {
 	switch m {
 	case StepDevice:
