@@ -25,7 +25,7 @@ export DRUTO_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0
   /usr/bin/time -f "detect cached: %e s" $B/druto detect
 } > "$OUT/env.log" 2>&1
 
-modes=decomposed+fp32,fused+fp32,decomposed+bf16,fused+bf16,fused+fp16
+modes=decomposed+fp32,fused+fp32,decomposed+bf16,fused+bf16,fused+fp16,fused+bf16+device,fused+bf16+graph,fused+fp16+graph
 $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "$modes" --steps 20 --warmup 5 \
   --json "$OUT/bench-gpt2-124M.json" >> "$OUT/bench.log" 2>&1 || echo "bench gpt2-124M failed: $?" >> "$OUT/bench.log"
 $B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "$modes" --steps 20 --warmup 5 \

@@ -167,14 +167,21 @@ func TestGPUGraphFP16Skip(t *testing.T) {
 			t.Fatalf("step %d: graph scale %g skipped %d, host GradScaler scale %g skipped %d", i+1, gm[i].LossScale, gm[i].Skipped, hm[i].LossScale, hm[i].Skipped)
 		}
 	}
-	if gm[5].LossScale != gm[4].LossScale/2 || gm[6].LossScale != gm[4].LossScale/4 || gm[6].Skipped != 2 || gm[n-1].Skipped != 3 {
-		t.Fatalf("scales at steps 5, 6, 7: %g %g %g, skipped after 7: %d, at the end %d; want halving after each injected step, 2 and 3",
-			gm[4].LossScale, gm[5].LossScale, gm[6].LossScale, gm[6].Skipped, gm[n-1].Skipped)
+	// The injected steps are skipped whatever else overflows on its own
+	// (the host run would show it too): each adds one skip and halves.
+	for _, s := range []int{5, 6, 17} {
+		if gm[s-1].Skipped != gm[s-2].Skipped+1 || gm[s].LossScale != gm[s-1].LossScale/2 {
+			t.Fatalf("injected step %d: skipped %d -> %d, scale %g -> %g at the next step; want one more skip and the scale halved",
+				s, gm[s-2].Skipped, gm[s-1].Skipped, gm[s-1].LossScale, gm[s].LossScale)
+		}
 	}
-	if g.Opt.Steps != h.Opt.Steps || g.Opt.Steps != n-3 || *g.Scaler != *h.Scaler {
-		t.Fatalf("optimizer steps graph %d host %d (want %d); scaler graph %+v host %+v", g.Opt.Steps, h.Opt.Steps, n-3, *g.Scaler, *h.Scaler)
+	if g.Opt.Steps != h.Opt.Steps || g.Opt.Steps != n-gm[n-1].Skipped || *g.Scaler != *h.Scaler {
+		t.Fatalf("optimizer steps graph %d host %d (want %d); scaler graph %+v host %+v", g.Opt.Steps, h.Opt.Steps, n-gm[n-1].Skipped, *g.Scaler, *h.Scaler)
 	}
 	for i := range gm {
+		if math.IsNaN(float64(hm[i].Loss)) && math.IsNaN(float64(gm[i].Loss)) {
+			continue
+		}
 		if math.IsNaN(float64(gm[i].Loss)) || math.Abs(float64(gm[i].Loss-hm[i].Loss)) > 1e-3*math.Abs(float64(hm[i].Loss)) {
 			t.Fatalf("step %d: graph loss %v, host loss %v", i+1, gm[i].Loss, hm[i].Loss)
 		}
