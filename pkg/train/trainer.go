@@ -228,19 +228,28 @@ func (t *Trainer) Step() (Metric, error) {
 		}
 		return ms[len(ms)-1], nil
 	}
+	// The whole step in one hop to the device's thread (device.Batcher):
+	// its ops are issued there directly, not one hop each.
+	var m Metric
+	err := t.batch(func() error {
+		var err error
+		m, err = t.hostStep()
+		return err
+	})
+	return m, err
+}
+
+// hostStep is Step with the GradScaler, clipping and the learning rate on
+// the host: it waits for the loss and the gradient norm.
+func (t *Trainer) hostStep() (Metric, error) {
 	start := time.Now()
 	o := t.opts
 	scale := t.Scaler.LossScale()
 	if err := t.train.Next(t.in, t.tg); err != nil {
 		return Metric{}, err
 	}
-	var loss float32
-	err := t.batch(func() error { // one hop to the device's thread for the whole forward and backward
-		t.Model.ZeroGrad()
-		var err error
-		loss, err = t.Model.Gradients(t.in, t.tg, o.Batch, o.Seq, scale)
-		return err
-	})
+	t.Model.ZeroGrad()
+	loss, err := t.Model.Gradients(t.in, t.tg, o.Batch, o.Seq, scale)
 	if err != nil {
 		return Metric{}, err
 	}
