@@ -327,7 +327,7 @@ func graphCheck(dev device.Device) string {
 	c := gpt.CheckConfig
 	toks := make([]int32, 4*c.B*c.T)
 	for i := range toks {
-		toks[i] = int32(i*7%c.Config.Vocab)
+		toks[i] = int32(i * 7 % c.Config.Vocab)
 	}
 	var why string
 	o := train.Options{Config: c.Config, Policy: amp.FP32, Batch: c.B, Seq: c.T, Optim: optim.Defaults(3), Seed: 1,

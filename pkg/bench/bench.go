@@ -78,27 +78,27 @@ type Util struct {
 
 // Record is the result of one (case, mode).
 type Record struct {
-	Config     string   `json:"config"`
-	Mode       string   `json:"mode"`
-	Baseline   bool     `json:"baseline"`
-	Batch      int      `json:"batch"`
-	Seq        int      `json:"seq"`
-	Steps      int      `json:"steps"`        // timed steps
-	StepMs     float64  `json:"step_ms"`      // median
-	StepMsMin  float64  `json:"step_ms_min"`  //
-	StepMsMax  float64  `json:"step_ms_max"`  //
-	TokensPerS float64  `json:"tokens_per_s"` // from the median
-	MFU        float64  `json:"mfu,omitempty"`
-	Loss       float32  `json:"loss"` // last step's loss, a sanity check that the run trained
+	Config     string  `json:"config"`
+	Mode       string  `json:"mode"`
+	Baseline   bool    `json:"baseline"`
+	Batch      int     `json:"batch"`
+	Seq        int     `json:"seq"`
+	Steps      int     `json:"steps"`        // timed steps
+	StepMs     float64 `json:"step_ms"`      // median
+	StepMsMin  float64 `json:"step_ms_min"`  //
+	StepMsMax  float64 `json:"step_ms_max"`  //
+	TokensPerS float64 `json:"tokens_per_s"` // from the median
+	MFU        float64 `json:"mfu,omitempty"`
+	Loss       float32 `json:"loss"` // last step's loss, a sanity check that the run trained
 	// Launches is the kernels, cuBLAS(Lt) calls and memsets the host queued
 	// per timed step (a graph replay counts 1), where the device counts them.
 	Launches float64 `json:"launches_per_step,omitempty"`
 	// StepPath is how the step ran ("host", "device", "graph", or why a
 	// graph was not used).
-	StepPath string `json:"step_path,omitempty"`
-	Memory     Memory   `json:"memory"`
-	Kernels    []Kernel `json:"kernels,omitempty"`
-	Util       []Util   `json:"util,omitempty"`
+	StepPath string   `json:"step_path,omitempty"`
+	Memory   Memory   `json:"memory"`
+	Kernels  []Kernel `json:"kernels,omitempty"`
+	Util     []Util   `json:"util,omitempty"`
 }
 
 // Report is a benchmark run: where and when, and its records.

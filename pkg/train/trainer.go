@@ -118,7 +118,7 @@ type Trainer struct {
 	in, tg  []int32
 	tokens  []int32 // the training tokens (SetBatchShape makes a new loader over them)
 	metrics *os.File
-	ds      *devStep // the device-resident step (devstep.go); nil on the host step
+	ds      *devStep       // the device-resident step (devstep.go); nil on the host step
 	poison  *tensor.Tensor // (1) F32 on the device: Options.InjectGrad's value
 
 	// gradHook, when set (by tests), sees the gradients of every step

@@ -327,7 +327,7 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 				Bias: tmp, Workspace: d.ws, WorkspaceBytes: WorkspaceBytes,
 			}
 			d.launches.Add(1)
-	if err := m.Run(d.stream, args); err != nil {
+			if err := m.Run(d.stream, args); err != nil {
 				d.fail(fmt.Errorf("gpu: %s: dweight+dbias (cuBLASLt): %w", op, err))
 				return
 			}
