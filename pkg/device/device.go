@@ -219,9 +219,14 @@ type Stepper interface {
 
 // Graph is captured device work, replayed by Launch.
 type Graph interface {
-	Launch() error // queue one replay
+	Launch() error // queue one replay; ErrGraphStale (wrapped) when it may not be replayed
 	Close() error  // free the graph
 }
+
+// ErrGraphStale is returned (wrapped) by Graph.Launch when a buffer the
+// graph uses was reallocated since the capture (a scratch buffer grew for
+// a larger shape): the graph must be captured again, after a plain run.
+var ErrGraphStale = errors.New("device: graph stale: a buffer it uses was reallocated since the capture")
 
 // Grapher is implemented by devices that can capture the work fn queues
 // into a graph (CUDA graphs). Capture fails, with the reason, where the

@@ -283,6 +283,12 @@ func (t *Trainer) runCore() error {
 	if err := ds.graph.Launch(); err != nil {
 		_ = ds.graph.Close()
 		ds.graph = nil
+		if errors.Is(err, device.ErrGraphStale) {
+			// A buffer moved (an eval or a sample at a larger shape grew a
+			// scratch buffer): this plain step is the warm-up of a new capture.
+			ds.plainRuns = 1
+			return t.core()
+		}
 		ds.noGraph = "launch failed: " + oneLine(err.Error())
 		t.notice("train: CUDA graph unavailable, plain launches: " + ds.noGraph)
 		return t.core()

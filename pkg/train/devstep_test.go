@@ -2,6 +2,7 @@ package train
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -251,9 +252,11 @@ func TestDeviceStepDecomposedKeepsHost(t *testing.T) {
 type replayGrapher struct {
 	*cpu.Device
 	captures int
+	stale    bool // the next Launch reports device.ErrGraphStale
 }
 
 type replayGraph struct {
+	r      *replayGrapher
 	fn     func() error
 	closed *bool
 }
@@ -262,13 +265,17 @@ func (g replayGraph) Launch() error {
 	if *g.closed {
 		return errors.New("launch of a closed graph")
 	}
+	if g.r.stale {
+		g.r.stale = false
+		return fmt.Errorf("fake: %w", device.ErrGraphStale)
+	}
 	return g.fn()
 }
 func (g replayGraph) Close() error { *g.closed = true; return nil }
 
 func (r *replayGrapher) Capture(fn func() error) (device.Graph, error) {
 	r.captures++
-	return replayGraph{fn: fn, closed: new(bool)}, nil
+	return replayGraph{r: r, fn: fn, closed: new(bool)}, nil
 }
 
 // TestGraphRebuiltOnNewShape: a graph is captured after one plain step,
@@ -303,5 +310,13 @@ func TestGraphRebuiltOnNewShape(t *testing.T) {
 	sameMetrics(t, pm, gm)
 	if rg.captures != 2 || g.GraphBuilds() != 2 {
 		t.Fatalf("after the shape change: %d captures, %d builds; want 2 (a new graph for B1 T16)", rg.captures, g.GraphBuilds())
+	}
+	// A stale graph (a buffer it uses moved) runs the step plainly and is
+	// captured again at the next step; graphs stay on.
+	rg.stale = true
+	gm, pm = runMetrics(t, g, 12), runMetrics(t, p, 12)
+	sameMetrics(t, pm, gm)
+	if rg.captures != 3 || g.GraphStatus() != "graph" {
+		t.Fatalf("after a stale launch: %d captures, status %q; want 3, graph", rg.captures, g.GraphStatus())
 	}
 }

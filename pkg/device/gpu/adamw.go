@@ -147,6 +147,7 @@ func (d *Device) adamTable(layout *tensor.Layout, spans []adamSpan) (cuda.Device
 			return 0, 0
 		}
 		delete(d.tables, layout)
+		d.moves++
 	}
 	if d.capturing {
 		d.fail(fmt.Errorf("gpu: adamw: the chunk table would be uploaded during graph capture (run the step once before capturing)"))

@@ -92,6 +92,7 @@ type Device struct {
 	records   *cuda.Pinned // state snapshots (step.go)
 	nrecords  int
 	stage     stager // pinned ring for small uploads (stage.go)
+	moves     int    // scratch buffers and tables reallocated so far: a graph captured before a move is stale
 }
 
 // kernelKey names one kernel variant.
@@ -636,6 +637,7 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 			return 0
 		}
 		delete(d.scratches, name)
+		d.moves++
 	}
 	p, err := pool.Alloc(uint64(bytes))
 	if err != nil {

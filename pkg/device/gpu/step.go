@@ -198,8 +198,9 @@ func (d *Device) Batch(fn func() error) error {
 
 // graph is a captured, instantiated step.
 type graph struct {
-	d *Device
-	g *cuda.Graph
+	d     *Device
+	g     *cuda.Graph
+	moves int // d.moves at capture
 }
 
 // Capture records the work fn queues on the device's stream into a CUDA
@@ -225,7 +226,7 @@ func (d *Device) Capture(fn func() error) (device.Graph, error) {
 		ferr := d.takeErr()
 		return nil, fmt.Errorf("gpu: %w", errors.Join(err, ferr))
 	}
-	return &graph{d: d, g: g}, nil
+	return &graph{d: d, g: g, moves: d.moves}, nil
 }
 
 // takeErr returns and clears the recorded error.
@@ -237,10 +238,15 @@ func (d *Device) takeErr() error {
 	return err
 }
 
-// Launch queues one replay of the graph on the device's stream.
+// Launch queues one replay of the graph on the device's stream, or returns
+// device.ErrGraphStale when a scratch buffer or table it uses was
+// reallocated since the capture (an op ran at a larger shape).
 func (g *graph) Launch() error {
 	if g.g == nil {
 		return errors.New("gpu: launch of a closed graph")
+	}
+	if g.moves != g.d.moves {
+		return fmt.Errorf("gpu: %w", device.ErrGraphStale)
 	}
 	g.d.launches.Add(1)
 	if err := g.g.Launch(g.d.stream); err != nil {
