@@ -115,7 +115,8 @@ func (t *Trainer) initDevStep() error {
 	ds.lr = ds.state.MustView(device.SlotLR, 1)
 	if err := ds.snap.Records(t.logEvery()); err != nil {
 		t.dev.Free(ds.state)
-		return err
+		t.notice(fmt.Sprintf("train: %s step unavailable, host step: %s", o.Step, oneLine(err.Error())))
+		return nil
 	}
 	if o.Step == StepGraph {
 		if _, ok := t.dev.(device.Grapher); !ok {
