@@ -216,3 +216,80 @@ func TestGPUGraphRebuild(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUStepUpdate runs StepUpdate and AdamWState on the GPU and on the
+// CPU reference from the same state, losses and gradients, through
+// scenarios of the scaler (finite and growing, finite and clipped, a NaN,
+// an Inf, the scaler off), and requires the same state slot for slot (the
+// loss within an ulp: the device adds in a tree order) and bit-identical
+// parameters and moments after AdamW.
+func TestGPUStepUpdate(t *testing.T) {
+	g := gpuDev(t, true)
+	ref := cpuRef(true)
+	rng := testRNG(t)
+	const n, nl = 70001, 257
+	layout := &tensor.Layout{Total: n, Segments: []tensor.Segment{
+		{Name: "a", Offset: 0, Shape: tensor.Shape{40000}, Decay: true}, {Name: "b", Offset: 40000, Shape: tensor.Shape{n - 40000}}}}
+	hp := device.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+	names := []string{"scale", "good", "skipped", "opt steps", "lr", "loss", "norm", "finite", "used scale", "grad scale", "decay", "do decay", "step", "bc2"}
+	for _, sc := range []struct {
+		name   string
+		scaler bool
+		poison float32
+		good   float32
+		clip   float32
+	}{
+		{"finite, grows", true, 0, 2, 0}, {"finite, clipped", true, 0, 0, 1e-3}, {"nan", true, float32(math.NaN()), 1, 1},
+		{"inf", true, float32(math.Inf(-1)), 1, 1}, {"scaler off", false, 0, 0, 1}, {"scaler off, inf", false, float32(math.Inf(1)), 0, 1},
+	} {
+		cfg := device.StepConfig{Scaler: sc.scaler, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 3, ClipNorm: sc.clip}
+		st := make([]float32, device.StateLen)
+		st[device.SlotScale], st[device.SlotGood], st[device.SlotSkipped], st[device.SlotOptSteps], st[device.SlotLR] = 1024, sc.good, 4, 11, 3e-4
+		if !sc.scaler {
+			st[device.SlotScale] = 1
+		}
+		hst, _ := tensor.FromF32(st, device.StateLen)
+		losses := randHost(rng, tensor.F32, 3, 1, nl)
+		grads := randHost(rng, tensor.F32, 0, 1e-2, n)
+		grads.F32()[n/2] += sc.poison
+		master, m := randHost(rng, tensor.F32, 0, 0.1, n), randHost(rng, tensor.F32, 0, 1e-3, n)
+		v := randHost(rng, tensor.F32, 0, 1e-3, n)
+		for i, x := range v.F32() {
+			v.F32()[i] = x * x
+		}
+		work := tensor.New(tensor.BF16, n)
+		dst, dl, dg := toGPU(t, g, clone(hst)), toGPU(t, g, losses), toGPU(t, g, grads)
+		dmaster, dm, dv, dwork := toGPU(t, g, clone(master)), toGPU(t, g, clone(m)), toGPU(t, g, clone(v)), poisoned(t, g, tensor.BF16, n)
+		g.StepUpdate(dst, dl, dg, cfg, hp)
+		g.AdamWState(dmaster, dwork, dg, dm, dv, layout, hp, dst)
+		ref.StepUpdate(hst, losses, grads, cfg, hp)
+		ref.AdamWState(master, work, grads, m, v, layout, hp, hst)
+		if err := ref.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		got, want := toHost(t, g, dst).F32(), hst.F32()
+		for i := 0; i < len(names); i++ {
+			same := math.Float32bits(got[i]) == math.Float32bits(want[i]) || (got[i] != got[i] && want[i] != want[i])
+			if i == device.SlotLoss {
+				same = math.Abs(float64(got[i]-want[i])) <= 2e-7*math.Abs(float64(want[i]))
+			}
+			if !same {
+				t.Errorf("%s: state slot %s: gpu %v, cpu %v (state gpu %v, cpu %v)", sc.name, names[i], got[i], want[i], got, want)
+			}
+		}
+		for k, pair := range [][2]*tensor.Tensor{{dmaster, master}, {dm, m}, {dv, v}} {
+			gh, ch := toHost(t, g, pair[0]).F32(), pair[1].F32()
+			for i := range ch {
+				if math.Float32bits(gh[i]) != math.Float32bits(ch[i]) {
+					t.Fatalf("%s: after AdamWState buffer %d element %d: gpu %v, cpu %v", sc.name, k, i, gh[i], ch[i])
+				}
+			}
+		}
+		if want[device.SlotFinite] == 1 {
+			if e := relErr(toHost(t, g, dwork).ToF32(), master.F32()); e > 1e-2 {
+				t.Errorf("%s: bf16 working copy relerr %.3g from the master parameters", sc.name, e)
+			}
+		}
+		t.Logf("RESULT step_update %s: scale %g -> %g, finite %g, norm %g, skipped %g", sc.name, st[0], got[device.SlotScale], got[device.SlotFinite], got[device.SlotNorm], got[device.SlotSkipped])
+	}
+}
