@@ -84,6 +84,9 @@ type Report struct {
 	// Graphs says whether the training step runs as a CUDA graph here:
 	// "available", or "unavailable: why" (training then uses plain launches).
 	Graphs string `json:"graphs,omitempty"`
+	// StepChecksCached says the verdict came from an earlier run of this
+	// program on this GPU and driver (this process or the cache on disk).
+	StepChecksCached bool `json:"step_checks_cached,omitempty"`
 	// Fallback says what a missing or failing kernel means for training.
 	Fallback string   `json:"fallback,omitempty"`
 	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
@@ -299,13 +302,26 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		// Every kernel built: one training step per policy against the CPU
 		// reference of the same form covers the kernels that have no
 		// self-test of their own.
-		ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
-		var notes []string
-		r.StepChecks, usable, notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
-		r.Errors = append(r.Errors, notes...)
-		if usable && ctx.Err() == nil {
-			r.Graphs = graphCheck(dev)
+		// The verdict is cached per process and beside the kernel cache
+		// (stepcache.go), keyed by the program, GPU, driver and build.
+		key := stepKey(r, o.Fused)
+		v, ok := cachedSteps(o, key)
+		if !ok {
+			ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
+			v.Key = key
+			v.Checks, v.Usable, v.Notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
+			if v.Usable && ctx.Err() == nil {
+				v.Graphs = graphCheck(dev)
+			}
+			if !v.Usable {
+				v.Key = "" // a failure is checked again next time, never cached
+			}
+			if err := keepSteps(o, v); err != nil {
+				r.Errors = append(r.Errors, err.Error())
+			}
 		}
+		r.StepChecks, usable, r.StepChecksCached, r.Graphs = v.Checks, v.Usable, ok, v.Graphs
+		r.Errors = append(r.Errors, v.Notes...)
 	}
 	if err := ctx.Err(); err != nil {
 		r.Errors = append(r.Errors, "detection cut short: "+err.Error())
@@ -598,3 +614,24 @@ func revision() string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// FitError returns an error when dev is a GPU whose free memory cannot hold
+// need bytes (what a training step needs, gpt.MemoryFor, plus the device's
+// scratch): one line with both figures and what to do. It is nil on the CPU
+// and when the free memory cannot be read (the allocation then says why).
+func FitError(dev device.Device, need int64, what string) error {
+	g, ok := dev.(*gpu.Device)
+	if !ok {
+		return nil
+	}
+	free, _, err := g.Context().MemInfo()
+	if err != nil {
+		return nil
+	}
+	const margin = 512 << 20 // workspaces, attention and classifier scratch
+	if need+margin <= int64(free) {
+		return nil
+	}
+	return fmt.Errorf("out of GPU memory: %s needs about %.1f GiB, but %s has %.1f GiB free; lower --batch or --seq (--dry-run prints the breakdown)",
+		what, float64(need+margin)/(1<<30), g.Context().Device.Name, float64(free)/(1<<30))
+}

@@ -85,6 +85,7 @@ func runBench(args []string) error {
 	warmup := fs.Int("warmup", 3, "untimed warm-up steps")
 	out := fs.String("json", "", "write the report here (JSON)")
 	kernelsOnly := fs.Bool("kernels", false, "GPU kernel micro-benchmarks (L2 flushed, CUDA events) instead of training steps")
+	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
 	be := backendFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -121,6 +122,11 @@ func runBench(args []string) error {
 			rep = newReport(dev.Name(), be)
 			rep.PeakFLOPs, rep.PeakNote = bench.Peak(dev)
 			fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.1f TFLOP/s (%s)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
+			if *profile {
+				if rep.CopyGBps, err = bench.CopyBandwidth(dev); err != nil {
+					return fmt.Errorf("copy bandwidth: %w", err)
+				}
+			}
 		}
 		for _, c := range cs {
 			r, err := bench.StepTimes(dev, c, m, bench.Options{Warmup: *warmup, Steps: *steps}, rep.PeakFLOPs)
@@ -129,6 +135,13 @@ func runBench(args []string) error {
 			}
 			fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step\n",
 				c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath)
+			if *profile {
+				ceil := bench.Ceilings{PeakFLOPs: rep.PeakFLOPs, CopyGBps: rep.CopyGBps}
+				if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3}, ceil); err != nil {
+					return fmt.Errorf("%s %s: profile: %w", c.Name, m, err)
+				}
+				fmt.Print(r.Profile.Table())
+			}
 			rep.Records = append(rep.Records, r)
 		}
 		if c, ok := dev.(interface{ Close() error }); ok { // free the mode's device memory before the next

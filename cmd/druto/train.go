@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/druto/druto"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -125,6 +126,10 @@ func runTrain(args []string) error {
 		return err
 	}
 	if err := be.report.PolicyError(policy); err != nil {
+		return err
+	}
+	need := gpt.MemoryFor(cfg, *batch, *seq, policy).Total()
+	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s", *preset, *batch, *seq, policy)); err != nil {
 		return err
 	}
 	if _, gpu := dev.(device.Grapher); gpu && *graph {

@@ -99,6 +99,7 @@ type Record struct {
 	Memory   Memory   `json:"memory"`
 	Kernels  []Kernel `json:"kernels,omitempty"`
 	Util     []Util   `json:"util,omitempty"`
+	Profile  *Profile `json:"profile,omitempty"` // where the step's time goes (ProfileStep)
 }
 
 // Report is a benchmark run: where and when, and its records.
@@ -111,6 +112,7 @@ type Report struct {
 	CPUs      int      `json:"cpus"`
 	PeakFLOPs float64  `json:"peak_flops,omitempty"` // the MFU denominator, measured or quoted
 	PeakNote  string   `json:"peak_note,omitempty"`
+	CopyGBps  float64  `json:"copy_gbps,omitempty"` // the bandwidth profiles compare with (CopyBandwidth)
 	Records   []Record `json:"records"`
 }
 

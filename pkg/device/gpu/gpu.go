@@ -544,6 +544,10 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 {
 		return true
 	}
+	if err := cuda.CheckLaunch(grid, block); err != nil {
+		d.fail(fmt.Errorf("gpu: %s/%s: %w: the tensor is too large for this kernel", name, dt, err))
+		return false
+	}
 	if launchHook != nil { // launch_test.go: record instead of launching
 		launchHook(name, dt, args)
 		return true
@@ -554,7 +558,7 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 	}
 	d.launches.Add(1)
 	if err := f.Launch(d.stream, grid, block, shmem, args...); err != nil {
-		d.fail(fmt.Errorf("gpu: %w", err))
+		d.fail(fmt.Errorf("gpu: %s/%s grid (%d,%d,%d): %w", name, dt, grid.X, grid.Y, grid.Z, err))
 		return false
 	}
 	return true
