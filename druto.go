@@ -33,7 +33,9 @@ import (
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
 	"github.com/druto/druto/pkg/tensor"
+	"github.com/druto/druto/pkg/train"
 )
 
 // Revision is the source revision the binary was built from; set it with
@@ -79,6 +81,9 @@ type Report struct {
 	// every kernel of the model) on the GPU with the CPU reference, per
 	// policy: the self-test that covers the kernels without one of their own.
 	StepChecks []StepCheck `json:"step_checks,omitempty"`
+	// Graphs says whether the training step runs as a CUDA graph here:
+	// "available", or "unavailable: why" (training then uses plain launches).
+	Graphs string `json:"graphs,omitempty"`
 	// StepChecksCached says the verdict came from an earlier run of this
 	// program on this GPU and driver (this process or the cache on disk).
 	StepChecksCached bool `json:"step_checks_cached,omitempty"`
@@ -312,6 +317,9 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 			ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
 			v.Key = key
 			v.Checks, v.Usable, v.Notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
+			if v.Usable && ctx.Err() == nil {
+				v.Graphs = graphCheck(dev)
+			}
 			if !v.Usable {
 				v.Key = "" // a failure is checked again next time, never cached
 			}
@@ -319,7 +327,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 				r.Errors = append(r.Errors, err.Error())
 			}
 		}
-		r.StepChecks, usable, r.StepChecksCached = v.Checks, v.Usable, ok
+		r.StepChecks, usable, r.StepChecksCached, r.Graphs = v.Checks, v.Usable, ok, v.Graphs
 		r.Errors = append(r.Errors, v.Notes...)
 	}
 	if err := ctx.Err(); err != nil {
@@ -331,6 +339,45 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		r.Fallback = "a kernel is unavailable or failed its self-test: the CPU device is used (see kernels and step_checks)"
 	}
 	return dev
+}
+
+// graphCheck trains the check model for three steps as a CUDA graph (a
+// plain warm-up, the capture, a replay) and says whether the graph ran.
+func graphCheck(dev device.Device) string {
+	if !dev.Fused() {
+		return "unavailable: the decomposed form keeps the host-driven step"
+	}
+	c := gpt.CheckConfig
+	toks := make([]int32, 4*c.B*c.T)
+	for i := range toks {
+		toks[i] = int32(i * 7 % c.Config.Vocab)
+	}
+	var why string
+	o := train.Options{Config: c.Config, Policy: amp.FP32, Batch: c.B, Seq: c.T, Optim: optim.Defaults(3), Seed: 1,
+		Step: train.StepGraph, LogEvery: 3, Notice: func(s string) { why = s }}
+	tr, err := train.New(dev, o, toks, nil)
+	if err != nil {
+		return "unavailable: " + firstLine(err.Error())
+	}
+	defer tr.Close()
+	if err := tr.Run(context.Background(), 3, nil); err != nil {
+		_ = dev.Sync()
+		return "unavailable: " + firstLine(err.Error())
+	}
+	if tr.GraphStatus() == "graph" && tr.GraphBuilds() == 1 {
+		return "available"
+	}
+	if why == "" {
+		why = tr.GraphStatus()
+	}
+	return "unavailable: " + firstLine(why)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // stepChecks runs gpt.CompareStep of dev against ref on gpt.CheckConfig

@@ -33,6 +33,7 @@ type stepVerdict struct {
 	Checks []StepCheck `json:"step_checks"`
 	Usable bool        `json:"usable"`
 	Notes  []string    `json:"notes,omitempty"`
+	Graphs string      `json:"graphs,omitempty"` // Report.Graphs
 }
 
 var (

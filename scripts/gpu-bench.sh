@@ -94,7 +94,7 @@ kernels() {
 }
 
 bench() {
-  modes=${BENCH_MODES:-decomposed+fp32,fused+fp32,decomposed+bf16,fused+bf16,fused+fp16}
+  modes=${BENCH_MODES:-decomposed+fp32,fused+fp32,decomposed+bf16,fused+bf16,fused+fp16,fused+bf16+device,fused+bf16+graph,fused+fp16+graph}
   {
     stamp
     $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "$modes" --steps 20 --warmup 5 \

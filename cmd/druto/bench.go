@@ -11,13 +11,16 @@ import (
 	"github.com/druto/druto/pkg/bench"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/train"
 )
 
 func init() {
 	register("bench", "time training steps of fused+AMP modes against the plain baseline", runBench)
 }
 
-// parseModes reads "decomposed+fp32,fused+bf16" (or "all").
+// parseModes reads "decomposed+fp32,fused+bf16,fused+bf16+graph" (or
+// "all"): a third part, graph or device, runs the step's decisions on the
+// device, as one CUDA graph or with plain launches.
 func parseModes(s string) ([]bench.Mode, error) {
 	if s == "all" {
 		var out []bench.Mode
@@ -32,13 +35,24 @@ func parseModes(s string) ([]bench.Mode, error) {
 	for _, m := range strings.Split(s, ",") {
 		kind, prec, ok := strings.Cut(strings.TrimSpace(m), "+")
 		if !ok || (kind != "fused" && kind != "decomposed") {
-			return nil, fmt.Errorf("--modes: %q is not fused+PREC or decomposed+PREC", m)
+			return nil, fmt.Errorf("--modes: %q is not fused+PREC or decomposed+PREC (optionally +graph or +device)", m)
 		}
+		prec, stepName, _ := strings.Cut(prec, "+")
 		p, err := amp.ParsePolicy(prec)
 		if err != nil {
 			return nil, fmt.Errorf("--modes: %w", err)
 		}
-		out = append(out, bench.Mode{Fused: kind == "fused", Policy: p})
+		step := train.StepHost
+		switch stepName {
+		case "":
+		case "graph":
+			step = train.StepGraph
+		case "device":
+			step = train.StepDevice
+		default:
+			return nil, fmt.Errorf("--modes: %q: the third part must be graph or device, not %q", m, stepName)
+		}
+		out = append(out, bench.Mode{Fused: kind == "fused", Policy: p, Step: step})
 	}
 	return out, nil
 }
@@ -119,7 +133,8 @@ func runBench(args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", c.Name, m, err)
 			}
-			fmt.Fprintf(os.Stderr, "  %-10s %-18s %9.2f ms/step %12.0f tok/s\n", c.Name, m, r.StepMs, r.TokensPerS)
+			fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step\n",
+				c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath)
 			if *profile {
 				ceil := bench.Ceilings{PeakFLOPs: rep.PeakFLOPs, CopyGBps: rep.CopyGBps}
 				if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3}, ceil); err != nil {
@@ -139,14 +154,14 @@ func runBench(args []string) error {
 		return fmt.Errorf("no mode of --modes %s can run on this device (see the lines above)", *modes)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\t")
+	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\tlaunches/step\tstep\t")
 	ups := rep.SpeedUps()
 	for _, r := range rep.Records {
 		up := "-"
 		if v, ok := ups[r.Config][r.Mode]; ok {
 			up = fmt.Sprintf("%.2fx", v)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t%.1f\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up, r.Launches, r.StepPath)
 	}
 	tw.Flush()
 	if *out != "" {

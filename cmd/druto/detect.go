@@ -121,6 +121,9 @@ func printReport(w io.Writer, r druto.Report) {
 	if r.Attention != "" {
 		fmt.Fprintf(w, "attention %s\n", r.Attention)
 	}
+	if r.Graphs != "" {
+		fmt.Fprintf(w, "graphs    %s\n", r.Graphs)
+	}
 	if r.Fallback != "" {
 		fmt.Fprintf(w, "fallback  %s\n", r.Fallback)
 	}

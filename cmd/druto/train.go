@@ -64,6 +64,8 @@ func runTrain(args []string) error {
 	ckptEvery := fs.Int("checkpoint-every", 0, "also checkpoint every N steps")
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
+	graph := fs.Bool("graph", true, "on a GPU, run the step on the device as one CUDA graph (false: the host-driven step)")
+	logEvery := fs.Int("log-every", 10, "with --graph, read the metrics back every N steps")
 	be := backendFlags(fs)
 	dp := distFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -91,6 +93,9 @@ func runTrain(args []string) error {
 	}
 	if *batch < 1 {
 		return fmt.Errorf("--batch %d must be at least 1", *batch)
+	}
+	if *logEvery < 1 {
+		return fmt.Errorf("--log-every %d must be at least 1", *logEvery)
 	}
 	if *dryRun {
 		mem := gpt.MemoryFor(cfg, *batch, *seq, policy)
@@ -136,6 +141,10 @@ func runTrain(args []string) error {
 	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s", *preset, *batch, *seq, policy)); err != nil {
 		return err
 	}
+	if _, gpu := dev.(device.Grapher); gpu && *graph {
+		opts.Step, opts.LogEvery = train.StepGraph, *logEvery
+		opts.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "druto: "+msg) }
+	}
 	tr, err := train.New(dev, opts, trainT, valT)
 	if err != nil {
 		return err
@@ -147,8 +156,8 @@ func runTrain(args []string) error {
 	} else if _, err := os.Stat(filepath.Join(*out, train.StateFile)); err == nil {
 		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
 	}
-	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s); data: %s (%d tokens)\n",
-		*preset, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, source, len(trainT))
+	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s), %s step; data: %s (%d tokens)\n",
+		*preset, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, tr.GraphStatus(), source, len(trainT))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -37,6 +37,22 @@ type Options struct {
 	OutDir          string // checkpoints and metrics.jsonl go here; "" keeps nothing
 	CheckpointEvery int    // also checkpoint every N steps (always at the end)
 
+	// Step says where the step's decisions run (StepHost, the zero value;
+	// StepDevice; StepGraph). A device that cannot run the asked mode runs
+	// the closest one it can, with a Notice saying why.
+	Step StepMode
+	// LogEvery is how many device-resident steps are queued before the host
+	// waits and reads their metrics (0 or 1: every step). Run also waits
+	// before evaluations, samples and checkpoints.
+	LogEvery int
+	// Notice, when set, receives one-line notices (a mode that fell back).
+	Notice func(msg string)
+	// InjectGrad, for tests, returns a value added on the device to the
+	// first gradient element of each 1-based step, after backward and before
+	// the norm (an Inf injects a non-finite step, also inside a replayed
+	// graph); nil adds nothing.
+	InjectGrad func(step int) float32
+
 	// Reducer, when set, makes this trainer one rank of data-parallel
 	// training: each rank reads its own part of every global batch, and the
 	// gradients (and the reported loss) are averaged over ranks before the
@@ -100,7 +116,10 @@ type Trainer struct {
 	step    int
 	skipped int
 	in, tg  []int32
+	tokens  []int32 // the training tokens (SetBatchShape makes a new loader over them)
 	metrics *os.File
+	ds      *devStep       // the device-resident step (devstep.go); nil on the host step
+	poison  *tensor.Tensor // (1) F32 on the device: Options.InjectGrad's value
 
 	// gradHook, when set (by tests), sees the gradients of every step
 	// before the norm and the optimizer: the one way to inject a non-finite
@@ -149,9 +168,46 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	t := &Trainer{
 		Model: m, Opt: opt, Scaler: amp.NewGradScaler(opts.Policy.NeedsScaler()),
 		opts: opts, dev: dev, train: tl, val: vl, rng: tensor.NewRNG(opts.Seed ^ 0x5eed),
-		in: make([]int32, N), tg: make([]int32, N),
+		in: make([]int32, N), tg: make([]int32, N), tokens: trainTokens,
+	}
+	if opts.InjectGrad != nil {
+		if t.poison, err = dev.Alloc(tensor.F32, 1); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	if err := t.initDevStep(); err != nil {
+		t.Close()
+		return nil, err
 	}
 	return t, nil
+}
+
+// SetBatchShape makes the following steps use B sequences of T tokens
+// (a new loader over the training tokens, from their beginning). The
+// device step captures a new graph for the new shape; it never replays
+// one made for another. A checkpoint records the new shape.
+func (t *Trainer) SetBatchShape(B, T int) error {
+	o := t.opts
+	o.Batch, o.Seq = B, T
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	l, err := data.NewLoader(t.tokens, B, T)
+	if err != nil {
+		return err
+	}
+	if r := o.Reducer; r != nil && r.World() > 1 {
+		if l, err = data.NewShardedLoader(t.tokens, B, T, r.Rank(), r.World()); err != nil {
+			return err
+		}
+	}
+	if t.ds != nil && len(t.ds.pending) > 0 {
+		return fmt.Errorf("train: SetBatchShape with device steps pending")
+	}
+	t.opts, t.train = o, l
+	t.in, t.tg = make([]int32, B*T), make([]int32, B*T)
+	return nil
 }
 
 // StepsDone returns the number of training steps completed.
@@ -162,6 +218,30 @@ func (t *Trainer) StepsDone() int { return t.step }
 // the GradScaler update, clipping and AdamW. A step with a non-finite
 // gradient is skipped: parameters and optimizer state stay as they were.
 func (t *Trainer) Step() (Metric, error) {
+	if t.ds != nil {
+		if err := t.queueDevice(); err != nil {
+			return Metric{}, err
+		}
+		ms, err := t.collect()
+		if err != nil {
+			return Metric{}, err
+		}
+		return ms[len(ms)-1], nil
+	}
+	// The whole step in one hop to the device's thread (device.Batcher):
+	// its ops are issued there directly, not one hop each.
+	var m Metric
+	err := t.batch(func() error {
+		var err error
+		m, err = t.hostStep()
+		return err
+	})
+	return m, err
+}
+
+// hostStep is Step with the GradScaler, clipping and the learning rate on
+// the host: it waits for the loss and the gradient norm.
+func (t *Trainer) hostStep() (Metric, error) {
 	start := time.Now()
 	o := t.opts
 	scale := t.Scaler.LossScale()
@@ -183,6 +263,11 @@ func (t *Trainer) Step() (Metric, error) {
 	}
 	if t.gradHook != nil {
 		t.gradHook(t.step+1, t.Model.Grads())
+	}
+	if o.InjectGrad != nil {
+		if err := t.inject(t.step + 1); err != nil {
+			return Metric{}, err
+		}
 	}
 	norm, finite := t.dev.GradNorm(t.Model.Grads(), 1/scale)
 	skip := t.Scaler.Update(finite)
@@ -330,10 +415,16 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 			}
 			return err
 		}
-		m, err := t.Step()
+		ms, err := t.steps(last)
 		if err != nil {
 			return err
 		}
+		for _, m := range ms[:len(ms)-1] {
+			if err := t.emit(m, report); err != nil {
+				return err
+			}
+		}
+		m := ms[len(ms)-1]
 		end := t.step == last
 		if t.val != nil && (o.EvalEvery > 0 && t.step%o.EvalEvery == 0 || end && o.EvalEvery > 0) {
 			if m.ValLoss, err = t.Eval(o.EvalBatches); err != nil {
@@ -347,19 +438,53 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 			}
 			m.Sample = o.SamplePrompt + data.DecodeString(toks)
 		}
-		if t.metrics != nil {
-			if err := json.NewEncoder(t.metrics).Encode(m); err != nil {
-				return fmt.Errorf("train: metrics: %w", err)
-			}
-		}
-		if report != nil {
-			report(m)
+		if err := t.emit(m, report); err != nil {
+			return err
 		}
 		if o.OutDir != "" && (end || o.CheckpointEvery > 0 && t.step%o.CheckpointEvery == 0) {
 			if err := t.Save(o.OutDir); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// steps runs one step on the host path, or queues device steps up to the
+// next step that logs, evaluates, samples, checkpoints or ends the run
+// (at most LogEvery), and returns their metrics in order.
+func (t *Trainer) steps(last int) ([]Metric, error) {
+	if t.ds == nil {
+		m, err := t.Step()
+		if err != nil {
+			return nil, err
+		}
+		return []Metric{m}, nil
+	}
+	o := t.opts
+	for {
+		if err := t.queueDevice(); err != nil {
+			return nil, err
+		}
+		s := t.step
+		stop := s == last || len(t.ds.pending) >= t.logEvery() ||
+			o.EvalEvery > 0 && s%o.EvalEvery == 0 || o.SampleTokens > 0 && o.SampleEvery > 0 && s%o.SampleEvery == 0 ||
+			o.OutDir != "" && o.CheckpointEvery > 0 && s%o.CheckpointEvery == 0
+		if stop {
+			return t.collect()
+		}
+	}
+}
+
+// emit writes m to the metrics log and reports it.
+func (t *Trainer) emit(m Metric, report func(Metric)) error {
+	if t.metrics != nil {
+		if err := json.NewEncoder(t.metrics).Encode(m); err != nil {
+			return fmt.Errorf("train: metrics: %w", err)
+		}
+	}
+	if report != nil {
+		report(m)
 	}
 	return nil
 }
@@ -495,6 +620,14 @@ func (t *Trainer) Resume(dir string) error {
 	t.step, t.skipped, t.Opt.Steps = st.Step, st.Skipped, st.OptSteps
 	t.Scaler.Scale, t.Scaler.GoodSteps, t.Scaler.Skipped = st.Scale, st.GoodSteps, st.Skipped
 	t.rng.State = st.RNG
+	if t.ds != nil {
+		t.ds.inited = false // the next device step uploads the restored counts
+		if t.ds.graph != nil {
+			_ = t.ds.graph.Close()
+			t.ds.graph = nil
+		}
+		t.ds.graphKey = graphKey{}
+	}
 	return t.dev.Sync()
 }
 
@@ -503,6 +636,11 @@ func WriteMetric(w io.Writer, m Metric) error { return json.NewEncoder(w).Encode
 
 // Close frees the model's and the optimizer's device memory.
 func (t *Trainer) Close() {
+	t.closeDevStep()
+	if t.poison != nil {
+		t.dev.Free(t.poison)
+		t.poison = nil
+	}
 	t.Opt.Close()
 	t.Model.Close()
 }

@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
@@ -90,6 +91,13 @@ type Device struct {
 
 	mu  sync.Mutex // guards err: fail may be called from helper goroutines
 	err error
+
+	launches  atomic.Int64 // kernels, cuBLAS(Lt) calls and memsets queued (Launches)
+	capturing bool         // inside Capture: nothing may allocate or upload (step.go)
+	records   *cuda.Pinned // state snapshots (step.go)
+	nrecords  int
+	stage     stager // pinned ring for small uploads (stage.go)
+	moves     int    // scratch buffers and tables reallocated so far: a graph captured before a move is stale
 }
 
 // kernelKey names one kernel variant.
@@ -292,6 +300,11 @@ func (d *Device) Close() error {
 		errs = append(errs, pool.Free(t.ptr))
 	}
 	d.tables = map[*tensor.Layout]layoutTable{}
+	if d.records != nil {
+		errs = append(errs, d.records.Free())
+		d.records = nil
+	}
+	errs = append(errs, d.closeStage())
 	if d.lt != nil {
 		errs = append(errs, d.lt.Destroy())
 		d.lt = nil
@@ -413,6 +426,13 @@ func (d *Device) Upload(dst, src *tensor.Tensor) {
 		d.fail(fmt.Errorf("gpu: upload wants a device destination and a host source"))
 		return
 	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: upload during graph capture (a replay would copy stale host memory)"))
+		return
+	}
+	if d.stagedUpload(cuda.DevicePtr(dst.Dev), src.Raw()) {
+		return
+	}
 	if err := d.stream.CopyHtoD(cuda.DevicePtr(dst.Dev), src.Raw()); err != nil {
 		d.fail(fmt.Errorf("gpu: upload: %w", err))
 	}
@@ -429,6 +449,10 @@ func (d *Device) Download(dst, src *tensor.Tensor) {
 	}
 	if !dst.IsHost() || src.IsHost() {
 		d.fail(fmt.Errorf("gpu: download wants a host destination and a device source"))
+		return
+	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: download during graph capture (a graph must not wait for the host)"))
 		return
 	}
 	if err := d.stream.CopyDtoH(dst.Raw(), cuda.DevicePtr(src.Dev)); err != nil {
@@ -449,6 +473,7 @@ func (d *Device) Zero(t *tensor.Tensor) {
 	if t == nil || t.Numel() == 0 {
 		return
 	}
+	d.launches.Add(1)
 	if err := d.stream.Memset8(d.ptr(t), 0, uint64(t.Bytes())); err != nil {
 		d.fail(fmt.Errorf("gpu: zero: %w", err))
 	}
@@ -536,6 +561,7 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 	if f == nil {
 		return false
 	}
+	d.launches.Add(1)
 	if err := f.Launch(d.stream, grid, block, shmem, args...); err != nil {
 		d.fail(fmt.Errorf("gpu: %s/%s grid (%d,%d,%d): %w", name, dt, grid.X, grid.Y, grid.Z, err))
 		return false
@@ -607,6 +633,10 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 	if ok && s.bytes >= bytes {
 		return s.ptr
 	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: scratch %s needs %d bytes during graph capture (run the step once before capturing)", name, bytes))
+		return 0
+	}
 	pool := d.ctx.Pool()
 	if ok {
 		// The stream orders the old buffer's queued users before any later
@@ -616,6 +646,7 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 			return 0
 		}
 		delete(d.scratches, name)
+		d.moves++
 	}
 	p, err := pool.Alloc(uint64(bytes))
 	if err != nil {
@@ -643,6 +674,7 @@ func (d *Device) gemm(g cuda.Gemm) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.blas.GemmEx(g)
 }
 
@@ -652,6 +684,7 @@ func (d *Device) gemmBatched(g cuda.Gemm) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.blas.GemmStridedBatched(g)
 }
 
@@ -660,6 +693,7 @@ func (d *Device) memset(p cuda.DevicePtr, n int) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.stream.Memset8(p, 0, uint64(n))
 }
 
