@@ -91,10 +91,10 @@ func TestSplitChunks(t *testing.T) {
 		return out
 	}
 	for s, want := range map[string][]string{
-		"Hello world":      {"Hello", " world"},
-		"a  b":             {"a", " ", " b"},
-		"a\n\nb":           {"a", "\n", "\n", "b"},
-		"রিনার ৩টি বই।\n":  {"রিনার", " ৩", "টি", " বই", "।", "\n"},
+		"Hello world":     {"Hello", " world"},
+		"a  b":            {"a", " ", " b"},
+		"a\n\nb":          {"a", "\n", "\n", "b"},
+		"রিনার ৩টি বই।\n": {"রিনার", " ৩", "টি", " বই", "।", "\n"},
 		"x, 42 ... end  ": {"x", ",", " 42", " ...", " end", "  "},
 	} {
 		if got := split(s); !slices.Equal(got, want) {
