@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/term"
 
@@ -114,7 +112,7 @@ func runTokenizer(args []string) error {
 		return err
 	}
 	for _, tok := range []data.Tokenizer{data.Bytes{}, g, bpe} {
-		all, en, bn, err := tokensPerChar(tok, text)
+		all, en, bn, err := data.TokensPerChar(tok, text)
 		if err != nil {
 			return err
 		}
@@ -125,43 +123,6 @@ func runTokenizer(args []string) error {
 		fmt.Printf("  %-22s %8.3f %8.3f %8.3f\n", name, all, en, bn)
 	}
 	return nil
-}
-
-// tokensPerChar returns tokens per character of text under tok: overall,
-// over the lines without Bangla letters and over the lines with them.
-func tokensPerChar(tok data.Tokenizer, text []byte) (all, en, bn float64, err error) {
-	var n, c [2]int
-	for len(text) > 0 {
-		i := 0
-		for i < len(text) && text[i] != '\n' {
-			i++
-		}
-		if i < len(text) {
-			i++ // the newline belongs to its line
-		}
-		line := text[:i]
-		text = text[i:]
-		ids, err := tok.Encode(line)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		k := 0
-		for _, r := range string(line) {
-			if unicode.Is(unicode.Bengali, r) {
-				k = 1
-				break
-			}
-		}
-		n[k] += len(ids)
-		c[k] += utf8.RuneCount(line)
-	}
-	div := func(a, b int) float64 {
-		if b == 0 {
-			return 0
-		}
-		return float64(a) / float64(b)
-	}
-	return div(n[0]+n[1], c[0]+c[1]), div(n[0], c[0]), div(n[1], c[1]), nil
 }
 
 // runTokenizerAndInit settles train's tokenizer and model shape: with

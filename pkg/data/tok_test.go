@@ -222,3 +222,10 @@ func TestGPT2OwnSplit(t *testing.T) {
 		t.Errorf("gpt2 Encode(a DEL b) = %v, want [64 221 65]", got)
 	}
 }
+
+func TestTokensPerChar(t *testing.T) {
+	all, en, bn, err := TokensPerChar(Bytes{}, []byte("ab\nআ\n"))
+	if err != nil || all != 7.0/5 || en != 1 || bn != 2 {
+		t.Errorf("TokensPerChar = %v %v %v %v; want 1.4 1 2", all, en, bn, err)
+	}
+}
