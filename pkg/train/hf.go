@@ -179,6 +179,10 @@ func fromTransformers(path string, ts []stTensor, meta map[string]string) ([]stT
 		by[out[i].Name] = &out[i]
 	}
 	wte := by["transformer.wte.weight"]
+	if wte == nil && lmHead != nil { // the tied pair saved under the head's name
+		out = append(out, stTensor{Name: "transformer.wte.weight", Shape: lmHead.Shape, Data: lmHead.Data})
+		wte, lmHead = &out[len(out)-1], nil
+	}
 	if wte == nil || len(wte.Shape) != 2 {
 		return nil, nil, fmt.Errorf("%s: %w: no 2-D transformer.wte.weight (is this a GPT-2 model file?)", path, ErrCorrupt)
 	}

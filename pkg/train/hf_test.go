@@ -118,12 +118,15 @@ func TestTransformersKeyVariants(t *testing.T) {
 	}
 	wte := real.Layout().Segments[0]
 	dtypes := []string{"F32", "F16", "BF16"}
-	for k := 0; k < 8; k++ {
-		prefix, head, buffers := k&1 != 0, k&2 != 0, k&4 != 0
+	for k := 0; k < 9; k++ { // k 8: the tied pair saved as lm_head.weight only
+		prefix, head, buffers := k&1 != 0, k&2 != 0 || k == 8, k&4 != 0
 		dt := dtypes[k%3]
-		name := fmt.Sprintf("prefix=%v,lm_head=%v,buffers=%v,%s", prefix, head, buffers, dt)
+		name := fmt.Sprintf("prefix=%v,lm_head=%v,buffers=%v,%s,no wte=%v", prefix, head, buffers, dt, k == 8)
 		dir := t.TempDir()
 		ts := hfTensors(real, params, prefix, dt)
+		if k == 8 {
+			ts = ts[1:] // wte is the first segment
+		}
 		if head {
 			ts = append(ts, rawTensor{"lm_head.weight", dt, []int{real.Vocab, real.Channels}, encodeAs(dt, params[:wte.Numel()])})
 		}
