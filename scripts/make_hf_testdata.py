@@ -15,7 +15,7 @@ What it does
         logits          [len(input_ids)][len(logit_ids)] float32 logits at those ids
         logsumexp       per position, logsumexp over all 50257 logits (float64 from float32)
         argmax          per position, the id of the largest logit over all 50257
-        greedy          20 tokens of model.generate(do_sample=False, max_new_tokens=20)
+        greedy          20 greedy tokens (argmax at the last position, appended, 20 times)
         versions        torch and transformers versions, dtype
     pkg/train/hf_test.go (TestTransformersGPT2) loads the folder with druto and compares.
 
@@ -62,9 +62,13 @@ def main():
     ids = torch.tensor([INPUT_IDS])
     with torch.no_grad():
         logits = ref(ids).logits[0].float()  # (T, 50257)
-        greedy = ref.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                              max_new_tokens=GREEDY, min_new_tokens=GREEDY,
-                              pad_token_id=50256)[0, len(INPUT_IDS):].tolist()
+        # Greedy decoding written out (argmax of the last position, full forward each step): what
+        # generate(do_sample=False) does, without its end-of-text stop or length processors.
+        seq = ids
+        for _ in range(GREEDY):
+            nxt = ref(seq).logits[0, -1].argmax()
+            seq = torch.cat([seq, nxt.view(1, 1)], dim=1)
+        greedy = seq[0, len(INPUT_IDS):].tolist()
     logit_ids = list(range(256)) + list(range(256 + 197, 50256, 197)) + [50256]
     exp = {
         "input_ids": INPUT_IDS,
