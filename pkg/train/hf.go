@@ -216,13 +216,8 @@ func fromTransformers(path string, ts []stTensor, meta map[string]string) ([]stT
 		wte.Data, wte.Shape = pad, []int{Vp, C}
 	}
 	m["vocab_size"] = strconv.Itoa(Vp)
-	m[hfVocabKey] = strconv.Itoa(V)
 	return out, m, nil
 }
-
-// hfVocabKey records, in a converted transformers file's metadata, its
-// vocabulary before padding.
-const hfVocabKey = "druto_hf_vocab"
 
 func equalF32(a, b []float32) bool {
 	if len(a) != len(b) {
