@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"math"
+	"os"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/gpt"
-	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -15,53 +17,89 @@ func init() {
 	register("eval", "print the mean loss of a checkpoint over a data file as JSON", runEval)
 }
 
-// loadCheckpoint opens a device and loads a model checkpoint onto it.
-func loadCheckpoint(path string, be *backend) (*gpt.Model, error) {
+// loadCheckpoint opens a device and loads a model checkpoint (druto's, or
+// a GPT-2 that transformers wrote) onto it. The tokenizer is spec when not
+// empty, else the one the checkpoint records or implies.
+func loadCheckpoint(path, spec string, be *backend) (*gpt.Model, data.Tokenizer, error) {
 	if path == "" {
-		return nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train)")
+		return nil, nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train)")
 	}
-	cfg, params, err := train.LoadModel(path)
+	ck, err := train.LoadCheckpoint(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	tok := ck.Tokenizer
+	if spec != "" {
+		if tok, err = data.ParseTokenizer(spec); err != nil {
+			return nil, nil, fmt.Errorf("--tokenizer: %w", err)
+		}
+		if tok.Vocab() > ck.Config.Vocab {
+			return nil, nil, fmt.Errorf("--tokenizer %s has %d tokens, more than the checkpoint's vocabulary of %d", spec, tok.Vocab(), ck.Config.Vocab)
+		}
+	}
+	if tok == nil {
+		return nil, nil, fmt.Errorf("%s records no tokenizer and its vocabulary of %d is neither bytes nor GPT-2's: pass --tokenizer", path, ck.Config.Vocab)
 	}
 	dev, _, err := be.open()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	m, err := gpt.New(dev, cfg, amp.FP32)
+	m, err := gpt.New(dev, ck.Config, amp.FP32)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m, m.SetParams(params)
+	return m, tok, m.SetParams(ck.Params)
 }
 
 func runSample(args []string) error {
 	fs := newFlags("sample")
-	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors)")
+	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors from druto train, or a transformers GPT-2)")
 	prompt := fs.String("prompt", "\n", "text to continue")
-	n := fs.Int("tokens", 200, "tokens (bytes) to generate")
+	n := fs.Int("tokens", 200, "tokens to generate")
 	temp := fs.Float64("temperature", 0.8, "sampling temperature (0: greedy)")
+	topK := fs.Int("top-k", 0, "draw among the K most likely tokens only (0: all)")
+	topP := fs.Float64("top-p", 0, "draw among the fewest most likely tokens whose probability reaches P (0 or 1: all)")
 	seed := fs.Uint64("seed", 1, "sampling seed")
+	stream := fs.Bool("stream", false, "print the text as it is generated")
+	spec := tokenizerFlag(fs, "default: the one the checkpoint records")
 	be := backendFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *n < 0 || *temp < 0 {
-		return fmt.Errorf("--tokens %d and --temperature %g must not be negative", *n, *temp)
+	if *n < 0 {
+		return fmt.Errorf("--tokens %d must not be negative", *n)
 	}
-	p, err := data.Encode([]byte(*prompt))
-	if err != nil {
-		return fmt.Errorf("--prompt: %w", err)
+	o := train.SampleOptions{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed}
+	switch {
+	case !(*temp >= 0 && *temp <= math.MaxFloat32):
+		return fmt.Errorf("--temperature %g must be a finite number >= 0 (0: greedy)", *temp)
+	case *topK < 0:
+		return fmt.Errorf("--top-k %d must be >= 0 (0: off)", *topK)
+	case !(*topP >= 0 && *topP <= 1):
+		return fmt.Errorf("--top-p %g must be in [0, 1] (0 or 1: off)", *topP)
 	}
-	m, err := loadCheckpoint(*ckpt, be)
+	m, tok, err := loadCheckpoint(*ckpt, *spec, be)
 	if err != nil {
 		return err
 	}
-	out, err := train.Generate(m, tensor.NewRNG(*seed), p, *n, float32(*temp))
+	s, err := train.NewSampler(m, tok, o)
 	if err != nil {
 		return err
 	}
-	fmt.Println(*prompt + data.DecodeString(out))
+	var w io.Writer
+	if *stream {
+		w = os.Stdout
+		fmt.Print(*prompt)
+	}
+	text, err := s.Sample(*prompt, *n, w)
+	if err != nil {
+		return err
+	}
+	if *stream {
+		fmt.Println()
+	} else {
+		fmt.Println(*prompt + text)
+	}
 	return nil
 }
 
@@ -71,6 +109,7 @@ func runEval(args []string) error {
 	path := fs.String("data", "", "UTF-8 text or llm.c .bin token shard")
 	batch := fs.Int("batch", 8, "B windows per batch")
 	seq := fs.Int("seq", 0, "T tokens per window (0: the model's maximum)")
+	spec := tokenizerFlag(fs, "default: the one the checkpoint records")
 	be := backendFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,14 +117,16 @@ func runEval(args []string) error {
 	if *path == "" {
 		return fmt.Errorf("--data is required")
 	}
-	toks, err := data.Load(*path)
+	m, tok, err := loadCheckpoint(*ckpt, *spec, be)
 	if err != nil {
 		return err
 	}
-	m, err := loadCheckpoint(*ckpt, be)
+	update, finish := encodeProgress(*path, tok, false)
+	toks, _, err := data.LoadTokens(*path, tok, "", update)
 	if err != nil {
 		return err
 	}
+	finish(len(toks), "")
 	if *seq == 0 {
 		*seq = m.Config.MaxSeq
 	}
@@ -105,6 +146,21 @@ func runEval(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("{\"loss\": %.6f, \"batches\": %d, \"batch\": %d, \"seq\": %d}\n", loss, l.Batches(), *batch, *seq)
+	// Per character too, so that tokenizers compare: the evaluated targets
+	// are tokens 1..n·B·T; their characters are the bytes that start one.
+	nt := l.Batches() * *batch * *seq
+	b, err := tok.Decode(toks[1 : nt+1])
+	if err != nil {
+		return fmt.Errorf("%s: %w", *path, err)
+	}
+	chars := 0
+	for _, c := range b {
+		if c&0xc0 != 0x80 {
+			chars++
+		}
+	}
+	perChar := float64(loss) * float64(nt) / float64(max(chars, 1))
+	fmt.Printf("{\"loss\": %.6f, \"loss_per_char\": %.6f, \"tokens\": %d, \"chars\": %d, \"tokenizer\": %q, \"batches\": %d, \"batch\": %d, \"seq\": %d}\n",
+		loss, perChar, nt, chars, tok.Name(), l.Batches(), *batch, *seq)
 	return nil
 }

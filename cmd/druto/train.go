@@ -26,19 +26,28 @@ func init() { register("train", "train a GPT on the built-in corpus or a data fi
 const corpusBytes = 1 << 20
 
 // trainTokens returns the training and validation tokens of path, or of the
-// built-in corpus when path is empty.
-func trainTokens(path string, seed uint64) (trainT, valT []int32, source string, err error) {
+// built-in corpus when path is empty, under tok. Text is tokenised once for
+// a tokenizer other than bytes, with a progress line, and the tokens cached
+// as an llm.c shard in cacheDir (the run's --out folder) for later runs.
+func trainTokens(path string, seed uint64, tok data.Tokenizer, cacheDir string) (trainT, valT []int32, source string, err error) {
 	var toks []int32
+	var cache string
+	name := path
 	if path == "" {
-		toks, err = data.Encode(data.Corpus(seed, corpusBytes))
+		name = "the built-in corpus"
+	}
+	update, finish := encodeProgress(name, tok, cacheDir != "")
+	if path == "" {
+		toks, cache, err = data.EncodeCached(tok, data.Corpus(seed, corpusBytes), cacheDir, update)
 		source = "built-in bilingual corpus"
 	} else {
-		toks, err = data.Load(path)
+		toks, cache, err = data.LoadTokens(path, tok, cacheDir, update)
 		source = path
 	}
 	if err != nil {
 		return nil, nil, "", err
 	}
+	finish(len(toks), cache)
 	trainT, valT = data.Split(toks, 0.1)
 	return trainT, valT, source, nil
 }
@@ -66,12 +75,18 @@ func runTrain(args []string) error {
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
 	graph := fs.Bool("graph", true, "on a GPU, run the step on the device as one CUDA graph (false: the host-driven step)")
 	logEvery := fs.Int("log-every", 10, "with --graph, read the metrics back every N steps")
+	spec := tokenizerFlag(fs, "default: bytes, gpt2 for gpt2-124M, the checkpoint's with --init")
+	initPath := fs.String("init", "", "start from this checkpoint's weights (druto's, or a transformers GPT-2): fine-tuning; the model shape comes from it")
 	be := backendFlags(fs)
 	dp := distFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg, err := gpt.Preset(*preset)
+	if err != nil {
+		return err
+	}
+	tok, initCk, err := runTokenizerAndInit(fs, &cfg, *spec, *initPath, *resume, *out)
 	if err != nil {
 		return err
 	}
@@ -118,7 +133,7 @@ func runTrain(args []string) error {
 		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed,
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
-		OutDir: *out, CheckpointEvery: *ckptEvery,
+		OutDir: *out, CheckpointEvery: *ckptEvery, Tokenizer: tok,
 	}
 	if err := opts.Validate(); err != nil {
 		return err
@@ -126,7 +141,7 @@ func runTrain(args []string) error {
 	if done, err := dp.setup(be, &opts, args); done || err != nil {
 		return err
 	}
-	trainT, valT, source, err := trainTokens(*dataPath, *seed)
+	trainT, valT, source, err := trainTokens(*dataPath, *seed, tok, *out)
 	if err != nil {
 		return err
 	}
@@ -155,9 +170,17 @@ func runTrain(args []string) error {
 		}
 	} else if _, err := os.Stat(filepath.Join(*out, train.StateFile)); err == nil {
 		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
+	} else if initCk != nil {
+		if err := tr.Model.SetParams(initCk.Params); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s), %s step; data: %s (%d tokens)\n",
-		*preset, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, tr.GraphStatus(), source, len(trainT))
+	model := *preset
+	if initCk != nil {
+		model = fmt.Sprintf("%s from %s (%s)", cfg, *initPath, initCk.From)
+	}
+	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s), %s step; data: %s (%d %s tokens)\n",
+		model, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, tr.GraphStatus(), source, len(trainT), tok.Name())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

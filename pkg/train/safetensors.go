@@ -121,8 +121,12 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 		if err := json.Unmarshal(r, &e); err != nil {
 			return nil, nil, fmt.Errorf("%w: entry %q: %v", ErrCorrupt, name, err)
 		}
-		if e.DType != "F32" {
-			return nil, nil, fmt.Errorf("train: tensor %q is %s; druto reads F32 checkpoints", name, e.DType)
+		size := dtypeSize(e.DType) // hf.go: F32, F16, BF16
+		if size == 0 {
+			if isBuffer(name) { // attention-mask buffers of transformers' files
+				continue
+			}
+			return nil, nil, fmt.Errorf("train: tensor %q is %s; druto reads F32, F16 and BF16 checkpoints", name, e.DType)
 		}
 		n := int64(1)
 		for _, d := range e.Shape {
@@ -135,13 +139,10 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 			}
 		}
 		lo, hi := e.Offsets[0], e.Offsets[1]
-		if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != 4*n {
+		if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != size*n {
 			return nil, nil, fmt.Errorf("%w: tensor %q data [%d,%d) does not fit %d bytes (truncated?)", ErrCorrupt, name, lo, hi, len(data))
 		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[lo+4*int64(i):]))
-		}
+		v := decodeFloats(e.DType, data[lo:hi])
 		out = append(out, stTensor{Name: name, Shape: e.Shape, Data: v})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

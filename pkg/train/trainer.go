@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -27,6 +26,10 @@ type Options struct {
 	Seq    int          // T: tokens per sequence (<= Config.MaxSeq)
 	Optim  optim.Config // AdamW, schedule (its Steps is the run's length) and clipping
 	Seed   uint64       // initialisation and sampling
+
+	// Tokenizer is what the tokens are (nil: bytes); samples are decoded
+	// with it and checkpoints record it, so that sample and eval find it.
+	Tokenizer data.Tokenizer
 
 	EvalEvery    int    // evaluate the validation loss every N steps (and at the end)
 	EvalBatches  int    // batches per evaluation (0: every whole batch of the validation split)
@@ -83,6 +86,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("train: sequence length %d must be in [1, %d], the model's maximum", o.Seq, o.Config.MaxSeq)
 	case o.EvalEvery < 0 || o.SampleEvery < 0 || o.CheckpointEvery < 0 || o.SampleTokens < 0 || o.EvalBatches < 0:
 		return fmt.Errorf("train: eval, sample and checkpoint intervals must not be negative")
+	case o.Tokenizer != nil && o.Tokenizer.Vocab() > o.Config.Vocab:
+		return fmt.Errorf("train: the %s tokenizer has %d tokens, more than the model's vocabulary of %d (use a larger vocabulary)", o.Tokenizer.Name(), o.Tokenizer.Vocab(), o.Config.Vocab)
 	}
 	return o.Optim.Validate()
 }
@@ -328,66 +333,18 @@ func EvalLoss(m *gpt.Model, l *data.Loader, B, T, batches int) (float32, error) 
 }
 
 // Sample continues prompt by n tokens, drawing from the softmax at
-// temperature (0 picks the most likely token) with the trainer's RNG.
+// temperature (0 picks the most likely token) with the trainer's RNG; the
+// tokens continue valid UTF-8 (see Sampler).
 func (t *Trainer) Sample(prompt []int32, n int, temperature float32) ([]int32, error) {
-	return Generate(t.Model, t.rng, prompt, n, temperature)
+	return newSampler(t.Model, t.tokenizer(), SampleOptions{Temperature: temperature}, t.rng).Generate(prompt, n, nil)
 }
 
-// Generate continues prompt by n tokens with model m. The context is the
-// last MaxSeq tokens, padded after its end: attention is causal, so padding
-// does not change the logits at the last real position.
-func Generate(m *gpt.Model, rng *tensor.RNG, prompt []int32, n int, temperature float32) ([]int32, error) {
-	T, V := m.Config.MaxSeq, m.Config.Vocab
-	out := append([]int32(nil), prompt...)
-	if len(out) == 0 {
-		out = append(out, '\n')
+// tokenizer returns the run's tokenizer (bytes when the options name none).
+func (t *Trainer) tokenizer() data.Tokenizer {
+	if t.opts.Tokenizer != nil {
+		return t.opts.Tokenizer
 	}
-	ctx := make([]int32, T)
-	for i := 0; i < n; i++ {
-		window := out
-		if len(window) > T {
-			window = window[len(window)-T:]
-		}
-		clear(ctx)
-		copy(ctx, window)
-		if _, err := m.Forward(ctx, nil, 1, T); err != nil {
-			return nil, err
-		}
-		logits, err := m.Logits()
-		if err != nil {
-			return nil, err
-		}
-		row := logits[(len(window)-1)*V : len(window)*V]
-		out = append(out, int32(pick(row, temperature, rng)))
-	}
-	return out[len(prompt):], nil
-}
-
-// pick draws an index from softmax(row / temperature).
-func pick(row []float32, temperature float32, rng *tensor.RNG) int {
-	best := 0
-	for i, v := range row {
-		if v > row[best] {
-			best = i
-		}
-	}
-	if temperature <= 0 {
-		return best
-	}
-	var sum float64
-	p := make([]float64, len(row))
-	for i, v := range row {
-		p[i] = math.Exp(float64(v-row[best]) / float64(temperature))
-		sum += p[i]
-	}
-	r := rng.Float64() * sum
-	for i, v := range p {
-		r -= v
-		if r < 0 {
-			return i
-		}
-	}
-	return best
+	return data.Bytes{}
 }
 
 // Run trains until the schedule's last step (or until, when 0 < until <
@@ -432,11 +389,15 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 			}
 		}
 		if o.SampleTokens > 0 && (o.SampleEvery > 0 && t.step%o.SampleEvery == 0 || end) {
-			toks, err := t.Sample([]int32(bytesToTokens(o.SamplePrompt)), o.SampleTokens, 0.8)
+			prompt, err := t.tokenizer().Encode([]byte(o.SamplePrompt))
+			if err != nil {
+				return fmt.Errorf("train: sample prompt: %w", err)
+			}
+			toks, err := t.Sample(prompt, o.SampleTokens, 0.8)
 			if err != nil {
 				return err
 			}
-			m.Sample = o.SamplePrompt + data.DecodeString(toks)
+			m.Sample = o.SamplePrompt + data.DecodeText(t.tokenizer(), toks)
 		}
 		if err := t.emit(m, report); err != nil {
 			return err
@@ -487,14 +448,6 @@ func (t *Trainer) emit(m Metric, report func(Metric)) error {
 		report(m)
 	}
 	return nil
-}
-
-func bytesToTokens(s string) []int32 {
-	out := make([]int32, len(s))
-	for i := 0; i < len(s); i++ {
-		out[i] = int32(s[i])
-	}
-	return out
 }
 
 // MetricsFile is the JSON-lines log inside OutDir.
@@ -554,7 +507,11 @@ func (t *Trainer) optionsKey() string {
 		Batch, Seq int
 		Optim      optim.Config
 		Seed       uint64
-	}{o.Config, o.Policy.String(), o.Batch, o.Seq, o.Optim, o.Seed}
+		Tokenizer  string `json:",omitempty"` // empty for bytes, as before tokenizers existed
+	}{o.Config, o.Policy.String(), o.Batch, o.Seq, o.Optim, o.Seed, ""}
+	if o.Tokenizer != nil && o.Tokenizer.Name() != "bytes" {
+		k.Tokenizer = data.TokenizerID(o.Tokenizer)
+	}
 	b, _ := json.Marshal(k)
 	return string(b)
 }
@@ -570,7 +527,7 @@ func (t *Trainer) Save(dir string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := SaveModel(filepath.Join(dir, ModelFile), t.opts.Config, params)
+	sum, err := saveModel(filepath.Join(dir, ModelFile), t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer))
 	if err != nil {
 		return err
 	}
