@@ -33,7 +33,9 @@ import (
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
 	"github.com/druto/druto/pkg/tensor"
+	"github.com/druto/druto/pkg/train"
 )
 
 // Revision is the source revision the binary was built from; set it with
@@ -79,6 +81,15 @@ type Report struct {
 	// every kernel of the model) on the GPU with the CPU reference, per
 	// policy: the self-test that covers the kernels without one of their own.
 	StepChecks []StepCheck `json:"step_checks,omitempty"`
+	// Graphs says whether the training step runs as a CUDA graph here:
+	// "available", or "unavailable: why" (training then uses plain launches).
+	Graphs string `json:"graphs,omitempty"`
+	// StepChecksCached says the verdict came from an earlier run of this
+	// program on this GPU and driver (this process or the cache on disk).
+	StepChecksCached bool `json:"step_checks_cached,omitempty"`
+	// Attention says which attention path the GPU runs for the 16-bit
+	// policies: the flash kernels or the cuBLAS score GEMMs.
+	Attention string `json:"attention,omitempty"`
 	// Fallback says what a missing or failing kernel means for training.
 	Fallback string   `json:"fallback,omitempty"`
 	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
@@ -272,11 +283,15 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		}
 		return nil
 	}
+	r.Attention = attentionPath(dev)
 	ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
 	usable := true
 	for _, k := range dev.Kernels() {
 		kr := kernelReport(k)
-		if k.Err != nil {
+		if errors.Is(k.Err, kernels.ErrArch) {
+			// A kernel for newer GPUs (flash attention needs sm_80): the op
+			// runs its other path here, so the GPU stays usable.
+		} else if k.Err != nil {
 			usable = false
 		} else if hasSelfTest(k.Kernel) && ctx.Err() == nil {
 			st, err := SelfTestKernel(c, k, ref)
@@ -294,10 +309,26 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		// Every kernel built: one training step per policy against the CPU
 		// reference of the same form covers the kernels that have no
 		// self-test of their own.
-		ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
-		var notes []string
-		r.StepChecks, usable, notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
-		r.Errors = append(r.Errors, notes...)
+		// The verdict is cached per process and beside the kernel cache
+		// (stepcache.go), keyed by the program, GPU, driver and build.
+		key := stepKey(r, o.Fused)
+		v, ok := cachedSteps(o, key)
+		if !ok {
+			ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
+			v.Key = key
+			v.Checks, v.Usable, v.Notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
+			if v.Usable && ctx.Err() == nil {
+				v.Graphs = graphCheck(dev)
+			}
+			if !v.Usable {
+				v.Key = "" // a failure is checked again next time, never cached
+			}
+			if err := keepSteps(o, v); err != nil {
+				r.Errors = append(r.Errors, err.Error())
+			}
+		}
+		r.StepChecks, usable, r.StepChecksCached, r.Graphs = v.Checks, v.Usable, ok, v.Graphs
+		r.Errors = append(r.Errors, v.Notes...)
 	}
 	if err := ctx.Err(); err != nil {
 		r.Errors = append(r.Errors, "detection cut short: "+err.Error())
@@ -308,6 +339,45 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		r.Fallback = "a kernel is unavailable or failed its self-test: the CPU device is used (see kernels and step_checks)"
 	}
 	return dev
+}
+
+// graphCheck trains the check model for three steps as a CUDA graph (a
+// plain warm-up, the capture, a replay) and says whether the graph ran.
+func graphCheck(dev device.Device) string {
+	if !dev.Fused() {
+		return "unavailable: the decomposed form keeps the host-driven step"
+	}
+	c := gpt.CheckConfig
+	toks := make([]int32, 4*c.B*c.T)
+	for i := range toks {
+		toks[i] = int32(i * 7 % c.Config.Vocab)
+	}
+	var why string
+	o := train.Options{Config: c.Config, Policy: amp.FP32, Batch: c.B, Seq: c.T, Optim: optim.Defaults(3), Seed: 1,
+		Step: train.StepGraph, LogEvery: 3, Notice: func(s string) { why = s }}
+	tr, err := train.New(dev, o, toks, nil)
+	if err != nil {
+		return "unavailable: " + firstLine(err.Error())
+	}
+	defer tr.Close()
+	if err := tr.Run(context.Background(), 3, nil); err != nil {
+		_ = dev.Sync()
+		return "unavailable: " + firstLine(err.Error())
+	}
+	if tr.GraphStatus() == "graph" && tr.GraphBuilds() == 1 {
+		return "available"
+	}
+	if why == "" {
+		why = tr.GraphStatus()
+	}
+	return "unavailable: " + firstLine(why)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // stepChecks runs gpt.CompareStep of dev against ref on gpt.CheckConfig
@@ -367,6 +437,27 @@ func (r *Report) failedStep() string {
 		}
 	}
 	return ""
+}
+
+// attentionPath describes the attention path dev runs under the 16-bit
+// policies at GPT-2's head size (Device.AttentionState's choice).
+func attentionPath(dev *gpu.Device) string {
+	if !dev.Fused() {
+		return "cuBLAS score GEMMs + softmax kernels (the decomposed form)"
+	}
+	var on []string
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		if st := dev.AttentionState(dt, 1, 1, 64, 1); len(st.Shape) == 3 {
+			on = append(on, dt.String())
+		}
+	}
+	switch len(on) {
+	case 2:
+		return "flash kernels for fused bf16 and f16 at head sizes 32, 64, 128 (log-sum-exp saved); cuBLAS score GEMMs otherwise"
+	case 1:
+		return "flash kernels for fused " + on[0] + " at head sizes 32, 64, 128 (the other 16-bit type needs a newer GPU); cuBLAS score GEMMs otherwise"
+	}
+	return "cuBLAS score GEMMs + softmax kernels (the flash kernels were not built: see kernels)"
 }
 
 func kernelReport(k *kernels.Built) Kernel {
@@ -551,3 +642,24 @@ func revision() string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// FitError returns an error when dev is a GPU whose free memory cannot hold
+// need bytes (what a training step needs, gpt.MemoryFor, plus the device's
+// scratch): one line with both figures and what to do. It is nil on the CPU
+// and when the free memory cannot be read (the allocation then says why).
+func FitError(dev device.Device, need int64, what string) error {
+	g, ok := dev.(*gpu.Device)
+	if !ok {
+		return nil
+	}
+	free, _, err := g.Context().MemInfo()
+	if err != nil {
+		return nil
+	}
+	const margin = 512 << 20 // workspaces, attention and classifier scratch
+	if need+margin <= int64(free) {
+		return nil
+	}
+	return fmt.Errorf("out of GPU memory: %s needs about %.1f GiB, but %s has %.1f GiB free; lower --batch or --seq (--dry-run prints the breakdown)",
+		what, float64(need+margin)/(1<<30), g.Context().Device.Name, float64(free)/(1<<30))
+}

@@ -8,7 +8,7 @@
 //   v  = v·β2 + ((1-β2)·g)·g
 //   p += step · (m / (sqrt(v)/sqrt(1-β2ᵗ) + eps)),  step = -lr/(1-β1ᵗ)
 //
-// druto:kernel adamw_fused adamw_pass adamw_store_work
+// druto:kernel adamw_fused adamw_fused_state adamw_pass adamw_store_work
 // druto:dtypes f32 bf16 f16
 //
 // The scalars are computed on the host in float64 and rounded, as torch's
@@ -26,6 +26,11 @@
 // scalar tail; the working copy work (T, or null) is written in the same
 // pass. Bytes per element: 16 read (p, g, m, v), 12 written (p, m, v) and
 // sizeof(T) for work.
+//
+// adamw_fused_state: adamw_fused with the per-step scalars read from the
+// step state that step_update wrote (kernels/step.cu, pkg/device's Slot*
+// constants), and nothing done when the step's gradients were not finite:
+// the optimizer step of the device-resident (graph-capturable) step.
 //
 // adamw_pass: one elementwise step of torch's for-loop (single-tensor)
 // AdamW, launched per tensor and step by the decomposed form (op below);
@@ -50,23 +55,11 @@ __device__ __forceinline__ void adam_update(float& p, float g, float& m, float& 
     p = __fadd_rn(p, __fmul_rn(c.step, __fdiv_rn(m, den)));
 }
 
-// master, grads, m, v (total) fp32; work (total) T or null; chunks (nchunks, 2)
-extern "C" __global__ void adamw_fused(float* __restrict__ master, T* __restrict__ work,
-                                       const float* __restrict__ grads, float* __restrict__ m,
-                                       float* __restrict__ v, const unsigned int* __restrict__ chunks, float gs,
-                                       int scaled, float decay, int do_decay, float w1, int small, float b2, float w2,
-                                       float step, float bc2, float eps, int vec) {
-    AdamC c;
-    c.gs = gs;
-    c.scaled = scaled;
-    c.decay = decay;
-    c.w1 = w1;
-    c.small = small;
-    c.b2 = b2;
-    c.w2 = w2;
-    c.step = step;
-    c.bc2 = bc2;
-    c.eps = eps;
+// adamw_chunk updates chunk blockIdx.x of the table (adamw_fused's body).
+__device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __restrict__ work,
+                                            const float* __restrict__ grads, float* __restrict__ m,
+                                            float* __restrict__ v, const unsigned int* __restrict__ chunks,
+                                            int do_decay, int vec, const AdamC& c) {
     const size_t lo = chunks[2 * blockIdx.x];
     const unsigned int word = chunks[2 * blockIdx.x + 1];
     const size_t len = word & 0x7fffffffu;
@@ -105,6 +98,56 @@ extern "C" __global__ void adamw_fused(float* __restrict__ master, T* __restrict
         v[i] = vv;
         if (work != 0) store(work, i, p);
     }
+}
+
+// master, grads, m, v (total) fp32; work (total) T or null; chunks (nchunks, 2)
+extern "C" __global__ void adamw_fused(float* __restrict__ master, T* __restrict__ work,
+                                       const float* __restrict__ grads, float* __restrict__ m,
+                                       float* __restrict__ v, const unsigned int* __restrict__ chunks, float gs,
+                                       int scaled, float decay, int do_decay, float w1, int small, float b2, float w2,
+                                       float step, float bc2, float eps, int vec) {
+    AdamC c;
+    c.gs = gs;
+    c.scaled = scaled;
+    c.decay = decay;
+    c.w1 = w1;
+    c.small = small;
+    c.b2 = b2;
+    c.w2 = w2;
+    c.step = step;
+    c.bc2 = bc2;
+    c.eps = eps;
+    adamw_chunk(master, work, grads, m, v, chunks, do_decay, vec, c);
+}
+
+// The slots of the step state read here (pkg/device's Slot* constants).
+#define ST_FINITE 7
+#define ST_GRADSCALE 9
+#define ST_DECAY 10
+#define ST_DODECAY 11
+#define ST_STEP 12
+#define ST_BC2 13
+
+// adamw_fused with gs, decay, step and bc2 from st (StateLen) fp32; a no-op
+// unless st[ST_FINITE] is set.
+extern "C" __global__ void adamw_fused_state(float* __restrict__ master, T* __restrict__ work,
+                                             const float* __restrict__ grads, float* __restrict__ m,
+                                             float* __restrict__ v, const unsigned int* __restrict__ chunks,
+                                             const float* __restrict__ st, float w1, int small, float b2, float w2,
+                                             float eps, int vec) {
+    if (st[ST_FINITE] == 0.0f) return;
+    AdamC c;
+    c.gs = st[ST_GRADSCALE];
+    c.scaled = c.gs != 1.0f;
+    c.decay = st[ST_DECAY];
+    c.w1 = w1;
+    c.small = small;
+    c.b2 = b2;
+    c.w2 = w2;
+    c.step = st[ST_STEP];
+    c.bc2 = st[ST_BC2];
+    c.eps = eps;
+    adamw_chunk(master, work, grads, m, v, chunks, st[ST_DODECAY] != 0.0f, vec, c);
 }
 
 #define EW_LOOP(n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)

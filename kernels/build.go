@@ -22,7 +22,7 @@ type From string
 const (
 	FromNVRTC   From = "nvrtc-compiled" // compiled now by NVRTC for the exact sm_XY
 	FromCache   From = "nvrtc-cached"   // an NVRTC cubin from the on-disk cache
-	FromPTX     From = "ptx-jit"        // the embedded compute_75 PTX, JIT-compiled by the driver
+	FromPTX     From = "ptx-jit"        // the embedded PTX (compute_75, or the file's druto:arch), JIT-compiled by the driver
 	Unavailable From = "unavailable"    // neither worked: callers use the decomposed CPU fallback
 )
 
@@ -42,6 +42,10 @@ type Built struct {
 	Func        *cuda.Function
 	Err         error // why the kernel is Unavailable
 }
+
+// ErrArch is wrapped by the error of a kernel whose source needs a newer
+// GPU than the device (its druto:arch line).
+var ErrArch = errors.New("kernels: GPU too old for this kernel")
 
 // Builder makes kernels ready on one device: NVRTC for the device's exact
 // architecture with an on-disk cubin cache, else the embedded PTX.
@@ -149,6 +153,10 @@ func (b *Builder) Build(v Variant) *Built {
 // build makes v's module ready (see Build).
 func (b *Builder) build(v Variant) *Built {
 	k := &Built{Variant: v, Arch: b.Ctx.Device.Arch()}
+	if cc := b.Ctx.Device.Major*10 + b.Ctx.Device.Minor; cc < v.MinArch {
+		k.From, k.Err = Unavailable, fmt.Errorf("kernels: %s needs sm_%d or newer (this device is %s): %w", v, v.MinArch, k.Arch, ErrArch)
+		return k
+	}
 	if b.NVRTC != nil {
 		if b.buildNVRTC(k) {
 			return b.finish(k)

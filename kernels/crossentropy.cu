@@ -14,7 +14,9 @@
 // writes losses[row] = log(sum) - (x[target] - max); when dscale != 0 every
 // thread writes (exp(x - max)/sum - onehot)·dscale over its logits in T.
 // No probability buffer exists. Bytes: the logits read once and, with
-// dscale != 0, written once; the targets and losses.
+// dscale != 0, written once; the targets and losses. With dscale_mul not
+// null (crossentropy_fused and ce_grad), dscale is first multiplied by
+// *dscale_mul: the loss scale of the device-resident step.
 //
 // Decomposed (log_softmax + nll_loss as eager PyTorch runs them, over a
 // materialised fp32 (N,V) probability buffer): ce_rowmax, ce_expsub
@@ -73,8 +75,9 @@ __device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j,
 // that logits is 16-byte aligned (V a multiple of CE_VEC is checked here)
 extern "C" __global__ void __launch_bounds__(CE_THREADS) crossentropy_fused(float* __restrict__ losses, T* __restrict__ logits,
                                                                             const int* __restrict__ targets, int N, int V, float dscale,
-                                                                            int vecok) {
+                                                                            int vecok, const float* __restrict__ dscale_mul) {
     __shared__ float red[32];
+    if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
     int row = blockIdx.x;
     if (row >= N) return;
     T* x = logits + (size_t)row * V;
@@ -203,7 +206,8 @@ extern "C" __global__ void ce_nll(float* __restrict__ losses, const float* __res
 
 // logits (N,V) T = (probs - onehot(targets))·dscale
 extern "C" __global__ void ce_grad(T* __restrict__ logits, const float* __restrict__ probs, const int* __restrict__ targets,
-                                   int N, int V, float dscale) {
+                                   int N, int V, float dscale, const float* __restrict__ dscale_mul) {
+    if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
     long long n = (long long)N * V;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         int row = (int)(i / V), j = (int)(i % V);

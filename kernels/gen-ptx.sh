@@ -2,7 +2,10 @@
 # gen-ptx.sh: regenerate kernels/ptx/*.ptx from kernels/*.cu with nvcc 11.8
 # (run through `go generate ./kernels`). For each .cu, every dtype its
 # "druto:dtypes" line names is built with -DDTYPE=DRUTO_<DTYPE> for
-# compute_75 (PTX ISA 7.8, JIT-compiled by any driver >= R520), and the
+# compute_75 (PTX ISA 7.8, JIT-compiled by any driver >= R520), or for
+# compute_NN where the file has a "// druto:arch NN" line, or per dtype
+# "// druto:arch bf16:80 f16:75" (flash_attention.cu: bf16 mma needs
+# compute_80), and the
 # source's sha256, and that of each header it includes (#include "X.cuh",
 # e.g. common.cuh), are written into the PTX header, which TestPTXUpToDate
 # checks. Files are written to a temp name and renamed.
@@ -15,7 +18,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 NVCC=${NVCC:-nvcc}
-ARCH=compute_75
 if ! command -v "$NVCC" >/dev/null; then
   echo "gen-ptx.sh: $NVCC not found; install nvcc 11.8 (see shared/GPU.md) or set NVCC" >&2
   exit 1
@@ -35,7 +37,13 @@ for cu in "${files[@]}"; do
     echo "gen-ptx.sh: $cu has no '// druto:dtypes' line" >&2
     exit 1
   fi
+  archline=$(sed -n 's|^// druto:arch ||p' "$cu")
   for dt in $dtypes; do
+    # the dtype's own "dt:NN" wins over a plain "NN"; 75 without either
+    minarch=75
+    for f in $archline; do case $f in *:*) ;; *) minarch=$f ;; esac; done
+    for f in $archline; do case $f in "$dt":*) minarch=${f#*:} ;; esac; done
+    ARCH=compute_$minarch
     define=DRUTO_$(echo "$dt" | tr a-z A-Z)
     out=ptx/${base}_${dt}.ptx
     tmp=$(mktemp "ptx/.${base}_${dt}.XXXXXX")

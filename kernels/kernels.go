@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/druto/druto/pkg/tensor"
@@ -29,7 +30,19 @@ type Variant struct {
 	Kernel string       // the extern "C" name, e.g. "layernorm_forward"
 	File   string       // the source file, e.g. "layernorm.cu"
 	DType  tensor.DType // the storage type DTYPE selects
+	// MinArch is the oldest compute capability the variant builds for, ×10
+	// (its file's "// druto:arch 80" or "// druto:arch bf16:80" line; 75
+	// without one): the embedded PTX is made for compute_<MinArch>, and
+	// older devices report the kernel unavailable without compiling it.
+	MinArch int
 }
+
+// DefaultMinArch is the PTX target of files without a druto:arch line
+// (compute_75, Turing: the oldest GPU druto supports).
+const DefaultMinArch = 75
+
+// PTXArch returns the embedded PTX's target, e.g. "compute_75".
+func (v Variant) PTXArch() string { return fmt.Sprintf("compute_%d", v.MinArch) }
 
 // String names the variant, e.g. "layernorm_forward/bf16".
 func (v Variant) String() string { return v.Kernel + "/" + v.DType.String() }
@@ -128,42 +141,74 @@ func Variants() ([]Variant, error) {
 		if err != nil {
 			return nil, err
 		}
-		names, dtypes, err := directives(src)
+		names, dtypes, archs, err := directives(src)
 		if err != nil {
 			return nil, fmt.Errorf("kernels: %s: %w", f, err)
 		}
 		for _, k := range names {
 			for _, dt := range dtypes {
-				out = append(out, Variant{Kernel: k, File: f, DType: dt})
+				out = append(out, Variant{Kernel: k, File: f, DType: dt, MinArch: archs[dt]})
 			}
 		}
 	}
 	return out, nil
 }
 
-// directives reads the "// druto:kernel NAME..." and "// druto:dtypes ..."
-// lines of a source file.
-func directives(src []byte) (kernels []string, dtypes []tensor.DType, err error) {
+// directives reads the "// druto:kernel NAME...", "// druto:dtypes ..."
+// and optional "// druto:arch ..." lines of a source file. The arch line
+// gives the minimum compute capability ×10 for every dtype ("80") or per
+// dtype ("bf16:80 f16:75"); a dtype it does not name gets DefaultMinArch.
+// It returns the minimum arch of each declared dtype.
+func directives(src []byte) (kernels []string, dtypes []tensor.DType, archs map[tensor.DType]int, err error) {
+	all := DefaultMinArch
+	per := map[tensor.DType]int{}
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
+		case strings.HasPrefix(line, "// druto:arch "):
+			for _, f := range strings.Fields(strings.TrimPrefix(line, "// druto:arch ")) {
+				name, num, scoped := strings.Cut(f, ":")
+				if !scoped {
+					num = name
+				}
+				n, perr := strconv.Atoi(num)
+				if perr != nil || n < DefaultMinArch || n > 999 {
+					return nil, nil, nil, fmt.Errorf("bad druto:arch %q (want a compute capability ×10 >= %d, e.g. 80 or bf16:80)", f, DefaultMinArch)
+				}
+				if !scoped {
+					all = n
+					continue
+				}
+				dt, perr := tensor.ParseDType(name)
+				if perr != nil || !dt.Float() {
+					return nil, nil, nil, fmt.Errorf("bad dtype %q in druto:arch", name)
+				}
+				per[dt] = n
+			}
 		case strings.HasPrefix(line, "// druto:kernel "):
 			kernels = append(kernels, strings.Fields(strings.TrimPrefix(line, "// druto:kernel "))...)
 		case strings.HasPrefix(line, "// druto:dtypes "):
 			for _, s := range strings.Fields(strings.TrimPrefix(line, "// druto:dtypes ")) {
 				dt, err := tensor.ParseDType(s)
 				if err != nil || !dt.Float() {
-					return nil, nil, fmt.Errorf("bad dtype %q in druto:dtypes", s)
+					return nil, nil, nil, fmt.Errorf("bad dtype %q in druto:dtypes", s)
 				}
 				dtypes = append(dtypes, dt)
 			}
 		}
 	}
 	if len(kernels) == 0 || len(dtypes) == 0 {
-		return nil, nil, fmt.Errorf("needs '// druto:kernel' and '// druto:dtypes' lines")
+		return nil, nil, nil, fmt.Errorf("needs '// druto:kernel' and '// druto:dtypes' lines")
 	}
-	return kernels, dtypes, nil
+	archs = map[tensor.DType]int{}
+	for _, dt := range dtypes {
+		archs[dt] = all
+		if n, ok := per[dt]; ok {
+			archs[dt] = n
+		}
+	}
+	return kernels, dtypes, archs, nil
 }
 
 // SourceHash returns the hex sha256 of a source file's bytes, as gen-ptx.sh

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,10 +58,11 @@ func TestPTXUpToDate(t *testing.T) {
 		if h.Source != v.File || h.DType != v.DType.String() {
 			t.Errorf("%s: header names %s/%s, want %s/%s", v.PTXFile(), h.Source, h.DType, v.File, v.DType)
 		}
-		if !bytes.Contains(ptx, []byte(".target sm_75")) || !bytes.Contains(ptx, []byte(".entry "+v.Kernel)) {
-			t.Errorf("%s: not compute_75 PTX with entry %s", v.PTXFile(), v.Kernel)
+		target := ".target sm_" + strings.TrimPrefix(v.PTXArch(), "compute_")
+		if !bytes.Contains(ptx, []byte(target+"\n")) || !bytes.Contains(ptx, []byte(".entry "+v.Kernel)) {
+			t.Errorf("%s: not %s PTX with entry %s", v.PTXFile(), v.PTXArch(), v.Kernel)
 		}
-		if !strings.Contains(h.Build, "-arch=compute_75") || !strings.Contains(h.Build, v.Define()) {
+		if !strings.Contains(h.Build, "-arch="+v.PTXArch()+" ") || !strings.Contains(h.Build, v.Define()) {
 			t.Errorf("%s: built with %q", v.PTXFile(), h.Build)
 		}
 	}
@@ -95,11 +97,47 @@ func TestVariants(t *testing.T) {
 	if v.Define() != "-DDTYPE=DRUTO_BF16" || v.PTXFile() != "ptx/x_bf16.ptx" {
 		t.Fatalf("define %q, ptx %q", v.Define(), v.PTXFile())
 	}
-	if _, _, err := directives([]byte("// druto:kernel k\n")); err == nil {
+	if _, _, _, err := directives([]byte("// druto:kernel k\n")); err == nil {
 		t.Fatal("a source without druto:dtypes accepted")
 	}
-	if _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes i32\n")); err == nil {
+	if _, _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes i32\n")); err == nil {
 		t.Fatal("an integer storage dtype accepted")
+	}
+	for _, c := range []struct {
+		arch      string // the druto:arch line's value, "" for none
+		bf16, f16 int
+	}{{"", 75, 75}, {"80", 80, 80}, {"bf16:80", 80, 75}, {"bf16:80 f16:75", 80, 75}, {"f16:75 86", 86, 75}} {
+		src := "// druto:kernel k\n// druto:dtypes bf16 f16\n"
+		if c.arch != "" {
+			src += "// druto:arch " + c.arch + "\n"
+		}
+		_, _, a, err := directives([]byte(src))
+		if err != nil || a[tensor.BF16] != c.bf16 || a[tensor.F16] != c.f16 {
+			t.Fatalf("druto:arch %q: archs %v, %v; want bf16 %d, f16 %d", c.arch, a, err, c.bf16, c.f16)
+		}
+	}
+	for _, bad := range []string{"sm_80", "70", "x", "bf16:70", "i32:80", "bf16:"} {
+		if _, _, _, err := directives([]byte("// druto:kernel k\n// druto:dtypes bf16\n// druto:arch " + bad + "\n")); err == nil {
+			t.Fatalf("druto:arch %s accepted", bad)
+		}
+	}
+	flash := false
+	for _, v := range vs {
+		if v.File == "flash_attention.cu" {
+			flash = true
+			want := 80 // bf16 mma.m16n8k16 needs sm_80
+			if v.DType == tensor.F16 {
+				want = 75 // f16 runs as two m16n8k8 on sm_75
+			}
+			if v.MinArch != want || v.PTXArch() != fmt.Sprintf("compute_%d", want) {
+				t.Errorf("%s: MinArch %d (%s), want %d", v, v.MinArch, v.PTXArch(), want)
+			}
+		} else if v.MinArch != DefaultMinArch {
+			t.Errorf("%s: MinArch %d, want %d", v, v.MinArch, DefaultMinArch)
+		}
+	}
+	if !flash {
+		t.Error("no flash_attention.cu variants")
 	}
 }
 

@@ -132,4 +132,10 @@ var bangla = map[string]string{
 	"tokens/s":              "টোকেন/সেকেন্ড",
 	"verdict":               "ফল",
 	"version":               "সংস্করণ",
+	"tokenizer":             "টোকেনাইজার",
+	"vocabulary":            "শব্দভান্ডার",
+
+	// Column headers of notebook 03's tokenizer table.
+	"tokens per character, English": "অক্ষরপ্রতি টোকেন, ইংরেজি",
+	"tokens per character, Bangla":  "অক্ষরপ্রতি টোকেন, বাংলা",
 }

@@ -35,6 +35,9 @@ const (
 	msgBandwidth
 	msgCeiling
 	msgCeilingAt
+	msgProfileTitle
+	msgMsPerStep
+	msgOfCeiling
 	msgCount // number of messages; keep last
 )
 
@@ -67,6 +70,9 @@ var messages = [msgCount][2]string{
 	msgBandwidth:       {"achieved bandwidth (GB/s)", "অর্জিত ব্যান্ডউইথ (GB/s)"},
 	msgCeiling:         {"measured ceiling", "পরিমাপ করা সর্বোচ্চ"},
 	msgCeilingAt:       {"measured ceiling (%s GB/s)", "পরিমাপ করা সর্বোচ্চ (%s GB/s)"},
+	msgProfileTitle:    {"Where a training step's time goes", "একটি প্রশিক্ষণ ধাপের সময় কোথায় যায়"},
+	msgMsPerStep:       {"time per step (ms)", "প্রতি ধাপে সময় (মিলিসেকেন্ড)"},
+	msgOfCeiling:       {"%s of ceiling", "সর্বোচ্চের %s"},
 }
 
 // locale turns messages and numbers into the strings of one language.

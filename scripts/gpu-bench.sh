@@ -1,46 +1,161 @@
 #!/usr/bin/env bash
 # gpu-bench.sh: run on the GPU machine (no Go there) after
-# `scripts/gpu-build.sh ./pkg/device/gpu` on the development machine, with
-# build/gpu carried over. Writes at most 8 files into $OUT (default
-# ./out-gpu), most important first, so that a run cut short still returns
-# what it finished:
-#   env.log        device, driver, date, revision; detect cold and cached
-#   detect.json    druto detect --json
-#   bench-gpt2-124M.json, bench-tiny-small.json, bench.log
-#                  training steps of every mode against the baseline
-#   train.log      300 tiny steps in bf16 on the GPU, druto eval of the
-#                  checkpoint and the same eval by transformers' GPT2LMHeadModel
-#   tests.log      GPU tests (TESTS picks them) and the kernel micro-benchmarks
-#   kernels-h200.json  the micro-benchmarks as a bench report
+# `scripts/gpu-build.sh` on the development machine, with build/gpu carried
+# over (the anchors of ../shared/anchors copied to build/gpu/anchors).
+# Sections run in the order given (default: all but sanitize); each writes
+# its own log, and every log is also packed into $OUT/logs.tar.gz (the
+# device tool returns at most 8 files):
+#   detect    env.log (device, driver, date, revision; detect cold, cached),
+#             detect.json
+#   tests     tests.log: every test binary of build/gpu under
+#             DRUTO_REQUIRE_GPU=1 (GPU skips fail); a summary line each
+#   sanitize  sanitize.log: compute-sanitizer memcheck, racecheck, initcheck
+#             and synccheck over the GPU tests of package gpu (SANITIZE_RUN
+#             picks them; default every TestGPU test)
+#   kernels   kernels.log, kernels-h200.json: druto bench --kernels, and
+#             the PyTorch kernel anchor (torch_kernel_bench.py) beside it
+#   bench     bench.log, bench-*.json: training steps of every mode, and
+#             the PyTorch step anchor (torch_gpt_bench.py) beside it
+#   train     train.log: 300 tiny steps in bf16 on the GPU, druto eval of the
+#             checkpoint on the GPU and the CPU, the same eval by transformers
+#   faults    faults.log: out of memory, a NaN run, checkpoints moved between
+#             the CPU and the GPU, through the CLI
+#   hf        a Hugging Face GPT-2 checkpoint written by transformers
+#             (scripts/make_hf_testdata.py), packed into hf-testdata.tar.gz
+#
+#   scripts/gpu-bench.sh                     every section but sanitize
+#   scripts/gpu-bench.sh --sanitize          only the sanitizer section
+#   scripts/gpu-bench.sh detect tests        these sections
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out-gpu}
 mkdir -p "$OUT"
 B=build/gpu
-export DRUTO_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0
-{
-  echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat $B/REVISION)"
-  rm -rf ~/.cache/druto
-  /usr/bin/time -f "detect cold (kernels compiled by NVRTC): %e s" $B/druto detect --json > "$OUT/detect.json"
-  /usr/bin/time -f "detect cached: %e s" $B/druto detect
-} > "$OUT/env.log" 2>&1
+A=$B/anchors
+LOGS=$(mktemp -d)
+export DRUTO_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+sections=("$@")
+if [ ${#sections[@]} -eq 0 ]; then sections=(detect tests kernels bench train faults hf); fi
+if [ "${sections[0]}" = "--sanitize" ]; then sections=(sanitize); fi
 
-modes=decomposed+fp32,fused+fp32,decomposed+bf16,fused+bf16,fused+fp16
-$B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "$modes" --steps 20 --warmup 5 \
-  --json "$OUT/bench-gpt2-124M.json" >> "$OUT/bench.log" 2>&1 || echo "bench gpt2-124M failed: $?" >> "$OUT/bench.log"
-$B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "$modes" --steps 20 --warmup 5 \
-  --json "$OUT/bench-tiny-small.json" >> "$OUT/bench.log" 2>&1 || echo "bench tiny/small failed: $?" >> "$OUT/bench.log"
+stamp() { echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat $B/REVISION)"; }
 
-run=$(mktemp -d)
-{
-  $B/druto train --backend gpu --preset tiny --steps 300 --amp bf16 --out "$run"
-  $B/druto eval --backend gpu --checkpoint "$run/model.safetensors" --data scripts/README.md --batch 4 --seq 128
-  python3 scripts/torch_eval.py --backend transformers --checkpoint "$run/model.safetensors" --data scripts/README.md --batch 4 --seq 128
-  tail -n 3 "$run/metrics.jsonl"
-} > "$OUT/train.log" 2>&1
+detect() {
+  {
+    stamp
+    rm -rf ~/.cache/druto
+    /usr/bin/time -f "detect cold (kernels compiled by NVRTC, step checks run): %e s" $B/druto detect --json > "$LOGS/detect.json"
+    /usr/bin/time -f "detect cached (cubins and step-check verdict from the cache): %e s" $B/druto detect
+  } > "$LOGS/env.log" 2>&1
+  cp "$LOGS/detect.json" "$OUT/"
+}
 
-{
-  timeout 120 $B/device-gpu.test -test.v -test.run "${TESTS:-TestGPU}"; echo "tests rc=$?"
-  timeout 90 $B/druto bench --backend gpu --kernels --json "$OUT/kernels-h200.json"; echo "kernels rc=$?"
-} > "$OUT/tests.log" 2>&1
-echo "done $(date -u +%FT%TZ)" >> "$OUT/env.log"
+tests() {
+  {
+    stamp
+    for t in $B/*.test; do
+      name=$(basename "$t" .test)
+      # Tests run from the package's directory (testdata), as go test does.
+      dir=$(cat "$B/$name.dir" 2>/dev/null || echo .)
+      start=$(date +%s)
+      (cd "$dir" && timeout "${TEST_TIMEOUT:-240}" "$OLDPWD/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"}) > "$LOGS/test-$name.log" 2>&1
+      rc=$?
+      pass=$(grep -c '^\s*--- PASS' "$LOGS/test-$name.log"); fail=$(grep -c '^\s*--- FAIL' "$LOGS/test-$name.log")
+      skip=$(grep -c '^\s*--- SKIP' "$LOGS/test-$name.log")
+      echo "$name: rc=$rc pass=$pass fail=$fail skip=$skip $(( $(date +%s) - start ))s"
+      grep -E '^\s*--- (FAIL|SKIP)' -A4 "$LOGS/test-$name.log" | head -60
+    done
+  } > "$LOGS/tests.log" 2>&1
+  cp "$LOGS/tests.log" "$OUT/"
+}
+
+sanitize() {
+  run=${SANITIZE_RUN:-TestGPU}
+  {
+    stamp
+    for tool in memcheck racecheck initcheck synccheck; do
+      start=$(date +%s)
+      (cd pkg/device/gpu && timeout "${SANITIZE_TIMEOUT:-150}" compute-sanitizer --tool $tool --error-exitcode 9 \
+        "$OLDPWD/$B/device-gpu.test" -test.run "$run" -test.count=1) > "$LOGS/sanitize-$tool.log" 2>&1
+      echo "$tool: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|^(ok|FAIL|PASS)' "$LOGS/sanitize-$tool.log" | tr '\n' ' ')"
+    done
+  } > "$LOGS/sanitize.log" 2>&1
+  cp "$LOGS/sanitize.log" "$OUT/"
+}
+
+kernels() {
+  {
+    stamp
+    timeout 180 $B/druto bench --backend gpu --kernels --json "$OUT/kernels-h200.json"; echo "kernels rc=$?"
+    echo "## PyTorch anchor: torch_kernel_bench.py"
+    timeout 240 python3 $A/torch_kernel_bench.py; echo "anchor rc=$?"
+  } > "$LOGS/kernels.log" 2>&1
+  cp "$LOGS/kernels.log" "$OUT/"
+}
+
+bench() {
+  modes=${BENCH_MODES:-decomposed+fp32,fused+fp32,decomposed+bf16,fused+bf16,fused+fp16,fused+bf16+device,fused+bf16+graph,fused+fp16+graph}
+  {
+    stamp
+    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "$modes" --steps 20 --warmup 5 \
+      --json "$OUT/bench-gpt2-124M.json" || echo "bench gpt2-124M failed: $?"
+    $B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "${SMALL_MODES:-$modes}" --steps 50 --warmup 10 \
+      --json "$OUT/bench-tiny-small.json" || echo "bench tiny/small failed: $?"
+    echo "## PyTorch anchor: torch_gpt_bench.py ${ANCHOR_CONFIGS:-}"
+    timeout 300 python3 $A/torch_gpt_bench.py ${ANCHOR_CONFIGS:-}; echo "anchor rc=$?"
+  } > "$LOGS/bench.log" 2>&1
+  cp "$LOGS/bench.log" "$OUT/"
+}
+
+train() {
+  run=$(mktemp -d)
+  {
+    stamp
+    $B/druto train --backend gpu --preset tiny --steps 300 --amp bf16 --out "$run"
+    $B/druto eval --backend gpu --checkpoint "$run/model.safetensors" --data scripts/README.md --batch 4 --seq 128
+    $B/druto eval --backend cpu --checkpoint "$run/model.safetensors" --data scripts/README.md --batch 4 --seq 128
+    python3 scripts/torch_eval.py --backend transformers --checkpoint "$run/model.safetensors" --data scripts/README.md --batch 4 --seq 128
+    tail -n 3 "$run/metrics.jsonl"
+  } > "$LOGS/train.log" 2>&1
+}
+
+faults() {
+  f=$(mktemp -d)
+  {
+    stamp
+    echo "## out of memory: druto train --preset gpt2-124M --batch 512 --out $f/oom"
+    $B/druto train --backend gpu --preset gpt2-124M --batch 512 --steps 2 --out "$f/oom"; echo "exit $?"
+    echo "files written: $(find "$f/oom" -type f 2>/dev/null | wc -l)"
+    echo "## NaN under bf16: a good checkpoint at step 5, then --lr 1e6 on resume"
+    $B/druto train --backend gpu --preset tiny --steps 5 --amp bf16 --eval-every 0 --out "$f/nan" > /dev/null 2>&1; echo "first run exit $?"
+    sha=$(sha256sum "$f/nan/model.safetensors" | cut -c1-16)
+    $B/druto train --backend gpu --preset tiny --steps 40 --amp bf16 --warmup 0 --lr 1e6 --eval-every 0 --resume --out "$f/nan"; echo "exit $?"
+    echo "checkpoint unchanged: $([ "$(sha256sum "$f/nan/model.safetensors" | cut -c1-16)" = "$sha" ] && echo yes || echo NO)"
+    $B/druto eval --backend cpu --checkpoint "$f/nan/model.safetensors" --data scripts/README.md --batch 4 --seq 128; echo "eval exit $?"
+    echo "## checkpoints moved: CPU-trained evaluated on the GPU and GPU-trained on the CPU"
+    $B/druto train --backend cpu --preset tiny --steps 20 --eval-every 0 --out "$f/cpu" > /dev/null 2>&1; echo "cpu train exit $?"
+    $B/druto train --backend gpu --preset tiny --steps 20 --eval-every 0 --out "$f/gpu" > /dev/null 2>&1; echo "gpu train exit $?"
+    for c in cpu gpu; do
+      for be in cpu gpu; do
+        echo "$c-trained on $be: $($B/druto eval --backend $be --checkpoint "$f/$c/model.safetensors" --data scripts/README.md --batch 4 --seq 128 2>&1)"
+      done
+    done
+  } > "$LOGS/faults.log" 2>&1
+}
+
+hf() {
+  d=$(mktemp -d)
+  {
+    stamp
+    python3 scripts/make_hf_testdata.py "$d/hf-gpt2-tiny" && (cd "$d" && tar czf "$OLDPWD/$OUT/hf-testdata.tar.gz" hf-gpt2-tiny) && echo "hf testdata ok"
+  } > "$LOGS/hf.log" 2>&1
+}
+
+for s in "${sections[@]}"; do
+  echo "== $s $(date -u +%T)"
+  "$s"
+done
+tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
+echo "done $(date -u +%FT%TZ)"
+for f in "$LOGS"/tests.log "$LOGS"/sanitize.log; do [ -f "$f" ] && { echo "== $(basename $f)"; grep -E '^[a-z-]+: rc=' "$f"; }; done
+exit 0

@@ -21,7 +21,9 @@ mkdir -p "$out"
 rev=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain 2>/dev/null)" ]; then rev="$rev-dirty"; fi
 echo "$rev" > "$out/REVISION"
-ldflags="-X github.com/druto/druto.Revision=$rev"
+# -s -w: no symbol tables, so that every binary fits the 64 MiB the device
+# tool carries.
+ldflags="-s -w -X github.com/druto/druto.Revision=$rev"
 module=$(go list -m)
 if [ $# -gt 0 ]; then pkgs=$(go list "$@"); else pkgs=$(go list ./...); fi
 failed=()
@@ -30,10 +32,12 @@ for p in $pkgs; do
   [ "$ntests" = "00" ] && continue
   rel=${p#"$module"}
   rel=${rel#/}
+  dir=${rel:-.}
   rel=${rel#pkg/}
   name=${rel//\//-}
   [ -z "$name" ] && name=druto
   if go test -c -ldflags "$ldflags" -o "$out/$name.test" "$p"; then
+    echo "$dir" > "$out/$name.dir" # gpu-bench.sh runs it from there (testdata)
     echo "gpu-build: $out/$name.test"
   else
     failed+=("$p")
@@ -43,6 +47,10 @@ if go build -ldflags "$ldflags" -o "$out/druto" ./cmd/druto; then
   echo "gpu-build: $out/druto ($rev)"
 else
   failed+=("./cmd/druto")
+fi
+# The PyTorch anchors run beside druto in the same GPU call.
+if [ -d ../shared/anchors ]; then
+  mkdir -p "$out/anchors" && cp ../shared/anchors/*.py "$out/anchors/"
 fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "gpu-build: FAILED: ${failed[*]}" >&2

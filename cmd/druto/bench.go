@@ -11,13 +11,16 @@ import (
 	"github.com/druto/druto/pkg/bench"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/train"
 )
 
 func init() {
 	register("bench", "time training steps of fused+AMP modes against the plain baseline", runBench)
 }
 
-// parseModes reads "decomposed+fp32,fused+bf16" (or "all").
+// parseModes reads "decomposed+fp32,fused+bf16,fused+bf16+graph" (or
+// "all"): a third part, graph or device, runs the step's decisions on the
+// device, as one CUDA graph or with plain launches.
 func parseModes(s string) ([]bench.Mode, error) {
 	if s == "all" {
 		var out []bench.Mode
@@ -32,13 +35,24 @@ func parseModes(s string) ([]bench.Mode, error) {
 	for _, m := range strings.Split(s, ",") {
 		kind, prec, ok := strings.Cut(strings.TrimSpace(m), "+")
 		if !ok || (kind != "fused" && kind != "decomposed") {
-			return nil, fmt.Errorf("--modes: %q is not fused+PREC or decomposed+PREC", m)
+			return nil, fmt.Errorf("--modes: %q is not fused+PREC or decomposed+PREC (optionally +graph or +device)", m)
 		}
+		prec, stepName, _ := strings.Cut(prec, "+")
 		p, err := amp.ParsePolicy(prec)
 		if err != nil {
 			return nil, fmt.Errorf("--modes: %w", err)
 		}
-		out = append(out, bench.Mode{Fused: kind == "fused", Policy: p})
+		step := train.StepHost
+		switch stepName {
+		case "":
+		case "graph":
+			step = train.StepGraph
+		case "device":
+			step = train.StepDevice
+		default:
+			return nil, fmt.Errorf("--modes: %q: the third part must be graph or device, not %q", m, stepName)
+		}
+		out = append(out, bench.Mode{Fused: kind == "fused", Policy: p, Step: step})
 	}
 	return out, nil
 }
@@ -71,6 +85,7 @@ func runBench(args []string) error {
 	warmup := fs.Int("warmup", 3, "untimed warm-up steps")
 	out := fs.String("json", "", "write the report here (JSON)")
 	kernelsOnly := fs.Bool("kernels", false, "GPU kernel micro-benchmarks (L2 flushed, CUDA events) instead of training steps")
+	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -107,13 +122,26 @@ func runBench(args []string) error {
 			rep = newReport(dev.Name(), be)
 			rep.PeakFLOPs, rep.PeakNote = bench.Peak(dev)
 			fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.1f TFLOP/s (%s)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
+			if *profile {
+				if rep.CopyGBps, err = bench.CopyBandwidth(dev); err != nil {
+					return fmt.Errorf("copy bandwidth: %w", err)
+				}
+			}
 		}
 		for _, c := range cs {
 			r, err := bench.StepTimes(dev, c, m, bench.Options{Warmup: *warmup, Steps: *steps}, rep.PeakFLOPs)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", c.Name, m, err)
 			}
-			fmt.Fprintf(os.Stderr, "  %-10s %-18s %9.2f ms/step %12.0f tok/s\n", c.Name, m, r.StepMs, r.TokensPerS)
+			fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step\n",
+				c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath)
+			if *profile {
+				ceil := bench.Ceilings{PeakFLOPs: rep.PeakFLOPs, CopyGBps: rep.CopyGBps}
+				if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3}, ceil); err != nil {
+					return fmt.Errorf("%s %s: profile: %w", c.Name, m, err)
+				}
+				fmt.Print(r.Profile.Table())
+			}
 			rep.Records = append(rep.Records, r)
 		}
 		if c, ok := dev.(interface{ Close() error }); ok { // free the mode's device memory before the next
@@ -126,14 +154,14 @@ func runBench(args []string) error {
 		return fmt.Errorf("no mode of --modes %s can run on this device (see the lines above)", *modes)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\t")
+	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\tlaunches/step\tstep\t")
 	ups := rep.SpeedUps()
 	for _, r := range rep.Records {
 		up := "-"
 		if v, ok := ups[r.Config][r.Mode]; ok {
 			up = fmt.Sprintf("%.2fx", v)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t%.1f\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up, r.Launches, r.StepPath)
 	}
 	tw.Flush()
 	if *out != "" {
@@ -174,9 +202,13 @@ func benchKernels(be *backend, out string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tform\tms\tGB/s\t% of ceiling\t")
+	fmt.Fprintln(tw, "op\tform\tms\tGB/s\t% of ceiling\tTFLOP/s\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.0f\t%.1f\t\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil)
+		tf := "-"
+		if r.TFLOPs > 0 {
+			tf = fmt.Sprintf("%.1f", r.TFLOPs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.0f\t%.1f\t%s\t\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, tf)
 	}
 	tw.Flush()
 	if out == "" {

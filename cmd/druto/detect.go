@@ -118,6 +118,12 @@ func printReport(w io.Writer, r druto.Report) {
 		fmt.Fprintf(w, "  %-4s %s  loss rel err %.2g  gradients %.2g  worst %s %.2g  norm %.2g  (limit %.2g)  AdamW %.2g  working copy %.2g\n",
 			s.Policy, verdict, s.LossRelErr, s.GradRelErr, s.Worst, s.WorstErr, s.NormRelErr, s.Limit, s.OptimRelErr, s.WorkRelErr)
 	}
+	if r.Attention != "" {
+		fmt.Fprintf(w, "attention %s\n", r.Attention)
+	}
+	if r.Graphs != "" {
+		fmt.Fprintf(w, "graphs    %s\n", r.Graphs)
+	}
 	if r.Fallback != "" {
 		fmt.Fprintf(w, "fallback  %s\n", r.Fallback)
 	}

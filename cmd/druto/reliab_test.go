@@ -121,12 +121,15 @@ func TestHostileInput(t *testing.T) {
 		{"crafted vocabulary 2^29", []string{"eval", "--checkpoint", big, "--data", text}, "corrupt checkpoint"},
 		{"NaN weights (eval)", []string{"eval", "--checkpoint", nanW, "--data", text}, "not finite"},
 		{"NaN weights (sample)", []string{"sample", "--checkpoint", nanW}, "not finite"},
+		{"/dev/zero tokenizer", []string{"train", "--tokenizer", "/dev/zero", "--out", out}, "not a regular file"},
+		{"/dev/zero init", []string{"train", "--init", "/dev/zero", "--out", out}, "not a regular file"},
 		{"/dev/zero metrics", []string{"plot", "--metrics", "/dev/zero", "--out", filepath.Join(dir, "p.svg")}, "not a regular file"},
 	}
 	if hasFIFO {
 		cases = append(cases,
 			cliCase{"FIFO data", []string{"train", "--data", fifo, "--out", out}, "not a regular file"},
 			cliCase{"FIFO checkpoint", []string{"sample", "--checkpoint", fifo}, "FIFO"},
+			cliCase{"FIFO tokenizer", []string{"sample", "--checkpoint", good, "--tokenizer", fifo}, "FIFO"},
 			cliCase{"FIFO bench", []string{"plot", "--bench", fifo, "--out", filepath.Join(dir, "p.svg")}, "FIFO"},
 		)
 	} else {
@@ -238,24 +241,4 @@ func checkJSONLines(t *testing.T, path string) string {
 		}
 	}
 	return string(b)
-}
-
-// TestUTF8Stream: streamed output holds back only an incomplete character
-// and shows a run of invalid bytes as one U+FFFD, as data.DecodeString does.
-func TestUTF8Stream(t *testing.T) {
-	for _, in := range []string{"plain", "বাক্সটি বড়।", "a\xff\xfeb", "\xe0\xa6", "ok\xe0\xa6\xac\xe0"} {
-		var out bytes.Buffer
-		s := &utf8Stream{w: &out}
-		for i := 0; i < len(in); i++ {
-			s.write([]byte{in[i]})
-			if i+1 < len(in) && out.Len() == 0 && in[0] < 0x80 && in[0] != 0 {
-				t.Errorf("%q: nothing written after byte %d", in, i)
-				break
-			}
-		}
-		s.flush()
-		if want := strings.ToValidUTF8(in, "\uFFFD"); out.String() != want {
-			t.Errorf("%q: streamed %q, want %q", in, out.String(), want)
-		}
-	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/gpt"
-	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -19,39 +18,57 @@ func init() {
 	register("eval", "print the mean loss of a checkpoint over a data file as JSON", runEval)
 }
 
-// loadCheckpoint opens a device and loads a model checkpoint onto it.
-func loadCheckpoint(path string, be *backend) (*gpt.Model, error) {
+// loadCheckpoint opens a device and loads a model checkpoint (druto's, or
+// a GPT-2 that transformers wrote) onto it. The tokenizer is spec when not
+// empty, else the one the checkpoint records or implies.
+func loadCheckpoint(path, spec string, be *backend) (*gpt.Model, data.Tokenizer, error) {
 	if path == "" {
-		return nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train)")
+		return nil, nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train)")
 	}
-	cfg, params, err := train.LoadModel(path)
+	ck, err := train.LoadCheckpoint(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	tok := ck.Tokenizer
+	if spec != "" {
+		if tok, err = data.ParseTokenizer(spec); err != nil {
+			return nil, nil, fmt.Errorf("--tokenizer: %w", err)
+		}
+		if tok.Vocab() > ck.Config.Vocab {
+			return nil, nil, fmt.Errorf("--tokenizer %s has %d tokens, more than the checkpoint's vocabulary of %d", spec, tok.Vocab(), ck.Config.Vocab)
+		}
+	}
+	if tok == nil {
+		return nil, nil, fmt.Errorf("%s records no tokenizer and its vocabulary of %d is neither bytes nor GPT-2's: pass --tokenizer", path, ck.Config.Vocab)
 	}
 	dev, _, err := be.open()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	m, err := gpt.New(dev, cfg, amp.FP32)
+	m, err := gpt.New(dev, ck.Config, amp.FP32)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m, m.SetParams(params)
+	return m, tok, m.SetParams(ck.Params)
 }
 
 func runSample(args []string) error {
 	fs := newFlags("sample")
-	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors)")
+	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors from druto train, or a transformers GPT-2)")
 	prompt := fs.String("prompt", "\n", "text to continue")
-	n := fs.Int("tokens", 200, "tokens (bytes) to generate")
+	n := fs.Int("tokens", 200, "tokens to generate")
 	temp := fs.Float64("temperature", 0.8, "sampling temperature (0: greedy)")
+	topK := fs.Int("top-k", 0, "draw among the K most likely tokens only (0: all)")
+	topP := fs.Float64("top-p", 0, "draw among the fewest most likely tokens whose probability reaches P (0 or 1: all)")
 	seed := fs.Uint64("seed", 1, "sampling seed")
+	stream := fs.Bool("stream", true, "print the text as it is generated (--stream=false: all at the end)")
+	spec := tokenizerFlag(fs, "default: the one the checkpoint records")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *n < 0 || *temp < 0 {
-		return fmt.Errorf("--tokens %d and --temperature %g must not be negative", *n, *temp)
+	if *n < 0 {
+		return fmt.Errorf("--tokens %d must not be negative", *n)
 	}
 	if *n > maxSampleTokens {
 		return fmt.Errorf("--tokens %d is more than %d; generate in several runs", *n, maxSampleTokens)
@@ -59,72 +76,43 @@ func runSample(args []string) error {
 	if !utf8.ValidString(*prompt) {
 		return fmt.Errorf("--prompt is not valid UTF-8; pass UTF-8 text")
 	}
-	p, err := data.Encode([]byte(*prompt))
-	if err != nil {
-		return fmt.Errorf("--prompt: %w", err)
+	o := train.SampleOptions{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed}
+	switch {
+	case !(*temp >= 0 && *temp <= math.MaxFloat32):
+		return fmt.Errorf("--temperature %g must be a finite number >= 0 (0: greedy)", *temp)
+	case *topK < 0:
+		return fmt.Errorf("--top-k %d must be >= 0 (0: off)", *topK)
+	case !(*topP >= 0 && *topP <= 1):
+		return fmt.Errorf("--top-p %g must be in [0, 1] (0 or 1: off)", *topP)
 	}
-	m, err := loadCheckpoint(*ckpt, be)
-	if err != nil {
-		return err
-	}
-	// Stream: each token is printed as it is drawn.
-	w := &utf8Stream{w: os.Stdout}
-	w.write([]byte(*prompt))
-	err = train.GenerateEach(m, tensor.NewRNG(*seed), p, *n, float32(*temp), func(t int32) error {
-		if t < 0 || t >= data.VocabSize {
-			w.write([]byte{0xff}) // shown as U+FFFD, as DecodeString does
-			return w.err
-		}
-		w.write([]byte{byte(t)})
-		return w.err
-	})
-	w.flush()
-	fmt.Fprintln(os.Stdout)
+	m, tok, err := loadCheckpoint(*ckpt, *spec, be)
 	if err != nil {
 		return err
 	}
-	return w.err
+	s, err := train.NewSampler(m, tok, o)
+	if err != nil {
+		return err
+	}
+	var w io.Writer
+	if *stream {
+		w = os.Stdout
+		fmt.Print(*prompt)
+	}
+	text, err := s.Sample(*prompt, *n, w)
+	if *stream {
+		fmt.Println() // also before an error, which then starts its own line
+	}
+	if err != nil {
+		return err
+	}
+	if !*stream {
+		fmt.Println(*prompt + text)
+	}
+	return nil
 }
 
 // maxSampleTokens bounds druto sample --tokens.
 const maxSampleTokens = 1 << 20
-
-// utf8Stream writes bytes to w as they come, holding back only an
-// incomplete UTF-8 character; a run of bytes that is not UTF-8 becomes one
-// U+FFFD, as data.DecodeString shows it.
-type utf8Stream struct {
-	w    io.Writer
-	pend []byte
-	bad  bool // the last thing written was U+FFFD for invalid bytes
-	err  error
-}
-
-func (s *utf8Stream) write(b []byte) {
-	s.pend = append(s.pend, b...)
-	s.drain(false)
-}
-
-func (s *utf8Stream) flush() { s.drain(true) }
-
-func (s *utf8Stream) drain(final bool) {
-	var out []byte
-	for len(s.pend) > 0 && (final || utf8.FullRune(s.pend)) {
-		r, size := utf8.DecodeRune(s.pend)
-		if r == utf8.RuneError && size <= 1 {
-			if !s.bad {
-				out = append(out, "\uFFFD"...)
-			}
-			s.bad = true
-		} else {
-			out = append(out, s.pend[:size]...)
-			s.bad = false
-		}
-		s.pend = s.pend[size:]
-	}
-	if len(out) > 0 && s.err == nil {
-		_, s.err = s.w.Write(out)
-	}
-}
 
 func runEval(args []string) error {
 	fs := newFlags("eval")
@@ -132,6 +120,7 @@ func runEval(args []string) error {
 	path := fs.String("data", "", "UTF-8 text or llm.c .bin token shard")
 	batch := fs.Int("batch", 8, "B windows per batch")
 	seq := fs.Int("seq", 0, "T tokens per window (0: the model's maximum)")
+	spec := tokenizerFlag(fs, "default: the one the checkpoint records")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -139,14 +128,16 @@ func runEval(args []string) error {
 	if *path == "" {
 		return fmt.Errorf("--data is required")
 	}
-	toks, err := data.Load(*path)
+	m, tok, err := loadCheckpoint(*ckpt, *spec, be)
 	if err != nil {
 		return err
 	}
-	m, err := loadCheckpoint(*ckpt, be)
+	update, finish := encodeProgress(*path, tok, false)
+	toks, _, err := data.LoadTokens(*path, tok, "", update)
 	if err != nil {
 		return err
 	}
+	finish(len(toks), "")
 	if *seq == 0 {
 		*seq = m.Config.MaxSeq
 	}
@@ -169,6 +160,21 @@ func runEval(args []string) error {
 	if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
 		return fmt.Errorf("the loss over %s is %v: the model's outputs are not finite", *path, loss)
 	}
-	fmt.Printf("{\"loss\": %.6f, \"batches\": %d, \"batch\": %d, \"seq\": %d}\n", loss, l.Batches(), *batch, *seq)
+	// Per character too, so that tokenizers compare: the evaluated targets
+	// are tokens 1..n·B·T; their characters are the bytes that start one.
+	nt := l.Batches() * *batch * *seq
+	b, err := tok.Decode(toks[1 : nt+1])
+	if err != nil {
+		return fmt.Errorf("%s: %w", *path, err)
+	}
+	chars := 0
+	for _, c := range b {
+		if c&0xc0 != 0x80 {
+			chars++
+		}
+	}
+	perChar := float64(loss) * float64(nt) / float64(max(chars, 1))
+	fmt.Printf("{\"loss\": %.6f, \"loss_per_char\": %.6f, \"tokens\": %d, \"chars\": %d, \"tokenizer\": %q, \"batches\": %d, \"batch\": %d, \"seq\": %d}\n",
+		loss, perChar, nt, chars, tok.Name(), l.Batches(), *batch, *seq)
 	return nil
 }

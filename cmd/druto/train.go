@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/druto/druto"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/optim"
 	"github.com/druto/druto/pkg/train"
@@ -28,19 +31,28 @@ const maxStepTokens = 1 << 31
 const corpusBytes = 1 << 20
 
 // trainTokens returns the training and validation tokens of path, or of the
-// built-in corpus when path is empty.
-func trainTokens(path string, seed uint64) (trainT, valT []int32, source string, err error) {
+// built-in corpus when path is empty, under tok. Text is tokenised once for
+// a tokenizer other than bytes, with a progress line, and the tokens cached
+// as an llm.c shard in cacheDir (the run's --out folder) for later runs.
+func trainTokens(path string, seed uint64, tok data.Tokenizer, cacheDir string) (trainT, valT []int32, source string, err error) {
 	var toks []int32
+	var cache string
+	name := path
 	if path == "" {
-		toks, err = data.Encode(data.Corpus(seed, corpusBytes))
+		name = "the built-in corpus"
+	}
+	update, finish := encodeProgress(name, tok, cacheDir != "")
+	if path == "" {
+		toks, cache, err = data.EncodeCached(tok, data.Corpus(seed, corpusBytes), cacheDir, update)
 		source = "built-in bilingual corpus"
 	} else {
-		toks, err = data.Load(path)
+		toks, cache, err = data.LoadTokens(path, tok, cacheDir, update)
 		source = path
 	}
 	if err != nil {
 		return nil, nil, "", err
 	}
+	finish(len(toks), cache)
 	trainT, valT = data.Split(toks, 0.1)
 	return trainT, valT, source, nil
 }
@@ -67,12 +79,20 @@ func runTrain(args []string) error {
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
 	dataChanged := fs.Bool("data-changed", false, "with --resume: continue on other data than the checkpoint's, on purpose")
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
+	graph := fs.Bool("graph", true, "on a GPU, run the step on the device as one CUDA graph (false: the host-driven step)")
+	logEvery := fs.Int("log-every", 10, "with --graph, read the metrics back every N steps")
+	spec := tokenizerFlag(fs, "default: bytes, gpt2 for gpt2-124M, the checkpoint's with --init")
+	initPath := fs.String("init", "", "start from this checkpoint's weights (druto's, or a transformers GPT-2): fine-tuning; the model shape comes from it")
 	be := backendFlags(fs)
 	dp := distFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := gpt.Preset(*preset)
+	if err != nil {
+		return err
+	}
+	tok, initCk, err := runTokenizerAndInit(fs, &cfg, *spec, *initPath, *resume, *out)
 	if err != nil {
 		return err
 	}
@@ -107,11 +127,22 @@ func runTrain(args []string) error {
 	if *dataChanged && !*resume {
 		return fmt.Errorf("--data-changed goes with --resume")
 	}
+	if *logEvery < 1 {
+		return fmt.Errorf("--log-every %d must be at least 1", *logEvery)
+	}
 	if *dryRun {
 		mem := gpt.MemoryFor(cfg, *batch, *seq, policy)
 		fmt.Printf("%s (%d parameters), B %d T %d, %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy)
 		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
 			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
+		// The GPU's flash kernels save a log-sum-exp per row instead of the
+		// T×T probabilities (fused 16-bit, hs 32/64/128; bf16 on sm_80+,
+		// fp16 on sm_75+).
+		if dt := policy.DType(amp.Activation); *be.fused && *be.name != "cpu" && gpu.FlashSupports(dt, cfg.Channels/cfg.Heads) {
+			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, device.LSEState(*batch, *seq, cfg.Heads))
+			fmt.Printf("  with flash attention (GPU; bf16 sm_80+, fp16 sm_75+): activations %d bytes, total %d bytes (%.1f MiB)\n",
+				fm.Activations, fm.Total(), float64(fm.Total())/(1<<20))
+		}
 		return nil
 	}
 	oc := optim.Defaults(*steps)
@@ -120,7 +151,7 @@ func runTrain(args []string) error {
 		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed,
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
-		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged,
+		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged, Tokenizer: tok,
 	}
 	if err := opts.Validate(); err != nil {
 		return err
@@ -128,7 +159,7 @@ func runTrain(args []string) error {
 	if done, err := dp.setup(be, &opts, args); done || err != nil {
 		return err
 	}
-	trainT, valT, source, err := trainTokens(*dataPath, *seed)
+	trainT, valT, source, err := trainTokens(*dataPath, *seed, tok, *out)
 	if err != nil {
 		return err
 	}
@@ -146,6 +177,14 @@ func runTrain(args []string) error {
 	if err := be.report.PolicyError(policy); err != nil {
 		return err
 	}
+	need := gpt.MemoryFor(cfg, *batch, *seq, policy).Total()
+	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s", *preset, *batch, *seq, policy)); err != nil {
+		return err
+	}
+	if _, gpu := dev.(device.Grapher); gpu && *graph {
+		opts.Step, opts.LogEvery = train.StepGraph, *logEvery
+		opts.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "druto: "+msg) }
+	}
 	tr, err := train.New(dev, opts, trainT, valT)
 	if err != nil {
 		return err
@@ -156,9 +195,17 @@ func runTrain(args []string) error {
 		}
 	} else if _, err := os.Stat(filepath.Join(*out, train.StateFile)); err == nil {
 		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
+	} else if initCk != nil {
+		if err := tr.Model.SetParams(initCk.Params); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s); data: %s (%d tokens)\n",
-		*preset, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, source, len(trainT))
+	model := *preset
+	if initCk != nil {
+		model = fmt.Sprintf("%s from %s (%s)", cfg, *initPath, initCk.From)
+	}
+	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s), %s step; data: %s (%d %s tokens)\n",
+		model, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, tr.GraphStatus(), source, len(trainT), tok.Name())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -22,15 +23,21 @@ import (
 type Mode struct {
 	Fused  bool
 	Policy amp.Policy
+	Step   train.StepMode // where the step's decisions run (StepHost: the zero value)
 }
 
-// String names the mode as records do: "fused+bf16", "decomposed+fp32".
+// String names the mode as records do: "fused+bf16", "decomposed+fp32",
+// "fused+bf16+graph", "fused+bf16+device".
 func (m Mode) String() string {
 	k := "decomposed"
 	if m.Fused {
 		k = "fused"
 	}
-	return k + "+" + m.Policy.String()
+	k += "+" + m.Policy.String()
+	if m.Step != train.StepHost {
+		k += "+" + m.Step.String()
+	}
+	return k
 }
 
 // Baseline is the mode every speed-up is measured against: what plain
@@ -60,6 +67,7 @@ type Kernel struct {
 	Ms          float64 `json:"ms"`
 	GBps        float64 `json:"gbps"`
 	CeilingGBps float64 `json:"ceiling_gbps,omitempty"`
+	TFLOPs      float64 `json:"tflops,omitempty"` // compute-bound ops (attention: causal FLOPs)
 }
 
 // Util is one utilisation sample.
@@ -71,21 +79,28 @@ type Util struct {
 
 // Record is the result of one (case, mode).
 type Record struct {
-	Config     string   `json:"config"`
-	Mode       string   `json:"mode"`
-	Baseline   bool     `json:"baseline"`
-	Batch      int      `json:"batch"`
-	Seq        int      `json:"seq"`
-	Steps      int      `json:"steps"`        // timed steps
-	StepMs     float64  `json:"step_ms"`      // median
-	StepMsMin  float64  `json:"step_ms_min"`  //
-	StepMsMax  float64  `json:"step_ms_max"`  //
-	TokensPerS float64  `json:"tokens_per_s"` // from the median
-	MFU        float64  `json:"mfu,omitempty"`
-	Loss       float32  `json:"loss"` // last step's loss, a sanity check that the run trained
-	Memory     Memory   `json:"memory"`
-	Kernels    []Kernel `json:"kernels,omitempty"`
-	Util       []Util   `json:"util,omitempty"`
+	Config     string  `json:"config"`
+	Mode       string  `json:"mode"`
+	Baseline   bool    `json:"baseline"`
+	Batch      int     `json:"batch"`
+	Seq        int     `json:"seq"`
+	Steps      int     `json:"steps"`        // timed steps
+	StepMs     float64 `json:"step_ms"`      // median
+	StepMsMin  float64 `json:"step_ms_min"`  //
+	StepMsMax  float64 `json:"step_ms_max"`  //
+	TokensPerS float64 `json:"tokens_per_s"` // from the median
+	MFU        float64 `json:"mfu,omitempty"`
+	Loss       float32 `json:"loss"` // last step's loss, a sanity check that the run trained
+	// Launches is the kernels, cuBLAS(Lt) calls and memsets the host queued
+	// per timed step (a graph replay counts 1), where the device counts them.
+	Launches float64 `json:"launches_per_step,omitempty"`
+	// StepPath is how the step ran ("host", "device", "graph", or why a
+	// graph was not used).
+	StepPath string   `json:"step_path,omitempty"`
+	Memory   Memory   `json:"memory"`
+	Kernels  []Kernel `json:"kernels,omitempty"`
+	Util     []Util   `json:"util,omitempty"`
+	Profile  *Profile `json:"profile,omitempty"` // where the step's time goes (ProfileStep)
 }
 
 // Report is a benchmark run: where and when, and its records.
@@ -98,6 +113,7 @@ type Report struct {
 	CPUs      int      `json:"cpus"`
 	PeakFLOPs float64  `json:"peak_flops,omitempty"` // the MFU denominator, measured or quoted
 	PeakNote  string   `json:"peak_note,omitempty"`
+	CopyGBps  float64  `json:"copy_gbps,omitempty"` // the bandwidth profiles compare with (CopyBandwidth)
 	Records   []Record `json:"records"`
 }
 
@@ -158,24 +174,61 @@ func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Reco
 	}
 	oc := optim.Defaults(o.Warmup + o.Steps)
 	oc.Warmup = 1
-	tr, err := train.New(dev, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1}, toks, nil)
+	to := train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1, Step: m.Step}
+	var notes []string
+	if m.Step != train.StepHost {
+		// One span of o.Steps steps between two host waits: each step's
+		// time is the span's (from queuing its first step to the end of
+		// the wait after its last) over o.Steps.
+		to.LogEvery = o.Steps
+		to.Notice = func(s string) { notes = append(notes, s) }
+	}
+	tr, err := train.New(dev, to, toks, nil)
 	if err != nil {
 		return Record{}, err
 	}
+	defer tr.Close()
+	counter, counts := dev.(interface{ Launches() int64 })
 	var times []float64
 	var last train.Metric
-	for i := 0; i < o.Warmup+o.Steps; i++ {
-		start := time.Now()
-		met, err := tr.Step()
-		if err != nil {
+	var launches0 int64
+	if m.Step == train.StepHost {
+		for i := 0; i < o.Warmup+o.Steps; i++ {
+			if i == o.Warmup && counts {
+				launches0 = counter.Launches()
+			}
+			start := time.Now()
+			met, err := tr.Step()
+			if err != nil {
+				return Record{}, err
+			}
+			if i >= o.Warmup {
+				times = append(times, float64(time.Since(start).Nanoseconds())/1e6)
+			}
+			last = met
+		}
+	} else {
+		if err := tr.Run(context.Background(), max(1, o.Warmup), nil); err != nil {
 			return Record{}, err
 		}
-		if i >= o.Warmup {
-			times = append(times, float64(time.Since(start).Nanoseconds())/1e6)
+		if counts {
+			launches0 = counter.Launches()
 		}
-		last = met
+		if err := tr.Run(context.Background(), max(1, o.Warmup)+o.Steps, func(met train.Metric) {
+			times = append(times, met.MsPerStep)
+			last = met
+		}); err != nil {
+			return Record{}, err
+		}
 	}
-	tr.Close()
+	var launches float64
+	if counts {
+		launches = float64(counter.Launches()-launches0) / float64(len(times))
+	}
+	path := tr.GraphStatus()
+	for _, n := range notes {
+		fmt.Fprintf(os.Stderr, "bench: %s %s: %s\n", c.Name, m, n)
+	}
 	sort.Float64s(times)
 	med := times[len(times)/2]
 	if len(times)%2 == 0 {
@@ -185,11 +238,12 @@ func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Reco
 	r := Record{
 		Config: c.Name, Mode: m.String(), Baseline: m == Baseline, Batch: c.Batch, Seq: c.Seq, Steps: o.Steps,
 		StepMs: med, StepMsMin: times[0], StepMsMax: times[len(times)-1], TokensPerS: tokens / (med / 1e3), Loss: last.Loss,
+		Launches: launches, StepPath: path,
 	}
 	if peak > 0 {
 		r.MFU = c.Config.FLOPsPerToken(c.Seq) * r.TokensPerS / peak
 	}
-	mem := gpt.MemoryFor(c.Config, c.Batch, c.Seq, m.Policy)
+	mem := gpt.MemoryOn(dev, c.Config, c.Batch, c.Seq, m.Policy) // the attention state dev saves
 	r.Memory = Memory{mem.Params, mem.Grads, mem.Optimizer, mem.Activations}
 	return r, nil
 }

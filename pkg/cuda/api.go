@@ -47,6 +47,10 @@ type driverAPI interface {
 	graphLaunch(exec, s uintptr) error
 	graphExecDestroy(exec uintptr) error
 	graphDestroy(g uintptr) error
+	// hostAlloc and hostFree are cuMemHostAlloc (page-locked host memory,
+	// flags 0) and cuMemFreeHost.
+	hostAlloc(n uint64) (unsafe.Pointer, error)
+	hostFree(p unsafe.Pointer) error
 	// moduleLoad loads a cubin, or NUL-terminated PTX that the driver JIT
 	// compiles, returning the JIT's info and error logs.
 	moduleLoad(image []byte) (mod uintptr, info, errLog string, err error)

@@ -97,6 +97,10 @@ typedef CUresult (*cuGraphExecDestroy_t)(CUgraphExec);
 static CUresult c_cuGraphExecDestroy(void* fn, CUgraphExec x) { return T(cuGraphExecDestroy)(x); }
 typedef CUresult (*cuGraphDestroy_t)(CUgraph);
 static CUresult c_cuGraphDestroy(void* fn, CUgraph g) { return T(cuGraphDestroy)(g); }
+typedef CUresult (*cuMemHostAlloc_t)(void**, size_t, unsigned int);
+static CUresult c_cuMemHostAlloc(void* fn, void** p, size_t n) { return T(cuMemHostAlloc)(p, n, 0); }
+typedef CUresult (*cuMemFreeHost_t)(void*);
+static CUresult c_cuMemFreeHost(void* fn, void* p) { return T(cuMemFreeHost)(p); }
 typedef CUresult (*cuModuleUnload_t)(CUmodule);
 static CUresult c_cuModuleUnload(void* fn, CUmodule m) { return T(cuModuleUnload)(m); }
 typedef CUresult (*cuModuleGetFunction_t)(CUfunction*, CUmodule, const char*);
@@ -140,7 +144,7 @@ import (
 type cgoDriver struct{ f driverFns }
 
 type driverFns struct {
-	cuDriverGetVersion, cuInit, cuGetErrorName, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceGetAttribute, cuDeviceTotalMem_v2, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease_v2, cuCtxSetCurrent, cuCtxSynchronize, cuMemAlloc_v2, cuMemFree_v2, cuMemGetInfo_v2, cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, cuMemcpyDtoDAsync_v2, cuMemsetD8Async, cuMemsetD32Async, cuStreamCreate, cuStreamDestroy_v2, cuStreamSynchronize, cuStreamWaitEvent, cuEventCreate, cuEventDestroy_v2, cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuStreamBeginCapture_v2, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy, cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction, cuFuncGetAttribute, cuFuncSetAttribute, cuLaunchKernel unsafe.Pointer
+	cuDriverGetVersion, cuInit, cuGetErrorName, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceGetAttribute, cuDeviceTotalMem_v2, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease_v2, cuCtxSetCurrent, cuCtxSynchronize, cuMemAlloc_v2, cuMemFree_v2, cuMemGetInfo_v2, cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, cuMemcpyDtoDAsync_v2, cuMemsetD8Async, cuMemsetD32Async, cuStreamCreate, cuStreamDestroy_v2, cuStreamSynchronize, cuStreamWaitEvent, cuEventCreate, cuEventDestroy_v2, cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuStreamBeginCapture_v2, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy, cuMemHostAlloc, cuMemFreeHost, cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction, cuFuncGetAttribute, cuFuncSetAttribute, cuLaunchKernel unsafe.Pointer
 }
 
 // driverSymbols lists every function druto needs from libcuda, in the
@@ -181,12 +185,28 @@ var driverSymbols = []string{
 	"cuGraphLaunch",
 	"cuGraphExecDestroy",
 	"cuGraphDestroy",
+	"cuMemHostAlloc",
+	"cuMemFreeHost",
 	"cuModuleLoadDataEx",
 	"cuModuleUnload",
 	"cuModuleGetFunction",
 	"cuFuncGetAttribute",
 	"cuFuncSetAttribute",
 	"cuLaunchKernel",
+}
+
+// optionalDriverSymbols may be missing: a driver without them has no
+// graphs or pinned memory (the calls return CUDA_ERROR_NOT_SUPPORTED),
+// not a load failure.
+var optionalDriverSymbols = map[string]bool{
+	"cuStreamBeginCapture_v2": true, "cuStreamEndCapture": true, "cuGraphInstantiateWithFlags": true,
+	"cuGraphLaunch": true, "cuGraphExecDestroy": true, "cuGraphDestroy": true,
+	"cuMemHostAlloc": true, "cuMemFreeHost": true,
+}
+
+// missing is the error of a call to an optional function the driver lacks.
+func missing(call string) error {
+	return Error{Call: call, Code: 801, Name: "CUDA_ERROR_NOT_SUPPORTED"}
 }
 
 // newDriverAPI resolves libcuda's functions, reporting every missing one.
@@ -196,7 +216,11 @@ func newDriverAPI(lib Library) (driverAPI, error) {
 	// driverFns is a run of unsafe.Pointer fields in driverSymbols's order.
 	fns := unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(&d.f)), len(driverSymbols))
 	for i, name := range driverSymbols {
-		fns[i] = s.need(name)
+		if optionalDriverSymbols[name] {
+			fns[i] = s.want(name)
+		} else {
+			fns[i] = s.need(name)
+		}
 	}
 	if err := s.err(); err != nil {
 		return nil, err
@@ -351,30 +375,63 @@ func (d *cgoDriver) eventElapsedTime(start, end uintptr) (float32, error) {
 }
 
 func (d *cgoDriver) streamBeginCapture(s uintptr, mode int) error {
+	if d.f.cuStreamBeginCapture_v2 == nil {
+		return missing("cuStreamBeginCapture_v2")
+	}
 	return d.check("cuStreamBeginCapture_v2", C.c_cuStreamBeginCapture_v2(d.f.cuStreamBeginCapture_v2, stream(s), C.int(mode)))
 }
 
 func (d *cgoDriver) streamEndCapture(s uintptr) (uintptr, error) {
+	if d.f.cuStreamEndCapture == nil {
+		return 0, missing("cuStreamEndCapture")
+	}
 	var g C.CUgraph
 	return uintptr(g), d.check("cuStreamEndCapture", C.c_cuStreamEndCapture(d.f.cuStreamEndCapture, stream(s), &g))
 }
 
 func (d *cgoDriver) graphInstantiate(g uintptr) (uintptr, error) {
+	if d.f.cuGraphInstantiateWithFlags == nil {
+		return 0, missing("cuGraphInstantiateWithFlags")
+	}
 	var x C.CUgraphExec
 	return uintptr(x), d.check("cuGraphInstantiateWithFlags",
 		C.c_cuGraphInstantiateWithFlags(d.f.cuGraphInstantiateWithFlags, &x, C.CUgraph(g)))
 }
 
 func (d *cgoDriver) graphLaunch(exec, s uintptr) error {
+	if d.f.cuGraphLaunch == nil {
+		return missing("cuGraphLaunch")
+	}
 	return d.check("cuGraphLaunch", C.c_cuGraphLaunch(d.f.cuGraphLaunch, C.CUgraphExec(exec), stream(s)))
 }
 
 func (d *cgoDriver) graphExecDestroy(exec uintptr) error {
+	if d.f.cuGraphExecDestroy == nil {
+		return missing("cuGraphExecDestroy")
+	}
 	return d.check("cuGraphExecDestroy", C.c_cuGraphExecDestroy(d.f.cuGraphExecDestroy, C.CUgraphExec(exec)))
 }
 
 func (d *cgoDriver) graphDestroy(g uintptr) error {
+	if d.f.cuGraphDestroy == nil {
+		return missing("cuGraphDestroy")
+	}
 	return d.check("cuGraphDestroy", C.c_cuGraphDestroy(d.f.cuGraphDestroy, C.CUgraph(g)))
+}
+
+func (d *cgoDriver) hostAlloc(n uint64) (unsafe.Pointer, error) {
+	if d.f.cuMemHostAlloc == nil {
+		return nil, missing("cuMemHostAlloc")
+	}
+	var p unsafe.Pointer
+	return p, d.check("cuMemHostAlloc", C.c_cuMemHostAlloc(d.f.cuMemHostAlloc, &p, C.size_t(n)))
+}
+
+func (d *cgoDriver) hostFree(p unsafe.Pointer) error {
+	if d.f.cuMemFreeHost == nil {
+		return missing("cuMemFreeHost")
+	}
+	return d.check("cuMemFreeHost", C.c_cuMemFreeHost(d.f.cuMemFreeHost, p))
 }
 
 func (d *cgoDriver) moduleLoad(image []byte) (uintptr, string, string, error) {

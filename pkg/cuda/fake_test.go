@@ -187,6 +187,14 @@ func (f *fakeDriver) graphInstantiate(uintptr) (uintptr, error) {
 func (f *fakeDriver) graphLaunch(uintptr, uintptr) error { return f.note("cuGraphLaunch") }
 func (f *fakeDriver) graphExecDestroy(uintptr) error     { return f.note("cuGraphExecDestroy") }
 func (f *fakeDriver) graphDestroy(uintptr) error         { return f.note("cuGraphDestroy") }
+func (f *fakeDriver) hostAlloc(n uint64) (unsafe.Pointer, error) {
+	if err := f.note("cuMemHostAlloc"); err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	return unsafe.Pointer(&b[0]), nil
+}
+func (f *fakeDriver) hostFree(unsafe.Pointer) error { return f.note("cuMemFreeHost") }
 func (f *fakeDriver) moduleLoad([]byte) (uintptr, string, string, error) {
 	if err := f.note("cuModuleLoadDataEx"); err != nil {
 		return 0, "", "ptxas fatal   : fake JIT failure", err

@@ -100,13 +100,21 @@ type Device interface {
 	// (overwrites: it is the gradient of Matmul's GELU epilogue, not a sum).
 	GELUBackward(dinp, inp, dout *T, n int)
 
+	// AttentionState returns the dtype and shape of the state Attention
+	// saves for AttentionBackward when its inputs are of dtype dt: the
+	// softmax probabilities (ProbState: the CPU, the decomposed GPU path,
+	// fp32) or each query row's log-sum-exp (LSEState: the GPU's fused
+	// flash-attention kernels).
+	AttentionState(dt tensor.DType, B, T, C, NH int) AttnState
 	// Attention is causal multi-head self-attention over a packed qkv input:
-	// att receives the softmax probabilities, saved for backward.
-	// out (B,T,C), att (B,NH,T,T) F32 or 16-bit, qkv (B,T,3C) with q, k, v in that order
+	// att receives the state AttentionState describes, saved for backward.
+	// out (B,T,C), att (AttentionState), qkv (B,T,3C) with q, k, v in that order
 	Attention(out, att, qkv *T, B, T, C, NH int)
-	// AttentionBackward accumulates into dqkv.
-	// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), att (B,NH,T,T)
-	AttentionBackward(dqkv, dout, qkv, att *T, B, T, C, NH int)
+	// AttentionBackward accumulates into dqkv (every one of dq, dk, dv is
+	// added, never stored). out is Attention's output (the flash kernels
+	// need rowsum(dout∘out); the probability path ignores it).
+	// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C), att (AttentionState)
+	AttentionBackward(dqkv, dout, qkv, out, att *T, B, T, C, NH int)
 
 	// CrossEntropy computes losses[i] = -log softmax(logits[i])[targets[i]]
 	// in fp32. When dscale != 0 it then overwrites logits with the gradient
@@ -123,6 +131,30 @@ type Device interface {
 	// GradNorm returns the global L2 norm of grads·scale in fp32 and whether
 	// every element was finite, in one pass over the buffer.
 	GradNorm(grads *T, scale float32) (norm float32, finite bool)
+}
+
+// AttnState is the dtype and shape of the state Attention saves.
+type AttnState struct {
+	DType tensor.DType
+	Shape []int
+}
+
+// ProbState is the softmax probabilities, (B,NH,T,T) in the inputs' dtype.
+func ProbState(dt tensor.DType, B, T, NH int) AttnState {
+	return AttnState{DType: dt, Shape: []int{B, NH, T, T}}
+}
+
+// LSEState is each query row's log-sum-exp of its scaled scores,
+// (B,NH,T) F32 (natural log).
+func LSEState(B, T, NH int) AttnState { return AttnState{DType: tensor.F32, Shape: []int{B, NH, T}} }
+
+// Numel returns the state's element count.
+func (s AttnState) Numel() int {
+	n := 1
+	for _, d := range s.Shape {
+		n *= d
+	}
+	return n
 }
 
 // AdamWConsts are the scalars of one AdamW step, computed in float64 and
@@ -158,4 +190,159 @@ func (hp AdamW) Consts() AdamWConsts {
 		BC2:  float32(math.Sqrt(1 - math.Pow(b2, float64(hp.Step)))),
 		Eps:  hp.Eps,
 	}
+}
+
+// The slots of a step state: one F32 tensor of StateLen elements in the
+// device's memory that holds the training step's scalars, so that the loss
+// scale, the skip decision, the clip factor and the optimizer's step count
+// are decided on the device, with no host round trip inside a step
+// (Stepper). Counts are stored as float32 (exact below 2^24).
+const (
+	SlotScale     = iota // the loss scale of the next step (the GradScaler's Scale; 1 when it is off)
+	SlotGood             // consecutive finite steps since the scale last changed
+	SlotSkipped          // steps skipped so far (non-finite gradients)
+	SlotOptSteps         // optimizer steps taken (skipped steps do not count)
+	SlotLR               // this step's learning rate (the host writes it before the step)
+	SlotLoss             // this step's mean loss
+	SlotNorm             // this step's global gradient norm, unscaled
+	SlotFinite           // 1 when every gradient of this step was finite, else 0
+	SlotUsedScale        // the loss scale this step's gradients carry
+	SlotGradScale        // what AdamW multiplies the gradients by: clip factor / used scale
+	// AdamW's per-step constants (AdamWConsts), written by StepUpdate.
+	SlotDecay   // 1 - lr·wd
+	SlotDoDecay // 1 when lr·wd != 0
+	SlotStep    // -lr / (1 - β1ᵗ)
+	SlotBC2     // sqrt(1 - β2ᵗ)
+	StateLen    = 16
+)
+
+// StepConfig holds the constants of the device-resident step: the
+// GradScaler's (amp.GradScaler's semantics) and the clipping threshold.
+type StepConfig struct {
+	Scaler         bool    // scale the loss (fp16); off: the scale stays 1 and a non-finite step is only skipped
+	GrowthFactor   float32 // 2
+	BackoffFactor  float32 // 0.5
+	GrowthInterval int     // 2000
+	ClipNorm       float32 // clip the global norm to this; 0 disables
+}
+
+// Stepper is implemented by devices that decide the training step's scalars
+// on the device (the state, slots Slot*): with it a step queues no host
+// synchronisation from zero-grad to the optimizer update, and can be
+// captured as a CUDA graph. The decisions are amp.GradScaler's and
+// optim.Config.ClipFactor's, step for step.
+type Stepper interface {
+	// CrossEntropyScaled is CrossEntropy with dscale multiplied by
+	// state[SlotScale] (a power of two, so the product is exact).
+	CrossEntropyScaled(losses, logits, targets, state *T, N, V int, dscale float32)
+	// StepUpdate takes the mean of losses into SlotLoss and the norm of
+	// grads/state[SlotScale] with the finite check (as GradNorm), then
+	// updates the scaler slots as GradScaler.Update does, and on a finite
+	// step counts the optimizer step and writes the clip factor over the
+	// used scale into SlotGradScale and AdamW's constants for hp (its LR and
+	// Step come from the state; hp.LR, hp.Step and hp.GradScale are ignored).
+	// state (StateLen) F32, losses (N) F32, grads F32
+	StepUpdate(state, losses, grads *T, cfg StepConfig, hp AdamW)
+	// AdamWState is AdamWStep with hp's betas, eps and weight decay and the
+	// per-step constants StepUpdate wrote into state; it changes nothing
+	// when state[SlotFinite] is 0.
+	AdamWState(master, work, grads, m, v *T, layout *tensor.Layout, hp AdamW, state *T)
+}
+
+// Graph is captured device work, replayed by Launch.
+type Graph interface {
+	Launch() error // queue one replay; ErrGraphStale (wrapped) when it may not be replayed
+	Close() error  // free the graph
+}
+
+// ErrGraphStale is returned (wrapped) by Graph.Launch when a buffer the
+// graph uses was reallocated since the capture (a scratch buffer grew for
+// a larger shape): the graph must be captured again, after a plain run.
+var ErrGraphStale = errors.New("device: graph stale: a buffer it uses was reallocated since the capture")
+
+// Grapher is implemented by devices that can capture the work fn queues
+// into a graph (CUDA graphs). Capture fails, with the reason, where the
+// driver or an op does not allow it; callers then run fn's work plainly.
+type Grapher interface {
+	Capture(fn func() error) (Graph, error)
+}
+
+// Batcher is implemented by devices whose ops are cheaper queued together:
+// Batch runs fn with every op it queues issued from one place (the CUDA
+// context's thread), and returns fn's error.
+type Batcher interface {
+	Batch(fn func() error) error
+}
+
+// StateSnap is implemented by devices that can copy the step state to the
+// host without waiting: Snapshot queues a copy of state into record i (of
+// n kept, allocated by Records), readable with Record after the next Sync.
+type StateSnap interface {
+	Records(n int) error
+	Snapshot(i int, state *T)
+	Record(i int) []float32
+}
+
+// StepScalars is the reference of StepUpdate's scalar part, shared by the
+// CPU device and mirrored by the GPU kernel (kernels/step.cu): given this
+// step's mean loss and Σ g² of the (scaled) gradients in float64, it
+// updates st (StateLen) as the host path does with amp.GradScaler.Update,
+// optim.Config.ClipFactor and AdamW.Consts.
+func StepScalars(st []float32, loss float32, sumSq float64, cfg StepConfig, hp AdamW) {
+	used := st[SlotScale]
+	if !cfg.Scaler {
+		used = 1
+	}
+	st[SlotUsedScale], st[SlotLoss] = used, loss
+	finite := !math.IsInf(sumSq, 0) && !math.IsNaN(sumSq)
+	var norm float32
+	if finite {
+		norm = float32(math.Sqrt(sumSq) * math.Abs(float64(1/used)))
+	} else {
+		norm = float32(sumSq)
+	}
+	st[SlotNorm] = norm
+	st[SlotFinite] = 0
+	if finite {
+		st[SlotFinite] = 1
+	}
+	// amp.GradScaler.Update
+	switch {
+	case !finite:
+		if cfg.Scaler {
+			st[SlotScale] = used * cfg.BackoffFactor
+			st[SlotGood] = 0
+		}
+		st[SlotSkipped]++
+		return
+	case cfg.Scaler:
+		st[SlotGood]++
+		if int(st[SlotGood]) >= cfg.GrowthInterval {
+			st[SlotScale] = used * cfg.GrowthFactor
+			st[SlotGood] = 0
+		}
+	}
+	// optim.Config.ClipFactor, then AdamW.Consts at the counted step.
+	clip := float32(1)
+	if cfg.ClipNorm > 0 && norm > cfg.ClipNorm {
+		clip = cfg.ClipNorm / norm
+	}
+	st[SlotOptSteps]++
+	hp.LR, hp.Step, hp.GradScale = st[SlotLR], int(st[SlotOptSteps]), clip/used
+	c := hp.Consts()
+	st[SlotGradScale], st[SlotDecay], st[SlotStep], st[SlotBC2] = c.GS, c.Decay, c.Step, c.BC2
+	st[SlotDoDecay] = 0
+	if c.DoDecay {
+		st[SlotDoDecay] = 1
+	}
+}
+
+// ConstsFromState returns AdamW's constants for hp's fixed parts and the
+// per-step values StepScalars wrote into st.
+func (hp AdamW) ConstsFromState(st []float32) AdamWConsts {
+	c := hp.Consts()
+	c.GS, c.Scaled = st[SlotGradScale], st[SlotGradScale] != 1
+	c.Decay, c.DoDecay = st[SlotDecay], st[SlotDoDecay] != 0
+	c.Step, c.BC2 = st[SlotStep], st[SlotBC2]
+	return c
 }

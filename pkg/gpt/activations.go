@@ -12,44 +12,58 @@ type actSpec struct {
 	name  string
 	kind  amp.Kind
 	shape []int
+	dt    tensor.DType // with fixed: this dtype whatever the policy
+	fixed bool
+}
+
+// dtype returns the spec's dtype under policy p.
+func (s actSpec) dtype(p amp.Policy) tensor.DType {
+	switch {
+	case s.fixed:
+		return s.dt
+	case s.name == "tokens" || s.name == "targets":
+		return tensor.I32
+	}
+	return p.DType(s.kind)
 }
 
 // activationSpecs lists every buffer a training step at (B, T) keeps: the
 // saved activations of forward (per layer where the name says so) and the
-// scratch gradients of backward.
-func activationSpecs(c Config, B, T int) []actSpec {
-	C, L, NH, V := c.Channels, c.Layers, c.Heads, c.Vocab
+// scratch gradients of backward. att is the attention state the device
+// saves per layer (device.Device.AttentionState).
+func activationSpecs(c Config, B, T int, att device.AttnState) []actSpec {
+	C, L, V := c.Channels, c.Layers, c.Vocab
 	N := B * T
 	return []actSpec{
-		{"tokens", amp.Stats, []int{N}}, // I32, counted as 4 bytes like Stats
-		{"targets", amp.Stats, []int{N}},
-		{"encoded", amp.Residual, []int{N, C}},
-		{"ln1", amp.Activation, []int{L, N, C}},
-		{"ln1_mean", amp.Stats, []int{L, N}},
-		{"ln1_rstd", amp.Stats, []int{L, N}},
-		{"qkv", amp.Activation, []int{L, N, 3 * C}},
-		{"atty", amp.Activation, []int{L, N, C}},
-		{"att", amp.Activation, []int{L, B, NH, T, T}},
-		{"attproj", amp.Activation, []int{L, N, C}},
-		{"residual2", amp.Residual, []int{L, N, C}},
-		{"ln2", amp.Activation, []int{L, N, C}},
-		{"ln2_mean", amp.Stats, []int{L, N}},
-		{"ln2_rstd", amp.Stats, []int{L, N}},
-		{"fch", amp.Activation, []int{L, N, 4 * C}},
-		{"fch_gelu", amp.Activation, []int{L, N, 4 * C}},
-		{"fcproj", amp.Activation, []int{L, N, C}},
-		{"residual3", amp.Residual, []int{L, N, C}},
-		{"lnf", amp.Activation, []int{N, C}},
-		{"lnf_mean", amp.Stats, []int{N}},
-		{"lnf_rstd", amp.Stats, []int{N}},
-		{"logits", amp.Activation, []int{N, V}},
-		{"losses", amp.Stats, []int{N}},
+		{name: "tokens", kind: amp.Stats, shape: []int{N}}, // I32, counted as 4 bytes like Stats
+		{name: "targets", kind: amp.Stats, shape: []int{N}},
+		{name: "encoded", kind: amp.Residual, shape: []int{N, C}},
+		{name: "ln1", kind: amp.Activation, shape: []int{L, N, C}},
+		{name: "ln1_mean", kind: amp.Stats, shape: []int{L, N}},
+		{name: "ln1_rstd", kind: amp.Stats, shape: []int{L, N}},
+		{name: "qkv", kind: amp.Activation, shape: []int{L, N, 3 * C}},
+		{name: "atty", kind: amp.Activation, shape: []int{L, N, C}},
+		{name: "att", kind: amp.Activation, shape: append([]int{L}, att.Shape...), dt: att.DType, fixed: true},
+		{name: "attproj", kind: amp.Activation, shape: []int{L, N, C}},
+		{name: "residual2", kind: amp.Residual, shape: []int{L, N, C}},
+		{name: "ln2", kind: amp.Activation, shape: []int{L, N, C}},
+		{name: "ln2_mean", kind: amp.Stats, shape: []int{L, N}},
+		{name: "ln2_rstd", kind: amp.Stats, shape: []int{L, N}},
+		{name: "fch", kind: amp.Activation, shape: []int{L, N, 4 * C}},
+		{name: "fch_gelu", kind: amp.Activation, shape: []int{L, N, 4 * C}},
+		{name: "fcproj", kind: amp.Activation, shape: []int{L, N, C}},
+		{name: "residual3", kind: amp.Residual, shape: []int{L, N, C}},
+		{name: "lnf", kind: amp.Activation, shape: []int{N, C}},
+		{name: "lnf_mean", kind: amp.Stats, shape: []int{N}},
+		{name: "lnf_rstd", kind: amp.Stats, shape: []int{N}},
+		{name: "logits", kind: amp.Activation, shape: []int{N, V}},
+		{name: "losses", kind: amp.Stats, shape: []int{N}},
 		// backward scratch
-		{"dresidual", amp.Residual, []int{N, C}},
-		{"dln", amp.ActGrad, []int{N, C}},
-		{"datty", amp.ActGrad, []int{N, C}},
-		{"dqkv", amp.ActGrad, []int{N, 3 * C}},
-		{"dfch", amp.ActGrad, []int{N, 4 * C}},
+		{name: "dresidual", kind: amp.Residual, shape: []int{N, C}},
+		{name: "dln", kind: amp.ActGrad, shape: []int{N, C}},
+		{name: "datty", kind: amp.ActGrad, shape: []int{N, C}},
+		{name: "dqkv", kind: amp.ActGrad, shape: []int{N, 3 * C}},
+		{name: "dfch", kind: amp.ActGrad, shape: []int{N, 4 * C}},
 	}
 }
 
@@ -66,14 +80,11 @@ type activations struct {
 }
 
 func allocActivations(dev device.Device, c Config, p amp.Policy, B, T int) (*activations, error) {
-	specs := activationSpecs(c, B, T)
+	att := dev.AttentionState(p.DType(amp.Activation), B, T, c.Channels, c.Heads)
+	specs := activationSpecs(c, B, T, att)
 	ts := make([]*tensor.Tensor, len(specs))
 	for i, s := range specs {
-		dt := p.DType(s.kind)
-		if s.name == "tokens" || s.name == "targets" {
-			dt = tensor.I32
-		}
-		t, err := dev.Alloc(dt, s.shape...)
+		t, err := dev.Alloc(s.dtype(p), s.shape...)
 		if err != nil {
 			for _, u := range ts[:i] {
 				dev.Free(u)

@@ -31,7 +31,7 @@ func (m *Model) backward() {
 		d.Zero(a.datty)
 		d.MatmulBackward(a.datty, gw.attprojw, gw.attprojb, a.dresidual, layer(a.atty, l), w.attprojw, N, C, C)
 		d.Zero(a.dqkv)
-		d.AttentionBackward(a.dqkv, a.datty, layer(a.qkv, l), layer(a.att, l), B, T, C, NH)
+		d.AttentionBackward(a.dqkv, a.datty, layer(a.qkv, l), layer(a.atty, l), layer(a.att, l), B, T, C, NH)
 		d.Zero(a.dln)
 		d.MatmulBackward(a.dln, gw.qkvw, gw.qkvb, a.dqkv, layer(a.ln1, l), w.qkvw, N, C, 3*C)
 		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)

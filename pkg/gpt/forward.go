@@ -63,31 +63,58 @@ func (m *Model) Gradients(inputs, targets []int32, B, T int, lossScale float32) 
 }
 
 func (m *Model) forward(inputs, targets []int32, B, T int, dscale float32) (float32, error) {
-	if err := m.ensure(B, T); err != nil {
+	if err := m.SetBatch(inputs, targets, B, T); err != nil {
 		return 0, err
+	}
+	m.run(B, T, targets != nil, dscale, nil)
+	if targets == nil {
+		return 0, m.dev.Sync()
+	}
+	if dscale != 0 {
+		return 0, nil // Gradients reads the losses after backward
+	}
+	return m.meanLoss()
+}
+
+// SetBatch checks inputs and targets (B·T token ids each, row-major (B,T);
+// targets may be nil) and queues their upload into the activation buffers
+// of (B, T), allocating them on first use.
+func (m *Model) SetBatch(inputs, targets []int32, B, T int) error {
+	if err := m.ensure(B, T); err != nil {
+		return err
 	}
 	N := B * T
 	if len(inputs) != N || (targets != nil && len(targets) != N) {
-		return 0, fmt.Errorf("gpt: %d inputs and %d targets for B %d x T %d: %w", len(inputs), len(targets), B, T, tensor.ErrShape)
+		return fmt.Errorf("gpt: %d inputs and %d targets for B %d x T %d: %w", len(inputs), len(targets), B, T, tensor.ErrShape)
 	}
 	V := int32(m.Config.Vocab)
 	for i, tok := range inputs {
 		if tok < 0 || tok >= V {
-			return 0, fmt.Errorf("gpt: input token %d at %d outside the vocabulary [0,%d)", tok, i, V)
+			return fmt.Errorf("gpt: input token %d at %d outside the vocabulary [0,%d)", tok, i, V)
 		}
 	}
 	for i, tok := range targets {
 		if tok < 0 || tok >= V {
-			return 0, fmt.Errorf("gpt: target token %d at %d outside the vocabulary [0,%d)", tok, i, V)
+			return fmt.Errorf("gpt: target token %d at %d outside the vocabulary [0,%d)", tok, i, V)
 		}
 	}
-	d, a, p := m.dev, m.acts, m.wp
 	host, _ := tensor.FromI32(inputs, N)
-	d.Upload(a.tokens, host)
+	m.dev.Upload(m.acts.tokens, host)
 	if targets != nil {
 		host, _ = tensor.FromI32(targets, N)
-		d.Upload(a.targets, host)
+		m.dev.Upload(m.acts.targets, host)
 	}
+	return nil
+}
+
+// run queues the forward pass over the batch of SetBatch and, with
+// targets, the fused classifier: losses, and with dscale != 0 the gradient
+// (softmax - onehot)·dscale over the logits, dscale multiplied on the
+// device by the loss scale in state when state is not nil
+// (device.Stepper). It neither uploads nor waits.
+func (m *Model) run(B, T int, targets bool, dscale float32, state *tensor.Tensor) {
+	d, a, p := m.dev, m.acts, m.wp
+	N := B * T
 	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
 
 	d.Encoder(a.encoded, p.wte, p.wpe, a.tokens, B, T, C)
@@ -120,16 +147,16 @@ func (m *Model) forward(inputs, targets []int32, B, T int, dscale float32) (floa
 	d.Matmul(a.logits, nil, a.lnf, p.wte, nil, N, C, m.Config.Vocab, device.None)
 	m.B, m.T = B, T
 	m.logitsValid = dscale == 0
-	if targets == nil {
-		return 0, d.Sync()
+	if !targets {
+		return
 	}
 	// The fused classifier: losses, and with dscale != 0 the gradient
 	// (softmax - onehot)·dscale written over the logits in the same pass.
-	d.CrossEntropy(a.losses, a.logits, a.targets, N, m.Config.Vocab, dscale)
-	if dscale != 0 {
-		return 0, nil // Gradients reads the losses after backward
+	if state != nil {
+		d.(device.Stepper).CrossEntropyScaled(a.losses, a.logits, a.targets, state, N, m.Config.Vocab, dscale)
+		return
 	}
-	return m.meanLoss()
+	d.CrossEntropy(a.losses, a.logits, a.targets, N, m.Config.Vocab, dscale)
 }
 
 // meanLoss downloads the per-token losses of the last forward and returns

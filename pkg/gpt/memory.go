@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
 )
 
 // Memory is the bytes a training step holds on the device, by component.
@@ -25,8 +26,21 @@ func (m Memory) String() string {
 }
 
 // MemoryFor counts the bytes of a training step of cfg at batch B and
-// sequence T under policy p, from the same tables the model allocates by.
+// sequence T under policy p, from the same tables the model allocates by,
+// with attention saving its probabilities (device.ProbState: the CPU, the
+// decomposed GPU path, fp32). MemoryWith takes the state a device reports.
 func MemoryFor(cfg Config, B, T int, p amp.Policy) Memory {
+	return MemoryWith(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads))
+}
+
+// MemoryOn is MemoryFor with the attention state dev saves
+// (dev.AttentionState; the GPU's flash kernels keep only a log-sum-exp).
+func MemoryOn(dev device.Device, cfg Config, B, T int, p amp.Policy) Memory {
+	return MemoryWith(cfg, B, T, p, dev.AttentionState(p.DType(amp.Activation), B, T, cfg.Channels, cfg.Heads))
+}
+
+// MemoryWith is MemoryFor with attention saving att per layer.
+func MemoryWith(cfg Config, B, T int, p amp.Policy, att device.AttnState) Memory {
 	n := int64(cfg.NumParams())
 	mem := Memory{
 		Params:    n * int64(p.DType(amp.Master).Size()),
@@ -36,11 +50,8 @@ func MemoryFor(cfg Config, B, T int, p amp.Policy) Memory {
 	if p.Mixed() {
 		mem.Params += n * int64(p.DType(amp.Working).Size())
 	}
-	for _, s := range activationSpecs(cfg, B, T) {
-		size := p.DType(s.kind).Size()
-		if s.name == "tokens" || s.name == "targets" {
-			size = 4
-		}
+	for _, s := range activationSpecs(cfg, B, T, att) {
+		size := s.dtype(p).Size()
 		e := int64(1)
 		for _, d := range s.shape {
 			e *= int64(d)

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
 )
 
 // TestMemoryGPT2 checks MemoryFor against a count made by hand for
@@ -60,4 +62,29 @@ func TestMemoryGPT2(t *testing.T) {
 		}
 		t.Logf("%v: %v", c.p, got)
 	}
+}
+
+// TestMemoryWithLSE: with the flash kernels' state (a (B,NH,T) F32
+// log-sum-exp per layer instead of the (B,NH,T,T) 16-bit probabilities)
+// the activations shrink by exactly the difference, and MemoryOn follows
+// the device's AttentionState (the CPU saves the probabilities).
+func TestMemoryWithLSE(t *testing.T) {
+	cfg, err := Preset("gpt2-124M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B, T = 16, 1024
+	L, NH := int64(cfg.Layers), int64(cfg.Heads)
+	prob := MemoryFor(cfg, B, T, amp.BF16)
+	lse := MemoryWith(cfg, B, T, amp.BF16, device.LSEState(B, T, cfg.Heads))
+	if d, want := prob.Activations-lse.Activations, L*B*NH*(T*T*2-T*4); d != want {
+		t.Fatalf("activations %d (probabilities) - %d (lse) = %d, want %d", prob.Activations, lse.Activations, d, want)
+	}
+	if lse.Params != prob.Params || lse.Grads != prob.Grads || lse.Optimizer != prob.Optimizer {
+		t.Fatalf("only the activations may change: %+v vs %+v", lse, prob)
+	}
+	if got := MemoryOn(cpu.New(device.Options{}), cfg, B, T, amp.BF16); got != prob {
+		t.Fatalf("MemoryOn(cpu) = %+v, want MemoryFor's %+v", got, prob)
+	}
+	t.Logf("gpt2-124M B16 T1024 bf16 activations: %.2f GB with probabilities, %.2f GB with the log-sum-exp", float64(prob.Activations)/1e9, float64(lse.Activations)/1e9)
 }

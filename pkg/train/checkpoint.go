@@ -53,6 +53,11 @@ func configMeta(c gpt.Config) map[string]string {
 // file that transformers.GPT2LMHeadModel loads (lm_head tied to wte). It
 // returns the SHA-256 of the data section stored in the file's metadata.
 func SaveModel(path string, cfg gpt.Config, params []float32) (string, error) {
+	return saveModel(path, cfg, params, nil)
+}
+
+// saveModel is SaveModel with extra metadata (the tokenizer).
+func saveModel(path string, cfg gpt.Config, params []float32, extra map[string]string) (string, error) {
 	l := cfg.Layout()
 	if len(params) != l.Total {
 		return "", fmt.Errorf("train: %d parameters for a model of %d", len(params), l.Total)
@@ -68,7 +73,11 @@ func SaveModel(path string, cfg gpt.Config, params []float32) (string, error) {
 		}
 		ts = append(ts, stTensor{Name: name, Shape: shape, Data: v})
 	}
-	return writeSafetensors(path, ts, configMeta(cfg))
+	meta := configMeta(cfg)
+	for k, v := range extra {
+		meta[k] = v
+	}
+	return writeSafetensors(path, ts, meta)
 }
 
 // LoadModel reads a checkpoint written by SaveModel (or any GPT-2
@@ -86,6 +95,9 @@ const maxParams = 2 << 30
 // loadModel is LoadModel that also returns the file's data checksum.
 func loadModel(path string) (gpt.Config, []float32, string, error) {
 	ts, meta, err := readSafetensors(path, 4*maxParams)
+	if err == nil { // a file transformers wrote: to druto's names, config and vocabulary (hf.go)
+		ts, meta, err = fromTransformers(path, ts, meta)
+	}
 	if err != nil {
 		return gpt.Config{}, nil, "", err
 	}

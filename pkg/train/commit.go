@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/druto/druto/internal/atomicfile"
 	"github.com/druto/druto/pkg/gpt"
 )
 
@@ -34,13 +35,14 @@ func hook(stage string) error {
 	return saveHook(stage)
 }
 
-// saveCheckpoint commits the model and state pair into dir (see pendingModel).
-func saveCheckpoint(dir string, cfg gpt.Config, params []float32, st state, m, v []float32) error {
+// saveCheckpoint commits the model and state pair into dir (see
+// pendingModel); extra is more model metadata (the tokenizer).
+func saveCheckpoint(dir string, cfg gpt.Config, params []float32, extra map[string]string, st state, m, v []float32) error {
 	if err := recoverCheckpoint(dir); err != nil {
 		return err
 	}
 	pending := filepath.Join(dir, pendingModel)
-	sum, err := SaveModel(pending, cfg, params)
+	sum, err := saveModel(pending, cfg, params, extra)
 	if err != nil {
 		return err
 	}
@@ -59,7 +61,7 @@ func saveCheckpoint(dir string, cfg gpt.Config, params []float32, st state, m, v
 	if err := os.Rename(pending, filepath.Join(dir, ModelFile)); err != nil {
 		return fmt.Errorf("train: %w (the checkpoint is saved; the next resume finishes it)", err)
 	}
-	syncDir(dir)
+	atomicfile.SyncDir(dir)
 	return nil
 }
 
@@ -88,7 +90,7 @@ func recoverCheckpoint(dir string) error {
 				if err := os.Rename(pending, filepath.Join(dir, ModelFile)); err != nil {
 					return fmt.Errorf("train: finishing the checkpoint in %s: %w", dir, err)
 				}
-				syncDir(dir)
+				atomicfile.SyncDir(dir)
 				return nil
 			}
 		}

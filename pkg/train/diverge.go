@@ -40,7 +40,7 @@ func (t *Trainer) checkStep(m *Metric, row *int) error {
 			ErrDiverged, m.Step, t.opts.Policy, m.Loss, t.keptNote())
 	case *row >= maxSkipsInRow:
 		return fmt.Errorf("%w at step %d: %d steps in a row had non-finite gradients (loss %v, loss scale %g); %s; lower the learning rate or lengthen the warm-up",
-			ErrDiverged, m.Step, *row, m.Loss, t.Scaler.LossScale(), t.keptNote())
+			ErrDiverged, m.Step, *row, m.Loss, m.LossScale, t.keptNote())
 	}
 	return nil
 }

@@ -53,23 +53,20 @@ var fuzzCfg = gpt.Config{Vocab: 4, MaxSeq: 2, Layers: 1, Heads: 1, Channels: 2}
 // config, the config's parameter count and finite weights. Seeds: a real
 // small model file and copies with crafted config numbers.
 func FuzzLoadModel(f *testing.F) {
+	noConfig := f.TempDir() // no config.json beside the fuzzed file
 	path := filepath.Join(f.TempDir(), "m.safetensors")
 	if _, err := SaveModel(path, fuzzCfg, gpt.InitParams(fuzzCfg, 1)); err != nil {
 		f.Fatal(err)
 	}
-	good, err := os.ReadFile(path)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(good)
-	// Without the checksum (as other writers' files are), so that mutations
-	// of the data section are explored too.
-	f.Add(noChecksum(good))
+	good := addSeeds(f, path)
 	for _, kv := range [][2]string{{`"n_layer":"1"`, `"n_layer":"9"`}, {`"vocab_size":"4"`, `"vocab_size":"4611686018427387904"`}, {`"n_embd":"2"`, `"n_embd":"-2"`}} {
 		f.Add(bytes.Replace(good, []byte(kv[0]), []byte(kv[1]), 1))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ts, meta, err := parseSafetensors(b)
+		if err == nil { // as loadModel: a transformers file is brought to druto's form
+			ts, meta, err = fromTransformers(filepath.Join(noConfig, "m.safetensors"), ts, meta)
+		}
 		if err != nil {
 			return
 		}
@@ -83,7 +80,9 @@ func FuzzLoadModel(f *testing.F) {
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("accepted config %v: %v", cfg, err)
 		}
-		if len(params) != cfg.NumParams() || len(params) > len(b)/4 {
+		// F16 and BF16 take 2 bytes a weight; the vocabulary of a
+		// transformers file is padded by fewer than 128 rows.
+		if len(params) != cfg.NumParams() || len(params) > len(b)/2+127*cfg.Channels {
 			t.Fatalf("%d parameters for config %v from a file of %d bytes", len(params), cfg, len(b))
 		}
 		for i, v := range params {
@@ -107,12 +106,7 @@ func FuzzStateFile(f *testing.F) {
 	if err := saveState(path, st, m, v); err != nil {
 		f.Fatal(err)
 	}
-	good, err := os.ReadFile(path)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(good)
-	f.Add(noChecksum(good))
+	good := addSeeds(f, path)
 	f.Add(bytes.Replace(good, []byte(`\"scale\":32768`), []byte(`\"scale\":0`), 1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ts, meta, err := parseSafetensors(b)
@@ -144,4 +138,17 @@ func FuzzStateFile(f *testing.F) {
 // so the offsets hold): the reader then does not verify the data.
 func noChecksum(b []byte) []byte {
 	return bytes.Replace(b, []byte(`"`+checksumKey+`"`), []byte(`"druto_nosum0"`), 1)
+}
+
+// addSeeds adds the file at path to f's seeds, and a copy without the
+// checksum (as other writers' files are), so that mutations of the data
+// section are explored too; it returns the file.
+func addSeeds(f *testing.F, path string) []byte {
+	good, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add(noChecksum(good))
+	return good
 }

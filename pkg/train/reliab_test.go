@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -34,17 +37,33 @@ func poke(tr *Trainer, g *tensor.Tensor, i int, v float32) {
 // TestRunFP16OverflowGoesOn: under fp16, steps with Inf and NaN gradients
 // inside Run are skipped and logged as such ("skipped": true, null where a
 // value is not finite, valid JSON on every line), and the run goes on to its
-// end and checkpoints.
+// end and checkpoints: on the host step, and on the device step (plain and
+// as a replayed graph), whose metrics are collected four steps at a time.
 func TestRunFP16OverflowGoesOn(t *testing.T) {
+	for _, mode := range []StepMode{StepHost, StepDevice, StepGraph} {
+		t.Run(mode.String(), func(t *testing.T) { testFP16Overflow(t, mode) })
+	}
+}
+
+func testFP16Overflow(t *testing.T, mode StepMode) {
 	o := testOptions(8, amp.FP16)
-	o.OutDir = t.TempDir()
-	tr := newTrainer(t, o)
-	tr.gradHook = func(step int, g *tensor.Tensor) {
-		switch step {
-		case 3:
-			poke(tr, g, 1234, float32(math.Inf(1)))
-		case 5:
-			poke(tr, g, 99, float32(math.NaN()))
+	o.OutDir, o.Step, o.LogEvery = t.TempDir(), mode, 4
+	bad := map[int]float32{3: float32(math.Inf(1)), 5: float32(math.NaN())}
+	if mode != StepHost {
+		o.InjectGrad = func(step int) float32 { return bad[step] }
+	}
+	tr := modeTrainer(t, o)
+	if got := tr.GraphStatus(); got != mode.String() {
+		t.Fatalf("step mode %q, want %q", got, mode)
+	}
+	if mode == StepHost {
+		tr.gradHook = func(step int, g *tensor.Tensor) {
+			switch step {
+			case 3:
+				poke(tr, g, 1234, bad[3])
+			case 5:
+				poke(tr, g, 99, bad[5])
+			}
 		}
 	}
 	if err := tr.Run(context.Background(), 0, nil); err != nil {
@@ -118,12 +137,23 @@ func poison(t *testing.T, tr *Trainer) {
 // ErrDiverged and one line naming the step and the kept checkpoint, which
 // stays intact, loadable and resumable; the metrics stay valid JSON. Under
 // fp16 the run goes on through skipped steps, and stops only once
-// maxSkipsInRow steps in a row were skipped.
+// maxSkipsInRow steps in a row were skipped. The device step (metrics
+// collected several steps at a time, as in graph mode) stops at the same
+// step with the same message.
 func TestNaNLossStopsRun(t *testing.T) {
+	for _, mode := range []StepMode{StepHost, StepDevice, StepGraph} {
+		t.Run(mode.String(), func(t *testing.T) { testNaNLossStops(t, mode) })
+	}
+}
+
+func testNaNLossStops(t *testing.T, mode StepMode) {
 	for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
 		o := testOptions(80, p)
-		o.OutDir, o.CheckpointEvery = t.TempDir(), 2
-		tr := newTrainer(t, o)
+		o.OutDir, o.CheckpointEvery, o.Step, o.LogEvery = t.TempDir(), 2, mode, 3
+		tr := modeTrainer(t, o)
+		if got := tr.GraphStatus(); got != mode.String() {
+			t.Fatalf("step mode %q, want %q", got, mode)
+		}
 		if err := tr.Run(context.Background(), 4, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +183,7 @@ func TestNaNLossStopsRun(t *testing.T) {
 		if err != nil || len(ms) != wantStep || !math.IsNaN(float64(ms[wantStep-1].Loss)) {
 			t.Errorf("%v: metrics %d lines (want %d), err %v", p, len(ms), wantStep, err)
 		}
-		re := newTrainer(t, o)
+		re := modeTrainer(t, o)
 		if err := re.Resume(o.OutDir); err != nil || re.StepsDone() != 4 {
 			t.Errorf("%v: resume from the kept checkpoint: step %d, %v", p, re.StepsDone(), err)
 		}
@@ -162,6 +192,63 @@ func TestNaNLossStopsRun(t *testing.T) {
 			t.Errorf("%v: Save of NaN weights: %v", p, err)
 		}
 	}
+}
+
+// TestNonFiniteGradsDevice: under bf16 (no loss scaling) an Inf gradient
+// with a finite loss stops the run at that step, with the same message on
+// the host step and on the device step, whose metrics come back in a batch
+// of four; the lines up to that step are logged, the last as skipped.
+func TestNonFiniteGradsDevice(t *testing.T) {
+	msgs := map[StepMode]string{}
+	for _, mode := range []StepMode{StepHost, StepDevice} {
+		o := testOptions(8, amp.BF16)
+		o.OutDir, o.Step, o.LogEvery = t.TempDir(), mode, 4
+		o.InjectGrad = func(step int) float32 {
+			if step == 3 {
+				return float32(math.Inf(1))
+			}
+			return 0
+		}
+		tr := newTrainer(t, o)
+		var reported []Metric
+		err := tr.Run(context.Background(), 0, func(m Metric) { reported = append(reported, m) })
+		if !errors.Is(err, ErrDiverged) {
+			t.Fatalf("%v: Run: %v, want ErrDiverged", mode, err)
+		}
+		msg := strings.ReplaceAll(err.Error(), o.OutDir, "OUT")
+		if i := strings.Index(msg, "(loss "); i >= 0 { // the loss's last digits may differ between the paths
+			msg = msg[:i] + msg[strings.Index(msg, ")")+1:]
+		}
+		msgs[mode] = msg
+		if !strings.Contains(msg, "at step 3: the gradients are not finite under bf16") || !strings.Contains(msg, "no checkpoint was written") {
+			t.Errorf("%v: message %q", mode, err)
+		}
+		ms, err := ReadMetricsFile(filepath.Join(o.OutDir, MetricsFile))
+		if err != nil || len(ms) != 3 || !ms[2].StepSkipped || ms[1].StepSkipped || len(reported) != 3 {
+			t.Errorf("%v: %d metrics lines (want 3, the last skipped), %d reported, %v", mode, len(ms), len(reported), err)
+		}
+		if _, err := os.Stat(filepath.Join(o.OutDir, ModelFile)); err == nil {
+			t.Errorf("%v: a checkpoint was written after the divergence", mode)
+		}
+	}
+	if msgs[StepHost] != msgs[StepDevice] {
+		t.Errorf("the messages differ:\nhost   %s\ndevice %s", msgs[StepHost], msgs[StepDevice])
+	}
+}
+
+// modeTrainer is newTrainer for o.Step: StepGraph runs on a CPU device
+// whose graphs replay the captured step (replayGrapher), so that graph mode
+// runs without a GPU.
+func modeTrainer(t *testing.T, o Options) *Trainer {
+	if o.Step != StepGraph {
+		return newTrainer(t, o)
+	}
+	trT, vaT := testTokens(t)
+	tr, err := New(&replayGrapher{Device: cpu.New(device.Options{Fused: true})}, o, trT, vaT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }
 
 // errKilled stands for a process killed in the middle of a save.
@@ -479,28 +566,109 @@ func TestResumeOtherData(t *testing.T) {
 	}
 }
 
-// TestGenerateEach: tokens reach emit one by one as they are drawn, an
-// error from emit stops the generation, and Generate returns exactly n
-// tokens.
-func TestGenerateEach(t *testing.T) {
+// TestSamplerChecks: the Sampler streams text piece by piece, an error
+// from emit stops the generation, Generate returns exactly n tokens, a NaN
+// temperature is refused, and logits that are not finite are an error,
+// never a token.
+func TestSamplerChecks(t *testing.T) {
 	tr := newTrainer(t, testOptions(4, amp.FP32))
 	rng := tensor.NewRNG(1)
 	stop := errors.New("enough")
-	var got []int32
-	err := GenerateEach(tr.Model, rng, []int32{'a'}, 50, 0.8, func(tok int32) error {
-		got = append(got, tok)
-		if len(got) == 7 {
+	pieces := 0
+	_, err := newSampler(tr.Model, data.Bytes{}, SampleOptions{Temperature: 0.8}, rng).Generate([]int32{'a'}, 50, func(string) error {
+		if pieces++; pieces == 7 {
 			return stop
 		}
 		return nil
 	})
-	if !errors.Is(err, stop) || len(got) != 7 {
-		t.Errorf("emit error: %v after %d tokens", err, len(got))
+	if !errors.Is(err, stop) || pieces != 7 {
+		t.Errorf("emit error: %v after %d pieces", err, pieces)
 	}
 	if out, err := Generate(tr.Model, rng, nil, 5, 0); err != nil || len(out) != 5 {
 		t.Errorf("Generate: %d tokens, %v", len(out), err)
 	}
-	if err := GenerateEach(tr.Model, rng, nil, 1, float32(math.NaN()), func(int32) error { return nil }); err == nil {
+	if _, err := Generate(tr.Model, rng, nil, 1, float32(math.NaN())); err == nil {
 		t.Error("NaN temperature accepted")
+	}
+	params, err := tr.Model.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range params {
+		params[i] = float32(math.NaN())
+	}
+	if err := tr.Model.SetParams(params); err != nil {
+		t.Fatal(err)
+	}
+	for _, temp := range []float32{0, 0.8} {
+		s, err := NewSampler(tr.Model, nil, SampleOptions{Temperature: temp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, err := s.Sample("a", 3, nil); err == nil || !strings.Contains(err.Error(), "not finite") {
+			t.Errorf("temperature %g: NaN weights sampled %q, %v", temp, text, err)
+		}
+	}
+}
+
+// TestTransformersHostile: a transformers GPT-2 file (hf.go) gets the same
+// checks as druto's own: a config.json that is a FIFO or a device is
+// refused without blocking or reading it, a crafted layer count is refused
+// before anything is sized from it, and weights that are not finite (here
+// in F16) are refused.
+func TestTransformersHostile(t *testing.T) {
+	real := gpt.Config{Vocab: 300, MaxSeq: 16, Layers: 1, Heads: 2, Channels: 16}
+	params := gpt.InitParams(real, 1)
+	const cfgJSON = `{"model_type": "gpt2", "n_embd": 16, "n_head": 2, "n_layer": 1, "n_positions": 16, "vocab_size": 300}`
+	write := func(t *testing.T, config string, dt string, p []float32) string {
+		dir := t.TempDir()
+		if config != "" {
+			if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := filepath.Join(dir, "model.safetensors")
+		writeRawSafetensors(t, path, hfTensors(real, p, true, dt), map[string]string{"format": "pt"})
+		return path
+	}
+	load := func(path string) error { // with a deadline: a blocked read fails the test
+		done := make(chan error, 1)
+		go func() { _, _, err := LoadModel(path); done <- err }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("LoadModel(%s) did not return (blocked?)", path)
+			return nil
+		}
+	}
+	if err := load(write(t, cfgJSON, "F16", params)); err != nil {
+		t.Fatalf("the plain file does not load: %v", err)
+	}
+	huge := strings.Replace(cfgJSON, `"n_layer": 1`, `"n_layer": 1073741824`, 1)
+	if err := load(write(t, huge, "F32", params)); !errors.Is(err, ErrCorrupt) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("n_layer 2^30: %v, want a one-line corrupt-checkpoint error", err)
+	}
+	nan := append([]float32(nil), params...)
+	nan[len(nan)/2] = float32(math.NaN())
+	if err := load(write(t, cfgJSON, "F16", nan)); err == nil || !strings.Contains(err.Error(), "not finite") {
+		t.Errorf("a NaN F16 weight: %v", err)
+	}
+	path := write(t, "", "F32", params)
+	cfg := filepath.Join(filepath.Dir(path), "config.json")
+	if err := os.Symlink("/dev/zero", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := load(path); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("config.json -> /dev/zero: %v", err)
+	}
+	path = write(t, "", "F32", params)
+	cfg = filepath.Join(filepath.Dir(path), "config.json")
+	if exec.Command("mkfifo", cfg).Run() != nil {
+		t.Log("mkfifo failed here; the FIFO case is left out")
+		return
+	}
+	if err := load(path); err == nil || !strings.Contains(err.Error(), "FIFO") {
+		t.Errorf("config.json a FIFO: %v", err)
 	}
 }

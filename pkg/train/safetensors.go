@@ -10,10 +10,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 
+	"github.com/druto/druto/internal/atomicfile"
 	"github.com/druto/druto/internal/boundedread"
 )
 
@@ -84,48 +83,13 @@ func writeSafetensors(path string, tensors []stTensor, meta map[string]string) (
 // by writeAtomic: the seam that simulates a full disk.
 var wrapWriter func(io.Writer) io.Writer
 
-// writeAtomic writes b to path through a temp file in the same folder
-// (synced, then renamed over path), so a crash or an error never leaves a
-// half-written file under path, and an error leaves no temp file.
+// writeAtomic writes b to path atomically (see atomicfile), through
+// wrapWriter when set.
 func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("train: %w (check that %s exists and is writable)", err, dir)
+	if err := atomicfile.WriteFileVia(path, b, wrapWriter); err != nil {
+		return fmt.Errorf("train: %w", err)
 	}
-	tmp := f.Name()
-	var w io.Writer = f
-	if wrapWriter != nil {
-		w = wrapWriter(f)
-	}
-	_, werr := w.Write(b)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp, 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("train: writing %s: %w", path, werr)
-	}
-	syncDir(dir)
 	return nil
-}
-
-// syncDir makes the renames inside dir durable, where the file system
-// supports it (best effort: some do not sync folders).
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 // parseSafetensors decodes a safetensors file holding F32 tensors and
@@ -158,9 +122,11 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 	}
 	// Check every entry before allocating anything: each tensor's data lie
 	// inside the data section and no two tensors share bytes, so the
-	// decoded tensors never take more memory than the file itself.
+	// decoded tensors never take more than twice the file's memory (F32 as
+	// it is, F16 and BF16 widened to F32).
 	type span struct {
 		name   string
+		dtype  string
 		shape  []int
 		lo, hi int64
 	}
@@ -170,24 +136,34 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 		if err := json.Unmarshal(r, &e); err != nil {
 			return nil, nil, fmt.Errorf("%w: entry %q: %v", ErrCorrupt, name, err)
 		}
-		if e.DType != "F32" {
-			return nil, nil, fmt.Errorf("train: tensor %q is %s; druto reads F32 checkpoints", name, e.DType)
+		size := dtypeSize(e.DType) // hf.go: F32, F16, BF16
+		if size == 0 {
+			if isBuffer(name) { // attention-mask buffers of transformers' files
+				continue
+			}
+			return nil, nil, fmt.Errorf("train: tensor %q is %s; druto reads F32, F16 and BF16 checkpoints", name, e.DType)
 		}
 		n := int64(1)
 		for _, d := range e.Shape {
 			if d < 0 || d > 1<<31 {
 				return nil, nil, fmt.Errorf("%w: tensor %q has shape %v", ErrCorrupt, name, e.Shape)
 			}
-			n *= int64(d)
-			if n > int64(len(data)) {
-				break
+		}
+		for _, d := range e.Shape { // saturating at more elements than bytes, which cannot fit
+			switch {
+			case d == 0:
+				n = 0
+			case n > int64(len(data))/int64(d):
+				n = int64(len(data)) + 1
+			default:
+				n *= int64(d)
 			}
 		}
 		lo, hi := e.Offsets[0], e.Offsets[1]
-		if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != 4*n {
+		if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != size*n {
 			return nil, nil, fmt.Errorf("%w: tensor %q data [%d,%d) does not fit %d bytes (truncated?)", ErrCorrupt, name, lo, hi, len(data))
 		}
-		spans = append(spans, span{name, e.Shape, lo, hi})
+		spans = append(spans, span{name, e.DType, e.Shape, lo, hi})
 	}
 	sort.Slice(spans, func(i, j int) bool {
 		if spans[i].lo != spans[j].lo {
@@ -202,11 +178,7 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 	}
 	out := make([]stTensor, 0, len(spans))
 	for _, sp := range spans {
-		v := make([]float32, (sp.hi-sp.lo)/4)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[sp.lo+4*int64(i):]))
-		}
-		out = append(out, stTensor{Name: sp.name, Shape: sp.shape, Data: v})
+		out = append(out, stTensor{Name: sp.name, Shape: sp.shape, Data: decodeFloats(sp.dtype, data[sp.lo:sp.hi])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, meta, nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,6 +27,10 @@ type Options struct {
 	Optim  optim.Config // AdamW, schedule (its Steps is the run's length) and clipping
 	Seed   uint64       // initialisation and sampling
 
+	// Tokenizer is what the tokens are (nil: bytes); samples are decoded
+	// with it and checkpoints record it, so that sample and eval find it.
+	Tokenizer data.Tokenizer
+
 	EvalEvery    int    // evaluate the validation loss every N steps (and at the end)
 	EvalBatches  int    // batches per evaluation (0: every whole batch of the validation split)
 	SampleEvery  int    // generate a sample every M steps (and at the end)
@@ -37,6 +40,22 @@ type Options struct {
 	OutDir          string // checkpoints and metrics.jsonl go here; "" keeps nothing
 	CheckpointEvery int    // also checkpoint every N steps (always at the end)
 	DataChanged     bool   // Resume accepts a checkpoint trained on other data
+
+	// Step says where the step's decisions run (StepHost, the zero value;
+	// StepDevice; StepGraph). A device that cannot run the asked mode runs
+	// the closest one it can, with a Notice saying why.
+	Step StepMode
+	// LogEvery is how many device-resident steps are queued before the host
+	// waits and reads their metrics (0 or 1: every step). Run also waits
+	// before evaluations, samples and checkpoints.
+	LogEvery int
+	// Notice, when set, receives one-line notices (a mode that fell back).
+	Notice func(msg string)
+	// InjectGrad, for tests, returns a value added on the device to the
+	// first gradient element of each 1-based step, after backward and before
+	// the norm (an Inf injects a non-finite step, also inside a replayed
+	// graph); nil adds nothing.
+	InjectGrad func(step int) float32
 
 	// Reducer, when set, makes this trainer one rank of data-parallel
 	// training: each rank reads its own part of every global batch, and the
@@ -68,6 +87,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("train: sequence length %d must be in [1, %d], the model's maximum", o.Seq, o.Config.MaxSeq)
 	case o.EvalEvery < 0 || o.SampleEvery < 0 || o.CheckpointEvery < 0 || o.SampleTokens < 0 || o.EvalBatches < 0:
 		return fmt.Errorf("train: eval, sample and checkpoint intervals must not be negative")
+	case o.Tokenizer != nil && o.Tokenizer.Vocab() > o.Config.Vocab:
+		return fmt.Errorf("train: the %s tokenizer has %d tokens, more than the model's vocabulary of %d (use a larger vocabulary)", o.Tokenizer.Name(), o.Tokenizer.Vocab(), o.Config.Vocab)
 	}
 	return o.Optim.Validate()
 }
@@ -105,7 +126,10 @@ type Trainer struct {
 	saved   int    // step of the last checkpoint written or resumed from (-1: none)
 	dataKey string // fingerprint of the training tokens (see dataKey)
 	in, tg  []int32
+	tokens  []int32 // the training tokens (SetBatchShape makes a new loader over them)
 	metrics *os.File
+	ds      *devStep       // the device-resident step (devstep.go); nil on the host step
+	poison  *tensor.Tensor // (1) F32 on the device: Options.InjectGrad's value
 
 	// gradHook, when set (by tests), sees the gradients of every step
 	// before the norm and the optimizer: the one way to inject a non-finite
@@ -154,9 +178,46 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	t := &Trainer{
 		Model: m, Opt: opt, Scaler: amp.NewGradScaler(opts.Policy.NeedsScaler()),
 		opts: opts, dev: dev, train: tl, val: vl, rng: tensor.NewRNG(opts.Seed ^ 0x5eed), saved: -1, dataKey: dataKey(trainTokens),
-		in: make([]int32, N), tg: make([]int32, N),
+		in: make([]int32, N), tg: make([]int32, N), tokens: trainTokens,
+	}
+	if opts.InjectGrad != nil {
+		if t.poison, err = dev.Alloc(tensor.F32, 1); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	if err := t.initDevStep(); err != nil {
+		t.Close()
+		return nil, err
 	}
 	return t, nil
+}
+
+// SetBatchShape makes the following steps use B sequences of T tokens
+// (a new loader over the training tokens, from their beginning). The
+// device step captures a new graph for the new shape; it never replays
+// one made for another. A checkpoint records the new shape.
+func (t *Trainer) SetBatchShape(B, T int) error {
+	o := t.opts
+	o.Batch, o.Seq = B, T
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	l, err := data.NewLoader(t.tokens, B, T)
+	if err != nil {
+		return err
+	}
+	if r := o.Reducer; r != nil && r.World() > 1 {
+		if l, err = data.NewShardedLoader(t.tokens, B, T, r.Rank(), r.World()); err != nil {
+			return err
+		}
+	}
+	if t.ds != nil && len(t.ds.pending) > 0 {
+		return fmt.Errorf("train: SetBatchShape with device steps pending")
+	}
+	t.opts, t.train = o, l
+	t.in, t.tg = make([]int32, B*T), make([]int32, B*T)
+	return nil
 }
 
 // StepsDone returns the number of training steps completed.
@@ -167,6 +228,30 @@ func (t *Trainer) StepsDone() int { return t.step }
 // the GradScaler update, clipping and AdamW. A step with a non-finite
 // gradient is skipped: parameters and optimizer state stay as they were.
 func (t *Trainer) Step() (Metric, error) {
+	if t.ds != nil {
+		if err := t.queueDevice(); err != nil {
+			return Metric{}, err
+		}
+		ms, err := t.collect()
+		if err != nil {
+			return Metric{}, err
+		}
+		return ms[len(ms)-1], nil
+	}
+	// The whole step in one hop to the device's thread (device.Batcher):
+	// its ops are issued there directly, not one hop each.
+	var m Metric
+	err := t.batch(func() error {
+		var err error
+		m, err = t.hostStep()
+		return err
+	})
+	return m, err
+}
+
+// hostStep is Step with the GradScaler, clipping and the learning rate on
+// the host: it waits for the loss and the gradient norm.
+func (t *Trainer) hostStep() (Metric, error) {
 	start := time.Now()
 	o := t.opts
 	scale := t.Scaler.LossScale()
@@ -189,6 +274,11 @@ func (t *Trainer) Step() (Metric, error) {
 	if t.gradHook != nil {
 		t.gradHook(t.step+1, t.Model.Grads())
 	}
+	if o.InjectGrad != nil {
+		if err := t.inject(t.step + 1); err != nil {
+			return Metric{}, err
+		}
+	}
 	norm, finite := t.dev.GradNorm(t.Model.Grads(), 1/scale)
 	skip := t.Scaler.Update(finite)
 	t.step++
@@ -204,7 +294,7 @@ func (t *Trainer) Step() (Metric, error) {
 	}
 	el := time.Since(start)
 	return Metric{
-		Step: t.step, Loss: loss, LR: lr, GradNorm: norm, LossScale: scale, Skipped: t.skipped,
+		Step: t.step, Loss: loss, LR: lr, GradNorm: norm, LossScale: scale, StepSkipped: skip, Skipped: t.skipped,
 		MsPerStep:  float64(el.Microseconds()) / 1000,
 		TokensPerS: float64(o.Batch*o.Seq*world(o.Reducer)) / el.Seconds(),
 	}, nil
@@ -248,46 +338,18 @@ func EvalLoss(m *gpt.Model, l *data.Loader, B, T, batches int) (float32, error) 
 }
 
 // Sample continues prompt by n tokens, drawing from the softmax at
-// temperature (0 picks the most likely token) with the trainer's RNG.
+// temperature (0 picks the most likely token) with the trainer's RNG; the
+// tokens continue valid UTF-8 (see Sampler).
 func (t *Trainer) Sample(prompt []int32, n int, temperature float32) ([]int32, error) {
-	return Generate(t.Model, t.rng, prompt, n, temperature)
+	return newSampler(t.Model, t.tokenizer(), SampleOptions{Temperature: temperature}, t.rng).Generate(prompt, n, nil)
 }
 
-// Generate continues prompt by n tokens with model m (see GenerateEach).
-func Generate(m *gpt.Model, rng *tensor.RNG, prompt []int32, n int, temperature float32) ([]int32, error) {
-	var out []int32
-	err := GenerateEach(m, rng, prompt, n, temperature, func(t int32) error {
-		out = append(out, t)
-		return nil
-	})
-	return out, err
-}
-
-// pick draws an index from softmax(row / temperature).
-func pick(row []float32, temperature float32, rng *tensor.RNG) int {
-	best := 0
-	for i, v := range row {
-		if v > row[best] {
-			best = i
-		}
+// tokenizer returns the run's tokenizer (bytes when the options name none).
+func (t *Trainer) tokenizer() data.Tokenizer {
+	if t.opts.Tokenizer != nil {
+		return t.opts.Tokenizer
 	}
-	if temperature <= 0 {
-		return best
-	}
-	var sum float64
-	p := make([]float64, len(row))
-	for i, v := range row {
-		p[i] = math.Exp(float64(v-row[best]) / float64(temperature))
-		sum += p[i]
-	}
-	r := rng.Float64() * sum
-	for i, v := range p {
-		r -= v
-		if r < 0 {
-			return i
-		}
-	}
-	return best
+	return data.Bytes{}
 }
 
 // Run trains until the schedule's last step (or until, when 0 < until <
@@ -316,13 +378,25 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 			}
 			return err
 		}
-		before := t.skipped
-		m, err := t.Step()
+		ms, err := t.steps(last)
 		if err != nil {
 			return err
 		}
-		m.StepSkipped = m.Skipped > before
-		diverged := t.checkStep(&m, &skipRow)
+		// Every step's metrics are checked, those the device path collected
+		// in a batch too: the first that diverged ends the run there.
+		var diverged error
+		for i := range ms {
+			if diverged = t.checkStep(&ms[i], &skipRow); diverged != nil {
+				ms = ms[:i+1]
+				break
+			}
+		}
+		for _, m := range ms[:len(ms)-1] {
+			if err := t.emit(m, report); err != nil {
+				return err
+			}
+		}
+		m := ms[len(ms)-1]
 		end := t.step == last || diverged != nil
 		if diverged == nil && t.val != nil && (o.EvalEvery > 0 && t.step%o.EvalEvery == 0 || end && o.EvalEvery > 0) {
 			if m.ValLoss, err = t.Eval(o.EvalBatches); err != nil {
@@ -330,19 +404,18 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 			}
 		}
 		if diverged == nil && o.SampleTokens > 0 && (o.SampleEvery > 0 && t.step%o.SampleEvery == 0 || end) {
-			toks, err := t.Sample([]int32(bytesToTokens(o.SamplePrompt)), o.SampleTokens, 0.8)
+			prompt, err := t.tokenizer().Encode([]byte(o.SamplePrompt))
+			if err != nil {
+				return fmt.Errorf("train: sample prompt: %w", err)
+			}
+			toks, err := t.Sample(prompt, o.SampleTokens, 0.8)
 			if err != nil {
 				return err
 			}
-			m.Sample = o.SamplePrompt + data.DecodeString(toks)
+			m.Sample = o.SamplePrompt + data.DecodeText(t.tokenizer(), toks)
 		}
-		if t.metrics != nil {
-			if err := json.NewEncoder(t.metrics).Encode(m); err != nil {
-				return fmt.Errorf("train: metrics: %w", err)
-			}
-		}
-		if report != nil {
-			report(m)
+		if err := t.emit(m, report); err != nil {
+			return err
 		}
 		if diverged != nil {
 			return diverged
@@ -356,12 +429,43 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 	return nil
 }
 
-func bytesToTokens(s string) []int32 {
-	out := make([]int32, len(s))
-	for i := 0; i < len(s); i++ {
-		out[i] = int32(s[i])
+// steps runs one step on the host path, or queues device steps up to the
+// next step that logs, evaluates, samples, checkpoints or ends the run
+// (at most LogEvery), and returns their metrics in order.
+func (t *Trainer) steps(last int) ([]Metric, error) {
+	if t.ds == nil {
+		m, err := t.Step()
+		if err != nil {
+			return nil, err
+		}
+		return []Metric{m}, nil
 	}
-	return out
+	o := t.opts
+	for {
+		if err := t.queueDevice(); err != nil {
+			return nil, err
+		}
+		s := t.step
+		stop := s == last || len(t.ds.pending) >= t.logEvery() ||
+			o.EvalEvery > 0 && s%o.EvalEvery == 0 || o.SampleTokens > 0 && o.SampleEvery > 0 && s%o.SampleEvery == 0 ||
+			o.OutDir != "" && o.CheckpointEvery > 0 && s%o.CheckpointEvery == 0
+		if stop {
+			return t.collect()
+		}
+	}
+}
+
+// emit writes m to the metrics log and reports it.
+func (t *Trainer) emit(m Metric, report func(Metric)) error {
+	if t.metrics != nil {
+		if err := json.NewEncoder(t.metrics).Encode(m); err != nil {
+			return fmt.Errorf("train: metrics: %w", err)
+		}
+	}
+	if report != nil {
+		report(m)
+	}
+	return nil
 }
 
 // MetricsFile is the JSON-lines log inside OutDir.
@@ -424,7 +528,11 @@ func (t *Trainer) optionsKey() string {
 		Batch, Seq int
 		Optim      optim.Config
 		Seed       uint64
-	}{o.Config, o.Policy.String(), o.Batch, o.Seq, o.Optim, o.Seed}
+		Tokenizer  string `json:",omitempty"` // empty for bytes, as before tokenizers existed
+	}{o.Config, o.Policy.String(), o.Batch, o.Seq, o.Optim, o.Seed, ""}
+	if o.Tokenizer != nil && o.Tokenizer.Name() != "bytes" {
+		k.Tokenizer = data.TokenizerID(o.Tokenizer)
+	}
 	b, _ := json.Marshal(k)
 	return string(b)
 }
@@ -456,7 +564,7 @@ func (t *Trainer) Save(dir string) error {
 		Step: t.step, OptSteps: t.Opt.Steps, Scale: t.Scaler.Scale, GoodSteps: t.Scaler.GoodSteps,
 		Skipped: t.skipped, RNG: t.rng.State, DataPos: t.train.Pos(), Options: t.optionsKey(), Data: t.dataKey,
 	}
-	if err := saveCheckpoint(dir, t.opts.Config, params, st, m.F32(), v.F32()); err != nil {
+	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), st, m.F32(), v.F32()); err != nil {
 		return err
 	}
 	t.saved = t.step
@@ -511,6 +619,14 @@ func (t *Trainer) Resume(dir string) error {
 	t.Scaler.Scale, t.Scaler.GoodSteps, t.Scaler.Skipped = st.Scale, st.GoodSteps, st.Skipped
 	t.rng.State = st.RNG
 	t.saved = st.Step
+	if t.ds != nil {
+		t.ds.inited = false // the next device step uploads the restored counts
+		if t.ds.graph != nil {
+			_ = t.ds.graph.Close()
+			t.ds.graph = nil
+		}
+		t.ds.graphKey = graphKey{}
+	}
 	return t.dev.Sync()
 }
 
@@ -519,6 +635,11 @@ func WriteMetric(w io.Writer, m Metric) error { return json.NewEncoder(w).Encode
 
 // Close frees the model's and the optimizer's device memory.
 func (t *Trainer) Close() {
+	t.closeDevStep()
+	if t.poison != nil {
+		t.dev.Free(t.poison)
+		t.poison = nil
+	}
 	t.Opt.Close()
 	t.Model.Close()
 }

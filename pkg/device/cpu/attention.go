@@ -33,6 +33,7 @@ import (
 	"sync"
 
 	"github.com/druto/druto/pkg/blas"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -313,9 +314,15 @@ func attnForwardDecomposed(hd attnHead, o, p, x []float32, att *tensor.Tensor, s
 	return hd.gemm(false, false, T, hs, T, 1, p, T, x[hd.v:], ld, 0, o[hd.o:], hd.C)
 }
 
-// AttentionBackward accumulates the gradient of Attention into dqkv.
-// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), att (B,NH,T,T)
-func (d *Device) AttentionBackward(dqkv, dout, qkv, att *tensor.Tensor, B, T, C, NH int) {
+// AttentionState is ProbState: the CPU saves the probabilities.
+func (d *Device) AttentionState(dt tensor.DType, B, T, C, NH int) device.AttnState {
+	return device.ProbState(dt, B, T, NH)
+}
+
+// AttentionBackward accumulates the gradient of Attention into dqkv; out
+// (Attention's output) is not needed here (the probabilities are saved).
+// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C) unused, att (B,NH,T,T)
+func (d *Device) AttentionBackward(dqkv, dout, qkv, _, att *tensor.Tensor, B, T, C, NH int) {
 	const op = "AttentionBackward"
 	if !d.attnArgs(op, dout, att, qkv, B, T, C, NH) || !d.needFloat(op, dqkv) || !d.checkN(op, B*T*3*C, dqkv) {
 		return

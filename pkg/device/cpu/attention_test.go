@@ -86,7 +86,7 @@ func TestAttentionBackwardFD(t *testing.T) {
 				ntPoison(att)
 				d.Attention(out, att, qkv, B, T, C, NH)
 				dqkv := tensor.New(tensor.F32, B, T, 3*C)
-				d.AttentionBackward(dqkv, dout, qkv, att, B, T, C, NH)
+				d.AttentionBackward(dqkv, dout, qkv, nil, att, B, T, C, NH)
 				ntSync(t, d)
 				ntClose(t, f.name+" out", ntF64(out), wantOut, tensor.F32, sc)
 				ntClose(t, f.name+" att", ntF64(att), wantAtt, tensor.F32, sc)
@@ -116,7 +116,7 @@ func (c *mtAttnCase) run(t *testing.T, d *Device) (out, att, dqkv *tensor.Tensor
 	ntPoison(att)
 	d.Attention(out, att, c.qkv, B, T, C, NH)
 	dqkv, _ = ntTensor(t, c.dt, c.prior, B, T, 3*C)
-	d.AttentionBackward(dqkv, c.dout, c.qkv, c.att, B, T, C, NH)
+	d.AttentionBackward(dqkv, c.dout, c.qkv, nil, c.att, B, T, C, NH)
 	ntSync(t, d)
 	return out, att, dqkv
 }
@@ -184,10 +184,10 @@ func TestAttentionBackwardAccumulates(t *testing.T) {
 			att := tensor.New(dt, B, NH, T, T)
 			d.Attention(tensor.New(dt, B, T, C), att, qkv, B, T, C, NH)
 			zero := tensor.New(tensor.F32, B, T, 3*C)
-			d.AttentionBackward(zero, dout, qkv, att, B, T, C, NH)
+			d.AttentionBackward(zero, dout, qkv, nil, att, B, T, C, NH)
 			prior := ntNormal(r, B*T*3*C, 1, 0)
 			dqkv, p := ntTensor(t, dt, prior, B, T, 3*C)
-			d.AttentionBackward(dqkv, dout, qkv, att, B, T, C, NH)
+			d.AttentionBackward(dqkv, dout, qkv, nil, att, B, T, C, NH)
 			ntSync(t, d)
 			want := ntF64(zero)
 			for i := range want {
@@ -210,7 +210,7 @@ func TestAttentionBadArgs(t *testing.T) {
 	if err := d.Sync(); !errors.Is(err, tensor.ErrShape) {
 		t.Errorf("short att: %v", err)
 	}
-	d.AttentionBackward(tensor.New(tensor.F32, 5), out, qkv, tensor.New(tensor.F32, 1, 2, 4, 4), 1, 4, 4, 2)
+	d.AttentionBackward(tensor.New(tensor.F32, 5), out, qkv, nil, tensor.New(tensor.F32, 1, 2, 4, 4), 1, 4, 4, 2)
 	if err := d.Sync(); !errors.Is(err, tensor.ErrShape) {
 		t.Errorf("short dqkv: %v", err)
 	}
@@ -234,7 +234,7 @@ func BenchmarkAttention(b *testing.B) {
 				out, att, dqkv := tensor.New(dt, B, T, C), tensor.New(dt, B, NH, T, T), tensor.New(dt, B, T, 3*C)
 				for b.Loop() {
 					d.Attention(out, att, qkv, B, T, C, NH)
-					d.AttentionBackward(dqkv, dout, qkv, att, B, T, C, NH)
+					d.AttentionBackward(dqkv, dout, qkv, nil, att, B, T, C, NH)
 				}
 				if err := d.Sync(); err != nil {
 					b.Fatal(err)

@@ -14,7 +14,8 @@ import (
 type Device struct {
 	fused   bool
 	threads int
-	err     error // first error since the last Sync
+	err     error       // first error since the last Sync
+	records [][]float32 // state snapshots (step.go)
 }
 
 var _ device.Device = (*Device)(nil)

@@ -27,6 +27,15 @@ func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, fi
 	if !d.needFloat("GradNorm", grads) {
 		return float32(math.NaN()), false
 	}
+	s := d.sumSqGrads(grads)
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s), false
+	}
+	return float32(math.Sqrt(s) * math.Abs(float64(scale))), true
+}
+
+// sumSqGrads returns Σ g² over grads in float64, in chunk order.
+func (d *Device) sumSqGrads(grads *tensor.Tensor) float64 {
 	n := grads.Numel()
 	chunks := (n + gnChunk - 1) / gnChunk
 	part := make([]float64, chunks) // (chunks) Σ g² per chunk
@@ -44,10 +53,7 @@ func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, fi
 	for _, p := range part {
 		s += p
 	}
-	if math.IsInf(s, 0) || math.IsNaN(s) {
-		return float32(s), false
-	}
-	return float32(math.Sqrt(s) * math.Abs(float64(scale))), true
+	return s
 }
 
 // sumSq64 returns Σ x² in float64 with four accumulators in a fixed order.

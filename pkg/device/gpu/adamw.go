@@ -147,6 +147,11 @@ func (d *Device) adamTable(layout *tensor.Layout, spans []adamSpan) (cuda.Device
 			return 0, 0
 		}
 		delete(d.tables, layout)
+		d.moves++
+	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: adamw: the chunk table would be uploaded during graph capture (run the step once before capturing)"))
+		return 0, 0
 	}
 	p, err := d.ctx.Pool().Alloc(uint64(len(table) * 4))
 	if err != nil {

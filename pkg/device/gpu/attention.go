@@ -1,8 +1,22 @@
 package gpu
 
 // attention.go: causal multi-head self-attention, Attention and
-// AttentionBackward: cuBLAS strided-batched GEMMs for the products and the
-// softmax kernels of kernels/attention.cu over an fp32 score matrix.
+// AttentionBackward, on one of two paths:
+//
+//   - flash (fused, hs 32, 64 or 128; bf16 on sm_80 or newer, f16 on sm_75
+//     or newer): the kernels of kernels/flash_attention.cu (FlashAttention-2
+//     on mma.sync);
+//     the saved state is each query row's log-sum-exp, (B,NH,T) F32
+//     (device.LSEState), and no T×T matrix exists;
+//   - cuBLAS (everything else: the decomposed twin, fp32, other head sizes,
+//     bf16 on sm_75, Config.NoFlash): described below; the saved state is the
+//     probabilities, (B,NH,T,T) (device.ProbState).
+//
+// AttentionState says which one runs for a dtype and shape; Attention and
+// AttentionBackward follow it and reject a state of the other shape.
+//
+// cuBLAS path: strided-batched GEMMs for the products and the softmax
+// kernels of kernels/attention.cu over an fp32 score matrix.
 //
 // qkv (B,T,3C) packs q | k | v; head h of q is the T×hs matrix at column
 // h·hs with row stride 3C, so the GEMMs read the heads in place: one
@@ -37,6 +51,7 @@ import (
 	"math"
 
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -55,37 +70,112 @@ type attnShape struct {
 	es              uint64  // element size of dt
 	scale           float32 // 1/√hs
 	chunk           int     // batch rows per chunk
+	flash           bool    // the flash kernels run (att is the log-sum-exp)
 }
 
+// flashHeadSizes are the head sizes the flash kernels are built for.
+var flashHeadSizes = map[int]string{32: "hs32", 64: "hs64", 128: "hs128"}
+
+// FlashSupports reports whether the flash-attention kernels take dtype dt
+// and head size hs (16-bit, hs 32, 64 or 128); they also need a fused
+// device and a GPU they were built for: sm_80+ for bf16, sm_75+ for f16
+// (see Device.AttentionState).
+func FlashSupports(dt tensor.DType, hs int) bool {
+	_, ok := flashHeadSizes[hs]
+	return ok && (dt == tensor.BF16 || dt == tensor.F16)
+}
+
+// flash reports whether attention at dtype dt and head size hs runs the
+// flash kernels on this device: fused, not switched off, supported shape,
+// and every flash kernel built for dt (bf16: sm_80+, f16: sm_75+).
+func (d *Device) flash(dt tensor.DType, hs int) bool {
+	if !d.fused || d.noFlash || !FlashSupports(dt, hs) {
+		return false
+	}
+	suf := flashHeadSizes[hs]
+	for _, k := range []string{"flash_fwd_" + suf, "flash_bwd_" + suf, "flash_bwd_dot", "flash_bwd_dq"} {
+		if d.funcs[kernelKey{k, dt}] == nil && launchHook == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// flashGridY is the most (b,h) pairs one flash launch covers (gridDim.y);
+// beyond it attention takes the cuBLAS path.
+const flashGridY = 65535
+
+// flashFor reports whether an attention call of this shape runs the flash
+// kernels: flash for its dtype and head size, and B·NH within the grid.
+func (d *Device) flashFor(dt tensor.DType, B, C, NH int) bool {
+	return NH > 0 && C%NH == 0 && B*NH <= flashGridY && d.flash(dt, C/NH)
+}
+
+// AttentionState returns the log-sum-exp state (B,NH,T) F32 where the flash
+// kernels run (see flashFor) and the probabilities (B,NH,T,T) in dt otherwise.
+func (d *Device) AttentionState(dt tensor.DType, B, T, C, NH int) device.AttnState {
+	if d.flashFor(dt, B, C, NH) {
+		return device.LSEState(B, T, NH)
+	}
+	return device.ProbState(dt, B, T, NH)
+}
+
+// attnArgs validates an attention call; with flash set the state att is
+// the log-sum-exp (B,NH,T) F32, else the probabilities (B,NH,T,T) in qkv's
+// dtype.
 func (d *Device) attnArgs(op string, act, att, qkv *tensor.Tensor, B, T, C, NH int) (attnShape, bool) {
 	var s attnShape
 	if B < 0 || T < 0 || C <= 0 || NH <= 0 || C%NH != 0 || act == nil || att == nil || qkv == nil {
 		d.fail(fmt.Errorf("gpu: %s: B=%d T=%d C=%d NH=%d (C a positive multiple of NH) or a nil tensor: %w", op, B, T, C, NH, tensor.ErrShape))
 		return s, false
 	}
-	if !d.checkN(op, B*T*C, act) || !d.checkN(op, B*NH*T*T, att) || !d.checkN(op, B*T*3*C, qkv) {
-		return s, false
-	}
 	dt := qkv.DType
-	ct, ok := dataType(dt)
-	if !ok || act.DType != dt || att.DType != dt {
-		d.unsupported(op+" (out/dout, att, qkv must share a float dtype)", act.DType, att.DType, qkv.DType)
+	hs := C / NH
+	s.flash = d.flashFor(dt, B, C, NH)
+	state := device.ProbState(dt, B, T, NH)
+	if s.flash {
+		state = device.LSEState(B, T, NH)
+	}
+	if att.Numel() != state.Numel() || att.DType != state.DType {
+		d.fail(fmt.Errorf("gpu: %s: the saved state att is %v, want %v %v (Device.AttentionState for %s, B=%d T=%d C=%d NH=%d): %w",
+			op, desc(att), state.DType, state.Shape, dt, B, T, C, NH, tensor.ErrShape))
 		return s, false
 	}
-	hs := C / NH
+	if !d.checkN(op, B*T*C, act) || !d.checkN(op, state.Numel(), att) || !d.checkN(op, B*T*3*C, qkv) {
+		return s, false
+	}
+	ct, ok := dataType(dt)
+	if !ok || act.DType != dt {
+		d.unsupported(op+" (out/dout and qkv must share a float dtype)", act.DType, qkv.DType)
+		return s, false
+	}
+	if s.flash {
+		for i, t := range []*tensor.Tensor{act, qkv} {
+			if p := d.ptr(t); p%16 != 0 {
+				d.fail(fmt.Errorf("gpu: %s (flash): argument %d (%v) at %#x is not 16-byte aligned (B=%d T=%d C=%d NH=%d): %w", op, i, desc(t), uint64(p), B, T, C, NH, tensor.ErrShape))
+				return s, false
+			}
+		}
+	}
 	s = attnShape{B: B, T: T, C: C, NH: NH, hs: hs, dt: dt, ct: ct, es: uint64(dt.Size()),
-		scale: float32(1 / math.Sqrt(float64(hs)))}
+		scale: float32(1 / math.Sqrt(float64(hs))), flash: s.flash}
 	if per := NH * T * T * 4; per > 0 {
 		s.chunk = max(1, min(B, attnScratchBytes/per))
 	}
 	return s, true
 }
 
-// Attention computes causal self-attention; att receives the probabilities.
-// out (B,T,C), att (B,NH,T,T), qkv (B,T,3C), all one dtype
+// Attention computes causal self-attention; att receives the state
+// AttentionState names (the log-sum-exp or the probabilities).
+// out (B,T,C), att (AttentionState), qkv (B,T,3C), out and qkv one dtype
 func (d *Device) Attention(out, att, qkv *tensor.Tensor, B, T, C, NH int) {
 	s, ok := d.attnArgs("attention", out, att, qkv, B, T, C, NH)
 	if !ok || B*T == 0 {
+		return
+	}
+	if s.flash {
+		d.launch("flash_fwd_"+flashHeadSizes[s.hs], s.dt, cuda.Dim3{X: uint32(blocks(T, flashTile)), Y: uint32(B * NH), Z: 1}, cuda.D1(128), 0,
+			d.ptr(out), d.ptr(att), d.ptr(qkv), T, C, NH, s.scale)
 		return
 	}
 	scores := d.scratch("attn.scores", s.chunk*NH*T*T*4)
@@ -157,12 +247,17 @@ func (d *Device) attnChunk(s attnShape, b0, b1 int, out, att, qkv, scores cuda.D
 	}
 }
 
-// AttentionBackward accumulates the gradient of Attention into dqkv.
-// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), att (B,NH,T,T), all one dtype
-func (d *Device) AttentionBackward(dqkv, dout, qkv, att *tensor.Tensor, B, T, C, NH int) {
+// AttentionBackward accumulates the gradient of Attention into dqkv (dq,
+// dk and dv are all added). out is Attention's output (flash path only).
+// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C), att (AttentionState)
+func (d *Device) AttentionBackward(dqkv, dout, qkv, out, att *tensor.Tensor, B, T, C, NH int) {
 	const op = "attention backward"
 	s, ok := d.attnArgs(op, dout, att, qkv, B, T, C, NH)
 	if !ok || !d.checkN(op, B*T*3*C, dqkv) || !d.checkDT(op, s.dt, dqkv) || B*T == 0 {
+		return
+	}
+	if s.flash {
+		d.flashBackward(s, dqkv, dout, qkv, out, att)
 		return
 	}
 	datt := d.scratch("attn.scores", s.chunk*NH*T*T*4)
@@ -175,6 +270,48 @@ func (d *Device) AttentionBackward(dqkv, dout, qkv, att *tensor.Tensor, B, T, C,
 		for b0 := 0; b0 < B && !d.failed(); b0 += s.chunk {
 			d.attnBackwardChunk(s, b0, min(B, b0+s.chunk), dx, g, x, a, datt, dpre)
 		}
+		return nil
+	})
+}
+
+// flashTile is the query (forward) and key (backward) tile of the flash
+// kernels: grid.x = ceil(T/flashTile).
+const flashTile = 64
+
+// flashBackward runs the flash backward: dd = rowsum(dout∘out), the main
+// kernel (dk, dv added to dqkv; dq into an fp32 scratch by atomics), then
+// dqkv's q part += that scratch.
+func (d *Device) flashBackward(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor) {
+	const op = "attention backward"
+	B, T, C, NH := s.B, s.T, s.C, s.NH
+	if out == nil || !d.checkN(op+" (out)", B*T*C, out) || !d.checkDT(op+" (out)", s.dt, out) {
+		if out == nil {
+			d.fail(fmt.Errorf("gpu: %s (flash): out (Attention's output, B,T,C) is nil: %w", op, tensor.ErrShape))
+		}
+		return
+	}
+	for i, t := range []*tensor.Tensor{dqkv, out} {
+		if p := d.ptr(t); p%16 != 0 {
+			d.fail(fmt.Errorf("gpu: %s (flash): argument %d (%v) at %#x is not 16-byte aligned (B=%d T=%d C=%d NH=%d): %w", op, i, desc(t), uint64(p), B, T, C, NH, tensor.ErrShape))
+			return
+		}
+	}
+	rows := B * NH * T
+	dd := d.scratch("attn.dd", rows*4)
+	dqacc := d.scratch("attn.dqacc", B*T*C*4)
+	if dd == 0 || dqacc == 0 {
+		return
+	}
+	dx, g, x, o, lse := d.ptr(dqkv), d.ptr(dout), d.ptr(qkv), d.ptr(out), d.ptr(att)
+	n := int64(B) * int64(T) * int64(C)
+	d.do(func() error {
+		if err := d.memset(dqacc, int(n)*4); err != nil {
+			return fmt.Errorf("gpu: %s: zero dq scratch: %w", op, err)
+		}
+		d.launch("flash_bwd_dot", s.dt, cuda.D1(blocks(rows, attnRowWarps)), cuda.D1(32*attnRowWarps), 0, dd, g, o, rows, T, C, NH, s.hs)
+		d.launch("flash_bwd_"+flashHeadSizes[s.hs], s.dt, cuda.Dim3{X: uint32(blocks(T, flashTile)), Y: uint32(B * NH), Z: 1}, cuda.D1(128), 0,
+			dx, dqacc, x, g, lse, dd, T, C, NH, s.scale)
+		d.launch("flash_bwd_dq", s.dt, elemBlocks(int(min(n, math.MaxInt32))), cuda.D1(256), 0, dx, dqacc, n, C)
 		return nil
 	})
 }

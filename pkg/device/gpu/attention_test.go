@@ -30,10 +30,15 @@ var attnShapes = []struct {
 // dpre to the GEMM type (the CPU keeps it fp32). The model test bounds the
 // effect on a whole gradient. fp32 outputs by sqrtScale(T), the length of
 // the att·v and score-gradient sums.
+//
+// This is the cuBLAS path (the probabilities saved): the fused device runs
+// with noFlash set here; flash_test.go tests the flash kernels.
 func TestGPUAttention(t *testing.T) {
 	rng := testRNG(t)
 	for _, fused := range forms {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
+		g.noFlash = true
+		defer func() { g.noFlash = false }()
 		for _, dt := range floatDTypes {
 			for _, sh := range attnShapes {
 				B, T, C, NH := sh.B, sh.T, sh.C, sh.NH
@@ -65,12 +70,12 @@ func TestGPUAttention(t *testing.T) {
 				dout := randHost(rng, dt, 0, 1, B, T, C)
 				dqkv0 := randHost(rng, dt, 0, 1, B, T, 3*C)
 				want := clone(dqkv0)
-				ref.AttentionBackward(want, dout, qkv, wantAtt, B, T, C, NH)
+				ref.AttentionBackward(want, dout, qkv, nil, wantAtt, B, T, C, NH)
 				if err := ref.Sync(); err != nil {
 					t.Fatal(err)
 				}
 				dqkv := toGPU(t, g, dqkv0)
-				g.AttentionBackward(dqkv, toGPU(t, g, dout), gqkv, toGPU(t, g, wantAtt), B, T, C, NH)
+				g.AttentionBackward(dqkv, toGPU(t, g, dout), gqkv, out, toGPU(t, g, wantAtt), B, T, C, NH)
 				bscale := 6.0
 				if dt == tensor.F32 {
 					bscale = sqrtScale(T)

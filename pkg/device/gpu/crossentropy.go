@@ -24,6 +24,12 @@ const ceThreads = 512
 // (softmax(logits[i]) - onehot(targets[i]))·dscale.
 // losses (N) F32, logits (N,V), targets (N) I32
 func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, dscale float32) {
+	d.crossEntropy(losses, logits, targets, N, V, dscale, 0)
+}
+
+// crossEntropy is CrossEntropy with dscale multiplied on the device by the
+// fp32 at mul when mul is not 0 (CrossEntropyScaled, step.go).
+func (d *Device) crossEntropy(losses, logits, targets *tensor.Tensor, N, V int, dscale float32, mul cuda.DevicePtr) {
 	const op = "cross-entropy"
 	if N < 0 || V <= 0 || losses == nil || logits == nil || targets == nil {
 		d.fail(fmt.Errorf("gpu: %s: N=%d V=%d or a nil tensor: %w", op, N, V, tensor.ErrShape))
@@ -49,7 +55,7 @@ func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 		if es := dt.Size(); V%(16/es) == 0 && uint64(x)%16 == 0 {
 			vec = 1
 		}
-		d.launch("crossentropy_fused", dt, cuda.D1(N), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec)
+		d.launch("crossentropy_fused", dt, cuda.D1(N), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec, mul)
 		return
 	}
 	probs := d.scratch("ce.probs", N*V*4)
@@ -66,7 +72,7 @@ func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 		d.launch("ce_divide", tensor.F32, eg, cuda.D1(256), 0, probs, sum, N, V)
 		d.launch("ce_nll", tensor.F32, cuda.D1(blocks(N, 256)), cuda.D1(256), 0, l, probs, t, N, V)
 		if dscale != 0 {
-			d.launch("ce_grad", dt, eg, cuda.D1(256), 0, x, probs, t, N, V, dscale)
+			d.launch("ce_grad", dt, eg, cuda.D1(256), 0, x, probs, t, N, V, dscale, mul)
 		}
 		return nil
 	})

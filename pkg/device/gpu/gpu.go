@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
@@ -55,6 +56,10 @@ type Config struct {
 	CacheDir string
 	// NoCache neither reads nor writes the kernel cache.
 	NoCache bool
+	// NoFlash keeps fused 16-bit attention on the cuBLAS path (probabilities
+	// saved) where the flash-attention kernels would run: a kill switch and
+	// the twin of parity tests.
+	NoFlash bool
 	// OwnContext makes Close close the context too (the device was given
 	// a context made for it alone).
 	OwnContext bool
@@ -64,11 +69,12 @@ type Config struct {
 // and return at once; Sync waits and returns the first error. It is safe
 // for use by one goroutine at a time.
 type Device struct {
-	ctx    *cuda.Context
-	stream *cuda.Stream
-	fused  bool
-	name   string
-	owns   bool // Close closes ctx
+	ctx     *cuda.Context
+	stream  *cuda.Stream
+	fused   bool
+	noFlash bool // Config.NoFlash
+	name    string
+	owns    bool // Close closes ctx
 
 	nvrtc *cuda.NVRTC
 	blas  *cuda.BLASHandle
@@ -85,6 +91,13 @@ type Device struct {
 
 	mu  sync.Mutex // guards err: fail may be called from helper goroutines
 	err error
+
+	launches  atomic.Int64 // kernels, cuBLAS(Lt) calls and memsets queued (Launches)
+	capturing bool         // inside Capture: nothing may allocate or upload (step.go)
+	records   *cuda.Pinned // state snapshots (step.go)
+	nrecords  int
+	stage     stager // pinned ring for small uploads (stage.go)
+	moves     int    // scratch buffers and tables reallocated so far: a graph captured before a move is stale
 }
 
 // kernelKey names one kernel variant.
@@ -142,7 +155,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}
@@ -287,6 +300,11 @@ func (d *Device) Close() error {
 		errs = append(errs, pool.Free(t.ptr))
 	}
 	d.tables = map[*tensor.Layout]layoutTable{}
+	if d.records != nil {
+		errs = append(errs, d.records.Free())
+		d.records = nil
+	}
+	errs = append(errs, d.closeStage())
 	if d.lt != nil {
 		errs = append(errs, d.lt.Destroy())
 		d.lt = nil
@@ -408,6 +426,13 @@ func (d *Device) Upload(dst, src *tensor.Tensor) {
 		d.fail(fmt.Errorf("gpu: upload wants a device destination and a host source"))
 		return
 	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: upload during graph capture (a replay would copy stale host memory)"))
+		return
+	}
+	if d.stagedUpload(cuda.DevicePtr(dst.Dev), src.Raw()) {
+		return
+	}
 	if err := d.stream.CopyHtoD(cuda.DevicePtr(dst.Dev), src.Raw()); err != nil {
 		d.fail(fmt.Errorf("gpu: upload: %w", err))
 	}
@@ -424,6 +449,10 @@ func (d *Device) Download(dst, src *tensor.Tensor) {
 	}
 	if !dst.IsHost() || src.IsHost() {
 		d.fail(fmt.Errorf("gpu: download wants a host destination and a device source"))
+		return
+	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: download during graph capture (a graph must not wait for the host)"))
 		return
 	}
 	if err := d.stream.CopyDtoH(dst.Raw(), cuda.DevicePtr(src.Dev)); err != nil {
@@ -444,6 +473,7 @@ func (d *Device) Zero(t *tensor.Tensor) {
 	if t == nil || t.Numel() == 0 {
 		return
 	}
+	d.launches.Add(1)
 	if err := d.stream.Memset8(d.ptr(t), 0, uint64(t.Bytes())); err != nil {
 		d.fail(fmt.Errorf("gpu: zero: %w", err))
 	}
@@ -519,6 +549,10 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 {
 		return true
 	}
+	if err := cuda.CheckLaunch(grid, block); err != nil {
+		d.fail(fmt.Errorf("gpu: %s/%s: %w: the tensor is too large for this kernel", name, dt, err))
+		return false
+	}
 	if launchHook != nil { // launch_test.go: record instead of launching
 		launchHook(name, dt, args)
 		return true
@@ -527,8 +561,9 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 	if f == nil {
 		return false
 	}
+	d.launches.Add(1)
 	if err := f.Launch(d.stream, grid, block, shmem, args...); err != nil {
-		d.fail(fmt.Errorf("gpu: %w", err))
+		d.fail(fmt.Errorf("gpu: %s/%s grid (%d,%d,%d): %w", name, dt, grid.X, grid.Y, grid.Z, err))
 		return false
 	}
 	return true
@@ -598,6 +633,10 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 	if ok && s.bytes >= bytes {
 		return s.ptr
 	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: scratch %s needs %d bytes during graph capture (run the step once before capturing)", name, bytes))
+		return 0
+	}
 	pool := d.ctx.Pool()
 	if ok {
 		// The stream orders the old buffer's queued users before any later
@@ -607,6 +646,7 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 			return 0
 		}
 		delete(d.scratches, name)
+		d.moves++
 	}
 	p, err := pool.Alloc(uint64(bytes))
 	if err != nil {
@@ -634,6 +674,7 @@ func (d *Device) gemm(g cuda.Gemm) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.blas.GemmEx(g)
 }
 
@@ -643,6 +684,7 @@ func (d *Device) gemmBatched(g cuda.Gemm) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.blas.GemmStridedBatched(g)
 }
 
@@ -651,6 +693,7 @@ func (d *Device) memset(p cuda.DevicePtr, n int) error {
 	if launchHook != nil {
 		return nil
 	}
+	d.launches.Add(1)
 	return d.stream.Memset8(p, 0, uint64(n))
 }
 

@@ -67,7 +67,7 @@ func TestLaunchSignaturesOps(t *testing.T) {
 				d.Attention(dev(h, B, T, C), dev(h, B, NH, T, T), dev(h, B, T, 3*C), B, T, C, NH)
 			}, "attn_softmax_forward", "attn_scale attn_mask attn_rowmax attn_expsub attn_rowsum attn_divide"},
 			{"AttentionBackward", func(d *Device) {
-				d.AttentionBackward(dev(h, B, T, 3*C), dev(h, B, T, C), dev(h, B, T, 3*C), dev(h, B, NH, T, T), B, T, C, NH)
+				d.AttentionBackward(dev(h, B, T, 3*C), dev(h, B, T, C), dev(h, B, T, 3*C), dev(h, B, T, C), dev(h, B, NH, T, T), B, T, C, NH)
 			}, "attn_softmax_backward", "attn_bwd_rowsum attn_bwd_sub attn_bwd_mask attn_bwd_scale"},
 			{"Encoder", func(d *Device) {
 				d.Encoder(dev(F, B, T, C), dev(h, V, C), dev(h, T+1, C), dev(tensor.I32, B, T), B, T, C)
@@ -100,5 +100,99 @@ func TestLaunchSignaturesOps(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLaunchFlash: fused 16-bit attention at hs 32, 64 and 128 runs the
+// flash kernels (argument lists checked against the compute_80 PTX) with a
+// (B,NH,T) F32 log-sum-exp state; the decomposed form, fp32, Config.NoFlash
+// and other head sizes keep the cuBLAS path and the probabilities; a state
+// of the wrong shape, B·NH over the grid limit and a misaligned pointer are
+// errors naming the op and the shape.
+func TestLaunchFlash(t *testing.T) {
+	sigs := signatures(t)
+	F := tensor.F32
+	const B, T, NH = 2, 17, 3
+	for _, h := range []tensor.DType{tensor.BF16, tensor.F16} {
+		for _, hs := range []int{32, 64, 128} {
+			C := NH * hs
+			suf := fmt.Sprintf("hs%d", hs)
+			name := fmt.Sprintf("flash %s hs%d", h, hs)
+			got, err := hooked(t, true, func(d *Device) {
+				if st := d.AttentionState(h, B, T, C, NH); st.DType != F || fmt.Sprint(st.Shape) != fmt.Sprint([]int{B, NH, T}) {
+					t.Errorf("%s: AttentionState = %v %v, want f32 [%d %d %d]", name, st.DType, st.Shape, B, NH, T)
+				}
+				d.Attention(dev(h, B, T, C), dev(F, B, NH, T), dev(h, B, T, 3*C), B, T, C, NH)
+			})
+			if err != nil {
+				t.Fatalf("%s forward: %v", name, err)
+			}
+			if seq := strings.Join(checkSigs(t, name, sigs, got), " "); seq != "flash_fwd_"+suf {
+				t.Errorf("%s forward: launches %q", name, seq)
+			}
+			got, err = hooked(t, true, func(d *Device) {
+				d.AttentionBackward(dev(h, B, T, 3*C), dev(h, B, T, C), dev(h, B, T, 3*C), dev(h, B, T, C), dev(F, B, NH, T), B, T, C, NH)
+			})
+			if err != nil {
+				t.Fatalf("%s backward: %v", name, err)
+			}
+			if seq := strings.Join(checkSigs(t, name, sigs, got), " "); seq != "flash_bwd_dot flash_bwd_"+suf+" flash_bwd_dq" {
+				t.Errorf("%s backward: launches %q", name, seq)
+			}
+			// grid: ceil(T/64) tiles × B·NH
+			// the decomposed form keeps the probabilities
+			_, err = hooked(t, false, func(d *Device) {
+				if st := d.AttentionState(h, B, T, C, NH); st.DType != h || len(st.Shape) != 4 {
+					t.Errorf("%s decomposed: AttentionState = %v %v, want the probabilities", name, st.DType, st.Shape)
+				}
+				d.Attention(dev(h, B, T, C), dev(F, B, NH, T), dev(h, B, T, 3*C), B, T, C, NH)
+			})
+			if err == nil || !strings.Contains(err.Error(), "saved state") {
+				t.Errorf("%s decomposed with an lse state: error %v, want one naming the saved state", name, err)
+			}
+		}
+	}
+	// fp32, an unsupported head size and NoFlash: the probabilities.
+	for _, c := range []struct {
+		name    string
+		dt      tensor.DType
+		C       int
+		noFlash bool
+	}{{"f32 hs64", F, NH * 64, false}, {"bf16 hs48", tensor.BF16, NH * 48, false}, {"bf16 hs64 NoFlash", tensor.BF16, NH * 64, true}} {
+		_, err := hooked(t, true, func(d *Device) {
+			d.noFlash = c.noFlash
+			if st := d.AttentionState(c.dt, B, T, c.C, NH); st.DType != c.dt || len(st.Shape) != 4 {
+				t.Errorf("%s: AttentionState = %v %v, want the probabilities", c.name, st.DType, st.Shape)
+			}
+		})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	// B·NH beyond gridDim.y takes the cuBLAS path (the probabilities); a
+	// misaligned qkv is an error naming the shape.
+	_, err := hooked(t, true, func(d *Device) {
+		if st := d.AttentionState(tensor.BF16, 70000, 1, 64, 1); len(st.Shape) != 4 {
+			t.Errorf("B·NH = 70000: AttentionState %v %v, want the probabilities (beyond gridDim.y)", st.DType, st.Shape)
+		}
+		d.Attention(dev(tensor.BF16, 70000, 1, 64), dev(tensor.BF16, 70000, 1, 1, 1), dev(tensor.BF16, 70000, 1, 192), 70000, 1, 64, 1)
+	})
+	if err != nil {
+		t.Errorf("B·NH = 70000 on the cuBLAS path: %v", err)
+	}
+	_, err = hooked(t, true, func(d *Device) {
+		q := dev(tensor.BF16, 1, 4, 3*64)
+		q = tensor.OnDevice(tensor.BF16, uintptr(q.Dev)+2, 1, 4, 3*64)
+		d.Attention(dev(tensor.BF16, 1, 4, 64), dev(F, 1, 1, 4), q, 1, 4, 64, 1)
+	})
+	if err == nil || !strings.Contains(err.Error(), "16-byte aligned") {
+		t.Errorf("misaligned qkv: error %v, want an alignment error", err)
+	}
+	// a nil out in the flash backward
+	_, err = hooked(t, true, func(d *Device) {
+		d.AttentionBackward(dev(tensor.BF16, 1, 4, 192), dev(tensor.BF16, 1, 4, 64), dev(tensor.BF16, 1, 4, 192), nil, dev(F, 1, 1, 4), 1, 4, 64, 1)
+	})
+	if err == nil || !strings.Contains(err.Error(), "out") {
+		t.Errorf("nil out: error %v, want one naming out", err)
 	}
 }

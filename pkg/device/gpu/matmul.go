@@ -111,6 +111,10 @@ func (d *Device) ltMatmul(p cuda.LtParams) *cuda.LtMatmul {
 	if e, ok := d.lts[k]; ok {
 		return e.m
 	}
+	if d.capturing {
+		d.fail(fmt.Errorf("gpu: matmul: a cuBLASLt algorithm would be chosen during graph capture (run the step once before capturing)"))
+		return nil
+	}
 	m, err := d.lt.NewMatmul(p)
 	d.lts[k] = ltEntry{m: m, err: err}
 	return m
@@ -202,6 +206,7 @@ func (d *Device) matmulLt(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC i
 	if ltGELU {
 		args.Aux = d.ptr(pre)
 	}
+	d.launches.Add(1)
 	if err := m.Run(d.stream, args); err != nil {
 		d.fail(fmt.Errorf("gpu: matmul (cuBLASLt): %w", err))
 		return true
@@ -321,6 +326,7 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 				Alpha: 1, Beta: 1, A: d.ptr(inp), B: g, C: d.ptr(dweight), D: d.ptr(dweight),
 				Bias: tmp, Workspace: d.ws, WorkspaceBytes: WorkspaceBytes,
 			}
+			d.launches.Add(1)
 			if err := m.Run(d.stream, args); err != nil {
 				d.fail(fmt.Errorf("gpu: %s: dweight+dbias (cuBLASLt): %w", op, err))
 				return

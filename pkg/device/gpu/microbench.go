@@ -22,6 +22,7 @@ package gpu
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -47,6 +48,7 @@ type KernelOptions struct {
 var KernelOps = []string{
 	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd",
 	"adamw", "gradnorm", "cast_f32_bf16", "crossentropy_fused_classifier",
+	"attention_fwd", "attention_bwd",
 }
 
 // KernelResult is one op in one form: the median time and bandwidth, and
@@ -62,6 +64,8 @@ type KernelResult struct {
 	MsMax       float64 `json:"ms_max"`
 	PctOfCeil   float64 `json:"pct_of_ceiling"`
 	Shape       string  `json:"shape"`
+	FLOPs       int64   `json:"flops,omitempty"`  // the op's FLOPs where it is compute-bound (attention: causal)
+	TFLOPs      float64 `json:"tflops,omitempty"` // FLOPs / median time
 }
 
 // kernelCase is one op ready to run on a device: run queues it, reset
@@ -69,6 +73,7 @@ type KernelResult struct {
 type kernelCase struct {
 	shape string
 	bytes int64
+	flops int64 // 0 for the memory-bound ops
 	run   func()
 	reset func()
 	free  func()
@@ -76,7 +81,12 @@ type kernelCase struct {
 
 // BenchKernels runs the micro-benchmarks on fused and on plain (a device
 // of the decomposed form on the same context) under the BF16 policy's
-// dtypes and returns a result per op and form.
+// dtypes and returns a result per op and form. The attention ops run a
+// third form where the fused device has the flash kernels: "fused-cublas",
+// the fused device with flash switched off (the cuBLAS score GEMMs and the
+// fused softmax kernels), so the flash kernels are timed beside the path
+// they replace; they report TFLOP/s with causal FLOPs (forward 2·B·NH·T²·hs,
+// backward 2.5 times that).
 func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error) {
 	if fused == nil || plain == nil || !fused.Fused() || plain.Fused() {
 		return nil, fmt.Errorf("gpu: bench: BenchKernels needs a fused and a decomposed GPU device")
@@ -102,24 +112,37 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	}
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
+	type form struct {
+		d       *Device
+		mode    string
+		noFlash bool
+	}
 	for _, name := range ops {
-		for _, d := range []*Device{fused, plain} {
-			kc, err := newKernelCase(name, d, o.Layout)
+		forms := []form{{fused, "fused", false}, {plain, "decomposed", false}}
+		if strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64) {
+			forms = []form{{fused, "fused", false}, {fused, "fused-cublas", true}, {plain, "decomposed", false}}
+		}
+		for _, f := range forms {
+			r, kc, err := func() (KernelResult, *kernelCase, error) {
+				f.d.noFlash = f.noFlash
+				defer func() { f.d.noFlash = false }()
+				kc, err := newKernelCase(name, f.d, o.Layout)
+				if err != nil {
+					return KernelResult{}, nil, err
+				}
+				defer kc.free()
+				r, err := timeKernel(f.d, kc, flush, flushBytes, o)
+				return r, kc, err
+			}()
 			if err != nil {
-				return out, err
+				return out, fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
 			}
-			r, err := timeKernel(d, kc, flush, flushBytes, o)
-			kc.free()
-			if err != nil {
-				return out, fmt.Errorf("gpu: bench: %s: %w", name, err)
-			}
-			mode := "decomposed"
-			if d.Fused() {
-				mode = "fused"
-			}
-			r.Name, r.Mode, r.CeilingGBps = name, mode, o.CeilingGBps
+			r.Name, r.Mode, r.CeilingGBps = name, f.mode, o.CeilingGBps
 			r.GBps = float64(kc.bytes) / (r.Ms * 1e6)
 			r.PctOfCeil = 100 * r.GBps / o.CeilingGBps
+			if kc.flops > 0 {
+				r.FLOPs, r.TFLOPs = kc.flops, float64(kc.flops)/(r.Ms*1e9)
+			}
 			out = append(out, r)
 		}
 	}
@@ -311,6 +334,31 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 			}
 		}
 		kc.run = func() { d.CrossEntropy(losses, logits, targets, N, V, 1/float32(N)) }
+	case "attention_fwd", "attention_bwd":
+		// GPT-2 124M's attention: B 16, NH 12, T 1024, hs 64, bf16.
+		const B, T, NH = 16, 1024, 12
+		st := d.AttentionState(bf, B, T, C, NH)
+		qkv, out, att := a.rand(bf, 0, 1, B, T, 3*C), a.zeros(bf, B, T, C), a.zeros(st.DType, st.Shape...)
+		path := "cuBLAS scores + softmax kernels, probabilities saved"
+		if len(st.Shape) == 3 {
+			path = "flash kernels, log-sum-exp saved"
+		}
+		kc.shape = fmt.Sprintf("B=%d NH=%d T=%d hs=%d bf16 causal (%s)", B, NH, T, C/NH, path)
+		fwd := int64(2) * B * NH * T * T * int64(C/NH)
+		if name == "attention_fwd" {
+			kc.flops = fwd
+			kc.bytes = int64(B)*T*(3*C+C)*2 + int64(st.Numel())*int64(st.DType.Size())
+			kc.run = func() { d.Attention(out, att, qkv, B, T, C, NH) }
+			break
+		}
+		dout, dqkv := a.rand(bf, 0, 1, B, T, C), a.zeros(bf, B, T, 3*C)
+		if a.err == nil {
+			d.Attention(out, att, qkv, B, T, C, NH) // the state backward reads
+		}
+		kc.flops = fwd * 5 / 2
+		kc.bytes = int64(B)*T*(3*C+C+C+2*3*C)*2 + int64(st.Numel())*int64(st.DType.Size())
+		kc.reset = func() { d.Zero(dqkv) }
+		kc.run = func() { d.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH) }
 	default:
 		return nil, fmt.Errorf("gpu: bench: no kernel micro-benchmark %q (have %v)", name, KernelOps)
 	}
@@ -327,7 +375,7 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 // KernelTable formats results as a fixed-width table: per op the fused and
 // decomposed times, their GB/s and share of the ceiling, and the speed-up.
 func KernelTable(rs []KernelResult) string {
-	s := fmt.Sprintf("%-30s %-10s %10s %10s %8s %8s\n", "op", "form", "ms", "GB/s", "% ceil", "speed-up")
+	s := fmt.Sprintf("%-30s %-12s %10s %10s %8s %8s %8s\n", "op", "form", "ms", "GB/s", "% ceil", "speed-up", "TFLOP/s")
 	fusedMs := map[string]float64{}
 	for _, r := range rs {
 		if r.Mode == "fused" {
@@ -339,7 +387,14 @@ func KernelTable(rs []KernelResult) string {
 		if f := fusedMs[r.Name]; r.Mode == "decomposed" && f > 0 {
 			up = fmt.Sprintf("%.2fx", r.Ms/f)
 		}
-		s += fmt.Sprintf("%-30s %-10s %10.4f %10.0f %7.1f%% %8s\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, up)
+		if f := fusedMs[r.Name]; r.Mode == "fused-cublas" && f > 0 {
+			up = fmt.Sprintf("%.2fx", r.Ms/f)
+		}
+		tf := ""
+		if r.TFLOPs > 0 {
+			tf = fmt.Sprintf("%.1f", r.TFLOPs)
+		}
+		s += fmt.Sprintf("%-30s %-12s %10.4f %10.0f %7.1f%% %8s %8s\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, up, tf)
 	}
 	return s
 }

@@ -1,0 +1,586 @@
+// flash_attention.cu: causal multi-head attention without the T×T matrix
+// (FlashAttention-2 scheme) on tensor cores, for pkg/device/gpu/attention.go.
+//
+// druto:kernel flash_fwd_hs32 flash_fwd_hs64 flash_fwd_hs128
+// druto:kernel flash_bwd_hs32 flash_bwd_hs64 flash_bwd_hs128
+// druto:kernel flash_bwd_dot flash_bwd_dq
+// druto:dtypes bf16 f16
+// druto:arch bf16:80 f16:75
+//
+// Layouts (hs = HS, the head size; C = NH·hs):
+//   qkv (B,T,3C) T: q of head h at column h·hs, k at C + h·hs, v at 2C + h·hs,
+//     row stride 3C, read in place;
+//   out, dout (B,T,C) T: head h at column h·hs;
+//   lse, dd (B,NH,T) F32: per query row, lse = ln Σ_j exp(scale·q·k_j) over
+//     j <= t (natural log), dd = Σ_d dout·out;
+//   dqacc (B,T,C) F32: dq accumulated with atomicAdd (zeroed by the caller);
+//   dqkv (B,T,3C) T: the gradients are ADDED to it (dq by flash_bwd_dq).
+//
+// Kernels:
+//   flash_fwd_hsN (grid (ceil(T/64), B·NH), 128 threads): out and lse. Four
+//     warps each own 16 query rows of a 64-row tile; K and V tiles of 64 keys
+//     are staged in shared memory (zero-filled past T); S = q·kᵀ and o += p·v
+//     are mma.sync m16n8k16 (16-bit inputs, fp32 accumulators); the online
+//     softmax runs in fp32 in the log2 domain (scores times scale·log2e, exp2f).
+//     Key tiles run from 0 to the query tile's diagonal tile: the ones above
+//     it are never visited, only the diagonal tile is masked.
+//   flash_bwd_dot (one warp per (b,h,t) row): dd = rowsum(dout∘out).
+//   flash_bwd_hsN (grid (ceil(T/64), B·NH), 128 threads): one CTA per tile of
+//     64 keys; each warp owns 16 keys and keeps their dk, dv in registers
+//     while the CTA walks query tiles of BR rows from the diagonal down:
+//     Sᵀ = k·qᵀ, Pᵀ = exp2(Sᵀ·scale·log2e - lse·log2e), dPᵀ = v·doutᵀ,
+//     dSᵀ = Pᵀ∘(dPᵀ - dd), dv += Pᵀ·dout, dk += dSᵀ·q; dS goes through shared
+//     memory (16-bit) for dq += dS·k, added to dqacc with fp32 atomics.
+//   flash_bwd_dq (grid-stride over B·T·C): dqkv's q part += dqacc.
+// Fragments: A (16×16, row-major) and B (16×8, "col") operands are loaded
+// with ldmatrix (x4; .trans where the shared tile is stored k-major the
+// other way round), except q (forward) and v (backward) A fragments, which
+// are read once from global memory with 32-bit loads.
+//
+// Requirements the launcher checks: hs in {32,64,128}, qkv/out/dout/dqkv
+// 16-byte aligned, C a multiple of 8 (true for C = NH·hs), B·NH <= 65535.
+// bf16 mma.m16n8k16 needs sm_80, hence the druto:arch line: on older GPUs
+// the bf16 kernels are unavailable and bf16 attention uses the cuBLAS path.
+// f16 builds for sm_75 (the T4) too: there each 16-deep step is two
+// mma.m16n8k8, whose A/B fragments are exactly the halves of m16n8k16's.
+
+#include "common.cuh"
+
+#define FA_NEG_INF __int_as_float(0xff800000)
+#define FA_LOG2E 1.4426950408889634f
+#define FA_BC 64 // keys per tile (both kernels) and query rows per forward tile
+
+// FA_K16: one mma.m16n8k16 per 16-deep step (sm_80+); else (f16 on
+// sm_75) two mma.m16n8k8, whose fragments are the two halves of k16's.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define FA_K16 1
+#else
+#define FA_K16 0
+#endif
+#if DTYPE == DRUTO_BF16
+#if !FA_K16
+#error "bf16 flash attention needs sm_80 (mma.m16n8k16.bf16)"
+#endif
+#define FA_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#elif DTYPE == DRUTO_F16
+#define FA_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define FA_MMA8 "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
+#else
+#error "flash_attention.cu is built for bf16 and f16 only"
+#endif
+
+#ifdef DRUTO_EMU
+// The host emulator (a development tool, not part of druto) implements the
+// PTX instructions below from their specification.
+void druto_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1);
+void druto_emu_ldm4(unsigned* r, const void* p, bool trans);
+void druto_emu_mma8(float* c, unsigned a0, unsigned a1, unsigned b0); // DRUTO_EMU_K8: the sm_75 form
+#endif
+
+// fa_pack rounds (lo, hi) to T and packs them, lo in the low half (the
+// lower column index, as mma operands want).
+__device__ __forceinline__ unsigned fa_pack(float lo, float hi) {
+    unsigned r;
+#if defined(DRUTO_EMU) && DTYPE == DRUTO_BF16
+    r = (unsigned)f32_to_bf16_bits(lo) | ((unsigned)f32_to_bf16_bits(hi) << 16);
+#elif defined(DRUTO_EMU)
+    r = (unsigned)f32_to_f16_bits(lo) | ((unsigned)f32_to_f16_bits(hi) << 16);
+#elif DTYPE == DRUTO_BF16
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#elif FA_K16
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    r = (unsigned)f32_to_f16_bits(lo) | ((unsigned)f32_to_f16_bits(hi) << 16); // no f16x2 cvt before sm_80
+#endif
+    return r;
+}
+
+// fa_unpack widens a packed pair to fp32.
+__device__ __forceinline__ float2 fa_unpack(unsigned v) {
+#if DTYPE == DRUTO_BF16
+    float2 r;
+    r.x = __uint_as_float(v << 16);
+    r.y = __uint_as_float(v & 0xffff0000u);
+#else
+    float2 r;
+    r.x = f16_bits_to_f32((unsigned short)(v & 0xffffu));
+    r.y = f16_bits_to_f32((unsigned short)(v >> 16));
+#endif
+    return r;
+}
+
+// c[4] += a[4] · b[2] (m16n8k16, fp32 accumulators).
+__device__ __forceinline__ void fa_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+#if defined(DRUTO_EMU) && defined(DRUTO_EMU_K8)
+    // k 0..7: A columns 0..7 are a[0] (row g) and a[1] (row g+8), B rows
+    // 0..7 are b0; k 8..15: a[2], a[3] and b1.
+    druto_emu_mma8(c, a[0], a[1], b0);
+    druto_emu_mma8(c, a[2], a[3], b1);
+#elif defined(DRUTO_EMU)
+    druto_emu_mma(c, a, b0, b1);
+#elif FA_K16
+    asm volatile(FA_MMA " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    // sm_75 (f16): the k16 step as two m16n8k8, k 0..7 (a[0], a[1], b0)
+    // then k 8..15 (a[2], a[3], b1).
+    asm volatile(FA_MMA8 " {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b0));
+    asm volatile(FA_MMA8 " {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[2]), "r"(a[3]), "r"(b1));
+#endif
+}
+
+#ifndef DRUTO_EMU
+// fa_smem is p's shared-window address (ldmatrix's operand).
+__device__ __forceinline__ unsigned fa_smem(const void* p) {
+    unsigned r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+#endif
+
+__device__ __forceinline__ void fa_ldm4(unsigned* r, const void* p) {
+#ifdef DRUTO_EMU
+    druto_emu_ldm4(r, p, false);
+#else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
+#endif
+}
+
+__device__ __forceinline__ void fa_ldm4t(unsigned* r, const void* p) {
+#ifdef DRUTO_EMU
+    druto_emu_ldm4(r, p, true);
+#else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
+#endif
+}
+
+// Fragment loads from a shared tile s stored row-major with row stride LD
+// elements (LD·2 a multiple of 16 bytes). lane = threadIdx.x & 31.
+//
+// fa_ldA: the A fragment (16×16) of rows r0.., columns c0..: a[0..3].
+template <int LD>
+__device__ __forceinline__ void fa_ldA(unsigned* a, const unsigned short* s, int r0, int c0, int lane) {
+    fa_ldm4(a, s + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + c0 + (lane >> 4) * 8);
+}
+
+// fa_ldBt: B fragments for two n-tiles when B[k][n] = s[n][k] (s holds n
+// rows, k contiguous): n rows n0..n0+15, k columns k0..k0+15. b[0],b[1]
+// are n-tile n0's, b[2],b[3] n-tile n0+8's.
+template <int LD>
+__device__ __forceinline__ void fa_ldBt(unsigned* b, const unsigned short* s, int n0, int k0, int lane) {
+    fa_ldm4(b, s + (n0 + (lane & 7) + (lane >> 4) * 8) * LD + k0 + ((lane >> 3) & 1) * 8);
+}
+
+// fa_ldB: B fragments for two n-tiles when B[k][n] = s[k][n] (s holds k
+// rows, n contiguous): k rows k0..k0+15, n columns n0..n0+15. b[0],b[1]
+// are n-tile n0's, b[2],b[3] n-tile n0+8's.
+template <int LD>
+__device__ __forceinline__ void fa_ldB(unsigned* b, const unsigned short* s, int k0, int n0, int lane) {
+    fa_ldm4t(b, s + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n0 + (lane >> 4) * 8);
+}
+
+// fa_tile copies rows [r0, r0+ROWS) × HS columns of a global matrix (row
+// stride ld elements) into shared s (row stride LD), zero past row n.
+// 16-byte accesses; every thread of the CTA takes part.
+template <int ROWS, int HS, int LD>
+__device__ __forceinline__ void fa_tile(unsigned short* s, const T* g, long long ld, int r0, int n) {
+    const int per = HS / 8; // 16-byte chunks per row
+    for (int i = threadIdx.x; i < ROWS * per; i += blockDim.x) {
+        int r = i / per, c = (i % per) * 8;
+        uint4 v;
+        v.x = v.y = v.z = v.w = 0u;
+        if (r0 + r < n) v = *reinterpret_cast<const uint4*>(g + (long long)(r0 + r) * ld + c);
+        *reinterpret_cast<uint4*>(s + r * LD + c) = v;
+    }
+}
+
+// fa_ldg32 reads two consecutive elements (4-byte aligned) of a global row,
+// 0 when the row is past n.
+__device__ __forceinline__ unsigned fa_ldg32(const T* g, long long ld, int r, int c, int n) {
+    return r < n ? *reinterpret_cast<const unsigned*>(g + (long long)r * ld + c) : 0u;
+}
+
+// ---- forward --------------------------------------------------------------
+
+// out (B,T,C) T, lse (B,NH,T) F32, qkv (B,T,3C) T; grid (ceil(T/64), B·NH)
+template <int HS>
+__device__ __forceinline__ void flash_fwd(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv,
+                                          int Tn, int C, int NH, float scale) {
+    const int LD = HS + 8;
+    __shared__ __align__(16) unsigned short sK[FA_BC * LD];
+    __shared__ __align__(16) unsigned short sV[FA_BC * LD];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int qt = gridDim.x - 1 - blockIdx.x; // the longest tiles first
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const long long ld = 3LL * C;
+    const T* q = qkv + (long long)b * Tn * ld + h * HS;
+    const T* k = q + C;
+    const T* v = q + 2 * C;
+    const int q0 = qt * FA_BC + warp * 16; // this warp's first query row
+    const float sl2 = scale * FA_LOG2E;
+
+    unsigned qf[HS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) {
+        qf[kk][0] = fa_ldg32(q, ld, q0 + g, kk * 16 + 2 * t4, Tn);
+        qf[kk][1] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 2 * t4, Tn);
+        qf[kk][2] = fa_ldg32(q, ld, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
+        qf[kk][3] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
+    }
+    float o[HS / 8][4];
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = FA_NEG_INF, m1 = FA_NEG_INF; // running max (log2 domain) of rows g, g+8
+    float l0 = 0.0f, l1 = 0.0f;             // this thread's part of the running sums
+
+    for (int kt = 0; kt <= qt; kt++) {
+        const int k0 = kt * FA_BC;
+        __syncthreads(); // the previous tile's readers are done
+        fa_tile<FA_BC, HS, LD>(sK, k, ld, k0, Tn);
+        fa_tile<FA_BC, HS, LD>(sV, v, ld, k0, Tn);
+        __syncthreads();
+
+        float s[FA_BC / 8][4];
+#pragma unroll
+        for (int j = 0; j < FA_BC / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HS / 16; kk++) {
+#pragma unroll
+            for (int j = 0; j < FA_BC / 16; j++) {
+                unsigned bf[4];
+                fa_ldBt<LD>(bf, sK, j * 16, kk * 16, lane);
+                fa_mma(s[2 * j], qf[kk], bf[0], bf[1]);
+                fa_mma(s[2 * j + 1], qf[kk], bf[2], bf[3]);
+            }
+        }
+        // scale to the log2 domain; mask the diagonal tile (key > query, key >= T)
+        const bool diag = kt == qt;
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int j = 0; j < FA_BC / 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float x = s[j][e] * sl2;
+                if (diag) {
+                    int key = k0 + j * 8 + 2 * t4 + (e & 1);
+                    int row = q0 + g + (e >> 1) * 8;
+                    if (key > row || key >= Tn) x = FA_NEG_INF;
+                }
+                s[j][e] = x;
+            }
+            mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        // key 0 is in tile 0 and valid for every row, so mx is finite from
+        // the first tile on; the guard keeps exp2f(-inf - -inf) out anyway.
+        const float b0 = mx0 == FA_NEG_INF ? 0.0f : mx0;
+        const float b1 = mx1 == FA_NEG_INF ? 0.0f : mx1;
+        const float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1); // m = -inf gives 0
+        m0 = mx0;
+        m1 = mx1;
+        l0 *= c0;
+        l1 *= c1;
+#pragma unroll
+        for (int j = 0; j < HS / 8; j++) {
+            o[j][0] *= c0;
+            o[j][1] *= c0;
+            o[j][2] *= c1;
+            o[j][3] *= c1;
+        }
+#pragma unroll
+        for (int j = 0; j < FA_BC / 8; j++) {
+            s[j][0] = exp2f(s[j][0] - b0);
+            s[j][1] = exp2f(s[j][1] - b0);
+            s[j][2] = exp2f(s[j][2] - b1);
+            s[j][3] = exp2f(s[j][3] - b1);
+            l0 += s[j][0] + s[j][1];
+            l1 += s[j][2] + s[j][3];
+        }
+        // o += p·v: the k dimension is the 64 keys, 16 per step
+#pragma unroll
+        for (int kk = 0; kk < FA_BC / 16; kk++) {
+            unsigned pa[4];
+            pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int j = 0; j < HS / 16; j++) {
+                unsigned bf[4];
+                fa_ldB<LD>(bf, sV, kk * 16, j * 16, lane);
+                fa_mma(o[2 * j], pa, bf[0], bf[1]);
+                fa_mma(o[2 * j + 1], pa, bf[2], bf[3]);
+            }
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    const int r0 = q0 + g, r1 = q0 + g + 8;
+    T* ob = out + (long long)b * Tn * C + h * HS;
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) {
+        int c = j * 8 + 2 * t4;
+        if (r0 < Tn) *reinterpret_cast<unsigned*>(ob + (long long)r0 * C + c) = fa_pack(o[j][0] * i0, o[j][1] * i0);
+        if (r1 < Tn) *reinterpret_cast<unsigned*>(ob + (long long)r1 * C + c) = fa_pack(o[j][2] * i1, o[j][3] * i1);
+    }
+    if (t4 == 0) {
+        float* lb = lse + (long long)bh * Tn;
+        if (r0 < Tn) lb[r0] = (m0 + log2f(l0)) * 0.69314718055994531f;
+        if (r1 < Tn) lb[r1] = (m1 + log2f(l1)) * 0.69314718055994531f;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) flash_fwd_hs32(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
+    flash_fwd<32>(out, lse, qkv, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) flash_fwd_hs64(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
+    flash_fwd<64>(out, lse, qkv, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) flash_fwd_hs128(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
+    flash_fwd<128>(out, lse, qkv, Tn, C, NH, scale);
+}
+
+// ---- backward ---------------------------------------------------------------
+
+// dd (B,NH,T) F32 = Σ_d dout·out over each head's hs columns; one warp per
+// (b,h,t), rows = B·NH·T, 8 warps per block.
+// dd (B,NH,T) F32, dout (B,T,C) T, out (B,T,C) T
+extern "C" __global__ void flash_bwd_dot(float* __restrict__ dd, const T* __restrict__ dout, const T* __restrict__ out,
+                                         int rows, int Tn, int C, int NH, int hs) {
+    int lane = threadIdx.x & 31;
+    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    int t = r % Tn, bh = r / Tn, b = bh / NH, h = bh % NH;
+    long long off = ((long long)b * Tn + t) * C + (long long)h * hs;
+    float acc = 0.0f;
+    for (int d = lane; d < hs; d += 32) acc += load(dout + off, d) * load(out + off, d);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) dd[r] = acc;
+}
+
+// dqkv (B,T,3C) T: the q part += dqacc (B,T,C) F32, n = B·T·C
+extern "C" __global__ void flash_bwd_dq(T* __restrict__ dqkv, const float* __restrict__ dqacc, long long n, int C) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        long long row = i / C, c = i % C;
+        T* p = dqkv + row * 3 * C + c;
+        store(p, 0, load(p, 0) + dqacc[i]);
+    }
+}
+
+// dqkv (B,T,3C) T (k and v parts +=), dqacc (B,T,C) F32 (+= by atomics),
+// qkv (B,T,3C), dout (B,T,C), lse (B,NH,T) F32, dd (B,NH,T) F32;
+// grid (ceil(T/64), B·NH), 128 threads. BR query rows per step.
+template <int HS, int BR>
+__device__ __forceinline__ void flash_bwd(T* __restrict__ dqkv, float* __restrict__ dqacc, const T* __restrict__ qkv,
+                                          const T* __restrict__ dout, const float* __restrict__ lse,
+                                          const float* __restrict__ dd, int Tn, int C, int NH, float scale) {
+    const int LD = HS + 8;       // row stride of the q, dout and k tiles
+    const int LS = FA_BC + 8;    // row stride of the dS tile (BR query rows × 64 keys)
+    const int NG = BR / 16;      // dq: query row groups of 16
+    const int NS = 4 / NG;       // dq: column splits (4 warps = NG × NS)
+    const int DW = HS / NS;      // dq: columns per warp
+    __shared__ __align__(16) unsigned short sK[FA_BC * LD];
+    __shared__ __align__(16) unsigned short sQ[BR * LD];
+    __shared__ __align__(16) unsigned short sO[BR * LD]; // dout
+    __shared__ __align__(16) unsigned short sS[BR * LS]; // dS, query-major
+    __shared__ float sL[BR], sD[BR];                     // lse·log2e and dd of the query tile
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int kt = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int k0 = kt * FA_BC;
+    const int kw = warp * 16; // this warp's keys within the tile
+    const long long ld = 3LL * C;
+    const T* q = qkv + (long long)b * Tn * ld + h * HS;
+    const T* k = q + C;
+    const T* v = q + 2 * C;
+    const T* go = dout + (long long)b * Tn * C + h * HS;
+    const float* lb = lse + (long long)bh * Tn;
+    const float* db = dd + (long long)bh * Tn;
+    const float sl2 = scale * FA_LOG2E;
+
+    fa_tile<FA_BC, HS, LD>(sK, k, ld, k0, Tn);
+    unsigned vf[HS / 16][4]; // v of this warp's 16 keys, A fragments
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) {
+        vf[kk][0] = fa_ldg32(v, ld, k0 + kw + g, kk * 16 + 2 * t4, Tn);
+        vf[kk][1] = fa_ldg32(v, ld, k0 + kw + g + 8, kk * 16 + 2 * t4, Tn);
+        vf[kk][2] = fa_ldg32(v, ld, k0 + kw + g, kk * 16 + 8 + 2 * t4, Tn);
+        vf[kk][3] = fa_ldg32(v, ld, k0 + kw + g + 8, kk * 16 + 8 + 2 * t4, Tn);
+    }
+    float dk[HS / 8][4], dv[HS / 8][4];
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) {
+        dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.0f;
+        dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.0f;
+    }
+    const int nq = (Tn + BR - 1) / BR;
+    for (int qt = k0 / BR; qt < nq; qt++) {
+        const int q0 = qt * BR;
+        __syncthreads(); // the previous step's readers of sQ, sO, sS, sL, sD are done
+        fa_tile<BR, HS, LD>(sQ, q, ld, q0, Tn);
+        fa_tile<BR, HS, LD>(sO, go, C, q0, Tn);
+        for (int i = threadIdx.x; i < BR; i += blockDim.x) {
+            bool in = q0 + i < Tn;
+            sL[i] = in ? lb[q0 + i] * FA_LOG2E : 0.0f;
+            sD[i] = in ? db[q0 + i] : 0.0f;
+        }
+        __syncthreads();
+
+        // Sᵀ = k·qᵀ and dPᵀ = v·doutᵀ: 16 keys × BR queries per warp
+        float s[BR / 8][4], dp[BR / 8][4];
+#pragma unroll
+        for (int j = 0; j < BR / 8; j++) {
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+            dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
+        }
+#pragma unroll
+        for (int kk = 0; kk < HS / 16; kk++) {
+            unsigned ka[4];
+            fa_ldA<LD>(ka, sK, kw, kk * 16, lane);
+#pragma unroll
+            for (int j = 0; j < BR / 16; j++) {
+                unsigned bf[4];
+                fa_ldBt<LD>(bf, sQ, j * 16, kk * 16, lane);
+                fa_mma(s[2 * j], ka, bf[0], bf[1]);
+                fa_mma(s[2 * j + 1], ka, bf[2], bf[3]);
+                fa_ldBt<LD>(bf, sO, j * 16, kk * 16, lane);
+                fa_mma(dp[2 * j], vf[kk], bf[0], bf[1]);
+                fa_mma(dp[2 * j + 1], vf[kk], bf[2], bf[3]);
+            }
+        }
+        // Pᵀ, then dSᵀ = Pᵀ∘(dPᵀ - dd) in place of dp. Element e of n-tile j:
+        // key kw + g + (e>>1)·8, query j·8 + 2·t4 + (e&1) (tile-relative).
+        const bool edge = q0 < k0 + FA_BC || q0 + BR > Tn || k0 + FA_BC > Tn;
+#pragma unroll
+        for (int j = 0; j < BR / 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int qi = j * 8 + 2 * t4 + (e & 1);
+                float p = exp2f(s[j][e] * sl2 - sL[qi]);
+                if (edge) {
+                    int key = k0 + kw + g + (e >> 1) * 8, row = q0 + qi;
+                    if (key > row || key >= Tn || row >= Tn) p = 0.0f;
+                }
+                s[j][e] = p;
+                dp[j][e] = p * (dp[j][e] - sD[qi]);
+            }
+        }
+        // dv += Pᵀ·dout and dk += dSᵀ·q (k dimension: the BR queries)
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) {
+            unsigned pa[4], sa[4];
+            pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            sa[0] = fa_pack(dp[2 * kk][0], dp[2 * kk][1]);
+            sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
+            sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+            sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+#pragma unroll
+            for (int j = 0; j < HS / 16; j++) {
+                unsigned bf[4];
+                fa_ldB<LD>(bf, sO, kk * 16, j * 16, lane);
+                fa_mma(dv[2 * j], pa, bf[0], bf[1]);
+                fa_mma(dv[2 * j + 1], pa, bf[2], bf[3]);
+                fa_ldB<LD>(bf, sQ, kk * 16, j * 16, lane);
+                fa_mma(dk[2 * j], sa, bf[0], bf[1]);
+                fa_mma(dk[2 * j + 1], sa, bf[2], bf[3]);
+            }
+        }
+        // dS to shared memory, query-major: sS[query][key]
+#pragma unroll
+        for (int j = 0; j < BR / 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int qi = j * 8 + 2 * t4 + (e & 1), ki = kw + g + (e >> 1) * 8;
+                unsigned pk = fa_pack(dp[j][e], 0.0f);
+                sS[qi * LS + ki] = (unsigned short)(pk & 0xffffu);
+            }
+        }
+        __syncthreads();
+        // dq (BR × HS) += dS (BR × 64 keys) · k (64 × HS): warp = (row group, column split)
+        {
+            const int rg = warp % NG, cs = warp / NG;
+            float dq[DW / 8][4];
+#pragma unroll
+            for (int j = 0; j < DW / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < FA_BC / 16; kk++) {
+                unsigned sa[4];
+                fa_ldA<LS>(sa, sS, rg * 16, kk * 16, lane);
+#pragma unroll
+                for (int j = 0; j < DW / 16; j++) {
+                    unsigned bf[4];
+                    fa_ldB<LD>(bf, sK, kk * 16, cs * DW + j * 16, lane);
+                    fa_mma(dq[2 * j], sa, bf[0], bf[1]);
+                    fa_mma(dq[2 * j + 1], sa, bf[2], bf[3]);
+                }
+            }
+            const int r0 = q0 + rg * 16 + g, r1 = r0 + 8;
+            float* qa = dqacc + (long long)b * Tn * C + h * HS + cs * DW;
+#pragma unroll
+            for (int j = 0; j < DW / 8; j++) {
+                int c = j * 8 + 2 * t4;
+                if (r0 < Tn) {
+                    atomicAdd(qa + (long long)r0 * C + c, dq[j][0] * scale);
+                    atomicAdd(qa + (long long)r0 * C + c + 1, dq[j][1] * scale);
+                }
+                if (r1 < Tn) {
+                    atomicAdd(qa + (long long)r1 * C + c, dq[j][2] * scale);
+                    atomicAdd(qa + (long long)r1 * C + c + 1, dq[j][3] * scale);
+                }
+            }
+        }
+    }
+    // dk (×scale) and dv are added to dqkv's k and v parts, rows past T skipped
+    T* dkb = dqkv + (long long)b * Tn * ld + C + h * HS;
+    T* dvb = dkb + C;
+    const int r0 = k0 + kw + g, r1 = r0 + 8;
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) {
+        int c = j * 8 + 2 * t4;
+        if (r0 < Tn) {
+            unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r0 * ld + c);
+            unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r0 * ld + c);
+            float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
+            *pk = fa_pack(ok.x + dk[j][0] * scale, ok.y + dk[j][1] * scale);
+            *pv = fa_pack(ov.x + dv[j][0], ov.y + dv[j][1]);
+        }
+        if (r1 < Tn) {
+            unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r1 * ld + c);
+            unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r1 * ld + c);
+            float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
+            *pk = fa_pack(ok.x + dk[j][2] * scale, ok.y + dk[j][3] * scale);
+            *pv = fa_pack(ov.x + dv[j][2], ov.y + dv[j][3]);
+        }
+    }
+}
+
+#define FA_BWD_ARGS                                                                                            \
+    T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ qkv, const T *__restrict__ dout,    \
+        const float *__restrict__ lse, const float *__restrict__ dd, int Tn, int C, int NH, float scale
+extern "C" __global__ void __launch_bounds__(128) flash_bwd_hs32(FA_BWD_ARGS) {
+    flash_bwd<32, 64>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) flash_bwd_hs64(FA_BWD_ARGS) {
+    flash_bwd<64, 64>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) flash_bwd_hs128(FA_BWD_ARGS) {
+    flash_bwd<128, 32>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}

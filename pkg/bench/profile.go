@@ -1,0 +1,501 @@
+package bench
+
+// profile.go: where the time of one training step goes. ProfileStep runs
+// the step through a device wrapper that times every op (CUDA events on
+// the GPU's stream, the wall clock on the CPU, whose ops run synchronously)
+// and sorts it into classes: each GEMM shape (forward and backward
+// together), attention, layernorm, GELU/bias, classifier + loss,
+// optimizer, other, and the gaps between ops (launch and host overhead).
+// Each class has its work counted, FLOPs for the products and bytes for the
+// rest (every tensor an op reads counted once, every one it writes once, an
+// accumulated output twice), and the achieved rate as a percentage of the
+// ceiling measured in the same run: the matmul peak (Peak) or the copy
+// bandwidth (CopyBandwidth). Every performance claim starts from this table.
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/gpu"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
+	"github.com/druto/druto/pkg/tensor"
+	"github.com/druto/druto/pkg/train"
+)
+
+// ProfileRow is one op class of a step.
+type ProfileRow struct {
+	Class string  `json:"class"`
+	Calls int     `json:"calls"`           // op calls per step
+	Ms    float64 `json:"ms"`              // device time per step
+	Share float64 `json:"share"`           // of the step's time
+	FLOPs float64 `json:"flops,omitempty"` // per step, for products
+	Bytes float64 `json:"bytes,omitempty"` // per step, for memory-bound ops
+	Rate  float64 `json:"rate,omitempty"`  // achieved TFLOP/s or GB/s
+	Unit  string  `json:"unit,omitempty"`  // "TFLOP/s" or "GB/s"
+	Pct   float64 `json:"pct_of_ceiling,omitempty"`
+}
+
+// Profile is ProfileStep's result: the mean over the profiled steps.
+type Profile struct {
+	Config    string       `json:"config"`
+	Mode      string       `json:"mode"`
+	Batch     int          `json:"batch"`
+	Seq       int          `json:"seq"`
+	Steps     int          `json:"steps"`
+	StepMs    float64      `json:"step_ms"` // per step, op timing included (it adds host work)
+	PeakFLOPs float64      `json:"peak_flops"`
+	CopyGBps  float64      `json:"copy_gbps"`
+	Rows      []ProfileRow `json:"rows"`
+}
+
+// Ceilings are the rates a profile's percentages are taken against.
+type Ceilings struct {
+	PeakFLOPs float64 // FLOP/s (Peak)
+	CopyGBps  float64 // GB/s (CopyBandwidth)
+}
+
+// Table renders the profile as aligned text.
+func (p *Profile) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s B%d T%d %s: %.3f ms/step over %d profiled steps (peak %.1f TFLOP/s, copy %.0f GB/s)\n",
+		p.Config, p.Batch, p.Seq, p.Mode, p.StepMs, p.Steps, p.PeakFLOPs/1e12, p.CopyGBps)
+	fmt.Fprintf(&b, "  %-30s %6s %9s %6s %12s %9s\n", "class", "calls", "ms", "share", "rate", "% ceiling")
+	for _, r := range p.Rows {
+		rate, pct := "", ""
+		if r.Unit != "" {
+			rate = fmt.Sprintf("%.3g %s", r.Rate, r.Unit)
+			pct = fmt.Sprintf("%.1f", r.Pct)
+		}
+		fmt.Fprintf(&b, "  %-30s %6d %9.3f %5.1f%% %12s %9s\n", r.Class, r.Calls, r.Ms, 100*r.Share, rate, pct)
+	}
+	return b.String()
+}
+
+// ProfileStep trains c in mode m on dev for o.Warmup untimed steps, then
+// o.Steps profiled ones, and returns the time per op class.
+func ProfileStep(dev device.Device, c Case, m Mode, o Options, ceil Ceilings) (*Profile, error) {
+	if o.Warmup <= 0 {
+		o.Warmup = 2
+	}
+	if o.Steps <= 0 {
+		o.Steps = 5
+	}
+	if dev.Fused() != m.Fused {
+		return nil, fmt.Errorf("bench: profile of mode %s on a device with fused=%v", m, dev.Fused())
+	}
+	p := &profiler{Device: dev, cfg: c.Config, acc: map[string]*ProfileRow{}}
+	if g, ok := dev.(*gpu.Device); ok {
+		p.gpu = g
+	}
+	tr, err := benchTrainer(p, c, m, o.Warmup+o.Steps)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	defer p.release()
+	for range o.Warmup {
+		if _, err := tr.Step(); err != nil {
+			return nil, err
+		}
+	}
+	var total time.Duration
+	for range o.Steps {
+		p.on = true
+		if err := p.stepMark(); err != nil {
+			return nil, err
+		}
+		_, err := tr.Step()
+		if err == nil {
+			err = p.stepMark()
+		}
+		p.on = false
+		if err != nil {
+			return nil, err
+		}
+		d, err := p.collect()
+		if err != nil {
+			return nil, err
+		}
+		total += d
+	}
+	return p.result(c, m, o.Steps, total, ceil), nil
+}
+
+// pending is one timed op whose device time is read after the step.
+type pending struct {
+	class        string
+	flops, bytes float64
+	i            int           // index of its start event; end is i+1 (GPU)
+	d            time.Duration // measured directly (CPU)
+}
+
+// profiler is a device.Device that times the ops of a training step.
+type profiler struct {
+	device.Device
+	cfg gpt.Config
+	gpu *gpu.Device // nil on the CPU
+	on  bool        // timing the current step
+
+	events []*cuda.Event // GPU: reused across steps, two per op plus the step's
+	next   int
+	step   [2]int // the step's start and end event indices
+	marks  int
+	ops    []pending
+	t0     time.Time // CPU: the step's start
+	cpuDur time.Duration
+
+	acc   map[string]*ProfileRow
+	err   error
+	order []string
+}
+
+func (p *profiler) event() (int, error) {
+	if p.next == len(p.events) {
+		e, err := p.gpu.Context().NewEvent()
+		if err != nil {
+			return 0, err
+		}
+		p.events = append(p.events, e)
+	}
+	p.next++
+	return p.next - 1, p.events[p.next-1].Record(p.gpu.Stream())
+}
+
+// stepMark records the start (first call) or the end (second) of a step.
+func (p *profiler) stepMark() error {
+	if p.gpu == nil {
+		if p.marks == 0 {
+			p.t0 = time.Now()
+		} else {
+			p.cpuDur = time.Since(p.t0)
+		}
+		p.marks++
+		return nil
+	}
+	if p.marks == 0 { // nothing of an earlier step may run into this one
+		if err := p.Device.Sync(); err != nil {
+			return err
+		}
+	}
+	i, err := p.event()
+	p.step[min(p.marks, 1)] = i
+	p.marks++
+	return err
+}
+
+// timed runs op and, when profiling, records its time under class.
+func (p *profiler) timed(class string, flops, bytes float64, op func()) {
+	if !p.on || p.err != nil {
+		op()
+		return
+	}
+	if p.gpu == nil {
+		start := time.Now()
+		op()
+		if err := p.Device.Sync(); err != nil && p.err == nil {
+			p.err = err
+		}
+		p.ops = append(p.ops, pending{class: class, flops: flops, bytes: bytes, d: time.Since(start)})
+		return
+	}
+	i, err := p.event()
+	op()
+	if _, err2 := p.event(); err == nil {
+		err = err2
+	}
+	if err != nil && p.err == nil {
+		p.err = err
+	}
+	p.ops = append(p.ops, pending{class: class, flops: flops, bytes: bytes, i: i})
+}
+
+// collect reads the step's op times into the classes and returns the
+// step's time.
+func (p *profiler) collect() (time.Duration, error) {
+	defer func() { p.ops, p.next, p.marks = p.ops[:0], 0, 0 }()
+	if p.err != nil {
+		return 0, p.err
+	}
+	var step, sum time.Duration
+	if p.gpu == nil {
+		step = p.cpuDur
+	} else {
+		var err error
+		if step, err = cuda.Elapsed(p.events[p.step[0]], p.events[p.step[1]]); err != nil {
+			return 0, err
+		}
+	}
+	for _, o := range p.ops {
+		d := o.d
+		if p.gpu != nil {
+			var err error
+			if d, err = cuda.Elapsed(p.events[o.i], p.events[o.i+1]); err != nil {
+				return 0, err
+			}
+		}
+		sum += d
+		p.add(o.class, 1, d, o.flops, o.bytes)
+	}
+	p.add("gaps between ops", 0, max(step-sum, 0), 0, 0)
+	return step, nil
+}
+
+func (p *profiler) add(class string, calls int, d time.Duration, flops, bytes float64) {
+	r, ok := p.acc[class]
+	if !ok {
+		r = &ProfileRow{Class: class}
+		p.acc[class] = r
+		p.order = append(p.order, class)
+	}
+	r.Calls += calls
+	r.Ms += float64(d.Nanoseconds()) / 1e6
+	r.FLOPs += flops
+	r.Bytes += bytes
+}
+
+// result averages the classes over steps and derives rates and shares.
+func (p *profiler) result(c Case, m Mode, steps int, total time.Duration, ceil Ceilings) *Profile {
+	n := float64(steps)
+	out := &Profile{Config: c.Name, Mode: m.String(), Batch: c.Batch, Seq: c.Seq, Steps: steps,
+		StepMs: float64(total.Nanoseconds()) / 1e6 / n, PeakFLOPs: ceil.PeakFLOPs, CopyGBps: ceil.CopyGBps}
+	for _, k := range p.order {
+		r := *p.acc[k]
+		r.Calls = int(float64(r.Calls)/n + 0.5)
+		r.Ms /= n
+		r.FLOPs /= n
+		r.Bytes /= n
+		if out.StepMs > 0 {
+			r.Share = r.Ms / out.StepMs
+		}
+		if s := r.Ms / 1e3; s > 0 {
+			switch {
+			case r.FLOPs > 0:
+				r.Rate, r.Unit = r.FLOPs/s/1e12, "TFLOP/s"
+				if ceil.PeakFLOPs > 0 {
+					r.Pct = 100 * r.FLOPs / s / ceil.PeakFLOPs
+				}
+			case r.Bytes > 0:
+				r.Rate, r.Unit = r.Bytes/s/1e9, "GB/s"
+				if ceil.CopyGBps > 0 {
+					r.Pct = 100 * r.Rate / ceil.CopyGBps
+				}
+			}
+		}
+		out.Rows = append(out.Rows, r)
+	}
+	sort.SliceStable(out.Rows, func(i, j int) bool { return out.Rows[i].Ms > out.Rows[j].Ms })
+	return out
+}
+
+func (p *profiler) release() {
+	for _, e := range p.events {
+		_ = e.Destroy()
+	}
+	p.events = nil
+}
+
+// bytesOf sums the bytes of tensors (nil ones count nothing).
+func bytesOf(ts ...*tensor.Tensor) float64 {
+	var n float64
+	for _, t := range ts {
+		if t != nil {
+			n += float64(t.Bytes())
+		}
+	}
+	return n
+}
+
+// gemmClass names a product by its shape in the model.
+func (p *profiler) gemmClass(C, OC int) string {
+	c := p.cfg.Channels
+	switch {
+	case C == c && OC == 3*c:
+		return fmt.Sprintf("gemm qkv %dx%d", OC, C)
+	case C == c && OC == c:
+		return fmt.Sprintf("gemm attn proj %dx%d", OC, C)
+	case C == c && OC == 4*c:
+		return fmt.Sprintf("gemm mlp fc %dx%d", OC, C)
+	case C == 4*c && OC == c:
+		return fmt.Sprintf("gemm mlp proj %dx%d", OC, C)
+	case C == c && OC == p.cfg.Vocab:
+		return fmt.Sprintf("gemm lm head %dx%d", OC, C)
+	}
+	return fmt.Sprintf("gemm %dx%d", OC, C)
+}
+
+// The timed ops. Bytes: inputs once, outputs once, accumulated outputs
+// (read and written) twice.
+
+func (p *profiler) Encoder(out, wte, wpe, tokens *device.T, B, T, C int) {
+	rows := float64(B*T*C) * float64(wte.DType.Size())
+	p.timed("other", 0, bytesOf(out, tokens)+2*rows, func() { p.Device.Encoder(out, wte, wpe, tokens, B, T, C) })
+}
+
+func (p *profiler) EncoderBackward(dwte, dwpe, dout, tokens *device.T, B, T, C int) {
+	rows := float64(B*T*C) * float64(dwte.DType.Size())
+	p.timed("other", 0, bytesOf(dout, tokens)+4*rows, func() { p.Device.EncoderBackward(dwte, dwpe, dout, tokens, B, T, C) })
+}
+
+func (p *profiler) LayerNorm(out, mean, rstd, inp, weight, bias *device.T, N, C int) {
+	p.timed("layernorm", 0, bytesOf(out, mean, rstd, inp, weight, bias), func() { p.Device.LayerNorm(out, mean, rstd, inp, weight, bias, N, C) })
+}
+
+func (p *profiler) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd *device.T, N, C int) {
+	p.timed("layernorm", 0, 2*bytesOf(dinp, dweight, dbias)+bytesOf(dout, inp, weight, mean, rstd), func() {
+		p.Device.LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C)
+	})
+}
+
+func (p *profiler) ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias *device.T, N, C int) {
+	p.timed("layernorm", 0, bytesOf(res, out, mean, rstd, a, b, weight, bias), func() {
+		p.Device.ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias, N, C)
+	})
+}
+
+func (p *profiler) Add(out, a, b *device.T, n int) {
+	p.timed("layernorm", 0, bytesOf(out, a, b), func() { p.Device.Add(out, a, b, n) })
+}
+
+func (p *profiler) Matmul(out, pre, inp, weight, bias *device.T, N, C, OC int, act device.Activation) {
+	p.timed(p.gemmClass(C, OC), 2*float64(N)*float64(C)*float64(OC), 0, func() {
+		p.Device.Matmul(out, pre, inp, weight, bias, N, C, OC, act)
+	})
+}
+
+func (p *profiler) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *device.T, N, C, OC int) {
+	f := 2 * float64(N) * float64(C) * float64(OC)
+	if dinp != nil {
+		f *= 2
+	}
+	p.timed(p.gemmClass(C, OC), f, 0, func() { p.Device.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC) })
+}
+
+func (p *profiler) GELUBackward(dinp, inp, dout *device.T, n int) {
+	p.timed("gelu/bias", 0, bytesOf(dinp, inp, dout), func() { p.Device.GELUBackward(dinp, inp, dout, n) })
+}
+
+// attnFLOPs is causal attention's useful work: forward 2·B·NH·T²·hs (the
+// two products over the lower triangle), backward 2.5 times that.
+func attnFLOPs(B, T, C int) float64 { return 2 * float64(B) * float64(T) * float64(T) * float64(C) }
+
+func (p *profiler) Attention(out, att, qkv *device.T, B, T, C, NH int) {
+	p.timed("attention", attnFLOPs(B, T, C), 0, func() { p.Device.Attention(out, att, qkv, B, T, C, NH) })
+}
+
+func (p *profiler) AttentionBackward(dqkv, dout, qkv, out, att *device.T, B, T, C, NH int) {
+	p.timed("attention", 2.5*attnFLOPs(B, T, C), 0, func() { p.Device.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH) })
+}
+
+func (p *profiler) CrossEntropy(losses, logits, targets *device.T, N, V int, dscale float32) {
+	b := bytesOf(losses, logits, targets)
+	if dscale != 0 {
+		b += bytesOf(logits) // the gradient overwrites the logits
+	}
+	p.timed("classifier + loss", 0, b, func() { p.Device.CrossEntropy(losses, logits, targets, N, V, dscale) })
+}
+
+func (p *profiler) AdamWStep(master, work, grads, m, v *device.T, layout *tensor.Layout, hp device.AdamW) {
+	p.timed("optimizer", 0, 2*bytesOf(master, m, v)+bytesOf(work, grads), func() { p.Device.AdamWStep(master, work, grads, m, v, layout, hp) })
+}
+
+func (p *profiler) GradNorm(grads *device.T, scale float32) (norm float32, finite bool) {
+	p.timed("optimizer", 0, bytesOf(grads), func() { norm, finite = p.Device.GradNorm(grads, scale) })
+	return norm, finite
+}
+
+func (p *profiler) Zero(t *device.T) {
+	p.timed("other", 0, bytesOf(t), func() { p.Device.Zero(t) })
+}
+
+func (p *profiler) Cast(dst, src *device.T) {
+	p.timed("other", 0, bytesOf(dst, src), func() { p.Device.Cast(dst, src) })
+}
+
+func (p *profiler) Upload(dst, src *device.T) {
+	p.timed("other", 0, bytesOf(dst), func() { p.Device.Upload(dst, src) })
+}
+
+func (p *profiler) Download(dst, src *device.T) {
+	p.timed("other", 0, bytesOf(dst), func() { p.Device.Download(dst, src) })
+}
+
+// CopyBandwidth measures the device's copy bandwidth in GB/s, counting
+// bytes read plus bytes written: a 1 GiB device-to-device copy on a GPU
+// (median of 10 after one warm-up, CUDA events), a 256 MiB copy in memory
+// on the CPU.
+func CopyBandwidth(dev device.Device) (float64, error) {
+	if g, ok := dev.(*gpu.Device); ok {
+		return gpuCopy(g)
+	}
+	const n = 256 << 20
+	a, b := make([]byte, n), make([]byte, n)
+	for i := range a {
+		a[i] = byte(i)
+	}
+	var ts []float64
+	for i := range 6 {
+		start := time.Now()
+		copy(b, a)
+		if i > 0 {
+			ts = append(ts, time.Since(start).Seconds())
+		}
+	}
+	sort.Float64s(ts)
+	return 2 * n / ts[len(ts)/2] / 1e9, nil
+}
+
+func gpuCopy(g *gpu.Device) (float64, error) {
+	const n = 1 << 30
+	src, err1 := g.Alloc(tensor.F32, n/4)
+	dst, err2 := g.Alloc(tensor.F32, n/4)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	defer func() { g.Free(src); g.Free(dst) }()
+	s := g.Stream()
+	e0, err1 := g.Context().NewEvent()
+	e1, err2 := g.Context().NewEvent()
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	defer func() { _ = e0.Destroy(); _ = e1.Destroy() }()
+	var ts []float64
+	for i := range 11 {
+		err := errors.Join(e0.Record(s), s.CopyDtoD(cuda.DevicePtr(dst.Dev), cuda.DevicePtr(src.Dev), n), e1.Record(s))
+		if err != nil {
+			return 0, err
+		}
+		d, err := cuda.Elapsed(e0, e1)
+		if err != nil {
+			return 0, err
+		}
+		if i > 0 {
+			ts = append(ts, d.Seconds())
+		}
+	}
+	sort.Float64s(ts)
+	return 2 * n / ts[len(ts)/2] / 1e9, nil
+}
+
+// benchTrainer returns a trainer of c in mode m on dev, fed enough of the
+// built-in corpus (folded into the vocabulary) for steps steps.
+func benchTrainer(dev device.Device, c Case, m Mode, steps int) (*train.Trainer, error) {
+	need := c.Batch*c.Seq*(steps+1) + 1
+	toks, err := data.Encode(data.Corpus(1, min(need, 64<<20)))
+	if err != nil {
+		return nil, err
+	}
+	for i := range toks {
+		toks[i] %= int32(c.Config.Vocab)
+	}
+	oc := optim.Defaults(steps)
+	oc.Warmup = 1
+	return train.New(dev, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1}, toks, nil)
+}

@@ -1,0 +1,367 @@
+package train
+
+// devstep.go: the device-resident step and its CUDA graph.
+//
+// In StepDevice and StepGraph modes, the loss scale, the skip decision, the
+// clip factor and AdamW's per-step constants live in a state tensor on the
+// device (device.Stepper): a step queues the batch and learning-rate
+// uploads, then zero-grad, forward, backward, the step update and AdamW
+// with no host synchronisation, then an asynchronous copy of the state into
+// a host record (device.StateSnap). The host waits only when it collects
+// the records (every LogEvery steps, and before eval, samples and
+// checkpoints), so ms/step is the wall time of the collected span over its
+// steps, measured after the device finished it.
+//
+// StepGraph captures the queued part (zero-grad to AdamW) as one graph per
+// (B, T, activation buffers), after one plain step that makes every
+// allocation, cuBLASLt algorithm choice and table upload happen outside
+// the capture. A capture or launch that fails is a one-line notice
+// (Options.Notice) and plain launches from then on.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// StepMode says where the training step's decisions run.
+type StepMode int
+
+// Step modes.
+const (
+	StepHost   StepMode = iota // the GradScaler, clipping and the learning rate on the host; one readback per step
+	StepDevice                 // on the device, plain launches, results read at the log interval
+	StepGraph                  // on the device, captured once as a CUDA graph and replayed
+)
+
+// String names the mode: "host", "device" or "graph".
+func (m StepMode) String() string {
+	switch m {
+	case StepDevice:
+		return "device"
+	case StepGraph:
+		return "graph"
+	}
+	return "host"
+}
+
+// devStep is the trainer's device-step state.
+type devStep struct {
+	st     device.Stepper
+	snap   device.StateSnap
+	state  *tensor.Tensor // (StateLen) F32 on the device
+	lr     *tensor.Tensor // the SlotLR view of state
+	cfg    device.StepConfig
+	inited bool
+
+	pending []pendingStep
+	mark    time.Time // when the first pending step began queuing
+
+	graph     device.Graph
+	graphKey  graphKey
+	plainRuns int    // plain steps since the key last changed (capture after one)
+	noGraph   string // why graphs are off (empty: not off)
+	builds    int    // graphs captured
+}
+
+type pendingStep struct {
+	step int
+	lr   float32
+	rec  int
+}
+
+type graphKey struct {
+	B, T int
+	acts any
+}
+
+// DeviceStepWhy returns "" when dev can run the device-resident step with
+// these options, else why not (one line).
+func DeviceStepWhy(dev device.Device, o Options) string {
+	if _, ok := dev.(device.Stepper); !ok {
+		return dev.Name() + " has no device-resident step"
+	}
+	if _, ok := dev.(device.StateSnap); !ok {
+		return dev.Name() + " cannot snapshot the step state"
+	}
+	if !dev.Fused() {
+		return "the decomposed form keeps the host step (its AdamW is the per-tensor baseline)"
+	}
+	if o.Reducer != nil && o.Reducer.World() > 1 {
+		return "data-parallel training averages the loss on the host"
+	}
+	return ""
+}
+
+// initDevStep sets up the device step when the mode asks for it and the
+// device can; otherwise the host step runs, with a notice saying why.
+func (t *Trainer) initDevStep() error {
+	o := t.opts
+	if o.Step == StepHost {
+		return nil
+	}
+	if why := DeviceStepWhy(t.dev, o); why != "" {
+		t.notice(fmt.Sprintf("train: %s step unavailable, host step: %s", o.Step, why))
+		return nil
+	}
+	ds := &devStep{st: t.dev.(device.Stepper), snap: t.dev.(device.StateSnap)}
+	var err error
+	if ds.state, err = t.dev.Alloc(tensor.F32, device.StateLen); err != nil {
+		return err
+	}
+	ds.lr = ds.state.MustView(device.SlotLR, 1)
+	if err := ds.snap.Records(t.logEvery()); err != nil {
+		t.dev.Free(ds.state)
+		t.notice(fmt.Sprintf("train: %s step unavailable, host step: %s", o.Step, oneLine(err.Error())))
+		return nil
+	}
+	if o.Step == StepGraph {
+		if _, ok := t.dev.(device.Grapher); !ok {
+			ds.noGraph = "this device has no graphs"
+			t.notice("train: CUDA graph unavailable, plain launches: " + ds.noGraph)
+		}
+	}
+	t.ds = ds
+	return nil
+}
+
+func (t *Trainer) logEvery() int { return max(1, t.opts.LogEvery) }
+
+func (t *Trainer) notice(msg string) {
+	if t.opts.Notice != nil {
+		t.opts.Notice(msg)
+	}
+}
+
+// GraphStatus says how the step runs: "host", "device", "graph" or
+// "device (graph unavailable: why)".
+func (t *Trainer) GraphStatus() string {
+	switch {
+	case t.ds == nil:
+		return "host"
+	case t.opts.Step == StepGraph && t.ds.noGraph == "":
+		return "graph"
+	case t.opts.Step == StepGraph:
+		return "device (graph unavailable: " + t.ds.noGraph + ")"
+	}
+	return "device"
+}
+
+// GraphBuilds returns how many step graphs were captured.
+func (t *Trainer) GraphBuilds() int {
+	if t.ds == nil {
+		return 0
+	}
+	return t.ds.builds
+}
+
+// writeState uploads the host's scaler and optimizer counts into the state
+// (at the first device step, and after a resume).
+func (t *Trainer) writeState() {
+	ds, sc := t.ds, t.Scaler
+	ds.cfg = device.StepConfig{Scaler: sc.Enabled, GrowthFactor: sc.GrowthFactor, BackoffFactor: sc.BackoffFactor,
+		GrowthInterval: sc.GrowthInterval, ClipNorm: t.opts.Optim.ClipNorm}
+	h := make([]float32, device.StateLen)
+	h[device.SlotScale] = t.Scaler.LossScale()
+	h[device.SlotGood] = float32(t.Scaler.GoodSteps)
+	h[device.SlotSkipped] = float32(t.skipped)
+	h[device.SlotOptSteps] = float32(t.Opt.Steps)
+	ht, _ := tensor.FromF32(h, device.StateLen)
+	t.dev.Upload(ds.state, ht)
+	ds.inited = true
+}
+
+// hp is AdamW's fixed hyper-parameters (the per-step ones come from the state).
+func (t *Trainer) hp() device.AdamW {
+	c := t.Opt.Config
+	return device.AdamW{Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay}
+}
+
+// core queues the step from zero-grad to AdamW: the part a graph captures.
+func (t *Trainer) core() error {
+	ds, o, m := t.ds, t.opts, t.Model
+	m.ZeroGrad()
+	if err := m.GradientsQueued(o.Batch, o.Seq, ds.state); err != nil {
+		return err
+	}
+	if t.poison != nil {
+		g := m.Grads().MustView(0, 1)
+		t.dev.Add(g, g, t.poison, 1)
+	}
+	hp := t.hp()
+	ds.st.StepUpdate(ds.state, m.Losses(), m.Grads(), ds.cfg, hp)
+	ds.st.AdamWState(m.Master(), m.Work(), m.Grads(), t.Opt.M, t.Opt.V, m.Layout(), hp, ds.state)
+	return nil
+}
+
+// batch runs fn through the device's Batcher when it has one.
+func (t *Trainer) batch(fn func() error) error {
+	if b, ok := t.dev.(device.Batcher); ok {
+		return b.Batch(fn)
+	}
+	return fn()
+}
+
+// queueDevice queues one device-resident step and its state snapshot.
+func (t *Trainer) queueDevice() error {
+	ds, o := t.ds, t.opts
+	if len(ds.pending) >= t.logEvery() {
+		return errors.New("train: internal: more pending steps than state records")
+	}
+	if len(ds.pending) == 0 {
+		ds.mark = time.Now()
+	}
+	if err := t.train.Next(t.in, t.tg); err != nil {
+		return err
+	}
+	step := t.step + 1
+	lr := o.Optim.LRAt(step)
+	err := t.batch(func() error {
+		if !ds.inited {
+			t.writeState()
+		}
+		if err := t.Model.SetBatch(t.in, t.tg, o.Batch, o.Seq); err != nil {
+			return err
+		}
+		lrh, _ := tensor.FromF32([]float32{lr}, 1)
+		t.dev.Upload(ds.lr, lrh)
+		if t.poison != nil {
+			ph, _ := tensor.FromF32([]float32{o.InjectGrad(step)}, 1)
+			t.dev.Upload(t.poison, ph)
+		}
+		if err := t.runCore(); err != nil {
+			return err
+		}
+		ds.snap.Snapshot(len(ds.pending), ds.state)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	t.step = step
+	ds.pending = append(ds.pending, pendingStep{step: step, lr: lr, rec: len(ds.pending)})
+	return nil
+}
+
+// runCore queues the core plainly or as a graph replay, capturing the graph
+// when the mode asks for one and the key has had its plain warm-up step.
+func (t *Trainer) runCore() error {
+	ds, o := t.ds, t.opts
+	if o.Step != StepGraph || ds.noGraph != "" {
+		return t.core()
+	}
+	key := graphKey{B: o.Batch, T: o.Seq, acts: t.Model.BatchKey()}
+	if ds.graph != nil && ds.graphKey != key {
+		if err := ds.graph.Close(); err != nil {
+			return err
+		}
+		ds.graph = nil
+	}
+	if ds.graphKey != key {
+		ds.graphKey, ds.plainRuns = key, 0
+	}
+	if ds.graph == nil {
+		if ds.plainRuns < 1 { // warm-up: every lazy allocation happens here
+			ds.plainRuns++
+			return t.core()
+		}
+		// The warm-up's errors surface before capturing, not inside it.
+		if err := t.dev.Sync(); err != nil {
+			return err
+		}
+		g, err := t.dev.(device.Grapher).Capture(t.core)
+		if err != nil {
+			ds.noGraph = "capture failed: " + oneLine(err.Error())
+			t.notice("train: CUDA graph unavailable, plain launches: " + ds.noGraph)
+			return t.core()
+		}
+		ds.graph = g
+		ds.builds++
+	}
+	if err := ds.graph.Launch(); err != nil {
+		_ = ds.graph.Close()
+		ds.graph = nil
+		if errors.Is(err, device.ErrGraphStale) {
+			// A buffer moved (an eval or a sample at a larger shape grew a
+			// scratch buffer): this plain step is the warm-up of a new capture.
+			ds.plainRuns = 1
+			return t.core()
+		}
+		ds.noGraph = "launch failed: " + oneLine(err.Error())
+		t.notice("train: CUDA graph unavailable, plain launches: " + ds.noGraph)
+		return t.core()
+	}
+	return nil
+}
+
+// oneLine keeps the first line of s.
+func oneLine(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// collect waits for the pending steps and returns their metrics; ms/step is
+// the span from the first one's queuing to the end of the wait, over the
+// number of steps.
+func (t *Trainer) collect() ([]Metric, error) {
+	ds, o := t.ds, t.opts
+	if len(ds.pending) == 0 {
+		return nil, nil
+	}
+	if err := t.dev.Sync(); err != nil {
+		ds.pending = ds.pending[:0]
+		return nil, err
+	}
+	el := time.Since(ds.mark)
+	per := el.Seconds() / float64(len(ds.pending))
+	out := make([]Metric, 0, len(ds.pending))
+	var last []float32
+	skipped := t.skipped // the count before the first pending step
+	for _, p := range ds.pending {
+		r := ds.snap.Record(p.rec)
+		n := int(r[device.SlotSkipped])
+		out = append(out, Metric{
+			Step: p.step, Loss: r[device.SlotLoss], LR: p.lr, GradNorm: r[device.SlotNorm],
+			LossScale: r[device.SlotUsedScale], StepSkipped: n > skipped, Skipped: n,
+			MsPerStep: per * 1000, TokensPerS: float64(o.Batch*o.Seq) / per,
+		})
+		skipped, last = n, r
+	}
+	ds.pending = ds.pending[:0]
+	// Keep the host's copies current for Save, Metric and callers.
+	t.skipped = int(last[device.SlotSkipped])
+	t.Opt.Steps = int(last[device.SlotOptSteps])
+	if t.Scaler.Enabled {
+		t.Scaler.Scale, t.Scaler.GoodSteps, t.Scaler.Skipped = last[device.SlotScale], int(last[device.SlotGood]), t.skipped
+	}
+	return out, nil
+}
+
+// inject adds Options.InjectGrad(step) to the first gradient (host step).
+func (t *Trainer) inject(step int) error {
+	h, _ := tensor.FromF32([]float32{t.opts.InjectGrad(step)}, 1)
+	t.dev.Upload(t.poison, h)
+	g := t.Model.Grads().MustView(0, 1)
+	t.dev.Add(g, g, t.poison, 1)
+	return nil
+}
+
+// closeDevStep frees the graph and the state.
+func (t *Trainer) closeDevStep() {
+	if t.ds == nil {
+		return
+	}
+	if t.ds.graph != nil {
+		_ = t.ds.graph.Close()
+		t.ds.graph = nil
+	}
+	t.dev.Free(t.ds.state)
+	t.ds = nil
+}

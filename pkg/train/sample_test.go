@@ -1,0 +1,168 @@
+package train
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+func randomModel(t *testing.T, cfg gpt.Config, seed uint64) *gpt.Model {
+	t.Helper()
+	m, err := gpt.New(cpu.New(device.Options{Fused: true}), cfg, amp.FP32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Init(seed); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// TestSampleValidUTF8 samples 10,000 tokens from a random-init byte model,
+// whose draws are close to uniform over the 256 bytes, and checks that the
+// text is valid UTF-8 (also with top-k and top-p); without the mask the
+// same model's bytes are not.
+func TestSampleValidUTF8(t *testing.T) {
+	m := randomModel(t, testCfg, 1)
+	for _, o := range []SampleOptions{
+		{Temperature: 1, Seed: 1},
+		{Temperature: 1.5, TopK: 40, Seed: 2},
+		{Temperature: 1, TopP: 0.9, Seed: 3},
+	} {
+		n := 10000
+		if o.Seed > 1 {
+			n = 2000
+		}
+		s, err := NewSampler(m, data.Bytes{}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var streamed strings.Builder
+		pieces := 0
+		toks, err := s.Generate([]int32{'R'}, n, func(p string) error {
+			if !utf8.ValidString(p) {
+				t.Fatalf("streamed piece %q is not valid UTF-8", p)
+			}
+			pieces++
+			streamed.WriteString(p)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := data.Decode(toks)
+		if len(toks) != n || !utf8.Valid(b) {
+			t.Fatalf("%+v: %d tokens (want %d), valid UTF-8 %v", o, len(toks), n, utf8.Valid(b))
+		}
+		if streamed.String() != string(b) || pieces < 2 {
+			t.Fatalf("%+v: the stream (%d pieces) differs from the result", o, pieces)
+		}
+		if o.Seed == 1 && utf8.RuneCount(b) == len(b) {
+			t.Fatalf("10,000 random bytes without one multi-byte character: the mask test has no teeth")
+		}
+	}
+	// The old API masks too, for a vocabulary of 256.
+	out, err := Generate(m, tensor.NewRNG(5), nil, 3000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := data.Decode(out); !utf8.Valid(b) {
+		t.Fatal("Generate on a byte model gave invalid UTF-8")
+	}
+	// Unmasked, the same model breaks UTF-8: the mask is doing the work.
+	raw, err := newSampler(m, allTokens(256), SampleOptions{Temperature: 1}, tensor.NewRNG(5)).Generate(nil, 3000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := data.Decode(raw); utf8.Valid(b) {
+		t.Fatal("unmasked sampling of a random model gave valid UTF-8; the test model is not random enough")
+	}
+}
+
+// TestSampleOptions checks greedy, top-k 1 and a tiny top-p agree, that the
+// seed decides the draws, and that bad options are refused.
+func TestSampleOptions(t *testing.T) {
+	m := randomModel(t, testCfg, 2)
+	gen := func(o SampleOptions) []int32 {
+		s, err := NewSampler(m, nil, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Generate([]int32{'a'}, 60, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	greedy := gen(SampleOptions{})
+	if !slices.Equal(greedy, gen(SampleOptions{Temperature: 1, TopK: 1, Seed: 9})) ||
+		!slices.Equal(greedy, gen(SampleOptions{Temperature: 1, TopP: 1e-6, Seed: 9})) {
+		t.Error("top-k 1 or top-p 1e-6 differs from greedy")
+	}
+	a, b := gen(SampleOptions{Temperature: 1, Seed: 4}), gen(SampleOptions{Temperature: 1, Seed: 4})
+	c := gen(SampleOptions{Temperature: 1, Seed: 5})
+	if !slices.Equal(a, b) || slices.Equal(a, c) {
+		t.Error("the same seed must give the same sample and another seed another")
+	}
+	for _, o := range []SampleOptions{{Temperature: float32(math.NaN())}, {Temperature: -1}, {Temperature: float32(math.Inf(1))}, {TopK: -1}, {TopP: 1.5}, {TopP: float32(math.NaN())}} {
+		if _, err := NewSampler(m, nil, o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	big, err := data.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSampler(m, big, SampleOptions{}); err == nil {
+		t.Error("a 50257-token tokenizer accepted for a 256-token model")
+	}
+}
+
+// TestSampleBPEAndGPT2 samples from random models with the GPT-2 and a
+// trained BPE vocabulary (padded): no padding id is drawn, the text is
+// valid UTF-8, and Sample returns what it streamed.
+func TestSampleBPEAndGPT2(t *testing.T) {
+	g, err := data.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpe, err := data.TrainBPE(data.Corpus(1, 32<<10), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []data.Tokenizer{g, bpe} {
+		cfg := gpt.Config{Vocab: PaddedVocab(tok.Vocab()), MaxSeq: 16, Layers: 1, Heads: 2, Channels: 16}
+		m := randomModel(t, cfg, 3)
+		s, err := NewSampler(m, tok, SampleOptions{Temperature: 1.2, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sb strings.Builder
+		text, err := s.Sample("রিনা ", 300, &sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.ValidString(text) || strings.ContainsRune(text, utf8.RuneError) || sb.String() != text {
+			t.Fatalf("%s: sample %q (streamed %q)", tok.Name(), text, sb.String())
+		}
+		ids, err := s.Generate(nil, 200, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if int(id) >= tok.Vocab() {
+				t.Fatalf("%s: drew padding id %d (vocab %d)", tok.Name(), id, tok.Vocab())
+			}
+		}
+	}
+}
