@@ -83,6 +83,11 @@ type Device struct {
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
 	tables    map[*tensor.Layout]layoutTable
 
+	// legacy selects the previous variant of the kernels that have two
+	// (crossentropy_fused, the register-cache classifier, instead of
+	// crossentropy_fused_l2), so the micro-benchmarks and tests can run both.
+	legacy bool
+
 	mu  sync.Mutex // guards err: fail may be called from helper goroutines
 	err error
 }

@@ -12,9 +12,10 @@ package gpu
 // device.ErrUnsupported.
 //
 // Fused: one kernel per op (backward: one pass over the rows into per-block
-// partials of dweight and dbias, then layernorm_reduce). The backward grid
-// is as many blocks as are resident at once (a persistent grid), so every
-// block sums the same number of rows and the partials are few.
+// partials of dweight and dbias, then layernorm_reduce, 32 columns × 32
+// slices of partial rows per block). The backward grid is as many blocks as
+// are resident at once (a persistent grid), so every block sums the same
+// number of rows and the partials are few.
 // Decomposed: the CPU reference's passes, one kernel each, through fp32
 // scratch buffers (xhat, products, row means) reused across calls.
 
@@ -362,7 +363,7 @@ func (d *Device) kReduce(dt tensor.DType, d0, d1, part cuda.DevicePtr, nb, C int
 	if d1 != 0 {
 		width = 2 * C
 	}
-	return d.run("layernorm_reduce", dt, cuda.D1((width+31)/32), cuda.D1(256), 0, d0, d1, part, nb, C)
+	return d.run("layernorm_reduce", dt, cuda.D1((width+31)/32), cuda.D1(1024), 0, d0, d1, part, nb, C)
 }
 
 // layerNormBackwardDecomposed: the CPU reference's nine passes.

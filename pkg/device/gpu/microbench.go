@@ -13,11 +13,13 @@ package gpu
 //
 // Timing: before each run the inputs an op overwrites are restored (device
 // copies, untimed) and a buffer of at least four times the L2 is written,
-// which evicts the op's data from L2. The start event is queued behind
-// that write, so the op's launches are already queued when the clock
-// starts; the time is the GPU's from the first kernel to the last, plus any
-// gaps in which the GPU waited for the host to queue the next launch (which
-// eager, per-tensor execution pays as well).
+// which evicts the op's data from L2. The flush, the start event, the op's
+// launches and the end event are queued in one hop to the context's thread
+// while the GPU is busy with the flush, so the clock starts with the op's
+// work queued; the time is the GPU's from the first kernel to the last,
+// plus any gaps in which the GPU waited for the host to queue the next
+// launch (which eager, per-tensor execution pays as well; GradNorm's time
+// also includes the download of its result, which the op waits for).
 
 import (
 	"fmt"
@@ -144,14 +146,20 @@ func timeKernel(d *Device, kc *kernelCase, flush cuda.DevicePtr, flushBytes uint
 		if kc.reset != nil {
 			kc.reset()
 		}
-		if err := s.Memset8(flush, uint8(i), flushBytes); err != nil {
-			return KernelResult{}, err
-		}
-		if err := start.Record(s); err != nil {
-			return KernelResult{}, err
-		}
-		kc.run()
-		if err := end.Record(s); err != nil {
+		// The flush, the events and the op's launches are queued in one hop
+		// to the context's thread, while the GPU is still busy with the
+		// flush: the clock starts with the op's work already queued.
+		err := ctx.Do(func() error {
+			if err := s.Memset8(flush, uint8(i), flushBytes); err != nil {
+				return err
+			}
+			if err := start.Record(s); err != nil {
+				return err
+			}
+			kc.run()
+			return end.Record(s)
+		})
+		if err != nil {
 			return KernelResult{}, err
 		}
 		el, err := cuda.Elapsed(start, end)
