@@ -496,15 +496,20 @@ extern "C" __global__ void layernorm_affine(T* __restrict__ out, const float* __
 // ---- decomposed backward ------------------------------------------------
 
 // part (ceil(N/rows), C) fp32: slice y sums rows [y·rows, min(N, (y+1)·rows))
-// of src (N,C) per column, in row order. grid (ceil(C/blockDim.x), slices).
+// of src (N,C) per column, in row order. grid (ceil(C/blockDim.x), up to
+// 65535): block row blockIdx.y does slices blockIdx.y, +gridDim.y, ... (more
+// than 65535 slices, N > 4.19 M rows at 64 rows a slice, loop).
 template <typename S>
 __device__ __forceinline__ void ln_colsum(float* part, const S* src, int N, int C, int rows) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    int r0 = blockIdx.y * rows, r1 = min(N, r0 + rows);
-    float s = 0.0f;
-    for (int r = r0; r < r1; r++) s += load(src + (size_t)r * C, c);
-    part[(size_t)blockIdx.y * C + c] = s;
+    const int slices = (int)(((long long)N + rows - 1) / rows);
+    for (int y = blockIdx.y; y < slices; y += gridDim.y) {
+        long long r0 = (long long)y * rows, r1 = min((long long)N, r0 + rows);
+        float s = 0.0f;
+        for (long long r = r0; r < r1; r++) s += load(src + (size_t)r * C, c);
+        part[(size_t)y * C + c] = s;
+    }
 }
 
 extern "C" __global__ void layernorm_colsum(float* __restrict__ part, const T* __restrict__ src, int N, int C,

@@ -65,10 +65,10 @@ func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 			vec = 1
 		}
 		if d.legacy {
-			d.launch("crossentropy_fused", dt, cuda.D1(N), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec)
+			d.launch("crossentropy_fused", dt, grid1(N), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec)
 			return
 		}
-		d.launch("crossentropy_fused_l2", dt, cuda.D1(ceGrid(N, d.sms())), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec)
+		d.launch("crossentropy_fused_l2", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec)
 		return
 	}
 	probs := d.scratch("ce.probs", N*V*4)
@@ -79,11 +79,11 @@ func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 	}
 	eg := elemBlocks(N * V)
 	d.do(func() error {
-		d.launch("ce_rowmax", dt, cuda.D1(N), cuda.D1(256), 0, mx, x, N, V)
+		d.launch("ce_rowmax", dt, grid1(N), cuda.D1(256), 0, mx, x, N, V)
 		d.launch("ce_expsub", dt, eg, cuda.D1(256), 0, probs, x, mx, N, V)
-		d.launch("ce_rowsum", tensor.F32, cuda.D1(N), cuda.D1(256), 0, sum, probs, N, V)
+		d.launch("ce_rowsum", tensor.F32, grid1(N), cuda.D1(256), 0, sum, probs, N, V)
 		d.launch("ce_divide", tensor.F32, eg, cuda.D1(256), 0, probs, sum, N, V)
-		d.launch("ce_nll", dt, cuda.D1(blocks(N, 256)), cuda.D1(256), 0, l, x, mx, sum, t, N, V)
+		d.launch("ce_nll", dt, grid1(blocks(N, 256)), cuda.D1(256), 0, l, x, mx, sum, t, N, V)
 		if dscale != 0 {
 			d.launch("ce_grad", dt, eg, cuda.D1(256), 0, x, probs, t, N, V, dscale)
 		}
