@@ -10,7 +10,13 @@ import (
 // lnShapes are (N, C): one element, odd widths that miss the vector path
 // (C 3, 1601 over the register limit), a GPT-2 row count and width, and
 // C 1000 (a multiple of 4 but not of the warp's 128 elements).
-var lnShapes = [][2]int{{1, 1}, {64, 3}, {17, 1000}, {1024, 768}, {5, 1601}}
+//
+// 8192 and 4099 rows: more rows than the backward's persistent grid holds
+// warps (resident blocks × SMs × 4 warps, at most 2112 on an H200 at 4 blocks
+// per SM), so warps do second rows (sums carried in shared memory), and the
+// forward's grid loops if it is persistent; 772 = 4·193: a vector row whose
+// float4 groups do not fill the last pass of the warp.
+var lnShapes = [][2]int{{1, 1}, {64, 3}, {17, 1000}, {1024, 768}, {5, 1601}, {8192, 768}, {4099, 772}}
 
 // lnTypes are the (working, row input) dtype pairs tested: every policy's
 // (half, F32 residual stream), and the uniform 16-bit pairs.

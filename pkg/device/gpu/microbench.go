@@ -24,6 +24,7 @@ package gpu
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -40,16 +41,28 @@ const H200CopyGBps = 4270
 type KernelOptions struct {
 	Warmup      int            // untimed runs first (default 3)
 	Repeats     int            // timed runs, of which the median is reported (default 20)
-	CeilingGBps float64        // the bandwidth GB/s are compared with (default H200CopyGBps)
+	CeilingGBps float64        // the bandwidth GB/s are compared with (default: the "copy" op's, measured in the same run; H200CopyGBps without it)
 	Ops         []string       // the ops to run by name (default all: see KernelOps)
 	Layout      *tensor.Layout // the parameter layout (GPT-2 124M's: gpt.Config.Layout)
 }
 
-// KernelOps are the micro-benchmarks BenchKernels runs, by name.
+// KernelOps are the micro-benchmarks BenchKernels runs, by name. "copy" is
+// a device-to-device copy of 1 GiB, the ceiling the others are compared
+// with when KernelOptions.CeilingGBps is zero. A name ending in
+// LegacySuffix runs the previous variant of an op's fused kernel
+// (Device.legacy), fused form only, beside the current one.
 var KernelOps = []string{
-	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd",
-	"adamw", "gradnorm", "cast_f32_bf16", "crossentropy_fused_classifier",
+	"copy",
+	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd", "gelu_bwd" + LegacySuffix,
+	"adamw", "gradnorm", "cast_f32_bf16",
+	"crossentropy_fused_classifier", "crossentropy_fused_classifier" + LegacySuffix,
 }
+
+// LegacySuffix marks the micro-benchmark of an op's previous fused kernel.
+const LegacySuffix = "_legacy"
+
+// copyBytes is the size of the "copy" micro-benchmark's buffers.
+const copyBytes = 1 << 30
 
 // KernelResult is one op in one form: the median time and bandwidth, and
 // the spread of the runs. Its first five fields are pkg/bench's Kernel.
@@ -89,9 +102,6 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	if o.Repeats <= 0 {
 		o.Repeats = 20
 	}
-	if o.CeilingGBps <= 0 {
-		o.CeilingGBps = H200CopyGBps
-	}
 	ops := o.Ops
 	if len(ops) == 0 {
 		ops = KernelOps
@@ -104,28 +114,52 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	}
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
+	ceiling := o.CeilingGBps
+	defer func() { fused.legacy = false }()
 	for _, name := range ops {
-		for _, d := range []*Device{fused, plain} {
-			kc, err := newKernelCase(name, d, o.Layout)
+		devs := []*Device{fused, plain}
+		base, legacy := strings.CutSuffix(name, LegacySuffix)
+		if name == "copy" || legacy {
+			devs = devs[:1] // one form
+		}
+		for _, d := range devs {
+			kc, err := newKernelCase(base, d, o.Layout)
 			if err != nil {
-				return out, err
+				return finish(out, ceiling), err
 			}
+			d.legacy = legacy
 			r, err := timeKernel(d, kc, flush, flushBytes, o)
+			d.legacy = false
 			kc.free()
 			if err != nil {
-				return out, fmt.Errorf("gpu: bench: %s: %w", name, err)
+				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s: %w", name, err)
 			}
 			mode := "decomposed"
 			if d.Fused() {
 				mode = "fused"
 			}
-			r.Name, r.Mode, r.CeilingGBps = name, mode, o.CeilingGBps
+			r.Name, r.Mode = name, mode
 			r.GBps = float64(kc.bytes) / (r.Ms * 1e6)
-			r.PctOfCeil = 100 * r.GBps / o.CeilingGBps
+			if name == "copy" && ceiling <= 0 {
+				ceiling = r.GBps
+			}
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return finish(out, ceiling), nil
+}
+
+// finish sets each result's ceiling (H200CopyGBps when none was given or
+// measured) and its share of it.
+func finish(rs []KernelResult, ceiling float64) []KernelResult {
+	if ceiling <= 0 {
+		ceiling = H200CopyGBps
+	}
+	for i := range rs {
+		rs[i].CeilingGBps = ceiling
+		rs[i].PctOfCeil = 100 * rs[i].GBps / ceiling
+	}
+	return rs
 }
 
 // timeKernel runs kc warmup+repeats times and returns the median.
@@ -250,6 +284,16 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 	nc := int64(N) * C
 	kc := &kernelCase{shape: fmt.Sprintf("N=%d C=%d bf16 (residual stream f32)", N, C), free: a.free}
 	switch name {
+	case "copy":
+		n := copyBytes / 4
+		src, dst := a.rand(f32, 0, 1, n), a.zeros(f32, n)
+		kc.shape = fmt.Sprintf("%d MiB device-to-device", copyBytes>>20)
+		kc.bytes = 2 * copyBytes
+		kc.run = func() {
+			if err := d.Stream().CopyDtoD(cuda.DevicePtr(dst.Dev), cuda.DevicePtr(src.Dev), copyBytes); err != nil {
+				d.fail(fmt.Errorf("gpu: bench: copy: %w", err))
+			}
+		}
 	case "layernorm_fwd":
 		out, mean, rstd := a.zeros(bf, N, C), a.zeros(f32, N), a.zeros(f32, N)
 		inp, w, b := a.rand(f32, 0.5, 2, N, C), a.rand(bf, 1, 0.2, C), a.rand(bf, 0, 0.1, C)
