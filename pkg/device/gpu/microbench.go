@@ -48,11 +48,14 @@ type KernelOptions struct {
 
 // KernelOps are the micro-benchmarks BenchKernels runs, by name. "copy" is
 // a device-to-device copy of 1 GiB, the ceiling the others are compared
-// with when KernelOptions.CeilingGBps is zero. A name ending in
+// with when KernelOptions.CeilingGBps is zero. "launch" is one launch of a
+// kernel with one element of work: the fixed cost every op's time includes
+// (launch, ramp-up and drain as the events see them), which bounds the
+// share of the ceiling an op of few bytes can reach. A name ending in
 // LegacySuffix runs the previous variant of an op's fused kernel
 // (Device.legacy), fused form only, beside the current one.
 var KernelOps = []string{
-	"copy",
+	"copy", "launch",
 	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd", "gelu_bwd" + LegacySuffix,
 	"adamw", "gradnorm", "cast_f32_bf16",
 	"crossentropy_fused_classifier", "crossentropy_fused_classifier" + LegacySuffix,
@@ -119,7 +122,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	for _, name := range ops {
 		devs := []*Device{fused, plain}
 		base, legacy := strings.CutSuffix(name, LegacySuffix)
-		if name == "copy" || legacy {
+		if name == "copy" || name == "launch" || legacy {
 			devs = devs[:1] // one form
 		}
 		for _, d := range devs {
@@ -294,6 +297,11 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 				d.fail(fmt.Errorf("gpu: bench: copy: %w", err))
 			}
 		}
+	case "launch":
+		out, x, y := a.zeros(f32, 4), a.rand(f32, 0, 1, 4), a.rand(bf, 0, 1, 4)
+		kc.shape = "add of 4 elements: one block"
+		kc.bytes = 4 * (4 + 4 + 2)
+		kc.run = func() { d.Add(out, x, y, 4) }
 	case "layernorm_fwd":
 		out, mean, rstd := a.zeros(bf, N, C), a.zeros(f32, N), a.zeros(f32, N)
 		inp, w, b := a.rand(f32, 0.5, 2, N, C), a.rand(bf, 1, 0.2, C), a.rand(bf, 0, 0.1, C)
