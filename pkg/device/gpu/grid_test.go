@@ -6,6 +6,7 @@ package gpu
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,3 +118,22 @@ func TestLaunchGridTooLarge(t *testing.T) {
 		t.Errorf("launched %d kernels", len(got))
 	}
 }
+
+// TestBenchFinish: results are compared with the ceiling measured in the
+// same run (the "copy" op), or with H200CopyGBps when none was measured.
+func TestBenchFinish(t *testing.T) {
+	rs := finish([]KernelResult{{Name: "copy", GBps: 4000}, {Name: "x", GBps: 3400}}, 4000)
+	if rs[0].PctOfCeil != 100 || rs[1].PctOfCeil != 85 || rs[1].CeilingGBps != 4000 {
+		t.Errorf("measured ceiling: %+v", rs)
+	}
+	rs = finish([]KernelResult{{Name: "x", GBps: H200CopyGBps / 2}}, 0)
+	if rs[0].CeilingGBps != H200CopyGBps || rs[0].PctOfCeil != 50 {
+		t.Errorf("default ceiling: %+v", rs)
+	}
+	for _, op := range KernelOps {
+		if base, ok := strings.CutSuffix(op, LegacySuffix); ok && !slices.Contains(KernelOps, base) {
+			t.Errorf("%s: no current variant %s beside it", op, base)
+		}
+	}
+}
+
