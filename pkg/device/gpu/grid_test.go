@@ -136,4 +136,3 @@ func TestBenchFinish(t *testing.T) {
 		}
 	}
 }
-
