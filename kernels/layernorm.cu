@@ -4,6 +4,7 @@
 // druto:kernel layernorm_forward layernorm_forward_rf32
 // druto:kernel residual_layernorm_forward residual_layernorm_forward_rf32
 // druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce
+// druto:kernel layernorm_backward_v1 layernorm_backward_v1_rf32
 // druto:kernel add add_rf32
 // druto:kernel layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
 // druto:kernel layernorm_normalise layernorm_normalise_rf32 layernorm_affine
@@ -361,6 +362,122 @@ extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, flo
                                                    const T* __restrict__ weight, const float* __restrict__ mean,
                                                    const float* __restrict__ rstd, int N, int C, int vec) {
     ln_backward<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+}
+
+// layernorm_backward_v1 (the legacy variant, Device.legacy): the kernel
+// before v2, kept so the micro-benchmark shows both. Its fast path keeps
+// the dweight/dbias sums in registers (118 registers), so x and dout are
+// re-read (from L1/L2) on the row's second visit and dinp is loaded only
+// then: two trips to memory per row. Same partials as layernorm_backward.
+// part (gridDim.x, 2C) fp32 partial [dweight | dbias] per block; dinp (N,C) R accumulated;
+// dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N)
+template <typename R>
+__device__ __forceinline__ void ln_backward_v1(R* dinp, float* part, const T* dout, const R* inp, const T* weight,
+                                            const float* mean, const float* rstd, int N, int C, int vec) {
+    __shared__ float sh[2 * 128 * LN_G]; // the block's partial (fast path); 64 floats for block_sum2
+    float* pb = part + (size_t)blockIdx.x * 2 * C;
+    if (vec && C <= 128 * LN_G) {
+        // A warp per row; lane l owns the float4 groups l, l+32, ... of every row.
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+        const int ng = C >> 2;
+        F4 dw[LN_G], db[LN_G];
+#pragma unroll
+        for (int k = 0; k < LN_G; k++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) dw[k].v[j] = db[k].v[j] = 0.0f;
+        for (int row = blockIdx.x * nw + warp; row < N; row += gridDim.x * nw) {
+            const size_t off = (size_t)row * C;
+            const float m = mean[row], s = rstd[row];
+            float sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    F4 x = ld4(inp + off + 4 * g), gv = ld4(dout + off + 4 * g), wv = ld4(weight + 4 * g);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        float n = s * (x.v[j] - m), dn = wv.v[j] * gv.v[j];
+                        sdn += dn;
+                        sdnn += dn * n;
+                    }
+                }
+            }
+            const float mdn = warp_sum(sdn) / (float)C, mdnn = warp_sum(sdnn) / (float)C;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    // the second visit reads the row from L1/L2, not DRAM
+                    F4 x = ld4(inp + off + 4 * g), gv = ld4(dout + off + 4 * g), wv = ld4(weight + 4 * g);
+                    F4 di = ld4(dinp + off + 4 * g);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        float n = s * (x.v[j] - m), dn = wv.v[j] * gv.v[j];
+                        db[k].v[j] += gv.v[j];
+                        dw[k].v[j] += n * gv.v[j];
+                        di.v[j] = di.v[j] + s * (dn - mdn - n * mdnn);
+                    }
+                    st4(dinp + off + 4 * g, di);
+                }
+            }
+        }
+        // The block's partial: warp 0's sums, then each other warp's added in warp order.
+        for (int w = 0; w < nw; w++) {
+            if (warp == w) {
+#pragma unroll
+                for (int k = 0; k < LN_G; k++) {
+                    int g = lane + 32 * k;
+                    if (g < ng) {
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            int c = 4 * g + j;
+                            sh[c] = (w == 0 ? 0.0f : sh[c]) + dw[k].v[j];
+                            sh[C + c] = (w == 0 ? 0.0f : sh[C + c]) + db[k].v[j];
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) pb[c] = sh[c];
+    } else {
+        // A block per row; thread t owns columns t, t+blockDim.x, ... and
+        // accumulates their partials straight in pb (no other thread touches them).
+        for (int c = threadIdx.x; c < C; c += blockDim.x) pb[c] = pb[C + c] = 0.0f;
+        for (int row = blockIdx.x; row < N; row += gridDim.x) {
+            const size_t off = (size_t)row * C;
+            const float m = mean[row], s = rstd[row];
+            float sdn = 0.0f, sdnn = 0.0f;
+            for (int c = threadIdx.x; c < C; c += blockDim.x) {
+                float n = s * (load(inp + off, c) - m), dn = load(weight, c) * load(dout + off, c);
+                sdn += dn;
+                sdnn += dn * n;
+            }
+            block_sum2(sdn, sdnn, sh);
+            const float mdn = sdn / (float)C, mdnn = sdnn / (float)C;
+            for (int c = threadIdx.x; c < C; c += blockDim.x) {
+                float g = load(dout + off, c);
+                float n = s * (load(inp + off, c) - m), dn = load(weight, c) * g;
+                pb[c] += n * g;
+                pb[C + c] += g;
+                store(dinp + off, c, load(dinp + off, c) + s * (dn - mdn - n * mdnn));
+            }
+        }
+    }
+}
+
+extern "C" __global__ void layernorm_backward_v1(T* __restrict__ dinp, float* __restrict__ part,
+                                              const T* __restrict__ dout, const T* __restrict__ inp,
+                                              const T* __restrict__ weight, const float* __restrict__ mean,
+                                              const float* __restrict__ rstd, int N, int C, int vec) {
+    ln_backward_v1<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+}
+
+extern "C" __global__ void layernorm_backward_v1_rf32(float* __restrict__ dinp, float* __restrict__ part,
+                                                   const T* __restrict__ dout, const float* __restrict__ inp,
+                                                   const T* __restrict__ weight, const float* __restrict__ mean,
+                                                   const float* __restrict__ rstd, int N, int C, int vec) {
+    ln_backward_v1<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
 // d0 (C) += Σ_b part[b, 0:C] and, when d1 is not null, d1 (C) += Σ_b part[b, C:2C];

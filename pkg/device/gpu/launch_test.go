@@ -216,6 +216,9 @@ func TestLaunchSequences(t *testing.T) {
 	if s := seq(true, bw); s != "layernorm_backward_rf32 layernorm_reduce" {
 		t.Errorf("fused layernorm backward: %s", s)
 	}
+	if s := seq(true, func(d *Device) { d.legacy = true; bw(d) }); s != "layernorm_backward_v1_rf32 layernorm_reduce" {
+		t.Errorf("legacy fused layernorm backward: %s", s)
+	}
 	if s := seq(false, bw); strings.Count(s, " ")+1 != 11 || !strings.HasSuffix(s, "layernorm_dinp_rf32") {
 		t.Errorf("decomposed layernorm backward (9 passes and 2 reductions): %s", s)
 	}

@@ -333,6 +333,9 @@ func (d *Device) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean
 // layernorm_reduce of its partials.
 func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweight, dbias, dout, inp, weight, mean, rstd *tensor.Tensor, N, C int) {
 	kernel := "layernorm_backward" + sfx
+	if d.legacy {
+		kernel = "layernorm_backward_v1" + sfx // registers for the sums, two trips per row
+	}
 	vec := 0
 	if C%4 == 0 && C <= lnFastMaxC {
 		rs := inp.DType.Size()

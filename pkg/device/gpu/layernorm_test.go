@@ -104,17 +104,20 @@ func TestGPULayerNorm(t *testing.T) {
 // dinp is checked at scale 1 (per element it sums C products in fp32 on
 // both devices, in different orders, with a relative difference near
 // 1e-7); dweight and dbias sum N rows and are checked at sumScale(N) plus a
-// relative-error bound. The fused form must give the same bits twice.
+// relative-error bound. The fused form must give the same bits twice. It
+// runs twice: layernorm_backward (v2) and the legacy layernorm_backward_v1.
 func TestGPULayerNormBackward(t *testing.T) {
 	rng := testRNG(t)
-	for _, fused := range forms {
+	for k, fused := range []bool{true, true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
+		g.legacy = k == 1
+		defer func() { g.legacy = false }()
 		for _, tp := range lnTypePairs {
 			h, r := tp[0], tp[1]
 			dts := h.String() + "/" + r.String()
 			for _, sh := range lnShapes {
 				N, C := sh[0], sh[1]
-				name := fmt.Sprintf("N%d_C%d_%s", N, C, dts)
+				name := fmt.Sprintf("v%d_N%d_C%d_%s", k, N, C, dts)
 				inp, w := randHost(rng, r, 0.5, 2, N, C), randHost(rng, h, 1, 0.2, C)
 				dout := randHost(rng, h, 0, 1, N, C)
 				// the statistics of inp, as the forward stores them
