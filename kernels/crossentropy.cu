@@ -213,6 +213,11 @@ __device__ __forceinline__ void ce_rescale(float& m, float& s, float lm) {
     }
 }
 
+// ce_ml is m·log2(e) for ce_exp, 0 while m is -inf (every value so far -inf
+// or NaN): exp(-inf - -inf) would be NaN where the -inf logits (masked
+// entries) must add 0; NaN logits still give NaN.
+__device__ __forceinline__ float ce_ml(float m) { return m == CE_NEG_INF ? 0.0f : m * 1.4426950408889634f; }
+
 // losses (N) F32, logits (N,V) T, targets (N); a grid-stride loop over the
 // rows (grid: a few blocks per SM); vecok as crossentropy_fused's.
 extern "C" __global__ void __launch_bounds__(CE2_THREADS, 2) crossentropy_fused_l2(float* __restrict__ losses, T* __restrict__ logits,
@@ -248,7 +253,7 @@ extern "C" __global__ void __launch_bounds__(CE2_THREADS, 2) crossentropy_fused_
                 }
             }
             ce_rescale(m, s, lm);
-            const float ml = m * 1.4426950408889634f;
+            const float ml = ce_ml(m);
 #pragma unroll
             for (int u = 0; u < CE2_UNROLL; u++) {
                 if (i0 + u * CE2_THREADS < nv) {
@@ -261,7 +266,7 @@ extern "C" __global__ void __launch_bounds__(CE2_THREADS, 2) crossentropy_fused_
             for (int j = tid; j < V; j += CE2_THREADS) {
                 float v = load(x, j);
                 ce_rescale(m, s, v);
-                s += ce_exp(v, m * 1.4426950408889634f);
+                s += ce_exp(v, ce_ml(m));
             }
         }
         // pass 2's first loads are issued before the block's reduction, so

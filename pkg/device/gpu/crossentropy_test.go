@@ -99,3 +99,49 @@ func TestGPUCrossEntropyFarTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUCrossEntropyMasked: logits of -inf (masked entries) add nothing
+// to the softmax and get a zero gradient, also where every logit one thread
+// of crossentropy_fused_l2 reads first is -inf (its running max is still
+// -inf then: exp(-inf - -inf) must not make the sum NaN).
+func TestGPUCrossEntropyMasked(t *testing.T) {
+	const N, V = 3, 4104
+	rng := testRNG(t)
+	for k, fused := range []bool{true, true, false} {
+		g, ref := gpuDev(t, fused), cpuRef(fused)
+		g.legacy = k == 1
+		defer func() { g.legacy = false }()
+		for _, dt := range floatDTypes {
+			logits := randHost(rng, dt, 0, 2, N, V)
+			v := logits.ToF32()
+			for i := range N {
+				for j := range V {
+					if j%2048 < 8 || j >= 4096 {
+						v[i*V+j] = float32(math.Inf(-1))
+					}
+				}
+			}
+			if err := logits.SetF32(v); err != nil {
+				t.Fatal(err)
+			}
+			tg := tensor.New(tensor.I32, N)
+			for i := range N {
+				tg.I32()[i] = int32(100 + 37*i)
+			}
+			want, wantLoss := clone(logits), tensor.New(tensor.F32, N)
+			ref.CrossEntropy(wantLoss, want, tg, N, V, 1/float32(N))
+			if err := ref.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			losses, x := poisoned(t, g, tensor.F32, N), toGPU(t, g, logits)
+			g.CrossEntropy(losses, x, toGPU(t, g, tg), N, V, 1/float32(N))
+			name := fmt.Sprintf("masked_variant%d", k)
+			check(t, "crossentropy", dt, fused, name, "losses", toHost(t, g, losses), wantLoss, tensor.F32, sqrtScale(V))
+			gscale := 1.0
+			if dt == tensor.F32 {
+				gscale = 2
+			}
+			check(t, "crossentropy", dt, fused, name, "dlogits", toHost(t, g, x), want, dt, gscale)
+		}
+	}
+}
