@@ -3,8 +3,8 @@
 # `scripts/gpu-build.sh` on the development machine, with build/gpu carried
 # over (the anchors of ../shared/anchors copied to build/gpu/anchors).
 # Sections run in the order given (default: all but sanitize); each writes
-# its own log, and every log is also packed into $OUT/logs.tar.gz (the
-# device tool returns at most 8 files):
+# its logs and JSON into one folder, packed at the end into $OUT/logs.tar.gz
+# (the device tool returns at most 8 files):
 #   detect    env.log (device, driver, date, revision; detect cold, cached),
 #             detect.json
 #   tests     tests.log: every test binary of build/gpu under
@@ -29,10 +29,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out-gpu}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 B=build/gpu
 A=$B/anchors
 LOGS=$(mktemp -d)
+ROOT=$PWD
 export DRUTO_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 sections=("$@")
 if [ ${#sections[@]} -eq 0 ]; then sections=(detect tests kernels bench train faults hf); fi
@@ -47,64 +48,56 @@ detect() {
     /usr/bin/time -f "detect cold (kernels compiled by NVRTC, step checks run): %e s" $B/druto detect --json > "$LOGS/detect.json"
     /usr/bin/time -f "detect cached (cubins and step-check verdict from the cache): %e s" $B/druto detect
   } > "$LOGS/env.log" 2>&1
-  cp "$LOGS/detect.json" "$OUT/"
+}
+
+# runtest NAME: one test binary from its package's folder (testdata), as
+# go test runs it; a summary line, then its failures and skips.
+runtest() {
+  name=$1; t=$B/$name.test
+  dir=$(cat "$B/$name.dir" 2>/dev/null || echo .)
+  start=$(date +%s)
+  (cd "$dir" && timeout "${TEST_TIMEOUT:-300}" "$ROOT/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"}) > "$LOGS/test-$name.log" 2>&1
+  rc=$?
+  pass=$(grep -c -- '--- PASS' "$LOGS/test-$name.log"); fail=$(grep -c -- '--- FAIL' "$LOGS/test-$name.log")
+  skip=$(grep -c -- '--- SKIP' "$LOGS/test-$name.log")
+  { echo "$name: rc=$rc pass=$pass fail=$fail skip=$skip $(( $(date +%s) - start ))s"
+    grep -E -- '--- (FAIL|SKIP)' -A6 "$LOGS/test-$name.log" | head -80; } > "$LOGS/sum-$name.txt"
 }
 
 tests() {
-  {
-    stamp
-    for t in $B/*.test; do
-      name=$(basename "$t" .test)
-      # Tests run from the package's directory (testdata), as go test does.
-      dir=$(cat "$B/$name.dir" 2>/dev/null || echo .)
-      start=$(date +%s)
-      (cd "$dir" && timeout "${TEST_TIMEOUT:-240}" "$OLDPWD/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"}) > "$LOGS/test-$name.log" 2>&1
-      rc=$?
-      pass=$(grep -c '^\s*--- PASS' "$LOGS/test-$name.log"); fail=$(grep -c '^\s*--- FAIL' "$LOGS/test-$name.log")
-      skip=$(grep -c '^\s*--- SKIP' "$LOGS/test-$name.log")
-      echo "$name: rc=$rc pass=$pass fail=$fail skip=$skip $(( $(date +%s) - start ))s"
-      grep -E '^\s*--- (FAIL|SKIP)' -A4 "$LOGS/test-$name.log" | head -60
-    done
-  } > "$LOGS/tests.log" 2>&1
-  cp "$LOGS/tests.log" "$OUT/"
-}
-
-sanitize() {
-  run=${SANITIZE_RUN:-TestGPU}
-  {
-    stamp
-    for tool in memcheck racecheck initcheck synccheck; do
-      start=$(date +%s)
-      (cd pkg/device/gpu && timeout "${SANITIZE_TIMEOUT:-150}" compute-sanitizer --tool $tool --error-exitcode 9 \
-        "$OLDPWD/$B/device-gpu.test" -test.run "$run" -test.count=1) > "$LOGS/sanitize-$tool.log" 2>&1
-      echo "$tool: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|^(ok|FAIL|PASS)' "$LOGS/sanitize-$tool.log" | tr '\n' ' ')"
-    done
-  } > "$LOGS/sanitize.log" 2>&1
-  cp "$LOGS/sanitize.log" "$OUT/"
+  export ROOT=$PWD B LOGS TESTS TEST_TIMEOUT DRUTO_CLI=$PWD/$B/druto
+  export -f runtest
+  # The GPU-heavy binaries first; the CPU ones beside them.
+  ls $B/*.test | xargs -n1 basename | sed 's/\.test$//' | sort -r | xargs -P "${TEST_JOBS:-6}" -I{} bash -c 'runtest {}'
+  { stamp; cat "$LOGS"/sum-*.txt; } > "$LOGS/tests.log" 2>&1
 }
 
 kernels() {
   {
     stamp
-    timeout 180 $B/druto bench --backend gpu --kernels --json "$OUT/kernels-h200.json"; echo "kernels rc=$?"
-    echo "## PyTorch anchor: torch_kernel_bench.py"
-    timeout 240 python3 $A/torch_kernel_bench.py; echo "anchor rc=$?"
+    timeout 180 $B/druto bench --backend gpu --kernels --json "$LOGS/kernels-h200.json"; echo "kernels rc=$?"
+    if [ "${ANCHORS:-1}" = 1 ]; then
+      echo "## PyTorch anchor: torch_kernel_bench.py"
+      timeout 240 python3 $A/torch_kernel_bench.py; echo "anchor rc=$?"
+    fi
   } > "$LOGS/kernels.log" 2>&1
-  cp "$LOGS/kernels.log" "$OUT/"
 }
 
 bench() {
   modes=${BENCH_MODES:-decomposed+fp32,fused+fp32,decomposed+bf16,fused+bf16,fused+fp16,fused+bf16+device,fused+bf16+graph,fused+fp16+graph}
   {
     stamp
-    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "$modes" --steps 20 --warmup 5 \
-      --json "$OUT/bench-gpt2-124M.json" || echo "bench gpt2-124M failed: $?"
+    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "${BIG_MODES:-$modes}" --steps 20 --warmup 5 \
+      --json "$LOGS/bench-gpt2-124M.json" || echo "bench gpt2-124M failed: $?"
+    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16 --steps 3 --warmup 2 --profile \
+      --json "$LOGS/profile-gpt2-124M.json" || echo "profile gpt2-124M failed: $?"
     $B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "${SMALL_MODES:-$modes}" --steps 50 --warmup 10 \
-      --json "$OUT/bench-tiny-small.json" || echo "bench tiny/small failed: $?"
-    echo "## PyTorch anchor: torch_gpt_bench.py ${ANCHOR_CONFIGS:-}"
-    timeout 300 python3 $A/torch_gpt_bench.py ${ANCHOR_CONFIGS:-}; echo "anchor rc=$?"
+      --json "$LOGS/bench-tiny-small.json" || echo "bench tiny/small failed: $?"
+    if [ "${ANCHORS:-1}" = 1 ]; then
+      echo "## PyTorch anchor: torch_gpt_bench.py ${ANCHOR_CONFIGS:-}"
+      timeout 300 python3 $A/torch_gpt_bench.py ${ANCHOR_CONFIGS:-}; echo "anchor rc=$?"
+    fi
   } > "$LOGS/bench.log" 2>&1
-  cp "$LOGS/bench.log" "$OUT/"
 }
 
 train() {
@@ -147,7 +140,7 @@ hf() {
   d=$(mktemp -d)
   {
     stamp
-    python3 scripts/make_hf_testdata.py "$d/hf-gpt2-tiny" && (cd "$d" && tar czf "$OLDPWD/$OUT/hf-testdata.tar.gz" hf-gpt2-tiny) && echo "hf testdata ok"
+    python3 scripts/make_hf_testdata.py "$d/hf-gpt2-tiny" && (cd "$d" && tar czf "$OUT/hf-testdata.tar.gz" hf-gpt2-tiny) && echo "hf testdata ok"
   } > "$LOGS/hf.log" 2>&1
 }
 
@@ -158,4 +151,5 @@ done
 tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 echo "done $(date -u +%FT%TZ)"
 for f in "$LOGS"/tests.log "$LOGS"/sanitize.log; do [ -f "$f" ] && { echo "== $(basename $f)"; grep -E '^[a-z-]+: rc=' "$f"; }; done
+[ -f "$LOGS/bench.log" ] && grep -E 'ms/step|skipping|fall' "$LOGS/bench.log" | head -40
 exit 0
