@@ -116,6 +116,7 @@ func TestDetect(t *testing.T) {
 // build kind, so the step checks run again).
 func TestDetectCacheAndPTX(t *testing.T) {
 	dir := t.TempDir()
+	forget() // TestDetect's verdict, kept in this process, has the same key
 	first := DetectWith(context.Background(), Options{CacheDir: dir, Fused: true})
 	if !first.GPUUsable {
 		if requireGPU() {

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/druto/druto/pkg/tensor"
@@ -144,7 +145,16 @@ func TestGPULayerNormBackward(t *testing.T) {
 						break
 					}
 					first = got
-					check(t, "layernorm_backward", h, fused, name, "dinp", got[0], wantDinp, r, 1)
+					// At C = 1 the row's variance is 0 and rstd = 1/√eps ≈ 316: the
+					// gradient through the normalisation is exactly zero in real
+					// arithmetic, and what both devices add is that factor times
+					// the rounding of a cancellation (contracted into FMAs on the
+					// GPU), so the tolerance scales with it (seen: 5e-6 on 0.07).
+					dinpScale := 1.0
+					if C == 1 {
+						dinpScale = 1 / math.Sqrt(1e-5)
+					}
+					check(t, "layernorm_backward", h, fused, name, "dinp", got[0], wantDinp, r, dinpScale)
 					check(t, "layernorm_backward", h, fused, name, "dweight", got[1], wantDw, tensor.F32, sumScale(N))
 					check(t, "layernorm_backward", h, fused, name, "dbias", got[2], wantDb, tensor.F32, sumScale(N))
 					checkRel(t, "layernorm backward dweight "+name, got[1], wantDw, tensor.F32)
