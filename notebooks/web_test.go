@@ -480,9 +480,19 @@ func TestPublishedHTML(t *testing.T) {
 	} else {
 		t.Log("TestExecute did not execute every notebook in this run: the script executes them")
 	}
-	cmd := exec.Command(filepath.Join(repo, "scripts", "publish-notebooks.sh"), args...)
+	// The script executes notebooks when TestExecute did not: stop it (and
+	// the kernels it started) a minute before the test binary's deadline.
+	sctx, cancel := context.WithCancel(context.Background())
+	if dl, ok := t.Deadline(); ok {
+		sctx, cancel = context.WithDeadline(context.Background(), dl.Add(-time.Minute))
+	}
+	defer cancel()
+	cmd := exec.CommandContext(sctx, filepath.Join(repo, "scripts", "publish-notebooks.sh"), args...)
 	cmd.Env = kernelEnv(t, repo, filepath.Join(dir, "runs"))
 	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(jupyter)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { killTree(cmd.Process.Pid); return nil }
+	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("scripts/publish-notebooks.sh %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 4000))
@@ -838,6 +848,21 @@ func (s *jupyterServer) stop() []int {
 		}
 	}
 	return nil
+}
+
+// killTree kills pid, its process group and every process below it in the
+// process tree (kernels run in sessions of their own), with their process
+// groups, and returns the processes it found.
+func killTree(pid int) []int {
+	tree := append([]int{pid}, descendants(pid)...)
+	self := syscall.Getpgrp()
+	for _, p := range tree {
+		if pg, err := syscall.Getpgid(p); err == nil && pg != self && pg > 1 {
+			syscall.Kill(-pg, syscall.SIGKILL)
+		}
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	return tree
 }
 
 func appendNew(s []int, v ...int) []int {
