@@ -649,9 +649,9 @@ func unshapedControl(t *testing.T, ctx context.Context, metrics, dir string) {
 
 // TestGoldenCompareSensitive checks that the golden comparison tells a
 // figure from the same figure gone wrong: each committed screenshot matches
-// itself moved by a pixel,
-// but not with its title moved by a few pixels (as a vowel sign drawn after
-// its consonant would be), and the two languages do not match each other.
+// itself moved by a pixel, but not with its title moved by a few pixels (as
+// a vowel sign drawn after its consonant would be), and the two languages
+// do not match each other.
 func TestGoldenCompareSensitive(t *testing.T) {
 	imgs := map[string]image.Image{}
 	for _, lang := range langs {
