@@ -7,8 +7,9 @@
 # (the device tool returns at most 8 files):
 #   detect    env.log (device, driver, date, revision; detect cold, cached),
 #             detect.json
-#   tests     tests.log: every test binary of build/gpu under
+#   tests     tests.log: every test binary of build/gpu (BINS: some) under
 #             DRUTO_REQUIRE_GPU=1 (GPU skips fail); a summary line each
+#   checks    tests and sanitize at once
 #   sanitize  sanitize.log: compute-sanitizer memcheck, racecheck, initcheck
 #             and synccheck over the GPU tests of package gpu (SANITIZE_RUN
 #             picks them; default every TestGPU test)
@@ -23,7 +24,7 @@
 #   hf        a Hugging Face GPT-2 checkpoint written by transformers
 #             (scripts/make_hf_testdata.py), packed into hf-testdata.tar.gz
 #
-#   scripts/gpu-bench.sh                     every section but sanitize
+#   scripts/gpu-bench.sh                     detect checks kernels bench hf faults train
 #   scripts/gpu-bench.sh --sanitize          only the sanitizer section
 #   scripts/gpu-bench.sh detect tests        these sections
 set -uo pipefail
@@ -36,7 +37,7 @@ LOGS=$(mktemp -d)
 ROOT=$PWD
 export DRUTO_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 sections=("$@")
-if [ ${#sections[@]} -eq 0 ]; then sections=(detect tests kernels bench train faults hf); fi
+if [ ${#sections[@]} -eq 0 ]; then sections=(detect checks kernels bench hf faults train); fi
 if [ "${sections[0]}" = "--sanitize" ]; then sections=(sanitize); fi
 
 stamp() { echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat $B/REVISION)"; }
@@ -56,19 +57,29 @@ runtest() {
   name=$1; t=$B/$name.test
   dir=$(cat "$B/$name.dir" 2>/dev/null || echo .)
   start=$(date +%s)
-  (cd "$dir" && timeout "${TEST_TIMEOUT:-300}" "$ROOT/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"}) > "$LOGS/test-$name.log" 2>&1
+  (cd "$dir" && timeout "${TEST_TIMEOUT:-300}" "$ROOT/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"} ${SKIP:+-test.skip "$SKIP"}) > "$LOGS/test-$name.log" 2>&1
   rc=$?
   pass=$(grep -c -- '--- PASS' "$LOGS/test-$name.log"); fail=$(grep -c -- '--- FAIL' "$LOGS/test-$name.log")
   skip=$(grep -c -- '--- SKIP' "$LOGS/test-$name.log")
   { echo "$name: rc=$rc pass=$pass fail=$fail skip=$skip $(( $(date +%s) - start ))s"
-    grep -E -- '--- (FAIL|SKIP)' -A6 "$LOGS/test-$name.log" | head -80; } > "$LOGS/sum-$name.txt"
+    grep -E -A6 -- '--- (FAIL|SKIP)' "$LOGS/test-$name.log" | head -80; } > "$LOGS/sum-$name.txt"
+}
+
+# checks: the tests and the sanitizer at once (both are about correctness;
+# neither is timed).
+checks() {
+  sanitize &
+  tests
+  wait
 }
 
 tests() {
-  export ROOT=$PWD B LOGS TESTS TEST_TIMEOUT DRUTO_CLI=$PWD/$B/druto
+  export ROOT=$PWD B LOGS TESTS SKIP TEST_TIMEOUT DRUTO_CLI=$PWD/$B/druto
   export -f runtest
   # The GPU-heavy binaries first; the CPU ones beside them.
-  ls $B/*.test | xargs -n1 basename | sed 's/\.test$//' | sort -r | xargs -P "${TEST_JOBS:-6}" -I{} bash -c 'runtest {}'
+  # BINS names some binaries (default: every one).
+  bins=${BINS:-$(ls $B/*.test | xargs -n1 basename | sed 's/\.test$//' | sort -r)}
+  printf '%s\n' $bins | xargs -P "${TEST_JOBS:-6}" -I{} bash -c 'runtest {}'
   { stamp; cat "$LOGS"/sum-*.txt; } > "$LOGS/tests.log" 2>&1
 }
 
@@ -91,11 +102,32 @@ bench() {
       --json "$LOGS/bench-gpt2-124M.json" || echo "bench gpt2-124M failed: $?"
     $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16 --steps 3 --warmup 2 --profile \
       --json "$LOGS/profile-gpt2-124M.json" || echo "profile gpt2-124M failed: $?"
+    $B/druto bench --backend gpu --configs small:32x256,tiny:8x128 --modes fused+bf16 --steps 3 --warmup 2 --profile \
+      --json "$LOGS/profile-small-tiny.json" || echo "profile small/tiny failed: $?"
     $B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "${SMALL_MODES:-$modes}" --steps 50 --warmup 10 \
       --json "$LOGS/bench-tiny-small.json" || echo "bench tiny/small failed: $?"
     if [ "${ANCHORS:-1}" = 1 ]; then
-      echo "## PyTorch anchor: torch_gpt_bench.py ${ANCHOR_CONFIGS:-}"
-      timeout 300 python3 $A/torch_gpt_bench.py ${ANCHOR_CONFIGS:-}; echo "anchor rc=$?"
+      # The PyTorch modes a user would pick, on the same configs (all of
+      # them: python3 build/gpu/anchors/torch_gpt_bench.py).
+      echo "## PyTorch anchor: torch_gpt_bench.py, ${ANCHOR_MODES:-bf16-amp-fusedadam-sdpa fp16-amp-scaler-fusedadam-sdpa bf16-amp-fusedadam-sdpa-compile}"
+      ANCHOR_MODES=${ANCHOR_MODES:-bf16-amp-fusedadam-sdpa fp16-amp-scaler-fusedadam-sdpa bf16-amp-fusedadam-sdpa-compile} \
+      timeout "${ANCHOR_TIMEOUT:-300}" python3 - <<'PY'
+import json, os, sys
+sys.path.insert(0, "build/gpu/anchors")
+import torch
+import torch_gpt_bench as tb
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+print(json.dumps(dict(torch=torch.__version__, gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda)), flush=True)
+tb.ceilings()
+for cfg in os.environ.get("ANCHOR_CONFIGS", "gpt2-124M-B16-T1024").split():
+    for mode in os.environ["ANCHOR_MODES"].split():
+        try:
+            tb.run(cfg, mode)
+        except Exception as ex:
+            print(json.dumps(dict(config=cfg, mode=mode, error=str(ex)[:300])), flush=True)
+PY
+      echo "anchor rc=$?"
     fi
   } > "$LOGS/bench.log" 2>&1
 }
@@ -147,8 +179,8 @@ hf() {
 for s in "${sections[@]}"; do
   echo "== $s $(date -u +%T)"
   "$s"
+  tar czf "$OUT/logs.tar.gz" -C "$LOGS" . # after every section: a run cut short keeps what it finished
 done
-tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 echo "done $(date -u +%FT%TZ)"
 for f in "$LOGS"/tests.log "$LOGS"/sanitize.log; do [ -f "$f" ] && { echo "== $(basename $f)"; grep -E '^[a-z-]+: rc=' "$f"; }; done
 [ -f "$LOGS/bench.log" ] && grep -E 'ms/step|skipping|fall' "$LOGS/bench.log" | head -40
