@@ -181,3 +181,17 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("unknown backend: %v", err)
 	}
 }
+
+// TestOpenHonoursDRUTOFUSED: DRUTO_FUSED=0 turns fusion off in Open, as in
+// the CLI, whatever Options.Fused says.
+func TestOpenHonoursDRUTOFUSED(t *testing.T) {
+	t.Setenv("DRUTO_FUSED", "0")
+	d, _, err := Open(Options{Backend: BackendCPU, Fused: true, Threads: 1})
+	if err != nil || d.Fused() {
+		t.Fatalf("DRUTO_FUSED=0: fused %v, err %v", d != nil && d.Fused(), err)
+	}
+	t.Setenv("DRUTO_FUSED", "1")
+	if d, _, err = Open(Options{Backend: BackendCPU, Fused: true, Threads: 1}); err != nil || !d.Fused() {
+		t.Fatalf("DRUTO_FUSED=1: fused %v, err %v", d != nil && d.Fused(), err)
+	}
+}
