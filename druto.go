@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -603,8 +604,12 @@ func relErr(got, want []float32) float64 {
 // Reason says why. Backend "gpu" returns the GPU device or an error saying
 // why there is none. A GPU device owns a CUDA context: close it with
 // (*gpu.Device).Close when done (device.Device has no Close; a process that
-// exits needs none).
+// exits needs none). DRUTO_FUSED=0 in the environment turns fusion off, as
+// it does for the CLI, so a notebook run with it measures the baseline.
 func Open(o Options) (device.Device, Report, error) {
+	if os.Getenv("DRUTO_FUSED") == "0" {
+		o.Fused = false
+	}
 	switch o.Backend {
 	case BackendCPU:
 		r := Report{Backend: BackendCPU, Reason: "the cpu backend was asked for", Time: time.Now().UTC().Format(time.RFC3339),

@@ -116,6 +116,7 @@ func TestDetect(t *testing.T) {
 // build kind, so the step checks run again).
 func TestDetectCacheAndPTX(t *testing.T) {
 	dir := t.TempDir()
+	forget() // TestDetect's verdict, kept in this process, has the same key
 	first := DetectWith(context.Background(), Options{CacheDir: dir, Fused: true})
 	if !first.GPUUsable {
 		if requireGPU() {
@@ -178,5 +179,19 @@ func TestOpen(t *testing.T) {
 	}
 	if _, _, err := Open(Options{Backend: "tpu"}); err == nil || !strings.Contains(err.Error(), "unknown backend") {
 		t.Fatalf("unknown backend: %v", err)
+	}
+}
+
+// TestOpenHonoursDRUTOFUSED: DRUTO_FUSED=0 turns fusion off in Open, as in
+// the CLI, whatever Options.Fused says.
+func TestOpenHonoursDRUTOFUSED(t *testing.T) {
+	t.Setenv("DRUTO_FUSED", "0")
+	d, _, err := Open(Options{Backend: BackendCPU, Fused: true, Threads: 1})
+	if err != nil || d.Fused() {
+		t.Fatalf("DRUTO_FUSED=0: fused %v, err %v", d != nil && d.Fused(), err)
+	}
+	t.Setenv("DRUTO_FUSED", "1")
+	if d, _, err = Open(Options{Backend: BackendCPU, Fused: true, Threads: 1}); err != nil || !d.Fused() {
+		t.Fatalf("DRUTO_FUSED=1: fused %v, err %v", d != nil && d.Fused(), err)
 	}
 }

@@ -1,7 +1,7 @@
 // crossentropy.cu: softmax cross-entropy over the vocabulary, the "fused
 // classifier" (pkg/device/gpu/crossentropy.go).
 //
-// druto:kernel crossentropy_fused
+// druto:kernel crossentropy_fused crossentropy_fused_l2
 // druto:kernel ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad
 // druto:dtypes f32 bf16 f16
 //
@@ -15,13 +15,14 @@
 // thread writes (exp(x - max)/sum - onehot)·dscale over its logits in T.
 // No probability buffer exists. Bytes: the logits read once and, with
 // dscale != 0, written once; the targets and losses. With dscale_mul not
-// null (crossentropy_fused and ce_grad), dscale is first multiplied by
+// null (crossentropy_fused, crossentropy_fused_l2 and ce_grad), dscale is first multiplied by
 // *dscale_mul: the loss scale of the device-resident step.
 //
 // Decomposed (log_softmax + nll_loss as eager PyTorch runs them, over a
 // materialised fp32 (N,V) probability buffer): ce_rowmax, ce_expsub
 // (probs = exp(x - max)), ce_rowsum, ce_divide (probs /= sum), ce_nll
-// (losses = -log probs[target]), ce_grad (logits = (probs - onehot)·dscale).
+// (losses = log(sum) - (x[target] - max), read from the logits before
+// ce_grad overwrites them), ce_grad (logits = (probs - onehot)·dscale).
 // A target outside [0,V) (the caller validates them on the host) gives a NaN
 // loss and no out-of-bounds read.
 
@@ -156,6 +157,163 @@ extern "C" __global__ void __launch_bounds__(CE_THREADS) crossentropy_fused(floa
         for (int j = tid; j < V; j += CE_THREADS) store(x, j, ce_grad_of(load(x, j), ml, inv, j, tgt, dscale));
 }
 
+// ---- crossentropy_fused_l2: several rows in flight per SM ------------
+//
+// crossentropy_fused (above) holds a whole row in registers: 512 threads ×
+// 64 registers of cache fill the register file, so an SM works on one row at
+// a time and its read phase, reductions and write phase never overlap.
+// crossentropy_fused_l2 keeps almost nothing in registers and reads the row
+// twice: pass 1 streams it with CE2_UNROLL 128-bit loads in flight per
+// thread and folds each group into a running (max, sum) pair (online
+// softmax: the sum is rescaled once per group when the max grows, so one
+// pass gives both); the block merges the pairs (pass 2's first loads are
+// already in flight); pass 2 reads the row again and writes the gradient
+// over it. The launcher sizes a persistent grid of
+// a few blocks per SM (rows ≈ 2·SMs in flight, 26 MB of bf16 GPT-2 rows), so
+// the second read of a row, issued a few microseconds after the first, hits
+// the 50 MB L2: DRAM sees the logits read once and written once, while the
+// other blocks of the SM stream during one block's reductions.
+
+#define CE2_THREADS 512
+#define CE2_UNROLL 4
+
+// ce_merge folds the pair (om, os) into (m, s): s is a sum of exp(x - m).
+__device__ __forceinline__ void ce_merge(float& m, float& s, float om, float os) {
+    float nm = fmaxf(m, om);
+    if (nm == CE_NEG_INF) return; // both empty
+    s = s * ce_exp(m, nm * 1.4426950408889634f) + os * ce_exp(om, nm * 1.4426950408889634f);
+    m = nm;
+}
+
+// ce_block_lse merges every thread's (m, s) over the block in a fixed order
+// (deterministic); every thread gets the result. red holds 64 floats.
+__device__ __forceinline__ void ce_block_lse(float& m, float& s, float* red) {
+    for (int off = 16; off > 0; off >>= 1) {
+        float om = __shfl_xor_sync(0xffffffffu, m, off), os = __shfl_xor_sync(0xffffffffu, s, off);
+        ce_merge(m, s, om, os);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads(); // red may still be read by the previous row
+    if (lane == 0) {
+        red[warp] = m;
+        red[32 + warp] = s;
+    }
+    __syncthreads();
+    bool have = lane < (int)(blockDim.x >> 5);
+    m = have ? red[lane] : CE_NEG_INF;
+    s = have ? red[32 + lane] : 0.0f;
+    for (int off = 16; off > 0; off >>= 1) {
+        float om = __shfl_xor_sync(0xffffffffu, m, off), os = __shfl_xor_sync(0xffffffffu, s, off);
+        ce_merge(m, s, om, os);
+    }
+}
+
+// ce_rescale raises the running max m to lm (when larger), rescaling s.
+__device__ __forceinline__ void ce_rescale(float& m, float& s, float lm) {
+    if (lm > m) {
+        s *= ce_exp(m, lm * 1.4426950408889634f); // exp(m - lm); 0 while m is -inf
+        m = lm;
+    }
+}
+
+// ce_ml is m·log2(e) for ce_exp, 0 while m is -inf (every value so far -inf
+// or NaN): exp(-inf - -inf) would be NaN where the -inf logits (masked
+// entries) must add 0; NaN logits still give NaN.
+__device__ __forceinline__ float ce_ml(float m) { return m == CE_NEG_INF ? 0.0f : m * 1.4426950408889634f; }
+
+// losses (N) F32, logits (N,V) T, targets (N); a grid-stride loop over the
+// rows (grid: a few blocks per SM); vecok as crossentropy_fused's.
+extern "C" __global__ void __launch_bounds__(CE2_THREADS, 2) crossentropy_fused_l2(float* __restrict__ losses, T* __restrict__ logits,
+                                                                               const int* __restrict__ targets, int N, int V,
+                                                                               float dscale, int vecok, const float* __restrict__ dscale_mul) {
+    if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
+    __shared__ float red[64];
+    const int tid = threadIdx.x;
+    const bool vec = vecok != 0 && (V % CE_VEC) == 0;
+    const int nv = vec ? V / CE_VEC : 0;
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
+        T* x = logits + (size_t)row * V;
+        const int tgt = targets[row];
+        const bool ok = tgt >= 0 && tgt < V;
+        float xt = 0.0f;
+        if (tid == 0 && ok) xt = load(x, tgt); // before any thread writes the row
+        uint4* xv = (uint4*)x;
+
+        // pass 1: the running (max, sum of exp(x - max)) of this thread's logits
+        float m = CE_NEG_INF, s = 0.0f;
+        for (int i0 = tid; i0 < nv; i0 += CE2_THREADS * CE2_UNROLL) {
+            ce_pack p[CE2_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CE2_UNROLL; u++) {
+                int i = i0 + u * CE2_THREADS;
+                if (i < nv) p[u].u = xv[i];
+            }
+            float lm = CE_NEG_INF;
+#pragma unroll
+            for (int u = 0; u < CE2_UNROLL; u++) {
+                if (i0 + u * CE2_THREADS < nv) {
+#pragma unroll
+                    for (int e = 0; e < CE_VEC; e++) lm = fmaxf(lm, load(p[u].e, e));
+                }
+            }
+            ce_rescale(m, s, lm);
+            const float ml = ce_ml(m);
+#pragma unroll
+            for (int u = 0; u < CE2_UNROLL; u++) {
+                if (i0 + u * CE2_THREADS < nv) {
+#pragma unroll
+                    for (int e = 0; e < CE_VEC; e++) s += ce_exp(load(p[u].e, e), ml);
+                }
+            }
+        }
+        if (!vec) {
+            for (int j = tid; j < V; j += CE2_THREADS) {
+                float v = load(x, j);
+                ce_rescale(m, s, v);
+                s += ce_exp(v, ce_ml(m));
+            }
+        }
+        // pass 2's first loads are issued before the block's reduction, so
+        // they are in flight while it runs (they need no statistics)
+        ce_pack p[CE2_UNROLL];
+        if (dscale != 0.0f) {
+#pragma unroll
+            for (int u = 0; u < CE2_UNROLL; u++) {
+                int i = tid + u * CE2_THREADS;
+                if (i < nv) p[u].u = xv[i];
+            }
+        }
+        ce_block_lse(m, s, red);
+        if (tid == 0) losses[row] = ok ? logf(s) - (xt - m) : CE_NAN;
+        if (dscale == 0.0f) continue;
+        __syncthreads(); // thread 0 has read x[tgt] before anyone overwrites it
+        const float ml = m * 1.4426950408889634f, inv = 1.0f / s;
+
+        // pass 2: the row again (from L2), the gradient written over it
+        for (int i0 = tid; i0 < nv; i0 += CE2_THREADS * CE2_UNROLL) {
+            if (i0 != tid) {
+#pragma unroll
+                for (int u = 0; u < CE2_UNROLL; u++) {
+                    int i = i0 + u * CE2_THREADS;
+                    if (i < nv) p[u].u = xv[i];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < CE2_UNROLL; u++) {
+                int i = i0 + u * CE2_THREADS;
+                if (i < nv) {
+                    ce_pack o;
+#pragma unroll
+                    for (int e = 0; e < CE_VEC; e++) store(o.e, e, ce_grad_of(load(p[u].e, e), ml, inv, i * CE_VEC + e, tgt, dscale));
+                    xv[i] = o.u;
+                }
+            }
+        }
+        if (!vec)
+            for (int j = tid; j < V; j += CE2_THREADS) store(x, j, ce_grad_of(load(x, j), ml, inv, j, tgt, dscale));
+    }
+}
+
 // mx (N) F32 = max_j logits[i,j]; one block per row
 extern "C" __global__ void ce_rowmax(float* __restrict__ mx, const T* __restrict__ logits, int N, int V) {
     __shared__ float red[32];
@@ -196,12 +354,15 @@ extern "C" __global__ void ce_divide(float* __restrict__ probs, const float* __r
     }
 }
 
-// losses (N) F32 = -log probs[i, targets[i]]
-extern "C" __global__ void ce_nll(float* __restrict__ losses, const float* __restrict__ probs, const int* __restrict__ targets, int N, int V) {
+// losses (N) F32 = log(sum[i]) - (logits[i, targets[i]] - mx[i]): the NLL
+// gather in log-sum-exp form, never -log of the materialised probability
+// (which underflows to 0, a loss of +inf, for a target about 103 below the max)
+extern "C" __global__ void ce_nll(float* __restrict__ losses, const T* __restrict__ logits, const float* __restrict__ mx,
+                                  const float* __restrict__ sum, const int* __restrict__ targets, int N, int V) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     int t = targets[i];
-    losses[i] = (t >= 0 && t < V) ? -logf(probs[(size_t)i * V + t]) : CE_NAN;
+    losses[i] = (t >= 0 && t < V) ? logf(sum[i]) - (load(logits, (size_t)i * V + t) - mx[i]) : CE_NAN;
 }
 
 // logits (N,V) T = (probs - onehot(targets))·dscale

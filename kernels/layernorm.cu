@@ -4,6 +4,7 @@
 // druto:kernel layernorm_forward layernorm_forward_rf32
 // druto:kernel residual_layernorm_forward residual_layernorm_forward_rf32
 // druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce
+// druto:kernel layernorm_backward_v1 layernorm_backward_v1_rf32
 // druto:kernel add add_rf32
 // druto:kernel layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
 // druto:kernel layernorm_normalise layernorm_normalise_rf32 layernorm_affine
@@ -31,11 +32,14 @@
 //   layernorm_backward: per row, the two row means of dnorm = w·dout and
 //     dnorm·n, then dinp += rstd·(dnorm - mean(dnorm) - n·mean(dnorm·n)),
 //     and the row's dweight (n·dout) and dbias (dout) shares summed into
-//     per-block partials (gridDim.x, 2C) fp32: in registers per lane (fast
-//     path, a warp per row), or owned by one thread per column (general
-//     path, a block per row). layernorm_reduce then adds the partials in
-//     block order into dweight and dbias. No atomics: for a given grid the
-//     bits do not change between runs.
+//     per-block partials (gridDim.x, 2C) fp32. Fast path (vec, C <= 1024):
+//     a warp per row, the row's x, dout and dinp loaded in one go into
+//     registers, the sums in per-warp shared-memory arrays that each lane
+//     owns its columns of, added in warp order at the end. General path: a
+//     block per row, each column owned by one thread, summed straight into
+//     the block's partial. layernorm_reduce then adds the partials in block
+//     order into dweight and dbias. No atomics: for a given grid the bits
+//     do not change between runs.
 //
 // Decomposed forms (what plain PyTorch runs, each a full pass):
 //   forward: layernorm_mean, layernorm_rstd (variance about the fp32 mean),
@@ -207,12 +211,170 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* sh) {
     }
 }
 
+// LN_BACK_WARPS is the warps of a layernorm_backward block (blockDim.x = 128).
+#define LN_BACK_WARPS 4
+
+// Raw4 is four T elements as loaded, not yet widened: dout is kept so
+// between the two visits of a row (half the registers for 16-bit types).
+#if DTYPE == DRUTO_F32
+typedef float4 Raw4;
+__device__ __forceinline__ Raw4 ldraw4(const T* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float raw4_at(const Raw4& r, int j) { return j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w; }
+#else
+typedef uint2 Raw4;
+__device__ __forceinline__ Raw4 ldraw4(const T* p) { return *reinterpret_cast<const uint2*>(p); }
+__device__ __forceinline__ float raw4_at(const Raw4& r, int j) {
+    unsigned int w = j < 2 ? r.x : r.y;
+    T h;
+    h.bits = (unsigned short)((j & 1) ? (w >> 16) : (w & 0xffffu));
+    return to_f32(h);
+}
+#endif
+
 // part (gridDim.x, 2C) fp32 partial [dweight | dbias] per block; dinp (N,C) R accumulated;
-// dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N)
+// dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N). blockDim.x = 32·LN_BACK_WARPS.
 template <typename R>
 __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout, const R* inp, const T* weight,
                                             const float* mean, const float* rstd, int N, int C, int vec) {
-    __shared__ float sh[2 * 128 * LN_G];
+    // Each warp's private [dweight | dbias] sums (fast path); the general
+    // path uses the first 64 floats for block_sum2.
+    // float4 storage: the sums are read and written as float4 (16-byte aligned)
+    __shared__ float4 sacc4[LN_BACK_WARPS * 2 * 128 * LN_G / 4];
+    float* sacc = reinterpret_cast<float*>(sacc4);
+    float* pb = part + (size_t)blockIdx.x * 2 * C;
+    if (vec && C <= 128 * LN_G) {
+        // A warp per row; lane l owns the float4 groups l, l+32, ... of every
+        // row and the same columns of its warp's sums in shared memory. The
+        // row's x, dout and dinp are loaded together (one trip to memory per
+        // row) and kept in registers for the second visit.
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int ng = C >> 2;
+        float* acc = sacc + warp * 2 * C;
+#pragma unroll
+        for (int k = 0; k < LN_G; k++) {
+            int g = lane + 32 * k;
+            if (g < ng) {
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[4 * g + j] = acc[C + 4 * g + j] = 0.0f;
+            }
+        }
+        for (int row = blockIdx.x * LN_BACK_WARPS + warp; row < N; row += gridDim.x * LN_BACK_WARPS) {
+            const size_t off = (size_t)row * C;
+            const float m = mean[row], s = rstd[row];
+            F4 x[LN_G], di[LN_G];
+            Raw4 gv[LN_G];
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    x[k] = ld4(inp + off + 4 * g);
+                    gv[k] = ldraw4(dout + off + 4 * g);
+                    di[k] = ld4(dinp + off + 4 * g);
+                }
+            }
+            float sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    F4 wv = ld4(weight + 4 * g);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        float n = s * (x[k].v[j] - m), dn = wv.v[j] * raw4_at(gv[k], j);
+                        sdn += dn;
+                        sdnn += dn * n;
+                    }
+                }
+            }
+            const float mdn = warp_sum(sdn) / (float)C, mdnn = warp_sum(sdnn) / (float)C;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    F4 wv = ld4(weight + 4 * g);
+                    float4 aw = *reinterpret_cast<float4*>(acc + 4 * g);
+                    float4 ab = *reinterpret_cast<float4*>(acc + C + 4 * g);
+                    float nv[4], gg[4];
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        gg[j] = raw4_at(gv[k], j);
+                        float n = s * (x[k].v[j] - m), dn = wv.v[j] * gg[j];
+                        nv[j] = n * gg[j];
+                        di[k].v[j] = di[k].v[j] + s * (dn - mdn - n * mdnn);
+                    }
+                    aw.x += nv[0];
+                    aw.y += nv[1];
+                    aw.z += nv[2];
+                    aw.w += nv[3];
+                    ab.x += gg[0];
+                    ab.y += gg[1];
+                    ab.z += gg[2];
+                    ab.w += gg[3];
+                    *reinterpret_cast<float4*>(acc + 4 * g) = aw;
+                    *reinterpret_cast<float4*>(acc + C + 4 * g) = ab;
+                    st4(dinp + off + 4 * g, di[k]);
+                }
+            }
+        }
+        __syncthreads();
+        // The block's partial: the warps' sums added in warp order.
+        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+            float t = sacc[c];
+            for (int w = 1; w < LN_BACK_WARPS; w++) t += sacc[w * 2 * C + c];
+            pb[c] = t;
+        }
+    } else {
+        // A block per row; thread t owns columns t, t+blockDim.x, ... and
+        // accumulates their partials straight in pb (no other thread touches them).
+        float* sh = sacc;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) pb[c] = pb[C + c] = 0.0f;
+        for (int row = blockIdx.x; row < N; row += gridDim.x) {
+            const size_t off = (size_t)row * C;
+            const float m = mean[row], s = rstd[row];
+            float sdn = 0.0f, sdnn = 0.0f;
+            for (int c = threadIdx.x; c < C; c += blockDim.x) {
+                float n = s * (load(inp + off, c) - m), dn = load(weight, c) * load(dout + off, c);
+                sdn += dn;
+                sdnn += dn * n;
+            }
+            block_sum2(sdn, sdnn, sh);
+            const float mdn = sdn / (float)C, mdnn = sdnn / (float)C;
+            for (int c = threadIdx.x; c < C; c += blockDim.x) {
+                float g = load(dout + off, c);
+                float n = s * (load(inp + off, c) - m), dn = load(weight, c) * g;
+                pb[c] += n * g;
+                pb[C + c] += g;
+                store(dinp + off, c, load(dinp + off, c) + s * (dn - mdn - n * mdnn));
+            }
+        }
+    }
+}
+
+extern "C" __global__ void layernorm_backward(T* __restrict__ dinp, float* __restrict__ part,
+                                              const T* __restrict__ dout, const T* __restrict__ inp,
+                                              const T* __restrict__ weight, const float* __restrict__ mean,
+                                              const float* __restrict__ rstd, int N, int C, int vec) {
+    ln_backward<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+}
+
+extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, float* __restrict__ part,
+                                                   const T* __restrict__ dout, const float* __restrict__ inp,
+                                                   const T* __restrict__ weight, const float* __restrict__ mean,
+                                                   const float* __restrict__ rstd, int N, int C, int vec) {
+    ln_backward<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+}
+
+// layernorm_backward_v1 (the legacy variant, Device.legacy): the kernel
+// before v2, kept so the micro-benchmark shows both. Its fast path keeps
+// the dweight/dbias sums in registers (118 registers), so x and dout are
+// re-read (from L1/L2) on the row's second visit and dinp is loaded only
+// then: two trips to memory per row. Same partials as layernorm_backward.
+// part (gridDim.x, 2C) fp32 partial [dweight | dbias] per block; dinp (N,C) R accumulated;
+// dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N)
+template <typename R>
+__device__ __forceinline__ void ln_backward_v1(R* dinp, float* part, const T* dout, const R* inp, const T* weight,
+                                            const float* mean, const float* rstd, int N, int C, int vec) {
+    __shared__ float sh[2 * 128 * LN_G]; // the block's partial (fast path); 64 floats for block_sum2
     float* pb = part + (size_t)blockIdx.x * 2 * C;
     if (vec && C <= 128 * LN_G) {
         // A warp per row; lane l owns the float4 groups l, l+32, ... of every row.
@@ -304,39 +466,40 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
     }
 }
 
-extern "C" __global__ void layernorm_backward(T* __restrict__ dinp, float* __restrict__ part,
+extern "C" __global__ void layernorm_backward_v1(T* __restrict__ dinp, float* __restrict__ part,
                                               const T* __restrict__ dout, const T* __restrict__ inp,
                                               const T* __restrict__ weight, const float* __restrict__ mean,
                                               const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+    ln_backward_v1<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
-extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, float* __restrict__ part,
+extern "C" __global__ void layernorm_backward_v1_rf32(float* __restrict__ dinp, float* __restrict__ part,
                                                    const T* __restrict__ dout, const float* __restrict__ inp,
                                                    const T* __restrict__ weight, const float* __restrict__ mean,
                                                    const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+    ln_backward_v1<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
 // d0 (C) += Σ_b part[b, 0:C] and, when d1 is not null, d1 (C) += Σ_b part[b, C:2C];
-// part (nb, C or 2C) fp32. Block: 32 columns × 8 slices; slice s sums rows
-// b ≡ s (mod 8) in increasing b, then slice 0 adds the 8 slices in order.
+// part (nb, C or 2C) fp32. Block: 32 columns × (blockDim.x/32) slices, at
+// most 32; slice s sums rows b ≡ s (mod slices) in increasing b, then
+// slice 0 adds the slices in order.
 extern "C" __global__ void layernorm_reduce(float* __restrict__ d0, float* __restrict__ d1,
                                             const float* __restrict__ part, int nb, int C) {
-    __shared__ float sh[8][33];
+    __shared__ float sh[32][33];
     const int width = d1 != 0 ? 2 * C : C;
-    const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5, slices = blockDim.x >> 5;
     const int c = blockIdx.x * 32 + lane;
     float s = 0.0f;
     if (c < width) {
 #pragma unroll 4
-        for (int b = slice; b < nb; b += 8) s += part[(size_t)b * width + c];
+        for (int b = slice; b < nb; b += slices) s += part[(size_t)b * width + c];
     }
     sh[slice][lane] = s;
     __syncthreads();
     if (slice == 0 && c < width) {
         float t = 0.0f;
-        for (int i = 0; i < 8; i++) t += sh[i][lane];
+        for (int i = 0; i < slices; i++) t += sh[i][lane];
         if (c < C) d0[c] += t;
         else d1[c - C] += t;
     }
@@ -450,15 +613,20 @@ extern "C" __global__ void layernorm_affine(T* __restrict__ out, const float* __
 // ---- decomposed backward ------------------------------------------------
 
 // part (ceil(N/rows), C) fp32: slice y sums rows [y·rows, min(N, (y+1)·rows))
-// of src (N,C) per column, in row order. grid (ceil(C/blockDim.x), slices).
+// of src (N,C) per column, in row order. grid (ceil(C/blockDim.x), up to
+// 65535): block row blockIdx.y does slices blockIdx.y, +gridDim.y, ... (more
+// than 65535 slices, N > 4.19 M rows at 64 rows a slice, loop).
 template <typename S>
 __device__ __forceinline__ void ln_colsum(float* part, const S* src, int N, int C, int rows) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    int r0 = blockIdx.y * rows, r1 = min(N, r0 + rows);
-    float s = 0.0f;
-    for (int r = r0; r < r1; r++) s += load(src + (size_t)r * C, c);
-    part[(size_t)blockIdx.y * C + c] = s;
+    const int slices = (int)(((long long)N + rows - 1) / rows);
+    for (int y = blockIdx.y; y < slices; y += gridDim.y) {
+        long long r0 = (long long)y * rows, r1 = min((long long)N, r0 + rows);
+        float s = 0.0f;
+        for (long long r = r0; r < r1; r++) s += load(src + (size_t)r * C, c);
+        part[(size_t)y * C + c] = s;
+    }
 }
 
 extern "C" __global__ void layernorm_colsum(float* __restrict__ part, const T* __restrict__ src, int N, int C,

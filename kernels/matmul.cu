@@ -36,8 +36,8 @@ extern "C" __global__ void matmul_bias_grad(float* __restrict__ dbias, const T* 
     }
 }
 
-// dst (n) F32, src (n) F32
-extern "C" __global__ void add_f32(float* __restrict__ dst, const float* __restrict__ src, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] += src[i];
+// dst (n) F32, src (n) F32; grid-stride with 64-bit indices (n may pass 2^31)
+extern "C" __global__ void add_f32(float* __restrict__ dst, const float* __restrict__ src, long long n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] += src[i];
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode"
@@ -283,6 +284,55 @@ func kernelEnv(t *testing.T, repo, outDir string) []string {
 	return env
 }
 
+// sharedOut is the default folder TestExecute writes executed notebooks
+// to; it lives as long as the test binary, so that TestPublishedHTML
+// (web_test.go) can publish them instead of executing them again.
+var sharedOut string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "druto-notebooks-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sharedOut = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// executed records where TestExecute wrote the notebooks it executed and
+// checked ("lang/name").
+var executed struct {
+	sync.Mutex
+	root string
+	ok   map[string]bool
+}
+
+func markExecuted(root, nb string) {
+	executed.Lock()
+	defer executed.Unlock()
+	if executed.root != root {
+		executed.root, executed.ok = root, map[string]bool{}
+	}
+	executed.ok[nb] = true
+}
+
+// executedAll returns the folder TestExecute wrote every notebook to, if it
+// executed and checked all of them in this run.
+func executedAll() (string, bool) {
+	executed.Lock()
+	defer executed.Unlock()
+	for _, lang := range langs {
+		for _, name := range names {
+			if !executed.ok[lang+"/"+name] {
+				return "", false
+			}
+		}
+	}
+	return executed.root, true
+}
+
 // TestExecute runs every notebook top to bottom with Jupyter's nbconvert
 // and the GoNB kernel, and checks what it showed: no error output (GoNB
 // reports a panic or a non-zero exit only as a stderr stream), every code
@@ -323,7 +373,7 @@ func TestExecute(t *testing.T) {
 	}
 	outRoot := os.Getenv(keepEnv)
 	if outRoot == "" {
-		outRoot = t.TempDir()
+		outRoot = sharedOut
 	}
 	var timings []string
 	for _, lang := range langs {
@@ -339,6 +389,9 @@ func TestExecute(t *testing.T) {
 				timings = append(timings, fmt.Sprintf("%s/%s %.1fs", lang, name, took.Seconds()))
 				checkOutputs(t, nb, lang, name, len(res.Bench) > 0)
 				checkFiles(t, name, runDir)
+				if !t.Failed() {
+					markExecuted(outRoot, lang+"/"+name)
+				}
 			})
 		}
 	}

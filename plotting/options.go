@@ -29,7 +29,7 @@ type config struct {
 	title    *string
 	grouped  bool
 	runLabel string
-	png      bool
+	svg      bool
 	w, h     vg.Length
 	err      error
 }
@@ -95,8 +95,10 @@ func Grouped(on bool) Option { return func(c *config) { c.grouped = on } }
 // its extension).
 func RunLabel(s string) Option { return func(c *config) { c.runLabel = s } }
 
-// PNG makes Show send a PNG image instead of SVG.
-func PNG(on bool) Option { return func(c *config) { c.png = on } }
+// SVG makes Show send an image/svg+xml output instead of its PNG: sharp at
+// any zoom in live Jupyter, but nbconvert's HTML export (6.5) strips SVG
+// outputs, so a published notebook shows a blank box where the plot was.
+func SVG(on bool) Option { return func(c *config) { c.svg = on } }
 
 // Size sets the size Show renders at (default DefaultWidth x DefaultHeight).
 func Size(w, h vg.Length) Option {

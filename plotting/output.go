@@ -3,6 +3,7 @@ package plotting
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/janpfeifer/gonb/gonbui/protocol"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // formats are the image formats Render and Save write.
@@ -96,10 +99,26 @@ func writeAtomic(path string, data []byte) (err error) {
 // the test's fake pipe, which cannot acknowledge, can count the calls).
 var syncDisplay = gonbui.Sync
 
-// Show displays p inline in a GoNB notebook cell as a real image/svg+xml
-// output (or image/png with the PNG option), at Size (default DefaultWidth
-// x DefaultHeight). Outside a notebook (gonbui.IsNotebook false) it does
-// nothing and returns nil. Options: PNG, Size.
+// ShowScale is how many image pixels Show draws per CSS pixel: its PNG is
+// drawn at ShowScale times the size it is displayed at, so that it stays
+// sharp on high-density screens.
+const ShowScale = 2
+
+// Show displays p inline in a GoNB notebook cell at Size (default
+// DefaultWidth x DefaultHeight). Outside a notebook (gonbui.IsNotebook
+// false) it does nothing and returns nil. Options: Size, SVG.
+//
+// By default it sends an image/png output drawn at ShowScale times the
+// size, with width and height metadata (in CSS pixels, 96 to the inch) that
+// display it at the size, and the title as text/plain. PNG is the one image
+// type every viewer shows, live and saved: Jupyter Notebook, JupyterLab, VS
+// Code, GitHub, and nbconvert's HTML export, which (Debian's 6.5.3) strips
+// SVG elements from image/svg+xml outputs and leaves a blank box in the
+// published page. Bengali is drawn as shaped glyph outlines either way, so
+// the image needs no font on the reader's side.
+//
+// With SVG(true) it sends image/svg+xml instead: sharp at any zoom in live
+// Jupyter, but blank in nbconvert's HTML export.
 func Show(p *plot.Plot, opts ...Option) error {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -108,26 +127,11 @@ func Show(p *plot.Plot, opts ...Option) error {
 	if !gonbui.IsNotebook {
 		return nil
 	}
-	format, mime := "svg", protocol.MIMEImageSVG
-	if cfg.png {
-		format, mime = "png", protocol.MIMEImagePNG
-	}
-	img, err := Render(p, format, cfg.w, cfg.h)
+	d, err := display(p, cfg)
 	if err != nil {
 		return err
 	}
-	var content any = img // PNG: bytes, sent base64-encoded by GoNB
-	if !cfg.png {
-		content = string(img)
-	}
-	alt := p.Title.Text
-	if alt == "" {
-		alt = "plot"
-	}
-	gonbui.SendData(&protocol.DisplayData{Data: map[protocol.MIMEType]any{
-		mime:                   content,
-		protocol.MIMETextPlain: alt,
-	}})
+	gonbui.SendData(d)
 	// Wait until GoNB has the display: a cell's program that exits right
 	// after Show would otherwise lose what is still in the pipe.
 	syncDisplay()
@@ -135,4 +139,52 @@ func Show(p *plot.Plot, opts ...Option) error {
 		return fmt.Errorf("plotting: showing the plot: %w", err)
 	}
 	return nil
+}
+
+// display is the output Show sends for p.
+func display(p *plot.Plot, cfg config) (*protocol.DisplayData, error) {
+	if p == nil {
+		return nil, fmt.Errorf("plotting: nil plot")
+	}
+	alt := p.Title.Text
+	if alt == "" {
+		alt = "plot"
+	}
+	if cfg.svg {
+		img, err := Render(p, "svg", cfg.w, cfg.h)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.DisplayData{Data: map[protocol.MIMEType]any{
+			protocol.MIMEImageSVG:  string(img),
+			protocol.MIMETextPlain: alt,
+		}}, nil
+	}
+	img, err := renderPNG(p, cfg.w, cfg.h, ShowScale*vgimg.DefaultDPI)
+	if err != nil {
+		return nil, err
+	}
+	// CSS pixels: 96 to the inch, the DPI Render and Save use for PNG.
+	cssW := int(math.Round(float64(cfg.w/vg.Inch) * vgimg.DefaultDPI))
+	cssH := int(math.Round(float64(cfg.h/vg.Inch) * vgimg.DefaultDPI))
+	return &protocol.DisplayData{
+		Data: map[protocol.MIMEType]any{
+			protocol.MIMEImagePNG:  img, // bytes: GoNB sends them base64-encoded
+			protocol.MIMETextPlain: alt,
+		},
+		Metadata: map[string]any{
+			string(protocol.MIMEImagePNG): map[string]int{"width": cssW, "height": cssH},
+		},
+	}, nil
+}
+
+// renderPNG draws p at w x h as a PNG at dpi dots per inch.
+func renderPNG(p *plot.Plot, w, h vg.Length, dpi int) ([]byte, error) {
+	c := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
+	p.Draw(draw.New(c))
+	var buf bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("plotting: encoding png: %w", err)
+	}
+	return buf.Bytes(), nil
 }

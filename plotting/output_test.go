@@ -3,6 +3,7 @@ package plotting
 import (
 	"bytes"
 	"encoding/gob"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -129,7 +130,10 @@ func TestShowOutsideNotebook(t *testing.T) {
 }
 
 // TestShowInNotebook runs Show against fake GoNB pipes (plain files) and
-// decodes what it sent: an image/svg+xml display, then an image/png one.
+// decodes what it sent: by default an image/png display drawn at twice its
+// size with width and height metadata at the size, and no SVG (nbconvert's
+// HTML export would pick the SVG and strip it); with SVG(true) an
+// image/svg+xml display.
 func TestShowInNotebook(t *testing.T) {
 	dir := t.TempDir()
 	out, back := filepath.Join(dir, "pipe"), filepath.Join(dir, "back")
@@ -150,11 +154,14 @@ func TestShowInNotebook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Show(p); err != nil {
+	if err := Show(p, Size(4*vg.Inch, 3*vg.Inch)); err != nil {
 		t.Fatal(err)
 	}
-	if err := Show(p, PNG(true), Size(4*vg.Inch, 3*vg.Inch)); err != nil {
+	if err := Show(p, SVG(true)); err != nil {
 		t.Fatal(err)
+	}
+	if err := Show(nil); err == nil {
+		t.Error("Show(nil) in a notebook: no error")
 	}
 	f, err := os.Open(out)
 	if err != nil {
@@ -178,18 +185,37 @@ func TestShowInNotebook(t *testing.T) {
 	if syncs != 2 {
 		t.Errorf("Show waited for GoNB %d times, want once per display", syncs)
 	}
-	svg, ok := msgs[0].Data[protocol.MIMEImageSVG].(string)
-	if !ok || !strings.Contains(svg, "<svg") || !strings.Contains(svg, "Speed-up over the baseline") {
-		t.Errorf("first display is not the SVG plot: %T", msgs[0].Data[protocol.MIMEImageSVG])
+
+	img, ok := msgs[0].Data[protocol.MIMEImagePNG].([]byte)
+	if !ok || !bytes.HasPrefix(img, pngMagic) {
+		t.Fatalf("first display is not a PNG: %T", msgs[0].Data[protocol.MIMEImagePNG])
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4 x 3 inches at 96 CSS pixels to the inch, drawn at ShowScale.
+	if cfg.Width != 4*96*ShowScale || cfg.Height != 3*96*ShowScale {
+		t.Errorf("PNG is %dx%d pixels, want %dx%d", cfg.Width, cfg.Height, 4*96*ShowScale, 3*96*ShowScale)
+	}
+	md, _ := msgs[0].Metadata[string(protocol.MIMEImagePNG)].(map[string]int)
+	if md["width"] != 4*96 || md["height"] != 3*96 {
+		t.Errorf("PNG metadata %v, want width 384 and height 288 (CSS pixels)", msgs[0].Metadata)
+	}
+	for mime := range msgs[0].Data {
+		if mime != protocol.MIMEImagePNG && mime != protocol.MIMETextPlain {
+			t.Errorf("the default display also carries %s", mime)
+		}
 	}
 	if alt, _ := msgs[0].Data[protocol.MIMETextPlain].(string); alt != "Speed-up over the baseline" {
 		t.Errorf("text/plain %q", alt)
 	}
-	img, ok := msgs[1].Data[protocol.MIMEImagePNG].([]byte)
-	if !ok || !bytes.HasPrefix(img, pngMagic) {
-		t.Errorf("second display is not a PNG: %T", msgs[1].Data[protocol.MIMEImagePNG])
+
+	svg, ok := msgs[1].Data[protocol.MIMEImageSVG].(string)
+	if !ok || !strings.Contains(svg, "<svg") || !strings.Contains(svg, "Speed-up over the baseline") {
+		t.Errorf("SVG(true) display is not the SVG plot: %T", msgs[1].Data[protocol.MIMEImageSVG])
 	}
-	if _, ok := msgs[1].Data[protocol.MIMEImageSVG]; ok {
-		t.Error("the PNG display also carries SVG")
+	if _, ok := msgs[1].Data[protocol.MIMEImagePNG]; ok {
+		t.Error("the SVG display also carries PNG")
 	}
 }

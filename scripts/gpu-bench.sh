@@ -3,12 +3,13 @@
 # `scripts/gpu-build.sh` on the development machine, with build/gpu carried
 # over (the anchors of ../shared/anchors copied to build/gpu/anchors).
 # Sections run in the order given (default: all but sanitize); each writes
-# its own log, and every log is also packed into $OUT/logs.tar.gz (the
-# device tool returns at most 8 files):
+# its logs and JSON into one folder, packed at the end into $OUT/logs.tar.gz
+# (the device tool returns at most 8 files):
 #   detect    env.log (device, driver, date, revision; detect cold, cached),
 #             detect.json
-#   tests     tests.log: every test binary of build/gpu under
+#   tests     tests.log: every test binary of build/gpu (BINS: some) under
 #             DRUTO_REQUIRE_GPU=1 (GPU skips fail); a summary line each
+#   checks    tests and sanitize at once
 #   sanitize  sanitize.log: compute-sanitizer memcheck, racecheck, initcheck
 #             and synccheck over the GPU tests of package gpu (SANITIZE_RUN
 #             picks them; default every TestGPU test)
@@ -23,19 +24,20 @@
 #   hf        a Hugging Face GPT-2 checkpoint written by transformers
 #             (scripts/make_hf_testdata.py), packed into hf-testdata.tar.gz
 #
-#   scripts/gpu-bench.sh                     every section but sanitize
+#   scripts/gpu-bench.sh                     detect checks kernels bench hf faults train
 #   scripts/gpu-bench.sh --sanitize          only the sanitizer section
 #   scripts/gpu-bench.sh detect tests        these sections
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out-gpu}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 B=build/gpu
 A=$B/anchors
 LOGS=$(mktemp -d)
+ROOT=$PWD
 export DRUTO_REQUIRE_GPU=1 NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 sections=("$@")
-if [ ${#sections[@]} -eq 0 ]; then sections=(detect tests kernels bench train faults hf); fi
+if [ ${#sections[@]} -eq 0 ]; then sections=(detect checks kernels bench hf faults train); fi
 if [ "${sections[0]}" = "--sanitize" ]; then sections=(sanitize); fi
 
 stamp() { echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat $B/REVISION)"; }
@@ -47,64 +49,87 @@ detect() {
     /usr/bin/time -f "detect cold (kernels compiled by NVRTC, step checks run): %e s" $B/druto detect --json > "$LOGS/detect.json"
     /usr/bin/time -f "detect cached (cubins and step-check verdict from the cache): %e s" $B/druto detect
   } > "$LOGS/env.log" 2>&1
-  cp "$LOGS/detect.json" "$OUT/"
+}
+
+# runtest NAME: one test binary from its package's folder (testdata), as
+# go test runs it; a summary line, then its failures and skips.
+runtest() {
+  name=$1; t=$B/$name.test
+  dir=$(cat "$B/$name.dir" 2>/dev/null || echo .)
+  start=$(date +%s)
+  (cd "$dir" && timeout "${TEST_TIMEOUT:-300}" "$ROOT/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"} ${SKIP:+-test.skip "$SKIP"}) > "$LOGS/test-$name.log" 2>&1
+  rc=$?
+  pass=$(grep -c -- '--- PASS' "$LOGS/test-$name.log"); fail=$(grep -c -- '--- FAIL' "$LOGS/test-$name.log")
+  skip=$(grep -c -- '--- SKIP' "$LOGS/test-$name.log")
+  { echo "$name: rc=$rc pass=$pass fail=$fail skip=$skip $(( $(date +%s) - start ))s"
+    grep -E -A6 -- '--- (FAIL|SKIP)' "$LOGS/test-$name.log" | head -80; } > "$LOGS/sum-$name.txt"
+}
+
+# checks: the tests and the sanitizer at once (both are about correctness;
+# neither is timed).
+checks() {
+  sanitize &
+  tests
+  wait
 }
 
 tests() {
-  {
-    stamp
-    for t in $B/*.test; do
-      name=$(basename "$t" .test)
-      # Tests run from the package's directory (testdata), as go test does.
-      dir=$(cat "$B/$name.dir" 2>/dev/null || echo .)
-      start=$(date +%s)
-      (cd "$dir" && timeout "${TEST_TIMEOUT:-240}" "$OLDPWD/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"}) > "$LOGS/test-$name.log" 2>&1
-      rc=$?
-      pass=$(grep -c '^\s*--- PASS' "$LOGS/test-$name.log"); fail=$(grep -c '^\s*--- FAIL' "$LOGS/test-$name.log")
-      skip=$(grep -c '^\s*--- SKIP' "$LOGS/test-$name.log")
-      echo "$name: rc=$rc pass=$pass fail=$fail skip=$skip $(( $(date +%s) - start ))s"
-      grep -E '^\s*--- (FAIL|SKIP)' -A4 "$LOGS/test-$name.log" | head -60
-    done
-  } > "$LOGS/tests.log" 2>&1
-  cp "$LOGS/tests.log" "$OUT/"
-}
-
-sanitize() {
-  run=${SANITIZE_RUN:-TestGPU}
-  {
-    stamp
-    for tool in memcheck racecheck initcheck synccheck; do
-      start=$(date +%s)
-      (cd pkg/device/gpu && timeout "${SANITIZE_TIMEOUT:-150}" compute-sanitizer --tool $tool --error-exitcode 9 \
-        "$OLDPWD/$B/device-gpu.test" -test.run "$run" -test.count=1) > "$LOGS/sanitize-$tool.log" 2>&1
-      echo "$tool: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|^(ok|FAIL|PASS)' "$LOGS/sanitize-$tool.log" | tr '\n' ' ')"
-    done
-  } > "$LOGS/sanitize.log" 2>&1
-  cp "$LOGS/sanitize.log" "$OUT/"
+  export ROOT=$PWD B LOGS TESTS SKIP TEST_TIMEOUT DRUTO_CLI=$PWD/$B/druto
+  export -f runtest
+  # The GPU-heavy binaries first; the CPU ones beside them.
+  # BINS names some binaries (default: every one).
+  bins=${BINS:-$(ls $B/*.test | xargs -n1 basename | sed 's/\.test$//' | sort -r)}
+  printf '%s\n' $bins | xargs -P "${TEST_JOBS:-6}" -I{} bash -c 'runtest {}'
+  { stamp; cat "$LOGS"/sum-*.txt; } > "$LOGS/tests.log" 2>&1
 }
 
 kernels() {
   {
     stamp
-    timeout 180 $B/druto bench --backend gpu --kernels --json "$OUT/kernels-h200.json"; echo "kernels rc=$?"
-    echo "## PyTorch anchor: torch_kernel_bench.py"
-    timeout 240 python3 $A/torch_kernel_bench.py; echo "anchor rc=$?"
+    timeout 180 $B/druto bench --backend gpu --kernels --json "$LOGS/kernels-h200.json"; echo "kernels rc=$?"
+    if [ "${ANCHORS:-1}" = 1 ]; then
+      echo "## PyTorch anchor: torch_kernel_bench.py"
+      timeout 240 python3 $A/torch_kernel_bench.py; echo "anchor rc=$?"
+    fi
   } > "$LOGS/kernels.log" 2>&1
-  cp "$LOGS/kernels.log" "$OUT/"
 }
 
 bench() {
   modes=${BENCH_MODES:-decomposed+fp32,fused+fp32,decomposed+bf16,fused+bf16,fused+fp16,fused+bf16+device,fused+bf16+graph,fused+fp16+graph}
   {
     stamp
-    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "$modes" --steps 20 --warmup 5 \
-      --json "$OUT/bench-gpt2-124M.json" || echo "bench gpt2-124M failed: $?"
+    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "${BIG_MODES:-$modes}" --steps 20 --warmup 5 \
+      --json "$LOGS/bench-gpt2-124M.json" || echo "bench gpt2-124M failed: $?"
+    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16 --steps 3 --warmup 2 --profile \
+      --json "$LOGS/profile-gpt2-124M.json" || echo "profile gpt2-124M failed: $?"
+    $B/druto bench --backend gpu --configs small:32x256,tiny:8x128 --modes fused+bf16 --steps 3 --warmup 2 --profile \
+      --json "$LOGS/profile-small-tiny.json" || echo "profile small/tiny failed: $?"
     $B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "${SMALL_MODES:-$modes}" --steps 50 --warmup 10 \
-      --json "$OUT/bench-tiny-small.json" || echo "bench tiny/small failed: $?"
-    echo "## PyTorch anchor: torch_gpt_bench.py ${ANCHOR_CONFIGS:-}"
-    timeout 300 python3 $A/torch_gpt_bench.py ${ANCHOR_CONFIGS:-}; echo "anchor rc=$?"
+      --json "$LOGS/bench-tiny-small.json" || echo "bench tiny/small failed: $?"
+    if [ "${ANCHORS:-1}" = 1 ]; then
+      # The PyTorch modes a user would pick, on the same configs (all of
+      # them: python3 build/gpu/anchors/torch_gpt_bench.py).
+      echo "## PyTorch anchor: torch_gpt_bench.py, ${ANCHOR_MODES:-bf16-amp-fusedadam-sdpa fp16-amp-scaler-fusedadam-sdpa bf16-amp-fusedadam-sdpa-compile}"
+      ANCHOR_MODES=${ANCHOR_MODES:-bf16-amp-fusedadam-sdpa fp16-amp-scaler-fusedadam-sdpa bf16-amp-fusedadam-sdpa-compile} \
+      timeout "${ANCHOR_TIMEOUT:-300}" python3 - <<'PY'
+import json, os, sys
+sys.path.insert(0, "build/gpu/anchors")
+import torch
+import torch_gpt_bench as tb
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+print(json.dumps(dict(torch=torch.__version__, gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda)), flush=True)
+tb.ceilings()
+for cfg in os.environ.get("ANCHOR_CONFIGS", "gpt2-124M-B16-T1024").split():
+    for mode in os.environ["ANCHOR_MODES"].split():
+        try:
+            tb.run(cfg, mode)
+        except Exception as ex:
+            print(json.dumps(dict(config=cfg, mode=mode, error=str(ex)[:300])), flush=True)
+PY
+      echo "anchor rc=$?"
+    fi
   } > "$LOGS/bench.log" 2>&1
-  cp "$LOGS/bench.log" "$OUT/"
 }
 
 train() {
@@ -126,12 +151,11 @@ faults() {
     echo "## out of memory: druto train --preset gpt2-124M --batch 512 --out $f/oom"
     $B/druto train --backend gpu --preset gpt2-124M --batch 512 --steps 2 --out "$f/oom"; echo "exit $?"
     echo "files written: $(find "$f/oom" -type f 2>/dev/null | wc -l)"
-    echo "## NaN under bf16: a good checkpoint at step 5, then --lr 1e6 on resume"
-    $B/druto train --backend gpu --preset tiny --steps 5 --amp bf16 --eval-every 0 --out "$f/nan" > /dev/null 2>&1; echo "first run exit $?"
-    sha=$(sha256sum "$f/nan/model.safetensors" | cut -c1-16)
-    $B/druto train --backend gpu --preset tiny --steps 40 --amp bf16 --warmup 0 --lr 1e6 --eval-every 0 --resume --out "$f/nan"; echo "exit $?"
-    echo "checkpoint unchanged: $([ "$(sha256sum "$f/nan/model.safetensors" | cut -c1-16)" = "$sha" ] && echo yes || echo NO)"
-    $B/druto eval --backend cpu --checkpoint "$f/nan/model.safetensors" --data scripts/README.md --batch 4 --seq 128; echo "eval exit $?"
+    echo "## NaN under bf16: --lr 1e6 with a checkpoint every step; the last good one must stay"
+    $B/druto train --backend gpu --preset tiny --steps 30 --amp bf16 --warmup 0 --lr 1e6 --eval-every 0 --checkpoint-every 1 --out "$f/nan"; echo "exit $?"
+    ls -la "$f/nan"
+    $B/druto eval --backend cpu --checkpoint "$f/nan/model.safetensors" --data scripts/README.md --batch 4 --seq 128; echo "eval of the kept checkpoint: exit $?"
+    $B/druto train --backend gpu --preset tiny --steps 30 --amp bf16 --warmup 0 --lr 1e6 --eval-every 0 --checkpoint-every 1 --graph=false --out "$f/nan-plain"; echo "plain launches: exit $?"
     echo "## checkpoints moved: CPU-trained evaluated on the GPU and GPU-trained on the CPU"
     $B/druto train --backend cpu --preset tiny --steps 20 --eval-every 0 --out "$f/cpu" > /dev/null 2>&1; echo "cpu train exit $?"
     $B/druto train --backend gpu --preset tiny --steps 20 --eval-every 0 --out "$f/gpu" > /dev/null 2>&1; echo "gpu train exit $?"
@@ -147,15 +171,16 @@ hf() {
   d=$(mktemp -d)
   {
     stamp
-    python3 scripts/make_hf_testdata.py "$d/hf-gpt2-tiny" && (cd "$d" && tar czf "$OLDPWD/$OUT/hf-testdata.tar.gz" hf-gpt2-tiny) && echo "hf testdata ok"
+    python3 scripts/make_hf_testdata.py "$d/hf-gpt2-tiny" && (cd "$d" && tar czf "$OUT/hf-testdata.tar.gz" hf-gpt2-tiny) && echo "hf testdata ok"
   } > "$LOGS/hf.log" 2>&1
 }
 
 for s in "${sections[@]}"; do
   echo "== $s $(date -u +%T)"
   "$s"
+  tar czf "$OUT/logs.tar.gz" -C "$LOGS" . # after every section: a run cut short keeps what it finished
 done
-tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 echo "done $(date -u +%FT%TZ)"
 for f in "$LOGS"/tests.log "$LOGS"/sanitize.log; do [ -f "$f" ] && { echo "== $(basename $f)"; grep -E '^[a-z-]+: rc=' "$f"; }; done
+[ -f "$LOGS/bench.log" ] && grep -E 'ms/step|skipping|fall' "$LOGS/bench.log" | head -40
 exit 0

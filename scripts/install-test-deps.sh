@@ -6,22 +6,30 @@
 #   - Debian's PyTorch (CPU) for the checkpoint cross-check (pkg/train);
 #   - Jupyter (Debian's nbconvert/nbclient) and the GoNB kernel, for the
 #     notebook tests (notebooks/), pinned as ../shared/NOTEBOOKS.md found works;
+#   - Chromium and the Jupyter Notebook server, for the browser tests
+#     (notebooks/web_test.go: exported HTML and live Jupyter);
 #   - a C compiler for cgo (pkg/cuda, pkg/blas), already on most machines.
-# Idempotent; needs root (or sudo) for apt. Set DRUTO_SKIP_APT=1 to skip apt,
-# DRUTO_NOTEBOOK_SERVER=1 to add the Jupyter notebook server and
+# Idempotent; needs root (or sudo) for apt. Set DRUTO_SKIP_APT=1 to skip apt and
 # DRUTO_CUDA_LIBS=1 to add NVRTC and cuBLAS 11.8 from Debian's non-free
-# component (docker/ sets both; the driver, libcuda, comes from the host).
+# component (docker/ sets it; the driver, libcuda, comes from the host).
+# DRUTO_SKIP_BROWSER=1 leaves out Chromium (~110 MB to download, ~350 MB
+# installed), which only the browser tests use: an image that serves the
+# notebooks does not need it.
+# DRUTO_NOTEBOOK_SERVER=1, which used to add the Jupyter Notebook server, is
+# still accepted and changes nothing: the browser tests need the server, so
+# it is always installed.
 set -euo pipefail
 
 APT_PACKAGES=(
   libopenblas0-pthread
   fonts-noto-core fonts-lohit-beng-bengali librsvg2-bin
   jupyter-nbconvert python3-nbclient jupyter-client python3-ipykernel
+  jupyter-notebook
   python3-torch python3-numpy
   gcc libc6-dev ca-certificates git
 )
-if [ "${DRUTO_NOTEBOOK_SERVER:-0}" = 1 ]; then
-  APT_PACKAGES+=(jupyter-notebook)
+if [ "${DRUTO_SKIP_BROWSER:-0}" != 1 ]; then
+  APT_PACKAGES+=(chromium)
 fi
 if [ "${DRUTO_CUDA_LIBS:-0}" = 1 ]; then
   APT_PACKAGES+=(libnvrtc11.2 libnvrtc-builtins11.8 libcublas11 libcublaslt11)

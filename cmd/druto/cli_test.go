@@ -8,9 +8,18 @@ import (
 	"testing"
 )
 
-// buildDruto builds the command into a temp folder.
+// buildDruto builds the command into a temp folder, or returns the one
+// DRUTO_CLI names (a machine without Go, such as the GPU machine, runs the
+// CLI tests against the binary scripts/gpu-build.sh made).
 func buildDruto(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv("DRUTO_CLI"); p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
 	bin := filepath.Join(t.TempDir(), "druto")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {

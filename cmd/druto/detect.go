@@ -24,6 +24,7 @@ func runDetect(args []string) error {
 	out := fs.String("o", "", "also write the JSON report to this file")
 	noCache := fs.Bool("no-cache", false, "compile the kernels afresh instead of using the kernel cache")
 	threads := fs.Int("threads", 0, "CPU threads of the reference the self-tests compare with (0: all cores)")
+	fused := fs.Bool("fused", os.Getenv("DRUTO_FUSED") != "0", "check the fused form, which train and bench use by default (false: the decomposed baseline; env DRUTO_FUSED=0)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: druto detect [--json] [-o FILE] [--no-cache]\n\n"+
 			"Reports the backend druto would use and why, the CUDA driver and libraries (path, version),\n"+
@@ -35,7 +36,7 @@ func runDetect(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	r := druto.DetectWith(context.Background(), druto.Options{NoCache: *noCache, Threads: *threads})
+	r := druto.DetectWith(context.Background(), druto.Options{NoCache: *noCache, Threads: *threads, Fused: *fused})
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding the report: %w", err)

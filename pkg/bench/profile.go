@@ -5,7 +5,7 @@ package bench
 // the GPU's stream, the wall clock on the CPU, whose ops run synchronously)
 // and sorts it into classes: each GEMM shape (forward and backward
 // together), attention, layernorm, GELU/bias, classifier + loss,
-// optimizer, other, and the gaps between ops (launch and host overhead).
+// optimizer, encoder, zero, cast and copies, and the gaps between ops (launch and host overhead).
 // Each class has its work counted, FLOPs for the products and bytes for the
 // rest (every tensor an op reads counted once, every one it writes once, an
 // accumulated output twice), and the achieved rate as a percentage of the
@@ -335,12 +335,12 @@ func (p *profiler) gemmClass(C, OC int) string {
 
 func (p *profiler) Encoder(out, wte, wpe, tokens *device.T, B, T, C int) {
 	rows := float64(B*T*C) * float64(wte.DType.Size())
-	p.timed("other", 0, bytesOf(out, tokens)+2*rows, func() { p.Device.Encoder(out, wte, wpe, tokens, B, T, C) })
+	p.timed("encoder", 0, bytesOf(out, tokens)+2*rows, func() { p.Device.Encoder(out, wte, wpe, tokens, B, T, C) })
 }
 
 func (p *profiler) EncoderBackward(dwte, dwpe, dout, tokens *device.T, B, T, C int) {
 	rows := float64(B*T*C) * float64(dwte.DType.Size())
-	p.timed("other", 0, bytesOf(dout, tokens)+4*rows, func() { p.Device.EncoderBackward(dwte, dwpe, dout, tokens, B, T, C) })
+	p.timed("encoder", 0, bytesOf(dout, tokens)+4*rows, func() { p.Device.EncoderBackward(dwte, dwpe, dout, tokens, B, T, C) })
 }
 
 func (p *profiler) LayerNorm(out, mean, rstd, inp, weight, bias *device.T, N, C int) {
@@ -411,19 +411,19 @@ func (p *profiler) GradNorm(grads *device.T, scale float32) (norm float32, finit
 }
 
 func (p *profiler) Zero(t *device.T) {
-	p.timed("other", 0, bytesOf(t), func() { p.Device.Zero(t) })
+	p.timed("zero", 0, bytesOf(t), func() { p.Device.Zero(t) })
 }
 
 func (p *profiler) Cast(dst, src *device.T) {
-	p.timed("other", 0, bytesOf(dst, src), func() { p.Device.Cast(dst, src) })
+	p.timed("cast and copies", 0, bytesOf(dst, src), func() { p.Device.Cast(dst, src) })
 }
 
 func (p *profiler) Upload(dst, src *device.T) {
-	p.timed("other", 0, bytesOf(dst), func() { p.Device.Upload(dst, src) })
+	p.timed("cast and copies", 0, bytesOf(dst), func() { p.Device.Upload(dst, src) })
 }
 
 func (p *profiler) Download(dst, src *device.T) {
-	p.timed("other", 0, bytesOf(dst), func() { p.Device.Download(dst, src) })
+	p.timed("cast and copies", 0, bytesOf(dst), func() { p.Device.Download(dst, src) })
 }
 
 // CopyBandwidth measures the device's copy bandwidth in GB/s, counting

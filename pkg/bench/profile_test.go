@@ -44,7 +44,7 @@ func TestProfileStep(t *testing.T) {
 	}
 	C, N := cfg.Channels, float64(c.Batch*c.Seq)
 	for _, want := range []string{"gemm qkv 384x128", "gemm attn proj 128x128", "gemm mlp fc 512x128", "gemm mlp proj 128x512",
-		"gemm lm head 256x128", "attention", "layernorm", "gelu/bias", "classifier + loss", "optimizer", "other", "gaps between ops"} {
+		"gemm lm head 256x128", "attention", "layernorm", "gelu/bias", "classifier + loss", "optimizer", "encoder", "zero", "gaps between ops"} {
 		if _, ok := rows[want]; !ok {
 			t.Errorf("no %q row", want)
 		}

@@ -133,29 +133,8 @@ func (f *Function) SetMaxDynamicShared(bytes int) error {
 // Dim3 is a grid or block extent.
 type Dim3 struct{ X, Y, Z uint32 }
 
-// D1 returns the one-dimensional extent (n, 1, 1). An n beyond uint32
-// saturates, so that it fails the launch's grid check instead of wrapping.
-func D1(n int) Dim3 { return Dim3{uint32(min(max(n, 0), math.MaxUint32)), 1, 1} }
-
-// Launch limits of every CUDA GPU since sm_30.
-const (
-	MaxGridX        = 1<<31 - 1
-	MaxGridYZ       = 65535
-	MaxBlockThreads = 1024
-)
-
-// CheckLaunch returns an error when grid or block exceeds what any CUDA
-// GPU accepts (a launch would fail, or, with a wrapped size, compute on
-// part of the data).
-func CheckLaunch(grid, block Dim3) error {
-	if grid.X > MaxGridX || grid.Y > MaxGridYZ || grid.Z > MaxGridYZ {
-		return fmt.Errorf("grid (%d,%d,%d) exceeds the limits (%d,%d,%d)", grid.X, grid.Y, grid.Z, MaxGridX, MaxGridYZ, MaxGridYZ)
-	}
-	if uint64(block.X)*uint64(block.Y)*uint64(block.Z) > MaxBlockThreads || block.X == 0 || block.Y == 0 || block.Z == 0 {
-		return fmt.Errorf("block (%d,%d,%d) must have 1 to %d threads", block.X, block.Y, block.Z, MaxBlockThreads)
-	}
-	return nil
-}
+// D1 returns the one-dimensional extent (n, 1, 1).
+func D1(n int) Dim3 { return Dim3{uint32(n), 1, 1} }
 
 // MaxArgBytes is the most argument bytes a launch takes (the classic
 // 4 KiB kernel parameter limit).

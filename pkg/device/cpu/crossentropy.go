@@ -15,7 +15,8 @@ package cpu
 // Decomposed (log_softmax + nll_loss as separate kernels): widen the logits
 // to fp32 (for 16-bit), a max pass, a subtract + exp pass into a materialised
 // (N,V) fp32 probs buffer, a sum pass, a divide pass, the NLL gather, and the
-// gradient pass.
+// gradient pass. The NLL gather is in log-sum-exp form, log(sum) - (x[t] -
+// max), like the fused form: a target far below the max gives a finite loss.
 //
 // Sums are accumulated in float64; exp is expNeg32 (float32, within 2 ulp)
 // in both forms. A row of NaN gives a NaN loss (the max skips NaN, the
@@ -143,9 +144,11 @@ func (d *Device) crossEntropyDecomposed(losses, logits, targets *tensor.Tensor, 
 			}
 		}
 	})
-	// pass 5: losses (N) = -log probs[i, targets[i]] (the NLL gather)
+	// pass 5: losses (N) = log(sum) - (x[target] - max), the NLL gather in
+	// log-sum-exp form: never -log of a materialised probability, which
+	// underflows to 0 (a loss of +inf) for a target far below the max.
 	for i := range N {
-		loss[i] = float32(-math.Log(float64(probs[i*V+int(tg[i])])))
+		loss[i] = float32(math.Log(sum[i]) - float64(x[i*V+int(tg[i])]-mx[i]))
 	}
 	if dscale == 0 {
 		return

@@ -144,6 +144,51 @@ func TestCrossEntropyParity(t *testing.T) {
 	}
 }
 
+// TestCrossEntropyFarTarget: a target logit 200 below the row's max (its
+// probability underflows fp32 to 0) gives a finite loss of about 200 in both
+// forms, equal to the float64 reference and to each other (issue 14: the
+// decomposed form once took -log of the materialised probability, +inf).
+func TestCrossEntropyFarTarget(t *testing.T) {
+	const N, V = 3, 37
+	for _, dt := range ntDTypes {
+		r := ntRNG(11)
+		vals := ntNormal(r, N*V, 1, 0)
+		for i := range N {
+			vals[i*V+5] = 100        // the row's max
+			vals[i*V+(i+7)%V] = -100 // the target, 200 below it
+		}
+		logits, x64 := ntTensor(t, dt, vals, N, V)
+		tg := make([]int32, N)
+		for i := range tg {
+			tg[i] = int32((i + 7) % V)
+		}
+		targets, err := tensor.FromI32(tg, N)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ntCrossEntropyRef(x64, tg, N, V)
+		var got [2][]float64
+		for k, f := range ntForms {
+			d := ntDev(f.fused, 2)
+			losses, x := tensor.New(tensor.F32, N), ntClone(logits)
+			ntPoison(losses)
+			d.CrossEntropy(losses, x, targets, N, V, 1/float32(N))
+			ntSync(t, d)
+			got[k] = ntF64(losses)
+			for i, l := range got[k] {
+				if math.IsInf(l, 0) || math.IsNaN(l) || math.Abs(l-want[i]) > 1e-4*want[i] {
+					t.Errorf("%s %s: row %d: loss %v, want %v (finite, about 200)", dt, f.name, i, l, want[i])
+				}
+			}
+		}
+		for i := range N {
+			if math.Abs(got[0][i]-got[1][i]) > 1e-5*math.Abs(got[0][i]) {
+				t.Errorf("%s: row %d: fused loss %v, decomposed %v", dt, i, got[0][i], got[1][i])
+			}
+		}
+	}
+}
+
 // TestCrossEntropyBadTarget checks that targets outside [0,V) record an
 // error returned by Sync, leave the outputs alone, and do not panic.
 func TestCrossEntropyBadTarget(t *testing.T) {

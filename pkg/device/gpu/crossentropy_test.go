@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/druto/druto/pkg/tensor"
@@ -10,8 +11,10 @@ import (
 // ceShapes are (N, V): one element, odd sizes (257: rows that are not a
 // multiple of the 128-bit vector, so the scalar path), GPT-2's vocabulary
 // (50304: the fp32 rows are longer than the register cache, so the re-read
-// path too).
-var ceShapes = [][2]int{{1, 1}, {17, 1000}, {33, 257}, {64, 50304}}
+// path too). 280 and 300 rows are more than crossentropy_fused_l2's
+// persistent grid on a GPU of up to 132 SMs (ceRowsPerSM per SM), so blocks
+// loop to further rows; 1003 is the scalar path of that loop.
+var ceShapes = [][2]int{{1, 1}, {17, 1000}, {33, 257}, {64, 50304}, {280, 4104}, {300, 1003}}
 
 // TestGPUCrossEntropy checks CrossEntropy against the CPU reference with and
 // without the gradient, losses poisoned first. Losses are fp32 from the
@@ -21,13 +24,20 @@ var ceShapes = [][2]int{{1, 1}, {17, 1000}, {33, 257}, {64, 50304}}
 // ulp).
 func TestGPUCrossEntropy(t *testing.T) {
 	rng := testRNG(t)
-	for _, fused := range forms {
+	// the fused form twice: crossentropy_fused_l2, then the legacy crossentropy_fused
+	for k, fused := range []bool{true, true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
+		g.legacy = k == 1
+		defer func() { g.legacy = false }()
+		variant := ""
+		if k == 1 {
+			variant = "legacy_"
+		}
 		for _, dt := range floatDTypes {
 			for _, sh := range ceShapes {
 				N, V := sh[0], sh[1]
 				for _, dscale := range []float32{0, 1 / float32(N)} {
-					name := fmt.Sprintf("N%d_V%d_dscale%v", N, V, dscale != 0)
+					name := fmt.Sprintf("%sN%d_V%d_dscale%v", variant, N, V, dscale != 0)
 					logits := randHost(rng, dt, 0, 2, N, V)
 					tg := randTokens(rng, N, V)
 					want, wantLoss := clone(logits), tensor.New(tensor.F32, N)
@@ -45,6 +55,93 @@ func TestGPUCrossEntropy(t *testing.T) {
 					check(t, "crossentropy", dt, fused, name, "dlogits", toHost(t, g, x), want, dt, gscale)
 				}
 			}
+		}
+	}
+}
+
+// TestGPUCrossEntropyFarTarget: a target logit 200 below its row's max
+// gives a finite loss, equal to the CPU fused form's, in every GPU form
+// (the decomposed NLL is log(sum) - (x[t] - max), never -log of a
+// probability that underflows to 0).
+func TestGPUCrossEntropyFarTarget(t *testing.T) {
+	const N, V = 4, 1000
+	rng := testRNG(t)
+	for k, fused := range []bool{true, true, false} {
+		g, ref := gpuDev(t, fused), cpuRef(true)
+		g.legacy = k == 1
+		defer func() { g.legacy = false }()
+		for _, dt := range floatDTypes {
+			logits := randHost(rng, dt, 0, 1, N, V)
+			v := logits.ToF32()
+			tg := tensor.New(tensor.I32, N)
+			for i := range N {
+				v[i*V+3] = 100
+				tg.I32()[i] = int32(500 + i)
+				v[i*V+500+i] = -100
+			}
+			if err := logits.SetF32(v); err != nil {
+				t.Fatal(err)
+			}
+			want, wantLoss := clone(logits), tensor.New(tensor.F32, N)
+			ref.CrossEntropy(wantLoss, want, tg, N, V, 1/float32(N))
+			if err := ref.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			losses, x := poisoned(t, g, tensor.F32, N), toGPU(t, g, logits)
+			g.CrossEntropy(losses, x, toGPU(t, g, tg), N, V, 1/float32(N))
+			got := toHost(t, g, losses)
+			for i, l := range got.F32() {
+				if math.IsInf(float64(l), 0) || math.IsNaN(float64(l)) || l < 199 {
+					t.Errorf("%s %s variant %d: row %d: loss %v, want finite, about 200", dt, formName(fused), k, i, l)
+				}
+			}
+			check(t, "crossentropy", dt, fused, fmt.Sprintf("far_target_variant%d", k), "losses", got, wantLoss, tensor.F32, 1)
+		}
+	}
+}
+
+// TestGPUCrossEntropyMasked: logits of -inf (masked entries) add nothing
+// to the softmax and get a zero gradient, also where every logit one thread
+// of crossentropy_fused_l2 reads first is -inf (its running max is still
+// -inf then: exp(-inf - -inf) must not make the sum NaN).
+func TestGPUCrossEntropyMasked(t *testing.T) {
+	const N, V = 3, 4104
+	rng := testRNG(t)
+	for k, fused := range []bool{true, true, false} {
+		g, ref := gpuDev(t, fused), cpuRef(fused)
+		g.legacy = k == 1
+		defer func() { g.legacy = false }()
+		for _, dt := range floatDTypes {
+			logits := randHost(rng, dt, 0, 2, N, V)
+			v := logits.ToF32()
+			for i := range N {
+				for j := range V {
+					if j%2048 < 8 || j >= 4096 {
+						v[i*V+j] = float32(math.Inf(-1))
+					}
+				}
+			}
+			if err := logits.SetF32(v); err != nil {
+				t.Fatal(err)
+			}
+			tg := tensor.New(tensor.I32, N)
+			for i := range N {
+				tg.I32()[i] = int32(100 + 37*i)
+			}
+			want, wantLoss := clone(logits), tensor.New(tensor.F32, N)
+			ref.CrossEntropy(wantLoss, want, tg, N, V, 1/float32(N))
+			if err := ref.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			losses, x := poisoned(t, g, tensor.F32, N), toGPU(t, g, logits)
+			g.CrossEntropy(losses, x, toGPU(t, g, tg), N, V, 1/float32(N))
+			name := fmt.Sprintf("masked_variant%d", k)
+			check(t, "crossentropy", dt, fused, name, "losses", toHost(t, g, losses), wantLoss, tensor.F32, sqrtScale(V))
+			gscale := 1.0
+			if dt == tensor.F32 {
+				gscale = 2
+			}
+			check(t, "crossentropy", dt, fused, name, "dlogits", toHost(t, g, x), want, dt, gscale)
 		}
 	}
 }

@@ -87,7 +87,7 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 	groups := d.encoderGroups(C, V)
 	tokGrid := cuda.Dim3{X: uint32(blocks(C, 256)), Y: uint32(groups), Z: 1}
 	if d.fused {
-		d.launch("encoder_backward_positions", dt, cuda.D1(blocks(T*C, 256)), cuda.D1(256), 0, d.ptr(dwpe), d.ptr(dout), B, T, C)
+		d.launch("encoder_backward_positions", dt, grid1(blocks(T*C, 256)), cuda.D1(256), 0, d.ptr(dwpe), d.ptr(dout), B, T, C)
 		d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(256), 0, d.ptr(dwte), d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
 		return
 	}
@@ -98,12 +98,12 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 	if gpos == 0 || gtok == 0 {
 		return
 	}
-	d.launch("encoder_sum_positions", dt, cuda.D1(blocks(T*C, 256)), cuda.D1(256), 0, gpos, d.ptr(dout), B, T, C)
-	d.launch(kernAddF32, tensor.F32, cuda.D1(blocks(T*C, 256)), cuda.D1(256), 0, d.ptr(dwpe), gpos, T*C)
+	d.launch("encoder_sum_positions", dt, grid1(blocks(T*C, 256)), cuda.D1(256), 0, gpos, d.ptr(dout), B, T, C)
+	d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(T)*int64(C), 1), cuda.D1(ewThreads), 0, d.ptr(dwpe), gpos, int64(T)*int64(C))
 	if err := d.memset(gtok, V*C*4); err != nil {
 		d.fail(fmt.Errorf("gpu: %s: %w", op, err))
 		return
 	}
 	d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(256), 0, gtok, d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
-	d.launch(kernAddF32, tensor.F32, cuda.D1(blocks(V*C, 256)), cuda.D1(256), 0, d.ptr(dwte), gtok, V*C)
+	d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(V)*int64(C), 1), cuda.D1(ewThreads), 0, d.ptr(dwte), gtok, int64(V)*int64(C))
 }

@@ -62,8 +62,17 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 	dt := inp.DType
 	if d.fused {
 		es := dt.Size()
-		vec := vec4(d.ptr(dinp), es, d.ptr(inp), es, d.ptr(dout), es)
-		d.run("gelu_backward", dt, d.ewGrid(int64(n), 4), cuda.D1(ewThreads), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
+		if d.legacy { // 8-byte accesses for 16-bit types, tanhf
+			vec := vec4(d.ptr(dinp), es, d.ptr(inp), es, d.ptr(dout), es)
+			d.run("gelu_backward", dt, d.ewGrid(int64(n), 4), cuda.D1(ewThreads), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
+			return
+		}
+		// gelu_backward16: 16-byte accesses (16/es elements a thread and step)
+		vec := 0
+		if p, q, r := uint64(d.ptr(dinp)), uint64(d.ptr(inp)), uint64(d.ptr(dout)); p%16 == 0 && q%16 == 0 && r%16 == 0 {
+			vec = 1
+		}
+		d.run("gelu_backward16", dt, d.ewGrid(int64(n), 16/es), cuda.D1(ewThreads), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
 		return
 	}
 	x2, t, r := d.buf("gelu.x2", n*4), d.buf("gelu.t", n*4), d.buf("gelu.r", n*4)

@@ -89,6 +89,11 @@ type Device struct {
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
 	tables    map[*tensor.Layout]layoutTable
 
+	// legacy selects the previous variant of the kernels that have two
+	// (crossentropy_fused, the register-cache classifier, instead of
+	// crossentropy_fused_l2), so the micro-benchmarks and tests can run both.
+	legacy bool
+
 	mu  sync.Mutex // guards err: fail may be called from helper goroutines
 	err error
 
@@ -549,8 +554,8 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 {
 		return true
 	}
-	if err := cuda.CheckLaunch(grid, block); err != nil {
-		d.fail(fmt.Errorf("gpu: %s/%s: %w: the tensor is too large for this kernel", name, dt, err))
+	if err := checkGrid(name, dt, grid, block); err != nil {
+		d.fail(err)
 		return false
 	}
 	if launchHook != nil { // launch_test.go: record instead of launching
@@ -567,6 +572,38 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 		return false
 	}
 	return true
+}
+
+// CUDA's launch limits (every architecture since sm_30).
+const (
+	maxGridX   = 1<<31 - 1
+	maxGridYZ  = 65535
+	maxThreads = 1024
+)
+
+// checkGrid returns an error naming the kernel and the launch shape when
+// grid × block exceeds CUDA's limits, which a launch would reject (or, for a
+// grid computed in a narrower integer, silently cover too little).
+func checkGrid(name string, dt tensor.DType, grid, block cuda.Dim3) error {
+	if uint64(grid.X) > maxGridX || grid.Y > maxGridYZ || grid.Z > maxGridYZ ||
+		block.X == 0 || block.Y == 0 || block.Z == 0 || block.Z > 64 ||
+		uint64(block.X)*uint64(block.Y)*uint64(block.Z) > maxThreads {
+		return fmt.Errorf("gpu: %s/%s: launch of grid (%d,%d,%d) × block (%d,%d,%d) exceeds CUDA's limits "+
+			"(grid x < 2^31, y and z <= 65535, at most 1024 threads a block): the tensor is too large for this kernel: %w",
+			name, dt, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, tensor.ErrShape)
+	}
+	return nil
+}
+
+// grid1 is a one-dimensional grid of n blocks. A count past CUDA's limit
+// (or a negative one, from an overflow) saturates, so checkGrid rejects the
+// launch with an error instead of cuda.D1's uint32 truncation launching a
+// grid that covers too little.
+func grid1(n int) cuda.Dim3 {
+	if n < 0 || n > maxGridX {
+		return cuda.Dim3{X: 1<<32 - 1, Y: 1, Z: 1}
+	}
+	return cuda.D1(n)
 }
 
 // blocks returns how many blocks of per items cover n items.

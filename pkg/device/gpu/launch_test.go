@@ -151,6 +151,11 @@ func TestLaunchSignatures(t *testing.T) {
 				}},
 				{"Add", func(d *Device) { d.Add(dev(r, 1001), dev(r, 1001), dev(h, 1001), 1001) }},
 				{"GELUBackward", func(d *Device) { x := dev(h, 4099); d.GELUBackward(x, dev(h, 4099), x, 4099) }},
+				{"GELUBackward/legacy", func(d *Device) {
+					d.legacy = true
+					x := dev(h, 4099)
+					d.GELUBackward(x, dev(h, 4099), x, 4099)
+				}},
 				{"geluForward", func(d *Device) {
 					d.geluForward(dev(h, 33), dev(h, 33), 33)
 					d.geluForwardDecomposed(dev(h, 33), dev(h, 33), 33)
@@ -211,12 +216,21 @@ func TestLaunchSequences(t *testing.T) {
 	if s := seq(true, bw); s != "layernorm_backward_rf32 layernorm_reduce" {
 		t.Errorf("fused layernorm backward: %s", s)
 	}
+	if s := seq(true, func(d *Device) { d.legacy = true; bw(d) }); s != "layernorm_backward_v1_rf32 layernorm_reduce" {
+		t.Errorf("legacy fused layernorm backward: %s", s)
+	}
 	if s := seq(false, bw); strings.Count(s, " ")+1 != 11 || !strings.HasSuffix(s, "layernorm_dinp_rf32") {
 		t.Errorf("decomposed layernorm backward (9 passes and 2 reductions): %s", s)
 	}
 	gb := func(d *Device) { d.GELUBackward(dev(tensor.F16, 100), dev(tensor.F16, 100), dev(tensor.F16, 100), 100) }
 	if s := seq(false, gb); strings.Count(s, "gelu_backward_pass") != 9 {
 		t.Errorf("decomposed gelu backward: %s", s)
+	}
+	if s := seq(true, gb); s != "gelu_backward16" {
+		t.Errorf("fused gelu backward: %s", s)
+	}
+	if s := seq(true, func(d *Device) { d.legacy = true; gb(d) }); s != "gelu_backward" {
+		t.Errorf("legacy fused gelu backward: %s", s)
 	}
 	layout := &tensor.Layout{}
 	layout.Add("w", true, 40000)

@@ -12,9 +12,10 @@ package gpu
 // device.ErrUnsupported.
 //
 // Fused: one kernel per op (backward: one pass over the rows into per-block
-// partials of dweight and dbias, then layernorm_reduce). The backward grid
-// is as many blocks as are resident at once (a persistent grid), so every
-// block sums the same number of rows and the partials are few.
+// partials of dweight and dbias, then layernorm_reduce, 32 columns × 32
+// slices of partial rows per block). The backward grid is as many blocks as
+// are resident at once (a persistent grid), so every block sums the same
+// number of rows and the partials are few.
 // Decomposed: the CPU reference's passes, one kernel each, through fp32
 // scratch buffers (xhat, products, row means) reused across calls.
 
@@ -44,6 +45,10 @@ var launchHook func(kernel string, dt tensor.DType, args []any)
 // run queues kernel (built for dt) with args, or hands it to launchHook. It
 // reports whether the launch was queued.
 func (d *Device) run(kernel string, dt tensor.DType, grid, block cuda.Dim3, shmem int, args ...any) bool {
+	if err := checkGrid(kernel, dt, grid, block); err != nil {
+		d.fail(err)
+		return false
+	}
 	if launchHook != nil {
 		launchHook(kernel, dt, args)
 		return true
@@ -274,7 +279,7 @@ func (d *Device) kLayerNormForward(sfx string, dt tensor.DType, out, mean, rstd,
 	if C%4 == 0 {
 		vec = vec4(d.ptr(out), dt.Size(), d.ptr(inp), inp.DType.Size(), d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
 	}
-	d.run("layernorm_forward"+sfx, dt, cuda.D1((N+lnRowWarps-1)/lnRowWarps), cuda.D1(32*lnRowWarps), 0,
+	d.run("layernorm_forward"+sfx, dt, grid1((N+lnRowWarps-1)/lnRowWarps), cuda.D1(32*lnRowWarps), 0,
 		d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, vec)
 }
 
@@ -286,7 +291,7 @@ func (d *Device) kResidualLayerNorm(sfx string, dt tensor.DType, res, out, mean,
 		vec = vec4(d.ptr(res), rs, d.ptr(out), dt.Size(), d.ptr(a), rs, d.ptr(b), dt.Size(),
 			d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
 	}
-	d.run("residual_layernorm_forward"+sfx, dt, cuda.D1((N+lnRowWarps-1)/lnRowWarps), cuda.D1(32*lnRowWarps), 0,
+	d.run("residual_layernorm_forward"+sfx, dt, grid1((N+lnRowWarps-1)/lnRowWarps), cuda.D1(32*lnRowWarps), 0,
 		d.ptr(res), d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b), d.ptr(weight), d.ptr(bias), N, C, vec)
 }
 
@@ -328,6 +333,9 @@ func (d *Device) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean
 // layernorm_reduce of its partials.
 func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweight, dbias, dout, inp, weight, mean, rstd *tensor.Tensor, N, C int) {
 	kernel := "layernorm_backward" + sfx
+	if d.legacy {
+		kernel = "layernorm_backward_v1" + sfx // registers for the sums, two trips per row
+	}
 	vec := 0
 	if C%4 == 0 && C <= lnFastMaxC {
 		rs := inp.DType.Size()
@@ -351,7 +359,7 @@ func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweig
 
 // kLayerNormBackward launches layernorm_backward(_rf32) on nb blocks.
 func (d *Device) kLayerNormBackward(kernel string, dt tensor.DType, nb int, dinp *tensor.Tensor, part cuda.DevicePtr, dout, inp, weight, mean, rstd *tensor.Tensor, N, C, vec int) bool {
-	return d.run(kernel, dt, cuda.D1(nb), cuda.D1(lnBackThreads), 0,
+	return d.run(kernel, dt, grid1(nb), cuda.D1(lnBackThreads), 0,
 		d.ptr(dinp), part, d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd), N, C, vec)
 }
 
@@ -362,7 +370,15 @@ func (d *Device) kReduce(dt tensor.DType, d0, d1, part cuda.DevicePtr, nb, C int
 	if d1 != 0 {
 		width = 2 * C
 	}
-	return d.run("layernorm_reduce", dt, cuda.D1((width+31)/32), cuda.D1(256), 0, d0, d1, part, nb, C)
+	return d.run("layernorm_reduce", dt, grid1((width+31)/32), cuda.D1(1024), 0, d0, d1, part, nb, C)
+}
+
+// colsumGrid is layernorm_colsum's grid: 128 columns a block in x, and in
+// y one block row per slice of lnColsumRows rows up to CUDA's 65535 (the
+// kernel loops over further slices: N past 4.19 M rows).
+func colsumGrid(N, C int) cuda.Dim3 {
+	slices := (N + lnColsumRows - 1) / lnColsumRows
+	return cuda.Dim3{X: grid1((C + 127) / 128).X, Y: uint32(max(1, min(slices, maxGridYZ))), Z: 1}
 }
 
 // layerNormBackwardDecomposed: the CPU reference's nine passes.
@@ -380,7 +396,7 @@ func (d *Device) layerNormBackwardDecomposed(sfx string, dt tensor.DType, dinp, 
 	n := int64(N) * int64(C)
 	eg, blk := d.ewGrid(n, 1), cuda.D1(ewThreads)
 	rows := cuda.D1((N + lnRowWarps - 1) / lnRowWarps)
-	colsum := cuda.Dim3{X: uint32((C + 127) / 128), Y: uint32(slices), Z: 1}
+	colsum := colsumGrid(N, C)
 	// 1: dbias += Σ_rows dout
 	d.run("layernorm_colsum", dt, colsum, cuda.D1(128), 0, part, d.ptr(dout), N, C, lnColsumRows)
 	d.kReduce(dt, d.ptr(dbias), 0, part, slices, C)

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/druto/druto/pkg/tensor"
@@ -10,7 +11,13 @@ import (
 // lnShapes are (N, C): one element, odd widths that miss the vector path
 // (C 3, 1601 over the register limit), a GPT-2 row count and width, and
 // C 1000 (a multiple of 4 but not of the warp's 128 elements).
-var lnShapes = [][2]int{{1, 1}, {64, 3}, {17, 1000}, {1024, 768}, {5, 1601}}
+//
+// 8192 and 4099 rows: more rows than the backward's persistent grid holds
+// warps (resident blocks × SMs × 4 warps, at most 2112 on an H200 at 4 blocks
+// per SM), so warps do second rows (sums carried in shared memory), and the
+// forward's grid loops if it is persistent; 772 = 4·193: a vector row whose
+// float4 groups do not fill the last pass of the warp.
+var lnShapes = [][2]int{{1, 1}, {64, 3}, {17, 1000}, {1024, 768}, {5, 1601}, {8192, 768}, {4099, 772}}
 
 // lnTypes are the (working, row input) dtype pairs tested: every policy's
 // (half, F32 residual stream), and the uniform 16-bit pairs.
@@ -98,17 +105,20 @@ func TestGPULayerNorm(t *testing.T) {
 // dinp is checked at scale 1 (per element it sums C products in fp32 on
 // both devices, in different orders, with a relative difference near
 // 1e-7); dweight and dbias sum N rows and are checked at sumScale(N) plus a
-// relative-error bound. The fused form must give the same bits twice.
+// relative-error bound. The fused form must give the same bits twice. It
+// runs twice: layernorm_backward (v2) and the legacy layernorm_backward_v1.
 func TestGPULayerNormBackward(t *testing.T) {
 	rng := testRNG(t)
-	for _, fused := range forms {
+	for k, fused := range []bool{true, true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
+		g.legacy = k == 1
+		defer func() { g.legacy = false }()
 		for _, tp := range lnTypePairs {
 			h, r := tp[0], tp[1]
 			dts := h.String() + "/" + r.String()
 			for _, sh := range lnShapes {
 				N, C := sh[0], sh[1]
-				name := fmt.Sprintf("N%d_C%d_%s", N, C, dts)
+				name := fmt.Sprintf("v%d_N%d_C%d_%s", k, N, C, dts)
 				inp, w := randHost(rng, r, 0.5, 2, N, C), randHost(rng, h, 1, 0.2, C)
 				dout := randHost(rng, h, 0, 1, N, C)
 				// the statistics of inp, as the forward stores them
@@ -135,7 +145,16 @@ func TestGPULayerNormBackward(t *testing.T) {
 						break
 					}
 					first = got
-					check(t, "layernorm_backward", h, fused, name, "dinp", got[0], wantDinp, r, 1)
+					// At C = 1 the row's variance is 0 and rstd = 1/√eps ≈ 316: the
+					// gradient through the normalisation is exactly zero in real
+					// arithmetic, and what both devices add is that factor times
+					// the rounding of a cancellation (contracted into FMAs on the
+					// GPU), so the tolerance scales with it (seen: 5e-6 on 0.07).
+					dinpScale := 1.0
+					if C == 1 {
+						dinpScale = 1 / math.Sqrt(1e-5)
+					}
+					check(t, "layernorm_backward", h, fused, name, "dinp", got[0], wantDinp, r, dinpScale)
 					check(t, "layernorm_backward", h, fused, name, "dweight", got[1], wantDw, tensor.F32, sumScale(N))
 					check(t, "layernorm_backward", h, fused, name, "dbias", got[2], wantDb, tensor.F32, sumScale(N))
 					checkRel(t, "layernorm backward dweight "+name, got[1], wantDw, tensor.F32)

@@ -331,7 +331,7 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 				d.fail(fmt.Errorf("gpu: %s: dweight+dbias (cuBLASLt): %w", op, err))
 				return
 			}
-			d.launch(kernAddF32, tensor.F32, cuda.D1(blocks(OC, 256)), cuda.D1(256), 0, d.ptr(dbias), tmp, OC)
+			d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(OC), 1), cuda.D1(ewThreads), 0, d.ptr(dbias), tmp, int64(OC))
 			return
 		}
 	}
@@ -357,6 +357,6 @@ const biasGradThreads = 1024
 // one block per 32 columns, each warp summing a fixed row subset, the warp
 // partials added in a fixed order.
 func (d *Device) biasGrad(dbias, dout *tensor.Tensor, N, OC int) {
-	d.launch(kernBiasGrad, dout.DType, cuda.D1(blocks(OC, 32)), cuda.D1(biasGradThreads), 0,
+	d.launch(kernBiasGrad, dout.DType, grid1(blocks(OC, 32)), cuda.D1(biasGradThreads), 0,
 		d.ptr(dbias), d.ptr(dout), N, OC)
 }

@@ -13,11 +13,13 @@ package gpu
 //
 // Timing: before each run the inputs an op overwrites are restored (device
 // copies, untimed) and a buffer of at least four times the L2 is written,
-// which evicts the op's data from L2. The start event is queued behind
-// that write, so the op's launches are already queued when the clock
-// starts; the time is the GPU's from the first kernel to the last, plus any
-// gaps in which the GPU waited for the host to queue the next launch (which
-// eager, per-tensor execution pays as well).
+// which evicts the op's data from L2. The flush, the start event, the op's
+// launches and the end event are queued in one hop to the context's thread
+// while the GPU is busy with the flush, so the clock starts with the op's
+// work queued; the time is the GPU's from the first kernel to the last,
+// plus any gaps in which the GPU waited for the host to queue the next
+// launch (which eager, per-tensor execution pays as well; GradNorm's time
+// also includes the download of its result, which the op waits for).
 
 import (
 	"fmt"
@@ -39,17 +41,32 @@ const H200CopyGBps = 4270
 type KernelOptions struct {
 	Warmup      int            // untimed runs first (default 3)
 	Repeats     int            // timed runs, of which the median is reported (default 20)
-	CeilingGBps float64        // the bandwidth GB/s are compared with (default H200CopyGBps)
+	CeilingGBps float64        // the bandwidth GB/s are compared with (default: the "copy" op's, measured in the same run; H200CopyGBps without it)
 	Ops         []string       // the ops to run by name (default all: see KernelOps)
 	Layout      *tensor.Layout // the parameter layout (GPT-2 124M's: gpt.Config.Layout)
 }
 
-// KernelOps are the micro-benchmarks BenchKernels runs, by name.
+// KernelOps are the micro-benchmarks BenchKernels runs, by name. "copy" is
+// a device-to-device copy of 1 GiB, the ceiling the others are compared
+// with when KernelOptions.CeilingGBps is zero. "launch" is one launch of a
+// kernel with one element of work: the fixed cost every op's time includes
+// (launch, ramp-up and drain as the events see them), which bounds the
+// share of the ceiling an op of few bytes can reach. A name ending in
+// LegacySuffix runs the previous variant of an op's fused kernel
+// (Device.legacy), fused form only, beside the current one.
 var KernelOps = []string{
-	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd",
-	"adamw", "gradnorm", "cast_f32_bf16", "crossentropy_fused_classifier",
+	"copy", "launch",
+	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "layernorm_bwd" + LegacySuffix, "gelu_bwd", "gelu_bwd" + LegacySuffix,
+	"adamw", "gradnorm", "cast_f32_bf16",
+	"crossentropy_fused_classifier", "crossentropy_fused_classifier" + LegacySuffix,
 	"attention_fwd", "attention_bwd",
 }
+
+// LegacySuffix marks the micro-benchmark of an op's previous fused kernel.
+const LegacySuffix = "_legacy"
+
+// copyBytes is the size of the "copy" micro-benchmark's buffers.
+const copyBytes = 1 << 30
 
 // KernelResult is one op in one form: the median time and bandwidth, and
 // the spread of the runs. Its first five fields are pkg/bench's Kernel.
@@ -97,9 +114,6 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	if o.Repeats <= 0 {
 		o.Repeats = 20
 	}
-	if o.CeilingGBps <= 0 {
-		o.CeilingGBps = H200CopyGBps
-	}
 	ops := o.Ops
 	if len(ops) == 0 {
 		ops = KernelOps
@@ -112,41 +126,60 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	}
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
+	ceiling := o.CeilingGBps
+	defer func() { fused.legacy, fused.noFlash = false, false }()
 	type form struct {
 		d       *Device
 		mode    string
 		noFlash bool
 	}
 	for _, name := range ops {
+		base, legacy := strings.CutSuffix(name, LegacySuffix)
 		forms := []form{{fused, "fused", false}, {plain, "decomposed", false}}
-		if strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64) {
+		switch {
+		case name == "copy" || name == "launch" || legacy:
+			forms = forms[:1] // one form
+		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
 			forms = []form{{fused, "fused", false}, {fused, "fused-cublas", true}, {plain, "decomposed", false}}
 		}
 		for _, f := range forms {
-			r, kc, err := func() (KernelResult, *kernelCase, error) {
-				f.d.noFlash = f.noFlash
-				defer func() { f.d.noFlash = false }()
-				kc, err := newKernelCase(name, f.d, o.Layout)
-				if err != nil {
-					return KernelResult{}, nil, err
-				}
-				defer kc.free()
-				r, err := timeKernel(f.d, kc, flush, flushBytes, o)
-				return r, kc, err
-			}()
+			f.d.legacy, f.d.noFlash = legacy, f.noFlash
+			kc, err := newKernelCase(base, f.d, o.Layout)
 			if err != nil {
-				return out, fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
+				f.d.legacy, f.d.noFlash = false, false
+				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
 			}
-			r.Name, r.Mode, r.CeilingGBps = name, f.mode, o.CeilingGBps
+			r, err := timeKernel(f.d, kc, flush, flushBytes, o)
+			f.d.legacy, f.d.noFlash = false, false
+			kc.free()
+			if err != nil {
+				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
+			}
+			r.Name, r.Mode = name, f.mode
 			r.GBps = float64(kc.bytes) / (r.Ms * 1e6)
-			r.PctOfCeil = 100 * r.GBps / o.CeilingGBps
 			if kc.flops > 0 {
 				r.FLOPs, r.TFLOPs = kc.flops, float64(kc.flops)/(r.Ms*1e9)
+			}
+			if name == "copy" && ceiling <= 0 {
+				ceiling = r.GBps
 			}
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return finish(out, ceiling), nil
+}
+
+// finish sets each result's ceiling (H200CopyGBps when none was given or
+// measured) and its share of it.
+func finish(rs []KernelResult, ceiling float64) []KernelResult {
+	if ceiling <= 0 {
+		ceiling = H200CopyGBps
+	}
+	for i := range rs {
+		rs[i].CeilingGBps = ceiling
+		rs[i].PctOfCeil = 100 * rs[i].GBps / ceiling
+	}
+	return rs
 }
 
 // timeKernel runs kc warmup+repeats times and returns the median.
@@ -167,14 +200,20 @@ func timeKernel(d *Device, kc *kernelCase, flush cuda.DevicePtr, flushBytes uint
 		if kc.reset != nil {
 			kc.reset()
 		}
-		if err := s.Memset8(flush, uint8(i), flushBytes); err != nil {
-			return KernelResult{}, err
-		}
-		if err := start.Record(s); err != nil {
-			return KernelResult{}, err
-		}
-		kc.run()
-		if err := end.Record(s); err != nil {
+		// The flush, the events and the op's launches are queued in one hop
+		// to the context's thread, while the GPU is still busy with the
+		// flush: the clock starts with the op's work already queued.
+		err := ctx.Do(func() error {
+			if err := s.Memset8(flush, uint8(i), flushBytes); err != nil {
+				return err
+			}
+			if err := start.Record(s); err != nil {
+				return err
+			}
+			kc.run()
+			return end.Record(s)
+		})
+		if err != nil {
 			return KernelResult{}, err
 		}
 		el, err := cuda.Elapsed(start, end)
@@ -265,6 +304,21 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 	nc := int64(N) * C
 	kc := &kernelCase{shape: fmt.Sprintf("N=%d C=%d bf16 (residual stream f32)", N, C), free: a.free}
 	switch name {
+	case "copy":
+		n := copyBytes / 4
+		src, dst := a.rand(f32, 0, 1, n), a.zeros(f32, n)
+		kc.shape = fmt.Sprintf("%d MiB device-to-device", copyBytes>>20)
+		kc.bytes = 2 * copyBytes
+		kc.run = func() {
+			if err := d.Stream().CopyDtoD(cuda.DevicePtr(dst.Dev), cuda.DevicePtr(src.Dev), copyBytes); err != nil {
+				d.fail(fmt.Errorf("gpu: bench: copy: %w", err))
+			}
+		}
+	case "launch":
+		out, x, y := a.zeros(f32, 4), a.rand(f32, 0, 1, 4), a.rand(bf, 0, 1, 4)
+		kc.shape = "add of 4 elements: one block"
+		kc.bytes = 4 * (4 + 4 + 2)
+		kc.run = func() { d.Add(out, x, y, 4) }
 	case "layernorm_fwd":
 		out, mean, rstd := a.zeros(bf, N, C), a.zeros(f32, N), a.zeros(f32, N)
 		inp, w, b := a.rand(f32, 0.5, 2, N, C), a.rand(bf, 1, 0.2, C), a.rand(bf, 0, 0.1, C)
