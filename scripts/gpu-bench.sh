@@ -74,6 +74,12 @@ checks() {
 }
 
 tests() {
+  # The Bangla fonts gpu-build.sh carried, where the plotting tests look.
+  if [ -f $B/fonts/NotoSansBengali-Regular.ttf ] && [ ! -f /usr/share/fonts/truetype/noto/NotoSansBengali-Regular.ttf ]; then
+    mkdir -p /usr/share/fonts/truetype/noto /usr/share/fonts/truetype/lohit-bengali
+    cp $B/fonts/NotoSansBengali-Regular.ttf /usr/share/fonts/truetype/noto/
+    [ -f $B/fonts/Lohit-Bengali.ttf ] && cp $B/fonts/Lohit-Bengali.ttf /usr/share/fonts/truetype/lohit-bengali/
+  fi
   export ROOT=$PWD B LOGS TESTS SKIP TEST_TIMEOUT DRUTO_CLI=$PWD/$B/druto
   export -f runtest
   # The GPU-heavy binaries first; the CPU ones beside them.

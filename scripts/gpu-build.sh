@@ -48,6 +48,11 @@ if go build -ldflags "$ldflags" -o "$out/druto" ./cmd/druto; then
 else
   failed+=("./cmd/druto")
 fi
+# The Bangla fonts the plotting tests draw with (the GPU machine has none).
+mkdir -p "$out/fonts"
+for f in /usr/share/fonts/truetype/noto/NotoSansBengali-Regular.ttf /usr/share/fonts/truetype/lohit-bengali/Lohit-Bengali.ttf; do
+  [ -f "$f" ] && cp "$f" "$out/fonts/"
+done
 # The PyTorch anchors run beside druto in the same GPU call.
 if [ -d ../shared/anchors ]; then
   mkdir -p "$out/anchors" && cp ../shared/anchors/*.py "$out/anchors/"
