@@ -17,11 +17,17 @@ import (
 	"github.com/druto/druto/pkg/gpt"
 )
 
-// torchPython returns Debian's python3 when it can import torch. Without it
+// torchPython returns Debian's python3, or the python3 on PATH (the GPU
+// machine's, with CUDA PyTorch), whichever can import torch. Without one
 // the test skips, unless DRUTO_TORCH_TESTS=require (set by .ci/run, which
 // installs python3-torch) turns the skip into a failure.
 func torchPython(t *testing.T) string {
 	py := "/usr/bin/python3"
+	if exec.Command(py, "-c", "import torch").Run() != nil {
+		if p, err := exec.LookPath("python3"); err == nil && exec.Command(p, "-c", "import torch").Run() == nil {
+			return p
+		}
+	}
 	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
 		if os.Getenv("DRUTO_TORCH_TESTS") == "require" {
 			t.Fatalf("DRUTO_TORCH_TESTS=require but %s cannot import torch: %v (apt-get install python3-torch)", py, err)
