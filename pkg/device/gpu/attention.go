@@ -5,7 +5,9 @@ package gpu
 //
 //   - flash (fused, hs 32, 64 or 128; bf16 on sm_80 or newer, f16 on sm_75
 //     or newer): the kernels of kernels/flash_attention.cu (FlashAttention-2
-//     on mma.sync);
+//     on mma.sync); with DRUTO_FLASH=2 (FlashVariantEnv) the forward is
+//     variant 2, flash_fwd2_hsN of kernels/flash_attention2.cu (sm_80+:
+//     128-row tiles, cp.async double-buffered K/V), the backward the same;
 //     the saved state is each query row's log-sum-exp, (B,NH,T) F32
 //     (device.LSEState), and no T×T matrix exists;
 //   - cuBLAS (everything else: the decomposed twin, fp32, other head sizes,
