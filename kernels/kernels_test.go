@@ -121,7 +121,7 @@ func TestVariants(t *testing.T) {
 			t.Fatalf("druto:arch %s accepted", bad)
 		}
 	}
-	flash := false
+	flash, flash2 := false, false
 	for _, v := range vs {
 		if v.File == "flash_attention.cu" {
 			flash = true
@@ -132,12 +132,17 @@ func TestVariants(t *testing.T) {
 			if v.MinArch != want || v.PTXArch() != fmt.Sprintf("compute_%d", want) {
 				t.Errorf("%s: MinArch %d (%s), want %d", v, v.MinArch, v.PTXArch(), want)
 			}
+		} else if v.File == "flash_attention2.cu" {
+			flash2 = true
+			if v.MinArch != 80 { // cp.async and bf16/f16 mma.m16n8k16: sm_80, both dtypes
+				t.Errorf("%s: MinArch %d, want 80", v, v.MinArch)
+			}
 		} else if v.MinArch != DefaultMinArch {
 			t.Errorf("%s: MinArch %d, want %d", v, v.MinArch, DefaultMinArch)
 		}
 	}
-	if !flash {
-		t.Error("no flash_attention.cu variants")
+	if !flash || !flash2 {
+		t.Errorf("flash_attention.cu variants %v, flash_attention2.cu variants %v: want both", flash, flash2)
 	}
 }
 

@@ -18,7 +18,7 @@
 #define __restrict__
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 struct dim3e { unsigned x, y, z; };
 extern thread_local dim3e threadIdx, blockIdx;
 extern dim3e blockDim, gridDim;
@@ -33,3 +33,4 @@ void __syncthreads();
 float __shfl_xor_sync(unsigned, float, int);
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 using std::exp2f; using std::log2f; using std::fmaxf;
+inline int min(int a, int b) { return a < b ? a : b; }

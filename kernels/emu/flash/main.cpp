@@ -3,7 +3,7 @@
 // (mma.m16n8k16 fragment layouts, ldmatrix .x4 with and without .trans),
 // a launcher that runs every CUDA thread of a CTA as a host thread, and a
 // float64 reference of causal attention and its gradients.
-//   usage: emu_BF16 B NH T HS
+//   usage: emu_BF16 B NH T HS [V]   (V 2: the forward of flash_attention2.cu)
 #include "emu.h"
 #include <cstdio>
 #include <random>
@@ -98,6 +98,7 @@ void druto_emu_mma8(float* c, unsigned a0, unsigned a1, unsigned b0) {
     for (int i = 0; i < 4; i++) c[i] = out[i];
 }
 #include "flash_attention.cu"
+#include "flash_attention2.cu"
 
 static void launch(int gx, int gy, int threads, std::function<void()> fn) {
     gridDim = {(unsigned)gx, (unsigned)gy, 1};
@@ -128,6 +129,7 @@ static float from16(unsigned short h) { return half2f(h); }
 
 int main(int argc, char** argv) {
     int B = atoi(argv[1]), NH = atoi(argv[2]), Tn = atoi(argv[3]), HS = atoi(argv[4]);
+    int V = argc > 5 ? atoi(argv[5]) : 1;
     int C = NH * HS;
     float scale = 1.0f / std::sqrt((float)HS);
     std::mt19937 rng(42);
@@ -142,7 +144,12 @@ int main(int argc, char** argv) {
     int nt = (Tn + 63) / 64;
     auto fwd = HS == 32 ? flash_fwd_hs32 : HS == 64 ? flash_fwd_hs64 : flash_fwd_hs128;
     auto bwd = HS == 32 ? flash_bwd_hs32 : HS == 64 ? flash_bwd_hs64 : flash_bwd_hs128;
-    launch(nt, B * NH, 128, [&] { fwd(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
+    if (V == 2) {
+        auto fwd2 = HS == 32 ? flash_fwd2_hs32 : HS == 64 ? flash_fwd2_hs64 : flash_fwd2_hs128;
+        launch((Tn + FA2_BM - 1) / FA2_BM, B * NH, 256, [&] { fwd2(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
+    } else {
+        launch(nt, B * NH, 128, [&] { fwd(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
+    }
     int rows = B * NH * Tn;
     launch((rows + 7) / 8, 1, 256, [&] { flash_bwd_dot(dd.data(), dout.data(), out.data(), rows, Tn, C, NH, HS); });
     launch(nt, B * NH, 128, [&] { bwd(dqkv.data(), dqacc.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
@@ -204,8 +211,8 @@ int main(int argc, char** argv) {
                     }
                 }
         }
-    printf("B%d NH%d T%d hs%d %s: out rel %.2e (max abs %.2e), lse max abs %.2e, dq rel %.2e (max %.2e), dk rel %.2e (max %.2e), dv rel %.2e (max %.2e)\n",
-           B, NH, Tn, HS, DTYPE == DRUTO_BF16 ? "bf16" : "f16", std::sqrt(eo / no), maxo, el, std::sqrt(eg[0] / ng[0]), maxg[0],
+    printf("v%d B%d NH%d T%d hs%d %s: out rel %.2e (max abs %.2e), lse max abs %.2e, dq rel %.2e (max %.2e), dk rel %.2e (max %.2e), dv rel %.2e (max %.2e)\n",
+           V, B, NH, Tn, HS, DTYPE == DRUTO_BF16 ? "bf16" : "f16", std::sqrt(eo / no), maxo, el, std::sqrt(eg[0] / ng[0]), maxg[0],
            std::sqrt(eg[1] / ng[1]), maxg[1], std::sqrt(eg[2] / ng[2]), maxg[2]);
     auto rel = [](double e, double n) { return n == 0 ? (e == 0 ? 0.0 : INFINITY) : std::sqrt(e / n); };
     bool ok = rel(eo, no) < 2e-2 && el < 1e-3 && rel(eg[0], ng[0]) < 3e-2 && rel(eg[1], ng[1]) < 3e-2 && rel(eg[2], ng[2]) < 3e-2;

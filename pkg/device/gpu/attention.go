@@ -5,7 +5,9 @@ package gpu
 //
 //   - flash (fused, hs 32, 64 or 128; bf16 on sm_80 or newer, f16 on sm_75
 //     or newer): the kernels of kernels/flash_attention.cu (FlashAttention-2
-//     on mma.sync);
+//     on mma.sync); with DRUTO_FLASH=2 (FlashVariantEnv) the forward is
+//     variant 2, flash_fwd2_hsN of kernels/flash_attention2.cu (sm_80+:
+//     128-row tiles, cp.async double-buffered K/V), the backward the same;
 //     the saved state is each query row's log-sum-exp, (B,NH,T) F32
 //     (device.LSEState), and no T×T matrix exists;
 //   - cuBLAS (everything else: the decomposed twin, fp32, other head sizes,
@@ -49,6 +51,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
@@ -100,6 +103,39 @@ func (d *Device) flash(dt tensor.DType, hs int) bool {
 	}
 	return true
 }
+
+// FlashVariantEnv names the environment variable that picks the
+// flash-attention forward: "1" or unset, flash_fwd_hsN (64-row tiles, 4
+// warps; the default); "2", flash_fwd2_hsN of kernels/flash_attention2.cu
+// (128-row tiles, 8 warps, cp.async double-buffered K/V; sm_80+, where
+// variant 1 runs otherwise). The backward is variant 1's in both.
+const FlashVariantEnv = "DRUTO_FLASH"
+
+// flashVariantEnv reads FlashVariantEnv: whether variant 2 is chosen.
+func flashVariantEnv() (bool, error) {
+	switch v := os.Getenv(FlashVariantEnv); v {
+	case "", "1":
+		return false, nil
+	case "2":
+		return true, nil
+	default:
+		return false, fmt.Errorf("gpu: %s=%q: want 1 or 2 (the flash-attention forward variant) or unset", FlashVariantEnv, v)
+	}
+}
+
+// flashFwd returns the flash forward kernel for dt and head size hs, the
+// query rows per CTA (grid.x = ceil(T/rows)) and its threads per CTA:
+// variant 2's where d.flashV2 is set and it is built for dt, variant 1's
+// otherwise.
+func (d *Device) flashFwd(dt tensor.DType, hs int) (name string, rows, threads int) {
+	if k := "flash_fwd2_" + flashHeadSizes[hs]; d.flashV2 && (d.funcs[kernelKey{k, dt}] != nil || launchHook != nil) {
+		return k, flash2Rows, 256
+	}
+	return "flash_fwd_" + flashHeadSizes[hs], flashTile, 128
+}
+
+// flash2Rows is the query tile of flash_fwd2_hsN.
+const flash2Rows = 128
 
 // flashGridY is the most (b,h) pairs one flash launch covers (gridDim.y);
 // beyond it attention takes the cuBLAS path.
@@ -174,7 +210,8 @@ func (d *Device) Attention(out, att, qkv *tensor.Tensor, B, T, C, NH int) {
 		return
 	}
 	if s.flash {
-		d.launch("flash_fwd_"+flashHeadSizes[s.hs], s.dt, cuda.Dim3{X: uint32(blocks(T, flashTile)), Y: uint32(B * NH), Z: 1}, cuda.D1(128), 0,
+		k, rows, threads := d.flashFwd(s.dt, s.hs)
+		d.launch(k, s.dt, cuda.Dim3{X: uint32(blocks(T, rows)), Y: uint32(B * NH), Z: 1}, cuda.D1(threads), 0,
 			d.ptr(out), d.ptr(att), d.ptr(qkv), T, C, NH, s.scale)
 		return
 	}

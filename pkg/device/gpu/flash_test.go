@@ -137,12 +137,38 @@ func flashDTypes(t *testing.T, g *Device) []tensor.DType {
 	return dts
 }
 
+// flashVariants returns the flash forward variants g runs for dt: 1 (the
+// default), and 2 (flash_fwd2_hsN, flashV2) where it is built; on sm_80 or
+// newer a missing variant 2 is an error.
+func flashVariants(t *testing.T, g *Device, dt tensor.DType) []int {
+	t.Helper()
+	for _, hs := range []int{32, 64, 128} {
+		k := fmt.Sprintf("flash_fwd2_hs%d", hs)
+		if g.funcs[kernelKey{k, dt}] == nil {
+			if dev := g.Context().Device; dev.Major >= 8 {
+				t.Errorf("flash variant 2: %s/%s not built on sm_%d%d: %v", k, dt, dev.Major, dev.Minor, g.errs[kernelKey{k, dt}])
+			} else {
+				t.Logf("flash variant 2 unavailable for %s on %s (sm_80+): %v", dt, g.Name(), g.errs[kernelKey{k, dt}])
+			}
+			return []int{1}
+		}
+	}
+	return []int{1, 2}
+}
+
+// setFlashVariant makes g run flash forward variant v until the test ends.
+func setFlashVariant(t *testing.T, g *Device, v int) {
+	g.flashV2 = v == 2
+	t.Cleanup(func() { g.flashV2 = false })
+}
+
 // TestGPUFlash checks the flash kernels against the fp32 CPU reference on
 // inputs exact in both 16-bit types: out (NaN-poisoned first) and the
 // log-sum-exp (NaN-poisoned), then the gradients accumulated into a dqkv
 // pre-filled with random values, each of dq, dk and dv compared separately.
 // hs 32, 64, 128; T 1, 17, 128, 1000, 1024; B·NH 1 and 48; bf16 and f16
-// (those of the two the GPU has flash kernels for).
+// (those of the two the GPU has flash kernels for); each forward variant
+// (1, and 2 where built: flashVariants), the failures named v1_... / v2_....
 //
 // Tolerances (the tolerance rule of dt times a scale): out at scale 16 (p
 // is rounded to dt before p·v, as the cuBLAS path rounds the
@@ -160,6 +186,16 @@ func TestGPUFlash(t *testing.T) {
 	dts := flashDTypes(t, g)
 	ref := cpuRef(true)
 	rng := testRNG(t)
+	type dtVariant struct {
+		dt tensor.DType
+		v  int
+	}
+	var flashDTV []dtVariant
+	for _, dt := range dts {
+		for _, v := range flashVariants(t, g, dt) {
+			flashDTV = append(flashDTV, dtVariant{dt, v})
+		}
+	}
 	start := time.Now()
 	for _, hs := range []int{32, 64, 128} {
 		for _, T := range flashTs {
@@ -185,8 +221,10 @@ func TestGPUFlash(t *testing.T) {
 					return fmt.Sprintf("%d: b=%d t=%d h=%d d=%d", i, i/(T*C), i/C%T, i%C/hs, i%hs)
 				}
 				posLSE := func(i int) string { return fmt.Sprintf("%d: b=%d h=%d t=%d", i, i/(NH*T), i/T%NH, i%T) }
-				for _, dt := range dts {
-					name := dt.String() + "_" + base
+				for _, dv := range flashDTV {
+					dt, v := dv.dt, dv.v
+					setFlashVariant(t, g, v)
+					name := fmt.Sprintf("v%d_%s_%s", v, dt, base)
 					if st := g.AttentionState(dt, B, T, C, NH); st.DType != tensor.F32 || st.Numel() != B*NH*T {
 						t.Fatalf("flash %s: AttentionState = %v %v, want f32 (B,NH,T)", name, st.DType, st.Shape)
 					}
@@ -221,37 +259,41 @@ func TestGPUFlash(t *testing.T) {
 // fused device, on the same 16-bit inputs, agree within the tolerance rule
 // at scale 16 (two approximations, each rounding p and the score gradient
 // to dt in its own way): the fused path and its twin compute the same
-// function.
+// function; for each flash forward variant (flashVariants).
 func TestGPUFlashParity(t *testing.T) {
 	g := gpuDev(t, true)
 	dts := flashDTypes(t, g)
 	rng := testRNG(t)
 	const B, T, C, NH = 2, 256, 256, 4
 	for _, dt := range dts {
-		qkv := toGPU(t, g, randHost(rng, dt, 0, 1, B, T, 3*C))
-		dout := toGPU(t, g, randHost(rng, dt, 0, 1, B, T, C))
-		run := func(noFlash bool) (out, dqkv []float32) {
-			g.noFlash = noFlash
-			defer func() { g.noFlash = false }()
-			st := g.AttentionState(dt, B, T, C, NH)
-			if noFlash != (len(st.Shape) == 4) {
-				t.Fatalf("%s noFlash=%v: AttentionState %v %v", dt, noFlash, st.DType, st.Shape)
+		for _, v := range flashVariants(t, g, dt) {
+			setFlashVariant(t, g, v)
+			qkv := toGPU(t, g, randHost(rng, dt, 0, 1, B, T, 3*C))
+			dout := toGPU(t, g, randHost(rng, dt, 0, 1, B, T, C))
+			run := func(noFlash bool) (out, dqkv []float32) {
+				g.noFlash = noFlash
+				defer func() { g.noFlash = false }()
+				st := g.AttentionState(dt, B, T, C, NH)
+				if noFlash != (len(st.Shape) == 4) {
+					t.Fatalf("%s noFlash=%v: AttentionState %v %v", dt, noFlash, st.DType, st.Shape)
+				}
+				o := poisoned(t, g, dt, B, T, C)
+				a := poisoned(t, g, st.DType, st.Shape...)
+				d, err := g.Alloc(dt, B, T, 3*C)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { g.Free(d) })
+				g.Attention(o, a, qkv, B, T, C, NH)
+				g.AttentionBackward(d, dout, qkv, o, a, B, T, C, NH)
+				return toHost(t, g, o).ToF32(), toHost(t, g, d).ToF32()
 			}
-			o := poisoned(t, g, dt, B, T, C)
-			a := poisoned(t, g, st.DType, st.Shape...)
-			d, err := g.Alloc(dt, B, T, 3*C)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { g.Free(d) })
-			g.Attention(o, a, qkv, B, T, C, NH)
-			g.AttentionBackward(d, dout, qkv, o, a, B, T, C, NH)
-			return toHost(t, g, o).ToF32(), toHost(t, g, d).ToF32()
+			fo, fd := run(false)
+			co, cd := run(true)
+			pos := func(i int) string { return fmt.Sprint(i) }
+			name := fmt.Sprintf("v%d_%s_parity", v, dt)
+			flashCheck(t, name, "out vs cuBLAS path", fo, co, dt, 16, pos)
+			flashCheck(t, name, "dqkv vs cuBLAS path", fd, cd, dt, 16, pos)
 		}
-		fo, fd := run(false)
-		co, cd := run(true)
-		pos := func(i int) string { return fmt.Sprint(i) }
-		flashCheck(t, dt.String()+"_parity", "out vs cuBLAS path", fo, co, dt, 16, pos)
-		flashCheck(t, dt.String()+"_parity", "dqkv vs cuBLAS path", fd, cd, dt, 16, pos)
 	}
 }

@@ -73,6 +73,7 @@ type Device struct {
 	stream  *cuda.Stream
 	fused   bool
 	noFlash bool // Config.NoFlash
+	flashV2 bool // the flash forward of variant 2 (flash_attention2.cu); env DRUTO_FLASH=2
 	name    string
 	owns    bool // Close closes ctx
 
@@ -140,11 +141,14 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if ctx == nil {
 		return nil, errors.New("gpu: New with a nil context")
 	}
+	flashV2, err := flashVariantEnv()
+	if err != nil {
+		return nil, err
+	}
 	libs := cfg.Libs
 	if libs == nil {
 		libs = &cuda.Libraries{}
 	}
-	var err error
 	nvrtc, lt, blas := libs.NVRTC, libs.BLASLt, libs.BLAS
 	if nvrtc == nil && !cfg.Load.NVRTCHidden() {
 		nvrtc, _ = cuda.LoadNVRTC(cfg.Load) // optional: the embedded PTX otherwise
@@ -160,7 +164,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: flashV2, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}

@@ -108,7 +108,8 @@ func TestLaunchSignaturesOps(t *testing.T) {
 }
 
 // TestLaunchFlash: fused 16-bit attention at hs 32, 64 and 128 runs the
-// flash kernels (argument lists checked against the compute_80 PTX) with a
+// flash kernels (argument lists checked against the compute_80 PTX; the
+// forward of variant 2, flash_fwd2_hsN, with flashV2 set) with a
 // (B,NH,T) F32 log-sum-exp state; the decomposed form, fp32, Config.NoFlash
 // and other head sizes keep the cuBLAS path and the probabilities; a state
 // of the wrong shape, B·NH over the grid limit and a misaligned pointer are
@@ -133,6 +134,20 @@ func TestLaunchFlash(t *testing.T) {
 			}
 			if seq := strings.Join(checkSigs(t, name, sigs, got), " "); seq != "flash_fwd_"+suf {
 				t.Errorf("%s forward: launches %q", name, seq)
+			}
+			// variant 2 (flashV2, env DRUTO_FLASH=2): flash_fwd2_hsN, same arguments
+			got, err = hooked(t, true, func(d *Device) {
+				d.flashV2 = true
+				if k, rows, threads := d.flashFwd(h, hs); k != "flash_fwd2_"+suf || rows != 128 || threads != 256 {
+					t.Errorf("%s v2: flashFwd = %s %d rows %d threads, want flash_fwd2_%s 128 256", name, k, rows, threads, suf)
+				}
+				d.Attention(dev(h, B, T, C), dev(F, B, NH, T), dev(h, B, T, 3*C), B, T, C, NH)
+			})
+			if err != nil {
+				t.Fatalf("%s forward v2: %v", name, err)
+			}
+			if seq := strings.Join(checkSigs(t, name+" v2", sigs, got), " "); seq != "flash_fwd2_"+suf {
+				t.Errorf("%s forward v2: launches %q", name, seq)
 			}
 			got, err = hooked(t, true, func(d *Device) {
 				d.AttentionBackward(dev(h, B, T, 3*C), dev(h, B, T, C), dev(h, B, T, 3*C), dev(h, B, T, C), dev(F, B, NH, T), B, T, C, NH)
