@@ -65,6 +65,19 @@ runtest() {
     grep -E -A6 -- '--- (FAIL|SKIP)' "$LOGS/test-$name.log" | head -80; } > "$LOGS/sum-$name.txt"
 }
 
+sanitize() {
+  run=${SANITIZE_RUN:-TestGPU}
+  # The four tools at once (each is a process of its own on the GPU).
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+    ( start=$(date +%s)
+      (cd pkg/device/gpu && timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 9 \
+        "$ROOT/$B/device-gpu.test" -test.run "$run" -test.count=1) > "$LOGS/sanitize-$tool.log" 2>&1
+      echo "$tool: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^(ok|FAIL|PASS)$' "$LOGS/sanitize-$tool.log" | tr '\n' ' ')" > "$LOGS/san-$tool.txt" ) &
+  done
+  wait
+  { stamp; echo "tests: $run"; cat "$LOGS"/san-*.txt; } > "$LOGS/sanitize.log" 2>&1
+}
+
 # checks: the tests and the sanitizer at once (both are about correctness;
 # neither is timed).
 checks() {

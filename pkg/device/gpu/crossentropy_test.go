@@ -47,7 +47,11 @@ func TestGPUCrossEntropy(t *testing.T) {
 					}
 					losses, x := poisoned(t, g, tensor.F32, N), toGPU(t, g, logits)
 					g.CrossEntropy(losses, x, toGPU(t, g, tg), N, V, dscale)
-					check(t, "crossentropy", dt, fused, name, "losses", toHost(t, g, losses), wantLoss, tensor.F32, sqrtScale(V))
+					// log of the exp sum: its absolute error is the sum's relative
+					// error, 2e-6 for the fused kernel's exp2f of an FMA (seen on
+					// the H200: 1.3e-6 at V = 1, where the loss is 0), so at least
+					// scale 2.
+					check(t, "crossentropy", dt, fused, name, "losses", toHost(t, g, losses), wantLoss, tensor.F32, max(sqrtScale(V), 2))
 					gscale := 1.0
 					if dt == tensor.F32 {
 						gscale = 2
