@@ -158,8 +158,9 @@ func flashVariants(t *testing.T, g *Device, dt tensor.DType) []int {
 
 // setFlashVariant makes g run flash forward variant v until the test ends.
 func setFlashVariant(t *testing.T, g *Device, v int) {
+	was := g.flashV2
 	g.flashV2 = v == 2
-	t.Cleanup(func() { g.flashV2 = false })
+	t.Cleanup(func() { g.flashV2 = was })
 }
 
 // TestGPUFlash checks the flash kernels against the fp32 CPU reference on

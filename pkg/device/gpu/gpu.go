@@ -73,7 +73,7 @@ type Device struct {
 	stream  *cuda.Stream
 	fused   bool
 	noFlash bool // Config.NoFlash
-	flashV2 bool // the flash forward of variant 2 (flash_attention2.cu); env DRUTO_FLASH=2
+	flashV2 bool // the flash forward of variant 2 (flash_attention2.cu), the default; env DRUTO_FLASH=1 turns it off
 	name    string
 	owns    bool // Close closes ctx
 

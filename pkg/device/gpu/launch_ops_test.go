@@ -135,7 +135,7 @@ func TestLaunchFlash(t *testing.T) {
 			if seq := strings.Join(checkSigs(t, name, sigs, got), " "); seq != "flash_fwd_"+suf {
 				t.Errorf("%s forward: launches %q", name, seq)
 			}
-			// variant 2 (flashV2, env DRUTO_FLASH=2): flash_fwd2_hsN, same arguments
+			// variant 2 (flashV2, the default; DRUTO_FLASH=1 turns it off): flash_fwd2_hsN, same arguments
 			got, err = hooked(t, true, func(d *Device) {
 				d.flashV2 = true
 				if k, rows, threads := d.flashFwd(h, hs); k != "flash_fwd2_"+suf || rows != 128 || threads != 256 {

@@ -102,9 +102,9 @@ type kernelCase struct {
 // third form where the fused device has the flash kernels: "fused-cublas",
 // the fused device with flash switched off (the cuBLAS score GEMMs and the
 // fused softmax kernels), so the flash kernels are timed beside the path
-// they replace, and "fused-v2" where flash_fwd2_hs64 is built: the flash
-// forward of variant 2 (flashV2; attention_bwd: variant 2's forward state,
-// then the same backward kernels); they report TFLOP/s with causal FLOPs (forward 2·B·NH·T²·hs,
+// they replace, and "fused-v1" where the default forward is variant 2
+// (flash_fwd2_hs64 built): the first flash forward beside it (attention_bwd:
+// its forward state, then the same backward kernels); they report TFLOP/s with causal FLOPs (forward 2·B·NH·T²·hs,
 // backward 2.5 times that).
 func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error) {
 	if fused == nil || plain == nil || !fused.Fused() || plain.Fused() {
@@ -129,7 +129,8 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	defer func() { fused.legacy, fused.noFlash, fused.flashV2 = false, false, false }()
+	def := fused.flashV2 // the flash forward variant New chose
+	defer func() { fused.legacy, fused.noFlash, fused.flashV2 = false, false, def }()
 	type form struct {
 		d       *Device
 		mode    string
@@ -138,25 +139,27 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	}
 	for _, name := range ops {
 		base, legacy := strings.CutSuffix(name, LegacySuffix)
-		forms := []form{{fused, "fused", false, false}, {plain, "decomposed", false, false}}
+		forms := []form{{fused, "fused", false, def}, {plain, "decomposed", false, false}}
 		switch {
 		case name == "copy" || name == "launch" || legacy:
 			forms = forms[:1] // one form
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
-			forms = []form{{fused, "fused", false, false}, {fused, "fused-cublas", true, false}, {plain, "decomposed", false, false}}
-			if fused.funcs[kernelKey{"flash_fwd2_hs64", tensor.BF16}] != nil {
-				forms = append(forms[:1], append([]form{{fused, "fused-v2", false, true}}, forms[1:]...)...)
+			// fused: the default flash forward (variant 2 where built);
+			// fused-v1: the first variant beside it.
+			forms = []form{{fused, "fused", false, def}, {fused, "fused-cublas", true, false}, {plain, "decomposed", false, false}}
+			if def {
+				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false}}, forms[1:]...)...)
 			}
 		}
 		for _, f := range forms {
 			f.d.legacy, f.d.noFlash, f.d.flashV2 = legacy, f.noFlash, f.flashV2
 			kc, err := newKernelCase(base, f.d, o.Layout)
 			if err != nil {
-				f.d.legacy, f.d.noFlash, f.d.flashV2 = false, false, false
+				f.d.legacy, f.d.noFlash, f.d.flashV2 = false, false, def
 				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
 			}
 			r, err := timeKernel(f.d, kc, flush, flushBytes, o)
-			f.d.legacy, f.d.noFlash, f.d.flashV2 = false, false, false
+			f.d.legacy, f.d.noFlash, f.d.flashV2 = false, false, def
 			kc.free()
 			if err != nil {
 				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
@@ -434,8 +437,8 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 
 // KernelTable formats results as a fixed-width table: per op the fused and
 // decomposed times, their GB/s and share of the ceiling, and the speed-up
-// (each other form's ms over the fused form's: for fused-v2 below 1 where
-// flash variant 2 is the faster).
+// (each other form's ms over the fused form's: above 1 where the fused form
+// is the faster).
 func KernelTable(rs []KernelResult) string {
 	s := fmt.Sprintf("%-30s %-12s %10s %10s %8s %8s %8s\n", "op", "form", "ms", "GB/s", "% ceil", "speed-up", "TFLOP/s")
 	fusedMs := map[string]float64{}
@@ -449,7 +452,7 @@ func KernelTable(rs []KernelResult) string {
 		if f := fusedMs[r.Name]; r.Mode == "decomposed" && f > 0 {
 			up = fmt.Sprintf("%.2fx", r.Ms/f)
 		}
-		if f := fusedMs[r.Name]; (r.Mode == "fused-cublas" || r.Mode == "fused-v2") && f > 0 {
+		if f := fusedMs[r.Name]; (r.Mode == "fused-cublas" || r.Mode == "fused-v1") && f > 0 {
 			up = fmt.Sprintf("%.2fx", r.Ms/f)
 		}
 		tf := ""
