@@ -159,6 +159,19 @@ func runTrain(args []string) error {
 	if done, err := dp.setup(be, &opts, args); done || err != nil {
 		return err
 	}
+	// The device first: a step that cannot fit is refused before anything
+	// (the token cache included) is written.
+	dev, why, err := be.open()
+	if err != nil {
+		return err
+	}
+	if err := be.report.PolicyError(policy); err != nil {
+		return err
+	}
+	need := gpt.MemoryOn(dev, cfg, *batch, *seq, policy).Total()
+	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s", *preset, *batch, *seq, policy)); err != nil {
+		return err
+	}
 	trainT, valT, source, err := trainTokens(*dataPath, *seed, tok, *out)
 	if err != nil {
 		return err
@@ -169,17 +182,6 @@ func runTrain(args []string) error {
 	case len(valT) < *batch**seq+1:
 		return fmt.Errorf("the validation split (the last 10%% of %s, %d tokens) is too small for one batch of %d x %d tokens; "+
 			"use more data, a smaller --batch or --seq, or --eval-every 0", source, len(valT), *batch, *seq)
-	}
-	dev, why, err := be.open()
-	if err != nil {
-		return err
-	}
-	if err := be.report.PolicyError(policy); err != nil {
-		return err
-	}
-	need := gpt.MemoryFor(cfg, *batch, *seq, policy).Total()
-	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s", *preset, *batch, *seq, policy)); err != nil {
-		return err
 	}
 	if _, gpu := dev.(device.Grapher); gpu && *graph {
 		opts.Step, opts.LogEvery = train.StepGraph, *logEvery
