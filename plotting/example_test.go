@@ -56,9 +56,9 @@ func ExampleLossCurves() {
 }
 
 // The benchmark plots from one pkg/bench results file (the committed H200
-// run of gpt2-124M), saved as PNG and PDF.
+// run of the tiny and small presets), saved as PNG and PDF.
 func ExampleSpeedUp() {
-	b, err := plotting.ReadBench("../bench/results/bench-gpt2-124M-h200.json")
+	b, err := plotting.ReadBench("../bench/results/bench-tiny-small-h200.json")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,5 +92,5 @@ func ExampleSpeedUp() {
 	files, _ := filepath.Glob(filepath.Join(dir, "*"))
 	fmt.Println(len(b.Records), "records;", len(files), "files;", p.Title.Text)
 	// Output:
-	// 5 records; 3 files; Speed-up over the baseline
+	// 10 records; 3 files; Speed-up over the baseline
 }
