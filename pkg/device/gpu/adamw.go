@@ -92,34 +92,12 @@ func adamChunks(spans []adamSpan) []uint32 {
 // master, grads, m, v (layout.Total) F32; work (layout.Total) F32, BF16, F16 or nil
 func (d *Device) AdamWStep(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW) {
 	const op = "adamw"
-	if layout == nil || master == nil || grads == nil || m == nil || v == nil {
-		d.fail(fmt.Errorf("gpu: %s: nil layout or tensor: %w", op, tensor.ErrShape))
-		return
-	}
-	if !d.checkN(op, layout.Total, master, grads, m, v, work) || !d.checkDT(op, tensor.F32, master, grads, m, v) {
-		return
-	}
-	wdt := tensor.F32 // the module: the working copy's dtype
-	if work != nil {
-		if wdt = work.DType; !wdt.Float() {
-			d.unsupported(op, wdt)
-			return
-		}
-	}
 	if hp.Step < 1 {
 		d.fail(fmt.Errorf("gpu: %s: step %d, want >= 1 (bias correction is 1-based)", op, hp.Step))
 		return
 	}
-	if layout.Total >= 1<<31 {
-		d.fail(fmt.Errorf("gpu: %s: %d parameters, the chunk table holds fewer than 2^31: %w", op, layout.Total, device.ErrUnsupported))
-		return
-	}
-	spans, err := adamSpans(layout)
-	if err != nil {
-		d.fail(err)
-		return
-	}
-	if len(spans) == 0 {
+	wdt, spans, ok := d.adamArgs(op, master, work, grads, m, v, layout)
+	if !ok {
 		return
 	}
 	c := newAdamConsts(hp)
@@ -128,6 +106,36 @@ func (d *Device) AdamWStep(master, work, grads, m, v *tensor.Tensor, layout *ten
 	} else {
 		d.batch(func() { d.adamWDecomposed(wdt, master, work, grads, m, v, spans, c) })
 	}
+}
+
+// adamArgs checks the arguments AdamWStep and AdamWState share and returns
+// the working copy's dtype (F32 without one) and layout's spans; ok is false
+// when there is nothing to do or an error was recorded.
+func (d *Device) adamArgs(op string, master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout) (wdt tensor.DType, spans []adamSpan, ok bool) {
+	if layout == nil || master == nil || grads == nil || m == nil || v == nil {
+		d.fail(fmt.Errorf("gpu: %s: nil layout or tensor: %w", op, tensor.ErrShape))
+		return wdt, nil, false
+	}
+	if !d.checkN(op, layout.Total, master, grads, m, v, work) || !d.checkDT(op, tensor.F32, master, grads, m, v) {
+		return wdt, nil, false
+	}
+	wdt = tensor.F32 // the module: the working copy's dtype
+	if work != nil {
+		if wdt = work.DType; !wdt.Float() {
+			d.unsupported(op, wdt)
+			return wdt, nil, false
+		}
+	}
+	if layout.Total >= 1<<31 {
+		d.fail(fmt.Errorf("gpu: %s: %d parameters, the chunk table holds fewer than 2^31: %w", op, layout.Total, device.ErrUnsupported))
+		return wdt, nil, false
+	}
+	spans, err := adamSpans(layout)
+	if err != nil {
+		d.fail(err)
+		return wdt, nil, false
+	}
+	return wdt, spans, len(spans) > 0
 }
 
 // adamTable returns the device copy of layout's chunk table (uploading it

@@ -97,31 +97,11 @@ func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.Step
 // master, grads, m, v (layout.Total) F32; work (layout.Total) 16-bit, F32 or nil; state (StateLen) F32
 func (d *Device) AdamWState(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor) {
 	const op = "adamw (state)"
-	if layout == nil || master == nil || grads == nil || m == nil || v == nil {
-		d.fail(fmt.Errorf("gpu: %s: nil layout or tensor: %w", op, tensor.ErrShape))
+	if !d.checkState(op, state) {
 		return
 	}
-	if !d.checkState(op, state) || !d.checkN(op, layout.Total, master, grads, m, v, work) ||
-		!d.checkDT(op, tensor.F32, master, grads, m, v) {
-		return
-	}
-	wdt := tensor.F32
-	if work != nil {
-		if wdt = work.DType; !wdt.Float() {
-			d.unsupported(op, wdt)
-			return
-		}
-	}
-	if layout.Total >= 1<<31 {
-		d.fail(fmt.Errorf("gpu: %s: %d parameters, the chunk table holds fewer than 2^31: %w", op, layout.Total, device.ErrUnsupported))
-		return
-	}
-	spans, err := adamSpans(layout)
-	if err != nil {
-		d.fail(err)
-		return
-	}
-	if len(spans) == 0 {
+	wdt, spans, ok := d.adamArgs(op, master, work, grads, m, v, layout)
+	if !ok {
 		return
 	}
 	table, chunks := d.adamTable(layout, spans)
