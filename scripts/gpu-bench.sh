@@ -12,7 +12,7 @@
 #   checks    tests and sanitize at once
 #   sanitize  sanitize.log: compute-sanitizer memcheck, racecheck, initcheck
 #             and synccheck over the GPU tests of package gpu (SANITIZE_RUN
-#             picks them; default every TestGPU test)
+#             picks them, default every TestGPU test; SANITIZE_SKIP leaves some out)
 #   kernels   kernels.log, kernels-h200.json: druto bench --kernels, and
 #             the PyTorch kernel anchor (torch_kernel_bench.py) beside it
 #   bench     bench.log, bench-*.json: training steps of every mode, and
@@ -71,7 +71,7 @@ sanitize() {
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
     ( start=$(date +%s)
       (cd pkg/device/gpu && timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 9 \
-        "$ROOT/$B/device-gpu.test" -test.run "$run" -test.count=1) > "$LOGS/sanitize-$tool.log" 2>&1
+        "$ROOT/$B/device-gpu.test" -test.run "$run" -test.skip "${SANITIZE_SKIP:-^$}" -test.count=1) > "$LOGS/sanitize-$tool.log" 2>&1
       echo "$tool: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^(ok|FAIL|PASS)$' "$LOGS/sanitize-$tool.log" | tr '\n' ' ')" > "$LOGS/san-$tool.txt" ) &
   done
   wait
