@@ -57,10 +57,11 @@ func TestGPUAttention(t *testing.T) {
 				out, att := poisoned(t, g, dt, B, T, C), poisoned(t, g, dt, B, NH, T, T)
 				gqkv := toGPU(t, g, qkv)
 				g.Attention(out, att, gqkv, B, T, C, NH)
-				scale := 1.0
-				if dt == tensor.F32 {
-					scale = sqrtScale(T)
-				}
+				// out sums T products p·v in an order (and, under
+				// compute-sanitizer, a cuBLAS algorithm) that differs from
+				// the CPU's, in every dtype: at T 1024 an f16 output once
+				// landed 9 ulps off under racecheck.
+				scale := sqrtScale(T)
 				check(t, "attention", dt, fused, name, "out", toHost(t, g, out), wantOut, dt, scale)
 				gotAtt := toHost(t, g, att)
 				check(t, "attention", dt, fused, name, "att", gotAtt, wantAtt, dt, scale)
