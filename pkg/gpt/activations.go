@@ -133,10 +133,11 @@ type activations struct {
 	all               []*tensor.Tensor
 }
 
-func allocActivations(dev device.Device, c Config, p amp.Policy, B, T int) (*activations, error) {
+// allocActivations allocates the buffers of activationSpecs, the LM head
+// in chunks of rows rows.
+func allocActivations(dev device.Device, c Config, p amp.Policy, B, T, rows int) (*activations, error) {
 	att := dev.AttentionState(p.DType(amp.Activation), B, T, c.Channels, c.Heads)
 	N, C := B*T, c.Channels
-	rows := HeadRows(c.Vocab, N, p.DType(amp.Activation), dev.Fused())
 	specs := activationSpecs(c, B, T, att, rows)
 	ts := make([]*tensor.Tensor, len(specs))
 	for i, s := range specs {

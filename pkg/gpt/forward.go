@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -24,7 +25,11 @@ func (m *Model) ensure(B, T int) error {
 			return nil
 		}
 	}
-	a, err := allocActivations(m.dev, m.Config, m.Policy, B, T)
+	rows := HeadRows(m.Config.Vocab, B*T, m.Policy.DType(amp.Activation), m.dev.Fused())
+	if m.headRows > 0 {
+		rows = min(m.headRows, B*T)
+	}
+	a, err := allocActivations(m.dev, m.Config, m.Policy, B, T, rows)
 	if err != nil {
 		return err
 	}
