@@ -132,7 +132,11 @@ func runTrain(args []string) error {
 	}
 	if *dryRun {
 		mem := gpt.MemoryFor(cfg, *batch, *seq, policy)
-		fmt.Printf("%s (%d parameters), B %d T %d, %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy)
+		head := fmt.Sprintf("LM head in chunks of %d rows", gpt.HeadRows(cfg.Vocab, *batch**seq, policy.DType(amp.Activation), true))
+		if !*be.fused {
+			mem, head = gpt.MemoryDecomposed(cfg, *batch, *seq, policy), "decomposed: all logits kept"
+		}
+		fmt.Printf("%s (%d parameters), B %d T %d, %s (%s):\n", *preset, cfg.NumParams(), *batch, *seq, policy, head)
 		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
 			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
 		// The GPU's flash kernels save a log-sum-exp per row instead of the

@@ -154,3 +154,74 @@ func TestMemoryHead(t *testing.T) {
 	t.Logf("gpt2-124M B16 T1024 bf16 with flash attention: activations %.3f GB, total %.3f GB (%.2f GiB); decomposed head %.3f GB more",
 		float64(lse.Activations)/1e9, float64(lse.Total())/1e9, float64(lse.Total())/(1<<30), float64(dec.Activations-fused.Activations)/1e9)
 }
+
+// counting is a CPU device that counts the bytes of the tensors it
+// allocates and frees, and their high-water mark.
+type counting struct {
+	*cpu.Device
+	live       map[*tensor.Tensor]int64
+	inUse, top int64
+}
+
+func newCounting(fused bool) *counting {
+	return &counting{Device: cpu.New(device.Options{Fused: fused, Threads: 1}), live: map[*tensor.Tensor]int64{}}
+}
+
+func (c *counting) Alloc(dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
+	t, err := c.Device.Alloc(dt, shape...)
+	if err == nil {
+		n := int64(t.Numel()) * int64(dt.Size())
+		c.live[t] = n
+		c.inUse += n
+		c.top = max(c.top, c.inUse)
+	}
+	return t, err
+}
+
+func (c *counting) Free(t *tensor.Tensor) {
+	c.inUse -= c.live[t]
+	delete(c.live, t)
+	c.Device.Free(t)
+}
+
+// TestMemoryAllocated: the bytes the model really allocates, its
+// parameters and gradients in New and its activations on the first
+// SetBatch, are those MemoryOn counts, on the fused device (the LM head in
+// 1024-row chunks: GPT-2's vocabulary, 2048 rows under fp32) and on the
+// decomposed one (all 2048 rows of logits), and Close frees them all.
+// Nothing is computed, so the tensors' pages are never touched.
+func TestMemoryAllocated(t *testing.T) {
+	cfg := Config{Vocab: 50304, MaxSeq: 1024, Layers: 2, Heads: 2, Channels: 32}
+	const B, T = 2, 1024
+	for _, fused := range []bool{true, false} {
+		for _, p := range []amp.Policy{amp.FP32, amp.BF16} {
+			dev := newCounting(fused)
+			m, err := New(dev, cfg, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := MemoryOn(dev, cfg, B, T, p)
+			if dev.inUse != want.Params+want.Grads {
+				t.Errorf("fused %v %s: New allocated %d bytes, MemoryOn counts %d for parameters and gradients", fused, p, dev.inUse, want.Params+want.Grads)
+			}
+			before := dev.inUse
+			if err := m.SetBatch(make([]int32, B*T), nil, B, T); err != nil {
+				t.Fatal(err)
+			}
+			if got := dev.inUse - before; got != want.Activations {
+				t.Errorf("fused %v %s: the activations take %d bytes, MemoryOn counts %d", fused, p, got, want.Activations)
+			}
+			rows := HeadRows(cfg.Vocab, B*T, p.Half(), fused)
+			if wantRows := map[bool]int{true: 1024, false: B * T}[fused]; p == amp.FP32 && rows != wantRows {
+				t.Errorf("fused %v: head rows %d, want %d", fused, rows, wantRows)
+			}
+			if m.acts.rows != rows || m.acts.logits.Shape[0] != rows {
+				t.Errorf("fused %v %s: the model's chunk is %d rows (%v), HeadRows says %d", fused, p, m.acts.rows, m.acts.logits.Shape, rows)
+			}
+			m.Close()
+			if dev.inUse != 0 {
+				t.Errorf("fused %v %s: %d bytes still allocated after Close", fused, p, dev.inUse)
+			}
+		}
+	}
+}
