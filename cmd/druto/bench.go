@@ -96,6 +96,11 @@ func runBench(args []string) error {
 	if *kernelsOnly {
 		return benchKernels(be, *out)
 	}
+	if r, err := gpt.HeadRowsOverride(); err != nil {
+		return err
+	} else if r > 0 {
+		fmt.Fprintf(os.Stderr, "druto bench: %s=%d: the fused LM head runs in chunks of %d rows\n", gpt.HeadRowsEnv, r, r)
+	}
 	ms, err := parseModes(*modes)
 	if err != nil {
 		return err

@@ -133,6 +133,9 @@ func runTrain(args []string) error {
 	if *logEvery < 1 {
 		return fmt.Errorf("--log-every %d must be at least 1", *logEvery)
 	}
+	if _, err := gpt.HeadRowsOverride(); err != nil {
+		return err
+	}
 	if *dryRun {
 		mem := gpt.MemoryFor(cfg, *batch, *seq, policy)
 		head := fmt.Sprintf("LM head in chunks of %d rows", gpt.HeadRows(cfg.Vocab, *batch**seq, policy.DType(amp.Activation), true))

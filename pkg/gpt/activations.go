@@ -1,6 +1,10 @@
 package gpt
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
@@ -20,8 +24,15 @@ const minHeadRows = 64
 // fit 256 MiB, or n itself when all n rows fit (one chunk, the unchunked
 // head). At gpt2-124M (V 50304) that is 2048 rows under bf16 (206 MB) and
 // 1024 under fp32. The decomposed baseline does not chunk (fused false).
+// HeadRowsEnv, when set to a valid count, replaces the rule in fused modes.
 func HeadRows(V, n int, dt tensor.DType, fused bool) int {
-	if !fused || int64(n)*int64(V)*int64(dt.Size()) <= headBudget {
+	if !fused {
+		return n
+	}
+	if r, err := HeadRowsOverride(); err == nil && r > 0 {
+		return min(r, n)
+	}
+	if int64(n)*int64(V)*int64(dt.Size()) <= headBudget {
 		return n
 	}
 	r := minHeadRows
@@ -29,6 +40,26 @@ func HeadRows(V, n int, dt tensor.DType, fused bool) int {
 		r *= 2
 	}
 	return min(r, n)
+}
+
+// HeadRowsEnv names the environment variable that sets the LM head's chunk
+// (rows, a multiple of 8) in fused modes, for measuring the trade between
+// the chunk's memory and its GEMMs' speed (e.g. DRUTO_HEAD_ROWS=4096).
+const HeadRowsEnv = "DRUTO_HEAD_ROWS"
+
+// HeadRowsOverride returns the chunk HeadRowsEnv sets, 0 when it is unset,
+// and an error naming the variable when its value is not a positive
+// multiple of 8 (HeadRows then keeps its rule).
+func HeadRowsOverride() (int, error) {
+	v, ok := os.LookupEnv(HeadRowsEnv)
+	if !ok || v == "" {
+		return 0, nil
+	}
+	r, err := strconv.Atoi(v)
+	if err != nil || r < 8 || r%8 != 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive multiple of 8 rows (or unset it)", HeadRowsEnv, v)
+	}
+	return r, nil
 }
 
 // actSpec is one activation buffer: its kind (which decides its dtype under

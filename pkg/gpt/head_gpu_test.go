@@ -60,6 +60,7 @@ func fusedGPU(t *testing.T) *gpu.Device {
 // and within 256 MiB (the device's workspace and scratch) of what
 // MemoryOn counts for the model and its activations.
 func TestGPUHeadChunked(t *testing.T) {
+	t.Setenv(HeadRowsEnv, "") // the rule, not an override
 	dev := fusedGPU(t)
 	cfg := Config{Vocab: 50304, MaxSeq: 1024, Layers: 1, Heads: 12, Channels: 768}
 	const B, T = 5, 1024

@@ -1,6 +1,7 @@
 package gpt
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
@@ -32,6 +33,7 @@ import (
 // the LM head's chunk of logits: 2048 rows × V = 103,022,592 elements under
 // 16-bit (206 MB, within the 256 MiB budget), 1024 rows under fp32.
 func TestMemoryGPT2(t *testing.T) {
+	t.Setenv(HeadRowsEnv, "") // the rule, not an override
 	cfg, err := Preset("gpt2-124M")
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +79,7 @@ func TestMemoryGPT2(t *testing.T) {
 // the activations shrink by exactly the difference, and MemoryOn follows
 // the device's AttentionState (the CPU saves the probabilities).
 func TestMemoryWithLSE(t *testing.T) {
+	t.Setenv(HeadRowsEnv, "") // the rule, not an override
 	cfg, err := Preset("gpt2-124M")
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +106,7 @@ func TestMemoryWithLSE(t *testing.T) {
 // of the two); MemoryOn follows the device's kind; and HeadRows keeps the
 // chunk within its budget with GEMMs of at least 64 rows.
 func TestMemoryHead(t *testing.T) {
+	t.Setenv(HeadRowsEnv, "") // the rule, not an override
 	cfg, err := Preset("gpt2-124M")
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +195,7 @@ func (c *counting) Free(t *tensor.Tensor) {
 // decomposed one (all 2048 rows of logits), and Close frees them all.
 // Nothing is computed, so the tensors' pages are never touched.
 func TestMemoryAllocated(t *testing.T) {
+	t.Setenv(HeadRowsEnv, "") // the rule, not an override
 	cfg := Config{Vocab: 50304, MaxSeq: 1024, Layers: 2, Heads: 2, Channels: 32}
 	const B, T = 2, 1024
 	for _, fused := range []bool{true, false} {
@@ -222,6 +227,35 @@ func TestMemoryAllocated(t *testing.T) {
 			if dev.inUse != 0 {
 				t.Errorf("fused %v %s: %d bytes still allocated after Close", fused, p, dev.inUse)
 			}
+		}
+	}
+}
+
+// TestHeadRowsOverride: DRUTO_HEAD_ROWS replaces the rule in fused modes
+// (clamped to the rows there are), never in the decomposed one, and a
+// value that is not a positive multiple of 8 is an error naming the
+// variable while HeadRows keeps its rule.
+func TestHeadRowsOverride(t *testing.T) {
+	t.Setenv(HeadRowsEnv, "4096")
+	if r, err := HeadRowsOverride(); r != 4096 || err != nil {
+		t.Fatalf("HeadRowsOverride = %d, %v", r, err)
+	}
+	if got := HeadRows(50304, 16384, tensor.BF16, true); got != 4096 {
+		t.Errorf("HeadRows with the override = %d, want 4096", got)
+	}
+	if got := HeadRows(50304, 1000, tensor.BF16, true); got != 1000 {
+		t.Errorf("HeadRows of 1000 rows with the override = %d, want 1000", got)
+	}
+	if got := HeadRows(50304, 16384, tensor.BF16, false); got != 16384 {
+		t.Errorf("decomposed HeadRows with the override = %d, want all 16384", got)
+	}
+	for _, bad := range []string{"0", "-8", "100", "x"} {
+		t.Setenv(HeadRowsEnv, bad)
+		if _, err := HeadRowsOverride(); err == nil || !strings.Contains(err.Error(), HeadRowsEnv) {
+			t.Errorf("%s=%q: %v", HeadRowsEnv, bad, err)
+		}
+		if got := HeadRows(50304, 16384, tensor.BF16, true); got != 2048 {
+			t.Errorf("%s=%q: HeadRows = %d, want the rule's 2048", HeadRowsEnv, bad, got)
 		}
 	}
 }

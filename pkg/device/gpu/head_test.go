@@ -19,6 +19,7 @@ import (
 // launched one by one, bit for bit; and the measured peak memory stays
 // within 256 MiB of what gpt.MemoryOn counts.
 func TestGPUGraphChunkedHead(t *testing.T) {
+	t.Setenv(gpt.HeadRowsEnv, "") // the rule, not an override
 	const B, T, n = 3, 1024, 6
 	d := gpuDev(t, true)
 	cfg := gpt.Config{Vocab: 50304, MaxSeq: 1024, Layers: 1, Heads: 12, Channels: 768}
