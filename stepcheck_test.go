@@ -44,8 +44,10 @@ func TestStepChecks(t *testing.T) {
 	if !usable || len(checks) != 3 || len(notes) != 0 {
 		t.Fatalf("reference vs itself: usable %v, %d checks, notes %q", usable, len(checks), notes)
 	}
+	// The device under test runs its LM head in chunks (gpt.CompareStep):
+	// wte's gradient sums its rows in another order, nothing else differs.
 	for _, c := range checks {
-		if !c.Pass || c.Error != "" || c.GradRelErr != 0 {
+		if !c.Pass || c.Error != "" || c.GradRelErr > 1e-6 {
 			t.Errorf("%+v", c)
 		}
 	}

@@ -96,6 +96,11 @@ func runBench(args []string) error {
 	if *kernelsOnly {
 		return benchKernels(be, *out)
 	}
+	if r, err := gpt.HeadRowsOverride(); err != nil {
+		return err
+	} else if r > 0 {
+		fmt.Fprintf(os.Stderr, "druto bench: %s=%d: the fused LM head runs in chunks of %d rows\n", gpt.HeadRowsEnv, r, r)
+	}
 	ms, err := parseModes(*modes)
 	if err != nil {
 		return err
@@ -133,8 +138,8 @@ func runBench(args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", c.Name, m, err)
 			}
-			fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step\n",
-				c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath)
+			fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step  peak %s GiB\n",
+				c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath, gibOrDash(r.PeakBytes))
 			if *profile {
 				ceil := bench.Ceilings{PeakFLOPs: rep.PeakFLOPs, CopyGBps: rep.CopyGBps}
 				if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3}, ceil); err != nil {
@@ -154,20 +159,29 @@ func runBench(args []string) error {
 		return fmt.Errorf("no mode of --modes %s can run on this device (see the lines above)", *modes)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\tlaunches/step\tstep\t")
+	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\tlaunches/step\tact GiB\tpeak GiB\tstep\t")
 	ups := rep.SpeedUps()
 	for _, r := range rep.Records {
 		up := "-"
 		if v, ok := ups[r.Config][r.Mode]; ok {
 			up = fmt.Sprintf("%.2fx", v)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t%.1f\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up, r.Launches, r.StepPath)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t%.1f\t%s\t%s\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up, r.Launches,
+			gibOrDash(r.Memory.Activations), gibOrDash(r.PeakBytes), r.StepPath)
 	}
 	tw.Flush()
 	if *out != "" {
 		return rep.Save(*out)
 	}
 	return nil
+}
+
+// gibOrDash formats bytes in GiB (torch's memory unit), "-" for 0 (not measured).
+func gibOrDash(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(b)/(1<<30))
 }
 
 // benchKernels times each fused op against its decomposed form on the GPU

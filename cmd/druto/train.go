@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -130,19 +133,29 @@ func runTrain(args []string) error {
 	if *logEvery < 1 {
 		return fmt.Errorf("--log-every %d must be at least 1", *logEvery)
 	}
+	if _, err := gpt.HeadRowsOverride(); err != nil {
+		return err
+	}
 	if *dryRun {
 		mem := gpt.MemoryFor(cfg, *batch, *seq, policy)
-		fmt.Printf("%s (%d parameters), B %d T %d, %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy)
+		head := fmt.Sprintf("LM head in chunks of %d rows", gpt.HeadRows(cfg.Vocab, *batch**seq, policy.DType(amp.Activation), true))
+		if !*be.fused {
+			mem, head = gpt.MemoryDecomposed(cfg, *batch, *seq, policy), "decomposed: all logits kept"
+		}
+		fmt.Printf("%s (%d parameters), B %d T %d, %s (%s):\n", *preset, cfg.NumParams(), *batch, *seq, policy, head)
 		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
 			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
 		// The GPU's flash kernels save a log-sum-exp per row instead of the
 		// T×T probabilities (fused 16-bit, hs 32/64/128; bf16 on sm_80+,
 		// fp16 on sm_75+).
+		att := device.ProbState(policy.DType(amp.Activation), *batch, *seq, cfg.Heads)
 		if dt := policy.DType(amp.Activation); *be.fused && *be.name != "cpu" && gpu.FlashSupports(dt, cfg.Channels/cfg.Heads) {
-			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, device.LSEState(*batch, *seq, cfg.Heads))
+			att = device.LSEState(*batch, *seq, cfg.Heads)
+			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, att)
 			fmt.Printf("  with flash attention (GPU; bf16 sm_80+, fp16 sm_75+): activations %d bytes, total %d bytes (%.1f MiB)\n",
 				fm.Activations, fm.Total(), float64(fm.Total())/(1<<20))
 		}
+		fmt.Println("  activations by buffer (MB, the largest first):", breakdown(gpt.ActivationBreakdown(cfg, *batch, *seq, policy, att, *be.fused)))
 		return nil
 	}
 	oc := optim.Defaults(*steps)
@@ -239,4 +252,18 @@ func runTrain(args []string) error {
 	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f val %.4f in %s; %s\n",
 		final.Step, final.Loss, final.ValLoss, time.Since(start).Round(time.Millisecond), where)
 	return nil
+}
+
+// breakdown formats the activation buffers of at least 1 MB, the largest
+// first, as "qkv 906, fch 1208, ...".
+func breakdown(bs []gpt.ActivationBytes) string {
+	bs = slices.Clone(bs)
+	slices.SortStableFunc(bs, func(a, b gpt.ActivationBytes) int { return cmp.Compare(b.Bytes, a.Bytes) })
+	var parts []string
+	for _, b := range bs {
+		if b.Bytes >= 1e6 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", b.Name, float64(b.Bytes)/1e6))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -96,11 +96,16 @@ type Record struct {
 	Launches float64 `json:"launches_per_step,omitempty"`
 	// StepPath is how the step ran ("host", "device", "graph", or why a
 	// graph was not used).
-	StepPath string   `json:"step_path,omitempty"`
-	Memory   Memory   `json:"memory"`
-	Kernels  []Kernel `json:"kernels,omitempty"`
-	Util     []Util   `json:"util,omitempty"`
-	Profile  *Profile `json:"profile,omitempty"` // where the step's time goes (ProfileStep)
+	StepPath string `json:"step_path,omitempty"`
+	Memory   Memory `json:"memory"` // counted from the model's tables (gpt.MemoryOn)
+	// PeakBytes is the MEASURED high-water mark of the device memory in
+	// use during the case (model, optimizer, activations, the device's
+	// scratch and workspace), from the device's allocator, reset before
+	// the model is made; 0 where the device does not measure it (the CPU).
+	PeakBytes int64    `json:"peak_bytes,omitempty"`
+	Kernels   []Kernel `json:"kernels,omitempty"`
+	Util      []Util   `json:"util,omitempty"`
+	Profile   *Profile `json:"profile,omitempty"` // where the step's time goes (ProfileStep)
 }
 
 // Report is a benchmark run: where and when, and its records.
@@ -183,6 +188,10 @@ func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Reco
 		to.LogEvery = o.Steps
 		to.Notice = func(s string) { notes = append(notes, s) }
 	}
+	peaker, measures := dev.(PeakMemory)
+	if measures {
+		peaker.ResetMemoryPeak()
+	}
 	tr, err := train.New(dev, to, toks, nil)
 	if err != nil {
 		return Record{}, err
@@ -245,7 +254,17 @@ func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Reco
 	}
 	mem := gpt.MemoryOn(dev, c.Config, c.Batch, c.Seq, m.Policy) // the attention state dev saves
 	r.Memory = Memory{mem.Params, mem.Grads, mem.Optimizer, mem.Activations}
+	if measures {
+		r.PeakBytes = peaker.MemoryPeak()
+	}
 	return r, nil
+}
+
+// PeakMemory is implemented by devices that measure the high-water mark of
+// their memory in use (the GPU: its caching allocator's bytes handed out).
+type PeakMemory interface {
+	ResetMemoryPeak()
+	MemoryPeak() int64
 }
 
 // SpeedUps returns, per config, each mode's speed-up over the baseline

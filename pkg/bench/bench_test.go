@@ -11,6 +11,7 @@ import (
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 func tinyCase(t *testing.T) Case {
@@ -126,5 +127,62 @@ func TestPeakCPU(t *testing.T) {
 	}
 	if limit := float64(dev.Threads()) * 512e9; !(flops > 0 && flops < limit) {
 		t.Errorf("peak %v FLOP/s outside (0, %v)", flops, limit)
+	}
+}
+
+// peakCPU is a CPU device that measures its memory as the GPU's allocator
+// does: the high-water mark of the bytes of its live tensors.
+type peakCPU struct {
+	*cpu.Device
+	live       map[*tensor.Tensor]int64
+	inUse, top int64
+	resets     int
+}
+
+func (c *peakCPU) Alloc(dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
+	t, err := c.Device.Alloc(dt, shape...)
+	if err == nil {
+		c.live[t] = int64(t.Numel()) * int64(dt.Size())
+		c.inUse += c.live[t]
+		c.top = max(c.top, c.inUse)
+	}
+	return t, err
+}
+
+func (c *peakCPU) Free(t *tensor.Tensor) {
+	c.inUse -= c.live[t]
+	delete(c.live, t)
+}
+
+func (c *peakCPU) ResetMemoryPeak()  { c.top, c.resets = c.inUse, c.resets+1 }
+func (c *peakCPU) MemoryPeak() int64 { return c.top }
+
+// TestStepTimesPeak: on a device that measures its memory, the record
+// carries the peak of the case, reset before the model is made: at least
+// the model, optimizer and activations that gpt.MemoryOn counts (on the
+// CPU, which has no scratch of its own, exactly those) plus what an earlier
+// case still holds, never that case's stale mark. A device that does not
+// measure leaves it 0.
+func TestStepTimesPeak(t *testing.T) {
+	c := tinyCase(t)
+	m := Mode{Fused: true, Policy: amp.BF16}
+	dev := &peakCPU{Device: cpu.New(device.Options{Fused: true, Threads: 2}), live: map[*tensor.Tensor]int64{}}
+	left, _ := dev.Alloc(tensor.F32, 1<<20) // an earlier case's 4 MiB, still held
+	dev.top = 1 << 40                       // and a stale mark
+	r, err := StepTimes(dev, c, m, Options{Warmup: 1, Steps: 1}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := gpt.MemoryOn(dev, c.Config, c.Batch, c.Seq, m.Policy)
+	total := mem.Params + mem.Grads + mem.Optimizer + mem.Activations
+	held := int64(4 << 20)
+	if dev.resets != 1 || r.PeakBytes != held+total {
+		t.Errorf("peak %d bytes after %d resets; the step counts %d bytes, %d were held before", r.PeakBytes, dev.resets, total, held)
+	}
+	t.Logf("tiny B2 T32 bf16: peak %d bytes, counted %d (+%d held)", r.PeakBytes, total, held)
+	dev.Free(left)
+	r, err = StepTimes(cpu.New(device.Options{Fused: true, Threads: 2}), c, m, Options{Warmup: 1, Steps: 1}, 0)
+	if err != nil || r.PeakBytes != 0 {
+		t.Fatalf("a device that does not measure: peak %d, %v", r.PeakBytes, err)
 	}
 }

@@ -41,7 +41,10 @@ type PoolStats struct {
 	Allocs, Hits   int64
 	InUse          uint64 // bytes handed out (by size class)
 	Cached         uint64 // bytes held in free lists
-	Peak           uint64 // largest InUse+Cached seen
+	Peak           uint64 // largest InUse+Cached seen (since ResetPeak)
+	// PeakInUse is the largest InUse seen since ResetPeak: the high-water
+	// mark of the memory in use, torch.cuda.max_memory_allocated's measure.
+	PeakInUse uint64
 }
 
 func newPool(raw rawMemory) *Pool {
@@ -83,6 +86,7 @@ func (p *Pool) allocLocked(n uint64) (DevicePtr, error) {
 		p.stats.Hits++
 		p.stats.Cached -= size
 		p.stats.InUse += size
+		p.stats.PeakInUse = max(p.stats.PeakInUse, p.stats.InUse)
 		p.live[ptr] = size
 		return ptr, nil
 	}
@@ -107,6 +111,7 @@ func (p *Pool) allocLocked(n uint64) (DevicePtr, error) {
 	p.stats.InUse += size
 	p.live[ptr] = size
 	p.stats.Peak = max(p.stats.Peak, p.stats.InUse+p.stats.Cached)
+	p.stats.PeakInUse = max(p.stats.PeakInUse, p.stats.InUse)
 	return ptr, nil
 }
 
@@ -172,6 +177,16 @@ func (p *Pool) Close() error {
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// ResetPeak starts the high-water marks (Peak, PeakInUse) again from the
+// memory held and in use now, so that a measurement sees only what comes
+// after it.
+func (p *Pool) ResetPeak() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.Peak = p.stats.InUse + p.stats.Cached
+	p.stats.PeakInUse = p.stats.InUse
 }
 
 // Stats returns a snapshot of the pool's counters.

@@ -98,3 +98,36 @@ func TestArena(t *testing.T) {
 		t.Fatalf("close: %v, stats %+v", err, p.Stats())
 	}
 }
+
+// TestPoolPeak: PeakInUse is the high-water mark of the bytes in use (by
+// size class), also when blocks come from the cache, and ResetPeak starts
+// it again from what is in use now.
+func TestPoolPeak(t *testing.T) {
+	p := newPool(fakeRaw{newFakeDriver()})
+	defer p.Close()
+	a, _ := p.Alloc(3 << 20) // 4 MiB class
+	b, _ := p.Alloc(1000)    // 1024
+	if st := p.Stats(); st.PeakInUse != 4<<20+1024 || st.Peak != st.PeakInUse {
+		t.Fatalf("after two allocations: %+v", st)
+	}
+	if err := p.Free(a); err != nil {
+		t.Fatal(err)
+	}
+	p.ResetPeak()
+	if st := p.Stats(); st.PeakInUse != 1024 || st.Peak != 4<<20+1024 {
+		t.Fatalf("after ResetPeak: in use peak %d (want 1024), held peak %d (want %d)", st.PeakInUse, st.Peak, 4<<20+1024)
+	}
+	c, _ := p.Alloc(4 << 20) // a cache hit
+	if st := p.Stats(); st.PeakInUse != 4<<20+1024 || st.Hits != 1 {
+		t.Fatalf("after a cache hit: %+v", st)
+	}
+	for _, x := range []DevicePtr{b, c} {
+		if err := p.Free(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.ResetPeak()
+	if st := p.Stats(); st.PeakInUse != 0 || st.InUse != 0 {
+		t.Fatalf("all freed, after ResetPeak: %+v", st)
+	}
+}

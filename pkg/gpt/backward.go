@@ -1,16 +1,15 @@
 package gpt
 
-// backward accumulates the parameter gradients, starting from the dlogits
-// that forward's fused classifier wrote over the logits. Ops run in the
-// reverse order of forward, as in llm.c. Errors surface at the next Sync.
+// backward accumulates the parameter gradients, starting from dln, the
+// gradient of ln_f's output that the chunked LM head (head) wrote, and
+// after the head's share of wte's gradient. Ops run in the reverse order of
+// forward, as in llm.c. Errors surface at the next Sync.
 func (m *Model) backward() {
 	d, a, p, g := m.dev, m.acts, m.wp, m.gp
 	B, T := m.B, m.T
 	N := B * T
-	C, NH, L, V := m.Config.Channels, m.Config.Heads, m.Config.Layers, m.Config.Vocab
+	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
 
-	d.Zero(a.dln)
-	d.MatmulBackward(a.dln, g.wte, nil, a.logits, a.lnf, p.wte, N, C, V)
 	d.Zero(a.dresidual)
 	d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
 

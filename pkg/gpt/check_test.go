@@ -90,7 +90,8 @@ func TestCompareStepCatchesAdamW(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(d)
-	if d.Pass() || d.GradRelErr != 0 || !(d.OptimRelErr > OptimLimit) {
+	// The gradients differ only by the chunked LM head's summation order.
+	if d.Pass() || d.GradRelErr > 1e-6 || !(d.OptimRelErr > OptimLimit) {
 		t.Errorf("a skewed AdamW step: %v", d)
 	}
 }

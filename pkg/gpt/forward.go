@@ -2,7 +2,9 @@ package gpt
 
 import (
 	"fmt"
+	"math"
 
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -23,7 +25,11 @@ func (m *Model) ensure(B, T int) error {
 			return nil
 		}
 	}
-	a, err := allocActivations(m.dev, m.Config, m.Policy, B, T)
+	rows := HeadRows(m.Config.Vocab, B*T, m.Policy.DType(amp.Activation), m.dev.Fused())
+	if m.headRows > 0 {
+		rows = min(m.headRows, B*T)
+	}
+	a, err := allocActivations(m.dev, m.Config, m.Policy, B, T, rows)
 	if err != nil {
 		return err
 	}
@@ -38,7 +44,8 @@ func (m *Model) ensure(B, T int) error {
 
 // Forward runs the model on inputs (B·T token ids, row-major (B,T)). With
 // targets it also returns the mean cross-entropy loss; with targets nil it
-// only computes logits (for sampling) and returns 0. Logits returns them.
+// stops at the final layernorm and returns 0. Logits and LogitsAt then
+// compute the logits from its output on demand.
 func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 	return m.forward(inputs, targets, B, T, 0)
 }
@@ -46,11 +53,16 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 // Gradients runs forward and backward on one batch and accumulates into the
 // gradient buffer the gradient of lossScale × mean loss (call ZeroGrad first
 // unless accumulating micro-batches; lossScale is the GradScaler's scale, 1
-// without scaling). It returns the mean loss. The classifier computes loss
-// and gradient in one pass, so the logits are not kept.
+// without scaling, and must not be 0). It returns the mean loss. The LM
+// head runs in chunks of rows (HeadRows): the fused classifier computes a
+// chunk's losses and gradient in one pass, and the gradient goes at once
+// into the input gradient and wte's, so the logits are not kept.
 func (m *Model) Gradients(inputs, targets []int32, B, T int, lossScale float32) (float32, error) {
 	if targets == nil {
 		return 0, fmt.Errorf("gpt: Gradients needs targets")
+	}
+	if lossScale == 0 || math.IsNaN(float64(lossScale)) || math.IsInf(float64(lossScale), 0) {
+		return 0, fmt.Errorf("gpt: Gradients: loss scale %v must be finite and nonzero", lossScale)
 	}
 	if _, err := m.forward(inputs, targets, B, T, lossScale/float32(B*T)); err != nil {
 		return 0, err
@@ -108,10 +120,10 @@ func (m *Model) SetBatch(inputs, targets []int32, B, T int) error {
 }
 
 // run queues the forward pass over the batch of SetBatch and, with
-// targets, the fused classifier: losses, and with dscale != 0 the gradient
-// (softmax - onehot)·dscale over the logits, dscale multiplied on the
-// device by the loss scale in state when state is not nil
-// (device.Stepper). It neither uploads nor waits.
+// targets, the LM head and the fused classifier (head): losses, and with
+// dscale != 0 the gradient of the head, dscale multiplied on the device by
+// the loss scale in state when state is not nil (device.Stepper). It
+// neither uploads nor waits.
 func (m *Model) run(B, T int, targets bool, dscale float32, state *tensor.Tensor) {
 	d, a, p := m.dev, m.acts, m.wp
 	N := B * T
@@ -126,8 +138,10 @@ func (m *Model) run(B, T int, targets bool, dscale float32, state *tensor.Tensor
 			residual = layer(a.residual3, l-1)
 		}
 		ln1, qkv, atty, att := layer(a.ln1, l), layer(a.qkv, l), layer(a.atty, l), layer(a.att, l)
-		attproj, residual2 := layer(a.attproj, l), layer(a.residual2, l)
-		ln2, fch, fchGelu, fcproj := layer(a.ln2, l), layer(a.fch, l), layer(a.fchGelu, l), layer(a.fcproj, l)
+		// attproj and fcproj are one (N, C) buffer for every layer: each is
+		// read only by the residual add after it (activationSpecs).
+		attproj, residual2 := a.attproj, layer(a.residual2, l)
+		ln2, fch, fchGelu, fcproj := layer(a.ln2, l), layer(a.fch, l), layer(a.fchGelu, l), a.fcproj
 
 		d.Matmul(qkv, nil, ln1, w.qkvw, w.qkvb, N, C, 3*C, device.None)
 		d.Attention(atty, att, qkv, B, T, C, NH)
@@ -144,19 +158,44 @@ func (m *Model) run(B, T int, targets bool, dscale float32, state *tensor.Tensor
 			d.ResidualLayerNorm(layer(a.residual3, l), a.lnf, a.lnfMean, a.lnfRstd, residual2, fcproj, p.lnfw, p.lnfb, N, C)
 		}
 	}
-	d.Matmul(a.logits, nil, a.lnf, p.wte, nil, N, C, m.Config.Vocab, device.None)
 	m.B, m.T = B, T
-	m.logitsValid = dscale == 0
-	if !targets {
-		return
+	m.logitsOf = nil
+	if dscale == 0 {
+		m.logitsOf = a // Logits may compute them from lnf
 	}
-	// The fused classifier: losses, and with dscale != 0 the gradient
-	// (softmax - onehot)·dscale written over the logits in the same pass.
-	if state != nil {
-		d.(device.Stepper).CrossEntropyScaled(a.losses, a.logits, a.targets, state, N, m.Config.Vocab, dscale)
-		return
+	if targets {
+		m.head(N, dscale, state)
 	}
-	d.CrossEntropy(a.losses, a.logits, a.targets, N, m.Config.Vocab, dscale)
+}
+
+// head queues the LM head and the fused classifier over the N rows of lnf
+// in chunks of a.rows rows (HeadRows), so that the (N, V) logits never
+// exist: per chunk, the logits into the chunk buffer, then the classifier
+// (the chunk's losses, and with dscale != 0 the gradient
+// (softmax - onehot)·dscale written over the chunk's logits in the same
+// pass), and with the gradient at once dln[chunk] = dlogits·wte and
+// dwte += dlogitsᵀ·lnf[chunk]. Every chunk uses the same buffers, so a
+// graph captures it like any other op.
+func (m *Model) head(N int, dscale float32, state *tensor.Tensor) {
+	d, a, p, g := m.dev, m.acts, m.wp, m.gp
+	C, V := m.Config.Channels, m.Config.Vocab
+	if dscale != 0 {
+		d.Zero(a.dln)
+	}
+	for r := 0; r < N; r += a.rows {
+		n := min(a.rows, N-r)
+		logits, x := rowsOf(a.logits, 0, n), rowsOf(a.lnf, r, n)
+		losses, targets := rowsOf(a.losses, r, n), rowsOf(a.targets, r, n)
+		d.Matmul(logits, nil, x, p.wte, nil, n, C, V, device.None)
+		if state != nil {
+			d.(device.Stepper).CrossEntropyScaled(losses, logits, targets, state, n, V, dscale)
+		} else {
+			d.CrossEntropy(losses, logits, targets, n, V, dscale)
+		}
+		if dscale != 0 {
+			d.MatmulBackward(rowsOf(a.dln, r, n), g.wte, nil, logits, x, p.wte, n, C, V)
+		}
+	}
 }
 
 // meanLoss downloads the per-token losses of the last forward and returns
@@ -176,10 +215,72 @@ func (m *Model) meanLoss() (float32, error) {
 	return float32(sum / float64(len(host.F32()))), nil
 }
 
-// Logits downloads the logits of the last Forward as (B, T, V) fp32 values.
+// Logits returns the logits of the last Forward as (B, T, V) fp32 values
+// (rounded to the policy's storage type). They are computed now, chunk by
+// chunk, from the final layernorm's output that Forward kept and the
+// current weights: on the device no more than one chunk exists at a time.
 func (m *Model) Logits() ([]float32, error) {
-	if m.acts == nil || !m.logitsValid {
-		return nil, fmt.Errorf("gpt: no Forward has run since the last Gradients")
+	a, err := m.logitsSet()
+	if err != nil {
+		return nil, err
 	}
-	return m.download(m.acts.logits)
+	N, V := a.B*a.T, m.Config.Vocab
+	out := make([]float32, N*V)
+	for r := 0; r < N; r += a.rows {
+		n := min(a.rows, N-r)
+		logits := rowsOf(a.logits, 0, n)
+		m.dev.Matmul(logits, nil, rowsOf(a.lnf, r, n), m.wp.wte, nil, n, m.Config.Channels, V, device.None)
+		if err := m.fetch(out[r*V:(r+n)*V], logits); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// LogitsAt returns the logits of the given rows of the last Forward (row
+// b·T + t is sequence b at position t), V fp32 values per row in the order
+// given. Like Logits they are computed now, but only for these rows:
+// sampling, which needs the last position, makes no (B·T, V) buffer.
+func (m *Model) LogitsAt(rows ...int) ([]float32, error) {
+	a, err := m.logitsSet()
+	if err != nil {
+		return nil, err
+	}
+	N, V, C := a.B*a.T, m.Config.Vocab, m.Config.Channels
+	for _, r := range rows {
+		if r < 0 || r >= N {
+			return nil, fmt.Errorf("gpt: LogitsAt row %d outside the last Forward's %d rows (B %d x T %d)", r, N, a.B, a.T)
+		}
+	}
+	out := make([]float32, len(rows)*V)
+	for i := 0; i < len(rows); i += a.rows {
+		n := min(a.rows, len(rows)-i)
+		for j, r := range rows[i : i+n] {
+			m.dev.Matmul(rowsOf(a.logits, j, 1), nil, rowsOf(a.lnf, r, 1), m.wp.wte, nil, 1, C, V, device.None)
+		}
+		if err := m.fetch(out[i*V:(i+n)*V], rowsOf(a.logits, 0, n)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// logitsSet returns the activations of the last Forward while Logits may
+// read them: no Gradients ran since, and no SetBatch of another size.
+func (m *Model) logitsSet() (*activations, error) {
+	if m.acts == nil || m.logitsOf != m.acts {
+		return nil, fmt.Errorf("gpt: no Forward has run since the last Gradients or SetBatch of another size")
+	}
+	return m.acts, nil
+}
+
+// fetch downloads t into dst as fp32 values, waiting for the device.
+func (m *Model) fetch(dst []float32, t *tensor.Tensor) error {
+	host := tensor.New(t.DType, t.Shape...)
+	m.dev.Download(host, t)
+	if err := m.dev.Sync(); err != nil {
+		return err
+	}
+	copy(dst, host.ToF32())
+	return nil
 }

@@ -27,20 +27,34 @@ func (m Memory) String() string {
 
 // MemoryFor counts the bytes of a training step of cfg at batch B and
 // sequence T under policy p, from the same tables the model allocates by,
-// with attention saving its probabilities (device.ProbState: the CPU, the
-// decomposed GPU path, fp32). MemoryWith takes the state a device reports.
+// for fused ops (the LM head in chunks of HeadRows rows) with attention
+// saving its probabilities (device.ProbState: the CPU, the decomposed GPU
+// path, fp32). MemoryWith takes the state a device reports; MemoryOn asks
+// the device for both.
 func MemoryFor(cfg Config, B, T int, p amp.Policy) Memory {
 	return MemoryWith(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads))
 }
 
 // MemoryOn is MemoryFor with the attention state dev saves
-// (dev.AttentionState; the GPU's flash kernels keep only a log-sum-exp).
+// (dev.AttentionState; the GPU's flash kernels keep only a log-sum-exp)
+// and its kind of ops: the decomposed baseline (dev.Fused false) keeps
+// the whole (B·T, V) logits.
 func MemoryOn(dev device.Device, cfg Config, B, T int, p amp.Policy) Memory {
-	return MemoryWith(cfg, B, T, p, dev.AttentionState(p.DType(amp.Activation), B, T, cfg.Channels, cfg.Heads))
+	return memoryOf(cfg, B, T, p, dev.AttentionState(p.DType(amp.Activation), B, T, cfg.Channels, cfg.Heads), dev.Fused())
 }
 
 // MemoryWith is MemoryFor with attention saving att per layer.
 func MemoryWith(cfg Config, B, T int, p amp.Policy, att device.AttnState) Memory {
+	return memoryOf(cfg, B, T, p, att, true)
+}
+
+// MemoryDecomposed is MemoryFor for the decomposed baseline: attention
+// saves its probabilities and the LM head's logits are not chunked.
+func MemoryDecomposed(cfg Config, B, T int, p amp.Policy) Memory {
+	return memoryOf(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads), false)
+}
+
+func memoryOf(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bool) Memory {
 	n := int64(cfg.NumParams())
 	mem := Memory{
 		Params:    n * int64(p.DType(amp.Master).Size()),
@@ -50,13 +64,25 @@ func MemoryWith(cfg Config, B, T int, p amp.Policy, att device.AttnState) Memory
 	if p.Mixed() {
 		mem.Params += n * int64(p.DType(amp.Working).Size())
 	}
-	for _, s := range activationSpecs(cfg, B, T, att) {
-		size := s.dtype(p).Size()
-		e := int64(1)
-		for _, d := range s.shape {
-			e *= int64(d)
-		}
-		mem.Activations += e * int64(size)
+	for _, b := range ActivationBreakdown(cfg, B, T, p, att, fused) {
+		mem.Activations += b.Bytes
 	}
 	return mem
+}
+
+// ActivationBytes is one buffer of a training step's activations.
+type ActivationBytes struct {
+	Name  string // e.g. "qkv" (all layers), "work" (the shared scratch)
+	Bytes int64
+}
+
+// ActivationBreakdown lists the activation buffers of a training step, as
+// MemoryWith counts them (fused: the LM head in chunks).
+func ActivationBreakdown(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bool) []ActivationBytes {
+	rows := HeadRows(cfg.Vocab, B*T, p.DType(amp.Activation), fused)
+	var out []ActivationBytes
+	for _, s := range activationSpecs(cfg, B, T, att, rows) {
+		out = append(out, ActivationBytes{s.name, s.bytes(p)})
+	}
+	return out
 }

@@ -127,11 +127,11 @@ func (s *Sampler) Generate(prompt []int32, n int, emit func(string) error) ([]in
 		if _, err := m.Forward(ctx, nil, 1, T); err != nil {
 			return nil, err
 		}
-		logits, err := m.Logits()
+		// Only the last position's logits: no (T, V) buffer.
+		row, err := m.LogitsAt(len(window) - 1)
 		if err != nil {
 			return nil, err
 		}
-		row := logits[(len(window)-1)*V : len(window)*V]
 		for j, v := range row {
 			if !finite(float64(v)) {
 				return nil, fmt.Errorf("train: the model's logit %d is %v at generated token %d: its outputs are not finite, so nothing can be sampled", j, v, i+1)
