@@ -24,8 +24,10 @@ package gpu
 // output type before adding β·C, so accumulating into a non-zero 16-bit
 // gradient rounds twice; the model's are zeroed first); fused, the wgrad runs on cuBLASLt
 // with the bias-gradient epilogue (EpilogueBGradB: Σ over the N rows of
-// dout, written into an fp32 scratch vector) and one small kernel adds that
-// into dbias (backward ops accumulate; the epilogue overwrites).
+// dout, or of its 16-bit copy where dout is fp32, written into an fp32
+// scratch vector) and one small kernel adds that into dbias (backward ops
+// accumulate; the epilogue overwrites). MatmulBackwardGELU (matmul_gelu.go)
+// runs the dgrad GEMM with the DGELU_BGRAD epilogue instead.
 // Decomposed, dbias comes from matmul.cu's column-sum kernel. A
 // configuration cuBLASLt has no algorithm for (an odd leading dimension
 // with an aux matrix, say) runs the decomposed sequence instead; the reason
@@ -286,14 +288,9 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 	if N == 0 {
 		return
 	}
-	// g is dout as a GEMM operand of type h.
-	g := d.ptr(dout)
-	if dout.DType != h {
-		g = d.scratch("matmul.dout", N*OC*h.Size())
-		if g == 0 {
-			return
-		}
-		d.Cast(tensor.OnDevice(h, uintptr(g), N, OC), dout)
+	g := d.gemmOperand(dout, h, N*OC)
+	if g == 0 {
+		return
 	}
 	if dinp != nil {
 		dt, _ := dataType(dinp.DType)
@@ -307,11 +304,37 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 			return
 		}
 	}
+	d.weightGrad(op, dweight, dbias, dout, g, inp, N, C, OC, ht)
+}
+
+// gemmOperand returns dout as a GEMM operand of type h: dout itself, or
+// (an fp32 residual gradient against 16-bit weights) its cast into a reused
+// scratch buffer; 0 with the error recorded.
+func (d *Device) gemmOperand(dout *tensor.Tensor, h tensor.DType, n int) cuda.DevicePtr {
+	if dout.DType == h {
+		return d.ptr(dout)
+	}
+	g := d.scratch("matmul.dout", n*h.Size())
+	if g != 0 {
+		d.Cast(tensor.OnDevice(h, uintptr(g), n), dout)
+	}
+	return g
+}
+
+// weightGrad queues dweight += doutᵀ·inp and dbias += Σ_rows dout, with g
+// dout as an operand of type ht (gemmOperand).
+//
+// Fused, with an fp32 dweight, the bias gradient comes from the GEMM's
+// BGRADB epilogue over g: written into an fp32 scratch vector, then added
+// into dbias by one small kernel (backward ops accumulate; the epilogue
+// overwrites). Where dout is an fp32 residual gradient and g its 16-bit
+// copy, dbias is thereby summed from the 16-bit values, as PyTorch's
+// autocast does (the linear layer's output gradient is 16-bit there);
+// otherwise, and where cuBLASLt has no algorithm, matmul.cu's column-sum
+// kernel sums dout itself.
+func (d *Device) weightGrad(op string, dweight, dbias, dout *tensor.Tensor, g cuda.DevicePtr, inp *tensor.Tensor, N, C, OC int, ht cuda.DataType) {
 	wt, _ := dataType(dweight.DType)
-	// The bias gradient from the epilogue needs dout itself as the operand
-	// (not a 16-bit copy of an fp32 dout) and an fp32 dweight, whose type
-	// the bias vector takes.
-	if d.fused && dbias != nil && dout.DType == h && dweight.DType == tensor.F32 && ltAligned(d.ptr(inp), g, d.ptr(dweight)) {
+	if d.fused && dbias != nil && dweight.DType == tensor.F32 && ltAligned(d.ptr(inp), g, d.ptr(dweight)) {
 		p := cuda.LtParams{
 			TransB: true, M: C, N: OC, K: N,
 			AType: ht, BType: ht, CType: wt, LDA: C, LDB: OC, LDC: C,
