@@ -58,10 +58,23 @@ type ltKey struct {
 	p cuda.LtParams
 }
 
-// ltEntry is a configured matmul or why cuBLASLt could not configure it.
+// ltEntry is a configured matmul or why cuBLASLt could not configure it,
+// and the candidate algorithm it runs (the heuristic's first, or the
+// fastest where DRUTO_GEMM_TUNE=1 timed them).
 type ltEntry struct {
-	m   *cuda.LtMatmul
-	err error
+	m    *cuda.LtMatmul
+	err  error
+	best int
+	note string // how best was chosen
+}
+
+// ltExtra is the state of the micro-benchmarks and of tuning: force makes
+// every cuBLASLt matmul run candidate force-1 (0: each its best); trace,
+// when not nil, collects the matmuls run; tune is DRUTO_GEMM_TUNE=1.
+type ltExtra struct {
+	force int
+	trace *[]*cuda.LtMatmul
+	tune  int // 0 unread, 1 off, 2 on
 }
 
 // dataType maps a float dtype to its cuBLAS element type.
@@ -102,24 +115,91 @@ func ltAligned(ptrs ...cuda.DevicePtr) bool {
 	return true
 }
 
-// ltMatmul returns the configured cuBLASLt matmul for p, made once; nil
-// when cuBLASLt has no algorithm for it (the caller falls back).
+// ltMatmul returns the configured cuBLASLt matmul for p, made once per
+// (shape, layout, dtypes, epilogue): up to cuda.LtCandidates algorithms from
+// the heuristic, of which the first runs (with DRUTO_GEMM_TUNE=1 the
+// fastest, see ltTune, timed at the first use by the caller's tune
+// closure). nil when cuBLASLt has no algorithm for it (the caller falls
+// back). Nothing is configured during graph capture: the step runs once
+// plainly first.
 func (d *Device) ltMatmul(p cuda.LtParams) *cuda.LtMatmul {
 	if launchHook != nil {
 		return nil // no cuBLASLt in launch tests: the decomposed sequence runs
 	}
 	p.MaxWorkspace = WorkspaceBytes
 	k := ltKey{p}
-	if e, ok := d.lts[k]; ok {
-		return e.m
+	e, ok := d.lts[k]
+	if !ok {
+		if d.capturing {
+			d.fail(fmt.Errorf("gpu: matmul: a cuBLASLt algorithm would be chosen during graph capture (run the step once before capturing)"))
+			return nil
+		}
+		e.m, e.err = d.lt.NewMatmul(p)
+		e.note = "heuristic"
+		if e.m != nil && d.tuning() {
+			e.best, e.note = d.ltTune(p, e)
+		}
+		d.lts[k] = e
 	}
-	if d.capturing {
-		d.fail(fmt.Errorf("gpu: matmul: a cuBLASLt algorithm would be chosen during graph capture (run the step once before capturing)"))
+	if e.m == nil {
 		return nil
 	}
-	m, err := d.lt.NewMatmul(p)
-	d.lts[k] = ltEntry{m: m, err: err}
-	return m
+	want := e.best
+	if f := d.ltx.force; f > 0 {
+		if f > e.m.Algos() {
+			return nil // no such candidate: the caller's fallback runs
+		}
+		want = f - 1
+	}
+	if e.m.Algo() != want {
+		if err := e.m.UseAlgo(want); err != nil {
+			d.fail(fmt.Errorf("gpu: matmul: %w", err))
+			return nil
+		}
+	}
+	if d.ltx.trace != nil {
+		*d.ltx.trace = append(*d.ltx.trace, e.m)
+	}
+	return e.m
+}
+
+// LtChoices lists, sorted, every configured cuBLASLt matmul with the
+// candidate it runs and how it was chosen (for the bench logs).
+func (d *Device) LtChoices() []string {
+	var out []string
+	for k, e := range d.lts {
+		if e.m != nil {
+			out = append(out, fmt.Sprintf("M=%d N=%d K=%d transA=%v transB=%v types %d/%d epilogue %d: candidate %d of %d (%s): %s",
+				k.p.M, k.p.N, k.p.K, k.p.TransA, k.p.TransB, k.p.AType, k.p.CType, k.p.Epilogue, e.best, e.m.Algos(), e.note, e.m.AlgoInfo(e.best)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ltGemm runs a plain product g (no epilogue) on cuBLASLt, so that its
+// algorithm is chosen and cached like the fused ones; false (nothing
+// queued) where cuBLASLt has no algorithm or an operand is not 256-byte
+// aligned: the caller runs cuBLAS.
+func (d *Device) ltGemm(g cuda.Gemm) bool {
+	if !d.fused || !ltAligned(g.A, g.B, g.C) {
+		return false
+	}
+	p := cuda.LtParams{
+		TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K,
+		AType: g.AType, BType: g.BType, CType: g.CType, LDA: g.LDA, LDB: g.LDB, LDC: g.LDC,
+		Compute: g.Compute, Epilogue: cuda.EpilogueDefault,
+	}
+	m := d.ltMatmul(p)
+	if m == nil {
+		return false
+	}
+	d.launches.Add(1)
+	if err := m.Run(d.stream, cuda.LtArgs{Alpha: g.Alpha, Beta: g.Beta, A: g.A, B: g.B, C: g.C, D: g.C,
+		Workspace: d.ws, WorkspaceBytes: WorkspaceBytes}); err != nil {
+		d.fail(fmt.Errorf("gpu: matmul (cuBLASLt): %w", err))
+	}
+	return true
 }
 
 // Matmul computes out = inp·weightᵀ + bias (bias may be nil) with fp32
@@ -299,9 +379,11 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 			A: d.ptr(weight), B: g, C: d.ptr(dinp),
 			AType: ht, BType: ht, CType: dt, LDA: C, LDB: OC, LDC: C, Compute: cuda.Compute32F,
 		}
-		if err := d.gemm(e); err != nil {
-			d.fail(fmt.Errorf("gpu: %s: dinp (cuBLAS): %w", op, err))
-			return
+		if !d.ltGemm(e) {
+			if err := d.gemm(e); err != nil {
+				d.fail(fmt.Errorf("gpu: %s: dinp (cuBLAS): %w", op, err))
+				return
+			}
 		}
 	}
 	d.weightGrad(op, dweight, dbias, dout, g, inp, N, C, OC, ht)
@@ -363,9 +445,11 @@ func (d *Device) weightGrad(op string, dweight, dbias, dout *tensor.Tensor, g cu
 		A: d.ptr(inp), B: g, C: d.ptr(dweight),
 		AType: ht, BType: ht, CType: wt, LDA: C, LDB: OC, LDC: C, Compute: cuda.Compute32F,
 	}
-	if err := d.gemm(e); err != nil {
-		d.fail(fmt.Errorf("gpu: %s: dweight (cuBLAS): %w", op, err))
-		return
+	if !d.ltGemm(e) {
+		if err := d.gemm(e); err != nil {
+			d.fail(fmt.Errorf("gpu: %s: dweight (cuBLAS): %w", op, err))
+			return
+		}
 	}
 	if dbias != nil {
 		d.biasGrad(dbias, dout, N, OC)
