@@ -66,15 +66,17 @@ type ltEntry struct {
 	err  error
 	best int
 	note string // how best was chosen
+	set  int    // the candidate ltMatmul last selected (Run may have moved past it, see cuda.LtMatmul)
 }
 
 // ltExtra is the state of the micro-benchmarks and of tuning: force makes
 // every cuBLASLt matmul run candidate force-1 (0: each its best); trace,
 // when not nil, collects the matmuls run; tune is DRUTO_GEMM_TUNE=1.
 type ltExtra struct {
-	force int
-	trace *[]*cuda.LtMatmul
-	tune  int // 0 unread, 1 off, 2 on
+	force  int
+	missed int // matmuls that had no candidate force-1 (fell back)
+	trace  *[]*cuda.LtMatmul
+	tune   int // 0 unread, 1 off, 2 on
 }
 
 // dataType maps a float dtype to its cuBLAS element type.
@@ -139,6 +141,7 @@ func (d *Device) ltMatmul(p cuda.LtParams) *cuda.LtMatmul {
 		if e.m != nil && d.tuning() {
 			e.best, e.note = d.ltTune(p, e)
 		}
+		e.set = e.best
 		d.lts[k] = e
 	}
 	if e.m == nil {
@@ -147,15 +150,18 @@ func (d *Device) ltMatmul(p cuda.LtParams) *cuda.LtMatmul {
 	want := e.best
 	if f := d.ltx.force; f > 0 {
 		if f > e.m.Algos() {
+			d.ltx.missed++
 			return nil // no such candidate: the caller's fallback runs
 		}
 		want = f - 1
 	}
-	if e.m.Algo() != want {
+	if e.set != want { // a forced candidate, or back from one
 		if err := e.m.UseAlgo(want); err != nil {
 			d.fail(fmt.Errorf("gpu: matmul: %w", err))
 			return nil
 		}
+		e.set = want
+		d.lts[k] = e
 	}
 	if d.ltx.trace != nil {
 		*d.ltx.trace = append(*d.ltx.trace, e.m)
