@@ -98,7 +98,7 @@ func (d *Device) LtFallbacks() []string {
 	var out []string
 	for k, e := range d.lts {
 		if e.err != nil {
-			out = append(out, fmt.Sprintf("M=%d N=%d K=%d epilogue %d: %v", k.p.M, k.p.N, k.p.K, k.p.Epilogue, e.err))
+			out = append(out, fmt.Sprintf("M=%d N=%d K=%d epilogue %d (fp32 bias %v): %v", k.p.M, k.p.N, k.p.K, k.p.Epilogue, k.p.BiasF32, e.err))
 		}
 	}
 	sort.Strings(out)

@@ -9,10 +9,14 @@ package gpu
 // pre-activation Matmul's GELU_AUX_BIAS epilogue stored, in the storage
 // dtype) and writes Σ_rows dpre into an fp32 scratch vector (the bias
 // vector's type set to fp32), which one small kernel adds into dpreBias.
-// Where the library has no such algorithm (an fp32 bias-gradient vector
-// beside a 16-bit D is newer than some versions), the DGELU epilogue runs
-// alone and matmul.cu's column-sum kernel sums dpre. The weight gradient
-// is weightGrad's, as in MatmulBackward.
+// Where the library has no such algorithm (cuBLASLt documents the
+// bias-gradient vector in D's type; an fp32 one beside a 16-bit D may be
+// refused), the epilogue writes a 16-bit vector, cast and added (the sum
+// rounded once to 16 bits, as PyTorch autocast's bias gradient is); where
+// it has none for DGELU_BGRAD at all, the DGELU epilogue runs alone and
+// matmul.cu's column-sum kernel sums dpre. LtFallbacks names the refused
+// configurations. The weight gradient is weightGrad's, as in
+// MatmulBackward.
 //
 // cuBLASLt's GELU is its own approximation of the tanh form, fine to a
 // 16-bit ulp but not to fp32 (see matmul.go): fp32 operands, the decomposed
@@ -85,11 +89,18 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 	if !ltAligned(d.ptr(weight), d.ptr(dpre), d.ptr(pre)) || (dout.DType == h && !ltAligned(d.ptr(dout))) {
 		return false
 	}
+	// The bias gradient: an fp32 vector from the epilogue, else a vector of
+	// D's type from it (the sum rounded once to 16 bits, as autocast's bias
+	// gradient is), else matmul.cu's column sums of dpre.
 	var m *cuda.LtMatmul
+	bias16 := false
 	if dpreBias != nil {
 		q := p
 		q.Epilogue, q.BiasF32 = cuda.EpilogueDGELUBGrad, true
-		m = d.ltMatmul(q)
+		if m = d.ltMatmul(q); m == nil {
+			q.BiasF32 = false
+			m, bias16 = d.ltMatmul(q), true
+		}
 	}
 	withBias := m != nil
 	if m == nil {
@@ -105,9 +116,16 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 		Alpha: 1, A: d.ptr(weight), B: g, D: d.ptr(dpre), Aux: d.ptr(pre),
 		Workspace: d.ws, WorkspaceBytes: WorkspaceBytes,
 	}
+	var bias32 cuda.DevicePtr
 	if withBias {
-		if args.Bias = d.scratch("matmul.dgelu.dbias", C*4); args.Bias == 0 {
+		if bias32 = d.scratch("matmul.dgelu.dbias", C*4); bias32 == 0 {
 			return true
+		}
+		args.Bias = bias32
+		if bias16 {
+			if args.Bias = d.scratch("matmul.dgelu.dbias16", C*h.Size()); args.Bias == 0 {
+				return true
+			}
 		}
 	}
 	d.launches.Add(1)
@@ -117,7 +135,10 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 	}
 	switch {
 	case withBias:
-		d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(C), 1), cuda.D1(ewThreads), 0, d.ptr(dpreBias), args.Bias, int64(C))
+		if bias16 {
+			d.Cast(tensor.OnDevice(tensor.F32, uintptr(bias32), C), tensor.OnDevice(h, uintptr(args.Bias), C))
+		}
+		d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(C), 1), cuda.D1(ewThreads), 0, d.ptr(dpreBias), bias32, int64(C))
 	case dpreBias != nil:
 		d.biasGrad(dpreBias, dpre, N, C)
 	}
