@@ -19,24 +19,32 @@ package gpu
 // a plain GEMM, then gelu.go's biasAdd, then its geluForwardDecomposed (the
 // eager-PyTorch sequence of elementwise passes).
 //
-// Backward: the dgrad GEMM (cuBLAS, beta 1 into dinp), the wgrad GEMM
-// (beta 1 into dweight, fp32 or 16-bit; cuBLAS rounds α·A·B to a 16-bit
-// output type before adding β·C, so accumulating into a non-zero 16-bit
-// gradient rounds twice; the model's are zeroed first); fused, the wgrad runs on cuBLASLt
-// with the bias-gradient epilogue (EpilogueBGradB: Σ over the N rows of
-// dout, or of its 16-bit copy where dout is fp32, written into an fp32
-// scratch vector) and one small kernel adds that into dbias (backward ops
-// accumulate; the epilogue overwrites). MatmulBackwardGELU (matmul_gelu.go)
-// runs the dgrad GEMM with the DGELU_BGRAD epilogue instead.
-// Decomposed, dbias comes from matmul.cu's column-sum kernel. A
-// configuration cuBLASLt has no algorithm for (an odd leading dimension
-// with an aux matrix, say) runs the decomposed sequence instead; the reason
-// is kept in LtFallbacks.
+// Backward: the dgrad GEMM (beta 1 into dinp), the wgrad GEMM (beta 1
+// into dweight, fp32 or 16-bit; cuBLAS rounds α·A·B to a 16-bit output type
+// before adding β·C, so accumulating into a non-zero 16-bit gradient rounds
+// twice; the model's are zeroed first). Fused, both run on cuBLASLt (plain
+// products through ltGemm, so that every GEMM's algorithm is chosen once
+// and cached alike), the wgrad with the bias-gradient epilogue
+// (EpilogueBGradB: Σ over the N rows of dout, or of its 16-bit copy where
+// dout is fp32, written into an fp32 scratch vector) and one small kernel
+// adds that into dbias (backward ops accumulate; the epilogue overwrites).
+// MatmulBackwardGELU (matmul_gelu.go) runs the dgrad GEMM with the
+// DGELU_BGRAD epilogue instead. Decomposed, cuBLAS runs the GEMMs and
+// dbias comes from matmul.cu's column-sum kernel. A configuration cuBLASLt
+// has no algorithm for (an odd leading dimension with an aux matrix, say)
+// runs the decomposed sequence instead; the reason is kept in LtFallbacks.
+//
+// Algorithms: each cuBLASLt configuration (shape, layout, dtypes,
+// epilogue) asks the heuristic once for up to cuda.LtCandidates algorithms
+// and runs the first that works (ltMatmul), or with DRUTO_GEMM_TUNE=1 the
+// fastest of them timed at the first use (gemm_tune.go); LtChoices lists
+// them. The workspace is WorkspaceBytes (32 MiB), shared with cuBLAS.
+// Nothing is configured during graph capture.
 //
 // dtypes: A and B of one GEMM share a type. The model passes an fp32
 // residual gradient as dout against 16-bit weights (the attention and MLP
 // projections); dout is then cast once into a reused 16-bit scratch buffer
-// for the GEMMs, while dbias is summed from the fp32 dout itself.
+// for the GEMMs (gemmOperand).
 
 import (
 	"fmt"
