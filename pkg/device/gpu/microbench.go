@@ -65,6 +65,7 @@ var KernelOps = []string{
 	"gemm_peak",
 	"gemm_qkv_fwd", "gemm_qkv_bwd", "gemm_attn_proj_fwd", "gemm_attn_proj_bwd",
 	"gemm_mlp_fc_fwd", "gemm_mlp_fc_bwd", "gemm_mlp_proj_fwd", "gemm_mlp_proj_bwd",
+	"gemm_attn_proj_dgrad", "gemm_attn_proj_wgrad", "gemm_attn_proj_wgrad_bgrad",
 }
 
 // LegacySuffix marks the micro-benchmark of an op's previous fused kernel.

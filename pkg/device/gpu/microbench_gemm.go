@@ -32,6 +32,7 @@ var gemmOps = []string{
 	"gemm_peak",
 	"gemm_qkv_fwd", "gemm_qkv_bwd", "gemm_attn_proj_fwd", "gemm_attn_proj_bwd",
 	"gemm_mlp_fc_fwd", "gemm_mlp_fc_bwd", "gemm_mlp_proj_fwd", "gemm_mlp_proj_bwd",
+	"gemm_attn_proj_dgrad", "gemm_attn_proj_wgrad", "gemm_attn_proj_wgrad_bgrad",
 }
 
 // errNoCandidate marks a fused-algoK form whose op has a matmul with fewer
@@ -111,6 +112,41 @@ func newGEMMCase(name string, d *Device) (*kernelCase, error) {
 		kc.flops = 4 * int64(N) * int64(in) * int64(out)
 		kc.bytes = int64(N*in)*2*3 + int64(out*in)*(4*2+2) + int64(N*out)*4
 		kc.run = func() { d.MatmulBackwardGELU(dpre, dpb, dw, db, dout, x, pre, w, N, in, out) }
+	case "gemm_attn_proj_dgrad", "gemm_attn_proj_wgrad", "gemm_attn_proj_wgrad_bgrad":
+		// The attention projection's backward products one at a time (the
+		// weak shape: the wgrad's output is 768x768, 36 tiles of 128x128 for
+		// 132 SMs unless split over K): fused, cuBLASLt; decomposed, cuBLAS.
+		// wgrad_bgrad is the wgrad with its BGRADB epilogue (and the add of
+		// the bias vector), as MatmulBackward runs it; decomposed, cuBLAS and
+		// the column-sum kernel.
+		dout, x, w := a.rand(bf, 0, 1, N, C), a.rand(bf, 0, 1, N, C), a.rand(bf, 0, 0.02, C, C)
+		dinp, dw, db := a.rand(bf, 0, 1, N, C), a.rand(f32, 0, 1, C, C), a.rand(f32, 0, 1, C)
+		kc.flops = 2 * int64(N) * C * C
+		kc.bytes = int64(N*C)*2*2 + int64(C*C)*4*2
+		var e cuda.Gemm
+		switch name {
+		case "gemm_attn_proj_dgrad":
+			kc.shape = fmt.Sprintf("dinp (%d,%d) bf16 += dout·W: M=%d N=%d K=%d", N, C, C, N, C)
+			e = cuda.Gemm{M: C, N: N, K: C, Alpha: 1, Beta: 1, A: d.ptr(w), B: d.ptr(dout), C: d.ptr(dinp),
+				AType: cuda.R16BF, BType: cuda.R16BF, CType: cuda.R16BF, LDA: C, LDB: C, LDC: C, Compute: cuda.Compute32F}
+			kc.bytes = int64(N*C)*2*3 + int64(C*C)*2
+		case "gemm_attn_proj_wgrad":
+			kc.shape = fmt.Sprintf("dW (%d,%d) f32 += doutᵀ·inp: M=%d N=%d K=%d", C, C, C, C, N)
+			e = cuda.Gemm{TransB: true, M: C, N: C, K: N, Alpha: 1, Beta: 1, A: d.ptr(x), B: d.ptr(dout), C: d.ptr(dw),
+				AType: cuda.R16BF, BType: cuda.R16BF, CType: cuda.R32F, LDA: C, LDB: C, LDC: C, Compute: cuda.Compute32F}
+		case "gemm_attn_proj_wgrad_bgrad":
+			kc.shape = fmt.Sprintf("dW (%d,%d) f32 += doutᵀ·inp, dbias += Σ dout: M=%d N=%d K=%d", C, C, C, C, N)
+			kc.run = func() { d.weightGrad(name, dw, db, dout, d.ptr(dout), x, N, C, C, cuda.R16BF) }
+		}
+		if kc.run == nil {
+			kc.run = func() {
+				if !d.ltGemm(e) {
+					if err := d.gemm(e); err != nil {
+						d.fail(fmt.Errorf("gpu: bench: %s: %w", name, err))
+					}
+				}
+			}
+		}
 	default:
 		return nil, fmt.Errorf("gpu: bench: no GEMM micro-benchmark %q (have %v)", name, gemmOps)
 	}
