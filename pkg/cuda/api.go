@@ -107,6 +107,11 @@ type ltAPI interface {
 	// of an algorithm as a uint32; ok is false where the library lacks the
 	// call or the attribute.
 	algoConfig(algo *[8]uint64, attr int) (v uint32, ok bool)
+	// algoConfigSet sets one uint32 attribute of an algorithm; algoCheck
+	// validates an algorithm for a matmul and fills out's workspace. Both
+	// fail with ErrSymbol where the library lacks them.
+	algoConfigSet(algo *[8]uint64, attr int, v uint32) error
+	algoCheck(h, desc, a, b, c, d uintptr, algo *[8]uint64, out *ltHeuristic) error
 	matmul(h, desc uintptr, alpha unsafe.Pointer, a DevicePtr, ad uintptr, b DevicePtr, bd uintptr,
 		beta unsafe.Pointer, c DevicePtr, cd uintptr, d DevicePtr, dd uintptr,
 		algo *[8]uint64, ws DevicePtr, wsSize uint64, stream uintptr) error

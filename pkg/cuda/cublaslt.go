@@ -38,6 +38,14 @@ static cublasStatus_t c_cublasLtMatmulAlgoGetHeuristic(void* fn, h_t h, h_t d, h
 	int req, void* out, int* n) {
 	return T(cublasLtMatmulAlgoGetHeuristic)(h, d, a, b, c, dd, p, req, out, n);
 }
+typedef cublasStatus_t (*cublasLtMatmulAlgoConfigSetAttribute_t)(void*, int, const void*, size_t);
+static cublasStatus_t c_algoConfigSet(void* fn, void* algo, int attr, const void* buf, size_t n) {
+	return T(cublasLtMatmulAlgoConfigSetAttribute)(algo, attr, buf, n);
+}
+typedef cublasStatus_t (*cublasLtMatmulAlgoCheck_t)(h_t, h_t, h_t, h_t, h_t, h_t, const void*, void*);
+static cublasStatus_t c_algoCheck(void* fn, h_t h, h_t d, h_t a, h_t b, h_t c, h_t dd, const void* algo, void* out) {
+	return T(cublasLtMatmulAlgoCheck)(h, d, a, b, c, dd, algo, out);
+}
 typedef cublasStatus_t (*cublasLtMatmulAlgoConfigGetAttribute_t)(const void*, int, void*, size_t, size_t*);
 static cublasStatus_t c_algoConfig(void* fn, const void* algo, int attr, void* buf, size_t n) {
 	size_t written = 0;
@@ -52,13 +60,18 @@ static cublasStatus_t c_cublasLtMatmul(void* fn, h_t h, h_t desc, const void* al
 */
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // cgoLt holds libcublasLt's function pointers.
 type cgoLt struct {
 	create_, destroy_, version_, descCreate, descSet, descDestroy, layoutCreate, layoutSet, layoutDestroy,
 	prefCreate, prefSet, prefDestroy, heuristic, matmul_ unsafe.Pointer
 	algoConfig_ unsafe.Pointer // optional: describes the chosen algorithms
+	algoSet_    unsafe.Pointer // optional: split-K variants
+	algoCheck_  unsafe.Pointer // optional: split-K variants
 }
 
 // newLtAPI resolves libcublasLt's functions.
@@ -72,6 +85,7 @@ func newLtAPI(lib Library) (ltAPI, error) {
 		prefCreate: s.need("cublasLtMatmulPreferenceCreate"), prefSet: s.need("cublasLtMatmulPreferenceSetAttribute"),
 		prefDestroy: s.need("cublasLtMatmulPreferenceDestroy"), heuristic: s.need("cublasLtMatmulAlgoGetHeuristic"),
 		matmul_: s.need("cublasLtMatmul"), algoConfig_: s.want("cublasLtMatmulAlgoConfigGetAttribute"),
+		algoSet_: s.want("cublasLtMatmulAlgoConfigSetAttribute"), algoCheck_: s.want("cublasLtMatmulAlgoCheck"),
 	}
 	if err := s.err(); err != nil {
 		return nil, err
@@ -154,6 +168,21 @@ func (l *cgoLt) algoConfig(algo *[8]uint64, attr int) (uint32, bool) {
 	var v [2]uint32 // room for an 8-byte attribute; the small ones land in v[0] (little endian)
 	r := C.c_algoConfig(l.algoConfig_, unsafe.Pointer(algo), C.int(attr), unsafe.Pointer(&v[0]), 4)
 	return v[0], r == 0
+}
+
+func (l *cgoLt) algoConfigSet(algo *[8]uint64, attr int, v uint32) error {
+	if l.algoSet_ == nil {
+		return fmt.Errorf("%w: cublasLtMatmulAlgoConfigSetAttribute", ErrSymbol)
+	}
+	return l.check("cublasLtMatmulAlgoConfigSetAttribute", C.c_algoConfigSet(l.algoSet_, unsafe.Pointer(algo), C.int(attr), unsafe.Pointer(&v), 4))
+}
+
+func (l *cgoLt) algoCheck(h, desc, a, b, c, d uintptr, algo *[8]uint64, out *ltHeuristic) error {
+	if l.algoCheck_ == nil {
+		return fmt.Errorf("%w: cublasLtMatmulAlgoCheck", ErrSymbol)
+	}
+	return l.check("cublasLtMatmulAlgoCheck", C.c_algoCheck(l.algoCheck_, C.h_t(h), C.h_t(desc), C.h_t(a), C.h_t(b), C.h_t(c), C.h_t(d),
+		unsafe.Pointer(algo), unsafe.Pointer(out)))
 }
 
 func (l *cgoLt) matmul(h, desc uintptr, alpha unsafe.Pointer, a DevicePtr, ad uintptr, b DevicePtr, bd uintptr,

@@ -90,6 +90,23 @@ const (
 // LtCandidates is how many algorithms NewMatmul asks the heuristic for.
 const LtCandidates = 8
 
+// Split-K variants: for a product whose output has at most
+// ltSplitKMaxOutput elements (the weight gradients: few output tiles for
+// many SMs, a long K) NewMatmul appends the heuristic's first algorithm
+// split over K in each of ltSplitKs parts (fp32 partial sums in the
+// workspace) where cublasLtMatmulAlgoCheck accepts it and the first does
+// not split already: more candidates for tuning and the benchmarks, never
+// the default choice.
+const ltSplitKMaxOutput = 4 << 20
+
+var ltSplitKs = [...]uint32{2, 4, 8, 16}
+
+// LtMaxCandidates bounds LtMatmul.Algos: the heuristic's and the split-K
+// variants.
+const LtMaxCandidates = LtCandidates + len(ltSplitKs)
+
+const ltReductionComputeType = 2 // CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+
 // LtHandle is a cuBLASLt handle in one context.
 type LtHandle struct {
 	l *BLASLt
@@ -235,6 +252,9 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 		if len(m.cands) == 0 {
 			return Error{Call: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED"}
 		}
+		if uint64(p.M)*uint64(p.N) <= ltSplitKMaxOutput {
+			m.addSplitK(api)
+		}
 		return nil
 	})
 	if err != nil {
@@ -243,6 +263,28 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 	}
 	m.WorkspaceRequired = m.cands[0].workspace
 	return m, nil
+}
+
+// addSplitK appends the split-K variants of the first candidate that the
+// library accepts (see ltSplitKs); on the context's thread.
+func (m *LtMatmul) addSplitK(api ltAPI) {
+	first := m.cands[0]
+	if k, ok := api.algoConfig(&first.algo, ltAlgoSplitK); !ok || k > 1 {
+		return
+	}
+	for _, k := range ltSplitKs {
+		c := ltHeuristic{algo: first.algo}
+		if api.algoConfigSet(&c.algo, ltAlgoSplitK, k) != nil ||
+			api.algoConfigSet(&c.algo, ltAlgoReduction, ltReductionComputeType) != nil {
+			return
+		}
+		var r ltHeuristic
+		if api.algoCheck(m.h.h, m.desc, m.la, m.lb, m.lc, m.lc, &c.algo, &r) != nil || r.workspace > m.p.MaxWorkspace {
+			continue
+		}
+		c.workspace, c.waves = r.workspace, r.waves
+		m.cands = append(m.cands, c)
+	}
 }
 
 // Algos returns how many candidate algorithms the matmul holds (at least 1).

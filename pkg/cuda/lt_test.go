@@ -30,8 +30,34 @@ func (f *fakeLt) matrixLayoutSetAttribute(uintptr, int, unsafe.Pointer, uintptr)
 func (f *fakeLt) matrixLayoutDestroy(uintptr) error  { return nil }
 func (f *fakeLt) preferenceCreate() (uintptr, error) { return 4, nil }
 func (f *fakeLt) preferenceDestroy(uintptr) error    { return nil }
+// algoConfig reports what algoConfigSet stored (in a[1+attr]), else a
+// split-K of 1 and 10·id + attr for the other attributes.
 func (f *fakeLt) algoConfig(a *[8]uint64, attr int) (uint32, bool) {
+	switch {
+	case a[1+attr] != 0:
+		return uint32(a[1+attr]), true
+	case attr == ltAlgoSplitK:
+		return 1, true
+	}
 	return uint32(a[0]*10 + uint64(attr)), true
+}
+func (f *fakeLt) algoConfigSet(a *[8]uint64, attr int, v uint32) error {
+	a[1+attr] = uint64(v)
+	return nil
+}
+
+// algoCheck accepts split-K up to 4 (k MiB of workspace each) and 16 (64
+// MiB: beyond the workspace), and refuses 8.
+func (f *fakeLt) algoCheck(_, _, _, _, _, _ uintptr, a *[8]uint64, out *ltHeuristic) error {
+	k := a[1+ltAlgoSplitK]
+	if k == 8 {
+		return Error{Call: "cublasLtMatmulAlgoCheck", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED"}
+	}
+	out.workspace = k << 20
+	if k == 16 {
+		out.workspace = 64 << 20
+	}
+	return nil
 }
 func (f *fakeLt) preferenceSetAttribute(uintptr, int, unsafe.Pointer, uintptr) error {
 	return nil
@@ -91,8 +117,13 @@ func TestLtCandidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Algos() != 3 || m.Algo() != 0 || m.WorkspaceRequired != 1<<20 {
-		t.Fatalf("candidates %d, current %d, workspace %d; want 3 (algos 3, 4, 5), 0, 1 MiB", m.Algos(), m.Algo(), m.WorkspaceRequired)
+	// algos 3, 4, 5, then 3 split over K in 2 and in 4 (8 refused, 16 beyond the workspace)
+	if m.Algos() != 5 || m.Algo() != 0 || m.WorkspaceRequired != 1<<20 {
+		t.Fatalf("candidates %d, current %d, workspace %d; want 5, 0, 1 MiB", m.Algos(), m.Algo(), m.WorkspaceRequired)
+	}
+	if info := m.AlgoInfo(4); !strings.Contains(info, "algo 30") || !strings.Contains(info, "splitK 4") ||
+		!strings.Contains(info, "reduction 2") || !strings.Contains(info, "workspace 4194304 B") {
+		t.Errorf("split-K candidate: %q", info)
 	}
 	if b := f.attrs[ltDescBiasType]; len(b) != 4 || b[0] != byte(R32F) {
 		t.Errorf("bias type attribute %v, want R32F", b)
@@ -117,10 +148,10 @@ func TestLtCandidates(t *testing.T) {
 	if err := m.UseAlgo(2); err != nil || m.Run(s, args) != nil || f.ran[len(f.ran)-1] != 5 {
 		t.Fatalf("UseAlgo(2): %v, ran %v", err, f.ran)
 	}
-	if err := m.UseAlgo(3); err == nil {
+	if err := m.UseAlgo(5); err == nil {
 		t.Error("UseAlgo beyond the candidates accepted")
 	}
-	if info := m.AlgoInfo(2); !strings.Contains(info, "algo 50") || !strings.Contains(info, "splitK 52") {
+	if info := m.AlgoInfo(2); !strings.Contains(info, "algo 50") || !strings.Contains(info, "splitK 1") {
 		t.Errorf("AlgoInfo(2) = %q", info)
 	}
 	if err := m.Run(s, LtArgs{A: 1, B: 1, D: 1, Aux: 1, WorkspaceBytes: 32 << 20}); err == nil || !strings.Contains(err.Error(), "bias") {
@@ -141,5 +172,10 @@ func TestLtCandidates(t *testing.T) {
 	p.Epilogue = EpilogueDefault
 	if _, err := h.NewMatmul(p); err != nil || f.attrs[ltDescBiasType] != nil {
 		t.Fatalf("default epilogue: %v, bias type %v", err, f.attrs[ltDescBiasType])
+	}
+	// A large output gets no split-K variants.
+	p.M, p.N, p.LDC = 4096, 4096, 4096
+	if m, err := h.NewMatmul(p); err != nil || m.Algos() != 1 {
+		t.Fatalf("large output: %v", err)
 	}
 }

@@ -1,7 +1,8 @@
 package gpu
 
-// gemm_tune.go: DRUTO_GEMM_TUNE=1 times the heuristic's candidate
-// algorithms of each cuBLASLt matmul once, at its first use (never during
+// gemm_tune.go: DRUTO_GEMM_TUNE=1 times the candidate algorithms of each
+// cuBLASLt matmul (the heuristic's and the split-K variants, see
+// cuda.LtMatmul) once, at its first use (never during
 // graph capture: the step runs plainly first), and keeps the fastest.
 //
 // The candidates run on scratch operands of the matmul's shape (pool

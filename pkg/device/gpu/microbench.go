@@ -157,7 +157,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		switch {
 		case strings.HasPrefix(name, "gemm_"):
 			// every further candidate of the heuristic (microbench_gemm.go)
-			for k := 2; k <= cuda.LtCandidates; k++ {
+			for k := 2; k <= cuda.LtMaxCandidates; k++ {
 				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k})
 			}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
