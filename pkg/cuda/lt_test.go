@@ -30,6 +30,7 @@ func (f *fakeLt) matrixLayoutSetAttribute(uintptr, int, unsafe.Pointer, uintptr)
 func (f *fakeLt) matrixLayoutDestroy(uintptr) error  { return nil }
 func (f *fakeLt) preferenceCreate() (uintptr, error) { return 4, nil }
 func (f *fakeLt) preferenceDestroy(uintptr) error    { return nil }
+
 // algoConfig reports what algoConfigSet stored (in a[1+attr]), else a
 // split-K of 1 and 10·id + attr for the other attributes.
 func (f *fakeLt) algoConfig(a *[8]uint64, attr int) (uint32, bool) {
