@@ -91,13 +91,17 @@ const (
 const LtCandidates = 8
 
 // Split-K variants: for a product whose output has at most
-// ltSplitKMaxOutput elements (the weight gradients: few output tiles for
-// many SMs, a long K) NewMatmul appends the heuristic's first algorithm
+// ltSplitKMaxOutput elements and whose K is at least ltSplitKMinK (the
+// weight gradients: few output tiles for many SMs, a long K) NewMatmul
+// appends the heuristic's first algorithm
 // split over K in each of ltSplitKs parts (fp32 partial sums in the
 // workspace) where cublasLtMatmulAlgoCheck accepts it and the first does
 // not split already: more candidates for tuning and the benchmarks, never
 // the default choice.
-const ltSplitKMaxOutput = 4 << 20
+const (
+	ltSplitKMaxOutput = 4 << 20
+	ltSplitKMinK      = 4096
+)
 
 var ltSplitKs = [...]uint32{2, 4, 8, 16}
 
@@ -252,7 +256,7 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 		if len(m.cands) == 0 {
 			return Error{Call: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED"}
 		}
-		if uint64(p.M)*uint64(p.N) <= ltSplitKMaxOutput {
+		if uint64(p.M)*uint64(p.N) <= ltSplitKMaxOutput && p.K >= ltSplitKMinK {
 			m.addSplitK(api)
 		}
 		return nil

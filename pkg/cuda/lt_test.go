@@ -112,7 +112,7 @@ func TestLtCandidates(t *testing.T) {
 		reject: map[uint64]bool{3: true},
 	}
 	h := &LtHandle{l: &BLASLt{api: f}, c: c, h: 1}
-	p := LtParams{TransA: true, M: 8, N: 16, K: 32, AType: R16BF, BType: R16BF, CType: R16BF, LDA: 32, LDB: 32, LDC: 8,
+	p := LtParams{TransA: true, M: 8, N: 16, K: 8192, AType: R16BF, BType: R16BF, CType: R16BF, LDA: 8192, LDB: 8192, LDC: 8,
 		Compute: Compute32F, Epilogue: EpilogueDGELUBGrad, AuxLD: 8, MaxWorkspace: 32 << 20, BiasF32: true}
 	m, err := h.NewMatmul(p)
 	if err != nil {
@@ -174,9 +174,18 @@ func TestLtCandidates(t *testing.T) {
 	if _, err := h.NewMatmul(p); err != nil || f.attrs[ltDescBiasType] != nil {
 		t.Fatalf("default epilogue: %v, bias type %v", err, f.attrs[ltDescBiasType])
 	}
-	// A large output gets no split-K variants.
-	p.M, p.N, p.LDC = 4096, 4096, 4096
-	if m, err := h.NewMatmul(p); err != nil || m.Algos() != 1 {
+	// A large output or a short K gets no split-K variants.
+	q := p
+	q.M, q.N, q.LDC = 4096, 4096, 4096
+	if m, err := h.NewMatmul(q); err != nil || m.Algos() != 1 {
 		t.Fatalf("large output: %v", err)
+	}
+	q = p
+	q.K = 1024
+	if m, err := h.NewMatmul(q); err != nil || m.Algos() != 1 {
+		t.Fatalf("short K: %v", err)
+	}
+	if m, err := h.NewMatmul(p); err != nil || m.Algos() != 3 { // algo 9, split in 2 and in 4
+		t.Fatalf("the variants again: %v", err)
 	}
 }
