@@ -25,11 +25,27 @@ const (
 	ltTuneMaxBytes = 1 << 30
 )
 
-// tuning reports whether DRUTO_GEMM_TUNE=1 (read once per device).
+// GEMMTuneEnv names the environment variable that turns tuning on ("1").
+const GEMMTuneEnv = "DRUTO_GEMM_TUNE"
+
+// gemmTuneEnv reads GEMMTuneEnv: "1" on, "0" or unset off.
+func gemmTuneEnv() (bool, error) {
+	switch v := os.Getenv(GEMMTuneEnv); v {
+	case "1":
+		return true, nil
+	case "", "0":
+		return false, nil
+	default:
+		return false, fmt.Errorf("gpu: %s=%q: want 1 (time the GEMM algorithms at first use) or 0 or unset", GEMMTuneEnv, v)
+	}
+}
+
+// tuning reports whether GEMMTuneEnv is on (read once per device; New
+// rejects a bad value).
 func (d *Device) tuning() bool {
 	if d.ltx.tune == 0 {
 		d.ltx.tune = 1
-		if os.Getenv("DRUTO_GEMM_TUNE") == "1" {
+		if on, _ := gemmTuneEnv(); on {
 			d.ltx.tune = 2
 		}
 	}

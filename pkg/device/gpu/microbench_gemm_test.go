@@ -72,3 +72,18 @@ func TestGPUGEMMBench(t *testing.T) {
 		t.Log(c)
 	}
 }
+
+// TestGEMMTuneEnv: DRUTO_GEMM_TUNE takes 1, 0 or nothing; anything else
+// is one clear error.
+func TestGEMMTuneEnv(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "0": false, "1": true} {
+		t.Setenv(GEMMTuneEnv, v)
+		if on, err := gemmTuneEnv(); err != nil || on != want {
+			t.Errorf("%q: %v, %v", v, on, err)
+		}
+	}
+	t.Setenv(GEMMTuneEnv, "yes")
+	if _, err := gemmTuneEnv(); err == nil || !strings.Contains(err.Error(), "DRUTO_GEMM_TUNE") {
+		t.Errorf("a bad value: %v", err)
+	}
+}
