@@ -51,7 +51,11 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 		d.unsupported(op+" (dpreBias F32)", dpreBias.DType)
 		return
 	}
-	if d.fused && weight != nil && dout != nil && N > 0 && dpre.DType == weight.DType && pre.DType == weight.DType &&
+	if N == 0 {
+		d.MatmulBackward(nil, dweight, dbias, dout, inp, weight, N, C, OC) // checks the arguments, queues nothing
+		return
+	}
+	if d.fused && weight != nil && dout != nil && dpre.DType == weight.DType && pre.DType == weight.DType &&
 		weight.DType != tensor.F32 && d.matmulDGELU(op, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC) {
 		return
 	}
@@ -61,7 +65,7 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 	}
 	d.MatmulBackward(dpre, dweight, dbias, dout, inp, weight, N, C, OC)
 	d.GELUBackward(dpre, pre, dpre, N*C)
-	if dpreBias != nil && N > 0 {
+	if dpreBias != nil {
 		d.biasGrad(dpreBias, dpre, N, C)
 	}
 }
