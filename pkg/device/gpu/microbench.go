@@ -155,8 +155,8 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			forms = forms[:1] // one form
 		}
 		switch {
-		case strings.HasPrefix(name, "gemm_"):
-			// every further candidate of the heuristic (microbench_gemm.go)
+		case strings.HasPrefix(name, "gemm_attn_proj"):
+			// the weak shape: every further candidate (microbench_gemm.go)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
 				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k})
 			}

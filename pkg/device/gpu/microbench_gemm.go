@@ -11,12 +11,13 @@ package gpu
 // Forms: "fused" runs each cuBLASLt matmul's chosen algorithm (the
 // heuristic's first, or DRUTO_GEMM_TUNE=1's fastest); "decomposed" the
 // eager baseline (cuBLAS, then the separate bias, GELU and column-sum
-// kernels); "fused-algoK" the K-th candidate for every cuBLASLt matmul of
-// the op (the heuristic's, then for the weight gradients the first split
-// over K in 2, 4, 8 and 16 parts; a row is left out where an op's matmul
-// has fewer candidates), with the candidates' tile, split-K and stages in
-// the shape column: the rows that show which algorithm would help a weak
-// shape (attn proj, 16384x768x768).
+// kernels). The attention projection's rows (the weak shape, 16384x768x768)
+// add "fused-algoK": the K-th candidate for every cuBLASLt matmul of the op
+// (the heuristic's, then for the weight gradients the first split over K
+// in 2, 4, 8 and 16 parts; a row is left out where an op's matmul has
+// fewer candidates), with the candidates' tile, split-K and stages in the
+// shape column: the rows that show which algorithm would help. The other
+// shapes' candidates are timed in the step itself by DRUTO_GEMM_TUNE=1.
 
 import (
 	"errors"
