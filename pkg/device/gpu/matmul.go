@@ -126,12 +126,12 @@ func ltAligned(ptrs ...cuda.DevicePtr) bool {
 }
 
 // ltMatmul returns the configured cuBLASLt matmul for p, made once per
-// (shape, layout, dtypes, epilogue): up to cuda.LtCandidates algorithms from
-// the heuristic, of which the first runs (with DRUTO_GEMM_TUNE=1 the
-// fastest, see ltTune, timed at the first use by the caller's tune
-// closure). nil when cuBLASLt has no algorithm for it (the caller falls
-// back). Nothing is configured during graph capture: the step runs once
-// plainly first.
+// (shape, layout, dtypes, epilogue): the candidate algorithms (cuda.LtMatmul),
+// of which the heuristic's first runs (with DRUTO_GEMM_TUNE=1 the fastest,
+// timed here at the first use on scratch operands by ltTune), or, while a
+// micro-benchmark forces one (ltExtra.force), that one. nil when cuBLASLt
+// has no algorithm for it (the caller falls back). Nothing is configured
+// during graph capture: the step runs once plainly first.
 func (d *Device) ltMatmul(p cuda.LtParams) *cuda.LtMatmul {
 	if launchHook != nil {
 		return nil // no cuBLASLt in launch tests: the decomposed sequence runs
