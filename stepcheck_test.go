@@ -33,6 +33,13 @@ func (z zeroGELU) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 	z.Device.Zero(dinp)
 }
 
+// MatmulBackwardGELU carries the GELU backward in the model's step: the
+// same bug there.
+func (z zeroGELU) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *tensor.Tensor, N, C, OC int) {
+	z.Device.MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC)
+	z.Device.Zero(dpre)
+}
+
 // TestStepChecks: detect's gate over the step checks — every policy
 // agreeing makes the device usable; a 16-bit policy that cannot run is
 // reported unavailable without rejecting the device; a disagreement rejects

@@ -146,6 +146,14 @@ func runBench(args []string) error {
 					return fmt.Errorf("%s %s: profile: %w", c.Name, m, err)
 				}
 				fmt.Print(r.Profile.Table())
+				if g, ok := dev.(*gpu.Device); ok { // the algorithm each GEMM of the step ran
+					for _, c := range g.LtChoices() {
+						fmt.Fprintf(os.Stderr, "  cuBLASLt: %s\n", c)
+					}
+					for _, f := range g.LtFallbacks() {
+						fmt.Fprintf(os.Stderr, "  cuBLASLt fallback: %s\n", f)
+					}
+				}
 			}
 			rep.Records = append(rep.Records, r)
 		}
@@ -216,15 +224,28 @@ func benchKernels(be *backend, out string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tform\tms\tGB/s\t% of ceiling\tTFLOP/s\t")
+	fmt.Fprintln(tw, "op\tform\tms\tGB/s\t% of ceiling\tTFLOP/s\t% of gemm_peak\t")
 	for _, r := range rs {
-		tf := "-"
+		tf, pk := "-", "-"
 		if r.TFLOPs > 0 {
 			tf = fmt.Sprintf("%.1f", r.TFLOPs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.0f\t%.1f\t%s\t\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, tf)
+		if r.PctOfPeak > 0 {
+			pk = fmt.Sprintf("%.1f", r.PctOfPeak)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.0f\t%.1f\t%s\t%s\t\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, tf, pk)
 	}
 	tw.Flush()
+	// The GEMM rows' algorithms (tile, split-K, stages) and how each
+	// configured cuBLASLt matmul's was chosen.
+	for _, r := range rs {
+		if strings.HasPrefix(r.Name, "gemm_") {
+			fmt.Fprintf(os.Stderr, "%s %s: %s\n", r.Name, r.Mode, r.Shape)
+		}
+	}
+	for _, c := range fused.LtChoices() {
+		fmt.Fprintf(os.Stderr, "cuBLASLt: %s\n", c)
+	}
 	if out == "" {
 		return nil
 	}

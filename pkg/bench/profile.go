@@ -377,6 +377,14 @@ func (p *profiler) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *devic
 	p.timed(p.gemmClass(C, OC), f, 0, func() { p.Device.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC) })
 }
 
+func (p *profiler) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *device.T, N, C, OC int) {
+	// dgrad and wgrad: the GELU backward and both bias gradients ride in
+	// their epilogues.
+	p.timed(p.gemmClass(C, OC), 4*float64(N)*float64(C)*float64(OC), 0, func() {
+		p.Device.MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC)
+	})
+}
+
 func (p *profiler) GELUBackward(dinp, inp, dout *device.T, n int) {
 	p.timed("gelu/bias", 0, bytesOf(dinp, inp, dout), func() { p.Device.GELUBackward(dinp, inp, dout, n) })
 }

@@ -14,7 +14,8 @@ import (
 // TestProfileStep profiles the tiny model's step on the CPU: every class of
 // op appears, the GEMM shapes are named, the op times and the gaps add up
 // to the step, the shares to one, the work counted is the model's (the
-// forward+backward GEMM FLOPs are 6·N·params of the GEMMs), and rates are
+// forward+backward GEMM FLOPs are 6·N·params of the GEMMs, the fused
+// epilogue products included), and rates are
 // positive with percentages against the given ceilings.
 func TestProfileStep(t *testing.T) {
 	cfg, err := gpt.Preset("tiny")
@@ -44,7 +45,7 @@ func TestProfileStep(t *testing.T) {
 	}
 	C, N := cfg.Channels, float64(c.Batch*c.Seq)
 	for _, want := range []string{"gemm qkv 384x128", "gemm attn proj 128x128", "gemm mlp fc 512x128", "gemm mlp proj 128x512",
-		"gemm lm head 256x128", "attention", "layernorm", "gelu/bias", "classifier + loss", "optimizer", "encoder", "zero", "gaps between ops"} {
+		"gemm lm head 256x128", "attention", "layernorm", "classifier + loss", "optimizer", "encoder", "zero", "gaps between ops"} {
 		if _, ok := rows[want]; !ok {
 			t.Errorf("no %q row", want)
 		}
@@ -58,6 +59,18 @@ func TestProfileStep(t *testing.T) {
 	}
 	if got := rows["gemm qkv 384x128"].Calls; got != 2*cfg.Layers {
 		t.Errorf("qkv calls per step %d, want %d (forward and backward per layer)", got, 2*cfg.Layers)
+	}
+	// The MLP projection's backward carries the GELU backward and the fc
+	// bias gradient in its epilogues (MatmulBackwardGELU): its FLOPs are
+	// still counted under its shape, and no separate GELU pass is left.
+	if got, want := rows["gemm mlp proj 128x512"].FLOPs, 6*N*float64(C)*float64(4*C)*float64(cfg.Layers); got != want {
+		t.Errorf("mlp proj FLOPs per step %g, want %g", got, want)
+	}
+	if got := rows["gemm mlp proj 128x512"].Calls; got != 2*cfg.Layers {
+		t.Errorf("mlp proj calls per step %d, want %d", got, 2*cfg.Layers)
+	}
+	if r, ok := rows["gelu/bias"]; ok {
+		t.Errorf("a separate GELU/bias pass in the fused step: %+v", r)
 	}
 	if r := rows["attention"]; r.FLOPs <= 0 || r.Unit != "TFLOP/s" {
 		t.Errorf("attention row %+v", r)

@@ -100,21 +100,31 @@ type ltAPI interface {
 	preferenceCreate() (uintptr, error)
 	preferenceSetAttribute(p uintptr, attr int, buf unsafe.Pointer, n uintptr) error
 	preferenceDestroy(p uintptr) error
-	algoGetHeuristic(h, desc, a, b, c, d, pref uintptr, out *ltHeuristic) error
+	// algoGetHeuristic fills out with up to len(out) results, best
+	// first, and returns how many it wrote.
+	algoGetHeuristic(h, desc, a, b, c, d, pref uintptr, out []ltHeuristic) (int, error)
+	// algoConfig reads one attribute (cublasLtMatmulAlgoConfigAttributes_t)
+	// of an algorithm as a uint32; ok is false where the library lacks the
+	// call or the attribute.
+	algoConfig(algo *[8]uint64, attr int) (v uint32, ok bool)
+	// algoConfigSet sets one uint32 attribute of an algorithm; algoCheck
+	// validates an algorithm for a matmul and fills out's workspace. Both
+	// fail with ErrSymbol where the library lacks them.
+	algoConfigSet(algo *[8]uint64, attr int, v uint32) error
+	algoCheck(h, desc, a, b, c, d uintptr, algo *[8]uint64, out *ltHeuristic) error
 	matmul(h, desc uintptr, alpha unsafe.Pointer, a DevicePtr, ad uintptr, b DevicePtr, bd uintptr,
 		beta unsafe.Pointer, c DevicePtr, cd uintptr, d DevicePtr, dd uintptr,
-		algo *ltHeuristic, ws DevicePtr, wsSize uint64, stream uintptr) error
+		algo *[8]uint64, ws DevicePtr, wsSize uint64, stream uintptr) error
 }
 
-// ltHeuristic mirrors cublasLtMatmulHeuristicResult_t (96 bytes in CUDA
-// 11.x-13.x), with room to spare should a later version grow it.
+// ltHeuristic mirrors cublasLtMatmulHeuristicResult_t, 96 bytes in CUDA
+// 11.x-13.x (an array of them is filled, so the size must match exactly).
 type ltHeuristic struct {
 	algo      [8]uint64 // cublasLtMatmulAlgo_t
 	workspace uint64    // size_t workspaceSize
 	state     int32     // cublasStatus_t
 	waves     float32
 	reserved  [4]int32
-	spare     [160]byte
 }
 
 // nvmlAPI is libnvidia-ml.

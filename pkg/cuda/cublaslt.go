@@ -35,8 +35,21 @@ typedef cublasStatus_t (*cublasLtMatmulPreferenceCreate_t)(h_t*);
 static cublasStatus_t c_cublasLtMatmulPreferenceCreate(void* fn, h_t* p) { return T(cublasLtMatmulPreferenceCreate)(p); }
 typedef cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic_t)(h_t, h_t, h_t, h_t, h_t, h_t, h_t, int, void*, int*);
 static cublasStatus_t c_cublasLtMatmulAlgoGetHeuristic(void* fn, h_t h, h_t d, h_t a, h_t b, h_t c, h_t dd, h_t p,
-	void* out, int* n) {
-	return T(cublasLtMatmulAlgoGetHeuristic)(h, d, a, b, c, dd, p, 1, out, n);
+	int req, void* out, int* n) {
+	return T(cublasLtMatmulAlgoGetHeuristic)(h, d, a, b, c, dd, p, req, out, n);
+}
+typedef cublasStatus_t (*cublasLtMatmulAlgoConfigSetAttribute_t)(void*, int, const void*, size_t);
+static cublasStatus_t c_algoConfigSet(void* fn, void* algo, int attr, const void* buf, size_t n) {
+	return T(cublasLtMatmulAlgoConfigSetAttribute)(algo, attr, buf, n);
+}
+typedef cublasStatus_t (*cublasLtMatmulAlgoCheck_t)(h_t, h_t, h_t, h_t, h_t, h_t, const void*, void*);
+static cublasStatus_t c_algoCheck(void* fn, h_t h, h_t d, h_t a, h_t b, h_t c, h_t dd, const void* algo, void* out) {
+	return T(cublasLtMatmulAlgoCheck)(h, d, a, b, c, dd, algo, out);
+}
+typedef cublasStatus_t (*cublasLtMatmulAlgoConfigGetAttribute_t)(const void*, int, void*, size_t, size_t*);
+static cublasStatus_t c_algoConfig(void* fn, const void* algo, int attr, void* buf, size_t n) {
+	size_t written = 0;
+	return T(cublasLtMatmulAlgoConfigGetAttribute)(algo, attr, buf, n, &written);
 }
 typedef cublasStatus_t (*cublasLtMatmul_t)(h_t, h_t, const void*, dptr, h_t, dptr, h_t, const void*, dptr, h_t,
 	dptr, h_t, const void*, dptr, size_t, CUstream);
@@ -47,12 +60,18 @@ static cublasStatus_t c_cublasLtMatmul(void* fn, h_t h, h_t desc, const void* al
 */
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // cgoLt holds libcublasLt's function pointers.
 type cgoLt struct {
 	create_, destroy_, version_, descCreate, descSet, descDestroy, layoutCreate, layoutSet, layoutDestroy,
 	prefCreate, prefSet, prefDestroy, heuristic, matmul_ unsafe.Pointer
+	algoConfig_ unsafe.Pointer // optional: describes the chosen algorithms
+	algoSet_    unsafe.Pointer // optional: split-K variants
+	algoCheck_  unsafe.Pointer // optional: split-K variants
 }
 
 // newLtAPI resolves libcublasLt's functions.
@@ -65,7 +84,8 @@ func newLtAPI(lib Library) (ltAPI, error) {
 		layoutSet: s.need("cublasLtMatrixLayoutSetAttribute"), layoutDestroy: s.need("cublasLtMatrixLayoutDestroy"),
 		prefCreate: s.need("cublasLtMatmulPreferenceCreate"), prefSet: s.need("cublasLtMatmulPreferenceSetAttribute"),
 		prefDestroy: s.need("cublasLtMatmulPreferenceDestroy"), heuristic: s.need("cublasLtMatmulAlgoGetHeuristic"),
-		matmul_: s.need("cublasLtMatmul"),
+		matmul_: s.need("cublasLtMatmul"), algoConfig_: s.want("cublasLtMatmulAlgoConfigGetAttribute"),
+		algoSet_: s.want("cublasLtMatmulAlgoConfigSetAttribute"), algoCheck_: s.want("cublasLtMatmulAlgoCheck"),
 	}
 	if err := s.err(); err != nil {
 		return nil, err
@@ -131,20 +151,44 @@ func (l *cgoLt) preferenceDestroy(h uintptr) error {
 	return l.check("cublasLtMatmulPreferenceDestroy", C.c_destroy(l.prefDestroy, C.h_t(h)))
 }
 
-func (l *cgoLt) algoGetHeuristic(h, desc, a, b, c, d, pref uintptr, out *ltHeuristic) error {
+func (l *cgoLt) algoGetHeuristic(h, desc, a, b, c, d, pref uintptr, out []ltHeuristic) (int, error) {
+	if len(out) == 0 {
+		return 0, nil
+	}
 	var n C.int
 	err := l.check("cublasLtMatmulAlgoGetHeuristic", C.c_cublasLtMatmulAlgoGetHeuristic(l.heuristic,
-		C.h_t(h), C.h_t(desc), C.h_t(a), C.h_t(b), C.h_t(c), C.h_t(d), C.h_t(pref), unsafe.Pointer(out), &n))
-	if err == nil && n == 0 {
-		err = Error{Call: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED"}
+		C.h_t(h), C.h_t(desc), C.h_t(a), C.h_t(b), C.h_t(c), C.h_t(d), C.h_t(pref), C.int(len(out)), unsafe.Pointer(&out[0]), &n))
+	return int(n), err
+}
+
+func (l *cgoLt) algoConfig(algo *[8]uint64, attr int) (uint32, bool) {
+	if l.algoConfig_ == nil {
+		return 0, false
 	}
-	return err
+	var v [2]uint32 // room for an 8-byte attribute; the small ones land in v[0] (little endian)
+	r := C.c_algoConfig(l.algoConfig_, unsafe.Pointer(algo), C.int(attr), unsafe.Pointer(&v[0]), 4)
+	return v[0], r == 0
+}
+
+func (l *cgoLt) algoConfigSet(algo *[8]uint64, attr int, v uint32) error {
+	if l.algoSet_ == nil {
+		return fmt.Errorf("%w: cublasLtMatmulAlgoConfigSetAttribute", ErrSymbol)
+	}
+	return l.check("cublasLtMatmulAlgoConfigSetAttribute", C.c_algoConfigSet(l.algoSet_, unsafe.Pointer(algo), C.int(attr), unsafe.Pointer(&v), 4))
+}
+
+func (l *cgoLt) algoCheck(h, desc, a, b, c, d uintptr, algo *[8]uint64, out *ltHeuristic) error {
+	if l.algoCheck_ == nil {
+		return fmt.Errorf("%w: cublasLtMatmulAlgoCheck", ErrSymbol)
+	}
+	return l.check("cublasLtMatmulAlgoCheck", C.c_algoCheck(l.algoCheck_, C.h_t(h), C.h_t(desc), C.h_t(a), C.h_t(b), C.h_t(c), C.h_t(d),
+		unsafe.Pointer(algo), unsafe.Pointer(out)))
 }
 
 func (l *cgoLt) matmul(h, desc uintptr, alpha unsafe.Pointer, a DevicePtr, ad uintptr, b DevicePtr, bd uintptr,
 	beta unsafe.Pointer, c DevicePtr, cd uintptr, d DevicePtr, dd uintptr,
-	algo *ltHeuristic, ws DevicePtr, wsSize uint64, stream uintptr) error {
+	algo *[8]uint64, ws DevicePtr, wsSize uint64, stream uintptr) error {
 	return l.check("cublasLtMatmul", C.c_cublasLtMatmul(l.matmul_, C.h_t(h), C.h_t(desc), alpha,
 		C.dptr(a), C.h_t(ad), C.dptr(b), C.h_t(bd), beta, C.dptr(c), C.h_t(cd), C.dptr(d), C.h_t(dd),
-		unsafe.Pointer(&algo.algo), C.dptr(ws), C.size_t(wsSize), C.CUstream(stream)))
+		unsafe.Pointer(algo), C.dptr(ws), C.size_t(wsSize), C.CUstream(stream)))
 }

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
@@ -67,16 +68,48 @@ func (e Epilogue) usesAux() bool {
 	return e == EpilogueGELUAux || e == EpilogueGELUAuxBias || e == EpilogueDGELU || e == EpilogueDGELUBGrad
 }
 
-// Attribute numbers of matmul descriptors and preferences.
+// Attribute numbers of matmul descriptors, preferences and algorithm
+// configurations.
 const (
-	ltDescTransA   = 3
-	ltDescTransB   = 4
-	ltDescEpilogue = 7
-	ltDescBias     = 8
-	ltDescAux      = 11
-	ltDescAuxLD    = 12
-	ltPrefMaxWS    = 1
+	ltDescTransA    = 3
+	ltDescTransB    = 4
+	ltDescEpilogue  = 7
+	ltDescBias      = 8
+	ltDescAux       = 11
+	ltDescAuxLD     = 12
+	ltDescBiasType  = 26 // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+	ltPrefMaxWS     = 1
+	ltAlgoID        = 0 // CUBLASLT_ALGO_CONFIG_ID
+	ltAlgoTile      = 1
+	ltAlgoSplitK    = 2
+	ltAlgoReduction = 3
+	ltAlgoSwizzle   = 4
+	ltAlgoStages    = 6
 )
+
+// LtCandidates is how many algorithms NewMatmul asks the heuristic for.
+const LtCandidates = 8
+
+// Split-K variants: for a product whose output has at most
+// ltSplitKMaxOutput elements and whose K is at least ltSplitKMinK (the
+// weight gradients: few output tiles for many SMs, a long K) NewMatmul
+// appends the heuristic's first algorithm
+// split over K in each of ltSplitKs parts (fp32 partial sums in the
+// workspace) where cublasLtMatmulAlgoCheck accepts it and the first does
+// not split already: more candidates for tuning and the benchmarks, never
+// the default choice.
+const (
+	ltSplitKMaxOutput = 4 << 20
+	ltSplitKMinK      = 4096
+)
+
+var ltSplitKs = [...]uint32{2, 4, 8, 16}
+
+// LtMaxCandidates bounds LtMatmul.Algos: the heuristic's and the split-K
+// variants.
+const LtMaxCandidates = LtCandidates + len(ltSplitKs)
+
+const ltReductionComputeType = 2 // CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
 
 // LtHandle is a cuBLASLt handle in one context.
 type LtHandle struct {
@@ -115,21 +148,32 @@ type LtParams struct {
 	Epilogue            Epilogue // 0 means EpilogueDefault
 	AuxLD               int      // leading dimension of the aux matrix (M×N), for the AUX epilogues
 	MaxWorkspace        uint64   // the most workspace bytes the chosen algorithm may use
+	// BiasF32 makes the bias (or bias-gradient) vector fp32 whatever D's
+	// type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE); the default is D's type.
+	// Libraries that do not support it have no algorithm for the matmul.
+	BiasF32 bool
 }
 
-// LtMatmul is one configured matmul: descriptors and the algorithm chosen
-// by cuBLASLt's heuristic, made once and run many times.
+// LtMatmul is one configured matmul: descriptors and the algorithms
+// cuBLASLt's heuristic proposed for it (up to LtCandidates, best first),
+// made once and run many times. It runs the first candidate that works:
+// should cublasLtMatmul reject the current one before it has ever run
+// (NOT_SUPPORTED, INVALID_VALUE), Run moves on to the next.
 type LtMatmul struct {
 	h                 *LtHandle
 	p                 LtParams
 	desc, la, lb, lc  uintptr
 	pref              uintptr
-	algo              *ltHeuristic // its own allocation: cgo may not see the Go pointers beside it
-	WorkspaceRequired uint64       // bytes the chosen algorithm needs
+	cands             []ltHeuristic // no Go pointers inside: cgo may be handed one element
+	cur               int           // the candidate Run uses
+	proven            bool          // the current candidate has run once
+	WorkspaceRequired uint64        // bytes the current candidate needs
 }
 
-// NewMatmul creates the descriptors and picks an algorithm. Operands are
-// assumed 256-byte aligned, as Pool and Arena allocations are.
+// NewMatmul creates the descriptors and asks the heuristic for up to
+// LtCandidates algorithms, keeping those that fit MaxWorkspace in its
+// order. Operands are assumed 256-byte aligned, as Pool and Arena
+// allocations are.
 func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 	if p.Epilogue == 0 {
 		p.Epilogue = EpilogueDefault
@@ -141,7 +185,7 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 	if p.Epilogue.usesAux() && p.AuxLD < p.M {
 		return nil, fmt.Errorf("cuda: lt matmul: aux leading dimension %d below M=%d", p.AuxLD, p.M)
 	}
-	m := &LtMatmul{h: h, p: p, algo: new(ltHeuristic)}
+	m := &LtMatmul{h: h, p: p}
 	api := h.l.api
 	err := h.c.Do(func() error {
 		var err error
@@ -157,6 +201,7 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 		}
 		epi := uint32(p.Epilogue)
 		auxLD := int64(p.AuxLD)
+		biasType := int32(R32F)
 		set := func(attr int, buf unsafe.Pointer, n uintptr) {
 			if err == nil {
 				err = api.matmulDescSetAttribute(m.desc, attr, buf, n)
@@ -167,6 +212,9 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 		set(ltDescEpilogue, unsafe.Pointer(&epi), 4)
 		if p.Epilogue.usesAux() {
 			set(ltDescAuxLD, unsafe.Pointer(&auxLD), 8)
+		}
+		if p.BiasF32 && p.Epilogue.usesBias() {
+			set(ltDescBiasType, unsafe.Pointer(&biasType), 4)
 		}
 		if err != nil {
 			return err
@@ -195,14 +243,93 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 		if err = api.preferenceSetAttribute(m.pref, ltPrefMaxWS, unsafe.Pointer(&ws), 8); err != nil {
 			return err
 		}
-		return api.algoGetHeuristic(h.h, m.desc, m.la, m.lb, m.lc, m.lc, m.pref, m.algo)
+		res := make([]ltHeuristic, LtCandidates)
+		n, err := api.algoGetHeuristic(h.h, m.desc, m.la, m.lb, m.lc, m.lc, m.pref, res)
+		if err != nil {
+			return err
+		}
+		for _, r := range res[:min(n, len(res))] {
+			if r.state == 0 && r.workspace <= p.MaxWorkspace {
+				m.cands = append(m.cands, r)
+			}
+		}
+		if len(m.cands) == 0 {
+			return Error{Call: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED"}
+		}
+		if uint64(p.M)*uint64(p.N) <= ltSplitKMaxOutput && p.K >= ltSplitKMinK {
+			m.addSplitK(api)
+		}
+		return nil
 	})
 	if err != nil {
 		m.Destroy()
 		return nil, fmt.Errorf("cuda: lt matmul %dx%dx%d epilogue %d: %w", p.M, p.N, p.K, p.Epilogue, err)
 	}
-	m.WorkspaceRequired = m.algo.workspace
+	m.WorkspaceRequired = m.cands[0].workspace
 	return m, nil
+}
+
+// addSplitK appends the split-K variants of the first candidate that the
+// library accepts (see ltSplitKs); on the context's thread.
+func (m *LtMatmul) addSplitK(api ltAPI) {
+	first := m.cands[0]
+	if k, ok := api.algoConfig(&first.algo, ltAlgoSplitK); !ok || k > 1 {
+		return
+	}
+	for _, k := range ltSplitKs {
+		c := ltHeuristic{algo: first.algo}
+		if api.algoConfigSet(&c.algo, ltAlgoSplitK, k) != nil ||
+			api.algoConfigSet(&c.algo, ltAlgoReduction, ltReductionComputeType) != nil {
+			return
+		}
+		var r ltHeuristic
+		if api.algoCheck(m.h.h, m.desc, m.la, m.lb, m.lc, m.lc, &c.algo, &r) != nil || r.workspace > m.p.MaxWorkspace {
+			continue
+		}
+		c.workspace, c.waves = r.workspace, r.waves
+		m.cands = append(m.cands, c)
+	}
+}
+
+// Algos returns how many candidate algorithms the matmul holds (at least 1).
+func (m *LtMatmul) Algos() int { return len(m.cands) }
+
+// Algo returns the index of the candidate Run uses.
+func (m *LtMatmul) Algo() int { return m.cur }
+
+// UseAlgo makes Run use candidate i (0 is the heuristic's first choice):
+// for tuning and for timing the candidates against each other.
+func (m *LtMatmul) UseAlgo(i int) error {
+	if i < 0 || i >= len(m.cands) {
+		return fmt.Errorf("cuda: lt matmul: algorithm %d of %d", i, len(m.cands))
+	}
+	m.cur, m.proven = i, false
+	m.WorkspaceRequired = m.cands[i].workspace
+	return nil
+}
+
+// AlgoInfo describes candidate i: cuBLASLt's algorithm id, tile, split-K
+// count, reduction scheme, CTA swizzling and stages where the library
+// reports them, the workspace it needs and its waves count.
+func (m *LtMatmul) AlgoInfo(i int) string {
+	if i < 0 || i >= len(m.cands) {
+		return fmt.Sprintf("no algorithm %d of %d", i, len(m.cands))
+	}
+	c := &m.cands[i]
+	var parts []string
+	for _, a := range []struct {
+		name string
+		attr int
+	}{{"algo", ltAlgoID}, {"tile", ltAlgoTile}, {"splitK", ltAlgoSplitK}, {"reduction", ltAlgoReduction}, {"swizzle", ltAlgoSwizzle}, {"stages", ltAlgoStages}} {
+		var v uint32
+		var ok bool
+		_ = m.h.c.Do(func() error { v, ok = m.h.l.api.algoConfig(&c.algo, a.attr); return nil })
+		if ok {
+			parts = append(parts, fmt.Sprintf("%s %d", a.name, v))
+		}
+	}
+	parts = append(parts, fmt.Sprintf("workspace %d B", c.workspace), fmt.Sprintf("waves %.2f", c.waves))
+	return strings.Join(parts, ", ")
 }
 
 // LtArgs are the operands of one run of an LtMatmul.
@@ -230,23 +357,40 @@ func (m *LtMatmul) Run(s *Stream, a LtArgs) error {
 		a.C = a.D
 	}
 	api := m.h.l.api
-	return m.h.c.Do(func() error {
-		if m.p.Epilogue.usesBias() {
-			b := uint64(a.Bias)
-			if err := api.matmulDescSetAttribute(m.desc, ltDescBias, unsafe.Pointer(&b), 8); err != nil {
-				return err
-			}
+	for {
+		err := m.h.c.Do(func() error { return m.run(api, s, a) })
+		if err == nil {
+			m.proven = true
+			return nil
 		}
-		if m.p.Epilogue.usesAux() {
-			x := uint64(a.Aux)
-			if err := api.matmulDescSetAttribute(m.desc, ltDescAux, unsafe.Pointer(&x), 8); err != nil {
-				return err
-			}
+		var e Error
+		if m.proven || m.cur+1 >= len(m.cands) || !errors.As(err, &e) || (e.Code != 15 && e.Code != 7) ||
+			a.WorkspaceBytes < m.cands[m.cur+1].workspace {
+			return err
 		}
-		alpha, beta := a.Alpha, a.Beta
-		return api.matmul(m.h.h, m.desc, unsafe.Pointer(&alpha), a.A, m.la, a.B, m.lb,
-			unsafe.Pointer(&beta), a.C, m.lc, a.D, m.lc, m.algo, a.Workspace, a.WorkspaceBytes, s.h)
-	})
+		// The candidate was rejected before it launched anything: the next.
+		m.cur++
+		m.WorkspaceRequired = m.cands[m.cur].workspace
+	}
+}
+
+// run queues the matmul with the current candidate (on the context's thread).
+func (m *LtMatmul) run(api ltAPI, s *Stream, a LtArgs) error {
+	if m.p.Epilogue.usesBias() {
+		b := uint64(a.Bias)
+		if err := api.matmulDescSetAttribute(m.desc, ltDescBias, unsafe.Pointer(&b), 8); err != nil {
+			return err
+		}
+	}
+	if m.p.Epilogue.usesAux() {
+		x := uint64(a.Aux)
+		if err := api.matmulDescSetAttribute(m.desc, ltDescAux, unsafe.Pointer(&x), 8); err != nil {
+			return err
+		}
+	}
+	alpha, beta := a.Alpha, a.Beta
+	return api.matmul(m.h.h, m.desc, unsafe.Pointer(&alpha), a.A, m.la, a.B, m.lb,
+		unsafe.Pointer(&beta), a.C, m.lc, a.D, m.lc, &m.cands[m.cur].algo, a.Workspace, a.WorkspaceBytes, s.h)
 }
 
 // Destroy frees the descriptors.

@@ -96,6 +96,18 @@ type Device interface {
 	// dbias += Σ_rows dout (dbias may be nil; dinp may be nil when not needed).
 	// dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
 	MatmulBackward(dinp, dweight, dbias, dout, inp, weight *T, N, C, OC int)
+	// MatmulBackwardGELU is MatmulBackward of a layer whose input inp is
+	// gelu(pre) (the out and pre of a Matmul with GELU) with the GELU's
+	// backward folded into its dinp product, as cuBLASLt's DGELU_BGRAD
+	// epilogue computes it: dweight and dbias accumulate as in
+	// MatmulBackward; dpre = gelu'(pre)·(dout·weight) is overwritten (not
+	// accumulated: it replaces the sequence zero, MatmulBackward into dinp,
+	// GELUBackward); dpreBias += Σ_rows dpre (the bias gradient of the Matmul
+	// that produced pre; may be nil). The fused form computes dpre and its
+	// row sums in fp32 before dpre is rounded to its dtype.
+	// dpre (N,C), dpreBias (C) F32 or nil, dweight (OC,C), dbias (OC) or nil,
+	// dout (N,OC), inp (N,C), pre (N,C), weight (OC,C)
+	MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *T, N, C, OC int)
 	// GELUBackward computes dinp = gelu'(inp)·dout elementwise over n elements
 	// (overwrites: it is the gradient of Matmul's GELU epilogue, not a sum).
 	GELUBackward(dinp, inp, dout *T, n int)

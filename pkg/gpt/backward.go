@@ -20,11 +20,11 @@ func (m *Model) backward() {
 			residual = layer(a.residual3, l-1)
 		}
 		// dresidual is the gradient of residual3[l] = residual2 + fcproj.
-		d.Zero(a.dfch)
-		d.MatmulBackward(a.dfch, gw.fcprojw, gw.fcprojb, a.dresidual, layer(a.fchGelu, l), w.fcprojw, N, 4*C, C)
-		d.GELUBackward(a.dfch, layer(a.fch, l), a.dfch, N*4*C)
+		// The projection's backward runs the GELU's backward and the fc
+		// layer's bias gradient in its dgrad product (overwriting dfch).
+		d.MatmulBackwardGELU(a.dfch, gw.fcb, gw.fcprojw, gw.fcprojb, a.dresidual, layer(a.fchGelu, l), layer(a.fch, l), w.fcprojw, N, 4*C, C)
 		d.Zero(a.dln)
-		d.MatmulBackward(a.dln, gw.fcw, gw.fcb, a.dfch, layer(a.ln2, l), w.fcw, N, C, 4*C)
+		d.MatmulBackward(a.dln, gw.fcw, nil, a.dfch, layer(a.ln2, l), w.fcw, N, C, 4*C)
 		d.LayerNormBackward(a.dresidual, gw.ln2w, gw.ln2b, a.dln, layer(a.residual2, l), w.ln2w, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), N, C)
 		// dresidual is now the gradient of residual2 = residual + attproj.
 		d.Zero(a.datty)

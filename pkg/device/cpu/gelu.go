@@ -116,14 +116,20 @@ func (d *Device) geluBackwardFused(dinp, inp, dout *tensor.Tensor, n int) {
 		xb, gb, ob := scratch32(inp, hi-lo), scratch32(dout, hi-lo), scratch32(dinp, hi-lo)
 		x, g, o := in32(inp, lo, hi-lo, xb), in32(dout, lo, hi-lo, gb), out32(dinp, lo, hi-lo, ob)
 		for i, v := range x {
-			v2 := v * v
-			t := tanh32((v2*v*geluCoef + v) * geluScale)
-			left := (t + 1) * 0.5
-			right := v * 0.5 * (1 - t*t) * geluScale * (v2*(3*geluCoef) + 1)
-			o[i] = (left + right) * g[i]
+			o[i] = geluGrad(v) * g[i]
 		}
 		flush32(dinp, lo, o)
 	})
+}
+
+// geluGrad returns gelu'(x), the fused form's single expression (see
+// geluBackwardFused).
+func geluGrad(x float32) float32 {
+	x2 := x * x
+	t := tanh32((x2*x*geluCoef + x) * geluScale)
+	left := (t + 1) * 0.5
+	right := x * 0.5 * (1 - t*t) * geluScale * (x2*(3*geluCoef) + 1)
+	return left + right
 }
 
 // geluBackwardDecomposed: the derivative's steps as separate passes over

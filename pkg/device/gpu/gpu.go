@@ -88,6 +88,7 @@ type Device struct {
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
+	ltx       ltExtra           // algorithm forcing, tracing and tuning of those (matmul.go)
 	tables    map[*tensor.Layout]layoutTable
 
 	// legacy selects the previous variant of the kernels that have two
@@ -143,6 +144,9 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	}
 	flashV2, err := flashVariantEnv()
 	if err != nil {
+		return nil, err
+	}
+	if _, err := gemmTuneEnv(); err != nil {
 		return nil, err
 	}
 	libs := cfg.Libs

@@ -151,6 +151,10 @@ func TestLaunchSignatures(t *testing.T) {
 				}},
 				{"Add", func(d *Device) { d.Add(dev(r, 1001), dev(r, 1001), dev(h, 1001), 1001) }},
 				{"GELUBackward", func(d *Device) { x := dev(h, 4099); d.GELUBackward(x, dev(h, 4099), x, 4099) }},
+				{"MatmulBackwardGELU", func(d *Device) { // the sequence (no cuBLASLt under the hook)
+					d.MatmulBackwardGELU(dev(h, N, 64), dev(tensor.F32, 64), dev(tensor.F32, 32, 64), dev(tensor.F32, 32),
+						dev(r, N, 32), dev(h, N, 64), dev(h, N, 64), dev(h, 32, 64), N, 64, 32)
+				}},
 				{"GELUBackward/legacy", func(d *Device) {
 					d.legacy = true
 					x := dev(h, 4099)

@@ -19,22 +19,32 @@ package gpu
 // a plain GEMM, then gelu.go's biasAdd, then its geluForwardDecomposed (the
 // eager-PyTorch sequence of elementwise passes).
 //
-// Backward: the dgrad GEMM (cuBLAS, beta 1 into dinp), the wgrad GEMM
-// (beta 1 into dweight, fp32 or 16-bit; cuBLAS rounds α·A·B to a 16-bit
-// output type before adding β·C, so accumulating into a non-zero 16-bit
-// gradient rounds twice; the model's are zeroed first); fused, the wgrad runs on cuBLASLt
-// with the bias-gradient epilogue (EpilogueBGradB: Σ over the N rows of
-// dout, written into an fp32 scratch vector) and one small kernel adds that
-// into dbias (backward ops accumulate; the epilogue overwrites).
-// Decomposed, dbias comes from matmul.cu's column-sum kernel. A
-// configuration cuBLASLt has no algorithm for (an odd leading dimension
-// with an aux matrix, say) runs the decomposed sequence instead; the reason
-// is kept in LtFallbacks.
+// Backward: the dgrad GEMM (beta 1 into dinp), the wgrad GEMM (beta 1
+// into dweight, fp32 or 16-bit; cuBLAS rounds α·A·B to a 16-bit output type
+// before adding β·C, so accumulating into a non-zero 16-bit gradient rounds
+// twice; the model's are zeroed first). Fused, both run on cuBLASLt (plain
+// products through ltGemm, so that every GEMM's algorithm is chosen once
+// and cached alike), the wgrad with the bias-gradient epilogue
+// (EpilogueBGradB: Σ over the N rows of dout, or of its 16-bit copy where
+// dout is fp32, written into an fp32 scratch vector) and one small kernel
+// adds that into dbias (backward ops accumulate; the epilogue overwrites).
+// MatmulBackwardGELU (matmul_gelu.go) runs the dgrad GEMM with the
+// DGELU_BGRAD epilogue instead. Decomposed, cuBLAS runs the GEMMs and
+// dbias comes from matmul.cu's column-sum kernel. A configuration cuBLASLt
+// has no algorithm for (an odd leading dimension with an aux matrix, say)
+// runs the decomposed sequence instead; the reason is kept in LtFallbacks.
+//
+// Algorithms: each cuBLASLt configuration (shape, layout, dtypes,
+// epilogue) asks the heuristic once for up to cuda.LtCandidates algorithms
+// and runs the first that works (ltMatmul), or with DRUTO_GEMM_TUNE=1 the
+// fastest of them timed at the first use (gemm_tune.go); LtChoices lists
+// them. The workspace is WorkspaceBytes (32 MiB), shared with cuBLAS.
+// Nothing is configured during graph capture.
 //
 // dtypes: A and B of one GEMM share a type. The model passes an fp32
 // residual gradient as dout against 16-bit weights (the attention and MLP
 // projections); dout is then cast once into a reused 16-bit scratch buffer
-// for the GEMMs, while dbias is summed from the fp32 dout itself.
+// for the GEMMs (gemmOperand).
 
 import (
 	"fmt"
@@ -56,10 +66,25 @@ type ltKey struct {
 	p cuda.LtParams
 }
 
-// ltEntry is a configured matmul or why cuBLASLt could not configure it.
+// ltEntry is a configured matmul or why cuBLASLt could not configure it,
+// and the candidate algorithm it runs (the heuristic's first, or the
+// fastest where DRUTO_GEMM_TUNE=1 timed them).
 type ltEntry struct {
-	m   *cuda.LtMatmul
-	err error
+	m    *cuda.LtMatmul
+	err  error
+	best int
+	note string // how best was chosen
+	set  int    // the candidate ltMatmul last selected (Run may have moved past it, see cuda.LtMatmul)
+}
+
+// ltExtra is the state of the micro-benchmarks and of tuning: force makes
+// every cuBLASLt matmul run candidate force-1 (0: each its best); trace,
+// when not nil, collects the matmuls run; tune is DRUTO_GEMM_TUNE=1.
+type ltExtra struct {
+	force  int
+	missed int // matmuls that had no candidate force-1 (fell back)
+	trace  *[]*cuda.LtMatmul
+	tune   int // 0 unread, 1 off, 2 on
 }
 
 // dataType maps a float dtype to its cuBLAS element type.
@@ -81,7 +106,7 @@ func (d *Device) LtFallbacks() []string {
 	var out []string
 	for k, e := range d.lts {
 		if e.err != nil {
-			out = append(out, fmt.Sprintf("M=%d N=%d K=%d epilogue %d: %v", k.p.M, k.p.N, k.p.K, k.p.Epilogue, e.err))
+			out = append(out, fmt.Sprintf("M=%d N=%d K=%d epilogue %d (fp32 bias %v): %v", k.p.M, k.p.N, k.p.K, k.p.Epilogue, k.p.BiasF32, e.err))
 		}
 	}
 	sort.Strings(out)
@@ -100,24 +125,95 @@ func ltAligned(ptrs ...cuda.DevicePtr) bool {
 	return true
 }
 
-// ltMatmul returns the configured cuBLASLt matmul for p, made once; nil
-// when cuBLASLt has no algorithm for it (the caller falls back).
+// ltMatmul returns the configured cuBLASLt matmul for p, made once per
+// (shape, layout, dtypes, epilogue): the candidate algorithms (cuda.LtMatmul),
+// of which the heuristic's first runs (with DRUTO_GEMM_TUNE=1 the fastest,
+// timed here at the first use on scratch operands by ltTune), or, while a
+// micro-benchmark forces one (ltExtra.force), that one. nil when cuBLASLt
+// has no algorithm for it (the caller falls back). Nothing is configured
+// during graph capture: the step runs once plainly first.
 func (d *Device) ltMatmul(p cuda.LtParams) *cuda.LtMatmul {
 	if launchHook != nil {
 		return nil // no cuBLASLt in launch tests: the decomposed sequence runs
 	}
 	p.MaxWorkspace = WorkspaceBytes
 	k := ltKey{p}
-	if e, ok := d.lts[k]; ok {
-		return e.m
+	e, ok := d.lts[k]
+	if !ok {
+		if d.capturing {
+			d.fail(fmt.Errorf("gpu: matmul: a cuBLASLt algorithm would be chosen during graph capture (run the step once before capturing)"))
+			return nil
+		}
+		e.m, e.err = d.lt.NewMatmul(p)
+		e.note = "heuristic"
+		if e.m != nil && d.tuning() {
+			e.best, e.note = d.ltTune(p, e)
+		}
+		e.set = e.best
+		d.lts[k] = e
 	}
-	if d.capturing {
-		d.fail(fmt.Errorf("gpu: matmul: a cuBLASLt algorithm would be chosen during graph capture (run the step once before capturing)"))
+	if e.m == nil {
 		return nil
 	}
-	m, err := d.lt.NewMatmul(p)
-	d.lts[k] = ltEntry{m: m, err: err}
-	return m
+	want := e.best
+	if f := d.ltx.force; f > 0 {
+		if f > e.m.Algos() {
+			d.ltx.missed++
+			return nil // no such candidate: the caller's fallback runs
+		}
+		want = f - 1
+	}
+	if e.set != want { // a forced candidate, or back from one
+		if err := e.m.UseAlgo(want); err != nil {
+			d.fail(fmt.Errorf("gpu: matmul: %w", err))
+			return nil
+		}
+		e.set = want
+		d.lts[k] = e
+	}
+	if d.ltx.trace != nil {
+		*d.ltx.trace = append(*d.ltx.trace, e.m)
+	}
+	return e.m
+}
+
+// LtChoices lists, sorted, every configured cuBLASLt matmul with the
+// candidate it runs and how it was chosen (for the bench logs).
+func (d *Device) LtChoices() []string {
+	var out []string
+	for k, e := range d.lts {
+		if e.m != nil {
+			out = append(out, fmt.Sprintf("M=%d N=%d K=%d transA=%v transB=%v types %d/%d epilogue %d: candidate %d of %d (%s): %s",
+				k.p.M, k.p.N, k.p.K, k.p.TransA, k.p.TransB, k.p.AType, k.p.CType, k.p.Epilogue, e.best, e.m.Algos(), e.note, e.m.AlgoInfo(e.best)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ltGemm runs a plain product g (no epilogue) on cuBLASLt, so that its
+// algorithm is chosen and cached like the fused ones; false (nothing
+// queued) where cuBLASLt has no algorithm or an operand is not 256-byte
+// aligned: the caller runs cuBLAS.
+func (d *Device) ltGemm(g cuda.Gemm) bool {
+	if !d.fused || !ltAligned(g.A, g.B, g.C) {
+		return false
+	}
+	p := cuda.LtParams{
+		TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K,
+		AType: g.AType, BType: g.BType, CType: g.CType, LDA: g.LDA, LDB: g.LDB, LDC: g.LDC,
+		Compute: g.Compute, Epilogue: cuda.EpilogueDefault,
+	}
+	m := d.ltMatmul(p)
+	if m == nil {
+		return false
+	}
+	d.launches.Add(1)
+	if err := m.Run(d.stream, cuda.LtArgs{Alpha: g.Alpha, Beta: g.Beta, A: g.A, B: g.B, C: g.C, D: g.C,
+		Workspace: d.ws, WorkspaceBytes: WorkspaceBytes}); err != nil {
+		d.fail(fmt.Errorf("gpu: matmul (cuBLASLt): %w", err))
+	}
+	return true
 }
 
 // Matmul computes out = inp·weightᵀ + bias (bias may be nil) with fp32
@@ -286,14 +382,9 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 	if N == 0 {
 		return
 	}
-	// g is dout as a GEMM operand of type h.
-	g := d.ptr(dout)
-	if dout.DType != h {
-		g = d.scratch("matmul.dout", N*OC*h.Size())
-		if g == 0 {
-			return
-		}
-		d.Cast(tensor.OnDevice(h, uintptr(g), N, OC), dout)
+	g := d.gemmOperand(dout, h, N*OC)
+	if g == 0 {
+		return
 	}
 	if dinp != nil {
 		dt, _ := dataType(dinp.DType)
@@ -302,16 +393,44 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 			A: d.ptr(weight), B: g, C: d.ptr(dinp),
 			AType: ht, BType: ht, CType: dt, LDA: C, LDB: OC, LDC: C, Compute: cuda.Compute32F,
 		}
-		if err := d.gemm(e); err != nil {
-			d.fail(fmt.Errorf("gpu: %s: dinp (cuBLAS): %w", op, err))
-			return
+		if !d.ltGemm(e) {
+			if err := d.gemm(e); err != nil {
+				d.fail(fmt.Errorf("gpu: %s: dinp (cuBLAS): %w", op, err))
+				return
+			}
 		}
 	}
+	d.weightGrad(op, dweight, dbias, dout, g, inp, N, C, OC, ht)
+}
+
+// gemmOperand returns dout as a GEMM operand of type h: dout itself, or
+// (an fp32 residual gradient against 16-bit weights) its cast into a reused
+// scratch buffer; 0 with the error recorded.
+func (d *Device) gemmOperand(dout *tensor.Tensor, h tensor.DType, n int) cuda.DevicePtr {
+	if dout.DType == h {
+		return d.ptr(dout)
+	}
+	g := d.scratch("matmul.dout", n*h.Size())
+	if g != 0 {
+		d.Cast(tensor.OnDevice(h, uintptr(g), n), dout)
+	}
+	return g
+}
+
+// weightGrad queues dweight += doutᵀ·inp and dbias += Σ_rows dout, with g
+// dout as an operand of type ht (gemmOperand).
+//
+// Fused, with an fp32 dweight, the bias gradient comes from the GEMM's
+// BGRADB epilogue over g: written into an fp32 scratch vector, then added
+// into dbias by one small kernel (backward ops accumulate; the epilogue
+// overwrites). Where dout is an fp32 residual gradient and g its 16-bit
+// copy, dbias is thereby summed from the 16-bit values, as PyTorch's
+// autocast does (the linear layer's output gradient is 16-bit there);
+// otherwise, and where cuBLASLt has no algorithm, matmul.cu's column-sum
+// kernel sums dout itself.
+func (d *Device) weightGrad(op string, dweight, dbias, dout *tensor.Tensor, g cuda.DevicePtr, inp *tensor.Tensor, N, C, OC int, ht cuda.DataType) {
 	wt, _ := dataType(dweight.DType)
-	// The bias gradient from the epilogue needs dout itself as the operand
-	// (not a 16-bit copy of an fp32 dout) and an fp32 dweight, whose type
-	// the bias vector takes.
-	if d.fused && dbias != nil && dout.DType == h && dweight.DType == tensor.F32 && ltAligned(d.ptr(inp), g, d.ptr(dweight)) {
+	if d.fused && dbias != nil && dweight.DType == tensor.F32 && ltAligned(d.ptr(inp), g, d.ptr(dweight)) {
 		p := cuda.LtParams{
 			TransB: true, M: C, N: OC, K: N,
 			AType: ht, BType: ht, CType: wt, LDA: C, LDB: OC, LDC: C,
@@ -340,9 +459,11 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 		A: d.ptr(inp), B: g, C: d.ptr(dweight),
 		AType: ht, BType: ht, CType: wt, LDA: C, LDB: OC, LDC: C, Compute: cuda.Compute32F,
 	}
-	if err := d.gemm(e); err != nil {
-		d.fail(fmt.Errorf("gpu: %s: dweight (cuBLAS): %w", op, err))
-		return
+	if !d.ltGemm(e) {
+		if err := d.gemm(e); err != nil {
+			d.fail(fmt.Errorf("gpu: %s: dweight (cuBLAS): %w", op, err))
+			return
+		}
 	}
 	if dbias != nil {
 		d.biasGrad(dbias, dout, N, OC)

@@ -22,6 +22,7 @@ package gpu
 // also includes the download of its result, which the op waits for).
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -60,6 +61,11 @@ var KernelOps = []string{
 	"adamw", "gradnorm", "cast_f32_bf16",
 	"crossentropy_fused_classifier", "crossentropy_fused_classifier" + LegacySuffix,
 	"attention_fwd", "attention_bwd",
+	// microbench_gemm.go
+	"gemm_peak",
+	"gemm_qkv_fwd", "gemm_qkv_bwd", "gemm_attn_proj_fwd", "gemm_attn_proj_bwd",
+	"gemm_mlp_fc_fwd", "gemm_mlp_fc_bwd", "gemm_mlp_proj_fwd", "gemm_mlp_proj_bwd",
+	"gemm_attn_proj_dgrad", "gemm_attn_proj_wgrad", "gemm_attn_proj_wgrad_bgrad",
 }
 
 // LegacySuffix marks the micro-benchmark of an op's previous fused kernel.
@@ -83,6 +89,9 @@ type KernelResult struct {
 	Shape       string  `json:"shape"`
 	FLOPs       int64   `json:"flops,omitempty"`  // the op's FLOPs where it is compute-bound (attention: causal)
 	TFLOPs      float64 `json:"tflops,omitempty"` // FLOPs / median time
+	// PctOfPeak is TFLOPs as a share of the "gemm_peak" row's (fused) of
+	// the same run, where both were measured.
+	PctOfPeak float64 `json:"pct_of_peak_flops,omitempty"`
 }
 
 // kernelCase is one op ready to run on a device: run queues it, reset
@@ -136,30 +145,42 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		mode    string
 		noFlash bool
 		flashV2 bool
+		algo    int // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
 	}
 	for _, name := range ops {
 		base, legacy := strings.CutSuffix(name, LegacySuffix)
-		forms := []form{{fused, "fused", false, def}, {plain, "decomposed", false, false}}
+		forms := []form{{fused, "fused", false, def, 0}, {plain, "decomposed", false, false, 0}}
 		switch {
-		case name == "copy" || name == "launch" || legacy:
+		case name == "copy" || name == "launch" || legacy || name == "gemm_peak":
 			forms = forms[:1] // one form
+		}
+		switch {
+		case strings.HasPrefix(name, "gemm_attn_proj"):
+			// the weak shape: every further candidate (microbench_gemm.go)
+			for k := 2; k <= cuda.LtMaxCandidates; k++ {
+				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k})
+			}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
 			// fused: the default flash forward (variant 2 where built);
 			// fused-v1: the first variant beside it.
-			forms = []form{{fused, "fused", false, def}, {fused, "fused-cublas", true, false}, {plain, "decomposed", false, false}}
+			forms = []form{{fused, "fused", false, def, 0}, {fused, "fused-cublas", true, false, 0}, {plain, "decomposed", false, false, 0}}
 			if def {
-				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false}}, forms[1:]...)...)
+				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false, 0}}, forms[1:]...)...)
 			}
 		}
 		for _, f := range forms {
-			f.d.legacy, f.d.noFlash, f.d.flashV2 = legacy, f.noFlash, f.flashV2
+			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = legacy, f.noFlash, f.flashV2, f.algo
 			kc, err := newKernelCase(base, f.d, o.Layout)
+			if errors.Is(err, errNoCandidate) {
+				f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = false, false, def, 0
+				continue
+			}
 			if err != nil {
-				f.d.legacy, f.d.noFlash, f.d.flashV2 = false, false, def
+				f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = false, false, def, 0
 				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
 			}
 			r, err := timeKernel(f.d, kc, flush, flushBytes, o)
-			f.d.legacy, f.d.noFlash, f.d.flashV2 = false, false, def
+			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = false, false, def, 0
 			kc.free()
 			if err != nil {
 				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
@@ -179,14 +200,24 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 }
 
 // finish sets each result's ceiling (H200CopyGBps when none was given or
-// measured) and its share of it.
+// measured) and its share of it, and where the run measured "gemm_peak"
+// each compute-bound row's share of that peak.
 func finish(rs []KernelResult, ceiling float64) []KernelResult {
 	if ceiling <= 0 {
 		ceiling = H200CopyGBps
 	}
+	var peak float64
+	for _, r := range rs {
+		if r.Name == "gemm_peak" && r.Mode == "fused" {
+			peak = r.TFLOPs
+		}
+	}
 	for i := range rs {
 		rs[i].CeilingGBps = ceiling
 		rs[i].PctOfCeil = 100 * rs[i].GBps / ceiling
+		if peak > 0 && rs[i].TFLOPs > 0 {
+			rs[i].PctOfPeak = 100 * rs[i].TFLOPs / peak
+		}
 	}
 	return rs
 }
@@ -423,6 +454,10 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		kc.reset = func() { d.Zero(dqkv) }
 		kc.run = func() { d.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH) }
 	default:
+		if strings.HasPrefix(name, "gemm_") {
+			a.free()
+			return newGEMMCase(name, d)
+		}
 		return nil, fmt.Errorf("gpu: bench: no kernel micro-benchmark %q (have %v)", name, KernelOps)
 	}
 	if err := d.Sync(); err != nil || a.err != nil {
@@ -440,7 +475,7 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 // (each other form's ms over the fused form's: above 1 where the fused form
 // is the faster).
 func KernelTable(rs []KernelResult) string {
-	s := fmt.Sprintf("%-30s %-12s %10s %10s %8s %8s %8s\n", "op", "form", "ms", "GB/s", "% ceil", "speed-up", "TFLOP/s")
+	s := fmt.Sprintf("%-30s %-12s %10s %10s %8s %8s %8s %7s\n", "op", "form", "ms", "GB/s", "% ceil", "speed-up", "TFLOP/s", "% peak")
 	fusedMs := map[string]float64{}
 	for _, r := range rs {
 		if r.Mode == "fused" {
@@ -452,14 +487,17 @@ func KernelTable(rs []KernelResult) string {
 		if f := fusedMs[r.Name]; r.Mode == "decomposed" && f > 0 {
 			up = fmt.Sprintf("%.2fx", r.Ms/f)
 		}
-		if f := fusedMs[r.Name]; (r.Mode == "fused-cublas" || r.Mode == "fused-v1") && f > 0 {
+		if f := fusedMs[r.Name]; strings.HasPrefix(r.Mode, "fused-") && f > 0 {
 			up = fmt.Sprintf("%.2fx", r.Ms/f)
 		}
-		tf := ""
+		tf, pk := "", ""
 		if r.TFLOPs > 0 {
 			tf = fmt.Sprintf("%.1f", r.TFLOPs)
 		}
-		s += fmt.Sprintf("%-30s %-12s %10.4f %10.0f %7.1f%% %8s %8s\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, up, tf)
+		if r.PctOfPeak > 0 {
+			pk = fmt.Sprintf("%.1f%%", r.PctOfPeak)
+		}
+		s += fmt.Sprintf("%-30s %-12s %10.4f %10.0f %7.1f%% %8s %8s %7s\n", r.Name, r.Mode, r.Ms, r.GBps, r.PctOfCeil, up, tf, pk)
 	}
 	return s
 }

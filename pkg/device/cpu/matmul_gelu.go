@@ -1,0 +1,77 @@
+package cpu
+
+// matmul_gelu.go: MatmulBackwardGELU, the backward of the MLP's projection
+// with the GELU's backward folded in (cuBLASLt's DGELU_BGRAD epilogue on the
+// GPU).
+//
+// Fused form: dweight and dbias as MatmulBackward; then one fp32 GEMM
+// y = dout·weight, one pass y ← gelu'(pre)·y, the bias gradient summed from
+// y (fp32, before any rounding), and y rounded once into dpre. Decomposed
+// form: the sequence the model ran before the op existed: dpre zeroed,
+// MatmulBackward accumulating into it (one rounding), GELUBackward over it
+// (a second), and the column sums of the rounded dpre.
+
+import (
+	"fmt"
+
+	"github.com/druto/druto/pkg/blas"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// MatmulBackwardGELU accumulates dweight += doutᵀ·inp and dbias += Σ_rows
+// dout, overwrites dpre = gelu'(pre)·(dout·weight) and accumulates
+// dpreBias += Σ_rows dpre (dbias and dpreBias may be nil).
+// dpre (N,C), dpreBias (C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), pre (N,C), weight (OC,C)
+func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *tensor.Tensor, N, C, OC int) {
+	const op = "MatmulBackwardGELU"
+	if dpre == nil || dweight == nil || dout == nil || inp == nil || pre == nil || weight == nil {
+		d.fail(fmt.Errorf("cpu: %s: dpre, dweight, dout, inp, pre and weight are required", op))
+		return
+	}
+	if !d.needSizes(op, N, C, OC) || !d.needFloat(op, dpre, dweight, dout, inp, pre, weight) ||
+		!d.checkN(op, N*C, dpre, inp, pre) || !d.checkN(op, OC*C, dweight, weight) || !d.checkN(op, N*OC, dout) {
+		return
+	}
+	if dpreBias != nil && (!d.needFloat(op, dpreBias) || !d.checkN(op, C, dpreBias)) {
+		return
+	}
+	if dbias != nil && (!d.needFloat(op, dbias) || !d.checkN(op, OC, dbias)) {
+		return
+	}
+	if !d.fused {
+		d.Zero(dpre)
+		d.MatmulBackward(dpre, dweight, dbias, dout, inp, weight, N, C, OC)
+		d.GELUBackward(dpre, pre, dpre, N*C)
+		if dpreBias != nil {
+			g := d.gemmF32(dpre)
+			d.columnSumInto(dpreBias, g, N, C)
+			releaseF32(dpre, g)
+		}
+		return
+	}
+	d.MatmulBackward(nil, dweight, dbias, dout, inp, weight, N, C, OC)
+	blas.SetThreads(d.threads)
+	g, w := d.gemmF32(dout), d.gemmF32(weight)
+	defer releaseF32(dout, g)
+	defer releaseF32(weight, w)
+	y := outF32(dpre) // (N,C) fp32: dpre's memory when F32, else scratch
+	defer releaseF32(dpre, y)
+	// y (N,C) = dout (N,OC) · weight (OC,C)
+	if err := blas.Sgemm(false, false, N, C, OC, 1, g, OC, w, C, 0, y, C); err != nil {
+		d.fail(fmt.Errorf("cpu: %s: %w", op, err))
+		return
+	}
+	d.parallel(N*C, 1<<13, func(lo, hi int) {
+		xb := scratch32(pre, hi-lo)
+		x := in32(pre, lo, hi-lo, xb)
+		for i, v := range x {
+			y[lo+i] = geluGrad(v) * y[lo+i]
+		}
+	})
+	if dpreBias != nil {
+		d.columnSumInto(dpreBias, y, N, C)
+	}
+	if dpre.DType != tensor.F32 {
+		d.parallel(N*C, 1<<14, func(lo, hi int) { store(dpre, lo, y[lo:hi]) })
+	}
+}
