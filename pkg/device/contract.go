@@ -259,8 +259,8 @@ var Ops = struct {
 	CrossEntropy: Contract{Op: "CrossEntropy", Sizes: []string{"N", "V+"},
 		Params: []Param{p("losses", F32, Out, prod(0)), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index)},
 		Tol:    sumTol(1), IndexMax: func(s []int, _ []*T) int { return s[1] }},
-	// total (layout.Total)
-	AdamWStep: Contract{Op: "AdamWStep", Sizes: []string{"total"},
+	// total (layout.Total), step (hp.Step)
+	AdamWStep: Contract{Op: "AdamWStep", Sizes: []string{"total", "step+"},
 		Params: []Param{p("master", F32, Acc, prod(0)), opt(p("work", Float, Out, prod(0))), p("grads", F32, In, prod(0)),
 			p("m", F32, Acc, prod(0)), gen(p("v", F32, Acc, prod(0)), Positive)},
 		Tol: one},
@@ -314,16 +314,19 @@ type Span struct {
 	Decay  bool
 }
 
-// AdamWArgs checks the arguments AdamWStep and AdamWState take beside
-// their tensors (which Ops.AdamWStep checks) and returns the layout's
-// non-empty segments sorted by offset: an error when the layout is nil,
-// segments overlap or leave the buffer, or hp.Step < 1.
-func AdamWArgs(layout *tensor.Layout, hp AdamW) ([]Span, error) {
+// AdamWArgs checks the layout AdamWStep and AdamWState take beside their
+// tensors and returns its non-empty segments sorted by offset: an error
+// when the layout is nil or segments overlap or leave the buffer. With the
+// layout it returns the sizes of op's contract (Ops.AdamWStep: the total
+// and hp.Step, which must be at least 1: bias correction is 1-based;
+// Ops.AdamWState: the total).
+func AdamWArgs(op *Contract, layout *tensor.Layout, hp AdamW) ([]Span, []int, error) {
 	if layout == nil {
-		return nil, fmt.Errorf("AdamW: nil layout: %w", tensor.ErrShape)
+		return nil, nil, fmt.Errorf("%s: nil layout: %w", op.Op, tensor.ErrShape)
 	}
-	if hp.Step < 1 {
-		return nil, fmt.Errorf("AdamW: step %d, want >= 1 (bias correction is 1-based)", hp.Step)
+	sizes := []int{layout.Total}
+	if len(op.Sizes) == 2 {
+		sizes = append(sizes, hp.Step)
 	}
 	spans := make([]Span, 0, len(layout.Segments))
 	for _, s := range layout.Segments {
@@ -334,9 +337,9 @@ func AdamWArgs(layout *tensor.Layout, hp AdamW) ([]Span, error) {
 	sort.Slice(spans, func(i, j int) bool { return spans[i].Lo < spans[j].Lo })
 	for i, s := range spans {
 		if s.Lo < 0 || s.Hi > layout.Total || (i > 0 && s.Lo < spans[i-1].Hi) {
-			return nil, fmt.Errorf("AdamW: segment [%d,%d) overlaps another or leaves the buffer of %d: %w",
-				s.Lo, s.Hi, layout.Total, tensor.ErrShape)
+			return nil, nil, fmt.Errorf("%s: segment [%d,%d) overlaps another or leaves the buffer of %d: %w",
+				op.Op, s.Lo, s.Hi, layout.Total, tensor.ErrShape)
 		}
 	}
-	return spans, nil
+	return spans, sizes, nil
 }

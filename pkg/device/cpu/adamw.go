@@ -60,16 +60,16 @@ func (d *Device) AdamWStep(master, work, grads, m, v *tensor.Tensor, layout *ten
 // state, when not nil, is c's last tensor) and returns the layout's
 // segments (device.AdamWArgs).
 func (d *Device) adamArgs(c *device.Contract, master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor) ([]device.Span, bool) {
-	spans, err := device.AdamWArgs(layout, hp)
+	spans, sizes, err := device.AdamWArgs(c, layout, hp)
 	if err != nil {
-		d.fail(fmt.Errorf("cpu: %s: %w", c.Op, err))
+		d.fail(fmt.Errorf("cpu: %w", err))
 		return nil, false
 	}
 	ts := []*tensor.Tensor{master, work, grads, m, v}
 	if state != nil || len(c.Params) > len(ts) {
 		ts = append(ts, state)
 	}
-	return spans, d.check(c, []int{layout.Total}, ts...)
+	return spans, d.check(c, sizes, ts...)
 }
 
 // adamWFused: one pass over the flat buffer in parallel chunks.

@@ -294,7 +294,7 @@ func TestAdamChunks(t *testing.T) {
 	layout.Add("empty", true, 0)
 	layout.Add("b", false, 1)
 	layout.Add("c", true, adamChunk)
-	spans, err := adamSpans(layout)
+	spans, _, err := device.AdamWArgs(&device.Ops.AdamWState, layout, device.AdamW{})
 	if err != nil {
 		t.Fatal(err)
 	}
