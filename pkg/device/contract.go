@@ -59,6 +59,7 @@ const (
 	Normal   Gen = iota // standard normal
 	Positive            // uniform in [0.5, 2) (rstd, second moments)
 	Index               // integers in [0, Contract.IndexMax) (tokens, targets)
+	Small               // normal with standard deviation 1/4 (GEMM operands: sums of O(1))
 )
 
 // Param is one tensor argument of an op.
@@ -221,8 +222,8 @@ var Ops = struct {
 		Params: []Param{p("out", Float, Out, prod(0)), p("a", Float, In, prod(0)), p("b", Float, In, prod(0))}, Tol: one},
 	// N, C, OC, act
 	Matmul: Contract{Op: "Matmul", Sizes: []string{"N", "C+", "OC+", "act"},
-		Params: []Param{p("out", Float, Out, prod(0, 2)), opt(p("pre", Float, Out, prod(0, 2))), p("inp", Float, In, prod(0, 1)),
-			p("weight", Float, In, prod(2, 1)), opt(p("bias", Float, In, prod(2)))},
+		Params: []Param{p("out", Float, Out, prod(0, 2)), opt(p("pre", Float, Out, prod(0, 2))), gen(p("inp", Float, In, prod(0, 1)), Small),
+			gen(p("weight", Float, In, prod(2, 1)), Small), opt(p("bias", Float, In, prod(2)))},
 		Tol: sumTol(1), Rule: func(s []int, ts []*T) error {
 			switch Activation(s[3]) {
 			case None:
@@ -241,7 +242,7 @@ var Ops = struct {
 	// N, C, OC
 	MatmulBackward: Contract{Op: "MatmulBackward", Sizes: []string{"N", "C+", "OC+"},
 		Params: []Param{opt(p("dinp", Float, Acc, prod(0, 1))), p("dweight", Wide, Acc, prod(2, 1)), opt(p("dbias", Wide, Acc, prod(2))),
-			p("dout", Float, In, prod(0, 2)), p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(2, 1))},
+			gen(p("dout", Float, In, prod(0, 2)), Small), gen(p("inp", Float, In, prod(0, 1)), Small), gen(p("weight", Float, In, prod(2, 1)), Small)},
 		Tol: func(s []int) float64 { return sumScale(max(s[0], s[1], s[2])) }},
 	// n
 	GELUBackward: Contract{Op: "GELUBackward", Sizes: []string{"n"},

@@ -101,9 +101,9 @@ func CacheKey(v kernels.Variant, src []byte, arch, nvrtcVersion string) string {
 	return fmt.Sprintf("%s-%s-%s-nvrtc%s-%s.cubin", strings.TrimSuffix(filepath.Base(v.File), ".cu"), v.DType, arch, nvrtcVersion, sum[:16])
 }
 
-// CompileOnly compiles a variant with NVRTC for any architecture (no device
+// compileOnly compiles a variant with NVRTC for any architecture (no device
 // needed): a cubin for "sm_XY", PTX for "compute_XY".
-func CompileOnly(n *cuda.NVRTC, v kernels.Variant, arch string) ([]byte, time.Duration, string, error) {
+func compileOnly(n *cuda.NVRTC, v kernels.Variant, arch string) ([]byte, time.Duration, string, error) {
 	src, err := v.Source()
 	if err != nil {
 		return nil, 0, "", err

@@ -143,7 +143,7 @@ func TestNVRTCCompileOnly(t *testing.T) {
 			if cc, _ := strconv.Atoi(arch[strings.IndexByte(arch, '_')+1:]); cc < v.MinArch {
 				continue // the file needs a newer GPU (its druto:arch line)
 			}
-			code, d, _, err := CompileOnly(n, v, arch)
+			code, d, _, err := compileOnly(n, v, arch)
 			if err != nil {
 				t.Fatalf("%s %s: %v", v, arch, err)
 			}
