@@ -128,8 +128,9 @@ func casesFor(dt tensor.DType) []Case {
 			Omit: map[int]bool{0: true, 2: true},
 			Call: none(func(d device.Device, t []*T) { d.MatmulBackward(nil, t[1], nil, t[3], t[4], t[5], N, C, OC) })})
 	}
-	// Attention: B, T, C, NH at head sizes 64 (flash) and 24.
-	for _, s := range [][]int{{2, 17, 128, 2}, {1, 9, 48, 2}} {
+	// Attention: B, T, C, NH at head sizes 64, 32 and 128 (the flash
+	// kernels') and 24 (the cuBLAS path in every form).
+	for _, s := range [][]int{{2, 17, 128, 2}, {1, 9, 64, 2}, {1, 9, 128, 1}, {1, 9, 48, 2}} {
 		B, Tn, C, NH := s[0], s[1], s[2], s[3]
 		add(Case{Name: name(&o.Attention, dt, s, ""), Contract: &o.Attention, DType: dt, Sizes: s,
 			Call: none(func(d device.Device, t []*T) { d.Attention(t[0], t[1], t[2], B, Tn, C, NH) })})
@@ -186,8 +187,11 @@ func casesFor(dt tensor.DType) []Case {
 		add(Case{Name: name(&o.Cast, dt, s, "from f32"), Contract: &o.Cast, DType: dt, Sizes: s, DTypes: map[int]tensor.DType{1: F},
 			Call: none(func(d device.Device, t []*T) { d.Cast(t[0], t[1]) })})
 		if dt != F {
-			add(Case{Name: name(&o.Cast, dt, s, "to f32"), Contract: &o.Cast, DType: dt, Sizes: s, DTypes: map[int]tensor.DType{0: F},
-				Call: none(func(d device.Device, t []*T) { d.Cast(t[0], t[1]) })})
+			other := map[tensor.DType]tensor.DType{tensor.BF16: tensor.F16, tensor.F16: tensor.BF16}[dt]
+			for _, to := range []tensor.DType{F, other} {
+				add(Case{Name: name(&o.Cast, dt, s, "to "+to.String()), Contract: &o.Cast, DType: dt, Sizes: s, DTypes: map[int]tensor.DType{0: to},
+					Call: none(func(d device.Device, t []*T) { d.Cast(t[0], t[1]) })})
+			}
 		}
 	}
 	if dt == F { // the gradient norm and the step update run on the fp32 gradients

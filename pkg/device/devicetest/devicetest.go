@@ -102,8 +102,8 @@ func Run(dev, ref device.Device, c Case, seed uint64) Result {
 	return r
 }
 
-// dtypeOf returns argument i's dtype in c.
-func dtypeOf(c Case, i int) tensor.DType {
+// DTypeOf returns argument i's dtype in c.
+func (c Case) DTypeOf(i int) tensor.DType {
 	if dt, ok := c.DTypes[i]; ok {
 		return dt
 	}
@@ -116,6 +116,18 @@ func dtypeOf(c Case, i int) tensor.DType {
 	return c.DType
 }
 
+// NumelOf returns argument i's element count in c, -1 when the contract
+// and c leave it open (Attention's state, shaped by each device).
+func (c Case) NumelOf(i int) int {
+	if n, ok := c.Numel[i]; ok {
+		return n
+	}
+	if p := c.Contract.Params[i]; p.Numel != nil {
+		return p.Numel(c.Sizes)
+	}
+	return -1
+}
+
 // inputs makes the host tensors of c: random inputs, NaN outputs, nil for
 // omitted arguments and Attention's state (which each device shapes).
 func inputs(c Case, seed uint64) ([]*tensor.Tensor, error) {
@@ -125,14 +137,11 @@ func inputs(c Case, seed uint64) ([]*tensor.Tensor, error) {
 		if c.Omit[i] || p.Role == device.State {
 			continue
 		}
-		n, ok := c.Numel[i]
-		if !ok {
-			if p.Numel == nil {
-				return nil, fmt.Errorf("devicetest: %s: no element count for %s", c.Name, p.Name)
-			}
-			n = p.Numel(c.Sizes)
+		n := c.NumelOf(i)
+		if n < 0 {
+			return nil, fmt.Errorf("devicetest: %s: no element count for %s", c.Name, p.Name)
 		}
-		t := tensor.New(dtypeOf(c, i), n)
+		t := tensor.New(c.DTypeOf(i), n)
 		host[i] = t
 		if p.Role == device.Out {
 			poison(t)

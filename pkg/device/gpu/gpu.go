@@ -93,6 +93,10 @@ type Device struct {
 	// crossentropy_fused_l2), so the micro-benchmarks and tests can run both.
 	legacy bool
 
+	// trace, when not nil, records every kernel looked up to launch
+	// (SelfTest: which kernels a conformance case ran).
+	trace map[kernelKey]bool
+
 	mu  sync.Mutex // guards err: fail may be called from helper goroutines
 	err error
 
@@ -485,6 +489,9 @@ func (d *Device) unsupported(op string, dts ...tensor.DType) {
 // DTYPE the module was compiled with (the policy's half type, or F32).
 func (d *Device) fn(name string, dt tensor.DType) *cuda.Function {
 	k := kernelKey{name, dt}
+	if d.trace != nil {
+		d.trace[k] = true
+	}
 	if f := d.funcs[k]; f != nil {
 		return f
 	}
