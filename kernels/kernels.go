@@ -50,8 +50,8 @@ func parseDType(s string) (DType, bool) {
 // Variant is one kernel built for one storage dtype: the unit that is
 // compiled, cached, loaded and self-tested.
 type Variant struct {
-	Kernel string       // the extern "C" name, e.g. "layernorm_forward"
-	File   string       // the source file, e.g. "layernorm.cu"
+	Kernel string // the extern "C" name, e.g. "layernorm_forward"
+	File   string // the source file, e.g. "layernorm.cu"
 	DType  DType  // the storage type DTYPE selects
 	// MinArch is the oldest compute capability the variant builds for, ×10
 	// (its file's "// druto:arch 80" or "// druto:arch bf16:80" line; 75

@@ -36,6 +36,7 @@ func (c Class) Has(dt tensor.DType) bool {
 	return dt.Float()
 }
 
+// String names the class in error messages.
 func (c Class) String() string {
 	return [...]string{"a float dtype", "a float dtype", "f32", "i32"}[c]
 }

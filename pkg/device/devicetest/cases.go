@@ -13,6 +13,7 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
+// T is the tensor type of the ops.
 type T = tensor.Tensor
 
 // Cases returns every case, op by op, for f32, bf16 and f16.
@@ -96,9 +97,13 @@ func casesFor(dt tensor.DType) []Case {
 			add(Case{Name: name(&o.LayerNorm, dt, s, note), Contract: &o.LayerNorm, DType: dt, Sizes: s, DTypes: ln,
 				Call: none(func(d device.Device, t []*T) { d.LayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], N, C) })})
 			add(Case{Name: name(&o.ResidualLayerNorm, dt, s, note), Contract: &o.ResidualLayerNorm, DType: dt, Sizes: s, DTypes: res,
-				Call: none(func(d device.Device, t []*T) { d.ResidualLayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C) })})
+				Call: none(func(d device.Device, t []*T) {
+					d.ResidualLayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C)
+				})})
 			add(Case{Name: name(&o.LayerNormBackward, dt, s, note), Contract: &o.LayerNormBackward, DType: dt, Sizes: s, DTypes: bwd,
-				Call: none(func(d device.Device, t []*T) { d.LayerNormBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C) })})
+				Call: none(func(d device.Device, t []*T) {
+					d.LayerNormBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C)
+				})})
 			n := []int{N * C}
 			add(Case{Name: name(&o.Add, dt, n, note), Contract: &o.Add, DType: dt, Sizes: n, DTypes: add2,
 				Call: none(func(d device.Device, t []*T) { d.Add(t[0], t[1], t[2], n[0]) })})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/devicetest"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -69,4 +70,44 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 	}
 	t.Logf("%d unused variants", unused)
 	t.Logf("%d kernel variants, %d launched by %d cases", len(vs), len(got), len(cases))
+}
+
+// TestGPUConformance runs every conformance case in every mode of the
+// device against the CPU reference of the same form (what druto detect
+// runs) and checks that every case passes and every kernel variant that
+// an op launches was launched and passed. Needs a GPU.
+func TestGPUConformance(t *testing.T) {
+	g := gpuDev(t, true)
+	ref := cpu.New(device.Options{Fused: true})
+	plain := cpu.New(device.Options{Fused: false})
+	results, verdicts := g.SelfTest(ref, plain, devicetest.Cases(), uint64(testRNG(t).Uint64()))
+	failed, unsupported := 0, 0
+	for _, r := range results {
+		t.Logf("RESULT conformance %s pass %v relerr %.3g %s", r.Case, r.Pass, r.MaxRelErr, r.Error)
+		switch {
+		case !r.Pass:
+			failed++
+			t.Errorf("%s: %s", r.Case, r.Error)
+		case r.Unsupported:
+			unsupported++
+		}
+	}
+	tested := 0
+	for _, k := range g.Kernels() {
+		v := verdicts[k.Kernel+"/"+k.DType.String()]
+		if k.Err != nil || v == nil {
+			continue
+		}
+		tested++
+		if !v.Pass {
+			t.Errorf("%s/%s: %s", k.Kernel, k.DType, v.Error)
+		}
+	}
+	t.Logf("%d cases (%d failed, %d unsupported), %d of %d kernel variants launched", len(results), failed, unsupported, tested, len(g.Kernels()))
+	if tested < len(g.Kernels())*3/4 {
+		t.Errorf("only %d of %d kernel variants were launched", tested, len(g.Kernels()))
+	}
+	if g.Fused() != true || g.legacy || g.noFlash {
+		t.Errorf("SelfTest left the device switched: fused %v legacy %v noFlash %v", g.Fused(), g.legacy, g.noFlash)
+	}
 }
