@@ -1,6 +1,7 @@
 package devicetest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -89,5 +90,40 @@ func TestRunCatches(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("only %d passing f32 cases", n)
+	}
+}
+
+// TestEveryOpChecksItsContract: on the CPU device, every op with any one
+// argument one element too long records an error wrapping ErrShape (no
+// panic, nothing written past the tensor). GradNorm and StepUpdate take
+// their sizes from their tensors: any length is theirs.
+func TestEveryOpChecksItsContract(t *testing.T) {
+	d := cpu.New(device.Options{Fused: true, Threads: 2})
+	for i, c := range Cases() {
+		if c.DType != tensor.F32 || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate {
+			continue
+		}
+		host, err := inputs(c, uint64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, p := range c.Contract.Params {
+			if p.Role == device.State {
+				s := c.Sizes
+				st := d.AttentionState(c.DType, s[0], s[1], s[2], s[3])
+				host[j] = tensor.New(st.DType, st.Shape...)
+			}
+		}
+		for j, p := range c.Contract.Params {
+			if host[j] == nil || p.Numel == nil {
+				continue
+			}
+			bad := append([]*tensor.Tensor(nil), host...)
+			bad[j] = tensor.New(host[j].DType, host[j].Numel()+1)
+			_, err := c.Call(d, bad)
+			if err := errors.Join(err, d.Sync()); !errors.Is(err, tensor.ErrShape) {
+				t.Errorf("%s with a long %s: %v", c.Name, p.Name, err)
+			}
+		}
 	}
 }

@@ -3,9 +3,11 @@ package gpu
 // selftest_test.go: runs on any machine. The conformance cases, in every
 // mode of SelfTest, launch every kernel variant of package kernels, with
 // dtype combinations the GPU implements (no case records an error), so
-// that detect's self-test covers every kernel.
+// that detect's self-test covers every kernel; and every op rejects an
+// argument of the wrong length (its contract, device.Ops).
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -49,6 +51,24 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 			}
 			if d.err != nil {
 				t.Errorf("%s: %s: %v", m.name, c.Name, d.err)
+			}
+			// The op checks its contract: any argument one element too
+			// long is an error (the sizes of GradNorm and StepUpdate are
+			// their tensors').
+			if m.name != "fused" || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate {
+				continue
+			}
+			for j, p := range c.Contract.Params {
+				if ts[j] == nil || p.Numel == nil {
+					continue
+				}
+				bad := append([]*tensor.Tensor(nil), ts...)
+				bad[j] = dev(ts[j].DType, ts[j].Numel()+1)
+				d.err = nil
+				_, _ = c.Call(d, bad)
+				if !errors.Is(d.err, tensor.ErrShape) {
+					t.Errorf("%s with a long %s: %v", c.Name, p.Name, d.err)
+				}
 			}
 		}
 	})
