@@ -82,8 +82,9 @@ func casesFor(dt tensor.DType) []Case {
 			Numel: map[int]int{0: 50 * s[2], 1: (s[1] + 3) * s[2]},
 			Call:  none(func(d device.Device, t []*T) { d.EncoderBackward(t[0], t[1], t[2], t[3], s[0], s[1], s[2]) })})
 	}
-	// Row ops: N, C; on a 16-bit device also with an f32 residual stream.
-	for _, s := range [][]int{{17, 96}, {3, 37}} {
+	// Row ops: N, C (one channel; past the fast backward's width too); on a
+	// 16-bit device also with an f32 residual stream.
+	for _, s := range [][]int{{17, 96}, {3, 37}, {5, 1}, {17, 1000}} {
 		N, C := s[0], s[1]
 		for _, mixed := range []bool{false, true} {
 			if mixed && dt == F {

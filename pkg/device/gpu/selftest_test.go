@@ -1,7 +1,8 @@
 package gpu
 
 // selftest_test.go: runs on any machine. The conformance cases, in every
-// mode of SelfTest, launch every kernel variant of package kernels, with
+// mode of SelfTest, launch every kernel variant of package kernels, each
+// launch checked against the kernel's PTX signature (launch_test.go), with
 // dtype combinations the GPU implements (no case records an error), so
 // that detect's self-test covers every kernel; and every op rejects an
 // argument of the wrong length (its contract, device.Ops).
@@ -23,8 +24,13 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sigs := signatures(t)
 	got := map[string]bool{}
-	launchHook = func(kernel string, dt tensor.DType, args []any) { got[kernel+"/"+dt.String()] = true }
+	var launches []launch
+	launchHook = func(kernel string, dt tensor.DType, args []any) {
+		got[kernel+"/"+dt.String()] = true
+		launches = append(launches, launch{kernel, dt, append([]any(nil), args...)})
+	}
 	defer func() { launchHook = nil }()
 	d := &Device{fused: true, flashV2: true}
 	cases := devicetest.Cases()
@@ -45,13 +51,14 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 					ts[i] = dev(c.DTypeOf(i), c.NumelOf(i))
 				}
 			}
-			d.err = nil
+			d.err, launches = nil, nil
 			if _, err := c.Call(d, ts); err != nil {
 				t.Errorf("%s: %s: %v", m.name, c.Name, err)
 			}
 			if d.err != nil {
 				t.Errorf("%s: %s: %v", m.name, c.Name, d.err)
 			}
+			checkSigs(t, m.name+": "+c.Name, sigs, launches)
 			// The op checks its contract: any argument one element too
 			// long is an error (the sizes of GradNorm and StepUpdate are
 			// their tensors').
