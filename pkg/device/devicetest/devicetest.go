@@ -75,7 +75,7 @@ func Run(dev, ref device.Device, c Case, seed uint64) Result {
 		r.Error = err.Error()
 		return r
 	}
-	tol := c.Contract.Tol(c.Sizes)
+	tol := c.Contract.Tol(c.DType, c.Sizes)
 	var errs []error
 	compare := func(name string, g, w []float32) {
 		e := tensor.RelErr(g, w)
