@@ -3,11 +3,13 @@
 // pass their self-test against the CPU reference), and Open returns the
 // device.Device to train on, with the reason for the choice.
 //
-// The self-test has two levels: the layernorm kernel is checked on its own
-// at three shapes, and then one training step of a small model (every
-// kernel of the step, forward and backward) runs on the GPU and on the CPU
-// under each precision policy and must agree within gpt.StepLimit
-// (Report.StepChecks).
+// The self-test has two levels: every op runs the conformance cases of
+// package devicetest on the GPU and on the CPU reference, in each form, on
+// NaN-poisoned outputs, and each kernel gets the verdict of the cases that
+// launched it (Report.Kernels, Report.OpTests); then one training step of
+// a small model (every kernel of the step, forward and backward) runs on
+// the GPU and on the CPU under each precision policy and must agree within
+// gpt.StepLimit (Report.StepChecks).
 //
 // The backend choice lives here, above both implementations, because
 // package device holds only the interface. Open returns the GPU device
@@ -19,19 +21,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
 
-	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/amp"
-	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/device/devicetest"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/optim"
@@ -53,10 +52,10 @@ const (
 
 // Options choose and configure the device.
 type Options struct {
-	Backend string           // "auto" (also ""), "cpu" or "gpu"
-	Fused   bool             // fused kernels (true) or the decomposed baseline
-	Threads int              // CPU worker goroutines; 0 means all cores
-	Load    cuda.LoadOptions // where to look for the CUDA libraries
+	Backend string          // "auto" (also ""), "cpu" or "gpu"
+	Fused   bool            // fused kernels (true) or the decomposed baseline
+	Threads int             // CPU worker goroutines; 0 means all cores
+	Load    gpu.LoadOptions // where to look for the CUDA libraries
 	// CacheDir is the kernel cache; empty means the user cache directory.
 	CacheDir string
 	// NoCache skips the kernel cache (every detection compiles afresh).
@@ -70,14 +69,17 @@ type Report struct {
 	Reason    string `json:"reason"`  // why, in a sentence
 	GPUUsable bool   `json:"gpu_usable"`
 	// GPUSupport is false in a build without cgo, which cannot load CUDA.
-	GPUSupport bool           `json:"gpu_support_in_build"`
-	Time       string         `json:"time"`
-	Revision   string         `json:"revision,omitempty"`
-	Host       Host           `json:"host"`
-	Driver     *Driver        `json:"driver,omitempty"`
-	Libraries  []cuda.LibInfo `json:"libraries,omitempty"`
-	Devices    []Device       `json:"devices,omitempty"`
-	Kernels    []Kernel       `json:"kernels,omitempty"`
+	GPUSupport bool          `json:"gpu_support_in_build"`
+	Time       string        `json:"time"`
+	Revision   string        `json:"revision,omitempty"`
+	Host       Host          `json:"host"`
+	Driver     *Driver       `json:"driver,omitempty"`
+	Libraries  []gpu.LibInfo `json:"libraries,omitempty"`
+	Devices    []Device      `json:"devices,omitempty"`
+	Kernels    []Kernel      `json:"kernels,omitempty"`
+	// OpTests are the conformance cases (package devicetest) the kernels'
+	// self-tests ran, each op against the CPU reference in each form.
+	OpTests []devicetest.Result `json:"op_tests,omitempty"`
 	// StepChecks compare one training step (forward and backward through
 	// every kernel of the model) on the GPU with the CPU reference, per
 	// policy: the self-test that covers the kernels without one of their own.
@@ -116,15 +118,11 @@ type Host struct {
 }
 
 // Driver is the NVIDIA driver as the CUDA driver API and NVML report it.
-type Driver struct {
-	CUDA    string `json:"cuda"`              // the CUDA version it supports, e.g. "13.0"
-	Version string `json:"version,omitempty"` // the kernel driver's, e.g. "580.95.05" (NVML)
-	Path    string `json:"path"`              // libcuda's file
-}
+type Driver = gpu.DriverInfo
 
 // Device is one GPU.
 type Device struct {
-	cuda.DeviceInfo
+	gpu.DeviceInfo
 	CC        string `json:"compute_capability"`
 	Arch      string `json:"arch"`
 	FreeBytes uint64 `json:"memory_free_bytes,omitempty"`
@@ -132,42 +130,21 @@ type Device struct {
 
 // Kernel is one fused kernel variant on the device used for detection.
 type Kernel struct {
-	Name      string               `json:"name"`
-	DType     string               `json:"dtype"`
-	Arch      string               `json:"arch"`
-	Status    kernels.From         `json:"status"` // nvrtc-compiled, nvrtc-cached, ptx-jit or unavailable
-	CompileMS float64              `json:"compile_ms,omitempty"`
-	LoadMS    float64              `json:"load_ms"`
-	Attr      *cuda.FuncAttributes `json:"attributes,omitempty"`
-	Fallback  string               `json:"why_not_nvrtc,omitempty"`
-	CacheFile string               `json:"cache_file,omitempty"`
-	CacheErr  string               `json:"cache_error,omitempty"`
-	SelfTest  *SelfTest            `json:"self_test,omitempty"`
-	Error     string               `json:"error,omitempty"`
+	Name      string              `json:"name"`
+	DType     string              `json:"dtype"`
+	Arch      string              `json:"arch"`
+	Status    gpu.From            `json:"status"` // nvrtc-compiled, nvrtc-cached, ptx-jit or unavailable
+	CompileMS float64             `json:"compile_ms,omitempty"`
+	LoadMS    float64             `json:"load_ms"`
+	Attr      *gpu.FuncAttributes `json:"attributes,omitempty"`
+	Fallback  string              `json:"why_not_nvrtc,omitempty"`
+	CacheFile string              `json:"cache_file,omitempty"`
+	CacheErr  string              `json:"cache_error,omitempty"`
+	// SelfTest is the verdict of the conformance cases that launched the
+	// kernel (gpu.Device.SelfTest).
+	SelfTest *gpu.KernelTest `json:"self_test,omitempty"`
+	Error    string          `json:"error,omitempty"`
 }
-
-// SelfTest is a kernel checked against the CPU reference on random inputs.
-type SelfTest struct {
-	Pass      bool       `json:"pass"`
-	MaxRelErr float64    `json:"max_rel_err"` // the largest tensor.RelErr over every case and output
-	Cases     []TestCase `json:"cases"`
-}
-
-// TestCase is one shape of a self-test: tensor.RelErr of each output and
-// the tensor.Close verdict (tolerance of the dtype, scale 1).
-type TestCase struct {
-	N          int     `json:"n"`
-	C          int     `json:"c"`
-	RelErrOut  float64 `json:"rel_err_out"`
-	RelErrMean float64 `json:"rel_err_mean"`
-	RelErrRstd float64 `json:"rel_err_rstd"`
-	Pass       bool    `json:"pass"`
-	Mismatch   string  `json:"mismatch,omitempty"`
-}
-
-// SelfTestShapes are the (N, C) shapes every layernorm variant is checked at:
-// a GPT-2 row, an odd size that is not a multiple of the warp, and one element.
-var SelfTestShapes = [][2]int{{8, 768}, {17, 1000}, {1, 1}}
 
 // Detect looks for the CUDA driver, libraries and devices, builds every
 // fused kernel for device 0 and self-tests it. It never fails: what it
@@ -225,91 +202,58 @@ func detect(ctx context.Context, o Options, keep bool) (Report, *gpu.Device) {
 // detectGPU fills the driver, library, device and kernel parts and returns
 // the GPU device it built (which owns its context), or nil.
 func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
-	libs := cuda.Load(o.Load)
-	r.GPUSupport = !errors.Is(libs.Err, cuda.ErrNoGPUSupport)
-	if !r.GPUSupport {
-		return nil
+	m, dev, errs := gpu.Probe(ctx, gpu.Config{Options: device.Options{Fused: o.Fused, Threads: o.Threads},
+		Load: o.Load, CacheDir: o.CacheDir, NoCache: o.NoCache})
+	r.GPUSupport, r.Libraries = m.Support, m.Libraries
+	if m.Driver != nil {
+		d := *m.Driver
+		r.Driver = &d
 	}
-	r.Libraries = libs.Info
-	if libs.Err != nil {
-		r.Errors = append(r.Errors, libs.Err.Error())
-		return nil
-	}
-	defer func() {
-		if libs.NVML != nil {
-			_ = libs.NVML.Close()
-		}
-	}()
-	drv := libs.Driver
-	r.Driver = &Driver{CUDA: drv.Info().Version, Path: drv.Info().Path}
-	if libs.NVML != nil {
-		if v, err := libs.NVML.DriverVersion(); err == nil {
-			r.Driver.Version = v
-		}
-	}
-	n, err := drv.DeviceCount()
-	if err != nil {
-		r.Errors = append(r.Errors, err.Error())
-		return nil
-	}
-	for i := range n {
-		info, err := drv.Device(i)
-		if err != nil {
-			r.Errors = append(r.Errors, err.Error())
-			continue
-		}
+	for _, info := range m.Devices {
 		r.Devices = append(r.Devices, Device{DeviceInfo: info, CC: info.CC(), Arch: info.Arch()})
 	}
-	if len(r.Devices) == 0 || ctx.Err() != nil {
-		return nil
+	if len(r.Devices) > 0 {
+		r.Devices[0].FreeBytes = m.FreeBytes
 	}
-	c, err := drv.NewContext(0)
-	if err != nil {
+	for _, err := range errs {
 		r.Errors = append(r.Errors, err.Error())
-		return nil
 	}
-	if free, _, err := c.MemInfo(); err == nil {
-		r.Devices[0].FreeBytes = free
-	}
-	// The GPU device builds every kernel (one NVRTC compile per source file
-	// and dtype, in parallel, cached on disk) and owns the context from here.
-	dev, err := gpu.NewWith(c, gpu.Config{
-		Options: device.Options{Fused: o.Fused, Threads: o.Threads},
-		Libs:    libs, Load: o.Load, CacheDir: o.CacheDir, NoCache: o.NoCache, OwnContext: true,
-	})
-	if err != nil {
-		r.Errors = append(r.Errors, err.Error())
-		if cerr := c.Close(); cerr != nil {
-			r.Errors = append(r.Errors, cerr.Error())
-		}
+	if dev == nil {
 		return nil
 	}
 	r.Attention = attentionPath(dev)
-	ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
 	usable := true
+	var verdicts map[string]*gpu.KernelTest
+	if ctx.Err() == nil {
+		// Every op's conformance cases in every form, against the CPU
+		// reference of that form: each kernel's verdict is that of the
+		// cases that launched it.
+		ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
+		plain := cpu.New(device.Options{Fused: false, Threads: o.Threads})
+		r.OpTests, verdicts = dev.SelfTest(ref, plain, devicetest.Cases(), uint64(time.Now().UnixNano()))
+		for _, t := range r.OpTests {
+			usable = usable && t.Pass
+		}
+	}
 	for _, k := range dev.Kernels() {
 		kr := kernelReport(k)
-		if errors.Is(k.Err, kernels.ErrArch) {
+		switch {
+		case errors.Is(k.Err, gpu.ErrArch):
 			// A kernel for newer GPUs (flash attention needs sm_80): the op
 			// runs its other path here, so the GPU stays usable.
-		} else if k.Err != nil {
+		case k.Err != nil:
 			usable = false
-		} else if hasSelfTest(k.Kernel) && ctx.Err() == nil {
-			st, err := SelfTestKernel(c, k, ref)
-			if err != nil {
-				kr.Error = err.Error()
-				usable = false
-			} else {
-				kr.SelfTest = &st
-				usable = usable && st.Pass
+		case verdicts != nil:
+			kr.SelfTest = verdicts[k.Kernel+"/"+k.DType.String()]
+			if kr.SelfTest == nil {
+				kr.SelfTest = &gpu.KernelTest{Pass: true, Unused: true}
 			}
 		}
 		r.Kernels = append(r.Kernels, kr)
 	}
 	if usable && ctx.Err() == nil {
-		// Every kernel built: one training step per policy against the CPU
-		// reference of the same form covers the kernels that have no
-		// self-test of their own.
+		// Every kernel built and passed: one training step per policy
+		// against the CPU reference of the same form checks them together.
 		// The verdict is cached per process and beside the kernel cache
 		// (stepcache.go), keyed by the program, GPU, driver and build.
 		key := stepKey(r, o.Fused)
@@ -337,7 +281,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 	}
 	r.GPUUsable = usable
 	if !usable {
-		r.Fallback = "a kernel is unavailable or failed its self-test: the CPU device is used (see kernels and step_checks)"
+		r.Fallback = "a kernel is unavailable or failed its self-test: the CPU device is used (see kernels, op_tests and step_checks)"
 	}
 	return dev
 }
@@ -461,7 +405,7 @@ func attentionPath(dev *gpu.Device) string {
 	return "cuBLAS score GEMMs + softmax kernels (the flash kernels were not built: see kernels)"
 }
 
-func kernelReport(k *kernels.Built) Kernel {
+func kernelReport(k *gpu.Built) Kernel {
 	kr := Kernel{
 		Name: k.Kernel, DType: k.DType.String(), Arch: k.Arch, Status: k.From,
 		CompileMS: ms(k.CompileTime), LoadMS: ms(k.LoadTime), Fallback: k.Fallback, CacheFile: k.CacheFile,
@@ -476,126 +420,6 @@ func kernelReport(k *kernels.Built) Kernel {
 		kr.Attr = &a
 	}
 	return kr
-}
-
-// hasSelfTest reports whether SelfTestKernel can test kernel name; the
-// other kernels are tested op by op by package gpu's tests.
-func hasSelfTest(name string) bool { return name == "layernorm_forward" }
-
-// SelfTestKernel runs a built kernel on random inputs of SelfTestShapes and
-// compares it with the reference device's op (fed the same rounded inputs),
-// outputs poisoned with NaN before each launch.
-func SelfTestKernel(c *cuda.Context, k *kernels.Built, ref device.Device) (SelfTest, error) {
-	switch k.Kernel {
-	case "layernorm_forward":
-		return selfTestLayerNorm(c, k, ref)
-	}
-	return SelfTest{}, fmt.Errorf("druto: no self-test for kernel %s", k.Kernel)
-}
-
-func selfTestLayerNorm(c *cuda.Context, k *kernels.Built, ref device.Device) (SelfTest, error) {
-	st := SelfTest{Pass: true}
-	s, err := c.NewStream()
-	if err != nil {
-		return st, err
-	}
-	defer s.Destroy()
-	for _, sh := range SelfTestShapes {
-		tc, err := layerNormCase(c, s, k, ref, sh[0], sh[1])
-		if err != nil {
-			return st, fmt.Errorf("druto: self-test %s (%d,%d): %w", k.Variant, sh[0], sh[1], err)
-		}
-		st.Cases = append(st.Cases, tc)
-		st.Pass = st.Pass && tc.Pass
-		st.MaxRelErr = max(st.MaxRelErr, tc.RelErrOut, tc.RelErrMean, tc.RelErrRstd)
-	}
-	return st, nil
-}
-
-// layerNormCase checks one (N, C) shape.
-func layerNormCase(c *cuda.Context, s *cuda.Stream, k *kernels.Built, ref device.Device, N, C int) (TestCase, error) {
-	tc := TestCase{N: N, C: C}
-	dt := k.DType
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(N*7919+C)))
-	fill := func(t *tensor.Tensor, mean, scale float64) error {
-		v := make([]float32, t.Numel())
-		for i := range v {
-			v[i] = float32(mean + scale*rng.NormFloat64())
-		}
-		return t.SetF32(v)
-	}
-	inp, w, b := tensor.New(dt, N, C), tensor.New(dt, C), tensor.New(dt, C)
-	if err := errors.Join(fill(inp, 0.5, 2), fill(w, 1, 0.2), fill(b, 0, 0.1)); err != nil {
-		return tc, err
-	}
-	// CPU reference on the same (rounded) inputs.
-	want, wantMean, wantRstd := tensor.New(dt, N, C), tensor.New(tensor.F32, N), tensor.New(tensor.F32, N)
-	ref.LayerNorm(want, wantMean, wantRstd, inp, w, b, N, C)
-	if err := ref.Sync(); err != nil {
-		return tc, fmt.Errorf("cpu reference: %w", err)
-	}
-	// GPU.
-	pool := c.Pool()
-	host := []*tensor.Tensor{inp, w, b}
-	ptrs := make([]cuda.DevicePtr, 6) // inp, w, b, out, mean, rstd
-	sizes := []int{inp.Bytes(), w.Bytes(), b.Bytes(), want.Bytes(), 4 * N, 4 * N}
-	defer func() {
-		for _, p := range ptrs {
-			_ = pool.Free(p)
-		}
-	}()
-	for i, n := range sizes {
-		p, err := pool.Alloc(uint64(n))
-		if err != nil {
-			return tc, err
-		}
-		ptrs[i] = p
-	}
-	for i, t := range host {
-		if err := s.CopyHtoD(ptrs[i], t.Raw()); err != nil {
-			return tc, err
-		}
-	}
-	for i := 3; i < 6; i++ { // poison: all-ones bytes are NaN in every float type
-		if err := s.Memset8(ptrs[i], 0xff, uint64(sizes[i])); err != nil {
-			return tc, err
-		}
-	}
-	if err := kernels.LayerNormForward(k, s, ptrs[3], ptrs[4], ptrs[5], ptrs[0], ptrs[1], ptrs[2], N, C); err != nil {
-		return tc, err
-	}
-	if err := s.Synchronize(); err != nil {
-		return tc, err
-	}
-	got, gotMean, gotRstd := tensor.New(dt, N, C), tensor.New(tensor.F32, N), tensor.New(tensor.F32, N)
-	for i, t := range []*tensor.Tensor{got, gotMean, gotRstd} {
-		if err := s.CopyDtoH(t.Raw(), ptrs[3+i]); err != nil {
-			return tc, err
-		}
-	}
-	g, w32 := got.ToF32(), want.ToF32()
-	tc.RelErrOut = relErr(g, w32)
-	tc.RelErrMean = relErr(gotMean.F32(), wantMean.F32())
-	tc.RelErrRstd = relErr(gotRstd.F32(), wantRstd.F32())
-	err := errors.Join(
-		tensor.CloseF32(g, w32, dt, 1),
-		tensor.CloseF32(gotMean.F32(), wantMean.F32(), tensor.F32, 1),
-		tensor.CloseF32(gotRstd.F32(), wantRstd.F32(), tensor.F32, 1))
-	tc.Pass = err == nil
-	if err != nil {
-		tc.Mismatch = err.Error()
-	}
-	return tc, nil
-}
-
-// relErr is tensor.RelErr, with NaN or Inf (an unwritten, poisoned output)
-// reported as math.MaxFloat64, since JSON has neither.
-func relErr(got, want []float32) float64 {
-	e := tensor.RelErr(got, want)
-	if math.IsNaN(e) || math.IsInf(e, 0) {
-		return math.MaxFloat64
-	}
-	return e
 }
 
 // Open returns the device to train on and the detection report behind the
@@ -657,7 +481,7 @@ func FitError(dev device.Device, need int64, what string) error {
 	if !ok {
 		return nil
 	}
-	free, _, err := g.Context().MemInfo()
+	free, _, err := g.FreeMemory()
 	if err != nil {
 		return nil
 	}

@@ -24,7 +24,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/device/gpu"
 )
 
 // stepVerdict is what stepChecks decided, as cached.
@@ -86,9 +86,9 @@ func stepKey(r *Report, fused bool) string {
 
 // buildKind folds a freshly compiled and a cached cubin together: both are
 // the same NVRTC output.
-func buildKind(f kernels.From) string {
-	if f == kernels.FromCache {
-		return string(kernels.FromNVRTC)
+func buildKind(f gpu.From) string {
+	if f == gpu.FromCache {
+		return string(gpu.FromNVRTC)
 	}
 	return string(f)
 }
@@ -102,7 +102,7 @@ func stepCacheFile(o Options, key string) string {
 	dir := o.CacheDir
 	if dir == "" {
 		var err error
-		if dir, err = kernels.DefaultCacheDir(); err != nil {
+		if dir, err = gpu.DefaultCacheDir(); err != nil {
 			return ""
 		}
 	}

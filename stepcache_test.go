@@ -5,8 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/druto/druto/kernels"
-	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 )
 
@@ -20,8 +19,8 @@ func TestStepCache(t *testing.T) {
 	o := Options{CacheDir: dir}
 	r := &Report{
 		Driver:  &Driver{CUDA: "13.0"},
-		Devices: []Device{{DeviceInfo: cuda.DeviceInfo{Name: "NVIDIA H200", PCIBus: 3, TotalMem: 1 << 37}, Arch: "sm_90"}},
-		Kernels: []Kernel{{Name: "layernorm_forward", DType: "bf16", Arch: "sm_90", Status: kernels.FromNVRTC}},
+		Devices: []Device{{DeviceInfo: gpu.DeviceInfo{Name: "NVIDIA H200", PCIBus: 3, TotalMem: 1 << 37}, Arch: "sm_90"}},
+		Kernels: []Kernel{{Name: "layernorm_forward", DType: "bf16", Arch: "sm_90", Status: gpu.FromNVRTC}},
 	}
 	key := stepKey(r, true)
 	if key == "" {
@@ -45,16 +44,16 @@ func TestStepCache(t *testing.T) {
 
 	// Everything the verdict depends on changes the key.
 	cached := *r
-	cached.Kernels = []Kernel{{Name: "layernorm_forward", DType: "bf16", Arch: "sm_90", Status: kernels.FromCache}}
+	cached.Kernels = []Kernel{{Name: "layernorm_forward", DType: "bf16", Arch: "sm_90", Status: gpu.FromCache}}
 	if stepKey(&cached, true) != key {
 		t.Error("a cached cubin (the same NVRTC output) changed the key")
 	}
 	variants := map[string]func(r *Report){
 		"decomposed": nil,
-		"other GPU":  func(r *Report) { r.Devices = []Device{{DeviceInfo: cuda.DeviceInfo{Name: "NVIDIA T4"}, Arch: "sm_75"}} },
+		"other GPU":  func(r *Report) { r.Devices = []Device{{DeviceInfo: gpu.DeviceInfo{Name: "NVIDIA T4"}, Arch: "sm_75"}} },
 		"driver":     func(r *Report) { r.Driver = &Driver{CUDA: "12.8"} },
 		"PTX build": func(r *Report) {
-			r.Kernels = []Kernel{{Name: "layernorm_forward", DType: "bf16", Arch: "sm_90", Status: kernels.FromPTX}}
+			r.Kernels = []Kernel{{Name: "layernorm_forward", DType: "bf16", Arch: "sm_90", Status: gpu.FromPTX}}
 		},
 	}
 	for name, change := range variants {

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
-	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -64,7 +64,7 @@ func TestStepChecks(t *testing.T) {
 		len(notes) != 1 || !strings.Contains(notes[0], "--amp bf16 is unavailable") {
 		t.Fatalf("no bf16 matmul: usable %v, checks %+v, notes %q", usable, checks, notes)
 	}
-	r := Report{Backend: BackendGPU, StepChecks: checks, Devices: []Device{{DeviceInfo: cuda.DeviceInfo{Name: "NVIDIA T4"}}}}
+	r := Report{Backend: BackendGPU, StepChecks: checks, Devices: []Device{{DeviceInfo: gpu.DeviceInfo{Name: "NVIDIA T4"}}}}
 	if f := r.failedStep(); f != "" {
 		t.Errorf("an unavailable bf16 counted as a failed step: %q", f)
 	}

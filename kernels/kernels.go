@@ -14,8 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/druto/druto/pkg/tensor"
 )
 
 // sources holds the CUDA C files, their shared headers and the PTX that go
@@ -24,12 +22,37 @@ import (
 //go:embed *.cu *.cuh ptx/*.ptx
 var sources embed.FS
 
+// DType names a storage type a source is compiled for, as its
+// druto:dtypes line spells it ("f32", "bf16", "f16"; tensor.ParseDType
+// reads the same names). The package imports nothing of druto, so the GPU
+// backend converts.
+type DType string
+
+// The storage types a kernel may be built for.
+const (
+	F32  DType = "f32"
+	BF16 DType = "bf16"
+	F16  DType = "f16"
+)
+
+// String returns the name, e.g. "bf16".
+func (d DType) String() string { return string(d) }
+
+// parseDType accepts the float storage types.
+func parseDType(s string) (DType, bool) {
+	switch d := DType(s); d {
+	case F32, BF16, F16:
+		return d, true
+	}
+	return "", false
+}
+
 // Variant is one kernel built for one storage dtype: the unit that is
 // compiled, cached, loaded and self-tested.
 type Variant struct {
-	Kernel string       // the extern "C" name, e.g. "layernorm_forward"
-	File   string       // the source file, e.g. "layernorm.cu"
-	DType  tensor.DType // the storage type DTYPE selects
+	Kernel string // the extern "C" name, e.g. "layernorm_forward"
+	File   string // the source file, e.g. "layernorm.cu"
+	DType  DType  // the storage type DTYPE selects
 	// MinArch is the oldest compute capability the variant builds for, ×10
 	// (its file's "// druto:arch 80" or "// druto:arch bf16:80" line; 75
 	// without one): the embedded PTX is made for compute_<MinArch>, and
@@ -159,9 +182,9 @@ func Variants() ([]Variant, error) {
 // gives the minimum compute capability ×10 for every dtype ("80") or per
 // dtype ("bf16:80 f16:75"); a dtype it does not name gets DefaultMinArch.
 // It returns the minimum arch of each declared dtype.
-func directives(src []byte) (kernels []string, dtypes []tensor.DType, archs map[tensor.DType]int, err error) {
+func directives(src []byte) (kernels []string, dtypes []DType, archs map[DType]int, err error) {
 	all := DefaultMinArch
-	per := map[tensor.DType]int{}
+	per := map[DType]int{}
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -180,8 +203,8 @@ func directives(src []byte) (kernels []string, dtypes []tensor.DType, archs map[
 					all = n
 					continue
 				}
-				dt, perr := tensor.ParseDType(name)
-				if perr != nil || !dt.Float() {
+				dt, ok := parseDType(name)
+				if !ok {
 					return nil, nil, nil, fmt.Errorf("bad dtype %q in druto:arch", name)
 				}
 				per[dt] = n
@@ -190,8 +213,8 @@ func directives(src []byte) (kernels []string, dtypes []tensor.DType, archs map[
 			kernels = append(kernels, strings.Fields(strings.TrimPrefix(line, "// druto:kernel "))...)
 		case strings.HasPrefix(line, "// druto:dtypes "):
 			for _, s := range strings.Fields(strings.TrimPrefix(line, "// druto:dtypes ")) {
-				dt, err := tensor.ParseDType(s)
-				if err != nil || !dt.Float() {
+				dt, ok := parseDType(s)
+				if !ok {
 					return nil, nil, nil, fmt.Errorf("bad dtype %q in druto:dtypes", s)
 				}
 				dtypes = append(dtypes, dt)
@@ -201,7 +224,7 @@ func directives(src []byte) (kernels []string, dtypes []tensor.DType, archs map[
 	if len(kernels) == 0 || len(dtypes) == 0 {
 		return nil, nil, nil, fmt.Errorf("needs '// druto:kernel' and '// druto:dtypes' lines")
 	}
-	archs = map[tensor.DType]int{}
+	archs = map[DType]int{}
 	for _, dt := range dtypes {
 		archs[dt] = all
 		if n, ok := per[dt]; ok {

@@ -3,13 +3,9 @@ package kernels
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
-
-	"github.com/druto/druto/pkg/tensor"
 )
 
 // TestPTXUpToDate fails when a .cu changed without its PTX being
@@ -93,7 +89,7 @@ func TestVariants(t *testing.T) {
 			t.Errorf("variants %q lack %s", got, w)
 		}
 	}
-	v := Variant{Kernel: "k", File: "x.cu", DType: tensor.BF16}
+	v := Variant{Kernel: "k", File: "x.cu", DType: BF16}
 	if v.Define() != "-DDTYPE=DRUTO_BF16" || v.PTXFile() != "ptx/x_bf16.ptx" {
 		t.Fatalf("define %q, ptx %q", v.Define(), v.PTXFile())
 	}
@@ -112,7 +108,7 @@ func TestVariants(t *testing.T) {
 			src += "// druto:arch " + c.arch + "\n"
 		}
 		_, _, a, err := directives([]byte(src))
-		if err != nil || a[tensor.BF16] != c.bf16 || a[tensor.F16] != c.f16 {
+		if err != nil || a[BF16] != c.bf16 || a[F16] != c.f16 {
 			t.Fatalf("druto:arch %q: archs %v, %v; want bf16 %d, f16 %d", c.arch, a, err, c.bf16, c.f16)
 		}
 	}
@@ -126,7 +122,7 @@ func TestVariants(t *testing.T) {
 		if v.File == "flash_attention.cu" {
 			flash = true
 			want := 80 // bf16 mma.m16n8k16 needs sm_80
-			if v.DType == tensor.F16 {
+			if v.DType == F16 {
 				want = 75 // f16 runs as two m16n8k8 on sm_75
 			}
 			if v.MinArch != want || v.PTXArch() != fmt.Sprintf("compute_%d", want) {
@@ -143,48 +139,6 @@ func TestVariants(t *testing.T) {
 	}
 	if !flash || !flash2 {
 		t.Errorf("flash_attention.cu variants %v, flash_attention2.cu variants %v: want both", flash, flash2)
-	}
-}
-
-// TestCacheKey: the cache file changes with the source, arch and NVRTC
-// version, and names them.
-func TestCacheKey(t *testing.T) {
-	v := Variant{Kernel: "layernorm_forward", File: "layernorm.cu", DType: tensor.F16}
-	a := CacheKey(v, []byte("src"), "sm_90", "13.0")
-	if !strings.HasPrefix(a, "layernorm-f16-sm_90-nvrtc13.0-") || !strings.HasSuffix(a, ".cubin") {
-		t.Fatalf("key %q", a)
-	}
-	for _, b := range []string{
-		CacheKey(v, []byte("src2"), "sm_90", "13.0"),
-		CacheKey(v, []byte("src"), "sm_80", "13.0"),
-		CacheKey(v, []byte("src"), "sm_90", "12.8"),
-		CacheKey(Variant{Kernel: v.Kernel, File: v.File, DType: tensor.BF16}, []byte("src"), "sm_90", "13.0"),
-	} {
-		if b == a {
-			t.Fatalf("key %q did not change", b)
-		}
-	}
-	if CacheKey(v, []byte("src"), "sm_90", "13.0") != a {
-		t.Fatal("key not deterministic")
-	}
-}
-
-// TestWriteAtomic: the cache write leaves the file whole and no temp files.
-func TestWriteAtomic(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "a", "b")
-	p := filepath.Join(dir, "k.cubin")
-	for _, data := range [][]byte{[]byte("\x7fELF one"), []byte("\x7fELF two, longer")} {
-		if err := writeAtomic(p, data); err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(p)
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("read %q, %v", got, err)
-		}
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("%d files left in the cache dir", len(entries))
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
-	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/train"
 )
@@ -305,16 +305,16 @@ func testReport() druto.Report {
 		Backend: "cpu", Reason: "why not", GPUSupport: true, GPUUsable: true, Millis: 12,
 		Host:      druto.Host{OS: "linux", Arch: "amd64", Go: "go1.26", CPUs: 2},
 		Driver:    &druto.Driver{CUDA: "13.0", Version: "580.1", Path: "/lib/libcuda.so.1"},
-		Libraries: []cuda.LibInfo{{Name: "cuda", Found: true, Path: "/lib/libcuda.so.1", Version: "13.0"}, {Name: "nvml", Error: "not loaded"}},
-		Devices:   []druto.Device{{DeviceInfo: cuda.DeviceInfo{Name: "NVIDIA H200", Major: 9, SMs: 132, TotalMem: 140 << 30}, CC: "9.0", Arch: "sm_90", FreeBytes: 139 << 30}},
+		Libraries: []gpu.LibInfo{{Name: "cuda", Found: true, Path: "/lib/libcuda.so.1", Version: "13.0"}, {Name: "nvml", Error: "not loaded"}},
+		Devices:   []druto.Device{{DeviceInfo: gpu.DeviceInfo{Name: "NVIDIA H200", Major: 9, SMs: 132, TotalMem: 140 << 30}, CC: "9.0", Arch: "sm_90", FreeBytes: 139 << 30}},
 		Kernels: []druto.Kernel{
-			{Name: "layernorm_forward", DType: "f32", Arch: "sm_90", Status: kernels.FromNVRTC, CompileMS: 168.5,
-				Attr:     &cuda.FuncAttributes{Registers: 32, MaxThreads: 1024},
-				SelfTest: &druto.SelfTest{Pass: true, MaxRelErr: 1e-7, Cases: []druto.TestCase{{N: 8, C: 768, Pass: true}, {N: 1, C: 1, Pass: true}}}},
-			{Name: "layernorm_forward", DType: "bf16", Arch: "sm_90", Status: kernels.FromPTX, Fallback: "NVRTC not loaded\nmore",
-				Attr:     &cuda.FuncAttributes{Registers: 30},
-				SelfTest: &druto.SelfTest{Pass: false, MaxRelErr: 0.5, Cases: []druto.TestCase{{N: 8, C: 768, Mismatch: "element 3: 1 vs 2\n..."}}}},
-			{Name: "softmax", DType: "f16", Status: kernels.Unavailable, Error: "no PTX"},
+			{Name: "layernorm_forward", DType: "f32", Arch: "sm_90", Status: gpu.FromNVRTC, CompileMS: 168.5,
+				Attr:     &gpu.FuncAttributes{Registers: 32, MaxThreads: 1024},
+				SelfTest: &gpu.KernelTest{Pass: true, MaxRelErr: 1e-7, Cases: []string{"fused: LayerNorm f32 [17 96]", "fused: LayerNorm f32 [3 37]"}}},
+			{Name: "layernorm_forward", DType: "bf16", Arch: "sm_90", Status: gpu.FromPTX, Fallback: "NVRTC not loaded\nmore",
+				Attr:     &gpu.FuncAttributes{Registers: 30},
+				SelfTest: &gpu.KernelTest{Pass: false, MaxRelErr: 0.5, Cases: []string{"fused: LayerNorm bf16 [17 96]"}, Error: "element 3: 1 vs 2\n..."}},
+			{Name: "softmax", DType: "f16", Status: gpu.Unavailable, Error: "no PTX"},
 		},
 		StepChecks: []druto.StepCheck{
 			{StepDiff: gpt.StepDiff{Policy: "fp32", LossRelErr: 1e-7, GradRelErr: 1e-6, Worst: "wte", WorstErr: 2e-6, Limit: 1e-4}, Pass: true},
@@ -354,14 +354,14 @@ func TestReportTables(t *testing.T) {
 		t.Errorf("kernel row 2: %q", got)
 	}
 	st := SelfTestTable("en", r.Kernels, true)
-	if len(st.Rows) != 3 || st.Rows[2][7] != "FAIL: element 3: 1 vs 2" {
+	if len(st.Rows) != 2 || st.Rows[1][4] != "FAIL: element 3: 1 vs 2" || st.Rows[0][2] != "2" {
 		t.Errorf("self-tests: %q", st.Rows)
 	}
 	if failed := SelfTestTable("en", r.Kernels, false); len(failed.Rows) != 1 || failed.Rows[0][1] != "bf16" {
 		t.Errorf("failed self-tests: %q", failed.Rows)
 	}
-	if p, n := SelfTestCounts(r.Kernels); p != 2 || n != 3 {
-		t.Errorf("SelfTestCounts = %d, %d; want 2, 3", p, n)
+	if p, n := SelfTestCounts(r.Kernels); p != 1 || n != 2 {
+		t.Errorf("SelfTestCounts = %d, %d; want 1, 2", p, n)
 	}
 	sc := StepCheckTable("bn", r.StepChecks)
 	if len(sc.Rows) != 3 || sc.Rows[2][7] != "এই জিপিইউতে চলে না: gpu: matmul: not supported" || sc.Rows[0][0] != "fp32" || sc.Rows[0][7] != "পাস" || sc.Rows[1][3] != "h.1.mlp.c_fc.weight" ||
@@ -371,7 +371,7 @@ func TestReportTables(t *testing.T) {
 	f := useSink(t, true)
 	ShowReport("bn", r)
 	// summary, libraries, devices, kernels, the count note, the failed cases, step checks
-	if len(f.shown) != 7 || f.shown[4].text != "3টির মধ্যে 2টি সেলফ-টেস্ট কেস পাস করেছে।" {
+	if len(f.shown) != 7 || f.shown[4].text != "2টি কার্নেলের মধ্যে 1টি সেলফ-টেস্ট পাস করেছে।" {
 		t.Errorf("ShowReport of a GPU report showed %d outputs: %+v", len(f.shown), f.shown)
 	}
 	f.shown = nil

@@ -97,7 +97,7 @@ func KernelTable(lang string, ks []druto.Kernel) *Table {
 			regs, smem, local, threads = fmt.Sprint(a.Registers), fmt.Sprint(a.SharedStatic), fmt.Sprint(a.Local), fmt.Sprint(a.MaxThreads)
 		}
 		st, rel := "-", "-"
-		if k.SelfTest != nil {
+		if k.SelfTest != nil && !k.SelfTest.Unused {
 			st, rel = Sprintf(lang, "pass"), fmt.Sprintf("%.2e", k.SelfTest.MaxRelErr)
 			if !k.SelfTest.Pass {
 				st = Sprintf(lang, "FAIL")
@@ -116,52 +116,46 @@ func KernelTable(lang string, ks []druto.Kernel) *Table {
 	return t
 }
 
-// SelfTestCounts returns how many self-test cases of ks passed, of how many.
+// SelfTestCounts returns how many kernels of ks passed their self-test
+// (the conformance cases that launched them), of how many were tested.
 func SelfTestCounts(ks []druto.Kernel) (passed, total int) {
 	for _, k := range ks {
-		if k.SelfTest == nil {
+		if k.SelfTest == nil || k.SelfTest.Unused {
 			continue
 		}
-		for _, c := range k.SelfTest.Cases {
-			total++
-			if c.Pass {
-				passed++
-			}
+		total++
+		if k.SelfTest.Pass {
+			passed++
 		}
 	}
 	return passed, total
 }
 
-// SelfTestTable lists the self-test cases of ks (every case, or with all
-// false only the failed ones): the shape, the relative error of each output
-// and the verdict under the dtype's tolerance.
+// SelfTestTable lists the self-tested kernels of ks (every one, or with
+// all false only the failed ones): the number of conformance cases that
+// launched each, the largest relative error and the verdict.
 func SelfTestTable(lang string, ks []druto.Kernel, all bool) *Table {
-	t := NewTable(lang, "kernel", "dtype", "N", "C", "rel. error out", "rel. error mean", "rel. error rstd", "verdict").
+	t := NewTable(lang, "kernel", "dtype", "cases", "max rel. error", "verdict").
 		WithCaption("Self-tests against the CPU reference")
 	for _, k := range ks {
-		if k.SelfTest == nil {
+		st := k.SelfTest
+		if st == nil || st.Unused || (st.Pass && !all) {
 			continue
 		}
-		for _, c := range k.SelfTest.Cases {
-			if c.Pass && !all {
-				continue
-			}
-			v := Sprintf(lang, "pass")
-			if !c.Pass {
-				v = Sprintf(lang, "FAIL") + ": " + firstLine(c.Mismatch)
-			}
-			t.Add(k.Name, k.DType, c.N, c.C, fmt.Sprintf("%.2e", c.RelErrOut), fmt.Sprintf("%.2e", c.RelErrMean),
-				fmt.Sprintf("%.2e", c.RelErrRstd), v)
+		v := Sprintf(lang, "pass")
+		if !st.Pass {
+			v = Sprintf(lang, "FAIL") + ": " + firstLine(st.Error)
 		}
+		t.Add(k.Name, k.DType, len(st.Cases), fmt.Sprintf("%.2e", st.MaxRelErr), v)
 	}
 	return t
 }
 
-// ShowSelfTests says how many self-test cases passed and lists the failed
-// ones, if any.
+// ShowSelfTests says how many kernels passed their self-tests and lists
+// the failed ones, if any.
 func ShowSelfTests(lang string, ks []druto.Kernel) {
 	passed, total := SelfTestCounts(ks)
-	Note(lang, "%d of %d self-test cases passed.", passed, total)
+	Note(lang, "%d of %d kernels passed their self-tests.", passed, total)
 	if passed < total {
 		SelfTestTable(lang, ks, false).Show()
 	}

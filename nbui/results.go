@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/druto/druto"
-	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/device/gpu"
 )
 
 // Results are the JSON files committed under a checkout's bench/results,
@@ -90,8 +90,8 @@ func DetectSummaryTable(lang string, paths ...string) (*Table, error) {
 		if r.Driver != nil {
 			drv = "CUDA " + r.Driver.CUDA
 		}
-		from := map[kernels.From]int{}
-		var order []kernels.From
+		from := map[gpu.From]int{}
+		var order []gpu.From
 		passed, tested, worst := 0, 0, 0.0
 		for _, k := range r.Kernels {
 			if from[k.Status] == 0 {

@@ -8,8 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/druto/druto/kernels"
-	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device/gpu"
 )
 
 func init() {
@@ -18,16 +17,16 @@ func init() {
 
 // buildLine is one kernel's result, as printed and as JSON.
 type buildLine struct {
-	Kernel    string               `json:"kernel"`
-	DType     string               `json:"dtype"`
-	Arch      string               `json:"arch"`
-	Status    string               `json:"status"`
-	CompileMS float64              `json:"compile_ms"`
-	LoadMS    float64              `json:"load_ms,omitempty"`
-	Bytes     int                  `json:"bytes,omitempty"` // code size, for --arch
-	Attr      *cuda.FuncAttributes `json:"attributes,omitempty"`
-	Fallback  string               `json:"why_not_nvrtc,omitempty"`
-	Error     string               `json:"error,omitempty"`
+	Kernel    string              `json:"kernel"`
+	DType     string              `json:"dtype"`
+	Arch      string              `json:"arch"`
+	Status    string              `json:"status"`
+	CompileMS float64             `json:"compile_ms"`
+	LoadMS    float64             `json:"load_ms,omitempty"`
+	Bytes     int                 `json:"bytes,omitempty"` // code size, for --arch
+	Attr      *gpu.FuncAttributes `json:"attributes,omitempty"`
+	Fallback  string              `json:"why_not_nvrtc,omitempty"`
+	Error     string              `json:"error,omitempty"`
 }
 
 func runBuild(args []string) error {
@@ -87,9 +86,9 @@ func printBuildLine(l buildLine) {
 		fmt.Printf(" error: %s", firstLine(l.Error))
 	case l.Attr != nil:
 		timing := fmt.Sprintf("compile %7.1f ms", l.CompileMS)
-		if l.Status == string(kernels.FromCache) {
+		if l.Status == string(gpu.FromCache) {
 			timing = "cache hit        "
-		} else if l.Status == string(kernels.FromPTX) {
+		} else if l.Status == string(gpu.FromPTX) {
 			timing = fmt.Sprintf("JIT     %7.1f ms", l.LoadMS)
 		}
 		fmt.Printf(" %s  regs %3d  smem %5d B  local %4d B  max threads %4d",
@@ -98,36 +97,19 @@ func printBuildLine(l buildLine) {
 		fmt.Printf(" compile %7.1f ms  %d bytes", l.CompileMS, l.Bytes)
 	}
 	fmt.Println()
-	if l.Fallback != "" && l.Status == string(kernels.FromPTX) {
+	if l.Fallback != "" && l.Status == string(gpu.FromPTX) {
 		fmt.Printf("%18s why not NVRTC: %s\n", "", firstLine(l.Fallback))
 	}
 }
 
 // buildHere builds every kernel for device 0.
 func buildHere(noCache bool) ([]buildLine, error) {
-	libs := cuda.Load(cuda.LoadOptions{})
-	if libs.Err != nil {
-		if errors.Is(libs.Err, cuda.ErrNoGPUSupport) {
-			return nil, libs.Err
-		}
-		return nil, fmt.Errorf("%v; nothing to build: druto trains on the CPU here (druto detect explains)", libs.Err)
-	}
-	n, err := libs.Driver.DeviceCount()
-	if err == nil && n == 0 {
-		err = cuda.ErrNoDevice
+	built, err := gpu.BuildKernels(gpu.LoadOptions{}, noCache)
+	if errors.Is(err, gpu.ErrNoGPUSupport) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%v; nothing to build: druto trains on the CPU here (druto detect explains)", err)
-	}
-	c, err := libs.Driver.NewContext(0)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	b := &kernels.Builder{Ctx: c, NVRTC: libs.NVRTC, NoCache: noCache}
-	built, err := b.BuildAll()
-	if err != nil {
-		return nil, err
 	}
 	lines := make([]buildLine, 0, len(built))
 	for _, k := range built {
@@ -146,34 +128,20 @@ func buildHere(noCache bool) ([]buildLine, error) {
 
 // compileOnly compiles every kernel for each target with NVRTC alone.
 func compileOnly(archs []string) ([]buildLine, error) {
-	n, err := cuda.LoadNVRTC(cuda.LoadOptions{})
+	cs, err := gpu.CompileKernels(gpu.LoadOptions{}, archs)
 	if err != nil {
 		return nil, fmt.Errorf("--arch needs NVRTC: %v", err)
 	}
-	vs, err := kernels.Variants()
-	if err != nil {
-		return nil, err
-	}
-	var lines []buildLine
-	for _, arch := range archs {
-		arch = strings.TrimSpace(arch)
+	lines := make([]buildLine, 0, len(cs))
+	for _, c := range cs {
 		// One compile per source file and dtype: the kernels of a file
-		// share it (its time and size are reported on the first).
-		done := map[string]bool{}
-		for _, v := range vs {
-			key := v.File + "/" + v.DType.String()
-			if done[key] {
-				continue
-			}
-			done[key] = true
-			code, d, _, err := kernels.CompileOnly(n, v, arch)
-			l := buildLine{Kernel: strings.TrimSuffix(v.File, ".cu") + ".*", DType: v.DType.String(), Arch: arch, Status: "nvrtc " + n.Version(),
-				CompileMS: millis(d.Microseconds()), Bytes: len(code)}
-			if err != nil {
-				l.Error = err.Error()
-			}
-			lines = append(lines, l)
+		// share it.
+		l := buildLine{Kernel: strings.TrimSuffix(c.File, ".cu") + ".*", DType: c.DType, Arch: c.Arch, Status: "nvrtc " + c.NVRTC,
+			CompileMS: millis(c.Time.Microseconds()), Bytes: c.Bytes}
+		if c.Err != nil {
+			l.Error = c.Err.Error()
 		}
+		lines = append(lines, l)
 	}
 	return lines, nil
 }

@@ -28,8 +28,8 @@ func runDetect(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: druto detect [--json] [-o FILE] [--no-cache]\n\n"+
 			"Reports the backend druto would use and why, the CUDA driver and libraries (path, version),\n"+
-			"the devices, and for each fused kernel how it was built and its self-test against the CPU\n"+
-			"reference. Exits 0 on a machine without a GPU: the CPU is a supported backend.\n"+
+			"the devices, and for each fused kernel how it was built and its self-test: the verdict of\n"+
+			"the conformance cases (every op, every form) that launched it, against the CPU reference.\nExits 0 on a machine without a GPU: the CPU is a supported backend.\n"+
 			"Environment: DRUTO_CUDA_LIB_DIR (searched first), DRUTO_NO_NVRTC=1 (use the embedded PTX).")
 		fs.PrintDefaults()
 	}
@@ -91,17 +91,37 @@ func printReport(w io.Writer, r druto.Report) {
 		switch {
 		case k.Error != "":
 			fmt.Fprintf(w, " error: %s", firstLine(k.Error))
+		case k.SelfTest != nil && k.SelfTest.Unused:
+			fmt.Fprintf(w, " compile %7.1f ms  load %6.1f ms  self-test: no op launches this variant", k.CompileMS, k.LoadMS)
 		case k.SelfTest != nil:
 			verdict := "pass"
 			if !k.SelfTest.Pass {
-				verdict = "FAIL"
+				verdict = "FAIL " + k.SelfTest.Error
 			}
-			fmt.Fprintf(w, " compile %7.1f ms  load %6.1f ms  self-test %s (max rel err %.2g)",
-				k.CompileMS, k.LoadMS, verdict, k.SelfTest.MaxRelErr)
+			fmt.Fprintf(w, " compile %7.1f ms  load %6.1f ms  self-test %s (%d cases, max rel err %.2g)",
+				k.CompileMS, k.LoadMS, verdict, len(k.SelfTest.Cases), k.SelfTest.MaxRelErr)
 		}
 		fmt.Fprintln(w)
 		if k.Fallback != "" && k.Status == "ptx-jit" {
 			fmt.Fprintf(w, "  %18s why not NVRTC: %s\n", "", firstLine(k.Fallback))
+		}
+	}
+	if len(r.OpTests) > 0 {
+		failed, unsupported := 0, 0
+		for _, c := range r.OpTests {
+			switch {
+			case !c.Pass:
+				failed++
+			case c.Unsupported:
+				unsupported++
+			}
+		}
+		fmt.Fprintf(w, "op tests  %d conformance cases against the CPU reference: %d failed, %d unsupported on this GPU\n",
+			len(r.OpTests), failed, unsupported)
+		for _, c := range r.OpTests {
+			if !c.Pass {
+				fmt.Fprintf(w, "  FAIL %s: %s\n", c.Case, firstLine(c.Error))
+			}
 		}
 	}
 	if len(r.StepChecks) > 0 {

@@ -39,7 +39,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/dist"
 	"github.com/druto/druto/pkg/train"
 )
@@ -138,8 +138,8 @@ func launch(args []string, n int, gpus bool) error {
 	for r := range n {
 		cfg := dist.Config{Rank: r, World: n, LocalRank: r, LocalWorld: n, MasterAddr: "127.0.0.1", MasterPort: port}
 		envs[r] = append(append([]string(nil), base...), cfg.Env()...)
-		if _, set := os.LookupEnv(cuda.EnvNCCLNVLS); gpus && !set {
-			envs[r] = append(envs[r], cuda.EnvNCCLNVLS+"=0")
+		if _, set := os.LookupEnv(gpu.EnvNCCLNVLS); gpus && !set {
+			envs[r] = append(envs[r], gpu.EnvNCCLNVLS+"=0")
 		}
 	}
 	kind := "CPU"
@@ -153,11 +153,7 @@ func launch(args []string, n int, gpus bool) error {
 // haveGPUs checks that the driver sees at least n GPUs (CUDA_VISIBLE_DEVICES
 // counts), so that a short host fails here, once, with the count.
 func haveGPUs(n int) error {
-	drv, err := cuda.LoadDriver(cuda.LoadOptions{})
-	if err != nil {
-		return fmt.Errorf("--gpus %d: %w", n, err)
-	}
-	have, err := drv.DeviceCount()
+	have, err := gpu.DeviceCount(gpu.LoadOptions{})
 	if err != nil {
 		return fmt.Errorf("--gpus %d: %w", n, err)
 	}
@@ -357,7 +353,7 @@ func joinRank(cfg dist.Config, be *backend, opts *train.Options, n int, gpus boo
 	kind := "TCP ring"
 	if useGPU {
 		kind = "NCCL"
-		r, err = dist.JoinNCCL(cfg, plan, dist.Options{}, cuda.LoadOptions{})
+		r, err = dist.JoinNCCL(cfg, plan, dist.Options{}, gpu.LoadOptions{})
 	} else {
 		r, err = dist.JoinRing(cfg, plan, dist.Options{})
 	}

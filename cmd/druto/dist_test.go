@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
@@ -158,9 +158,9 @@ func TestTrainRankErrors(t *testing.T) {
 		{"no transport", rankEnv, nil, "pass --gpus N or --ranks N"},
 		{"local world", append(rankEnv, "LOCAL_WORLD_SIZE=2"), []string{"--ranks", "3"}, "LOCAL_WORLD_SIZE=2 but --ranks 3"},
 	}
-	if drv, err := cuda.LoadDriver(cuda.LoadOptions{}); err != nil {
+	if n, err := gpu.DeviceCount(gpu.LoadOptions{}); err != nil {
 		cases = append(cases, rankCase{"no GPUs", nil, []string{"--gpus", "2"}, "--gpus 2"})
-	} else if n, _ := drv.DeviceCount(); n < 2 {
+	} else if n < 2 {
 		cases = append(cases, rankCase{"too few GPUs", nil, []string{"--gpus", "2"}, "--gpus 2"})
 	}
 	for _, c := range cases {

@@ -30,11 +30,8 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// adamSpan is one segment of the layout: elements [lo,hi), decayed or not.
-type adamSpan struct {
-	lo, hi int
-	decay  bool
-}
+// adamSpan is one segment of the layout (device.AdamWArgs).
+type adamSpan = device.Span
 
 // adamConsts are the per-step scalars (shared with the other device).
 type adamConsts = device.AdamWConsts
@@ -47,21 +44,7 @@ func newAdamConsts(hp device.AdamW) adamConsts { return hp.Consts() }
 // master, grads, m, v (layout.Total) F32; work (layout.Total) or nil
 func (d *Device) AdamWStep(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW) {
 	const op = "AdamWStep"
-	if layout == nil {
-		d.fail(fmt.Errorf("cpu: %s: nil layout", op))
-		return
-	}
-	if !d.needF32(op, master, grads, m, v) || !d.checkN(op, layout.Total, master, grads, m, v, work) {
-		return
-	}
-	if work != nil && !d.needFloat(op, work) {
-		return
-	}
-	if hp.Step < 1 {
-		d.fail(fmt.Errorf("cpu: %s: step %d, want >= 1 (bias correction is 1-based)", op, hp.Step))
-		return
-	}
-	spans, ok := d.adamSpans(op, layout)
+	spans, ok := d.adamArgs(&device.Ops.AdamWStep, master, work, grads, m, v, layout, hp, nil)
 	if !ok {
 		return
 	}
@@ -73,34 +56,30 @@ func (d *Device) AdamWStep(master, work, grads, m, v *tensor.Tensor, layout *ten
 	}
 }
 
-// adamSpans turns the layout into the sorted segment table, recording an
-// error when segments overlap or fall outside the buffer.
-func (d *Device) adamSpans(op string, layout *tensor.Layout) ([]adamSpan, bool) {
-	spans := make([]adamSpan, 0, len(layout.Segments))
-	for _, s := range layout.Segments {
-		if n := s.Numel(); n > 0 {
-			spans = append(spans, adamSpan{s.Offset, s.Offset + n, s.Decay})
-		}
+// adamArgs checks AdamWStep's and AdamWState's arguments against c (the
+// state, when not nil, is c's last tensor) and returns the layout's
+// segments (device.AdamWArgs).
+func (d *Device) adamArgs(c *device.Contract, master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor) ([]device.Span, bool) {
+	spans, sizes, err := device.AdamWArgs(c, layout, hp)
+	if err != nil {
+		d.fail(fmt.Errorf("cpu: %w", err))
+		return nil, false
 	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
-	for i, s := range spans {
-		if s.lo < 0 || s.hi > layout.Total || (i > 0 && s.lo < spans[i-1].hi) {
-			d.fail(fmt.Errorf("cpu: %s: segment [%d,%d) overlaps another or leaves the buffer of %d: %w",
-				op, s.lo, s.hi, layout.Total, tensor.ErrShape))
-			return nil, false
-		}
+	ts := []*tensor.Tensor{master, work, grads, m, v}
+	if state != nil || len(c.Params) > len(ts) {
+		ts = append(ts, state)
 	}
-	return spans, true
+	return spans, d.check(c, sizes, ts...)
 }
 
 // adamWFused: one pass over the flat buffer in parallel chunks.
 func (d *Device) adamWFused(master, work, grads, m, v *tensor.Tensor, spans []adamSpan, c adamConsts) {
 	p, g, mm, vv := master.F32(), grads.F32(), m.F32(), v.F32()
 	d.parallel(master.Numel(), 1<<14, func(lo, hi int) {
-		k := sort.Search(len(spans), func(i int) bool { return spans[i].hi > lo })
-		for ; k < len(spans) && spans[k].lo < hi; k++ {
-			a, b := max(lo, spans[k].lo), min(hi, spans[k].hi)
-			adamWChunk(p[a:b], g[a:b], mm[a:b], vv[a:b], work, a, spans[k].decay, c)
+		k := sort.Search(len(spans), func(i int) bool { return spans[i].Hi > lo })
+		for ; k < len(spans) && spans[k].Lo < hi; k++ {
+			a, b := max(lo, spans[k].Lo), min(hi, spans[k].Hi)
+			adamWChunk(p[a:b], g[a:b], mm[a:b], vv[a:b], work, a, spans[k].Decay, c)
 		}
 	})
 }
@@ -155,13 +134,13 @@ func (d *Device) adamWDecomposed(master, work, grads, m, v *tensor.Tensor, spans
 	p, g, mm, vv := master.F32(), grads.F32(), m.F32(), v.F32()
 	longest := 0
 	for _, s := range spans {
-		longest = max(longest, s.hi-s.lo)
+		longest = max(longest, s.Hi-s.Lo)
 	}
 	gbuf, den := make([]float32, longest), make([]float32, longest) // scratch reused per tensor
 	for _, s := range spans {
-		n := s.hi - s.lo
-		ps, ms, vs := p[s.lo:s.hi], mm[s.lo:s.hi], vv[s.lo:s.hi]
-		gs, dn := g[s.lo:s.hi], den[:n]
+		n := s.Hi - s.Lo
+		ps, ms, vs := p[s.Lo:s.Hi], mm[s.Lo:s.Hi], vv[s.Lo:s.Hi]
+		gs, dn := g[s.Lo:s.Hi], den[:n]
 		pass := func(fn func(lo, hi int)) { d.parallel(n, 1<<15, fn) }
 		if c.Scaled { // g = grad·scale (out of place: grads are an input)
 			src := gs
@@ -172,7 +151,7 @@ func (d *Device) adamWDecomposed(master, work, grads, m, v *tensor.Tensor, spans
 				}
 			})
 		}
-		if s.decay && c.DoDecay { // p.mul_(1 - lr·wd)
+		if s.Decay && c.DoDecay { // p.mul_(1 - lr·wd)
 			pass(func(lo, hi int) {
 				for i := lo; i < hi; i++ {
 					ps[i] *= c.Decay
@@ -219,7 +198,7 @@ func (d *Device) adamWDecomposed(master, work, grads, m, v *tensor.Tensor, spans
 			}
 		})
 		if work != nil { // work[seg].copy_(p)
-			pass(func(lo, hi int) { store(work, s.lo+lo, ps[lo:hi]) })
+			pass(func(lo, hi int) { store(work, s.Lo+lo, ps[lo:hi]) })
 		}
 	}
 }

@@ -77,16 +77,13 @@ func newAttnHead(bh, T, C, NH int, gemm sgemmFunc) attnHead {
 	}
 }
 
-// attnArgs validates the shapes shared by both directions.
-func (d *Device) attnArgs(op string, act, att, qkv *tensor.Tensor, B, T, C, NH int) bool {
-	if !d.needSizes(op, B, T, C, NH) || !d.needFloat(op, act, att, qkv) {
+// attState records an error unless att is the probabilities (B,NH,T,T).
+func (d *Device) attState(op string, att *tensor.Tensor, B, T, NH int) bool {
+	if att.Numel() != B*NH*T*T {
+		d.fail(fmt.Errorf("cpu: %s: the saved state att is %s%v, want (%d,%d,%d,%d): %w", op, att.DType, att.Shape, B, NH, T, T, tensor.ErrShape))
 		return false
 	}
-	if NH == 0 || C == 0 || C%NH != 0 {
-		d.fail(fmt.Errorf("cpu: %s: C=%d is not a positive multiple of NH=%d: %w", op, C, NH, tensor.ErrShape))
-		return false
-	}
-	return d.checkN(op, B*T*C, act) && d.checkN(op, B*NH*T*T, att) && d.checkN(op, B*T*3*C, qkv)
+	return true
 }
 
 // forHeads runs fn on every (b,h) pair with scratch from newScratch, made
@@ -157,7 +154,7 @@ func (s *attnScratch) release() {
 // out (B,T,C), att (B,NH,T,T), qkv (B,T,3C)
 func (d *Device) Attention(out, att, qkv *tensor.Tensor, B, T, C, NH int) {
 	const op = "Attention"
-	if !d.attnArgs(op, out, att, qkv, B, T, C, NH) {
+	if !d.check(&device.Ops.Attention, []int{B, T, C, NH}, out, att, qkv) || !d.attState(op, att, B, T, NH) {
 		return
 	}
 	x := d.gemmF32(qkv) // (B,T,3C)
@@ -324,7 +321,7 @@ func (d *Device) AttentionState(dt tensor.DType, B, T, C, NH int) device.AttnSta
 // dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C) unused, att (B,NH,T,T)
 func (d *Device) AttentionBackward(dqkv, dout, qkv, _, att *tensor.Tensor, B, T, C, NH int) {
 	const op = "AttentionBackward"
-	if !d.attnArgs(op, dout, att, qkv, B, T, C, NH) || !d.needFloat(op, dqkv) || !d.checkN(op, B*T*3*C, dqkv) {
+	if !d.check(&device.Ops.AttentionBackward, []int{B, T, C, NH}, dqkv, dout, qkv, nil, att) || !d.attState(op, att, B, T, NH) {
 		return
 	}
 	x, g := d.gemmF32(qkv), d.gemmF32(dout) // (B,T,3C), (B,T,C)

@@ -75,8 +75,7 @@ func (d *Device) Zero(t *tensor.Tensor) { clear(t.Raw()) }
 
 // Cast converts src into dst, rounding to nearest even.
 func (d *Device) Cast(dst, src *tensor.Tensor) {
-	if dst.Numel() != src.Numel() || !dst.DType.Float() || !src.DType.Float() {
-		d.fail(fmt.Errorf("cpu: cast of %s%v into %s%v", src.DType, src.Shape, dst.DType, dst.Shape))
+	if !d.check(&device.Ops.Cast, []int{dst.Numel()}, dst, src) {
 		return
 	}
 	if dst.DType == src.DType {
@@ -103,21 +102,6 @@ func (d *Device) fail(err error) {
 	if d.err == nil {
 		d.err = err
 	}
-}
-
-// checkN records an error unless every tensor has exactly n elements; it
-// reports whether all did. Ops validate at their boundary with it.
-func (d *Device) checkN(op string, n int, ts ...*tensor.Tensor) bool {
-	for i, t := range ts {
-		if t == nil {
-			continue
-		}
-		if t.Numel() != n {
-			d.fail(fmt.Errorf("cpu: %s: argument %d has %d elements, want %d: %w", op, i, t.Numel(), n, tensor.ErrShape))
-			return false
-		}
-	}
-	return true
 }
 
 // parallel splits [0,n) into contiguous chunks of at least grain items and

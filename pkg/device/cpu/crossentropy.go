@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -35,8 +36,7 @@ import (
 // losses (N) F32, logits (N,V), targets (N) I32
 func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, dscale float32) {
 	const op = "CrossEntropy"
-	if !d.needSizes(op, N, V) || !d.needF32(op, losses) || !d.needFloat(op, logits) || !d.needI32(op, targets) ||
-		!d.checkN(op, N, losses, targets) || !d.checkN(op, N*V, logits) {
+	if !d.check(&device.Ops.CrossEntropy, []int{N, V}, losses, logits, targets) {
 		return
 	}
 	for i, t := range targets.I32() {

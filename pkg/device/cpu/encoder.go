@@ -20,13 +20,14 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
 // Encoder computes out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].
 // out (B,T,C), wte (V,C), wpe (maxT,C), tokens (B,T) I32
 func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
-	if !d.encoderArgs("Encoder", out, wte, wpe, tokens, B, T, C) {
+	if !d.check(&device.Ops.Encoder, []int{B, T, C}, out, wte, wpe, tokens) || !d.tokensIn("Encoder", tokens, wte.Numel()/C) {
 		return
 	}
 	if d.fused {
@@ -40,7 +41,7 @@ func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
 // Encoder read, deterministically.
 // dwte (V,C), dwpe (maxT,C), dout (B,T,C), tokens (B,T) I32
 func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, C int) {
-	if !d.encoderArgs("EncoderBackward", dout, dwte, dwpe, tokens, B, T, C) {
+	if !d.check(&device.Ops.EncoderBackward, []int{B, T, C}, dwte, dwpe, dout, tokens) || !d.tokensIn("EncoderBackward", tokens, dwte.Numel()/C) {
 		return
 	}
 	if d.fused {
@@ -50,22 +51,9 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 	}
 }
 
-// encoderArgs validates the arguments of both encoder ops: act is out or
-// dout (B,T,C), table is wte or dwte (V,C), pos is wpe or dwpe (maxT,C).
-func (d *Device) encoderArgs(op string, act, table, pos, tokens *tensor.Tensor, B, T, C int) bool {
-	if !d.needSizes(op, B, T, C) || !d.needFloat(op, act, table, pos) || !d.needI32(op, tokens) ||
-		!d.checkN(op, B*T*C, act) || !d.checkN(op, B*T, tokens) {
-		return false
-	}
-	if C == 0 || B*T == 0 {
-		return true
-	}
-	if table.Numel()%C != 0 || pos.Numel()%C != 0 || pos.Numel() < T*C {
-		d.fail(fmt.Errorf("cpu: %s: table of %d and positions of %d elements for C=%d, T=%d: %w",
-			op, table.Numel(), pos.Numel(), C, T, tensor.ErrShape))
-		return false
-	}
-	V := table.Numel() / C
+// tokensIn records an error unless every token is in [0,V), the rows of
+// the table (the contract checked the shapes).
+func (d *Device) tokensIn(op string, tokens *tensor.Tensor, V int) bool {
 	for i, tok := range tokens.I32() {
 		if tok < 0 || int(tok) >= V {
 			d.fail(fmt.Errorf("cpu: %s: token %d at %d outside the vocabulary [0,%d)", op, tok, i, V))

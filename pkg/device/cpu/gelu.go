@@ -14,8 +14,10 @@ package cpu
 // fused and decomposed forwards give the same bits.
 
 import (
-	"github.com/druto/druto/pkg/tensor"
 	"math"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // geluScale is √(2/π), geluCoef the cubic coefficient of the tanh form.
@@ -97,7 +99,7 @@ func geluForwardDecomposed(out, inp []float32) {
 // dinp (n), inp (n), dout (n)
 func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 	const op = "GELUBackward"
-	if !d.needSizes(op, n) || !d.needFloat(op, dinp, inp, dout) || !d.checkN(op, n, dinp, inp, dout) {
+	if !d.check(&device.Ops.GELUBackward, []int{n}, dinp, inp, dout) {
 		return
 	}
 	if d.fused {

@@ -14,6 +14,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -24,7 +25,7 @@ const gnChunk = 1 << 15
 // to float32, and whether every element was finite (when not, norm is Inf
 // or NaN). On invalid arguments it records an error and returns NaN, false.
 func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, finite bool) {
-	if !d.needFloat("GradNorm", grads) {
+	if grads == nil || !d.check(&device.Ops.GradNorm, []int{grads.Numel()}, grads) {
 		return float32(math.NaN()), false
 	}
 	s := d.sumSqGrads(grads)

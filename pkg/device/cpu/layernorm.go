@@ -25,6 +25,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -40,8 +41,7 @@ const lnBlock = 32
 // out (N,C), mean (N) F32, rstd (N) F32, inp (N,C), weight (C), bias (C)
 func (d *Device) LayerNorm(out, mean, rstd, inp, weight, bias *tensor.Tensor, N, C int) {
 	const op = "LayerNorm"
-	if !d.needSizes(op, N, C) || !d.needFloat(op, out, inp, weight, bias) || !d.needF32(op, mean, rstd) ||
-		!d.checkN(op, N*C, out, inp) || !d.checkN(op, N, mean, rstd) || !d.checkN(op, C, weight, bias) {
+	if !d.check(&device.Ops.LayerNorm, []int{N, C}, out, mean, rstd, inp, weight, bias) {
 		return
 	}
 	if d.fused {
@@ -56,8 +56,7 @@ func (d *Device) LayerNorm(out, mean, rstd, inp, weight, bias *tensor.Tensor, N,
 // res (N,C), out (N,C), mean (N), rstd (N), a (N,C), b (N,C), weight (C), bias (C)
 func (d *Device) ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias *tensor.Tensor, N, C int) {
 	const op = "ResidualLayerNorm"
-	if !d.needSizes(op, N, C) || !d.needFloat(op, res, out, a, b, weight, bias) || !d.needF32(op, mean, rstd) ||
-		!d.checkN(op, N*C, res, out, a, b) || !d.checkN(op, N, mean, rstd) || !d.checkN(op, C, weight, bias) {
+	if !d.check(&device.Ops.ResidualLayerNorm, []int{N, C}, res, out, mean, rstd, a, b, weight, bias) {
 		return
 	}
 	if d.fused {
@@ -72,7 +71,7 @@ func (d *Device) ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias *ten
 // in both forms (there is nothing to fuse).
 func (d *Device) Add(out, a, b *tensor.Tensor, n int) {
 	const op = "Add"
-	if !d.needSizes(op, n) || !d.needFloat(op, out, a, b) || !d.checkN(op, n, out, a, b) {
+	if !d.check(&device.Ops.Add, []int{n}, out, a, b) {
 		return
 	}
 	d.addPass(out, a, b, n)
@@ -177,8 +176,7 @@ func (d *Device) layerNormDecomposed(out, mean, rstd, inp, weight, bias *tensor.
 // dinp (N,C), dweight (C), dbias (C), dout (N,C), inp (N,C), weight (C), mean (N), rstd (N)
 func (d *Device) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd *tensor.Tensor, N, C int) {
 	const op = "LayerNormBackward"
-	if !d.needSizes(op, N, C) || !d.needFloat(op, dinp, dweight, dbias, dout, inp, weight) || !d.needF32(op, mean, rstd) ||
-		!d.checkN(op, N*C, dinp, dout, inp) || !d.checkN(op, N, mean, rstd) || !d.checkN(op, C, dweight, dbias, weight) {
+	if !d.check(&device.Ops.LayerNormBackward, []int{N, C}, dinp, dweight, dbias, dout, inp, weight, mean, rstd) {
 		return
 	}
 	if N == 0 || C == 0 {

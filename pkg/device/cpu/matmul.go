@@ -39,29 +39,7 @@ func gemmName() string { return blas.Name() }
 // out (N,OC), pre (N,OC) or nil, inp (N,C), weight (OC,C), bias (OC) or nil
 func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
 	const op = "Matmul"
-	if !d.needSizes(op, N, C, OC) || !d.needFloat(op, out, inp, weight) ||
-		!d.checkN(op, N*OC, out) || !d.checkN(op, N*C, inp) || !d.checkN(op, OC*C, weight) {
-		return
-	}
-	if bias != nil && (!d.needFloat(op, bias) || !d.checkN(op, OC, bias)) {
-		return
-	}
-	switch act {
-	case device.None:
-		if pre != nil {
-			d.fail(fmt.Errorf("cpu: %s: pre must be nil without GELU", op))
-			return
-		}
-	case device.GELU:
-		if pre == nil {
-			d.fail(fmt.Errorf("cpu: %s: GELU needs pre for the pre-activation", op))
-			return
-		}
-		if !d.needFloat(op, pre) || !d.checkN(op, N*OC, pre) {
-			return
-		}
-	default:
-		d.fail(fmt.Errorf("cpu: %s: activation %d: %w", op, act, device.ErrUnsupported))
+	if !d.check(&device.Ops.Matmul, []int{N, C, OC, int(act)}, out, pre, inp, weight, bias) {
 		return
 	}
 	// The GEMM's result lands in target: out, or pre under GELU.
@@ -165,14 +143,7 @@ func (d *Device) matmulDecomposed(out, target *tensor.Tensor, y, b []float32, N,
 // dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
 func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
 	const op = "MatmulBackward"
-	if !d.needSizes(op, N, C, OC) || !d.needFloat(op, dweight, dout, inp, weight) ||
-		!d.checkN(op, OC*C, dweight, weight) || !d.checkN(op, N*OC, dout) || !d.checkN(op, N*C, inp) {
-		return
-	}
-	if dinp != nil && (!d.needFloat(op, dinp) || !d.checkN(op, N*C, dinp)) {
-		return
-	}
-	if dbias != nil && (!d.needFloat(op, dbias) || !d.checkN(op, OC, dbias)) {
+	if !d.check(&device.Ops.MatmulBackward, []int{N, C, OC}, dinp, dweight, dbias, dout, inp, weight) {
 		return
 	}
 	blas.SetThreads(d.threads)

@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	"github.com/druto/druto/pkg/blas"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -24,18 +25,7 @@ import (
 // dpre (N,C), dpreBias (C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), pre (N,C), weight (OC,C)
 func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *tensor.Tensor, N, C, OC int) {
 	const op = "MatmulBackwardGELU"
-	if dpre == nil || dweight == nil || dout == nil || inp == nil || pre == nil || weight == nil {
-		d.fail(fmt.Errorf("cpu: %s: dpre, dweight, dout, inp, pre and weight are required", op))
-		return
-	}
-	if !d.needSizes(op, N, C, OC) || !d.needFloat(op, dpre, dweight, dout, inp, pre, weight) ||
-		!d.checkN(op, N*C, dpre, inp, pre) || !d.checkN(op, OC*C, dweight, weight) || !d.checkN(op, N*OC, dout) {
-		return
-	}
-	if dpreBias != nil && (!d.needFloat(op, dpreBias) || !d.checkN(op, C, dpreBias)) {
-		return
-	}
-	if dbias != nil && (!d.needFloat(op, dbias) || !d.checkN(op, OC, dbias)) {
+	if !d.check(&device.Ops.MatmulBackwardGELU, []int{N, C, OC}, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight) {
 		return
 	}
 	if !d.fused {

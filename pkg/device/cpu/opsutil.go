@@ -1,7 +1,7 @@
 package cpu
 
 // opsutil.go: helpers shared by the row-wise ops (encoder, layernorm, gelu,
-// crossentropy, adamw, gradnorm): dtype checks at the op boundary, fp32 views
+// crossentropy, adamw, gradnorm): the contract check at the op boundary, fp32 views
 // of rows of tensors of any float dtype, the float64 row sums used for
 // statistics, and the float32 exp of the softmax.
 
@@ -9,49 +9,21 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// needDType records an error unless every tensor is a non-nil host tensor
-// whose dtype ok accepts (want names the accepted dtypes in the message); it
-// reports whether all were. Optional arguments are checked by the caller.
-func (d *Device) needDType(op, want string, ok func(tensor.DType) bool, ts ...*tensor.Tensor) bool {
-	for i, t := range ts {
-		switch {
-		case t == nil:
-			d.fail(fmt.Errorf("cpu: %s: argument %d is nil", op, i))
-			return false
-		case !t.IsHost():
-			d.fail(fmt.Errorf("cpu: %s: argument %d is not a host tensor", op, i))
-			return false
-		case !ok(t.DType):
-			d.fail(fmt.Errorf("cpu: %s: argument %d is %s, want %s", op, i, t.DType, want))
-			return false
-		}
+// check records the first rule of op's contract (device.Ops) that the
+// arguments break, or a tensor that is not in host memory; it reports
+// whether the arguments hold.
+func (d *Device) check(c *device.Contract, s []int, ts ...*tensor.Tensor) bool {
+	if err := c.Check(s, ts...); err != nil {
+		d.fail(fmt.Errorf("cpu: %w", err))
+		return false
 	}
-	return true
-}
-
-// needFloat checks that every tensor is a host F32, BF16 or F16 tensor.
-func (d *Device) needFloat(op string, ts ...*tensor.Tensor) bool {
-	return d.needDType(op, "a float dtype", tensor.DType.Float, ts...)
-}
-
-// needF32 checks that every tensor is a host F32 tensor.
-func (d *Device) needF32(op string, ts ...*tensor.Tensor) bool {
-	return d.needDType(op, "f32", func(dt tensor.DType) bool { return dt == tensor.F32 }, ts...)
-}
-
-// needI32 checks that every tensor is a host I32 tensor.
-func (d *Device) needI32(op string, ts ...*tensor.Tensor) bool {
-	return d.needDType(op, "i32", func(dt tensor.DType) bool { return dt == tensor.I32 }, ts...)
-}
-
-// needSizes records an error unless every size is >= 0.
-func (d *Device) needSizes(op string, sizes ...int) bool {
-	for _, s := range sizes {
-		if s < 0 {
-			d.fail(fmt.Errorf("cpu: %s: negative size %d in %v: %w", op, s, sizes, tensor.ErrShape))
+	for i, t := range ts {
+		if t != nil && !t.IsHost() {
+			d.fail(fmt.Errorf("cpu: %s: %s is not a host tensor", c.Op, c.Params[i].Name))
 			return false
 		}
 	}

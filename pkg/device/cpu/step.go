@@ -16,15 +16,9 @@ var (
 	_ device.StateSnap = (*Device)(nil)
 )
 
-// needState records an error unless state is a host F32 tensor of
-// device.StateLen elements.
-func (d *Device) needState(op string, state *tensor.Tensor) bool {
-	return d.needF32(op, state) && d.checkN(op, device.StateLen, state)
-}
-
 // CrossEntropyScaled is CrossEntropy with dscale·state[SlotScale].
 func (d *Device) CrossEntropyScaled(losses, logits, targets, state *tensor.Tensor, N, V int, dscale float32) {
-	if !d.needState("CrossEntropyScaled", state) {
+	if !d.check(&device.Ops.CrossEntropyScaled, []int{N, V}, losses, logits, targets, state) {
 		return
 	}
 	d.CrossEntropy(losses, logits, targets, N, V, dscale*state.F32()[device.SlotScale])
@@ -35,7 +29,7 @@ func (d *Device) CrossEntropyScaled(losses, logits, targets, state *tensor.Tenso
 // state (StateLen) F32, losses (N) F32, grads F32
 func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.StepConfig, hp device.AdamW) {
 	const op = "StepUpdate"
-	if !d.needState(op, state) || !d.needF32(op, losses, grads) {
+	if losses == nil || grads == nil || !d.check(&device.Ops.StepUpdate, []int{losses.Numel(), grads.Numel()}, state, losses, grads) {
 		return
 	}
 	if losses.Numel() == 0 {
@@ -54,24 +48,12 @@ func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.Step
 // step's gradients were not finite.
 func (d *Device) AdamWState(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor) {
 	const op = "AdamWState"
-	if !d.needState(op, state) || layout == nil {
-		if layout == nil {
-			d.fail(fmt.Errorf("cpu: %s: nil layout", op))
-		}
+	spans, ok := d.adamArgs(&device.Ops.AdamWState, master, work, grads, m, v, layout, hp, state)
+	if !ok {
 		return
 	}
 	st := state.F32()
 	if st[device.SlotFinite] == 0 {
-		return
-	}
-	if !d.needF32(op, master, grads, m, v) || !d.checkN(op, layout.Total, master, grads, m, v, work) {
-		return
-	}
-	if work != nil && !d.needFloat(op, work) {
-		return
-	}
-	spans, ok := d.adamSpans(op, layout)
-	if !ok {
 		return
 	}
 	c := hp.ConstsFromState(st)
@@ -96,7 +78,8 @@ func (d *Device) Records(n int) error {
 
 // Snapshot copies state into record i.
 func (d *Device) Snapshot(i int, state *tensor.Tensor) {
-	if !d.needState("Snapshot", state) {
+	if state == nil || !state.IsHost() || state.DType != tensor.F32 || state.Numel() != device.StateLen {
+		d.fail(fmt.Errorf("cpu: Snapshot: the state is %v, want a host f32 tensor of %d: %w", state, device.StateLen, tensor.ErrShape))
 		return
 	}
 	if i < 0 || i >= len(d.records) {

@@ -20,7 +20,6 @@ package gpu
 import (
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
@@ -43,30 +42,8 @@ func b2i(b bool) int {
 	return 0
 }
 
-// adamSpan is one segment: elements [lo,hi), decayed or not.
-type adamSpan struct {
-	lo, hi int
-	decay  bool
-}
-
-// adamSpans returns the layout's non-empty segments sorted by offset, or an
-// error when they overlap or leave the buffer.
-func adamSpans(layout *tensor.Layout) ([]adamSpan, error) {
-	spans := make([]adamSpan, 0, len(layout.Segments))
-	for _, s := range layout.Segments {
-		if n := s.Numel(); n > 0 {
-			spans = append(spans, adamSpan{s.Offset, s.Offset + n, s.Decay})
-		}
-	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
-	for i, s := range spans {
-		if s.lo < 0 || s.hi > layout.Total || (i > 0 && s.lo < spans[i-1].hi) {
-			return nil, fmt.Errorf("gpu: adamw: segment [%d,%d) overlaps another or leaves the buffer of %d: %w",
-				s.lo, s.hi, layout.Total, tensor.ErrShape)
-		}
-	}
-	return spans, nil
-}
+// adamSpan is one segment of the layout (device.AdamWArgs).
+type adamSpan = device.Span
 
 // adamChunks cuts spans into the fused kernel's table: for chunk k,
 // table[2k] is its first element and table[2k+1] its length with bit 31
@@ -74,9 +51,9 @@ func adamSpans(layout *tensor.Layout) ([]adamSpan, error) {
 func adamChunks(spans []adamSpan) []uint32 {
 	var table []uint32
 	for _, s := range spans {
-		for lo := s.lo; lo < s.hi; lo += adamChunk {
-			n := uint32(min(adamChunk, s.hi-lo))
-			if s.decay {
+		for lo := s.Lo; lo < s.Hi; lo += adamChunk {
+			n := uint32(min(adamChunk, s.Hi-lo))
+			if s.Decay {
 				n |= 1 << 31
 			}
 			table = append(table, uint32(lo), n)
@@ -91,12 +68,7 @@ func adamChunks(spans []adamSpan) []uint32 {
 // alone.
 // master, grads, m, v (layout.Total) F32; work (layout.Total) F32, BF16, F16 or nil
 func (d *Device) AdamWStep(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW) {
-	const op = "adamw"
-	if hp.Step < 1 {
-		d.fail(fmt.Errorf("gpu: %s: step %d, want >= 1 (bias correction is 1-based)", op, hp.Step))
-		return
-	}
-	wdt, spans, ok := d.adamArgs(op, master, work, grads, m, v, layout)
+	wdt, spans, ok := d.adamArgs(&device.Ops.AdamWStep, master, work, grads, m, v, layout, hp, nil)
 	if !ok {
 		return
 	}
@@ -108,34 +80,32 @@ func (d *Device) AdamWStep(master, work, grads, m, v *tensor.Tensor, layout *ten
 	}
 }
 
-// adamArgs checks the arguments AdamWStep and AdamWState share and returns
-// the working copy's dtype (F32 without one) and layout's spans; ok is false
-// when there is nothing to do or an error was recorded.
-func (d *Device) adamArgs(op string, master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout) (wdt tensor.DType, spans []adamSpan, ok bool) {
-	if layout == nil || master == nil || grads == nil || m == nil || v == nil {
-		d.fail(fmt.Errorf("gpu: %s: nil layout or tensor: %w", op, tensor.ErrShape))
+// adamArgs checks the arguments AdamWStep and AdamWState share against c
+// (state is c's last tensor when c has one) and returns the working copy's
+// dtype (F32 without one) and layout's spans; ok is false when an error
+// was recorded.
+func (d *Device) adamArgs(c *device.Contract, master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor) (wdt tensor.DType, spans []adamSpan, ok bool) {
+	spans, sizes, err := device.AdamWArgs(c, layout, hp)
+	if err != nil {
+		d.fail(fmt.Errorf("gpu: %w", err))
 		return wdt, nil, false
 	}
-	if !d.checkN(op, layout.Total, master, grads, m, v, work) || !d.checkDT(op, tensor.F32, master, grads, m, v) {
+	ts := []*tensor.Tensor{master, work, grads, m, v}
+	if len(c.Params) > len(ts) {
+		ts = append(ts, state)
+	}
+	if !d.check(c, sizes, ts...) {
 		return wdt, nil, false
 	}
 	wdt = tensor.F32 // the module: the working copy's dtype
 	if work != nil {
-		if wdt = work.DType; !wdt.Float() {
-			d.unsupported(op, wdt)
-			return wdt, nil, false
-		}
+		wdt = work.DType
 	}
 	if layout.Total >= 1<<31 {
-		d.fail(fmt.Errorf("gpu: %s: %d parameters, the chunk table holds fewer than 2^31: %w", op, layout.Total, device.ErrUnsupported))
+		d.fail(fmt.Errorf("gpu: %s: %d parameters, the chunk table holds fewer than 2^31: %w", c.Op, layout.Total, device.ErrUnsupported))
 		return wdt, nil, false
 	}
-	spans, err := adamSpans(layout)
-	if err != nil {
-		d.fail(err)
-		return wdt, nil, false
-	}
-	return wdt, spans, len(spans) > 0
+	return wdt, spans, true
 }
 
 // adamTable returns the device copy of layout's chunk table (uploading it
@@ -208,7 +178,7 @@ const (
 func (d *Device) adamWDecomposed(wdt tensor.DType, master, work, grads, m, v *tensor.Tensor, spans []adamSpan, c adamConsts) {
 	longest := 0
 	for _, s := range spans {
-		longest = max(longest, s.hi-s.lo)
+		longest = max(longest, s.Hi-s.Lo)
 	}
 	gbuf, den := d.buf("adamw.grad", longest*4), d.buf("adamw.den", longest*4) // reused per tensor
 	if gbuf == 0 || den == 0 {
@@ -218,8 +188,8 @@ func (d *Device) adamWDecomposed(wdt tensor.DType, master, work, grads, m, v *te
 		return d.ptr(t).Add(uint64(lo) * uint64(t.DType.Size()))
 	}
 	for _, s := range spans {
-		n := int64(s.hi - s.lo)
-		p, g, ms, vs := at(master, s.lo), at(grads, s.lo), at(m, s.lo), at(v, s.lo)
+		n := int64(s.Hi - s.Lo)
+		p, g, ms, vs := at(master, s.Lo), at(grads, s.Lo), at(m, s.Lo), at(v, s.Lo)
 		pass := func(op int, a, b, cc cuda.DevicePtr, scalar float32) bool {
 			return d.run("adamw_pass", wdt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, op, a, b, cc, scalar, b2i(c.Small), n)
 		}
@@ -228,7 +198,7 @@ func (d *Device) adamWDecomposed(wdt tensor.DType, master, work, grads, m, v *te
 			ok = pass(adamScaleInto, gbuf, g, 0, c.GS)
 			g = gbuf
 		}
-		if ok && s.decay && c.DoDecay { // p.mul_(1 - lr·wd)
+		if ok && s.Decay && c.DoDecay { // p.mul_(1 - lr·wd)
 			ok = pass(adamScale, p, 0, 0, c.Decay)
 		}
 		ok = ok && pass(adamLerp, ms, g, 0, c.W1) && // m.lerp_(g, 1-β1)
@@ -239,7 +209,7 @@ func (d *Device) adamWDecomposed(wdt tensor.DType, master, work, grads, m, v *te
 			pass(adamAddScalar, den, 0, 0, c.Eps) && // den += eps
 			pass(adamAddcdiv, p, ms, den, c.Step) // p.addcdiv_(m, den, step)
 		if ok && work != nil { // work[seg].copy_(p)
-			ok = d.run("adamw_store_work", wdt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, at(work, s.lo), p, n)
+			ok = d.run("adamw_store_work", wdt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, at(work, s.Lo), p, n)
 		}
 		if !ok {
 			return

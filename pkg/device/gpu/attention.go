@@ -163,10 +163,6 @@ func (d *Device) AttentionState(dt tensor.DType, B, T, C, NH int) device.AttnSta
 // dtype.
 func (d *Device) attnArgs(op string, act, att, qkv *tensor.Tensor, B, T, C, NH int) (attnShape, bool) {
 	var s attnShape
-	if B < 0 || T < 0 || C <= 0 || NH <= 0 || C%NH != 0 || act == nil || att == nil || qkv == nil {
-		d.fail(fmt.Errorf("gpu: %s: B=%d T=%d C=%d NH=%d (C a positive multiple of NH) or a nil tensor: %w", op, B, T, C, NH, tensor.ErrShape))
-		return s, false
-	}
 	dt := qkv.DType
 	hs := C / NH
 	s.flash = d.flashFor(dt, B, C, NH)
@@ -177,9 +173,6 @@ func (d *Device) attnArgs(op string, act, att, qkv *tensor.Tensor, B, T, C, NH i
 	if att.Numel() != state.Numel() || att.DType != state.DType {
 		d.fail(fmt.Errorf("gpu: %s: the saved state att is %v, want %v %v (Device.AttentionState for %s, B=%d T=%d C=%d NH=%d): %w",
 			op, desc(att), state.DType, state.Shape, dt, B, T, C, NH, tensor.ErrShape))
-		return s, false
-	}
-	if !d.checkN(op, B*T*C, act) || !d.checkN(op, state.Numel(), att) || !d.checkN(op, B*T*3*C, qkv) {
 		return s, false
 	}
 	ct, ok := dataType(dt)
@@ -207,6 +200,9 @@ func (d *Device) attnArgs(op string, act, att, qkv *tensor.Tensor, B, T, C, NH i
 // AttentionState names (the log-sum-exp or the probabilities).
 // out (B,T,C), att (AttentionState), qkv (B,T,3C), out and qkv one dtype
 func (d *Device) Attention(out, att, qkv *tensor.Tensor, B, T, C, NH int) {
+	if !d.check(&device.Ops.Attention, []int{B, T, C, NH}, out, att, qkv) {
+		return
+	}
 	s, ok := d.attnArgs("attention", out, att, qkv, B, T, C, NH)
 	if !ok || B*T == 0 {
 		return
@@ -291,8 +287,11 @@ func (d *Device) attnChunk(s attnShape, b0, b1 int, out, att, qkv, scores cuda.D
 // dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C), att (AttentionState)
 func (d *Device) AttentionBackward(dqkv, dout, qkv, out, att *tensor.Tensor, B, T, C, NH int) {
 	const op = "attention backward"
+	if !d.check(&device.Ops.AttentionBackward, []int{B, T, C, NH}, dqkv, dout, qkv, out, att) {
+		return
+	}
 	s, ok := d.attnArgs(op, dout, att, qkv, B, T, C, NH)
-	if !ok || !d.checkN(op, B*T*3*C, dqkv) || !d.checkDT(op, s.dt, dqkv) || B*T == 0 {
+	if !ok || !d.checkDT(op, s.dt, dqkv) || B*T == 0 {
 		return
 	}
 	if s.flash {
@@ -323,7 +322,7 @@ const flashTile = 64
 func (d *Device) flashBackward(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor) {
 	const op = "attention backward"
 	B, T, C, NH := s.B, s.T, s.C, s.NH
-	if out == nil || !d.checkN(op+" (out)", B*T*C, out) || !d.checkDT(op+" (out)", s.dt, out) {
+	if out == nil || !d.checkDT(op+" (out)", s.dt, out) {
 		if out == nil {
 			d.fail(fmt.Errorf("gpu: %s (flash): out (Attention's output, B,T,C) is nil: %w", op, tensor.ErrShape))
 		}

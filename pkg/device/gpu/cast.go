@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -15,16 +16,14 @@ import (
 // rounding to nearest even.
 func (d *Device) Cast(dst, src *tensor.Tensor) {
 	const op = "cast"
-	if dst == nil || src == nil {
-		d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
-		return
-	}
-	if !dst.DType.Float() || !src.DType.Float() {
-		d.unsupported(op, dst.DType, src.DType)
+	if dst == nil || !d.check(&device.Ops.Cast, []int{dst.Numel()}, dst, src) {
+		if dst == nil {
+			d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
+		}
 		return
 	}
 	n := src.Numel()
-	if !d.checkN(op, n, dst, src) || n == 0 {
+	if n == 0 {
 		return
 	}
 	if dst.DType == src.DType {

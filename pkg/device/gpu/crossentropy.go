@@ -14,9 +14,8 @@ package gpu
 // NaN loss, never an out-of-bounds access.
 
 import (
-	"fmt"
-
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -46,12 +45,7 @@ func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 // fp32 at mul when mul is not 0 (CrossEntropyScaled, step.go).
 func (d *Device) crossEntropy(losses, logits, targets *tensor.Tensor, N, V int, dscale float32, mul cuda.DevicePtr) {
 	const op = "cross-entropy"
-	if N < 0 || V <= 0 || losses == nil || logits == nil || targets == nil {
-		d.fail(fmt.Errorf("gpu: %s: N=%d V=%d or a nil tensor: %w", op, N, V, tensor.ErrShape))
-		return
-	}
-	if !d.checkN(op, N, losses, targets) || !d.checkN(op, N*V, logits) ||
-		!d.checkDT(op, tensor.F32, losses) || !d.checkDT(op, tensor.I32, targets) {
+	if !d.check(&device.Ops.CrossEntropy, []int{N, V}, losses, logits, targets) {
 		return
 	}
 	dt := logits.DType

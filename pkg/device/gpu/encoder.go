@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -20,21 +21,11 @@ import (
 // 256 elements.
 func elemBlocks(n int) cuda.Dim3 { return cuda.D1(max(1, min(blocks(n, 256), 132*64))) }
 
-// encoderArgs validates both encoder ops: act is out or dout (B,T,C), table
-// is wte or dwte (V,C), pos is wpe or dwpe (maxT,C). It returns V.
+// encoderArgs checks what both encoder ops need beyond their contracts:
+// act is out or dout (B,T,C), table is wte or dwte (V,C), pos is wpe or
+// dwpe (maxT,C) of the same dtype. It returns V.
 func (d *Device) encoderArgs(op string, act, table, pos, tokens *tensor.Tensor, B, T, C int) (int, bool) {
-	if B < 0 || T < 0 || C <= 0 || act == nil || table == nil || pos == nil || tokens == nil {
-		d.fail(fmt.Errorf("gpu: %s: sizes B=%d T=%d C=%d or a nil tensor: %w", op, B, T, C, tensor.ErrShape))
-		return 0, false
-	}
-	if !d.checkN(op, B*T*C, act) || !d.checkN(op, B*T, tokens) || !d.checkDT(op, tensor.I32, tokens) {
-		return 0, false
-	}
-	if table.Numel()%C != 0 || pos.Numel()%C != 0 || pos.Numel() < T*C {
-		d.fail(fmt.Errorf("gpu: %s: table %v and positions %v for C=%d, T=%d: %w", op, desc(table), desc(pos), C, T, tensor.ErrShape))
-		return 0, false
-	}
-	if !table.DType.Float() || pos.DType != table.DType || !act.DType.Float() {
+	if pos.DType != table.DType {
 		d.unsupported(op, act.DType, table.DType, pos.DType)
 		return 0, false
 	}
@@ -45,6 +36,9 @@ func (d *Device) encoderArgs(op string, act, table, pos, tokens *tensor.Tensor, 
 // out (B,T,C) F32, wte (V,C), wpe (maxT,C), tokens (B,T) I32
 func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
 	const op = "encoder"
+	if !d.check(&device.Ops.Encoder, []int{B, T, C}, out, wte, wpe, tokens) {
+		return
+	}
 	V, ok := d.encoderArgs(op, out, wte, wpe, tokens, B, T, C)
 	if !ok || !d.checkDT(op, tensor.F32, out) || B*T == 0 {
 		return
@@ -79,6 +73,9 @@ func (d *Device) encoderGroups(C, V int) int {
 // dwte (V,C) F32, dwpe (maxT,C) F32, dout (B,T,C), tokens (B,T) I32
 func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, C int) {
 	const op = "encoder backward"
+	if !d.check(&device.Ops.EncoderBackward, []int{B, T, C}, dwte, dwpe, dout, tokens) {
+		return
+	}
 	V, ok := d.encoderArgs(op, dout, dwte, dwpe, tokens, B, T, C)
 	if !ok || !d.checkDT(op, tensor.F32, dwte, dwpe) || B*T == 0 {
 		return

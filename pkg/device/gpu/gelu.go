@@ -20,6 +20,7 @@ import (
 	"fmt"
 
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -29,26 +30,14 @@ const (
 	geluBackwardPasses = 9
 )
 
-// geluArgs validates an elementwise GELU op over n elements of one dtype.
+// geluArgs validates an elementwise GELU op over n elements of one dtype
+// (GELUBackward's contract; the forward is Matmul's epilogue).
 func (d *Device) geluArgs(op string, n int, ts ...*tensor.Tensor) bool {
-	if n < 0 {
-		d.fail(fmt.Errorf("gpu: %s: n=%d: %w", op, n, tensor.ErrShape))
-		return false
+	c := &device.Ops.GELUBackward
+	if len(ts) == 2 {
+		c = &device.Ops.Cast // out, inp: n float elements each
 	}
-	for _, t := range ts {
-		if t == nil {
-			d.fail(fmt.Errorf("gpu: %s: a nil tensor: %w", op, tensor.ErrShape))
-			return false
-		}
-	}
-	if !d.checkN(op, n, ts...) {
-		return false
-	}
-	if !ts[0].DType.Float() {
-		d.unsupported(op, ts[0].DType)
-		return false
-	}
-	return d.checkDT(op, ts[0].DType, ts...)
+	return d.check(c, []int{n}, ts...) && d.checkDT(op, ts[0].DType, ts...)
 }
 
 // GELUBackward computes dinp = gelu'(inp)·dout elementwise over n elements,
@@ -137,11 +126,8 @@ func (d *Device) geluForwardDecomposed(out, inp *tensor.Tensor, n int) bool {
 // on failure.
 func (d *Device) biasAdd(out, bias *tensor.Tensor, N, OC int) bool {
 	const op = "bias add"
-	if N < 0 || OC <= 0 || out == nil || bias == nil {
-		d.fail(fmt.Errorf("gpu: %s: N=%d OC=%d or a nil tensor: %w", op, N, OC, tensor.ErrShape))
-		return false
-	}
-	if !d.checkN(op, N*OC, out) || !d.checkN(op, OC, bias) {
+	if N < 0 || OC <= 0 || out == nil || bias == nil || out.Numel() != N*OC || bias.Numel() != OC {
+		d.fail(fmt.Errorf("gpu: %s: N=%d OC=%d, out %s, bias %s: %w", op, N, OC, desc(out), desc(bias), tensor.ErrShape))
 		return false
 	}
 	if !out.DType.Float() || !d.checkDT(op, out.DType, bias) {

@@ -10,7 +10,7 @@ package gpu
 //	d.ptr(t)                     a tensor's device address (0 for nil)
 //	d.fail(err)                  record the first error (Sync returns it)
 //	d.unsupported(op, dts...)    record device.ErrUnsupported for a dtype combination
-//	d.checkN(op, n, ts...)       validate element counts at an op's boundary
+//	d.check(contract, sizes, ts...) the op's contract (device.Ops) at its boundary
 //	d.checkDT(op, dt, ts...)     validate dtypes at an op's boundary
 //	d.scratch(name, bytes)       a named, reused device buffer (never freed in a step)
 //	d.do(fn)                     run a batch of driver calls in one hop to the context's thread
@@ -27,13 +27,11 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
@@ -52,7 +50,7 @@ type Config struct {
 	Libs *cuda.Libraries
 	// Load says where to look for libraries that Libs lacks.
 	Load cuda.LoadOptions
-	// CacheDir is the kernel cubin cache; empty means kernels.DefaultCacheDir.
+	// CacheDir is the kernel cubin cache; empty means DefaultCacheDir.
 	CacheDir string
 	// NoCache neither reads nor writes the kernel cache.
 	NoCache bool
@@ -82,7 +80,7 @@ type Device struct {
 	lt    *cuda.LtHandle
 	ws    cuda.DevicePtr // WorkspaceBytes, shared by cuBLAS and cuBLASLt (one stream: never at once)
 
-	built []*kernels.Built
+	built []*Built
 	funcs map[kernelKey]*cuda.Function
 	errs  map[kernelKey]error // why a kernel is unavailable
 
@@ -95,6 +93,10 @@ type Device struct {
 	// (crossentropy_fused, the register-cache classifier, instead of
 	// crossentropy_fused_l2), so the micro-benchmarks and tests can run both.
 	legacy bool
+
+	// trace, when not nil, records every kernel looked up to launch
+	// (SelfTest: which kernels a conformance case ran).
+	trace map[kernelKey]bool
 
 	mu  sync.Mutex // guards err: fail may be called from helper goroutines
 	err error
@@ -208,79 +210,27 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	return d, nil
 }
 
-// build makes every kernel ready: one module per (source file, dtype),
-// compiled in parallel, and every kernel of the file looked up in it. A
-// variant that cannot be built is recorded in d.errs (the op that needs it
-// records the error when it runs); New fails only when nothing built.
+// build makes every kernel ready (builder.buildAll). A variant that cannot
+// be built is recorded in d.errs (the op that needs it records the error
+// when it runs); New fails only when nothing built.
 func (d *Device) build(cfg Config) error {
-	vs, err := kernels.Variants()
+	b := &builder{Ctx: d.ctx, NVRTC: d.nvrtc, CacheDir: cfg.CacheDir, NoCache: cfg.NoCache}
+	built, err := b.buildAll()
 	if err != nil {
 		return fmt.Errorf("gpu: %w", err)
 	}
-	type module struct {
-		file string
-		dt   tensor.DType
-	}
-	byModule := map[module][]kernels.Variant{}
-	var order []module
-	for _, v := range vs {
-		m := module{v.File, v.DType}
-		if _, seen := byModule[m]; !seen {
-			order = append(order, m)
+	d.built = built
+	var msgs []string
+	for _, k := range built {
+		key := kernelKey{k.Kernel, k.dtype()}
+		if k.Err != nil {
+			d.errs[key] = k.Err
+			msgs = append(msgs, k.Err.Error())
+			continue
 		}
-		byModule[m] = append(byModule[m], v)
+		d.funcs[key] = k.Func
 	}
-	b := &kernels.Builder{Ctx: d.ctx, NVRTC: d.nvrtc, CacheDir: cfg.CacheDir, NoCache: cfg.NoCache}
-	first := make([]*kernels.Built, len(order))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, runtime.NumCPU()))
-	for i, m := range order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			first[i] = b.Build(byModule[m][0])
-		}()
-	}
-	wg.Wait()
-	built := 0
-	for i, m := range order {
-		k := first[i]
-		for _, v := range byModule[m] {
-			key := kernelKey{v.Kernel, v.DType}
-			kv := k
-			if v != k.Variant { // the same module, another kernel of it
-				c := *k
-				c.Variant, c.Func, c.Attr = v, nil, cuda.FuncAttributes{}
-				if k.Err == nil {
-					c.Func, c.Err = k.Module.Function(v.Kernel)
-					if c.Err == nil {
-						c.Attr, c.Err = c.Func.Attributes()
-					}
-					if c.Err != nil {
-						c.From, c.Func = kernels.Unavailable, nil
-						c.Err = fmt.Errorf("gpu: %s in %s: %w", v, v.File, c.Err)
-					}
-				}
-				kv = &c
-			}
-			d.built = append(d.built, kv)
-			if kv.Err != nil {
-				d.errs[key] = kv.Err
-				continue
-			}
-			d.funcs[key] = kv.Func
-			built++
-		}
-	}
-	if built == 0 {
-		var msgs []string
-		for _, k := range first {
-			if k.Err != nil {
-				msgs = append(msgs, k.Err.Error())
-			}
-		}
+	if len(d.funcs) == 0 {
 		return fmt.Errorf("gpu: no kernel could be built: %s", strings.Join(msgs, "; "))
 	}
 	return nil
@@ -376,7 +326,7 @@ func (d *Device) Stream() *cuda.Stream { return d.stream }
 // Kernels returns how each kernel variant was built, in source order, for
 // detection reports. The kernels of one source file and dtype share one
 // module (one NVRTC compile), so they share its build times and origin.
-func (d *Device) Kernels() []*kernels.Built { return d.built }
+func (d *Device) Kernels() []*Built { return d.built }
 
 // KernelErrors returns, sorted, why each unavailable kernel variant is so.
 func (d *Device) KernelErrors() []string {
@@ -543,6 +493,9 @@ func (d *Device) unsupported(op string, dts ...tensor.DType) {
 // DTYPE the module was compiled with (the policy's half type, or F32).
 func (d *Device) fn(name string, dt tensor.DType) *cuda.Function {
 	k := kernelKey{name, dt}
+	if d.trace != nil {
+		d.trace[k] = true
+	}
 	if f := d.funcs[k]; f != nil {
 		return f
 	}
@@ -630,19 +583,18 @@ func (d *Device) ptr(t *tensor.Tensor) cuda.DevicePtr {
 	return cuda.DevicePtr(t.Dev)
 }
 
-// checkN records an error unless every non-nil tensor has exactly n
-// elements and lives on the device; it reports whether all did.
-func (d *Device) checkN(op string, n int, ts ...*tensor.Tensor) bool {
+// check records the first rule of op's contract (device.Ops) that the
+// arguments break, or a tensor that is not in device memory; it reports
+// whether the arguments hold. The ops check only what is the GPU's own
+// after it: the dtype combinations the kernels implement.
+func (d *Device) check(c *device.Contract, s []int, ts ...*tensor.Tensor) bool {
+	if err := c.Check(s, ts...); err != nil {
+		d.fail(fmt.Errorf("gpu: %w", err))
+		return false
+	}
 	for i, t := range ts {
-		if t == nil {
-			continue
-		}
-		if t.Numel() != n {
-			d.fail(fmt.Errorf("gpu: %s: argument %d is %v, want %d elements: %w", op, i, desc(t), n, tensor.ErrShape))
-			return false
-		}
-		if t.Dev == 0 && n > 0 {
-			d.fail(fmt.Errorf("gpu: %s: argument %d (%v) is a host tensor", op, i, desc(t)))
+		if t != nil && t.Dev == 0 && t.Numel() > 0 {
+			d.fail(fmt.Errorf("gpu: %s: %s (%v) is a host tensor", c.Op, c.Params[i].Name, desc(t)))
 			return false
 		}
 	}

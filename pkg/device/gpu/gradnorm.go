@@ -12,6 +12,7 @@ import (
 	"math"
 
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -38,7 +39,7 @@ func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, fi
 		d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
 		return bad, false
 	}
-	if !d.checkN(op, grads.Numel(), grads) {
+	if !d.check(&device.Ops.GradNorm, []int{grads.Numel()}, grads) {
 		return bad, false
 	}
 	if grads.DType != tensor.F32 {

@@ -1,9 +1,10 @@
 package gpu
 
-// launch_test.go: runs on any machine, GPU or not. The ops of layernorm.go,
-// gelu.go, adamw.go, gradnorm.go and cast.go are driven on a Device with
-// no context while launchHook records their launches, and every launch is
-// checked against the kernel's signature in the embedded PTX: the kernel
+// launch_test.go: runs on any machine, GPU or not. Ops are driven on a
+// Device with no context while launchHook records their launches (the
+// conformance cases in selftest_test.go, the sequences here and in
+// launch_ops_test.go), and every launch is checked against the kernel's
+// signature in the embedded PTX: the kernel
 // exists for the dtype, the number of arguments matches, and each Go
 // argument has the parameter's width and kind (.u64 a pointer or 64-bit
 // integer, .u32 an int, .f32 a float32). A mismatch here would make a
@@ -13,7 +14,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -114,81 +114,6 @@ var fakeAddr uintptr = 1 << 32
 func dev(dt tensor.DType, shape ...int) *tensor.Tensor {
 	fakeAddr += 1 << 28
 	return tensor.OnDevice(dt, fakeAddr, shape...)
-}
-
-// opCase is one call of one or more ops.
-type opCase struct {
-	name string
-	call func(d *Device)
-}
-
-// TestLaunchSignatures drives every op of this file group in both forms
-// and checks each launch against the PTX signatures.
-func TestLaunchSignatures(t *testing.T) {
-	sigs := signatures(t)
-	const N, C = 17, 768
-	layout := &tensor.Layout{}
-	layout.Add("w", true, 1000, 3)
-	layout.Add("b", false, 7)
-	hp := device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 3, GradScale: 0.5}
-	for _, h := range floatDTypes {
-		for _, r := range []tensor.DType{h, tensor.F32} {
-			cases := []opCase{
-				{"LayerNorm", func(d *Device) {
-					d.LayerNorm(dev(h, N, C), dev(tensor.F32, N), dev(tensor.F32, N), dev(r, N, C), dev(h, C), dev(h, C), N, C)
-				}},
-				{"LayerNorm/C=1", func(d *Device) {
-					d.LayerNorm(dev(h, N, 1), dev(tensor.F32, N), dev(tensor.F32, N), dev(r, N, 1), dev(h, 1), dev(h, 1), N, 1)
-				}},
-				{"ResidualLayerNorm", func(d *Device) {
-					d.ResidualLayerNorm(dev(r, N, C), dev(h, N, C), dev(tensor.F32, N), dev(tensor.F32, N), dev(r, N, C), dev(h, N, C), dev(h, C), dev(h, C), N, C)
-				}},
-				{"LayerNormBackward", func(d *Device) {
-					d.LayerNormBackward(dev(r, N, C), dev(tensor.F32, C), dev(tensor.F32, C), dev(h, N, C), dev(r, N, C), dev(h, C), dev(tensor.F32, N), dev(tensor.F32, N), N, C)
-				}},
-				{"LayerNormBackward/C=1000", func(d *Device) {
-					d.LayerNormBackward(dev(r, N, 1000), dev(tensor.F32, 1000), dev(tensor.F32, 1000), dev(h, N, 1000), dev(r, N, 1000), dev(h, 1000), dev(tensor.F32, N), dev(tensor.F32, N), N, 1000)
-				}},
-				{"Add", func(d *Device) { d.Add(dev(r, 1001), dev(r, 1001), dev(h, 1001), 1001) }},
-				{"GELUBackward", func(d *Device) { x := dev(h, 4099); d.GELUBackward(x, dev(h, 4099), x, 4099) }},
-				{"MatmulBackwardGELU", func(d *Device) { // the sequence (no cuBLASLt under the hook)
-					d.MatmulBackwardGELU(dev(h, N, 64), dev(tensor.F32, 64), dev(tensor.F32, 32, 64), dev(tensor.F32, 32),
-						dev(r, N, 32), dev(h, N, 64), dev(h, N, 64), dev(h, 32, 64), N, 64, 32)
-				}},
-				{"GELUBackward/legacy", func(d *Device) {
-					d.legacy = true
-					x := dev(h, 4099)
-					d.GELUBackward(x, dev(h, 4099), x, 4099)
-				}},
-				{"geluForward", func(d *Device) {
-					d.geluForward(dev(h, 33), dev(h, 33), 33)
-					d.geluForwardDecomposed(dev(h, 33), dev(h, 33), 33)
-					d.biasAdd(dev(h, 3, 11), dev(h, 11), 3, 11)
-				}},
-				{"AdamWStep", func(d *Device) {
-					n := layout.Total
-					d.AdamWStep(dev(tensor.F32, n), dev(h, n), dev(tensor.F32, n), dev(tensor.F32, n), dev(tensor.F32, n), layout, hp)
-					d.AdamWStep(dev(tensor.F32, n), nil, dev(tensor.F32, n), dev(tensor.F32, n), dev(tensor.F32, n), layout, hp)
-				}},
-				{"GradNorm", func(d *Device) { d.GradNorm(dev(tensor.F32, 100003), 0.25) }},
-				{"Cast", func(d *Device) { d.Cast(dev(h, 999), dev(r, 999)); d.Cast(dev(r, 999), dev(h, 999)) }},
-			}
-			for _, c := range cases {
-				for _, fused := range forms {
-					got, err := hooked(t, fused, c.call)
-					name := fmt.Sprintf("%s %s/%s %s", c.name, h, r, formName(fused))
-					if err != nil {
-						t.Errorf("%s: %v", name, err)
-						continue
-					}
-					if len(got) == 0 && !(c.name == "Cast" && h == r) {
-						t.Errorf("%s: nothing launched", name)
-					}
-					checkSigs(t, name, sigs, got)
-				}
-			}
-		}
-	}
 }
 
 // TestLaunchSequences: the forms launch what their comments say.
@@ -298,7 +223,7 @@ func TestAdamChunks(t *testing.T) {
 	layout.Add("empty", true, 0)
 	layout.Add("b", false, 1)
 	layout.Add("c", true, adamChunk)
-	spans, err := adamSpans(layout)
+	spans, _, err := device.AdamWArgs(&device.Ops.AdamWState, layout, device.AdamW{})
 	if err != nil {
 		t.Fatal(err)
 	}

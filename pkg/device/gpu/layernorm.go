@@ -20,10 +20,10 @@ package gpu
 // scratch buffers (xhat, products, row means) reused across calls.
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -179,28 +179,12 @@ func (d *Device) lnTypes(op string, t, r tensor.DType) (string, bool) {
 	return "", false
 }
 
-// lnSizes validates N and C and the element counts shared by the ops.
-func (d *Device) lnSizes(op string, N, C int, rows, stats, chans []*tensor.Tensor) bool {
-	if N < 0 || C <= 0 {
-		d.fail(fmt.Errorf("gpu: %s: N=%d C=%d: %w", op, N, C, tensor.ErrShape))
-		return false
-	}
-	for _, t := range append(append(append([]*tensor.Tensor(nil), rows...), stats...), chans...) {
-		if t == nil {
-			d.fail(fmt.Errorf("gpu: %s: a nil tensor: %w", op, tensor.ErrShape))
-			return false
-		}
-	}
-	return d.checkN(op, N*C, rows...) && d.checkN(op, N, stats...) && d.checkN(op, C, chans...) &&
-		d.checkDT(op, tensor.F32, stats...)
-}
-
 // LayerNorm normalises each row with fp32 statistics (eps 1e-5) and applies
 // weight and bias; mean and rstd receive the statistics for backward.
 // out (N,C) T, mean (N) F32, rstd (N) F32, inp (N,C) T or F32, weight (C) T, bias (C) T
 func (d *Device) LayerNorm(out, mean, rstd, inp, weight, bias *tensor.Tensor, N, C int) {
 	const op = "layernorm"
-	if !d.lnSizes(op, N, C, []*tensor.Tensor{out, inp}, []*tensor.Tensor{mean, rstd}, []*tensor.Tensor{weight, bias}) {
+	if !d.check(&device.Ops.LayerNorm, []int{N, C}, out, mean, rstd, inp, weight, bias) {
 		return
 	}
 	dt := out.DType
@@ -223,7 +207,7 @@ func (d *Device) LayerNorm(out, mean, rstd, inp, weight, bias *tensor.Tensor, N,
 // R is T or F32
 func (d *Device) ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias *tensor.Tensor, N, C int) {
 	const op = "residual layernorm"
-	if !d.lnSizes(op, N, C, []*tensor.Tensor{res, out, a, b}, []*tensor.Tensor{mean, rstd}, []*tensor.Tensor{weight, bias}) {
+	if !d.check(&device.Ops.ResidualLayerNorm, []int{N, C}, res, out, mean, rstd, a, b, weight, bias) {
 		return
 	}
 	dt := out.DType
@@ -245,11 +229,7 @@ func (d *Device) ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias *ten
 // forms). out (n) R, a (n) R, b (n) T; R is T or F32.
 func (d *Device) Add(out, a, b *tensor.Tensor, n int) {
 	const op = "add"
-	if n < 0 || out == nil || a == nil || b == nil {
-		d.fail(fmt.Errorf("gpu: %s: n=%d or a nil tensor: %w", op, n, tensor.ErrShape))
-		return
-	}
-	if !d.checkN(op, n, out, a, b) {
+	if !d.check(&device.Ops.Add, []int{n}, out, a, b) {
 		return
 	}
 	sfx, ok := d.lnTypes(op, b.DType, out.DType)
@@ -308,8 +288,7 @@ func (d *Device) kAdd(sfx string, dt tensor.DType, out, a, b *tensor.Tensor, n i
 // weight (C) T, mean (N) F32, rstd (N) F32; R is T or F32
 func (d *Device) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd *tensor.Tensor, N, C int) {
 	const op = "layernorm backward"
-	if !d.lnSizes(op, N, C, []*tensor.Tensor{dinp, dout, inp}, []*tensor.Tensor{mean, rstd},
-		[]*tensor.Tensor{dweight, dbias, weight}) {
+	if !d.check(&device.Ops.LayerNormBackward, []int{N, C}, dinp, dweight, dbias, dout, inp, weight, mean, rstd) {
 		return
 	}
 	dt := dout.DType

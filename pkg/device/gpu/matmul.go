@@ -222,11 +222,7 @@ func (d *Device) ltGemm(g cuda.Gemm) bool {
 // out (N,OC), pre (N,OC) or nil, inp (N,C), weight (OC,C), bias (OC) or nil
 func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
 	const op = "matmul"
-	if N < 0 || C <= 0 || OC <= 0 {
-		d.fail(fmt.Errorf("gpu: %s: sizes N=%d C=%d OC=%d: %w", op, N, C, OC, tensor.ErrShape))
-		return
-	}
-	if !d.checkN(op, N*OC, out, pre) || !d.checkN(op, N*C, inp) || !d.checkN(op, OC*C, weight) || !d.checkN(op, OC, bias) {
+	if !d.check(&device.Ops.Matmul, []int{N, C, OC, int(act)}, out, pre, inp, weight, bias) {
 		return
 	}
 	switch act {
@@ -348,15 +344,7 @@ func (d *Device) matmulDecomposed(out, pre, inp, weight, bias *tensor.Tensor, N,
 // dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
 func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
 	const op = "matmul backward"
-	if N < 0 || C <= 0 || OC <= 0 {
-		d.fail(fmt.Errorf("gpu: %s: sizes N=%d C=%d OC=%d: %w", op, N, C, OC, tensor.ErrShape))
-		return
-	}
-	if dweight == nil || dout == nil || inp == nil || weight == nil {
-		d.fail(fmt.Errorf("gpu: %s: dweight, dout, inp and weight are required", op))
-		return
-	}
-	if !d.checkN(op, N*C, dinp, inp) || !d.checkN(op, OC*C, dweight, weight) || !d.checkN(op, N*OC, dout) || !d.checkN(op, OC, dbias) {
+	if !d.check(&device.Ops.MatmulBackward, []int{N, C, OC}, dinp, dweight, dbias, dout, inp, weight) {
 		return
 	}
 	h := weight.DType // the GEMM operand type

@@ -27,6 +27,7 @@ import (
 	"fmt"
 
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -36,15 +37,7 @@ import (
 // dpre (N,C), dpreBias (C) F32, dweight (OC,C), dbias (OC) F32, dout (N,OC), inp (N,C), pre (N,C), weight (OC,C)
 func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *tensor.Tensor, N, C, OC int) {
 	const op = "matmul backward gelu"
-	if N < 0 || C <= 0 || OC <= 0 {
-		d.fail(fmt.Errorf("gpu: %s: sizes N=%d C=%d OC=%d: %w", op, N, C, OC, tensor.ErrShape))
-		return
-	}
-	if dpre == nil || pre == nil {
-		d.fail(fmt.Errorf("gpu: %s: dpre and pre are required", op))
-		return
-	}
-	if !d.checkN(op, N*C, dpre, pre) || !d.checkN(op, C, dpreBias) {
+	if !d.check(&device.Ops.MatmulBackwardGELU, []int{N, C, OC}, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight) {
 		return
 	}
 	if dpreBias != nil && dpreBias.DType != tensor.F32 {
@@ -81,9 +74,6 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 	}
 	if _, ok := dataType(dweight.DType); !ok {
 		return false
-	}
-	if !d.checkN(op, N*C, inp) || !d.checkN(op, OC*C, dweight, weight) || !d.checkN(op, N*OC, dout) || !d.checkN(op, OC, dbias) {
-		return true // the error is recorded
 	}
 	// dpre (N,C) = dout (N,OC)·weight (OC,C): M=C, N=N, K=OC, A=weight (ld C), B=dout (ld OC), D=dpre (ld C).
 	p := cuda.LtParams{

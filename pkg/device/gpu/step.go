@@ -37,19 +37,20 @@ var (
 func (d *Device) Launches() int64 { return d.launches.Load() }
 
 // checkState records an error unless state is a device F32 tensor of
-// device.StateLen elements.
+// device.StateLen elements (Snapshot's argument; the ops' contracts
+// check theirs).
 func (d *Device) checkState(op string, state *tensor.Tensor) bool {
-	if state == nil {
-		d.fail(fmt.Errorf("gpu: %s: nil state: %w", op, tensor.ErrShape))
+	if state == nil || state.Dev == 0 || state.Numel() != device.StateLen || state.DType != tensor.F32 {
+		d.fail(fmt.Errorf("gpu: %s: the state is %s, want a device f32 tensor of %d: %w", op, desc(state), device.StateLen, tensor.ErrShape))
 		return false
 	}
-	return d.checkN(op, device.StateLen, state) && d.checkDT(op, tensor.F32, state)
+	return true
 }
 
 // CrossEntropyScaled is CrossEntropy with dscale·state[SlotScale], the
 // multiply done by the kernel on the device.
 func (d *Device) CrossEntropyScaled(losses, logits, targets, state *tensor.Tensor, N, V int, dscale float32) {
-	if !d.checkState("cross-entropy (scaled)", state) {
+	if !d.check(&device.Ops.CrossEntropyScaled, []int{N, V}, losses, logits, targets, state) {
 		return
 	}
 	d.crossEntropy(losses, logits, targets, N, V, dscale, d.ptr(state).Add(4*device.SlotScale))
@@ -61,14 +62,11 @@ func (d *Device) CrossEntropyScaled(losses, logits, targets, state *tensor.Tenso
 // state (StateLen) F32, losses (N) F32, grads F32
 func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.StepConfig, hp device.AdamW) {
 	const op = "step update"
-	if !d.checkState(op, state) || losses == nil || grads == nil {
-		if losses == nil || grads == nil {
-			d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
-		}
+	if losses == nil || grads == nil {
+		d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
 		return
 	}
-	if !d.checkN(op, losses.Numel(), losses) || !d.checkN(op, grads.Numel(), grads) ||
-		!d.checkDT(op, tensor.F32, losses, grads) {
+	if !d.check(&device.Ops.StepUpdate, []int{losses.Numel(), grads.Numel()}, state, losses, grads) {
 		return
 	}
 	n, nl := grads.Numel(), losses.Numel()
@@ -96,11 +94,7 @@ func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.Step
 // device-resident step is the fused one on either device.
 // master, grads, m, v (layout.Total) F32; work (layout.Total) 16-bit, F32 or nil; state (StateLen) F32
 func (d *Device) AdamWState(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor) {
-	const op = "adamw (state)"
-	if !d.checkState(op, state) {
-		return
-	}
-	wdt, spans, ok := d.adamArgs(op, master, work, grads, m, v, layout)
+	wdt, spans, ok := d.adamArgs(&device.Ops.AdamWState, master, work, grads, m, v, layout, hp, state)
 	if !ok {
 		return
 	}

@@ -1,8 +1,8 @@
 //go:build cgo && linux
 
-package kernels
+package gpu
 
-// gpu_test.go: building the kernels on a real GPU (their numerics against
+// build_test.go: building the kernels on a real GPU (their numerics against
 // the CPU reference are tested by the root package's self-test tests).
 // Skips without a GPU unless DRUTO_REQUIRE_GPU=1.
 
@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
 )
 
-func gpu(t *testing.T) (*cuda.Libraries, *cuda.Context) {
+func buildCtx(t *testing.T) (*cuda.Libraries, *cuda.Context) {
 	t.Helper()
 	libs := cuda.Load(cuda.LoadOptions{})
 	err := libs.Err
@@ -43,15 +44,15 @@ func gpu(t *testing.T) (*cuda.Libraries, *cuda.Context) {
 // TestGPUBuildAndCache: NVRTC compiles every variant for the device, a
 // second builder with the same cache directory loads the cubins instead.
 func TestGPUBuildAndCache(t *testing.T) {
-	libs, c := gpu(t)
+	libs, c := buildCtx(t)
 	if libs.NVRTC == nil {
 		t.Fatal("NVRTC not loaded")
 	}
 	dir := t.TempDir()
 	for round, want := range []From{FromNVRTC, FromCache} {
-		b := &Builder{Ctx: c, NVRTC: libs.NVRTC, CacheDir: dir}
+		b := &builder{Ctx: c, NVRTC: libs.NVRTC, CacheDir: dir}
 		start := time.Now()
-		built, err := b.BuildAll()
+		built, err := b.buildAll()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,12 +64,12 @@ func TestGPUBuildAndCache(t *testing.T) {
 			if k.CacheErr != nil {
 				t.Errorf("%s: cache: %v", k.Variant, k.CacheErr)
 			}
-			// Each kernel's block must fit: the row kernels launch lnWarps
+			// Each kernel's block must fit: the row kernels launch lnRowWarps
 			// warps; the flash kernels are built for 128 threads (flash_fwd2: 256)
 			// (__launch_bounds__), the others for at least one warp.
 			minThreads := 32
 			if strings.HasPrefix(k.Kernel, "layernorm") {
-				minThreads = 32 * lnWarps
+				minThreads = 32 * lnRowWarps
 			} else if strings.HasPrefix(k.Kernel, "flash_fwd2") {
 				minThreads = 256
 			} else if strings.HasPrefix(k.Kernel, "flash_fwd") || strings.HasPrefix(k.Kernel, "flash_bwd_hs") {
@@ -84,13 +85,13 @@ func TestGPUBuildAndCache(t *testing.T) {
 		t.Logf("round %d (%s): %d variants in %v", round, want, len(built), total.Round(time.Millisecond))
 	}
 	// A corrupt cache entry is recompiled, not trusted.
-	vs, _ := Variants()
+	vs, _ := kernels.Variants()
 	src, _ := vs[0].Source()
 	p := dir + "/" + CacheKey(vs[0], src, c.Device.Arch(), libs.NVRTC.Version())
 	if err := os.WriteFile(p, []byte("\x7fELF garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k := (&Builder{Ctx: c, NVRTC: libs.NVRTC, CacheDir: dir}).Build(vs[0])
+	k := (&builder{Ctx: c, NVRTC: libs.NVRTC, CacheDir: dir}).Build(vs[0])
 	if k.Err != nil || k.From != FromNVRTC || k.CacheErr == nil {
 		t.Fatalf("corrupt cache: from %s, err %v, cache err %v", k.From, k.Err, k.CacheErr)
 	}
@@ -98,8 +99,8 @@ func TestGPUBuildAndCache(t *testing.T) {
 
 // TestGPUPTXJIT: without NVRTC every variant loads from the embedded PTX.
 func TestGPUPTXJIT(t *testing.T) {
-	_, c := gpu(t)
-	built, err := (&Builder{Ctx: c}).BuildAll()
+	_, c := buildCtx(t)
+	built, err := (&builder{Ctx: c}).buildAll()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +123,14 @@ func TestNVRTCCompileOnly(t *testing.T) {
 		}
 		t.Skipf("no NVRTC: %v", err)
 	}
-	vs, err := Variants()
+	vs, err := kernels.Variants()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// One compile per module (source file, dtype): every kernel of a file is
 	// in the same program, as pkg/device/gpu builds it.
 	seen := map[[2]string]bool{}
-	var modules []Variant
+	var modules []kernels.Variant
 	for _, v := range vs {
 		key := [2]string{v.File, v.DType.String()}
 		if !seen[key] {
@@ -142,7 +143,7 @@ func TestNVRTCCompileOnly(t *testing.T) {
 			if cc, _ := strconv.Atoi(arch[strings.IndexByte(arch, '_')+1:]); cc < v.MinArch {
 				continue // the file needs a newer GPU (its druto:arch line)
 			}
-			code, d, _, err := CompileOnly(n, v, arch)
+			code, d, _, err := compileOnly(n, v, arch)
 			if err != nil {
 				t.Fatalf("%s %s: %v", v, arch, err)
 			}

@@ -1,4 +1,9 @@
-package kernels
+package gpu
+
+// build.go: making the kernels of package kernels ready on one device:
+// NVRTC for the device's exact sm_XY with an on-disk cubin cache, else the
+// embedded PTX JIT-compiled by the driver (see package kernels for the
+// sources and their manifest).
 
 import (
 	"crypto/sha256"
@@ -7,10 +12,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -28,7 +35,7 @@ const (
 
 // Built is one kernel variant made ready on a device (or not, with why).
 type Built struct {
-	Variant
+	kernels.Variant
 	Arch        string        // the device's sm_XY
 	From        From          // how the code was obtained
 	CompileTime time.Duration // NVRTC compile time (0 when cached or PTX)
@@ -45,11 +52,11 @@ type Built struct {
 
 // ErrArch is wrapped by the error of a kernel whose source needs a newer
 // GPU than the device (its druto:arch line).
-var ErrArch = errors.New("kernels: GPU too old for this kernel")
+var ErrArch = errors.New("gpu: GPU too old for this kernel")
 
-// Builder makes kernels ready on one device: NVRTC for the device's exact
+// builder makes kernels ready on one device: NVRTC for the device's exact
 // architecture with an on-disk cubin cache, else the embedded PTX.
-type Builder struct {
+type builder struct {
 	Ctx      *cuda.Context
 	NVRTC    *cuda.NVRTC // nil: embedded PTX only
 	CacheDir string      // empty: DefaultCacheDir()
@@ -67,25 +74,25 @@ type moduleEntry struct {
 	k    *Built // the first kernel built from the module
 }
 
-func moduleKey(v Variant) string { return v.File + "/" + v.DType.String() }
+func moduleKey(v kernels.Variant) string { return v.File + "/" + v.DType.String() }
 
 // DefaultCacheDir returns os.UserCacheDir()/druto/kernels.
 func DefaultCacheDir() (string, error) {
 	d, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("kernels: no user cache directory: %w", err)
+		return "", fmt.Errorf("gpu: no user cache directory: %w", err)
 	}
 	return filepath.Join(d, "druto", "kernels"), nil
 }
 
 // nvrtcOptions are the options every variant is compiled with.
-func nvrtcOptions(v Variant) []string { return []string{v.Define()} }
+func nvrtcOptions(v kernels.Variant) []string { return []string{v.Define()} }
 
 // CacheKey returns the cache file name of a variant's module (its source
 // file compiled for its dtype) for arch by NVRTC version nvrtcVersion: it
 // names the file, dtype, arch and version and ends in a hash of the source
 // bytes and options. Every kernel of one file and dtype shares it.
-func CacheKey(v Variant, src []byte, arch, nvrtcVersion string) string {
+func CacheKey(v kernels.Variant, src []byte, arch, nvrtcVersion string) string {
 	h := sha256.New()
 	h.Write(src)
 	h.Write([]byte{0})
@@ -94,9 +101,9 @@ func CacheKey(v Variant, src []byte, arch, nvrtcVersion string) string {
 	return fmt.Sprintf("%s-%s-%s-nvrtc%s-%s.cubin", strings.TrimSuffix(filepath.Base(v.File), ".cu"), v.DType, arch, nvrtcVersion, sum[:16])
 }
 
-// CompileOnly compiles a variant with NVRTC for any architecture (no device
+// compileOnly compiles a variant with NVRTC for any architecture (no device
 // needed): a cubin for "sm_XY", PTX for "compute_XY".
-func CompileOnly(n *cuda.NVRTC, v Variant, arch string) ([]byte, time.Duration, string, error) {
+func compileOnly(n *cuda.NVRTC, v kernels.Variant, arch string) ([]byte, time.Duration, string, error) {
 	src, err := v.Source()
 	if err != nil {
 		return nil, 0, "", err
@@ -106,24 +113,54 @@ func CompileOnly(n *cuda.NVRTC, v Variant, arch string) ([]byte, time.Duration, 
 	return code, time.Since(start), log, err
 }
 
-// BuildAll builds every variant; each result carries its own error.
-func (b *Builder) BuildAll() ([]*Built, error) {
-	vs, err := Variants()
+// buildAll builds every variant, in source order; each result carries its
+// own error. The first kernel of each module (source file and dtype) is
+// built in parallel, one NVRTC compile each; the others are looked up in
+// their module.
+func (b *builder) buildAll() ([]*Built, error) {
+	vs, err := kernels.Variants()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*Built, len(vs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	seen := map[string]bool{}
 	for i, v := range vs {
-		out[i] = b.Build(v)
+		if seen[moduleKey(v)] {
+			continue
+		}
+		seen[moduleKey(v)] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = b.Build(v)
+		}()
+	}
+	wg.Wait()
+	for i, v := range vs {
+		if out[i] == nil {
+			out[i] = b.Build(v)
+		}
 	}
 	return out, nil
+}
+
+// dtype is the variant's storage type as a tensor dtype.
+func (k *Built) dtype() tensor.DType { return dtypeOf(k.Variant) }
+
+func dtypeOf(v kernels.Variant) tensor.DType {
+	dt, _ := tensor.ParseDType(v.DType.String()) // kernels accepts only f32, bf16 and f16
+	return dt
 }
 
 // Build makes one variant ready: a cached cubin, else an NVRTC compile
 // (cached for next time), else the embedded PTX. A failure at each step is
 // recorded (Fallback, CacheErr) and the next step tried; only when the PTX
 // fails too is the result Unavailable, with Err set.
-func (b *Builder) Build(v Variant) *Built {
+func (b *builder) Build(v kernels.Variant) *Built {
 	b.mu.Lock()
 	if b.modules == nil {
 		b.modules = map[string]*moduleEntry{}
@@ -151,10 +188,10 @@ func (b *Builder) Build(v Variant) *Built {
 }
 
 // build makes v's module ready (see Build).
-func (b *Builder) build(v Variant) *Built {
+func (b *builder) build(v kernels.Variant) *Built {
 	k := &Built{Variant: v, Arch: b.Ctx.Device.Arch()}
 	if cc := b.Ctx.Device.Major*10 + b.Ctx.Device.Minor; cc < v.MinArch {
-		k.From, k.Err = Unavailable, fmt.Errorf("kernels: %s needs sm_%d or newer (this device is %s): %w", v, v.MinArch, k.Arch, ErrArch)
+		k.From, k.Err = Unavailable, fmt.Errorf("gpu: %s needs sm_%d or newer (this device is %s): %w", v, v.MinArch, k.Arch, ErrArch)
 		return k
 	}
 	if b.NVRTC != nil {
@@ -166,12 +203,12 @@ func (b *Builder) build(v Variant) *Built {
 	}
 	ptx, err := v.PTX()
 	if err != nil {
-		k.From, k.Err = Unavailable, fmt.Errorf("kernels: %s: no embedded PTX: %w", v, err)
+		k.From, k.Err = Unavailable, fmt.Errorf("gpu: %s: no embedded PTX: %w", v, err)
 		return k
 	}
 	m, err := b.Ctx.LoadModule(ptx)
 	if err != nil {
-		k.From, k.Err = Unavailable, fmt.Errorf("kernels: %s: PTX JIT failed (%s): %w", v, k.Fallback, err)
+		k.From, k.Err = Unavailable, fmt.Errorf("gpu: %s: PTX JIT failed (%s): %w", v, k.Fallback, err)
 		return k
 	}
 	k.From, k.Module, k.LoadTime, k.Log = FromPTX, m, m.LoadTime, m.JITLog
@@ -179,7 +216,7 @@ func (b *Builder) build(v Variant) *Built {
 }
 
 // buildNVRTC tries the cache and then NVRTC; it reports success.
-func (b *Builder) buildNVRTC(k *Built) bool {
+func (b *builder) buildNVRTC(k *Built) bool {
 	src, err := k.Source()
 	if err != nil {
 		k.Fallback = err.Error()
@@ -199,7 +236,7 @@ func (b *Builder) buildNVRTC(k *Built) bool {
 				k.From, k.Module, k.LoadTime = FromCache, m, m.LoadTime
 				return true
 			}
-			k.CacheErr = fmt.Errorf("kernels: cached %s did not load, recompiling: %w", k.CacheFile, err)
+			k.CacheErr = fmt.Errorf("gpu: cached %s did not load, recompiling: %w", k.CacheFile, err)
 		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 			k.CacheErr = err
 		}
@@ -226,14 +263,14 @@ func (b *Builder) buildNVRTC(k *Built) bool {
 }
 
 // finish looks the kernel up in its module and reads its attributes.
-func (b *Builder) finish(k *Built) *Built {
+func (b *builder) finish(k *Built) *Built {
 	f, err := k.Module.Function(k.Kernel)
 	if err == nil {
 		k.Func = f
 		k.Attr, err = f.Attributes()
 	}
 	if err != nil {
-		k.From, k.Err = Unavailable, fmt.Errorf("kernels: %s: %w", k.Variant, err)
+		k.From, k.Err = Unavailable, fmt.Errorf("gpu: %s: %w", k.Variant, err)
 	}
 	return k
 }
@@ -241,47 +278,21 @@ func (b *Builder) finish(k *Built) *Built {
 // writeAtomic writes data to a temp file in path's directory, then renames.
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("kernels: cache: %w", err)
+		return fmt.Errorf("gpu: cache: %w", err)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fmt.Errorf("kernels: cache: %w", err)
+		return fmt.Errorf("gpu: cache: %w", err)
 	}
 	_, werr := f.Write(data)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		os.Remove(f.Name())
-		return fmt.Errorf("kernels: cache: %w", err)
+		return fmt.Errorf("gpu: cache: %w", err)
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		os.Remove(f.Name())
-		return fmt.Errorf("kernels: cache: %w", err)
+		return fmt.Errorf("gpu: cache: %w", err)
 	}
 	return nil
-}
-
-// Set holds built kernels by variant.
-type Set map[Variant]*Built
-
-// NewSet indexes built kernels.
-func NewSet(built []*Built) Set {
-	s := Set{}
-	for _, k := range built {
-		s[k.Variant] = k
-	}
-	return s
-}
-
-// Get returns the ready kernel for name and dtype, or an error naming why it
-// is unavailable.
-func (s Set) Get(name string, dt tensor.DType) (*Built, error) {
-	for v, k := range s {
-		if v.Kernel == name && v.DType == dt {
-			if k.Err != nil {
-				return nil, k.Err
-			}
-			return k, nil
-		}
-	}
-	return nil, fmt.Errorf("kernels: no kernel %s for %s", name, dt)
 }

@@ -1,0 +1,368 @@
+package device
+
+// contract.go: every op's argument contract, declared once. A backend
+// checks an op's arguments with its Contract (Check) and then only what is
+// its own (where a tensor lives, which dtype combinations it implements);
+// package devicetest runs any Device's ops against the CPU twin from the
+// same declarations.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// Class is the dtypes a tensor argument may have.
+type Class uint8
+
+// The dtype classes of op arguments.
+const (
+	Float Class = iota // f32, bf16 or f16 (the op's compute type in tests)
+	Wide               // any float; f32 in training and tests (fp32 gradients and sums)
+	F32                // f32 only
+	I32                // i32 only (tokens, targets)
+)
+
+// Has reports whether dt belongs to the class.
+func (c Class) Has(dt tensor.DType) bool {
+	switch c {
+	case F32:
+		return dt == tensor.F32
+	case I32:
+		return dt == tensor.I32
+	}
+	return dt.Float()
+}
+
+// String names the class in error messages.
+func (c Class) String() string {
+	return [...]string{"a float dtype", "a float dtype", "f32", "i32"}[c]
+}
+
+// Role says how an op uses a tensor argument.
+type Role uint8
+
+// The roles of op arguments.
+const (
+	In    Role = iota // read only
+	Out               // written (its old contents are never read)
+	Acc               // read and written: accumulated into, or overwritten in place
+	State             // Attention's saved state, shaped by Device.AttentionState
+)
+
+// Gen says what values a test fills an input with.
+type Gen uint8
+
+// Input distributions (package devicetest).
+const (
+	Normal   Gen = iota // standard normal
+	Positive            // uniform in [0.5, 2) (rstd, second moments)
+	Index               // integers in [0, Contract.IndexMax) (tokens, targets)
+	Small               // normal with standard deviation 1/4 (GEMM operands: sums of O(1))
+)
+
+// Param is one tensor argument of an op.
+type Param struct {
+	Name  string
+	Class Class
+	Role  Role
+	Opt   bool // may be nil
+	Gen   Gen
+	// Numel is the element count from the op's sizes; nil leaves the count
+	// to the contract's Rule (tables of any number of rows).
+	Numel func(s []int) int
+}
+
+// Contract is one op's arguments: its integer sizes (a name ending in "+"
+// must be at least 1), its tensor arguments in call order, the tolerance
+// its outputs meet against the CPU reference, and any further rule.
+type Contract struct {
+	Op     string
+	Sizes  []string
+	Params []Param
+	// Tol is the scale of tensor.Close's tolerance for the op's compute
+	// dtype dt at sizes s (1: the dtype's rounding; more for long sums whose
+	// order differs between devices, for tanhf's ulps, for the flash
+	// kernels' rounding of p to dt).
+	Tol func(dt tensor.DType, s []int) float64
+	// Rule checks what the declarations above cannot; nil when none.
+	Rule func(s []int, ts []*T) error
+	// IndexMax is the exclusive bound of Index inputs at sizes s (the rows
+	// of the table they index: Encoder's vocabulary, CrossEntropy's V).
+	IndexMax func(s []int, ts []*T) int
+}
+
+// Check returns an error naming the op and the argument when sizes or
+// tensors break the contract: a negative size, a missing tensor, a dtype
+// outside its class, a wrong element count, or the op's Rule.
+func (c *Contract) Check(s []int, ts ...*T) error {
+	if len(s) != len(c.Sizes) || len(ts) != len(c.Params) {
+		return fmt.Errorf("%s: %d sizes and %d tensors, want %d and %d", c.Op, len(s), len(ts), len(c.Sizes), len(c.Params))
+	}
+	for i, v := range s {
+		if v < 0 || (v == 0 && strings.HasSuffix(c.Sizes[i], "+")) {
+			return fmt.Errorf("%s: %s=%d (sizes %s = %v): %w", c.Op, strings.TrimSuffix(c.Sizes[i], "+"), v, strings.Join(c.Sizes, ","), s, tensor.ErrShape)
+		}
+	}
+	for i, p := range c.Params {
+		t := ts[i]
+		switch {
+		case t == nil && p.Opt:
+		case t == nil:
+			return fmt.Errorf("%s: %s is nil: %w", c.Op, p.Name, tensor.ErrShape)
+		case !p.Class.Has(t.DType):
+			return fmt.Errorf("%s: %s is %s, want %s: %w", c.Op, p.Name, t.DType, p.Class, ErrUnsupported)
+		case p.Numel != nil && t.Numel() != p.Numel(s):
+			return fmt.Errorf("%s: %s is %s%v, want %d elements: %w", c.Op, p.Name, t.DType, t.Shape, p.Numel(s), tensor.ErrShape)
+		}
+	}
+	if c.Rule != nil {
+		if err := c.Rule(s, ts); err != nil {
+			return fmt.Errorf("%s: %w", c.Op, err)
+		}
+	}
+	return nil
+}
+
+// Contracts lists every op's contract (Ops), Device's then Stepper's.
+func Contracts() []*Contract {
+	o := &Ops
+	return []*Contract{&o.Encoder, &o.EncoderBackward, &o.LayerNorm, &o.LayerNormBackward, &o.ResidualLayerNorm,
+		&o.Add, &o.Matmul, &o.MatmulBackward, &o.MatmulBackwardGELU, &o.GELUBackward, &o.Attention, &o.AttentionBackward, &o.CrossEntropy,
+		&o.AdamWStep, &o.GradNorm, &o.Cast, &o.CrossEntropyScaled, &o.StepUpdate, &o.AdamWState}
+}
+
+// Size helpers of the declarations below.
+func prod(idx ...int) func(s []int) int {
+	return func(s []int) int {
+		n := 1
+		for _, i := range idx {
+			n *= s[i]
+		}
+		return n
+	}
+}
+
+func times(k int, idx ...int) func(s []int) int {
+	p := prod(idx...)
+	return func(s []int) int { return k * p(s) }
+}
+
+func one(tensor.DType, []int) float64 { return 1 }
+
+// sumTol is the tolerance scale of a result that sums k = s[i] terms in an
+// order that differs between devices (√k/8, at least 1).
+func sumTol(i int) func(tensor.DType, []int) float64 {
+	return func(_ tensor.DType, s []int) float64 { return sumScale(s[i]) }
+}
+
+func sumScale(k int) float64 {
+	r := 1.0
+	for r*r*64 < float64(k) {
+		r *= 1.25
+	}
+	return max(1, r)
+}
+
+func p(name string, c Class, r Role, n func(s []int) int) Param {
+	return Param{Name: name, Class: c, Role: r, Numel: n}
+}
+
+func opt(q Param) Param { q.Opt = true; return q }
+func gen(q Param, g Gen) Param {
+	q.Gen = g
+	return q
+}
+
+// rows checks that t holds whole rows of C elements, at least min of them.
+func rows(name string, t *T, C, min int) error {
+	if t.Numel()%C != 0 || t.Numel()/C < min {
+		return fmt.Errorf("%s is %s%v, want rows of C=%d (at least %d): %w", name, t.DType, t.Shape, C, min, tensor.ErrShape)
+	}
+	return nil
+}
+
+// The contracts of the ops of Device (and Stepper), in the order and with
+// the argument names of their methods; the shapes are those the interface
+// documents.
+var Ops = struct {
+	Encoder, EncoderBackward                             Contract
+	LayerNorm, LayerNormBackward, ResidualLayerNorm, Add Contract
+	Matmul, MatmulBackward, GELUBackward                 Contract
+	MatmulBackwardGELU                                   Contract
+	Attention, AttentionBackward                         Contract
+	CrossEntropy, AdamWStep, GradNorm, Cast              Contract
+	CrossEntropyScaled, StepUpdate, AdamWState           Contract
+}{
+	// B, T, C
+	Encoder: Contract{Op: "Encoder", Sizes: []string{"B", "T", "C+"},
+		Params: []Param{p("out", Wide, Out, prod(0, 1, 2)), p("wte", Float, In, nil), p("wpe", Float, In, nil),
+			gen(p("tokens", I32, In, prod(0, 1)), Index)},
+		Tol: one, Rule: encoderRule(1), IndexMax: func(s []int, ts []*T) int { return ts[1].Numel() / s[2] }},
+	EncoderBackward: Contract{Op: "EncoderBackward", Sizes: []string{"B", "T", "C+"},
+		Params: []Param{p("dwte", Wide, Acc, nil), p("dwpe", Wide, Acc, nil), p("dout", Float, In, prod(0, 1, 2)),
+			gen(p("tokens", I32, In, prod(0, 1)), Index)},
+		Tol: sumTol(0), Rule: encoderRule(0), IndexMax: func(s []int, ts []*T) int { return ts[0].Numel() / s[2] }},
+	// N, C
+	LayerNorm: Contract{Op: "LayerNorm", Sizes: []string{"N", "C+"},
+		Params: []Param{p("out", Float, Out, prod(0, 1)), p("mean", F32, Out, prod(0)), p("rstd", F32, Out, prod(0)),
+			p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)), p("bias", Float, In, prod(1))},
+		Tol: one},
+	LayerNormBackward: Contract{Op: "LayerNormBackward", Sizes: []string{"N", "C+"},
+		Params: []Param{p("dinp", Float, Acc, prod(0, 1)), p("dweight", Wide, Acc, prod(1)), p("dbias", Wide, Acc, prod(1)),
+			p("dout", Float, In, prod(0, 1)), p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)),
+			p("mean", F32, In, prod(0)), gen(p("rstd", F32, In, prod(0)), Positive)},
+		Tol: func(_ tensor.DType, s []int) float64 { return 2 * sumScale(max(s[0], s[1])) }},
+	ResidualLayerNorm: Contract{Op: "ResidualLayerNorm", Sizes: []string{"N", "C+"},
+		Params: []Param{p("res", Float, Out, prod(0, 1)), p("out", Float, Out, prod(0, 1)), p("mean", F32, Out, prod(0)),
+			p("rstd", F32, Out, prod(0)), p("a", Float, In, prod(0, 1)), p("b", Float, In, prod(0, 1)),
+			p("weight", Float, In, prod(1)), p("bias", Float, In, prod(1))},
+		Tol: one},
+	// n
+	Add: Contract{Op: "Add", Sizes: []string{"n"},
+		Params: []Param{p("out", Float, Out, prod(0)), p("a", Float, In, prod(0)), p("b", Float, In, prod(0))}, Tol: one},
+	// N, C, OC, act
+	Matmul: Contract{Op: "Matmul", Sizes: []string{"N", "C+", "OC+", "act"}, // a 16-bit GELU epilogue: scale 2
+		Params: []Param{p("out", Float, Out, prod(0, 2)), opt(p("pre", Float, Out, prod(0, 2))), gen(p("inp", Float, In, prod(0, 1)), Small),
+			gen(p("weight", Float, In, prod(2, 1)), Small), opt(p("bias", Float, In, prod(2)))},
+		Tol: func(_ tensor.DType, s []int) float64 { return 2 * sumScale(s[1]) }, Rule: func(s []int, ts []*T) error {
+			switch Activation(s[3]) {
+			case None:
+				if ts[1] != nil {
+					return fmt.Errorf("pre must be nil without GELU")
+				}
+			case GELU:
+				if ts[1] == nil {
+					return fmt.Errorf("GELU needs pre for the pre-activation")
+				}
+			default:
+				return fmt.Errorf("activation %d: %w", s[3], ErrUnsupported)
+			}
+			return nil
+		}},
+	// N, C, OC
+	MatmulBackward: Contract{Op: "MatmulBackward", Sizes: []string{"N", "C+", "OC+"},
+		Params: []Param{opt(p("dinp", Float, Acc, prod(0, 1))), p("dweight", Wide, Acc, prod(2, 1)), opt(p("dbias", Wide, Acc, prod(2))),
+			gen(p("dout", Float, In, prod(0, 2)), Small), gen(p("inp", Float, In, prod(0, 1)), Small), gen(p("weight", Float, In, prod(2, 1)), Small)},
+		Tol: func(_ tensor.DType, s []int) float64 { return 2 * sumScale(max(s[0], s[1], s[2])) }},
+	MatmulBackwardGELU: Contract{Op: "MatmulBackwardGELU", Sizes: []string{"N", "C+", "OC+"},
+		Params: []Param{p("dpre", Float, Out, prod(0, 1)), opt(p("dpreBias", F32, Acc, prod(1))), p("dweight", Wide, Acc, prod(2, 1)),
+			opt(p("dbias", Wide, Acc, prod(2))), gen(p("dout", Float, In, prod(0, 2)), Small), gen(p("inp", Float, In, prod(0, 1)), Small),
+			gen(p("pre", Float, In, prod(0, 1)), Small), gen(p("weight", Float, In, prod(2, 1)), Small)},
+		Tol: func(_ tensor.DType, s []int) float64 { return 2 * sumScale(max(s[0], s[1], s[2])) }},
+	// n
+	GELUBackward: Contract{Op: "GELUBackward", Sizes: []string{"n"},
+		Params: []Param{p("dinp", Float, Out, prod(0)), p("inp", Float, In, prod(0)), p("dout", Float, In, prod(0))},
+		Tol: func(dt tensor.DType, _ []int) float64 { // tanhf's ulps in fp32
+			return map[bool]float64{true: 8, false: 2}[dt == tensor.F32]
+		}},
+	// B, T, C, NH
+	Attention: Contract{Op: "Attention", Sizes: []string{"B", "T", "C+", "NH+"},
+		Params: []Param{p("out", Float, Out, prod(0, 1, 2)), p("att", Float, State, nil), p("qkv", Float, In, times(3, 0, 1, 2))},
+		Tol:    attnTol, Rule: attnRule},
+	AttentionBackward: Contract{Op: "AttentionBackward", Sizes: []string{"B", "T", "C+", "NH+"},
+		Params: []Param{p("dqkv", Float, Acc, times(3, 0, 1, 2)), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
+			opt(p("out", Float, In, prod(0, 1, 2))), p("att", Float, State, nil)},
+		Tol: attnTol, Rule: attnRule},
+	// N, V
+	CrossEntropy: Contract{Op: "CrossEntropy", Sizes: []string{"N", "V+"},
+		Params: []Param{p("losses", F32, Out, prod(0)), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index)},
+		Tol:    ceTol, IndexMax: func(s []int, _ []*T) int { return s[1] }},
+	// total (layout.Total), step (hp.Step)
+	AdamWStep: Contract{Op: "AdamWStep", Sizes: []string{"total", "step+"},
+		Params: []Param{p("master", F32, Acc, prod(0)), opt(p("work", Float, Out, prod(0))), p("grads", F32, In, prod(0)),
+			p("m", F32, Acc, prod(0)), gen(p("v", F32, Acc, prod(0)), Positive)},
+		Tol: one},
+	// n (grads.Numel())
+	GradNorm: Contract{Op: "GradNorm", Sizes: []string{"n"},
+		Params: []Param{p("grads", Float, In, prod(0))}, Tol: sumTol(0)},
+	// n (dst.Numel())
+	Cast: Contract{Op: "Cast", Sizes: []string{"n"},
+		Params: []Param{p("dst", Float, Out, prod(0)), p("src", Float, In, prod(0))}, Tol: one},
+	// N, V
+	CrossEntropyScaled: Contract{Op: "CrossEntropyScaled", Sizes: []string{"N", "V+"},
+		Params: []Param{p("losses", F32, Out, prod(0)), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index),
+			p("state", F32, In, func([]int) int { return StateLen })},
+		Tol: ceTol, IndexMax: func(s []int, _ []*T) int { return s[1] }},
+	// losses, grads (their element counts)
+	StepUpdate: Contract{Op: "StepUpdate", Sizes: []string{"losses", "grads"},
+		Params: []Param{p("state", F32, Acc, func([]int) int { return StateLen }), p("losses", F32, In, prod(0)), p("grads", F32, In, prod(1))},
+		Tol:    sumTol(1)},
+	// total (layout.Total)
+	AdamWState: Contract{Op: "AdamWState", Sizes: []string{"total"},
+		Params: []Param{p("master", F32, Acc, prod(0)), opt(p("work", Float, Out, prod(0))), p("grads", F32, In, prod(0)),
+			p("m", F32, Acc, prod(0)), gen(p("v", F32, Acc, prod(0)), Positive), p("state", F32, In, func([]int) int { return StateLen })},
+		Tol: one},
+}
+
+// encoderRule checks the token table (V,C) and the position table
+// (maxT,C), maxT >= T, at ts[i] and ts[i+1].
+func encoderRule(i int) func(s []int, ts []*T) error {
+	return func(s []int, ts []*T) error {
+		if err := rows("token table", ts[i], s[2], 1); err != nil {
+			return err
+		}
+		return rows("position table", ts[i+1], s[2], s[1])
+	}
+}
+
+// ceTol: the loss is the log of an exp sum over V, whose relative error
+// (2e-6 for the GPU's exp2f of an FMA) is the loss's absolute one.
+func ceTol(_ tensor.DType, s []int) float64 { return max(2, sumScale(s[1])) }
+
+func attnRule(s []int, _ []*T) error {
+	if s[2]%s[3] != 0 {
+		return fmt.Errorf("C=%d is not a multiple of NH=%d: %w", s[2], s[3], tensor.ErrShape)
+	}
+	return nil
+}
+
+// attnTol: in fp32 the scores sum over the head size and the outputs over
+// T keys; in 16 bits the flash kernels round p to the dtype where the
+// reference does not, and each device differentiates its own forward
+// (scale 16, as the flash tests' parity with the cuBLAS path).
+func attnTol(dt tensor.DType, s []int) float64 {
+	if dt != tensor.F32 {
+		return 16
+	}
+	return 2 * sumScale(max(s[1], s[2]/s[3]))
+}
+
+// Span is one segment of a parameter layout as AdamW walks it: elements
+// [Lo,Hi), weight-decayed or not.
+type Span struct {
+	Lo, Hi int
+	Decay  bool
+}
+
+// AdamWArgs checks the layout AdamWStep and AdamWState take beside their
+// tensors and returns its non-empty segments sorted by offset: an error
+// when the layout is nil or segments overlap or leave the buffer. With the
+// layout it returns the sizes of op's contract (Ops.AdamWStep: the total
+// and hp.Step, which must be at least 1: bias correction is 1-based;
+// Ops.AdamWState: the total).
+func AdamWArgs(op *Contract, layout *tensor.Layout, hp AdamW) ([]Span, []int, error) {
+	if layout == nil {
+		return nil, nil, fmt.Errorf("%s: nil layout: %w", op.Op, tensor.ErrShape)
+	}
+	sizes := []int{layout.Total}
+	if len(op.Sizes) == 2 {
+		sizes = append(sizes, hp.Step)
+	}
+	spans := make([]Span, 0, len(layout.Segments))
+	for _, s := range layout.Segments {
+		if n := s.Numel(); n > 0 {
+			spans = append(spans, Span{s.Offset, s.Offset + n, s.Decay})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].Lo < spans[j].Lo })
+	for i, s := range spans {
+		if s.Lo < 0 || s.Hi > layout.Total || (i > 0 && s.Lo < spans[i-1].Hi) {
+			return nil, nil, fmt.Errorf("%s: segment [%d,%d) overlaps another or leaves the buffer of %d: %w",
+				op.Op, s.Lo, s.Hi, layout.Total, tensor.ErrShape)
+		}
+	}
+	return spans, sizes, nil
+}

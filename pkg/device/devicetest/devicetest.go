@@ -1,0 +1,232 @@
+// Package devicetest runs any device.Device's ops against a reference
+// device (the CPU twin) from the op contracts of package device
+// (device.Ops): each Case fills the op's inputs with the same random
+// values on both devices, poisons every output with NaN (all-ones bytes,
+// a NaN in every float dtype) so that an element an op fails to write
+// cannot pass, runs the op and compares each output with the reference's
+// under the contract's tolerance. The GPU tests, `druto detect` (through
+// gpu.Device.SelfTest) and this package's own tests, which run the CPU
+// device against itself, use it.
+package devicetest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// Case is one call of one op at one compute dtype and set of sizes.
+type Case struct {
+	Name     string // e.g. "LayerNorm bf16 (17,96)"
+	Contract *device.Contract
+	DType    tensor.DType // the dtype of the contract's Float arguments
+	Sizes    []int        // the contract's sizes
+	// DTypes overrides the dtype of some arguments (by index): a 16-bit op
+	// on an f32 residual stream, a cast between dtypes.
+	DTypes map[int]tensor.DType
+	// Numel gives the element count of arguments whose contract leaves it
+	// open (the encoder's tables); Omit lists arguments passed as nil.
+	Numel map[int]int
+	Omit  map[int]bool
+	// Init adjusts the host inputs after the random fill (a step state).
+	Init func(host []*tensor.Tensor)
+	// Call runs the op on d; it returns the op's scalar results, if any
+	// (GradNorm's), which are compared too, or an error wrapping
+	// device.ErrUnsupported when d lacks the op (a Stepper op).
+	Call func(d device.Device, ts []*tensor.Tensor) ([]float32, error)
+}
+
+// Result is one case's verdict.
+type Result struct {
+	Case      string  `json:"case"`
+	Pass      bool    `json:"pass"`
+	MaxRelErr float64 `json:"max_rel_err"` // the largest tensor.RelErr over the outputs (MaxFloat64 for NaN)
+	// Unsupported says the device reported device.ErrUnsupported: the op
+	// has no path for this combination there (callers fall back), which is
+	// not a failure.
+	Unsupported bool   `json:"unsupported,omitempty"`
+	Error       string `json:"error,omitempty"` // why it failed, or what is unsupported
+}
+
+// Run runs c on dev and on ref with the same inputs drawn from seed and
+// compares the outputs.
+func Run(dev, ref device.Device, c Case, seed uint64) Result {
+	r := Result{Case: c.Name}
+	host, err := inputs(c, seed)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	want, wantS, err := onDevice(ref, c, host)
+	if err != nil {
+		r.Error = "reference: " + err.Error()
+		return r
+	}
+	got, gotS, err := onDevice(dev, c, host)
+	if errors.Is(err, device.ErrUnsupported) {
+		r.Pass, r.Unsupported, r.Error = true, true, err.Error()
+		return r
+	}
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	tol := c.Contract.Tol(c.DType, c.Sizes)
+	var errs []error
+	compare := func(name string, g, w []float32) {
+		e := tensor.RelErr(g, w)
+		if math.IsNaN(e) || math.IsInf(e, 0) {
+			e = math.MaxFloat64
+		}
+		r.MaxRelErr = max(r.MaxRelErr, e)
+		if err := tensor.CloseF32(g, w, c.DType, tol); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w (relative error %.3g)", name, err, e))
+		}
+	}
+	for i, p := range c.Contract.Params {
+		if want[i] != nil {
+			compare(p.Name, got[i].ToF32(), want[i].ToF32())
+		}
+	}
+	if len(wantS) > 0 {
+		compare("result", gotS, wantS)
+	}
+	r.Pass = len(errs) == 0
+	if err := errors.Join(errs...); err != nil {
+		r.Error = err.Error()
+	}
+	return r
+}
+
+// DTypeOf returns argument i's dtype in c.
+func (c Case) DTypeOf(i int) tensor.DType {
+	if dt, ok := c.DTypes[i]; ok {
+		return dt
+	}
+	switch c.Contract.Params[i].Class {
+	case device.Wide, device.F32:
+		return tensor.F32
+	case device.I32:
+		return tensor.I32
+	}
+	return c.DType
+}
+
+// NumelOf returns argument i's element count in c, -1 when the contract
+// and c leave it open (Attention's state, shaped by each device).
+func (c Case) NumelOf(i int) int {
+	if n, ok := c.Numel[i]; ok {
+		return n
+	}
+	if p := c.Contract.Params[i]; p.Numel != nil {
+		return p.Numel(c.Sizes)
+	}
+	return -1
+}
+
+// inputs makes the host tensors of c: random inputs, NaN outputs, nil for
+// omitted arguments and Attention's state (which each device shapes).
+func inputs(c Case, seed uint64) ([]*tensor.Tensor, error) {
+	ps := c.Contract.Params
+	host := make([]*tensor.Tensor, len(ps))
+	for i, p := range ps {
+		if c.Omit[i] || p.Role == device.State {
+			continue
+		}
+		n := c.NumelOf(i)
+		if n < 0 {
+			return nil, fmt.Errorf("devicetest: %s: no element count for %s", c.Name, p.Name)
+		}
+		t := tensor.New(c.DTypeOf(i), n)
+		host[i] = t
+		if p.Role == device.Out {
+			poison(t)
+			continue
+		}
+		rng := rand.New(rand.NewPCG(seed, uint64(i)+1))
+		if t.DType == tensor.I32 {
+			hi := c.Contract.IndexMax(c.Sizes, host)
+			v := t.I32()
+			for k := range v {
+				v[k] = int32(rng.IntN(hi))
+			}
+			continue
+		}
+		v := make([]float32, n)
+		for k := range v {
+			switch p.Gen {
+			case device.Positive:
+				v[k] = float32(0.5 + 1.5*rng.Float64())
+			case device.Small:
+				v[k] = float32(rng.NormFloat64() / 4)
+			default:
+				v[k] = float32(rng.NormFloat64())
+			}
+		}
+		if err := t.SetF32(v); err != nil {
+			return nil, err
+		}
+	}
+	if c.Init != nil {
+		c.Init(host)
+	}
+	return host, nil
+}
+
+// poison fills t with all-ones bytes: NaN in f32, bf16 and f16.
+func poison(t *tensor.Tensor) {
+	for i := range t.Raw() {
+		t.Raw()[i] = 0xff
+	}
+}
+
+// onDevice copies host to d (Attention's state allocated as d shapes it
+// and poisoned), runs the case and returns the outputs and accumulators
+// downloaded (nil for inputs) and the scalar results.
+func onDevice(d device.Device, c Case, host []*tensor.Tensor) (outs []*tensor.Tensor, scalars []float32, err error) {
+	ps := c.Contract.Params
+	ts := make([]*tensor.Tensor, len(ps))
+	defer func() {
+		for _, t := range ts {
+			if t != nil {
+				d.Free(t)
+			}
+		}
+	}()
+	for i, p := range ps {
+		h := host[i]
+		if p.Role == device.State {
+			s := c.Sizes // B, T, C, NH
+			st := d.AttentionState(c.DType, s[0], s[1], s[2], s[3])
+			h = tensor.New(st.DType, st.Shape...)
+			poison(h)
+		}
+		if h == nil {
+			continue
+		}
+		if ts[i], err = d.Alloc(h.DType, h.Shape...); err != nil {
+			return nil, nil, err
+		}
+		d.Upload(ts[i], h)
+	}
+	if err := d.Sync(); err != nil {
+		return nil, nil, fmt.Errorf("upload: %w", err)
+	}
+	scalars, err = c.Call(d, ts)
+	if err := errors.Join(err, d.Sync()); err != nil {
+		return nil, nil, err
+	}
+	outs = make([]*tensor.Tensor, len(ps))
+	for i, p := range ps {
+		if ts[i] == nil || (p.Role != device.Out && p.Role != device.Acc) {
+			continue
+		}
+		outs[i] = tensor.New(ts[i].DType, ts[i].Shape...)
+		d.Download(outs[i], ts[i])
+	}
+	return outs, scalars, d.Sync()
+}

@@ -1,0 +1,140 @@
+package gpu
+
+// selftest_test.go: runs on any machine. The conformance cases, in every
+// mode of SelfTest, launch every kernel variant of package kernels, each
+// launch checked against the kernel's PTX signature (launch_test.go), with
+// dtype combinations the GPU implements (no case records an error), so
+// that detect's self-test covers every kernel; and every op rejects an
+// argument of the wrong length (its contract, device.Ops).
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/device/devicetest"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+func TestSelfTestCoversEveryKernel(t *testing.T) {
+	vs, err := kernels.Variants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs := signatures(t)
+	got := map[string]bool{}
+	var launches []launch
+	launchHook = func(kernel string, dt tensor.DType, args []any) {
+		got[kernel+"/"+dt.String()] = true
+		launches = append(launches, launch{kernel, dt, append([]any(nil), args...)})
+	}
+	defer func() { launchHook = nil }()
+	d := &Device{fused: true, flashV2: true}
+	cases := devicetest.Cases()
+	d.forModes(func(m selfTestMode) {
+		for _, c := range cases {
+			if !m.has(c.Contract.Op) {
+				continue
+			}
+			ts := make([]*tensor.Tensor, len(c.Contract.Params))
+			for i, p := range c.Contract.Params {
+				switch {
+				case c.Omit[i]:
+				case p.Role == device.State:
+					s := c.Sizes
+					st := d.AttentionState(c.DType, s[0], s[1], s[2], s[3])
+					ts[i] = dev(st.DType, st.Shape...)
+				default:
+					ts[i] = dev(c.DTypeOf(i), c.NumelOf(i))
+				}
+			}
+			d.err, launches = nil, nil
+			if _, err := c.Call(d, ts); err != nil {
+				t.Errorf("%s: %s: %v", m.name, c.Name, err)
+			}
+			if d.err != nil {
+				t.Errorf("%s: %s: %v", m.name, c.Name, d.err)
+			}
+			checkSigs(t, m.name+": "+c.Name, sigs, launches)
+			// The op checks its contract: any argument one element too
+			// long is an error (the sizes of GradNorm and StepUpdate are
+			// their tensors').
+			if m.name != "fused" || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate {
+				continue
+			}
+			for j, p := range c.Contract.Params {
+				if ts[j] == nil || p.Numel == nil {
+					continue
+				}
+				bad := append([]*tensor.Tensor(nil), ts...)
+				bad[j] = dev(ts[j].DType, ts[j].Numel()+1)
+				d.err = nil
+				_, _ = c.Call(d, bad)
+				if !errors.Is(d.err, tensor.ErrShape) {
+					t.Errorf("%s with a long %s: %v", c.Name, p.Name, d.err)
+				}
+			}
+		}
+	})
+	// Every kernel is launched at some dtype; a variant no case launches
+	// is one no op launches (its file is built for dtypes the op does not
+	// use the kernel at: f32 helpers of 16-bit modules, the _rf32 kernels
+	// of the f32 module), which detect reports as unused.
+	names := map[string]bool{}
+	for k := range got {
+		names[k[:strings.IndexByte(k, '/')]] = true
+	}
+	unused := 0
+	for _, v := range vs {
+		if !names[v.Kernel] {
+			t.Errorf("no conformance case launches %s at any dtype (%s)", v.Kernel, v.File)
+		} else if !got[v.Kernel+"/"+v.DType.String()] {
+			unused++
+		}
+	}
+	t.Logf("%d unused variants", unused)
+	t.Logf("%d kernel variants, %d launched by %d cases", len(vs), len(got), len(cases))
+}
+
+// TestGPUConformance runs every conformance case in every mode of the
+// device against the CPU reference of the same form (what druto detect
+// runs) and checks that every case passes and every kernel variant that
+// an op launches was launched and passed. Needs a GPU.
+func TestGPUConformance(t *testing.T) {
+	g := gpuDev(t, true)
+	ref := cpu.New(device.Options{Fused: true})
+	plain := cpu.New(device.Options{Fused: false})
+	results, verdicts := g.SelfTest(ref, plain, devicetest.Cases(), uint64(testRNG(t).Uint64()))
+	failed, unsupported := 0, 0
+	for _, r := range results {
+		t.Logf("RESULT conformance %s pass %v relerr %.3g %s", r.Case, r.Pass, r.MaxRelErr, r.Error)
+		switch {
+		case !r.Pass:
+			failed++
+			t.Errorf("%s: %s", r.Case, r.Error)
+		case r.Unsupported:
+			unsupported++
+		}
+	}
+	tested := 0
+	for _, k := range g.Kernels() {
+		v := verdicts[k.Kernel+"/"+k.DType.String()]
+		if k.Err != nil || v == nil {
+			continue
+		}
+		tested++
+		if !v.Pass {
+			t.Errorf("%s/%s: %s", k.Kernel, k.DType, v.Error)
+		}
+	}
+	t.Logf("%d cases (%d failed, %d unsupported), %d of %d kernel variants launched", len(results), failed, unsupported, tested, len(g.Kernels()))
+	if tested < len(g.Kernels())*3/4 {
+		t.Errorf("only %d of %d kernel variants were launched", tested, len(g.Kernels()))
+	}
+	if g.Fused() != true || g.legacy || g.noFlash {
+		t.Errorf("SelfTest left the device switched: fused %v legacy %v noFlash %v", g.Fused(), g.legacy, g.noFlash)
+	}
+}
