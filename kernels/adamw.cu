@@ -39,6 +39,10 @@
 
 #include "common.cuh"
 
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block ADAMW_BLOCK adamw_fused adamw_fused_state adamw_pass adamw_store_work
+#define ADAMW_BLOCK 256
+
 // AdamC is the step's scalars (see pkg/device/gpu/adamw.go adamConsts).
 struct AdamC {
     float gs, decay, w1, b2, w2, step, bc2, eps;

@@ -28,6 +28,9 @@
 
 #include "common.cuh"
 
+// druto:block CE_THREADS crossentropy_fused
+// druto:block CE_EW_BLOCK ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad
+#define CE_EW_BLOCK 256 // the decomposed kernels
 #define CE_THREADS 512
 #define CE_CACHE 16
 #define CE_VEC ((int)(16 / sizeof(T)))
@@ -174,6 +177,7 @@ extern "C" __global__ void __launch_bounds__(CE_THREADS) crossentropy_fused(floa
 // the 50 MB L2: DRAM sees the logits read once and written once, while the
 // other blocks of the SM stream during one block's reductions.
 
+// druto:block CE2_THREADS crossentropy_fused_l2
 #define CE2_THREADS 512
 #define CE2_UNROLL 4
 

@@ -23,6 +23,10 @@
 
 #include "common.cuh"
 
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block GELU_BLOCK gelu_forward gelu_forward_pass bias_add gelu_backward gelu_backward16 gelu_backward_pass
+#define GELU_BLOCK 256
+
 #define GELU_SCALE 0.7978845608028654f // √(2/π)
 #define GELU_COEF 0.044715f
 

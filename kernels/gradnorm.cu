@@ -22,6 +22,7 @@
 
 #include "common.cuh"
 
+// druto:block GN_THREADS gradnorm_partial gradnorm_final
 #define GN_THREADS 256 // blockDim.x of both kernels (a power of two)
 
 // sum_block returns the sum of s over the block in a fixed tree order

@@ -3,6 +3,7 @@
 //
 // druto:kernel layernorm_forward layernorm_forward_rf32
 // druto:kernel residual_layernorm_forward residual_layernorm_forward_rf32
+// druto:kernel layernorm_forward2 layernorm_forward2_rf32 residual_layernorm_forward2 residual_layernorm_forward2_rf32
 // druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce
 // druto:kernel layernorm_backward_v1 layernorm_backward_v1_rf32
 // druto:kernel add add_rf32
@@ -58,6 +59,20 @@
 // LN_G is the float4 groups per lane the fast paths keep in registers: rows
 // of up to 32·4·LN_G = 1024 elements.
 #define LN_G 8
+
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block LN_ROW_BLOCK layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
+#define LN_ROW_BLOCK 256
+// druto:block LN_FWD_BLOCK layernorm_forward2 layernorm_forward2_rf32 residual_layernorm_forward2 residual_layernorm_forward2_rf32
+#define LN_FWD_BLOCK 256
+// druto:block LN_BWD_BLOCK layernorm_backward layernorm_backward_rf32 layernorm_backward_v1 layernorm_backward_v1_rf32
+#define LN_BWD_BLOCK 128
+// druto:block LN_REDUCE_BLOCK layernorm_reduce
+#define LN_REDUCE_BLOCK 1024
+// druto:block LN_COLSUM_BLOCK layernorm_colsum layernorm_colsum_f32
+#define LN_COLSUM_BLOCK 128
+// druto:block LN_EW_BLOCK add add_rf32 layernorm_normalise layernorm_normalise_rf32 layernorm_affine layernorm_mul_dout layernorm_dnorm layernorm_mul layernorm_dinp layernorm_dinp_rf32
+#define LN_EW_BLOCK 256
 
 // ---- forward ------------------------------------------------------------
 
@@ -188,6 +203,160 @@ extern "C" __global__ void residual_layernorm_forward_rf32(float* res, T* __rest
     ln_residual_forward<float>(res, out, mean, rstd, a, b, weight, bias, N, C, vec);
 }
 
+// Raw4 is four T elements as loaded, not yet widened: dout is kept so
+// between the two visits of a row (half the registers for 16-bit types).
+#if DTYPE == DRUTO_F32
+typedef float4 Raw4;
+__device__ __forceinline__ Raw4 ldraw4(const T* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float raw4_at(const Raw4& r, int j) { return j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w; }
+#else
+typedef uint2 Raw4;
+__device__ __forceinline__ Raw4 ldraw4(const T* p) { return *reinterpret_cast<const uint2*>(p); }
+__device__ __forceinline__ float raw4_at(const Raw4& r, int j) {
+    unsigned int w = j < 2 ? r.x : r.y;
+    T h;
+    h.bits = (unsigned short)((j & 1) ? (w >> 16) : (w & 0xffffu));
+    return to_f32(h);
+}
+#endif
+
+// ---- forward, v2: a persistent grid, the next row's loads in flight -----
+//
+// layernorm_forward2 and residual_layernorm_forward2 (and _rf32) are the
+// fast path of the v1 kernels above (vec set, C <= 128·LN_G; the launcher
+// runs v1 otherwise, and under Device.legacy) with two changes for a
+// kernel that moves its 75 MB in about 20 µs:
+//   - a persistent grid (as many blocks as are resident at once): each warp
+//     loops over the rows warp, warp + step, ..., so there is no tail of
+//     blocks launched after the first wave, and no block launch per 8 rows;
+//   - the next row's loads are issued right after the current row is in
+//     registers (before its two warp reductions and its stores), so every
+//     warp keeps a row's bytes in flight while it computes.
+// The arithmetic and its order are v1's (the same bits).
+
+// ln_fwd2_finish normalises row (at o; its x, or a + b, already in xv and
+// stored into res when RES) and writes out, mean and rstd.
+__device__ __forceinline__ void ln_fwd2_finish(T* o, float* mean, float* rstd, const F4* xv, float sum,
+                                               const T* weight, const T* bias, int row, int C, int lane, int ng) {
+    const float m = warp_sum(sum) / (float)C;
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < LN_G; k++) {
+        if (lane + 32 * k < ng) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float d = xv[k].v[j] - m;
+                sq += d * d;
+            }
+        }
+    }
+    const float s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
+#pragma unroll
+    for (int k = 0; k < LN_G; k++) {
+        int g = lane + 32 * k;
+        if (g < ng) {
+            F4 wv = ld4(weight + 4 * g), bv = ld4(bias + 4 * g), ov;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float n = __fmul_rn(s, __fsub_rn(xv[k].v[j], m));
+                ov.v[j] = __fadd_rn(__fmul_rn(n, wv.v[j]), bv.v[j]);
+            }
+            st4(o + 4 * g, ov);
+        }
+    }
+    if (lane == 0) {
+        if (mean != 0) mean[row] = m;
+        if (rstd != 0) rstd[row] = s;
+    }
+}
+
+// res (N,C) R (RES only), out (N,C) T, mean (N) or null, rstd (N) or null,
+// a (N,C) R, b (N,C) T (RES only), weight (C), bias (C); C % 4 == 0,
+// C <= 128·LN_G, every row 4-element aligned; blockDim.x = LN_FWD_BLOCK.
+template <typename R, bool RES>
+__device__ __forceinline__ void ln_forward2(R* res, T* out, float* mean, float* rstd, const R* a, const T* b,
+                                            const T* weight, const T* bias, int N, int C) {
+    const int lane = threadIdx.x & 31, ng = C >> 2;
+    const int step = gridDim.x * (LN_FWD_BLOCK / 32);
+    int row = blockIdx.x * (LN_FWD_BLOCK / 32) + (threadIdx.x >> 5);
+    if (row >= N) return; // the whole warp leaves together
+    F4 na[LN_G];   // the next row's a
+    Raw4 nb[LN_G]; // and b, as loaded (RES)
+    {
+        const size_t off = (size_t)row * C;
+#pragma unroll
+        for (int k = 0; k < LN_G; k++) {
+            int g = lane + 32 * k;
+            if (g < ng) {
+                na[k] = ld4(a + off + 4 * g);
+                if (RES) nb[k] = ldraw4(b + off + 4 * g);
+            }
+        }
+    }
+    for (; row < N; row += step) {
+        const size_t off = (size_t)row * C;
+        F4 xv[LN_G];
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LN_G; k++) {
+            int g = lane + 32 * k;
+            if (g < ng) {
+                xv[k] = na[k];
+                if (RES) {
+#pragma unroll
+                    for (int j = 0; j < 4; j++) xv[k].v[j] = round_to<R>(na[k].v[j] + raw4_at(nb[k], j));
+                    st4(res + off + 4 * g, xv[k]);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) sum += xv[k].v[j];
+            }
+        }
+        // the next row's loads, in flight during this row's reductions and stores
+        const int next = row + step;
+        if (next < N) {
+            const size_t noff = (size_t)next * C;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    na[k] = ld4(a + noff + 4 * g);
+                    if (RES) nb[k] = ldraw4(b + noff + 4 * g);
+                }
+            }
+        }
+        ln_fwd2_finish(out + off, mean, rstd, xv, sum, weight, bias, row, C, lane, ng);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(LN_FWD_BLOCK)
+    layernorm_forward2(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                       const T* __restrict__ inp, const T* __restrict__ weight, const T* __restrict__ bias, int N, int C) {
+    ln_forward2<T, false>((T*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, C);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_FWD_BLOCK)
+    layernorm_forward2_rf32(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                            const float* __restrict__ inp, const T* __restrict__ weight, const T* __restrict__ bias,
+                            int N, int C) {
+    ln_forward2<float, false>((float*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, C);
+}
+
+// res may be a (in place): a row's a is read before its res is written, and
+// the prefetched next row is another row.
+extern "C" __global__ void __launch_bounds__(LN_FWD_BLOCK)
+    residual_layernorm_forward2(T* res, T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                const T* a, const T* __restrict__ b, const T* __restrict__ weight,
+                                const T* __restrict__ bias, int N, int C) {
+    ln_forward2<T, true>(res, out, mean, rstd, a, b, weight, bias, N, C);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_FWD_BLOCK)
+    residual_layernorm_forward2_rf32(float* res, T* __restrict__ out, float* __restrict__ mean,
+                                     float* __restrict__ rstd, const float* a, const T* __restrict__ b,
+                                     const T* __restrict__ weight, const T* __restrict__ bias, int N, int C) {
+    ln_forward2<float, true>(res, out, mean, rstd, a, b, weight, bias, N, C);
+}
+
 // ---- backward -----------------------------------------------------------
 
 // block_sum2 returns the sums of a and b over the whole block (blockDim.x a
@@ -211,25 +380,9 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* sh) {
     }
 }
 
-// LN_BACK_WARPS is the warps of a layernorm_backward block (blockDim.x = 128).
-#define LN_BACK_WARPS 4
+// LN_BACK_WARPS is the warps of a layernorm_backward block.
+#define LN_BACK_WARPS (LN_BWD_BLOCK / 32)
 
-// Raw4 is four T elements as loaded, not yet widened: dout is kept so
-// between the two visits of a row (half the registers for 16-bit types).
-#if DTYPE == DRUTO_F32
-typedef float4 Raw4;
-__device__ __forceinline__ Raw4 ldraw4(const T* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ __forceinline__ float raw4_at(const Raw4& r, int j) { return j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w; }
-#else
-typedef uint2 Raw4;
-__device__ __forceinline__ Raw4 ldraw4(const T* p) { return *reinterpret_cast<const uint2*>(p); }
-__device__ __forceinline__ float raw4_at(const Raw4& r, int j) {
-    unsigned int w = j < 2 ? r.x : r.y;
-    T h;
-    h.bits = (unsigned short)((j & 1) ? (w >> 16) : (w & 0xffffu));
-    return to_f32(h);
-}
-#endif
 
 // part (gridDim.x, 2C) fp32 partial [dweight | dbias] per block; dinp (N,C) R accumulated;
 // dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N). blockDim.x = 32·LN_BACK_WARPS.

@@ -21,6 +21,7 @@
 
 #include "common.cuh"
 
+// druto:block ST_THREADS step_update
 #define ST_THREADS 256
 
 // The slots of the step state (pkg/device's Slot* constants).

@@ -20,10 +20,6 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// ceThreads is the block of crossentropy_fused and crossentropy_fused_l2
-// (CE_THREADS and CE2_THREADS in the kernel).
-const ceThreads = 512
-
 // ceRowsPerSM is how many rows crossentropy_fused_l2 keeps in flight per SM
 // (blocks of its persistent grid): enough that one block streams while
 // another reduces, few enough that every row in flight (2·132 GPT-2 bf16
@@ -71,10 +67,10 @@ func (d *Device) crossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 			vec = 1
 		}
 		if d.legacy {
-			d.launch("crossentropy_fused", dt, grid1(N), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec, mul)
+			d.launch("crossentropy_fused", dt, grid1(N), cuda.D1(ceBlock), 0, l, x, t, N, V, dscale, vec, mul)
 			return
 		}
-		d.launch("crossentropy_fused_l2", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec, mul)
+		d.launch("crossentropy_fused_l2", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ce2Block), 0, l, x, t, N, V, dscale, vec, mul)
 		return
 	}
 	probs := d.scratch("ce.probs", N*V*4)
@@ -85,13 +81,13 @@ func (d *Device) crossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 	}
 	eg := elemBlocks(N * V)
 	d.do(func() error {
-		d.launch("ce_rowmax", dt, grid1(N), cuda.D1(256), 0, mx, x, N, V)
-		d.launch("ce_expsub", dt, eg, cuda.D1(256), 0, probs, x, mx, N, V)
-		d.launch("ce_rowsum", tensor.F32, grid1(N), cuda.D1(256), 0, sum, probs, N, V)
-		d.launch("ce_divide", tensor.F32, eg, cuda.D1(256), 0, probs, sum, N, V)
-		d.launch("ce_nll", dt, grid1(blocks(N, 256)), cuda.D1(256), 0, l, x, mx, sum, t, N, V)
+		d.launch("ce_rowmax", dt, grid1(N), cuda.D1(ceEWBlock), 0, mx, x, N, V)
+		d.launch("ce_expsub", dt, eg, cuda.D1(ceEWBlock), 0, probs, x, mx, N, V)
+		d.launch("ce_rowsum", tensor.F32, grid1(N), cuda.D1(ceEWBlock), 0, sum, probs, N, V)
+		d.launch("ce_divide", tensor.F32, eg, cuda.D1(ceEWBlock), 0, probs, sum, N, V)
+		d.launch("ce_nll", dt, grid1(blocks(N, 256)), cuda.D1(ceEWBlock), 0, l, x, mx, sum, t, N, V)
 		if dscale != 0 {
-			d.launch("ce_grad", dt, eg, cuda.D1(256), 0, x, probs, t, N, V, dscale, mul)
+			d.launch("ce_grad", dt, eg, cuda.D1(ceEWBlock), 0, x, probs, t, N, V, dscale, mul)
 		}
 		return nil
 	})

@@ -64,7 +64,7 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 		es := dt.Size()
 		if d.legacy { // 8-byte accesses for 16-bit types, tanhf
 			vec := vec4(d.ptr(dinp), es, d.ptr(inp), es, d.ptr(dout), es)
-			d.run("gelu_backward", dt, d.ewGrid(int64(n), 4), cuda.D1(ewThreads), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
+			d.run("gelu_backward", dt, d.ewGrid(int64(n), 4), cuda.D1(geluBlock), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
 			return
 		}
 		// gelu_backward16: 16-byte accesses (16/es elements a thread and step)
@@ -72,7 +72,7 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 		if p, q, r := uint64(d.ptr(dinp)), uint64(d.ptr(inp)), uint64(d.ptr(dout)); p%16 == 0 && q%16 == 0 && r%16 == 0 {
 			vec = 1
 		}
-		d.run("gelu_backward16", dt, d.ewGrid(int64(n), 16/es), cuda.D1(ewThreads), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
+		d.run("gelu_backward16", dt, d.ewGrid(int64(n), 16/es), cuda.D1(geluBlock), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
 		return
 	}
 	x2, t, r := d.buf("gelu.x2", n*4), d.buf("gelu.t", n*4), d.buf("gelu.r", n*4)
@@ -82,7 +82,7 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 	g := d.ewGrid(int64(n), 1)
 	d.batch(func() {
 		for op := range geluBackwardPasses {
-			if !d.run("gelu_backward_pass", dt, g, cuda.D1(ewThreads), 0, op, x2, t, r, d.ptr(inp), d.ptr(dout), d.ptr(dinp), int64(n)) {
+			if !d.run("gelu_backward_pass", dt, g, cuda.D1(geluBlock), 0, op, x2, t, r, d.ptr(inp), d.ptr(dout), d.ptr(dinp), int64(n)) {
 				return
 			}
 		}
@@ -101,7 +101,7 @@ func (d *Device) geluForward(out, inp *tensor.Tensor, n int) bool {
 	}
 	dt := inp.DType
 	es := dt.Size()
-	return d.run("gelu_forward", dt, d.ewGrid(int64(n), 4), cuda.D1(ewThreads), 0, d.ptr(out), d.ptr(inp), int64(n),
+	return d.run("gelu_forward", dt, d.ewGrid(int64(n), 4), cuda.D1(geluBlock), 0, d.ptr(out), d.ptr(inp), int64(n),
 		vec4(d.ptr(out), es, d.ptr(inp), es))
 }
 
@@ -124,7 +124,7 @@ func (d *Device) geluForwardDecomposed(out, inp *tensor.Tensor, n int) bool {
 	dt, g, ok := inp.DType, d.ewGrid(int64(n), 1), true
 	d.batch(func() {
 		for op := range geluForwardPasses {
-			if ok = d.run("gelu_forward_pass", dt, g, cuda.D1(ewThreads), 0, op, t, d.ptr(inp), d.ptr(out), int64(n)); !ok {
+			if ok = d.run("gelu_forward_pass", dt, g, cuda.D1(geluBlock), 0, op, t, d.ptr(inp), d.ptr(out), int64(n)); !ok {
 				return
 			}
 		}
@@ -153,5 +153,5 @@ func (d *Device) biasAdd(out, bias *tensor.Tensor, N, OC int) bool {
 	if N == 0 {
 		return true
 	}
-	return d.run("bias_add", out.DType, d.ewGrid(int64(N)*int64(OC), 1), cuda.D1(ewThreads), 0, d.ptr(out), d.ptr(bias), N, OC)
+	return d.run("bias_add", out.DType, d.ewGrid(int64(N)*int64(OC), 1), cuda.D1(geluBlock), 0, d.ptr(out), d.ptr(bias), N, OC)
 }

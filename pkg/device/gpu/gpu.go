@@ -563,6 +563,9 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 		return false
 	}
 	if launchHook != nil { // launch_test.go: record instead of launching
+		if blockHook != nil {
+			blockHook(name, block)
+		}
 		launchHook(name, dt, args)
 		return true
 	}

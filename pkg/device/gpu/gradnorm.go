@@ -72,6 +72,6 @@ func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, fi
 // kGradNorm launches gradnorm_partial on nb blocks and gradnorm_final.
 func (d *Device) kGradNorm(nb int, part, out cuda.DevicePtr, grads *tensor.Tensor, n int, scale float32) bool {
 	vec := vec4(d.ptr(grads), 4)
-	return d.run("gradnorm_partial", tensor.F32, cuda.D1(nb), cuda.D1(256), 0, part, d.ptr(grads), int64(n), vec) &&
-		d.run("gradnorm_final", tensor.F32, cuda.D1(1), cuda.D1(256), 0, out, part, nb, scale)
+	return d.run("gradnorm_partial", tensor.F32, cuda.D1(nb), cuda.D1(gnBlock), 0, part, d.ptr(grads), int64(n), vec) &&
+		d.run("gradnorm_final", tensor.F32, cuda.D1(1), cuda.D1(gnBlock), 0, out, part, nb, scale)
 }

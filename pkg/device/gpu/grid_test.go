@@ -88,10 +88,10 @@ func TestEwGridAndCeGrid(t *testing.T) {
 	for _, n := range []int64{1, 1000, 1 << 31, 1 << 40} {
 		for _, per := range []int{1, 4} {
 			g := d.ewGrid(n, per)
-			if err := checkGrid("k", tensor.F32, g, cuda.D1(ewThreads)); err != nil || g.X == 0 {
+			if err := checkGrid("k", tensor.F32, g, cuda.D1(ewGridUnit)); err != nil || g.X == 0 {
 				t.Errorf("ewGrid(%d, %d) = %v: %v", n, per, g, err)
 			}
-			if need := (n + int64(per*ewThreads) - 1) / int64(per*ewThreads); int64(g.X) > need {
+			if need := (n + int64(per*ewGridUnit) - 1) / int64(per*ewGridUnit); int64(g.X) > need {
 				t.Errorf("ewGrid(%d, %d) = %d blocks, more than the %d needed", n, per, g.X, need)
 			}
 		}

@@ -204,8 +204,11 @@ func TestLaunchSequences(t *testing.T) {
 	ln := func(d *Device) {
 		d.LayerNorm(dev(tensor.BF16, N, C), dev(tensor.F32, N), dev(tensor.F32, N), dev(tensor.F32, N, C), dev(tensor.BF16, C), dev(tensor.BF16, C), N, C)
 	}
-	if s := seq(true, ln); s != "layernorm_forward_rf32" {
+	if s := seq(true, ln); s != "layernorm_forward2_rf32" {
 		t.Errorf("fused layernorm: %s", s)
+	}
+	if s := seq(true, func(d *Device) { d.legacy = true; ln(d) }); s != "layernorm_forward_rf32" {
+		t.Errorf("fused layernorm, legacy: %s", s)
 	}
 	if s := seq(false, ln); s != "layernorm_mean_rf32 layernorm_rstd_rf32 layernorm_normalise_rf32 layernorm_affine" {
 		t.Errorf("decomposed layernorm: %s", s)
