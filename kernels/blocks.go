@@ -45,10 +45,37 @@ func MustBlock(file, macro string) int {
 	return n
 }
 
+// Define returns N of the line `#define MACRO N` (a non-negative decimal
+// integer) in the embedded kernel source file: a launch constant other than
+// a block size that the kernel and its launcher share (gradnorm.cu's
+// GN_CHUNK).
+func Define(file, macro string) (int, error) { return defineIn(sources, file, macro) }
+
+// MustDefine is Define for package-level launch constants; it panics as
+// MustBlock does.
+func MustDefine(file, macro string) int {
+	n, err := Define(file, macro)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
 func blockIn(fsys fs.FS, file, macro string) (int, error) {
+	n, err := defineIn(fsys, file, macro)
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 || n > 1024 || n%32 != 0 {
+		return 0, fmt.Errorf("kernels: %s: %s = %d is not a block size (a multiple of 32, at most 1024)", file, macro, n)
+	}
+	return n, nil
+}
+
+func defineIn(fsys fs.FS, file, macro string) (int, error) {
 	src, err := fs.ReadFile(fsys, file)
 	if err != nil {
-		return 0, fmt.Errorf("kernels: block %s: %w", macro, err)
+		return 0, fmt.Errorf("kernels: define %s: %w", macro, err)
 	}
 	found, n := false, 0
 	sc := bufio.NewScanner(bytes.NewReader(src))
@@ -69,9 +96,6 @@ func blockIn(fsys fs.FS, file, macro string) (int, error) {
 	}
 	if !found {
 		return 0, fmt.Errorf("kernels: %s has no line `#define %s <integer>`", file, macro)
-	}
-	if n <= 0 || n > 1024 || n%32 != 0 {
-		return 0, fmt.Errorf("kernels: %s: %s = %d is not a block size (a multiple of 32, at most 1024)", file, macro, n)
 	}
 	return n, nil
 }

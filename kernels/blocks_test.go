@@ -62,3 +62,13 @@ func TestBlockErrors(t *testing.T) {
 		t.Errorf("kernelBlocksIn: %v, want k1's duplicate", err)
 	}
 }
+
+// TestDefine: a shared constant that is not a block size.
+func TestDefine(t *testing.T) {
+	if n, err := Define("gradnorm.cu", "GN_CHUNK"); err != nil || n <= 0 || n%(32*4) != 0 {
+		t.Errorf("Define(gradnorm.cu, GN_CHUNK) = %d, %v; want a positive multiple of 128", n, err)
+	}
+	if _, err := Define("gradnorm.cu", "NO_SUCH"); err == nil {
+		t.Error("Define of a missing macro: no error")
+	}
+}

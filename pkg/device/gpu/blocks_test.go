@@ -55,6 +55,7 @@ func TestLaunchBlocks(t *testing.T) {
 			d.LayerNormBackward(dev(bf, N, C), dev(f32, C), dev(f32, C), dev(bf, N, C), dev(bf, N, C), dev(bf, C), dev(f32, N), dev(f32, N), N, C)
 			d.Cast(dev(h, 99), dev(bf, 99))
 			d.Cast(dev(bf, 99), dev(h, 99))
+			d.GradNorm(dev(f32, 5000), 1)
 		})
 		if err != nil {
 			t.Errorf("legacy=%v: %v", legacy, err)

@@ -76,15 +76,12 @@ func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.Step
 		d.fail(fmt.Errorf("gpu: %s: %d gradients and %d losses, want both in [1, 2^31): %w", op, n, nl, tensor.ErrShape))
 		return
 	}
-	nb := gnBlocks(n)
-	part := d.buf("gradnorm.part", nb*8)
+	part, nb := d.gnPartials(n)
 	if part == 0 {
 		return
 	}
 	d.batch(func() {
-		vec := vec4(d.ptr(grads), 4)
-		_ = d.run("gradnorm_partial", tensor.F32, cuda.D1(nb), cuda.D1(gnBlock), 0, part, d.ptr(grads), int64(n), vec) &&
-			d.run("step_update", tensor.F32, cuda.D1(1), cuda.D1(stepBlock), 0, d.ptr(state), d.ptr(losses), nl, part, nb,
+		_ = d.kGradNormPartial(part, nb, grads, n) && d.run("step_update", tensor.F32, cuda.D1(1), cuda.D1(stepBlock), 0, d.ptr(state), d.ptr(losses), nl, part, nb,
 				b2i(cfg.Scaler), cfg.GrowthFactor, cfg.BackoffFactor, cfg.GrowthInterval, cfg.ClipNorm,
 				hp.Beta1, hp.Beta2, hp.WeightDecay)
 	})
