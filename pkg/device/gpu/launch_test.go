@@ -229,10 +229,10 @@ func TestLaunchSequences(t *testing.T) {
 	if s := seq(false, gb); strings.Count(s, "gelu_backward_pass") != 9 {
 		t.Errorf("decomposed gelu backward: %s", s)
 	}
-	if s := seq(true, gb); s != "gelu_backward16" {
+	if s := seq(true, gb); s != "gelu_backward2" {
 		t.Errorf("fused gelu backward: %s", s)
 	}
-	if s := seq(true, func(d *Device) { d.legacy = true; gb(d) }); s != "gelu_backward" {
+	if s := seq(true, func(d *Device) { d.legacy = true; gb(d) }); s != "gelu_backward16" {
 		t.Errorf("legacy fused gelu backward: %s", s)
 	}
 	layout := &tensor.Layout{}
