@@ -91,8 +91,9 @@ type Device struct {
 	tables    map[*tensor.Layout]layoutTable
 
 	// legacy selects the previous variant of the kernels that have two
-	// (crossentropy_fused, the register-cache classifier, instead of
-	// crossentropy_fused_l2), so the micro-benchmarks and tests can run both.
+	// (e.g. crossentropy_fused_l2 instead of crossentropy_fused_l3,
+	// layernorm_forward instead of layernorm_forward2), so the
+	// micro-benchmarks and tests can run both.
 	legacy bool
 
 	mu  sync.Mutex // guards err: fail may be called from helper goroutines

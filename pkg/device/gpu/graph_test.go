@@ -29,7 +29,7 @@ func TestLaunchSignaturesStep(t *testing.T) {
 			name, want string
 			call       func(d *Device)
 		}{
-			{"CrossEntropyScaled", "crossentropy_fused_l2", func(d *Device) {
+			{"CrossEntropyScaled", "crossentropy_fused_l3", func(d *Device) {
 				d.CrossEntropyScaled(dev(F, N), dev(h, N, V), dev(tensor.I32, N), dev(F, device.StateLen), N, V, 0.5)
 			}},
 			{"StepUpdate", "gradnorm_partial2 step_update", func(d *Device) {
