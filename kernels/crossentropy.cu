@@ -273,7 +273,10 @@ __device__ __forceinline__ uint4 ce_out(const float* o) {
         asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(o[2 * k + 1]), "f"(o[2 * k]));
 #endif
     }
-    r.u = make_uint4(w[0], w[1], w[2], w[3]);
+    r.u.x = w[0];
+    r.u.y = w[1];
+    r.u.z = w[2];
+    r.u.w = w[3];
 #else
 #pragma unroll
     for (int e = 0; e < CE_VEC; e++) store(r.e, e, o[e]);
