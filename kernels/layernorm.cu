@@ -30,6 +30,11 @@
 //     n = rstd·(x-mean), out = n·w + b, no FMA.
 //   residual_layernorm_forward: res = a + b rounded to R, stored, and the
 //     rounded sum normalised as above, in the same row visit.
+//   layernorm_forward2, residual_layernorm_forward2 (the default where the
+//     row fits the fast path; the two above are the legacy variant and the
+//     general path): the same row visit over a persistent grid, each warp
+//     looping over rows with the next row's loads in flight (see their
+//     comment below); the same bits.
 //   layernorm_backward: per row, the two row means of dnorm = w·dout and
 //     dnorm·n, then dinp += rstd·(dnorm - mean(dnorm) - n·mean(dnorm·n)),
 //     and the row's dweight (n·dout) and dbias (dout) shares summed into

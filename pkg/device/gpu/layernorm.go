@@ -11,7 +11,10 @@ package gpu
 // mean, rstd, dweight and dbias are F32. Other combinations record
 // device.ErrUnsupported.
 //
-// Fused: one kernel per op (backward: one pass over the rows into per-block
+// Fused: one kernel per op (forward: layernorm_forward2 and
+// residual_layernorm_forward2 over a persistent grid where the row fits
+// their registers, the v1 kernels otherwise and under Device.legacy;
+// backward: one pass over the rows into per-block
 // partials of dweight and dbias, then layernorm_reduce, 32 columns × 32
 // slices of partial rows per block). The backward grid is as many blocks as
 // are resident at once (a persistent grid), so every block sums the same
