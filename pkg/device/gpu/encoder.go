@@ -85,9 +85,9 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 	}
 	dt, BT := dout.DType, B*T
 	groups := d.encoderGroups(C, V)
-	tokGrid := cuda.Dim3{X: uint32(blocks(C, 256)), Y: uint32(groups), Z: 1}
+	tokGrid := cuda.Dim3{X: uint32(blocks(C, encBlock)), Y: uint32(groups), Z: 1}
 	if d.fused {
-		d.launch("encoder_backward_positions", dt, grid1(blocks(T*C, 256)), cuda.D1(encBlock), 0, d.ptr(dwpe), d.ptr(dout), B, T, C)
+		d.launch("encoder_backward_positions", dt, grid1(blocks(T*C, encBlock)), cuda.D1(encBlock), 0, d.ptr(dwpe), d.ptr(dout), B, T, C)
 		d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(encBlock), 0, d.ptr(dwte), d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
 		return
 	}
@@ -98,7 +98,7 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 	if gpos == 0 || gtok == 0 {
 		return
 	}
-	d.launch("encoder_sum_positions", dt, grid1(blocks(T*C, 256)), cuda.D1(encBlock), 0, gpos, d.ptr(dout), B, T, C)
+	d.launch("encoder_sum_positions", dt, grid1(blocks(T*C, encBlock)), cuda.D1(encBlock), 0, gpos, d.ptr(dout), B, T, C)
 	d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(T)*int64(C), 1), cuda.D1(addF32Block), 0, d.ptr(dwpe), gpos, int64(T)*int64(C))
 	if err := d.memset(gtok, V*C*4); err != nil {
 		d.fail(fmt.Errorf("gpu: %s: %w", op, err))

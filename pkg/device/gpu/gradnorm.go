@@ -19,11 +19,10 @@ import (
 )
 
 // gnMaxBlocks bounds gradnorm_partial's grid; gnPerBlock is the elements a
-// block covers at the least (256 threads × 4 elements × 8 steps).
-const (
-	gnMaxBlocks = 1024
-	gnPerBlock  = 256 * 4 * 8
-)
+// block covers at the least (its threads × 4 elements × 8 steps).
+const gnMaxBlocks = 1024
+
+var gnPerBlock = gnBlock * 4 * 8
 
 // gnChunk is gradnorm_partial2's chunk of elements (GN_CHUNK).
 var gnChunk = kernels.MustDefine("gradnorm.cu", "GN_CHUNK")
