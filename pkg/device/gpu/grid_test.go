@@ -106,8 +106,9 @@ func TestEwGridAndCeGrid(t *testing.T) {
 // TestLaunchGridTooLarge: an op whose grid would pass CUDA's limit records
 // an error naming the kernel and the launch shape (and launches nothing).
 func TestLaunchGridTooLarge(t *testing.T) {
-	const N, V = 1<<31 + 1, 1 // one block a row: 2^31 + 1 blocks
-	got, err := hooked(t, false, func(d *Device) { // the decomposed form's ce_rowmax: a block a row
+	// the decomposed form's ce_rowmax: one block a row, 2^31 + 1 blocks
+	const N, V = 1<<31 + 1, 1
+	got, err := hooked(t, false, func(d *Device) {
 		d.CrossEntropy(dev(tensor.F32, N), dev(tensor.BF16, N, V), dev(tensor.I32, N), N, V, 1)
 	})
 	if err == nil || !strings.Contains(err.Error(), "ce_rowmax/bf16") || !strings.Contains(err.Error(), "2147483649") && !strings.Contains(err.Error(), "4294967295") {

@@ -349,7 +349,6 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 	}
 }
 
-
 // biasGrad queues dbias (OC) F32 += Σ_rows dout (N,OC), deterministically:
 // one block per 32 columns, each warp summing a fixed row subset, the warp
 // partials added in a fixed order.

@@ -82,8 +82,8 @@ func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.Step
 	}
 	d.batch(func() {
 		_ = d.kGradNormPartial(part, nb, grads, n) && d.run("step_update", tensor.F32, cuda.D1(1), cuda.D1(stepBlock), 0, d.ptr(state), d.ptr(losses), nl, part, nb,
-				b2i(cfg.Scaler), cfg.GrowthFactor, cfg.BackoffFactor, cfg.GrowthInterval, cfg.ClipNorm,
-				hp.Beta1, hp.Beta2, hp.WeightDecay)
+			b2i(cfg.Scaler), cfg.GrowthFactor, cfg.BackoffFactor, cfg.GrowthInterval, cfg.ClipNorm,
+			hp.Beta1, hp.Beta2, hp.WeightDecay)
 	})
 }
 
