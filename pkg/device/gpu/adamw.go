@@ -184,10 +184,16 @@ func (d *Device) adamWFused(wdt tensor.DType, master, work, grads, m, v *tensor.
 	d.kAdamWFused(wdt, chunks, master, work, grads, m, v, table, c)
 }
 
-// kAdamWFused launches adamw_fused over chunks blocks.
+// kAdamWFused launches adamw_fused2 (the next group's loads in flight
+// during the current group's update), or under Device.legacy adamw_fused,
+// over chunks blocks.
 func (d *Device) kAdamWFused(wdt tensor.DType, chunks int, master, work, grads, m, v *tensor.Tensor, table cuda.DevicePtr, c adamConsts) bool {
 	vec := vec4(d.ptr(master), 4, d.ptr(grads), 4, d.ptr(m), 4, d.ptr(v), 4, d.ptr(work), wdt.Size())
-	return d.run("adamw_fused", wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
+	k := "adamw_fused2"
+	if d.legacy {
+		k = "adamw_fused"
+	}
+	return d.run(k, wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
 		d.ptr(master), d.ptr(work), d.ptr(grads), d.ptr(m), d.ptr(v), table,
 		c.GS, b2i(c.Scaled), c.Decay, b2i(c.DoDecay), c.W1, b2i(c.Small), c.B2, c.W2, c.Step, c.BC2, c.Eps, vec)
 }

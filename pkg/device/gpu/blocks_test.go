@@ -8,6 +8,7 @@ import (
 
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -46,6 +47,8 @@ func TestLaunchBlocks(t *testing.T) {
 	// kernels, a misaligned row (v1's scalar path) and the half-to-half casts.
 	const N, C = 9, 96
 	bf, h, f32 := tensor.BF16, tensor.F16, tensor.F32
+	layout := &tensor.Layout{}
+	layout.Add("w", true, 3000)
 	for _, legacy := range []bool{false, true} {
 		_, err := hooked(t, true, func(d *Device) {
 			d.legacy = legacy
@@ -56,6 +59,7 @@ func TestLaunchBlocks(t *testing.T) {
 			d.Cast(dev(h, 99), dev(bf, 99))
 			d.Cast(dev(bf, 99), dev(h, 99))
 			d.GradNorm(dev(f32, 5000), 1)
+			d.AdamWState(dev(f32, 3000), dev(bf, 3000), dev(f32, 3000), dev(f32, 3000), dev(f32, 3000), layout, device.AdamW{Beta1: 0.9, Beta2: 0.95}, dev(f32, device.StateLen))
 		})
 		if err != nil {
 			t.Errorf("legacy=%v: %v", legacy, err)

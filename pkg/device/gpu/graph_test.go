@@ -36,7 +36,7 @@ func TestLaunchSignaturesStep(t *testing.T) {
 				d.StepUpdate(dev(F, device.StateLen), dev(F, N), dev(F, total), device.StepConfig{Scaler: true, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000, ClipNorm: 1},
 					device.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1})
 			}},
-			{"AdamWState", "adamw_fused_state", func(d *Device) {
+			{"AdamWState", "adamw_fused_state2", func(d *Device) {
 				d.AdamWState(dev(F, total), dev(h, total), dev(F, total), dev(F, total), dev(F, total), layout,
 					device.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}, dev(F, device.StateLen))
 			}},

@@ -243,8 +243,11 @@ func TestLaunchSequences(t *testing.T) {
 		n := layout.Total
 		d.AdamWStep(dev(tensor.F32, n), dev(tensor.BF16, n), dev(tensor.F32, n), dev(tensor.F32, n), dev(tensor.F32, n), layout, hp)
 	}
-	if s := seq(true, aw); s != "adamw_fused" {
+	if s := seq(true, aw); s != "adamw_fused2" {
 		t.Errorf("fused adamw: %s", s)
+	}
+	if s := seq(true, func(d *Device) { d.legacy = true; aw(d) }); s != "adamw_fused" {
+		t.Errorf("legacy fused adamw: %s", s)
 	}
 	// w: decay + 7 steps + store; b: 7 steps + store (GradScale 1: no scaling pass)
 	if s := seq(false, aw); strings.Count(s, "adamw_pass") != 15 || strings.Count(s, "adamw_store_work") != 2 {

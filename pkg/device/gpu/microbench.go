@@ -57,7 +57,7 @@ type KernelOptions struct {
 var KernelOps = []string{
 	"copy", "launch",
 	"layernorm_fwd", "layernorm_fwd" + LegacySuffix, "residual_layernorm_fwd", "residual_layernorm_fwd" + LegacySuffix, "layernorm_bwd", "layernorm_bwd" + LegacySuffix, "gelu_bwd", "gelu_bwd" + LegacySuffix,
-	"adamw", "gradnorm", "gradnorm" + LegacySuffix, "cast_f32_bf16",
+	"adamw", "adamw" + LegacySuffix, "gradnorm", "gradnorm" + LegacySuffix, "cast_f32_bf16",
 	"crossentropy_fused_classifier", "crossentropy_fused_classifier" + LegacySuffix,
 	"attention_fwd", "attention_bwd",
 }

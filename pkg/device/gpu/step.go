@@ -107,7 +107,11 @@ func (d *Device) AdamWState(master, work, grads, m, v *tensor.Tensor, layout *te
 	}
 	c := hp.Consts() // the fixed parts: w1, small, b2, w2, eps
 	vec := vec4(d.ptr(master), 4, d.ptr(grads), 4, d.ptr(m), 4, d.ptr(v), 4, d.ptr(work), wdt.Size())
-	d.run("adamw_fused_state", wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
+	k := "adamw_fused_state2" // adamw_fused_state under Device.legacy (adamw.cu)
+	if d.legacy {
+		k = "adamw_fused_state"
+	}
+	d.run(k, wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
 		d.ptr(master), d.ptr(work), d.ptr(grads), d.ptr(m), d.ptr(v), table, d.ptr(state),
 		c.W1, b2i(c.Small), c.B2, c.W2, c.Eps, vec)
 }
