@@ -4,8 +4,7 @@
 // druto:kernel layernorm_forward layernorm_forward_rf32
 // druto:kernel residual_layernorm_forward residual_layernorm_forward_rf32
 // druto:kernel layernorm_forward2 layernorm_forward2_rf32 residual_layernorm_forward2 residual_layernorm_forward2_rf32
-// druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce
-// druto:kernel layernorm_backward_v1 layernorm_backward_v1_rf32
+// druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_backward3 layernorm_backward3_rf32 layernorm_reduce
 // druto:kernel add add_rf32
 // druto:kernel layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
 // druto:kernel layernorm_normalise layernorm_normalise_rf32 layernorm_affine
@@ -46,6 +45,14 @@
 //     the block's partial. layernorm_reduce then adds the partials in block
 //     order into dweight and dbias. No atomics: for a given grid the bits
 //     do not change between runs.
+//   layernorm_backward3 (the default; layernorm_backward is the legacy
+//     variant, the v1 kernel that visited each row twice is gone): the same
+//     with the next row's x, dout, dinp and statistics loaded at the top of
+//     each row, in flight during the row's arithmetic (about 206 registers:
+//     2 blocks of 4 warps an SM, each warp with two rows in flight, where
+//     layernorm_backward has 4 blocks of one row each and no loads in
+//     flight while a warp computes); the same arithmetic, so for a given
+//     grid the same bits.
 //
 // Decomposed forms (what plain PyTorch runs, each a full pass):
 //   forward: layernorm_mean, layernorm_rstd (variance about the fp32 mean),
@@ -70,7 +77,7 @@
 #define LN_ROW_BLOCK 256
 // druto:block LN_FWD_BLOCK layernorm_forward2 layernorm_forward2_rf32 residual_layernorm_forward2 residual_layernorm_forward2_rf32
 #define LN_FWD_BLOCK 256
-// druto:block LN_BWD_BLOCK layernorm_backward layernorm_backward_rf32 layernorm_backward_v1 layernorm_backward_v1_rf32
+// druto:block LN_BWD_BLOCK layernorm_backward layernorm_backward_rf32 layernorm_backward3 layernorm_backward3_rf32
 #define LN_BWD_BLOCK 128
 // druto:block LN_REDUCE_BLOCK layernorm_reduce
 #define LN_REDUCE_BLOCK 1024
@@ -391,7 +398,10 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* sh) {
 
 // part (gridDim.x, 2C) fp32 partial [dweight | dbias] per block; dinp (N,C) R accumulated;
 // dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N). blockDim.x = 32·LN_BACK_WARPS.
-template <typename R>
+// PIPE (layernorm_backward3): the next row's x, dout, dinp, mean and rstd
+// are loaded at the top of each row's visit, so they are in flight during
+// the whole of the current row's arithmetic (two rows' registers a lane).
+template <typename R, bool PIPE>
 __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout, const R* inp, const T* weight,
                                             const float* mean, const float* rstd, int N, int C, int vec) {
     // Each warp's private [dweight | dbias] sums (fast path); the general
@@ -416,11 +426,14 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                 for (int j = 0; j < 4; j++) acc[4 * g + j] = acc[C + 4 * g + j] = 0.0f;
             }
         }
-        for (int row = blockIdx.x * LN_BACK_WARPS + warp; row < N; row += gridDim.x * LN_BACK_WARPS) {
+        const int step = gridDim.x * LN_BACK_WARPS;
+        int row = blockIdx.x * LN_BACK_WARPS + warp;
+        F4 x[LN_G], di[LN_G];
+        Raw4 gv[LN_G];
+        float m = 0.0f, s = 0.0f;
+        if (PIPE && row < N) {
             const size_t off = (size_t)row * C;
-            const float m = mean[row], s = rstd[row];
-            F4 x[LN_G], di[LN_G];
-            Raw4 gv[LN_G];
+            m = mean[row], s = rstd[row];
 #pragma unroll
             for (int k = 0; k < LN_G; k++) {
                 int g = lane + 32 * k;
@@ -428,6 +441,37 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                     x[k] = ld4(inp + off + 4 * g);
                     gv[k] = ldraw4(dout + off + 4 * g);
                     di[k] = ld4(dinp + off + 4 * g);
+                }
+            }
+        }
+        for (; row < N; row += step) {
+            const size_t off = (size_t)row * C;
+            F4 xn[LN_G], din[LN_G]; // PIPE: the next row's
+            Raw4 gn[LN_G];
+            float mn = 0.0f, sn = 0.0f;
+            if (!PIPE) {
+                m = mean[row], s = rstd[row];
+#pragma unroll
+                for (int k = 0; k < LN_G; k++) {
+                    int g = lane + 32 * k;
+                    if (g < ng) {
+                        x[k] = ld4(inp + off + 4 * g);
+                        gv[k] = ldraw4(dout + off + 4 * g);
+                        di[k] = ld4(dinp + off + 4 * g);
+                    }
+                }
+            } else if (row + step < N) {
+                // another row than any this warp writes before it is visited
+                const size_t noff = (size_t)(row + step) * C;
+                mn = mean[row + step], sn = rstd[row + step];
+#pragma unroll
+                for (int k = 0; k < LN_G; k++) {
+                    int g = lane + 32 * k;
+                    if (g < ng) {
+                        xn[k] = ld4(inp + noff + 4 * g);
+                        gn[k] = ldraw4(dout + noff + 4 * g);
+                        din[k] = ld4(dinp + noff + 4 * g);
+                    }
                 }
             }
             float sdn = 0.0f, sdnn = 0.0f;
@@ -473,6 +517,11 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                     st4(dinp + off + 4 * g, di[k]);
                 }
             }
+            if (PIPE) {
+                m = mn, s = sn;
+#pragma unroll
+                for (int k = 0; k < LN_G; k++) x[k] = xn[k], gv[k] = gn[k], di[k] = din[k];
+            }
         }
         __syncthreads();
         // The block's partial: the warps' sums added in warp order.
@@ -512,130 +561,28 @@ extern "C" __global__ void layernorm_backward(T* __restrict__ dinp, float* __res
                                               const T* __restrict__ dout, const T* __restrict__ inp,
                                               const T* __restrict__ weight, const float* __restrict__ mean,
                                               const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+    ln_backward<T, false>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
 extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, float* __restrict__ part,
                                                    const T* __restrict__ dout, const float* __restrict__ inp,
                                                    const T* __restrict__ weight, const float* __restrict__ mean,
                                                    const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+    ln_backward<float, false>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
-// layernorm_backward_v1 (the legacy variant, Device.legacy): the kernel
-// before v2, kept so the micro-benchmark shows both. Its fast path keeps
-// the dweight/dbias sums in registers (118 registers), so x and dout are
-// re-read (from L1/L2) on the row's second visit and dinp is loaded only
-// then: two trips to memory per row. Same partials as layernorm_backward.
-// part (gridDim.x, 2C) fp32 partial [dweight | dbias] per block; dinp (N,C) R accumulated;
-// dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N)
-template <typename R>
-__device__ __forceinline__ void ln_backward_v1(R* dinp, float* part, const T* dout, const R* inp, const T* weight,
-                                            const float* mean, const float* rstd, int N, int C, int vec) {
-    __shared__ float sh[2 * 128 * LN_G]; // the block's partial (fast path); 64 floats for block_sum2
-    float* pb = part + (size_t)blockIdx.x * 2 * C;
-    if (vec && C <= 128 * LN_G) {
-        // A warp per row; lane l owns the float4 groups l, l+32, ... of every row.
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-        const int ng = C >> 2;
-        F4 dw[LN_G], db[LN_G];
-#pragma unroll
-        for (int k = 0; k < LN_G; k++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) dw[k].v[j] = db[k].v[j] = 0.0f;
-        for (int row = blockIdx.x * nw + warp; row < N; row += gridDim.x * nw) {
-            const size_t off = (size_t)row * C;
-            const float m = mean[row], s = rstd[row];
-            float sdn = 0.0f, sdnn = 0.0f;
-#pragma unroll
-            for (int k = 0; k < LN_G; k++) {
-                int g = lane + 32 * k;
-                if (g < ng) {
-                    F4 x = ld4(inp + off + 4 * g), gv = ld4(dout + off + 4 * g), wv = ld4(weight + 4 * g);
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        float n = s * (x.v[j] - m), dn = wv.v[j] * gv.v[j];
-                        sdn += dn;
-                        sdnn += dn * n;
-                    }
-                }
-            }
-            const float mdn = warp_sum(sdn) / (float)C, mdnn = warp_sum(sdnn) / (float)C;
-#pragma unroll
-            for (int k = 0; k < LN_G; k++) {
-                int g = lane + 32 * k;
-                if (g < ng) {
-                    // the second visit reads the row from L1/L2, not DRAM
-                    F4 x = ld4(inp + off + 4 * g), gv = ld4(dout + off + 4 * g), wv = ld4(weight + 4 * g);
-                    F4 di = ld4(dinp + off + 4 * g);
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        float n = s * (x.v[j] - m), dn = wv.v[j] * gv.v[j];
-                        db[k].v[j] += gv.v[j];
-                        dw[k].v[j] += n * gv.v[j];
-                        di.v[j] = di.v[j] + s * (dn - mdn - n * mdnn);
-                    }
-                    st4(dinp + off + 4 * g, di);
-                }
-            }
-        }
-        // The block's partial: warp 0's sums, then each other warp's added in warp order.
-        for (int w = 0; w < nw; w++) {
-            if (warp == w) {
-#pragma unroll
-                for (int k = 0; k < LN_G; k++) {
-                    int g = lane + 32 * k;
-                    if (g < ng) {
-#pragma unroll
-                        for (int j = 0; j < 4; j++) {
-                            int c = 4 * g + j;
-                            sh[c] = (w == 0 ? 0.0f : sh[c]) + dw[k].v[j];
-                            sh[C + c] = (w == 0 ? 0.0f : sh[C + c]) + db[k].v[j];
-                        }
-                    }
-                }
-            }
-            __syncthreads();
-        }
-        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) pb[c] = sh[c];
-    } else {
-        // A block per row; thread t owns columns t, t+blockDim.x, ... and
-        // accumulates their partials straight in pb (no other thread touches them).
-        for (int c = threadIdx.x; c < C; c += blockDim.x) pb[c] = pb[C + c] = 0.0f;
-        for (int row = blockIdx.x; row < N; row += gridDim.x) {
-            const size_t off = (size_t)row * C;
-            const float m = mean[row], s = rstd[row];
-            float sdn = 0.0f, sdnn = 0.0f;
-            for (int c = threadIdx.x; c < C; c += blockDim.x) {
-                float n = s * (load(inp + off, c) - m), dn = load(weight, c) * load(dout + off, c);
-                sdn += dn;
-                sdnn += dn * n;
-            }
-            block_sum2(sdn, sdnn, sh);
-            const float mdn = sdn / (float)C, mdnn = sdnn / (float)C;
-            for (int c = threadIdx.x; c < C; c += blockDim.x) {
-                float g = load(dout + off, c);
-                float n = s * (load(inp + off, c) - m), dn = load(weight, c) * g;
-                pb[c] += n * g;
-                pb[C + c] += g;
-                store(dinp + off, c, load(dinp + off, c) + s * (dn - mdn - n * mdnn));
-            }
-        }
-    }
+extern "C" __global__ void __launch_bounds__(LN_BWD_BLOCK)
+    layernorm_backward3(T* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout,
+                        const T* __restrict__ inp, const T* __restrict__ weight, const float* __restrict__ mean,
+                        const float* __restrict__ rstd, int N, int C, int vec) {
+    ln_backward<T, true>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
-extern "C" __global__ void layernorm_backward_v1(T* __restrict__ dinp, float* __restrict__ part,
-                                              const T* __restrict__ dout, const T* __restrict__ inp,
-                                              const T* __restrict__ weight, const float* __restrict__ mean,
-                                              const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward_v1<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
-}
-
-extern "C" __global__ void layernorm_backward_v1_rf32(float* __restrict__ dinp, float* __restrict__ part,
-                                                   const T* __restrict__ dout, const float* __restrict__ inp,
-                                                   const T* __restrict__ weight, const float* __restrict__ mean,
-                                                   const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward_v1<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+extern "C" __global__ void __launch_bounds__(LN_BWD_BLOCK)
+    layernorm_backward3_rf32(float* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout,
+                             const float* __restrict__ inp, const T* __restrict__ weight,
+                             const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C, int vec) {
+    ln_backward<float, true>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
 // d0 (C) += Σ_b part[b, 0:C] and, when d1 is not null, d1 (C) += Σ_b part[b, C:2C];

@@ -14,7 +14,7 @@ import (
 var (
 	lnRowBlock    = kernels.MustBlock("layernorm.cu", "LN_ROW_BLOCK")    // a warp per row, v1 forward and the decomposed row means
 	lnFwdBlock    = kernels.MustBlock("layernorm.cu", "LN_FWD_BLOCK")    // layernorm_forward2 (persistent)
-	lnBackThreads = kernels.MustBlock("layernorm.cu", "LN_BWD_BLOCK")    // layernorm_backward(_v1)
+	lnBackThreads = kernels.MustBlock("layernorm.cu", "LN_BWD_BLOCK")    // layernorm_backward(3)
 	lnReduceBlock = kernels.MustBlock("layernorm.cu", "LN_REDUCE_BLOCK") // layernorm_reduce
 	lnColsumBlock = kernels.MustBlock("layernorm.cu", "LN_COLSUM_BLOCK") // layernorm_colsum(_f32)
 	lnEWBlock     = kernels.MustBlock("layernorm.cu", "LN_EW_BLOCK")     // add and the decomposed elementwise passes

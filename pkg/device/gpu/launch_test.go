@@ -216,10 +216,10 @@ func TestLaunchSequences(t *testing.T) {
 	bw := func(d *Device) {
 		d.LayerNormBackward(dev(tensor.F32, N, C), dev(tensor.F32, C), dev(tensor.F32, C), dev(tensor.BF16, N, C), dev(tensor.F32, N, C), dev(tensor.BF16, C), dev(tensor.F32, N), dev(tensor.F32, N), N, C)
 	}
-	if s := seq(true, bw); s != "layernorm_backward_rf32 layernorm_reduce" {
+	if s := seq(true, bw); s != "layernorm_backward3_rf32 layernorm_reduce" {
 		t.Errorf("fused layernorm backward: %s", s)
 	}
-	if s := seq(true, func(d *Device) { d.legacy = true; bw(d) }); s != "layernorm_backward_v1_rf32 layernorm_reduce" {
+	if s := seq(true, func(d *Device) { d.legacy = true; bw(d) }); s != "layernorm_backward_rf32 layernorm_reduce" {
 		t.Errorf("legacy fused layernorm backward: %s", s)
 	}
 	if s := seq(false, bw); strings.Count(s, " ")+1 != 11 || !strings.HasSuffix(s, "layernorm_dinp_rf32") {

@@ -358,12 +358,13 @@ func (d *Device) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean
 	})
 }
 
-// layerNormBackwardFused: layernorm_backward over a persistent grid, then
+// layerNormBackwardFused: layernorm_backward3 (legacy: layernorm_backward)
+// over a persistent grid, then
 // layernorm_reduce of its partials.
 func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweight, dbias, dout, inp, weight, mean, rstd *tensor.Tensor, N, C int) {
-	kernel := "layernorm_backward" + sfx
+	kernel := "layernorm_backward3" + sfx // the next row's loads in flight
 	if d.legacy {
-		kernel = "layernorm_backward_v1" + sfx // registers for the sums, two trips per row
+		kernel = "layernorm_backward" + sfx // one row in registers at a time
 	}
 	vec := 0
 	if C%4 == 0 && C <= lnFastMaxC {
@@ -386,7 +387,7 @@ func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweig
 	})
 }
 
-// kLayerNormBackward launches layernorm_backward(_rf32) on nb blocks.
+// kLayerNormBackward launches kernel (layernorm_backward(3)(_rf32)) on nb blocks.
 func (d *Device) kLayerNormBackward(kernel string, dt tensor.DType, nb int, dinp *tensor.Tensor, part cuda.DevicePtr, dout, inp, weight, mean, rstd *tensor.Tensor, N, C, vec int) bool {
 	return d.run(kernel, dt, grid1(nb), cuda.D1(lnBackThreads), 0,
 		d.ptr(dinp), part, d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd), N, C, vec)

@@ -113,7 +113,7 @@ func TestGPULayerNorm(t *testing.T) {
 // both devices, in different orders, with a relative difference near
 // 1e-7); dweight and dbias sum N rows and are checked at sumScale(N) plus a
 // relative-error bound. The fused form must give the same bits twice. It
-// runs twice: layernorm_backward (v2) and the legacy layernorm_backward_v1.
+// runs twice: layernorm_backward3 and the legacy layernorm_backward.
 func TestGPULayerNormBackward(t *testing.T) {
 	rng := testRNG(t)
 	for k, fused := range []bool{true, true, false} {
