@@ -28,6 +28,12 @@
 
 #include "common.cuh"
 
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block ATTN_ROW_BLOCK attn_softmax_forward attn_softmax_backward attn_rowmax attn_rowsum attn_bwd_rowsum
+#define ATTN_ROW_BLOCK 256
+// druto:block ATTN_EW_BLOCK attn_scale attn_mask attn_expsub attn_divide attn_bwd_sub attn_bwd_mask attn_bwd_scale
+#define ATTN_EW_BLOCK 256
+
 #define ATTN_NEG_INF __int_as_float(0xff800000) // -inf (NVRTC has no math.h for INFINITY)
 
 __device__ __forceinline__ float attn_warp_sum(float v) {

@@ -12,6 +12,10 @@
 
 #include "common.cuh"
 
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block CAST_BLOCK cast_f32_bf16 cast_f32_f16 cast_bf16_f32 cast_f16_f32 cast_bf16_f16 cast_f16_bf16
+#define CAST_BLOCK 256
+
 template <typename D, typename S>
 __device__ __forceinline__ void cast_body(D* __restrict__ dst, const S* __restrict__ src, size_t n, int vec) {
     const size_t stride = (size_t)gridDim.x * blockDim.x * 4;

@@ -30,6 +30,10 @@
 
 #include "common.cuh"
 
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block ENC_BLOCK encoder_forward encoder_gather_tokens encoder_gather_positions encoder_add_positions encoder_backward_positions encoder_backward_tokens encoder_sum_positions
+#define ENC_BLOCK 256
+
 // out (BT,C) F32, wte (V,C), wpe (maxT,C), tokens (BT)
 extern "C" __global__ void encoder_forward(float* __restrict__ out, const T* __restrict__ wte, const T* __restrict__ wpe,
                                            const int* __restrict__ tokens, int BT, int Tn, int C, int V) {

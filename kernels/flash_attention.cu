@@ -47,6 +47,14 @@
 #include "common.cuh"
 #include "flash_common.cuh"
 
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block FA_BLOCK flash_fwd_hs32 flash_fwd_hs64 flash_fwd_hs128 flash_bwd_hs32 flash_bwd_hs64 flash_bwd_hs128
+#define FA_BLOCK 128
+// druto:block FA_ROW_BLOCK flash_bwd_dot
+#define FA_ROW_BLOCK 256
+// druto:block FA_EW_BLOCK flash_bwd_dq
+#define FA_EW_BLOCK 256
+
 #define FA_BC 64 // keys per tile (both kernels) and query rows per forward tile
 
 // ---- forward --------------------------------------------------------------
@@ -187,13 +195,13 @@ __device__ __forceinline__ void flash_fwd(T* __restrict__ out, float* __restrict
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) flash_fwd_hs32(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
+extern "C" __global__ void __launch_bounds__(FA_BLOCK) flash_fwd_hs32(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
     flash_fwd<32>(out, lse, qkv, Tn, C, NH, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) flash_fwd_hs64(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
+extern "C" __global__ void __launch_bounds__(FA_BLOCK) flash_fwd_hs64(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
     flash_fwd<64>(out, lse, qkv, Tn, C, NH, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) flash_fwd_hs128(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
+extern "C" __global__ void __launch_bounds__(FA_BLOCK) flash_fwd_hs128(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
     flash_fwd<128>(out, lse, qkv, Tn, C, NH, scale);
 }
 
@@ -417,12 +425,12 @@ __device__ __forceinline__ void flash_bwd(T* __restrict__ dqkv, float* __restric
 #define FA_BWD_ARGS                                                                                            \
     T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ qkv, const T *__restrict__ dout,    \
         const float *__restrict__ lse, const float *__restrict__ dd, int Tn, int C, int NH, float scale
-extern "C" __global__ void __launch_bounds__(128) flash_bwd_hs32(FA_BWD_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA_BLOCK) flash_bwd_hs32(FA_BWD_ARGS) {
     flash_bwd<32, 64>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) flash_bwd_hs64(FA_BWD_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA_BLOCK) flash_bwd_hs64(FA_BWD_ARGS) {
     flash_bwd<64, 64>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) flash_bwd_hs128(FA_BWD_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA_BLOCK) flash_bwd_hs128(FA_BWD_ARGS) {
     flash_bwd<128, 32>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
 }

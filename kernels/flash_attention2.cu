@@ -27,6 +27,10 @@
 #include "common.cuh"
 #include "flash_common.cuh"
 
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block FA2_BLOCK flash_fwd2_hs32 flash_fwd2_hs64 flash_fwd2_hs128
+#define FA2_BLOCK 256
+
 #define FA2_BM 128 // query rows per CTA (8 warps × 16)
 
 #ifdef DRUTO_EMU
@@ -225,12 +229,12 @@ __device__ __forceinline__ void flash_fwd2(T* __restrict__ out, float* __restric
 }
 
 #define FA2_FWD_ARGS T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ qkv, int Tn, int C, int NH, float scale
-extern "C" __global__ void __launch_bounds__(256, 2) flash_fwd2_hs32(FA2_FWD_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA2_BLOCK, 2) flash_fwd2_hs32(FA2_FWD_ARGS) {
     flash_fwd2<32, 64>(out, lse, qkv, Tn, C, NH, scale);
 }
-extern "C" __global__ void __launch_bounds__(256, 2) flash_fwd2_hs64(FA2_FWD_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA2_BLOCK, 2) flash_fwd2_hs64(FA2_FWD_ARGS) {
     flash_fwd2<64, 64>(out, lse, qkv, Tn, C, NH, scale);
 }
-extern "C" __global__ void __launch_bounds__(256, 1) flash_fwd2_hs128(FA2_FWD_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA2_BLOCK, 1) flash_fwd2_hs128(FA2_FWD_ARGS) {
     flash_fwd2<128, 32>(out, lse, qkv, Tn, C, NH, scale);
 }

@@ -2,7 +2,7 @@
 // (pkg/device/gpu/gelu.go; matmul.go uses the forward kernels in its
 // decomposed form and when cuBLASLt's epilogues are not available).
 //
-// druto:kernel gelu_forward gelu_forward_pass bias_add gelu_backward gelu_backward16 gelu_backward_pass
+// druto:kernel gelu_forward gelu_forward_pass bias_add gelu_backward16 gelu_backward2 gelu_backward_pass
 // druto:dtypes f32 bf16 f16
 //
 //   gelu(x)  = 0.5·x·(1 + tanh(a)), a = √(2/π)·(x + 0.044715·x³)
@@ -14,14 +14,20 @@
 //   gelu_forward_pass: one of the eight elementwise passes of the composite
 //     as eager PyTorch runs it (op 0..7 below) through an fp32 (n) buffer t.
 //   bias_add: out (N,OC) += bias (OC) broadcast over rows, in place.
-//   gelu_backward: dinp = gelu'(inp)·dout in one pass (dinp may be dout).
+//   gelu_backward2 (gelu_backward16 legacy): dinp = gelu'(inp)·dout in one
+//     pass (dinp may be dout); see their comments below.
 //   gelu_backward_pass: one of the derivative's nine passes (op 0..8) over
 //     fp32 (n) buffers x2, t and r.
-// The one-pass kernels move 4 elements per thread with ld4/st4 when vec is
-// set (n a multiple of 4 is not needed: the tail is scalar); the passes are
-// plain grid-stride loops, one element per thread and step.
+// gelu_forward moves 4 elements per thread with ld4/st4 when vec is set (n
+// a multiple of 4 is not needed: the tail is scalar); the backward kernels
+// 16 bytes per tensor; the passes are plain grid-stride loops, one element
+// per thread and step.
 
 #include "common.cuh"
+
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block GELU_BLOCK gelu_forward gelu_forward_pass bias_add gelu_backward16 gelu_backward2 gelu_backward_pass
+#define GELU_BLOCK 256
 
 #define GELU_SCALE 0.7978845608028654f // √(2/π)
 #define GELU_COEF 0.044715f
@@ -78,24 +84,9 @@ extern "C" __global__ void bias_add(T* __restrict__ out, const T* __restrict__ b
     EW_LOOP((size_t)N * OC) store(out, i, load(out, i) + load(bias, (int)(i % OC)));
 }
 
-// dinp (n) = gelu'(inp)·dout; dinp may be dout
-extern "C" __global__ void gelu_backward(T* dinp, const T* __restrict__ inp, const T* dout, long long n, int vec) {
-    const size_t N = (size_t)n, stride = (size_t)gridDim.x * blockDim.x * 4;
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < N; i += stride) {
-        if (vec && i + 4 <= N) {
-            F4 x = ld4(inp + i), g = ld4(dout + i);
-#pragma unroll
-            for (int j = 0; j < 4; j++) x.v[j] = gelu_grad_f(x.v[j]) * g.v[j];
-            st4(dinp + i, x);
-        } else {
-            for (size_t k = i; k < i + 4 && k < N; k++) store(dinp, k, gelu_grad_f(load(inp, k)) * load(dout, k));
-        }
-    }
-}
-
-// gelu_backward16: gelu_backward with one 16-byte access per tensor and
-// step (8 elements of a 16-bit T, 4 of fp32: twice the bytes in flight per
-// thread of gelu_backward's 8-byte accesses for 16-bit T) and, for 16-bit T,
+// gelu_backward16 (the legacy variant; the first one-pass kernel, with
+// ld4/st4's 8-byte accesses for 16-bit T and tanhf, is gone): one 16-byte
+// access per tensor and step (8 elements of a 16-bit T, 4 of fp32) and, for 16-bit T,
 // tanh as 1 - 2/(exp(2u) + 1) with the fast exp2 and reciprocal (about 1e-7
 // absolute error, where tanhf's software path costs ~20 instructions an
 // element: at 4.3 TB/s and 6 bytes an element that is near the issue limit;
@@ -135,6 +126,60 @@ extern "C" __global__ void gelu_backward16(T* dinp, const T* __restrict__ inp, c
             for (size_t k = i; k < i + W && k < N; k++) store(dinp, k, gelu_grad_fast(load(inp, k)) * load(dout, k));
         }
     }
+}
+
+// gelu_backward2 (the default; gelu_backward16 is the legacy variant):
+// gelu_backward16's 16-byte accesses and math over a persistent grid
+// (the launcher sizes it to the blocks resident at once), software
+// pipelined: each thread issues the loads of its next vector before it
+// computes and stores the current one, so its 32 bytes of loads stay in
+// flight during the ~25 instructions an element of the derivative costs
+// (gelu_backward16 waits for each vector's loads, then computes with none
+// in flight: at 40 resident warps an SM the computing and the waiting
+// took about as long). dinp may be dout: a thread's next vector is
+// another vector, loaded before the current one is stored. The last
+// n % W elements (W = 16/sizeof(T)), and every element when vec is 0
+// (not 16-byte aligned), take the scalar path.
+__device__ __forceinline__ uint4 gb_compute(uint4 xu, uint4 gu) {
+    gb_pack x, g, o;
+    x.u = xu;
+    g.u = gu;
+#pragma unroll
+    for (int j = 0; j < (int)(16 / sizeof(T)); j++) store(o.e, j, gelu_grad_fast(load(x.e, j)) * load(g.e, j));
+    return o.u;
+}
+
+extern "C" __global__ void __launch_bounds__(GELU_BLOCK) gelu_backward2(T* dinp, const T* __restrict__ inp, const T* dout,
+                                                                       long long n, int vec) {
+    const int W = 16 / sizeof(T);
+    const size_t N = (size_t)n, stride = (size_t)gridDim.x * GELU_BLOCK;
+    const size_t first = (size_t)blockIdx.x * GELU_BLOCK + threadIdx.x;
+    if (!vec) {
+        for (size_t k = first; k < N; k += stride) store(dinp, k, gelu_grad_fast(load(inp, k)) * load(dout, k));
+        return;
+    }
+    const size_t nv = N / W; // whole vectors
+    const uint4* xv = reinterpret_cast<const uint4*>(inp);
+    const uint4* gv = reinterpret_cast<const uint4*>(dout);
+    uint4* ov = reinterpret_cast<uint4*>(dinp);
+    uint4 x, g;
+    if (first < nv) {
+        x = xv[first];
+        g = gv[first];
+    }
+    for (size_t v = first; v < nv; v += stride) {
+        uint4 xn, gn;
+        const size_t next = v + stride;
+        if (next < nv) { // the next vector's loads, in flight while this one is computed
+            xn = xv[next];
+            gn = gv[next];
+        }
+        ov[v] = gb_compute(x, g);
+        x = xn;
+        g = gn;
+    }
+    if (first == 0)
+        for (size_t k = nv * W; k < N; k++) store(dinp, k, gelu_grad_fast(load(inp, k)) * load(dout, k));
 }
 
 // One pass of the derivative: x2, t, r (n) fp32; x = inp (n) T, g = dout (n) T,

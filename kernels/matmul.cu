@@ -16,6 +16,12 @@
 
 #include "common.cuh"
 
+// Block sizes (threads), read by the launchers too (kernels/blocks.go).
+// druto:block BIAS_GRAD_BLOCK matmul_bias_grad
+#define BIAS_GRAD_BLOCK 1024
+// druto:block ADD_F32_BLOCK add_f32
+#define ADD_F32_BLOCK 256
+
 // dbias (OC) F32, dout (N,OC) T
 extern "C" __global__ void matmul_bias_grad(float* __restrict__ dbias, const T* __restrict__ dout, int N, int OC) {
     __shared__ float part[32][33]; // [warp][lane], padded

@@ -21,6 +21,7 @@
 
 #include "common.cuh"
 
+// druto:block ST_THREADS step_update
 #define ST_THREADS 256
 
 // The slots of the step state (pkg/device's Slot* constants).
@@ -63,6 +64,9 @@ extern "C" __global__ void step_update(float* __restrict__ st, const float* __re
     for (int i = threadIdx.x; i < n; i += ST_THREADS) ls += (double)losses[i];
     ls = st_sum(ls, sh);
     double q = 0.0;
+    // in order per thread; unrolled so that 8 loads are in flight (~30K
+    // partials from gradnorm_partial2 for GPT-2 124M)
+#pragma unroll 8
     for (int i = threadIdx.x; i < nparts; i += ST_THREADS) q += part[i];
     q = st_sum(q, sh);
     if (threadIdx.x != 0) return;

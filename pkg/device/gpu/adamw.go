@@ -154,10 +154,16 @@ func (d *Device) adamWFused(wdt tensor.DType, master, work, grads, m, v *tensor.
 	d.kAdamWFused(wdt, chunks, master, work, grads, m, v, table, c)
 }
 
-// kAdamWFused launches adamw_fused over chunks blocks.
+// kAdamWFused launches adamw_fused2 (the next group's loads in flight
+// during the current group's update), or under Device.legacy adamw_fused,
+// over chunks blocks.
 func (d *Device) kAdamWFused(wdt tensor.DType, chunks int, master, work, grads, m, v *tensor.Tensor, table cuda.DevicePtr, c adamConsts) bool {
 	vec := vec4(d.ptr(master), 4, d.ptr(grads), 4, d.ptr(m), 4, d.ptr(v), 4, d.ptr(work), wdt.Size())
-	return d.run("adamw_fused", wdt, cuda.D1(chunks), cuda.D1(ewThreads), 0,
+	k := "adamw_fused2"
+	if d.legacy {
+		k = "adamw_fused"
+	}
+	return d.run(k, wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
 		d.ptr(master), d.ptr(work), d.ptr(grads), d.ptr(m), d.ptr(v), table,
 		c.GS, b2i(c.Scaled), c.Decay, b2i(c.DoDecay), c.W1, b2i(c.Small), c.B2, c.W2, c.Step, c.BC2, c.Eps, vec)
 }
@@ -191,7 +197,7 @@ func (d *Device) adamWDecomposed(wdt tensor.DType, master, work, grads, m, v *te
 		n := int64(s.Hi - s.Lo)
 		p, g, ms, vs := at(master, s.Lo), at(grads, s.Lo), at(m, s.Lo), at(v, s.Lo)
 		pass := func(op int, a, b, cc cuda.DevicePtr, scalar float32) bool {
-			return d.run("adamw_pass", wdt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, op, a, b, cc, scalar, b2i(c.Small), n)
+			return d.run("adamw_pass", wdt, d.ewGrid(n, 1), cuda.D1(adamwBlock), 0, op, a, b, cc, scalar, b2i(c.Small), n)
 		}
 		ok := true
 		if c.Scaled { // g = grad·scale, out of place: grads are an input
@@ -209,7 +215,7 @@ func (d *Device) adamWDecomposed(wdt tensor.DType, master, work, grads, m, v *te
 			pass(adamAddScalar, den, 0, 0, c.Eps) && // den += eps
 			pass(adamAddcdiv, p, ms, den, c.Step) // p.addcdiv_(m, den, step)
 		if ok && work != nil { // work[seg].copy_(p)
-			ok = d.run("adamw_store_work", wdt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, at(work, s.Lo), p, n)
+			ok = d.run("adamw_store_work", wdt, d.ewGrid(n, 1), cuda.D1(adamwBlock), 0, at(work, s.Lo), p, n)
 		}
 		if !ok {
 			return

@@ -65,7 +65,7 @@ import (
 var attnScratchBytes = 1 << 30
 
 // attnRowWarps is the rows (warps) per block of the per-row kernels.
-const attnRowWarps = 8
+var attnRowWarps = attnRowBlock / 32
 
 // attnShape is one attention call's geometry.
 type attnShape struct {
@@ -131,9 +131,9 @@ func flashVariantEnv() (bool, error) {
 // otherwise.
 func (d *Device) flashFwd(dt tensor.DType, hs int) (name string, rows, threads int) {
 	if k := "flash_fwd2_" + flashHeadSizes[hs]; d.flashV2 && (d.funcs[kernelKey{k, dt}] != nil || launchHook != nil) {
-		return k, flash2Rows, 256
+		return k, flash2Rows, flash2Block
 	}
-	return "flash_fwd_" + flashHeadSizes[hs], flashTile, 128
+	return "flash_fwd_" + flashHeadSizes[hs], flashTile, flashBlock
 }
 
 // flash2Rows is the query tile of flash_fwd2_hsN.
@@ -250,7 +250,7 @@ func (d *Device) attnChunk(s attnShape, b0, b1 int, out, att, qkv, scores cuda.D
 	rows := (b1 - b0) * NH * T
 	n := int64(rows) * int64(T)
 	attB := att.Add(uint64(b0*NH) * TT * es)
-	rowGrid, rowBlock := cuda.D1(blocks(rows, attnRowWarps)), cuda.D1(32*attnRowWarps)
+	rowGrid, rowBlock := cuda.D1(blocks(rows, attnRowWarps)), cuda.D1(attnRowBlock)
 	if d.fused {
 		d.launch("attn_softmax_forward", s.dt, rowGrid, rowBlock, 0, attB, scores, rows, T)
 	} else {
@@ -260,12 +260,12 @@ func (d *Device) attnChunk(s attnShape, b0, b1 int, out, att, qkv, scores cuda.D
 			return
 		}
 		eg := elemBlocks(int(min(n, math.MaxInt32)))
-		d.launch("attn_scale", tensor.F32, eg, cuda.D1(256), 0, scores, n, s.scale)
-		d.launch("attn_mask", tensor.F32, eg, cuda.D1(256), 0, scores, rows, T)
+		d.launch("attn_scale", tensor.F32, eg, cuda.D1(attnEWBlock), 0, scores, n, s.scale)
+		d.launch("attn_mask", tensor.F32, eg, cuda.D1(attnEWBlock), 0, scores, rows, T)
 		d.launch("attn_rowmax", tensor.F32, rowGrid, rowBlock, 0, mx, scores, rows, T)
-		d.launch("attn_expsub", tensor.F32, eg, cuda.D1(256), 0, scores, mx, rows, T)
+		d.launch("attn_expsub", tensor.F32, eg, cuda.D1(attnEWBlock), 0, scores, mx, rows, T)
 		d.launch("attn_rowsum", tensor.F32, rowGrid, rowBlock, 0, sum, scores, rows, T)
-		d.launch("attn_divide", s.dt, eg, cuda.D1(256), 0, attB, scores, sum, rows, T)
+		d.launch("attn_divide", s.dt, eg, cuda.D1(attnEWBlock), 0, attB, scores, sum, rows, T)
 	}
 	for b := b0; b < b1; b++ {
 		q := qkv.Add(uint64(b*T*3*C) * es)
@@ -346,10 +346,10 @@ func (d *Device) flashBackward(s attnShape, dqkv, dout, qkv, out, att *tensor.Te
 		if err := d.memset(dqacc, int(n)*4); err != nil {
 			return fmt.Errorf("gpu: %s: zero dq scratch: %w", op, err)
 		}
-		d.launch("flash_bwd_dot", s.dt, cuda.D1(blocks(rows, attnRowWarps)), cuda.D1(32*attnRowWarps), 0, dd, g, o, rows, T, C, NH, s.hs)
-		d.launch("flash_bwd_"+flashHeadSizes[s.hs], s.dt, cuda.Dim3{X: uint32(blocks(T, flashTile)), Y: uint32(B * NH), Z: 1}, cuda.D1(128), 0,
+		d.launch("flash_bwd_dot", s.dt, cuda.D1(blocks(rows, flashRowBlock/32)), cuda.D1(flashRowBlock), 0, dd, g, o, rows, T, C, NH, s.hs)
+		d.launch("flash_bwd_"+flashHeadSizes[s.hs], s.dt, cuda.Dim3{X: uint32(blocks(T, flashTile)), Y: uint32(B * NH), Z: 1}, cuda.D1(flashBlock), 0,
 			dx, dqacc, x, g, lse, dd, T, C, NH, s.scale)
-		d.launch("flash_bwd_dq", s.dt, elemBlocks(int(min(n, math.MaxInt32))), cuda.D1(256), 0, dx, dqacc, n, C)
+		d.launch("flash_bwd_dq", s.dt, elemBlocks(int(min(n, math.MaxInt32))), cuda.D1(flashEWBlock), 0, dx, dqacc, n, C)
 		return nil
 	})
 }
@@ -391,7 +391,7 @@ func (d *Device) attnBackwardChunk(s attnShape, b0, b1 int, dqkv, dout, qkv, att
 	rows := (b1 - b0) * NH * T
 	n := int64(rows) * int64(T)
 	attB := att.Add(uint64(b0*NH) * TT * es)
-	rowGrid, rowBlock := cuda.D1(blocks(rows, attnRowWarps)), cuda.D1(32*attnRowWarps)
+	rowGrid, rowBlock := cuda.D1(blocks(rows, attnRowWarps)), cuda.D1(attnRowBlock)
 	if d.fused {
 		d.launch("attn_softmax_backward", s.dt, rowGrid, rowBlock, 0, dpre, attB, datt, rows, T, s.scale)
 	} else {
@@ -401,9 +401,9 @@ func (d *Device) attnBackwardChunk(s attnShape, b0, b1 int, dqkv, dout, qkv, att
 		}
 		eg := elemBlocks(int(min(n, math.MaxInt32)))
 		d.launch("attn_bwd_rowsum", s.dt, rowGrid, rowBlock, 0, rs, attB, datt, rows, T)
-		d.launch("attn_bwd_sub", s.dt, eg, cuda.D1(256), 0, datt, attB, rs, rows, T)
-		d.launch("attn_bwd_mask", tensor.F32, eg, cuda.D1(256), 0, datt, rows, T)
-		d.launch("attn_bwd_scale", s.dt, eg, cuda.D1(256), 0, dpre, datt, n, s.scale)
+		d.launch("attn_bwd_sub", s.dt, eg, cuda.D1(attnEWBlock), 0, datt, attB, rs, rows, T)
+		d.launch("attn_bwd_mask", tensor.F32, eg, cuda.D1(attnEWBlock), 0, datt, rows, T)
+		d.launch("attn_bwd_scale", s.dt, eg, cuda.D1(attnEWBlock), 0, dpre, datt, n, s.scale)
 	}
 	for b := b0; b < b1; b++ {
 		q := qkv.Add(uint64(b*T*3*C) * es)

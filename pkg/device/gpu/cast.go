@@ -42,5 +42,5 @@ func (d *Device) Cast(dst, src *tensor.Tensor) {
 func (d *Device) kCast(dst, src *tensor.Tensor, n int64) bool {
 	kernel := "cast_" + src.DType.String() + "_" + dst.DType.String()
 	vec := vec4(d.ptr(dst), dst.DType.Size(), d.ptr(src), src.DType.Size())
-	return d.run(kernel, tensor.F32, d.ewGrid(n, 4), cuda.D1(ewThreads), 0, d.ptr(dst), d.ptr(src), n, vec)
+	return d.run(kernel, tensor.F32, d.ewGrid(n, 4), cuda.D1(castBlock), 0, d.ptr(dst), d.ptr(src), n, vec)
 }

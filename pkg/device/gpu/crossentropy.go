@@ -1,12 +1,12 @@
 package gpu
 
 // crossentropy.go: softmax cross-entropy over the vocabulary, the launchers
-// of kernels/crossentropy.cu. Fused: crossentropy_fused_l2, a persistent
+// of kernels/crossentropy.cu. Fused: crossentropy_fused_l3, a persistent
 // grid of ceRowsPerSM blocks per SM, each row read twice (the second time
 // from L2) and the gradient written over it in its own dtype; no
-// probability buffer. The previous crossentropy_fused (a block per row, the
-// row cached in registers) stays selectable (Device.legacy) for the
-// micro-benchmarks. Decomposed: max, exp, sum,
+// probability buffer. The previous crossentropy_fused_l2 (the same scheme
+// with about 2.5 times the instructions a logit) stays selectable
+// (Device.legacy) for the micro-benchmarks. Decomposed: max, exp, sum,
 // divide into a materialised fp32 (N,V) probability buffer (a reused
 // scratch), then the NLL gather (log-sum-exp form: log(sum) - (x[t] - max)
 // from the logits and the row statistics) and the gradient pass. The caller validates
@@ -19,18 +19,15 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// ceThreads is the block of crossentropy_fused and crossentropy_fused_l2
-// (CE_THREADS and CE2_THREADS in the kernel).
-const ceThreads = 512
-
-// ceRowsPerSM is how many rows crossentropy_fused_l2 keeps in flight per SM
+// ceRowsPerSM is how many rows crossentropy_fused_l2 and _l3 keep in flight per SM
 // (blocks of its persistent grid): enough that one block streams while
 // another reduces, few enough that every row in flight (2·132 GPT-2 bf16
 // rows of 100 KB: 26 MB) stays in the 50 MB L2 until its second read. Its
-// 62 registers × 512 threads allow two blocks per SM anyway.
+// 64 registers × 512 threads (__launch_bounds__(512, 2)) allow two blocks
+// per SM anyway.
 const ceRowsPerSM = 2
 
-// ceGrid is crossentropy_fused_l2's grid for N rows on sms SMs.
+// ceGrid is crossentropy_fused_l2's and _l3's grid for N rows on sms SMs.
 func ceGrid(N, sms int) int { return max(1, min(N, ceRowsPerSM*max(1, sms))) }
 
 // CrossEntropy computes losses[i] = -log softmax(logits[i])[targets[i]] in
@@ -65,10 +62,10 @@ func (d *Device) crossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 			vec = 1
 		}
 		if d.legacy {
-			d.launch("crossentropy_fused", dt, grid1(N), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec, mul)
+			d.launch("crossentropy_fused_l2", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ce2Block), 0, l, x, t, N, V, dscale, vec, mul)
 			return
 		}
-		d.launch("crossentropy_fused_l2", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ceThreads), 0, l, x, t, N, V, dscale, vec, mul)
+		d.launch("crossentropy_fused_l3", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ce3Block), 0, l, x, t, N, V, dscale, vec, mul)
 		return
 	}
 	probs := d.scratch("ce.probs", N*V*4)
@@ -79,13 +76,15 @@ func (d *Device) crossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 	}
 	eg := elemBlocks(N * V)
 	d.do(func() error {
-		d.launch("ce_rowmax", dt, grid1(N), cuda.D1(256), 0, mx, x, N, V)
-		d.launch("ce_expsub", dt, eg, cuda.D1(256), 0, probs, x, mx, N, V)
-		d.launch("ce_rowsum", tensor.F32, grid1(N), cuda.D1(256), 0, sum, probs, N, V)
-		d.launch("ce_divide", tensor.F32, eg, cuda.D1(256), 0, probs, sum, N, V)
-		d.launch("ce_nll", dt, grid1(blocks(N, 256)), cuda.D1(256), 0, l, x, mx, sum, t, N, V)
-		if dscale != 0 {
-			d.launch("ce_grad", dt, eg, cuda.D1(256), 0, x, probs, t, N, V, dscale, mul)
+		// each launch only after the previous one was queued: a failed one
+		// (an error recorded) stops the chain
+		ok := d.launch("ce_rowmax", dt, grid1(N), cuda.D1(ceEWBlock), 0, mx, x, N, V) &&
+			d.launch("ce_expsub", dt, eg, cuda.D1(ceEWBlock), 0, probs, x, mx, N, V) &&
+			d.launch("ce_rowsum", tensor.F32, grid1(N), cuda.D1(ceEWBlock), 0, sum, probs, N, V) &&
+			d.launch("ce_divide", tensor.F32, eg, cuda.D1(ceEWBlock), 0, probs, sum, N, V) &&
+			d.launch("ce_nll", dt, grid1(blocks(N, ceEWBlock)), cuda.D1(ceEWBlock), 0, l, x, mx, sum, t, N, V)
+		if ok && dscale != 0 {
+			d.launch("ce_grad", dt, eg, cuda.D1(ceEWBlock), 0, x, probs, t, N, V, dscale, mul)
 		}
 		return nil
 	})

@@ -11,10 +11,13 @@ import (
 // ceShapes are (N, V): one element, odd sizes (257: rows that are not a
 // multiple of the 128-bit vector, so the scalar path), GPT-2's vocabulary
 // (50304: the fp32 rows are longer than the register cache, so the re-read
-// path too). 280 and 300 rows are more than crossentropy_fused_l2's
-// persistent grid on a GPU of up to 132 SMs (ceRowsPerSM per SM), so blocks
-// loop to further rows; 1003 is the scalar path of that loop.
-var ceShapes = [][2]int{{1, 1}, {17, 1000}, {33, 257}, {64, 50304}, {280, 4104}, {300, 1003}}
+// path too). 280 and 300 rows are more than the persistent grid of
+// crossentropy_fused_l2/_l3 on a GPU of up to 132 SMs (ceRowsPerSM per SM),
+// so blocks loop to further rows; 1003 is the scalar path of that loop.
+// 3×8: a row of one 16-bit vector; 5×4100: a row that ends one vector into
+// a group of l3's pass-1 loads (4100 = 512·8 + 4); 300×50304: GPT-2 rows,
+// more than the grid.
+var ceShapes = [][2]int{{1, 1}, {3, 8}, {17, 1000}, {33, 257}, {64, 50304}, {280, 4104}, {300, 1003}, {5, 4100}, {300, 50304}}
 
 // TestGPUCrossEntropy checks CrossEntropy against the CPU reference with and
 // without the gradient, losses poisoned first. Losses are fp32 from the
@@ -24,7 +27,7 @@ var ceShapes = [][2]int{{1, 1}, {17, 1000}, {33, 257}, {64, 50304}, {280, 4104},
 // ulp).
 func TestGPUCrossEntropy(t *testing.T) {
 	rng := testRNG(t)
-	// the fused form twice: crossentropy_fused_l2, then the legacy crossentropy_fused
+	// the fused form twice: crossentropy_fused_l3, then the legacy crossentropy_fused_l2
 	for k, fused := range []bool{true, true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
 		g.legacy = k == 1
@@ -106,7 +109,7 @@ func TestGPUCrossEntropyFarTarget(t *testing.T) {
 
 // TestGPUCrossEntropyMasked: logits of -inf (masked entries) add nothing
 // to the softmax and get a zero gradient, also where every logit one thread
-// of crossentropy_fused_l2 reads first is -inf (its running max is still
+// of crossentropy_fused_l2/_l3 reads first is -inf (its running max is still
 // -inf then: exp(-inf - -inf) must not make the sum NaN).
 func TestGPUCrossEntropyMasked(t *testing.T) {
 	const N, V = 3, 4104

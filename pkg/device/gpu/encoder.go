@@ -45,7 +45,7 @@ func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
 	}
 	dt, BT, n := wte.DType, B*T, B*T*C
 	if d.fused {
-		d.launch("encoder_forward", dt, elemBlocks(n), cuda.D1(256), 0,
+		d.launch("encoder_forward", dt, elemBlocks(n), cuda.D1(encBlock), 0,
 			d.ptr(out), d.ptr(wte), d.ptr(wpe), d.ptr(tokens), BT, T, C, V)
 		return
 	}
@@ -54,9 +54,9 @@ func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
 	if tok == 0 || pos == 0 {
 		return
 	}
-	d.launch("encoder_gather_tokens", dt, elemBlocks(n), cuda.D1(256), 0, tok, d.ptr(wte), d.ptr(tokens), BT, C, V)
-	d.launch("encoder_gather_positions", dt, elemBlocks(T*C), cuda.D1(256), 0, pos, d.ptr(wpe), T, C)
-	d.launch("encoder_add_positions", dt, elemBlocks(n), cuda.D1(256), 0, d.ptr(out), tok, pos, BT, T, C)
+	d.launch("encoder_gather_tokens", dt, elemBlocks(n), cuda.D1(encBlock), 0, tok, d.ptr(wte), d.ptr(tokens), BT, C, V)
+	d.launch("encoder_gather_positions", dt, elemBlocks(T*C), cuda.D1(encBlock), 0, pos, d.ptr(wpe), T, C)
+	d.launch("encoder_add_positions", dt, elemBlocks(n), cuda.D1(encBlock), 0, d.ptr(out), tok, pos, BT, T, C)
 }
 
 // encoderGroups is how many token groups encoder_backward_tokens splits
@@ -82,10 +82,10 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 	}
 	dt, BT := dout.DType, B*T
 	groups := d.encoderGroups(C, V)
-	tokGrid := cuda.Dim3{X: uint32(blocks(C, 256)), Y: uint32(groups), Z: 1}
+	tokGrid := cuda.Dim3{X: uint32(blocks(C, encBlock)), Y: uint32(groups), Z: 1}
 	if d.fused {
-		d.launch("encoder_backward_positions", dt, grid1(blocks(T*C, 256)), cuda.D1(256), 0, d.ptr(dwpe), d.ptr(dout), B, T, C)
-		d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(256), 0, d.ptr(dwte), d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
+		d.launch("encoder_backward_positions", dt, grid1(blocks(T*C, encBlock)), cuda.D1(encBlock), 0, d.ptr(dwpe), d.ptr(dout), B, T, C)
+		d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(encBlock), 0, d.ptr(dwte), d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
 		return
 	}
 	// Decomposed: batch sum into (T,C), accumulate; dense scatter-add into
@@ -95,12 +95,12 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 	if gpos == 0 || gtok == 0 {
 		return
 	}
-	d.launch("encoder_sum_positions", dt, grid1(blocks(T*C, 256)), cuda.D1(256), 0, gpos, d.ptr(dout), B, T, C)
-	d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(T)*int64(C), 1), cuda.D1(ewThreads), 0, d.ptr(dwpe), gpos, int64(T)*int64(C))
+	d.launch("encoder_sum_positions", dt, grid1(blocks(T*C, encBlock)), cuda.D1(encBlock), 0, gpos, d.ptr(dout), B, T, C)
+	d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(T)*int64(C), 1), cuda.D1(addF32Block), 0, d.ptr(dwpe), gpos, int64(T)*int64(C))
 	if err := d.memset(gtok, V*C*4); err != nil {
 		d.fail(fmt.Errorf("gpu: %s: %w", op, err))
 		return
 	}
-	d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(256), 0, gtok, d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
-	d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(V)*int64(C), 1), cuda.D1(ewThreads), 0, d.ptr(dwte), gtok, int64(V)*int64(C))
+	d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(encBlock), 0, gtok, d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
+	d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(V)*int64(C), 1), cuda.D1(addF32Block), 0, d.ptr(dwte), gtok, int64(V)*int64(C))
 }

@@ -12,7 +12,8 @@ package gpu
 //	d.geluForwardDecomposed(out, inp, n) the same as eager PyTorch runs it: eight passes
 //	                                     through an fp32 scratch buffer
 //
-// GELUBackward's fused form is one pass (gelu_backward); the decomposed form
+// GELUBackward's fused form is one pass (gelu_backward2, or the legacy
+// gelu_backward16); the decomposed form
 // runs the derivative's nine elementwise passes through fp32 scratch
 // buffers, as autograd of the composite would.
 
@@ -50,18 +51,20 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 	}
 	dt := inp.DType
 	if d.fused {
-		es := dt.Size()
-		if d.legacy { // 8-byte accesses for 16-bit types, tanhf
-			vec := vec4(d.ptr(dinp), es, d.ptr(inp), es, d.ptr(dout), es)
-			d.run("gelu_backward", dt, d.ewGrid(int64(n), 4), cuda.D1(ewThreads), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
-			return
-		}
-		// gelu_backward16: 16-byte accesses (16/es elements a thread and step)
+		// 16-byte accesses (16/es elements a thread and step) where every
+		// pointer is 16-byte aligned, else the scalar path
 		vec := 0
 		if p, q, r := uint64(d.ptr(dinp)), uint64(d.ptr(inp)), uint64(d.ptr(dout)); p%16 == 0 && q%16 == 0 && r%16 == 0 {
 			vec = 1
 		}
-		d.run("gelu_backward16", dt, d.ewGrid(int64(n), 16/es), cuda.D1(ewThreads), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
+		if d.legacy { // gelu_backward16: one vector a thread and step, waiting for its loads
+			d.run("gelu_backward16", dt, d.ewGrid(int64(n), 16/dt.Size()), cuda.D1(geluBlock), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
+			return
+		}
+		// gelu_backward2: a persistent grid, the next vector's loads in flight
+		per := int64(geluBlock * 16 / dt.Size())
+		nb := min(int64(d.residentBlocks("gelu_backward2", dt, geluBlock, 0)*d.sms()), (int64(n)+per-1)/per)
+		d.run("gelu_backward2", dt, grid1(int(max(1, nb))), cuda.D1(geluBlock), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
 		return
 	}
 	x2, t, r := d.buf("gelu.x2", n*4), d.buf("gelu.t", n*4), d.buf("gelu.r", n*4)
@@ -71,7 +74,7 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 	g := d.ewGrid(int64(n), 1)
 	d.batch(func() {
 		for op := range geluBackwardPasses {
-			if !d.run("gelu_backward_pass", dt, g, cuda.D1(ewThreads), 0, op, x2, t, r, d.ptr(inp), d.ptr(dout), d.ptr(dinp), int64(n)) {
+			if !d.run("gelu_backward_pass", dt, g, cuda.D1(geluBlock), 0, op, x2, t, r, d.ptr(inp), d.ptr(dout), d.ptr(dinp), int64(n)) {
 				return
 			}
 		}
@@ -90,7 +93,7 @@ func (d *Device) geluForward(out, inp *tensor.Tensor, n int) bool {
 	}
 	dt := inp.DType
 	es := dt.Size()
-	return d.run("gelu_forward", dt, d.ewGrid(int64(n), 4), cuda.D1(ewThreads), 0, d.ptr(out), d.ptr(inp), int64(n),
+	return d.run("gelu_forward", dt, d.ewGrid(int64(n), 4), cuda.D1(geluBlock), 0, d.ptr(out), d.ptr(inp), int64(n),
 		vec4(d.ptr(out), es, d.ptr(inp), es))
 }
 
@@ -113,7 +116,7 @@ func (d *Device) geluForwardDecomposed(out, inp *tensor.Tensor, n int) bool {
 	dt, g, ok := inp.DType, d.ewGrid(int64(n), 1), true
 	d.batch(func() {
 		for op := range geluForwardPasses {
-			if ok = d.run("gelu_forward_pass", dt, g, cuda.D1(ewThreads), 0, op, t, d.ptr(inp), d.ptr(out), int64(n)); !ok {
+			if ok = d.run("gelu_forward_pass", dt, g, cuda.D1(geluBlock), 0, op, t, d.ptr(inp), d.ptr(out), int64(n)); !ok {
 				return
 			}
 		}
@@ -139,5 +142,5 @@ func (d *Device) biasAdd(out, bias *tensor.Tensor, N, OC int) bool {
 	if N == 0 {
 		return true
 	}
-	return d.run("bias_add", out.DType, d.ewGrid(int64(N)*int64(OC), 1), cuda.D1(ewThreads), 0, d.ptr(out), d.ptr(bias), N, OC)
+	return d.run("bias_add", out.DType, d.ewGrid(int64(N)*int64(OC), 1), cuda.D1(geluBlock), 0, d.ptr(out), d.ptr(bias), N, OC)
 }

@@ -9,8 +9,10 @@ import (
 )
 
 // geluSizes: one element, odd sizes (the scalar tail), a GPT-2 MLP
-// activation of 1024 rows (3·2^20).
-var geluSizes = []int{1, 17, 4099, 1024 * 3072}
+// activation of 1024 rows (3·2^20), and 8·2^20 + 5: several vectors per
+// thread of gelu_backward2's persistent grid (its next-vector loads), with
+// a 5-element tail.
+var geluSizes = []int{1, 17, 4099, 1024 * 3072, 8<<20 + 5}
 
 // TestGPUGELUBackward checks GELUBackward, both forms, against the CPU
 // reference, into a poisoned dinp and in place (dinp = dout, as the model
@@ -21,9 +23,11 @@ var geluSizes = []int{1, 17, 4099, 1024 * 3072}
 // differ by up to ~5e-6 absolute, so F32 is checked at scale 8; in the
 // 16-bit types the rounding of the result dominates (scale 2).
 //
-// The fused form runs twice: gelu_backward16 (16-byte accesses; for 16-bit
-// types tanh from the fast exp2 and reciprocal, ~1e-7 absolute, far inside
-// their rounding) and the legacy gelu_backward (Device.legacy).
+// The fused form runs twice: gelu_backward2 and the legacy gelu_backward16
+// (Device.legacy), both with 16-byte accesses and, for 16-bit types, tanh
+// from the fast exp2 and reciprocal (~1e-7 absolute, far inside their
+// rounding). A view one element into its buffer (not 16-byte aligned)
+// checks their scalar path.
 func TestGPUGELUBackward(t *testing.T) {
 	rng := testRNG(t)
 	for k, fused := range []bool{true, true, false} {
@@ -49,6 +53,16 @@ func TestGPUGELUBackward(t *testing.T) {
 				inplace := toGPU(t, g, dout)
 				g.GELUBackward(inplace, ginp, inplace, n)
 				check(t, "gelu_backward", dt, fused, fmt.Sprintf("v%d_n%d_inplace", k, n), "dinp", toHost(t, g, inplace), want, dt, scale)
+				if n == 4099 { // views one element in: the scalar path
+					pin, pout := randHost(rng, dt, 0, 2, n+1), randHost(rng, dt, 0, 1, n+1)
+					ref.GELUBackward(want, pin.MustView(1, n), pout.MustView(1, n), n)
+					if err := ref.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					od := poisoned(t, g, dt, n+1)
+					g.GELUBackward(od.MustView(1, n), toGPU(t, g, pin).MustView(1, n), toGPU(t, g, pout).MustView(1, n), n)
+					check(t, "gelu_backward", dt, fused, fmt.Sprintf("v%d_n%d_off1", k, n), "dinp", toHost(t, g, od).MustView(1, n), want, dt, scale)
+				}
 			}
 		}
 	}

@@ -90,8 +90,9 @@ type Device struct {
 	tables    map[*tensor.Layout]layoutTable
 
 	// legacy selects the previous variant of the kernels that have two
-	// (crossentropy_fused, the register-cache classifier, instead of
-	// crossentropy_fused_l2), so the micro-benchmarks and tests can run both.
+	// (e.g. crossentropy_fused_l2 instead of crossentropy_fused_l3,
+	// layernorm_forward instead of layernorm_forward2), so the
+	// micro-benchmarks and tests can run both.
 	legacy bool
 
 	// trace, when not nil, records every kernel looked up to launch
@@ -520,6 +521,9 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 		return false
 	}
 	if launchHook != nil { // launch_test.go: record instead of launching
+		if blockHook != nil {
+			blockHook(name, block)
+		}
 		launchHook(name, dt, args)
 		return true
 	}

@@ -1,8 +1,10 @@
 package gpu
 
 // gradnorm.go: GradNorm, the launchers of kernels/gradnorm.cu: one pass
-// over the gradient buffer into float64 partials per block (a fixed grid
-// chosen from the length alone), one block adding them in a fixed order,
+// over the gradient buffer into float64 partials (gradnorm_partial2: one
+// per chunk of gnChunk elements, a warp each, over a persistent grid; the
+// legacy gradnorm_partial: one per block of a fixed grid chosen from the
+// length alone), one block adding them in a fixed order,
 // and a download of the two results (the one host synchronisation). The
 // same buffer gives the same bits every time. There is a single form: the
 // norm is one reduction either way.
@@ -11,17 +13,20 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
 // gnMaxBlocks bounds gradnorm_partial's grid; gnPerBlock is the elements a
-// block covers at the least (256 threads × 4 elements × 8 steps).
-const (
-	gnMaxBlocks = 1024
-	gnPerBlock  = 256 * 4 * 8
-)
+// block covers at the least (its threads × 4 elements × 8 steps).
+const gnMaxBlocks = 1024
+
+var gnPerBlock = gnBlock * 4 * 8
+
+// gnChunk is gradnorm_partial2's chunk of elements (GN_CHUNK).
+var gnChunk = kernels.MustDefine("gradnorm.cu", "GN_CHUNK")
 
 // gnBlocks is gradnorm_partial's grid for n elements: a function of n only,
 // so the partition, and with it the bits, are the same on every device.
@@ -50,14 +55,15 @@ func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, fi
 	if n == 0 {
 		return 0, true
 	}
-	nb := gnBlocks(n)
-	part, out := d.buf("gradnorm.part", nb*8), d.buf("gradnorm.out", 8)
+	part, np := d.gnPartials(n)
+	out := d.buf("gradnorm.out", 8)
 	if part == 0 || out == 0 {
 		return bad, false
 	}
 	ok := false
 	d.batch(func() {
-		ok = d.kGradNorm(nb, part, out, grads, n, scale)
+		ok = d.kGradNormPartial(part, np, grads, n) &&
+			d.run("gradnorm_final", tensor.F32, cuda.D1(1), cuda.D1(gnBlock), 0, out, part, np, scale)
 	})
 	if !ok || launchHook != nil {
 		return bad, false
@@ -70,9 +76,27 @@ func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, fi
 	return res[0], res[1] == 1
 }
 
-// kGradNorm launches gradnorm_partial on nb blocks and gradnorm_final.
-func (d *Device) kGradNorm(nb int, part, out cuda.DevicePtr, grads *tensor.Tensor, n int, scale float32) bool {
+// gnPartials returns the scratch "gradnorm.part" for the float64 partial
+// sums of n gradients and how many there are: one per gnChunk elements
+// (gradnorm_partial2), or under Device.legacy one per block of gnBlocks(n)
+// (gradnorm_partial). gradnorm_final and step_update add them in order.
+func (d *Device) gnPartials(n int) (cuda.DevicePtr, int) {
+	np := (n + gnChunk - 1) / gnChunk
+	if d.legacy {
+		np = gnBlocks(n)
+	}
+	return d.buf("gradnorm.part", np*8), np
+}
+
+// kGradNormPartial launches the partial sums of g² over grads (n elements)
+// into part (np of them, from gnPartials): gradnorm_partial2 on a
+// persistent grid, or gradnorm_partial under Device.legacy.
+func (d *Device) kGradNormPartial(part cuda.DevicePtr, np int, grads *tensor.Tensor, n int) bool {
 	vec := vec4(d.ptr(grads), 4)
-	return d.run("gradnorm_partial", tensor.F32, cuda.D1(nb), cuda.D1(256), 0, part, d.ptr(grads), int64(n), vec) &&
-		d.run("gradnorm_final", tensor.F32, cuda.D1(1), cuda.D1(256), 0, out, part, nb, scale)
+	if d.legacy {
+		return d.run("gradnorm_partial", tensor.F32, cuda.D1(np), cuda.D1(gnBlock), 0, part, d.ptr(grads), int64(n), vec)
+	}
+	warps := gnBlock / 32
+	nb := max(1, min(d.residentBlocks("gradnorm_partial2", tensor.F32, gnBlock, 0)*d.sms(), (np+warps-1)/warps))
+	return d.run("gradnorm_partial2", tensor.F32, cuda.D1(nb), cuda.D1(gnBlock), 0, part, d.ptr(grads), int64(n), vec)
 }

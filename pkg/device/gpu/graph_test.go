@@ -29,14 +29,14 @@ func TestLaunchSignaturesStep(t *testing.T) {
 			name, want string
 			call       func(d *Device)
 		}{
-			{"CrossEntropyScaled", "crossentropy_fused_l2", func(d *Device) {
+			{"CrossEntropyScaled", "crossentropy_fused_l3", func(d *Device) {
 				d.CrossEntropyScaled(dev(F, N), dev(h, N, V), dev(tensor.I32, N), dev(F, device.StateLen), N, V, 0.5)
 			}},
-			{"StepUpdate", "gradnorm_partial step_update", func(d *Device) {
+			{"StepUpdate", "gradnorm_partial2 step_update", func(d *Device) {
 				d.StepUpdate(dev(F, device.StateLen), dev(F, N), dev(F, total), device.StepConfig{Scaler: true, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000, ClipNorm: 1},
 					device.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1})
 			}},
-			{"AdamWState", "adamw_fused_state", func(d *Device) {
+			{"AdamWState", "adamw_fused_state2", func(d *Device) {
 				d.AdamWState(dev(F, total), dev(h, total), dev(F, total), dev(F, total), dev(F, total), layout,
 					device.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}, dev(F, device.StateLen))
 			}},

@@ -88,10 +88,10 @@ func TestEwGridAndCeGrid(t *testing.T) {
 	for _, n := range []int64{1, 1000, 1 << 31, 1 << 40} {
 		for _, per := range []int{1, 4} {
 			g := d.ewGrid(n, per)
-			if err := checkGrid("k", tensor.F32, g, cuda.D1(ewThreads)); err != nil || g.X == 0 {
+			if err := checkGrid("k", tensor.F32, g, cuda.D1(ewGridUnit)); err != nil || g.X == 0 {
 				t.Errorf("ewGrid(%d, %d) = %v: %v", n, per, g, err)
 			}
-			if need := (n + int64(per*ewThreads) - 1) / int64(per*ewThreads); int64(g.X) > need {
+			if need := (n + int64(per*ewGridUnit) - 1) / int64(per*ewGridUnit); int64(g.X) > need {
 				t.Errorf("ewGrid(%d, %d) = %d blocks, more than the %d needed", n, per, g.X, need)
 			}
 		}
@@ -106,13 +106,13 @@ func TestEwGridAndCeGrid(t *testing.T) {
 // TestLaunchGridTooLarge: an op whose grid would pass CUDA's limit records
 // an error naming the kernel and the launch shape (and launches nothing).
 func TestLaunchGridTooLarge(t *testing.T) {
-	const N, V = 1<<31 + 1, 1 // one block a row: 2^31 + 1 blocks
-	got, err := hooked(t, true, func(d *Device) {
-		d.legacy = true
+	// the decomposed form's ce_rowmax: one block a row, 2^31 + 1 blocks
+	const N, V = 1<<31 + 1, 1
+	got, err := hooked(t, false, func(d *Device) {
 		d.CrossEntropy(dev(tensor.F32, N), dev(tensor.BF16, N, V), dev(tensor.I32, N), N, V, 1)
 	})
-	if err == nil || !strings.Contains(err.Error(), "crossentropy_fused/bf16") || !strings.Contains(err.Error(), "2147483649") && !strings.Contains(err.Error(), "4294967295") {
-		t.Errorf("error %v, want one naming crossentropy_fused/bf16 and its grid", err)
+	if err == nil || !strings.Contains(err.Error(), "ce_rowmax/bf16") || !strings.Contains(err.Error(), "2147483649") && !strings.Contains(err.Error(), "4294967295") {
+		t.Errorf("error %v, want one naming ce_rowmax/bf16 and its grid", err)
 	}
 	if len(got) != 0 {
 		t.Errorf("launched %d kernels", len(got))

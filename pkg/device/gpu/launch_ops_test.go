@@ -77,14 +77,14 @@ func TestLaunchSignaturesOps(t *testing.T) {
 			}, "encoder_backward_positions encoder_backward_tokens", "encoder_sum_positions add_f32 encoder_backward_tokens add_f32"},
 			{"CrossEntropy", func(d *Device) {
 				d.CrossEntropy(dev(F, N), dev(h, N, V), dev(tensor.I32, N), N, V, 0.5)
-			}, "crossentropy_fused_l2", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad"},
+			}, "crossentropy_fused_l3", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad"},
 			{"CrossEntropy/no grad", func(d *Device) {
 				d.CrossEntropy(dev(F, N), dev(h, N, V), dev(tensor.I32, N), N, V, 0)
-			}, "crossentropy_fused_l2", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll"},
+			}, "crossentropy_fused_l3", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll"},
 			{"CrossEntropy/legacy", func(d *Device) {
 				d.legacy = true
 				d.CrossEntropy(dev(F, N), dev(h, N, V), dev(tensor.I32, N), N, V, 0.5)
-			}, "crossentropy_fused", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad"},
+			}, "crossentropy_fused_l2", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad"},
 		}
 		for _, c := range cases {
 			for _, fused := range forms {

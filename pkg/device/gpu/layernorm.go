@@ -11,7 +11,10 @@ package gpu
 // mean, rstd, dweight and dbias are F32. Other combinations record
 // device.ErrUnsupported.
 //
-// Fused: one kernel per op (backward: one pass over the rows into per-block
+// Fused: one kernel per op (forward: layernorm_forward2 and
+// residual_layernorm_forward2 over a persistent grid where the row fits
+// their registers, the v1 kernels otherwise and under Device.legacy;
+// backward: one pass over the rows into per-block
 // partials of dweight and dbias, then layernorm_reduce, 32 columns × 32
 // slices of partial rows per block). The backward grid is as many blocks as
 // are resident at once (a persistent grid), so every block sums the same
@@ -29,11 +32,11 @@ import (
 
 // Launch geometry of layernorm.cu.
 const (
-	lnRowWarps    = 8   // rows (warps) per 256-thread block of the row kernels
-	lnBackThreads = 128 // threads of layernorm_backward (4 warps)
-	lnFastMaxC    = 1024
-	lnColsumRows  = 64 // rows per partial of the decomposed column sums
-	ewThreads     = 256
+	lnFastMaxC   = 1024
+	lnColsumRows = 64 // rows per partial of the decomposed column sums
+	// ewGridUnit is the block ewGrid sizes grids for: the grid-stride
+	// kernels are correct for any grid; their blocks are in blocks.go.
+	ewGridUnit = 256
 )
 
 // launchHook, when set (by tests on machines without a GPU), receives every
@@ -50,6 +53,9 @@ func (d *Device) run(kernel string, dt tensor.DType, grid, block cuda.Dim3, shme
 		return false
 	}
 	if launchHook != nil {
+		if blockHook != nil {
+			blockHook(kernel, block)
+		}
 		launchHook(kernel, dt, args)
 		return true
 	}
@@ -97,7 +103,7 @@ func vec4(pairs ...any) int {
 // per thread: one thread per group while that is under 64 blocks per SM,
 // capped there (each thread then loops).
 func (d *Device) ewGrid(n int64, per int) cuda.Dim3 {
-	b := (n + int64(per*ewThreads) - 1) / int64(per*ewThreads)
+	b := (n + int64(per*ewGridUnit) - 1) / int64(per*ewGridUnit)
 	limit := int64(max(1, d.sms()) * 64)
 	return cuda.D1(int(max(1, min(b, limit))))
 }
@@ -245,25 +251,42 @@ func (d *Device) layerNormDecomposed(sfx string, dt tensor.DType, out, mean, rst
 	if xhat == 0 {
 		return
 	}
-	rows := cuda.D1((N + lnRowWarps - 1) / lnRowWarps)
+	rows := cuda.D1((N + lnRowBlock/32 - 1) / (lnRowBlock / 32))
 	n := int64(N) * int64(C)
-	d.run("layernorm_mean"+sfx, dt, rows, cuda.D1(32*lnRowWarps), 0, d.ptr(mean), d.ptr(inp), N, C)
-	d.run("layernorm_rstd"+sfx, dt, rows, cuda.D1(32*lnRowWarps), 0, d.ptr(rstd), d.ptr(mean), d.ptr(inp), N, C)
-	d.run("layernorm_normalise"+sfx, dt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, xhat, d.ptr(mean), d.ptr(rstd), d.ptr(inp), N, C)
-	d.run("layernorm_affine", dt, d.ewGrid(n, 1), cuda.D1(ewThreads), 0, d.ptr(out), xhat, d.ptr(weight), d.ptr(bias), N, C)
+	d.run("layernorm_mean"+sfx, dt, rows, cuda.D1(lnRowBlock), 0, d.ptr(mean), d.ptr(inp), N, C)
+	d.run("layernorm_rstd"+sfx, dt, rows, cuda.D1(lnRowBlock), 0, d.ptr(rstd), d.ptr(mean), d.ptr(inp), N, C)
+	d.run("layernorm_normalise"+sfx, dt, d.ewGrid(n, 1), cuda.D1(lnEWBlock), 0, xhat, d.ptr(mean), d.ptr(rstd), d.ptr(inp), N, C)
+	d.run("layernorm_affine", dt, d.ewGrid(n, 1), cuda.D1(lnEWBlock), 0, d.ptr(out), xhat, d.ptr(weight), d.ptr(bias), N, C)
 }
 
-// kLayerNormForward launches layernorm_forward(_rf32): a warp per row.
+// kLayerNormForward launches layernorm_forward2(_rf32) (a persistent grid,
+// each warp looping over rows with the next row's loads in flight) when the
+// row fits its registers, else, and under Device.legacy, layernorm_forward
+// (_rf32): a warp per row, a block per lnRowBlock/32 rows.
 func (d *Device) kLayerNormForward(sfx string, dt tensor.DType, out, mean, rstd, inp, weight, bias *tensor.Tensor, N, C int) {
 	vec := 0
 	if C%4 == 0 {
 		vec = vec4(d.ptr(out), dt.Size(), d.ptr(inp), inp.DType.Size(), d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
 	}
-	d.run("layernorm_forward"+sfx, dt, grid1((N+lnRowWarps-1)/lnRowWarps), cuda.D1(32*lnRowWarps), 0,
+	if vec == 1 && C <= lnFastMaxC && !d.legacy {
+		k := "layernorm_forward2" + sfx
+		d.run(k, dt, grid1(d.lnFwdGrid(k, dt, N)), cuda.D1(lnFwdBlock), 0,
+			d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C)
+		return
+	}
+	d.run("layernorm_forward"+sfx, dt, grid1((N+lnRowBlock/32-1)/(lnRowBlock/32)), cuda.D1(lnRowBlock), 0,
 		d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, vec)
 }
 
-// kResidualLayerNorm launches residual_layernorm_forward(_rf32).
+// lnFwdGrid is the persistent grid of layernorm_forward2 kernel k: the
+// blocks resident at once on every SM, at most one warp per row.
+func (d *Device) lnFwdGrid(k string, dt tensor.DType, N int) int {
+	rows := lnFwdBlock / 32
+	return max(1, min(d.residentBlocks(k, dt, lnFwdBlock, 0)*d.sms(), (N+rows-1)/rows))
+}
+
+// kResidualLayerNorm launches residual_layernorm_forward2(_rf32), or the v1
+// kernel, as kLayerNormForward chooses.
 func (d *Device) kResidualLayerNorm(sfx string, dt tensor.DType, res, out, mean, rstd, a, b, weight, bias *tensor.Tensor, N, C int) {
 	vec := 0
 	if C%4 == 0 {
@@ -271,7 +294,13 @@ func (d *Device) kResidualLayerNorm(sfx string, dt tensor.DType, res, out, mean,
 		vec = vec4(d.ptr(res), rs, d.ptr(out), dt.Size(), d.ptr(a), rs, d.ptr(b), dt.Size(),
 			d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
 	}
-	d.run("residual_layernorm_forward"+sfx, dt, grid1((N+lnRowWarps-1)/lnRowWarps), cuda.D1(32*lnRowWarps), 0,
+	if vec == 1 && C <= lnFastMaxC && !d.legacy {
+		k := "residual_layernorm_forward2" + sfx
+		d.run(k, dt, grid1(d.lnFwdGrid(k, dt, N)), cuda.D1(lnFwdBlock), 0,
+			d.ptr(res), d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b), d.ptr(weight), d.ptr(bias), N, C)
+		return
+	}
+	d.run("residual_layernorm_forward"+sfx, dt, grid1((N+lnRowBlock/32-1)/(lnRowBlock/32)), cuda.D1(lnRowBlock), 0,
 		d.ptr(res), d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b), d.ptr(weight), d.ptr(bias), N, C, vec)
 }
 
@@ -279,7 +308,7 @@ func (d *Device) kResidualLayerNorm(sfx string, dt tensor.DType, res, out, mean,
 func (d *Device) kAdd(sfx string, dt tensor.DType, out, a, b *tensor.Tensor, n int64) {
 	rs := out.DType.Size()
 	vec := vec4(d.ptr(out), rs, d.ptr(a), rs, d.ptr(b), dt.Size())
-	d.run("add"+sfx, dt, d.ewGrid(n, 4), cuda.D1(ewThreads), 0, d.ptr(out), d.ptr(a), d.ptr(b), n, vec)
+	d.run("add"+sfx, dt, d.ewGrid(n, 4), cuda.D1(lnEWBlock), 0, d.ptr(out), d.ptr(a), d.ptr(b), n, vec)
 }
 
 // LayerNormBackward accumulates the layernorm gradients into dinp, dweight
@@ -308,12 +337,13 @@ func (d *Device) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean
 	})
 }
 
-// layerNormBackwardFused: layernorm_backward over a persistent grid, then
+// layerNormBackwardFused: layernorm_backward3 (legacy: layernorm_backward)
+// over a persistent grid, then
 // layernorm_reduce of its partials.
 func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweight, dbias, dout, inp, weight, mean, rstd *tensor.Tensor, N, C int) {
-	kernel := "layernorm_backward" + sfx
+	kernel := "layernorm_backward3" + sfx // the next row's loads in flight
 	if d.legacy {
-		kernel = "layernorm_backward_v1" + sfx // registers for the sums, two trips per row
+		kernel = "layernorm_backward" + sfx // one row in registers at a time
 	}
 	vec := 0
 	if C%4 == 0 && C <= lnFastMaxC {
@@ -336,7 +366,7 @@ func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweig
 	})
 }
 
-// kLayerNormBackward launches layernorm_backward(_rf32) on nb blocks.
+// kLayerNormBackward launches kernel (layernorm_backward(3)(_rf32)) on nb blocks.
 func (d *Device) kLayerNormBackward(kernel string, dt tensor.DType, nb int, dinp *tensor.Tensor, part cuda.DevicePtr, dout, inp, weight, mean, rstd *tensor.Tensor, N, C, vec int) bool {
 	return d.run(kernel, dt, grid1(nb), cuda.D1(lnBackThreads), 0,
 		d.ptr(dinp), part, d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd), N, C, vec)
@@ -349,7 +379,7 @@ func (d *Device) kReduce(dt tensor.DType, d0, d1, part cuda.DevicePtr, nb, C int
 	if d1 != 0 {
 		width = 2 * C
 	}
-	return d.run("layernorm_reduce", dt, grid1((width+31)/32), cuda.D1(1024), 0, d0, d1, part, nb, C)
+	return d.run("layernorm_reduce", dt, grid1((width+31)/32), cuda.D1(lnReduceBlock), 0, d0, d1, part, nb, C)
 }
 
 // colsumGrid is layernorm_colsum's grid: 128 columns a block in x, and in
@@ -357,7 +387,7 @@ func (d *Device) kReduce(dt tensor.DType, d0, d1, part cuda.DevicePtr, nb, C int
 // kernel loops over further slices: N past 4.19 M rows).
 func colsumGrid(N, C int) cuda.Dim3 {
 	slices := (N + lnColsumRows - 1) / lnColsumRows
-	return cuda.Dim3{X: grid1((C + 127) / 128).X, Y: uint32(max(1, min(slices, maxGridYZ))), Z: 1}
+	return cuda.Dim3{X: grid1((C + lnColsumBlock - 1) / lnColsumBlock).X, Y: uint32(max(1, min(slices, maxGridYZ))), Z: 1}
 }
 
 // layerNormBackwardDecomposed: the CPU reference's nine passes.
@@ -373,24 +403,24 @@ func (d *Device) layerNormBackwardDecomposed(sfx string, dt tensor.DType, dinp, 
 		return
 	}
 	n := int64(N) * int64(C)
-	eg, blk := d.ewGrid(n, 1), cuda.D1(ewThreads)
-	rows := cuda.D1((N + lnRowWarps - 1) / lnRowWarps)
+	eg, blk := d.ewGrid(n, 1), cuda.D1(lnEWBlock)
+	rows := cuda.D1((N + lnRowBlock/32 - 1) / (lnRowBlock / 32))
 	colsum := colsumGrid(N, C)
 	// 1: dbias += Σ_rows dout
-	d.run("layernorm_colsum", dt, colsum, cuda.D1(128), 0, part, d.ptr(dout), N, C, lnColsumRows)
+	d.run("layernorm_colsum", dt, colsum, cuda.D1(lnColsumBlock), 0, part, d.ptr(dout), N, C, lnColsumRows)
 	d.kReduce(dt, d.ptr(dbias), 0, part, slices, C)
 	// 2: xhat = (x - mean)·rstd
 	d.run("layernorm_normalise"+sfx, dt, eg, blk, 0, xhat, d.ptr(mean), d.ptr(rstd), d.ptr(inp), N, C)
 	// 3, 4: dweight += Σ_rows dout·xhat
 	d.run("layernorm_mul_dout", dt, eg, blk, 0, tmp, d.ptr(dout), xhat, N, C)
-	d.run("layernorm_colsum_f32", dt, colsum, cuda.D1(128), 0, part, tmp, N, C, lnColsumRows)
+	d.run("layernorm_colsum_f32", dt, colsum, cuda.D1(lnColsumBlock), 0, part, tmp, N, C, lnColsumRows)
 	d.kReduce(dt, d.ptr(dweight), 0, part, slices, C)
 	// 5: dnorm = dout·weight; 6: m1 = mean(dnorm)
 	d.run("layernorm_dnorm", dt, eg, blk, 0, dnorm, d.ptr(dout), d.ptr(weight), N, C)
-	d.run("layernorm_mean_rf32", dt, rows, cuda.D1(32*lnRowWarps), 0, m1, dnorm, N, C)
+	d.run("layernorm_mean_rf32", dt, rows, cuda.D1(lnRowBlock), 0, m1, dnorm, N, C)
 	// 7: tmp = dnorm·xhat; 8: m2 = mean(tmp)
 	d.run("layernorm_mul", dt, eg, blk, 0, tmp, dnorm, xhat, N, C)
-	d.run("layernorm_mean_rf32", dt, rows, cuda.D1(32*lnRowWarps), 0, m2, tmp, N, C)
+	d.run("layernorm_mean_rf32", dt, rows, cuda.D1(lnRowBlock), 0, m2, tmp, N, C)
 	// 9: dinp += rstd·(dnorm - m1 - xhat·m2)
 	d.run("layernorm_dinp"+sfx, dt, eg, blk, 0, d.ptr(dinp), dnorm, xhat, d.ptr(rstd), m1, m2, N, C)
 }

@@ -438,7 +438,7 @@ func (d *Device) weightGrad(op string, dweight, dbias, dout *tensor.Tensor, g cu
 				d.fail(fmt.Errorf("gpu: %s: dweight+dbias (cuBLASLt): %w", op, err))
 				return
 			}
-			d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(OC), 1), cuda.D1(ewThreads), 0, d.ptr(dbias), tmp, int64(OC))
+			d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(OC), 1), cuda.D1(addF32Block), 0, d.ptr(dbias), tmp, int64(OC))
 			return
 		}
 	}
@@ -458,14 +458,10 @@ func (d *Device) weightGrad(op string, dweight, dbias, dout *tensor.Tensor, g cu
 	}
 }
 
-// biasGradThreads is the block of matmul_bias_grad: 32 columns (one per
-// lane) by biasGradThreads/32 warps that split the rows.
-const biasGradThreads = 1024
-
 // biasGrad queues dbias (OC) F32 += Σ_rows dout (N,OC), deterministically:
 // one block per 32 columns, each warp summing a fixed row subset, the warp
 // partials added in a fixed order.
 func (d *Device) biasGrad(dbias, dout *tensor.Tensor, N, OC int) {
-	d.launch(kernBiasGrad, dout.DType, grid1(blocks(OC, 32)), cuda.D1(biasGradThreads), 0,
+	d.launch(kernBiasGrad, dout.DType, grid1(blocks(OC, 32)), cuda.D1(biasGradBlock), 0,
 		d.ptr(dbias), d.ptr(dout), N, OC)
 }

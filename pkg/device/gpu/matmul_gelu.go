@@ -132,7 +132,7 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 		if bias16 {
 			d.Cast(tensor.OnDevice(tensor.F32, uintptr(bias32), C), tensor.OnDevice(h, uintptr(args.Bias), C))
 		}
-		d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(C), 1), cuda.D1(ewThreads), 0, d.ptr(dpreBias), bias32, int64(C))
+		d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(C), 1), cuda.D1(addF32Block), 0, d.ptr(dpreBias), bias32, int64(C))
 	case dpreBias != nil:
 		d.biasGrad(dpreBias, dpre, N, C)
 	}

@@ -57,8 +57,8 @@ type KernelOptions struct {
 // (Device.legacy), fused form only, beside the current one.
 var KernelOps = []string{
 	"copy", "launch",
-	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "layernorm_bwd" + LegacySuffix, "gelu_bwd", "gelu_bwd" + LegacySuffix,
-	"adamw", "gradnorm", "cast_f32_bf16",
+	"layernorm_fwd", "layernorm_fwd" + LegacySuffix, "residual_layernorm_fwd", "residual_layernorm_fwd" + LegacySuffix, "layernorm_bwd", "layernorm_bwd" + LegacySuffix, "gelu_bwd", "gelu_bwd" + LegacySuffix,
+	"adamw", "adamw" + LegacySuffix, "gradnorm", "gradnorm" + LegacySuffix, "cast_f32_bf16",
 	"crossentropy_fused_classifier", "crossentropy_fused_classifier" + LegacySuffix,
 	"attention_fwd", "attention_bwd",
 	// microbench_gemm.go

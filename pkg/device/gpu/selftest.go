@@ -34,14 +34,15 @@ type selfTestMode struct {
 }
 
 // selfTestModes are the settings that together launch every kernel: the
-// fused and decomposed forms, the previous cross-entropy and GELU kernels,
+// fused and decomposed forms, the previous (legacy) kernels of the memory-bound ops,
 // the first flash forward and the cuBLAS attention path of the fused form.
 func (d *Device) selfTestModes() []selfTestMode {
 	return []selfTestMode{
 		{name: "fused", fused: true, flash2: true},
 		{name: "decomposed"},
 		{name: "fused legacy", fused: true, legacy: true, flash2: true,
-			ops: []string{"CrossEntropy", "CrossEntropyScaled", "GELUBackward", "LayerNormBackward"}},
+			ops: []string{"CrossEntropy", "CrossEntropyScaled", "GELUBackward", "LayerNorm", "ResidualLayerNorm", "LayerNormBackward",
+				"AdamWStep", "AdamWState", "GradNorm", "StepUpdate"}},
 		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward"}},
 		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward"}},
 	}

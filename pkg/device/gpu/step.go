@@ -74,17 +74,14 @@ func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.Step
 		d.fail(fmt.Errorf("gpu: %s: %d gradients and %d losses, want both in [1, 2^31): %w", op, n, nl, tensor.ErrShape))
 		return
 	}
-	nb := gnBlocks(n)
-	part := d.buf("gradnorm.part", nb*8)
+	part, nb := d.gnPartials(n)
 	if part == 0 {
 		return
 	}
 	d.batch(func() {
-		vec := vec4(d.ptr(grads), 4)
-		_ = d.run("gradnorm_partial", tensor.F32, cuda.D1(nb), cuda.D1(256), 0, part, d.ptr(grads), int64(n), vec) &&
-			d.run("step_update", tensor.F32, cuda.D1(1), cuda.D1(256), 0, d.ptr(state), d.ptr(losses), nl, part, nb,
-				b2i(cfg.Scaler), cfg.GrowthFactor, cfg.BackoffFactor, cfg.GrowthInterval, cfg.ClipNorm,
-				hp.Beta1, hp.Beta2, hp.WeightDecay)
+		_ = d.kGradNormPartial(part, nb, grads, n) && d.run("step_update", tensor.F32, cuda.D1(1), cuda.D1(stepBlock), 0, d.ptr(state), d.ptr(losses), nl, part, nb,
+			b2i(cfg.Scaler), cfg.GrowthFactor, cfg.BackoffFactor, cfg.GrowthInterval, cfg.ClipNorm,
+			hp.Beta1, hp.Beta2, hp.WeightDecay)
 	})
 }
 
@@ -104,7 +101,11 @@ func (d *Device) AdamWState(master, work, grads, m, v *tensor.Tensor, layout *te
 	}
 	c := hp.Consts() // the fixed parts: w1, small, b2, w2, eps
 	vec := vec4(d.ptr(master), 4, d.ptr(grads), 4, d.ptr(m), 4, d.ptr(v), 4, d.ptr(work), wdt.Size())
-	d.run("adamw_fused_state", wdt, cuda.D1(chunks), cuda.D1(ewThreads), 0,
+	k := "adamw_fused_state2" // adamw_fused_state under Device.legacy (adamw.cu)
+	if d.legacy {
+		k = "adamw_fused_state"
+	}
+	d.run(k, wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
 		d.ptr(master), d.ptr(work), d.ptr(grads), d.ptr(m), d.ptr(v), table, d.ptr(state),
 		c.W1, b2i(c.Small), c.B2, c.W2, c.Eps, vec)
 }

@@ -1,0 +1,43 @@
+package gpu
+
+// blocks.go: the block size (threads) of every kernel launch, read from the
+// kernel source that defines it (kernels.Block: its `#define NAME N` line,
+// which the kernel itself uses and nvcc and NVRTC compile), so a block size
+// is written once. TestLaunchBlocks checks every launch of the hooked op
+// tests against the kernel's `// druto:block` line.
+
+import (
+	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/cuda"
+)
+
+var (
+	lnRowBlock    = kernels.MustBlock("layernorm.cu", "LN_ROW_BLOCK")    // a warp per row, v1 forward and the decomposed row means
+	lnFwdBlock    = kernels.MustBlock("layernorm.cu", "LN_FWD_BLOCK")    // layernorm_forward2 (persistent)
+	lnBackThreads = kernels.MustBlock("layernorm.cu", "LN_BWD_BLOCK")    // layernorm_backward(3)
+	lnReduceBlock = kernels.MustBlock("layernorm.cu", "LN_REDUCE_BLOCK") // layernorm_reduce
+	lnColsumBlock = kernels.MustBlock("layernorm.cu", "LN_COLSUM_BLOCK") // layernorm_colsum(_f32)
+	lnEWBlock     = kernels.MustBlock("layernorm.cu", "LN_EW_BLOCK")     // add and the decomposed elementwise passes
+
+	geluBlock     = kernels.MustBlock("gelu.cu", "GELU_BLOCK")
+	adamwBlock    = kernels.MustBlock("adamw.cu", "ADAMW_BLOCK")
+	castBlock     = kernels.MustBlock("cast.cu", "CAST_BLOCK")
+	gnBlock       = kernels.MustBlock("gradnorm.cu", "GN_THREADS")
+	stepBlock     = kernels.MustBlock("step.cu", "ST_THREADS")
+	ce2Block      = kernels.MustBlock("crossentropy.cu", "CE2_THREADS")
+	ce3Block      = kernels.MustBlock("crossentropy.cu", "CE3_THREADS")
+	ceEWBlock     = kernels.MustBlock("crossentropy.cu", "CE_EW_BLOCK")
+	encBlock      = kernels.MustBlock("encoder.cu", "ENC_BLOCK")
+	attnRowBlock  = kernels.MustBlock("attention.cu", "ATTN_ROW_BLOCK")
+	attnEWBlock   = kernels.MustBlock("attention.cu", "ATTN_EW_BLOCK")
+	flashBlock    = kernels.MustBlock("flash_attention.cu", "FA_BLOCK")
+	flashRowBlock = kernels.MustBlock("flash_attention.cu", "FA_ROW_BLOCK")
+	flashEWBlock  = kernels.MustBlock("flash_attention.cu", "FA_EW_BLOCK")
+	flash2Block   = kernels.MustBlock("flash_attention2.cu", "FA2_BLOCK")
+	biasGradBlock = kernels.MustBlock("matmul.cu", "BIAS_GRAD_BLOCK")
+	addF32Block   = kernels.MustBlock("matmul.cu", "ADD_F32_BLOCK")
+)
+
+// blockHook, when set (by TestLaunchBlocks, with launchHook), receives the
+// block of every hooked launch.
+var blockHook func(kernel string, block cuda.Dim3)
