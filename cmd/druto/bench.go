@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 
@@ -86,6 +87,7 @@ func runBench(args []string) error {
 	out := fs.String("json", "", "write the report here (JSON)")
 	kernelsOnly := fs.Bool("kernels", false, "GPU kernel micro-benchmarks (L2 flushed, CUDA events) instead of training steps")
 	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the timed steps to this file")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -95,6 +97,17 @@ func runBench(args []string) error {
 	}
 	if *kernelsOnly {
 		return benchKernels(be, *out)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ms, err := parseModes(*modes)
 	if err != nil {

@@ -206,6 +206,20 @@ func softmaxCausalRow(row []float32, t int) {
 			m = v
 		}
 	}
+	scale32(live, 1/expSubSum(live, m))
+	clear(row[t+1:])
+}
+
+// softmaxCausalRowGo is softmaxCausalRow's pure-Go reference (four partial
+// sums instead of the kernels' eight lanes).
+func softmaxCausalRowGo(row []float32, t int) {
+	live := row[:t+1]
+	m := live[0]
+	for _, v := range live[1:] {
+		if v > m {
+			m = v
+		}
+	}
 	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+4 <= len(live); i += 4 {

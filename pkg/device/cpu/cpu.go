@@ -156,9 +156,7 @@ func load(dst []float32, src *tensor.Tensor, off int) {
 	case tensor.F32:
 		copy(dst, src.F32()[off:off+len(dst)])
 	case tensor.BF16:
-		for i, h := range src.U16()[off : off+len(dst)] {
-			dst[i] = tensor.BF16ToF32(h)
-		}
+		bf16ToF32s(dst, src.U16()[off:off+len(dst)])
 	case tensor.F16:
 		for i, h := range src.U16()[off : off+len(dst)] {
 			dst[i] = tensor.F16ToF32(h)
@@ -174,10 +172,7 @@ func store(dst *tensor.Tensor, off int, src []float32) {
 	case tensor.F32:
 		copy(dst.F32()[off:off+len(src)], src)
 	case tensor.BF16:
-		u := dst.U16()[off : off+len(src)]
-		for i, f := range src {
-			u[i] = tensor.BF16FromF32(f)
-		}
+		f32ToBF16s(dst.U16()[off:off+len(src)], src)
 	case tensor.F16:
 		u := dst.U16()[off : off+len(src)]
 		for i, f := range src {

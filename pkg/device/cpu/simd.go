@@ -1,0 +1,146 @@
+package cpu
+
+// simd.go: the vectorised forms of the elementwise hot loops, chosen at run
+// time. On amd64 with AVX2 and FMA (checked once through x/sys/cpu) the
+// kernels of simd_amd64.s run over the multiple-of-8 (or 16) prefix of a
+// slice and the pure-Go loop, which stays the reference the tests compare
+// against, finishes the tail; elsewhere, or with DRUTO_CPU_ISA=generic, the
+// pure-Go loops run alone.
+//
+// Why hand-written Go assembly and not Go's SIMD package: simd/archsimd
+// exists in Go 1.26 only under GOEXPERIMENT=simd, which a user's `go
+// install` does not set, so a library cannot depend on it. AVX2 (8 lanes),
+// not AVX-512: the target is the common 2-core AVX2+FMA cloud or lab
+// machine; on AMD Zen 4, which has AVX-512, it runs 512-bit ops as two
+// 256-bit halves.
+//
+// The GELU, tanh and exp kernels run the scalar code's float32 operations
+// in its order (no FMA contraction), so their results are bit-identical to
+// the pure-Go loops; the bf16 conversions are exact too. Only the sums of
+// expSubSum are taken in a different order (eight lanes).
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// EnvISA names the environment variable that forces the pure-Go kernels
+// ("generic"); any other value, or none, picks the best the CPU runs.
+const EnvISA = "DRUTO_CPU_ISA"
+
+// useAVX2 selects the AVX2 kernels; tests switch it to compare both paths.
+var useAVX2 = haveAVX2 && os.Getenv(EnvISA) != "generic"
+
+// ISA describes the elementwise kernels' instruction set as used now, e.g.
+// "avx2+fma (cpu has avx512f)" or "generic (pure Go; DRUTO_CPU_ISA=generic)".
+func ISA() string {
+	switch {
+	case useAVX2 && haveAVX512:
+		return "avx2+fma (the cpu has avx512f too; 256-bit kernels)"
+	case useAVX2:
+		return "avx2+fma"
+	case haveAVX2:
+		return fmt.Sprintf("generic (pure Go; %s=generic)", EnvISA)
+	}
+	return "generic (pure Go; no avx2+fma on this " + runtime.GOARCH + " cpu)"
+}
+
+// geluForward computes out = gelu(inp) over len(inp) elements (out may be
+// inp). It runs on the calling goroutine; callers parallelise.
+func geluForward(out, inp []float32) {
+	out = out[:len(inp)]
+	n := 0
+	if useAVX2 {
+		if n = len(inp) &^ 7; n > 0 {
+			geluForwardAVX2(&out[0], &inp[0], n)
+		}
+	}
+	geluForwardGo(out[n:], inp[n:])
+}
+
+// tanhSlice sets out[i] = tanh32(x[i]) (out may be x).
+func tanhSlice(out, x []float32) {
+	out = out[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			tanhAVX2(&out[0], &x[0], n)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		out[i] = tanh32(x[i])
+	}
+}
+
+// geluBackwardSlice sets o = gelu'(x)·g elementwise (o may alias x or g).
+func geluBackwardSlice(o, x, g []float32) {
+	o, g = o[:len(x)], g[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			geluBackwardAVX2(&o[0], &x[0], &g[0], n)
+		}
+	}
+	geluBackwardGo(o[n:], x[n:], g[n:])
+}
+
+// expSubSum sets x[i] = expNeg32(x[i] - m) and returns Σ x[i].
+func expSubSum(x []float32, m float32) float32 {
+	n := 0
+	var s float32
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			s = expSubSumAVX2(&x[0], n, m)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		e := expNeg32(x[i] - m)
+		x[i] = e
+		s += e
+	}
+	return s
+}
+
+// scale32 sets x[i] *= s.
+func scale32(x []float32, s float32) {
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			scaleAVX2(&x[0], n, s)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		x[i] *= s
+	}
+}
+
+// bf16ToF32s widens src into dst (len(dst) elements), exactly.
+func bf16ToF32s(dst []float32, src []uint16) {
+	src = src[:len(dst)]
+	n := 0
+	if useAVX2 {
+		if n = len(dst) &^ 7; n > 0 {
+			bf16ToF32AVX2(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = tensor.BF16ToF32(src[i])
+	}
+}
+
+// f32ToBF16s rounds src into dst (len(src) elements) as tensor.BF16FromF32.
+func f32ToBF16s(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	n := 0
+	if useAVX2 {
+		if n = len(src) &^ 15; n > 0 {
+			f32ToBF16AVX2(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] = tensor.BF16FromF32(src[i])
+	}
+}

@@ -1,0 +1,200 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// simdInputs returns n float32 values for the kernel tests: normal values
+// at several scales with the special ones (±0, ±Inf, NaN, the exp cut-off,
+// the tanh branch point 1/8, subnormals, huge values) mixed in.
+func simdInputs(r *rand.Rand, n int) []float32 {
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), -87.33654, -87.4, -88, 0.125, -0.125, 0.12499999, 1e-40, -1e-40, 3e38, -3e38, 9, -9, 40, -40}
+	x := make([]float32, n)
+	for i := range x {
+		switch r.IntN(4) {
+		case 0:
+			x[i] = special[r.IntN(len(special))]
+		case 1:
+			x[i] = float32(r.NormFloat64() * 0.1)
+		case 2:
+			x[i] = float32(r.NormFloat64() * 3)
+		default:
+			x[i] = float32(r.NormFloat64() * 30)
+		}
+	}
+	return x
+}
+
+// simdLengths are slice lengths around the kernels' 8- and 16-element steps.
+var simdLengths = []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 127, 1000}
+
+// withAVX2 runs fn with the AVX2 kernels selected (it skips where the CPU
+// lacks them) and restores the selection.
+func withISA(t *testing.T, avx2 bool, fn func()) {
+	t.Helper()
+	if avx2 && !haveAVX2 {
+		t.Skip("the CPU has no AVX2+FMA: only the pure-Go kernels run here")
+	}
+	old := useAVX2
+	useAVX2 = avx2
+	defer func() { useAVX2 = old }()
+	fn()
+}
+
+// sameBits fails unless got and want hold the same float32 bits (all NaNs
+// count as equal).
+func sameBits(t *testing.T, what string, x, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		g, w := got[i], want[i]
+		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+			t.Fatalf("%s: element %d of %d (x=%v): kernel %v (%#x), reference %v (%#x)",
+				what, i, len(want), x[i], g, math.Float32bits(g), w, math.Float32bits(w))
+		}
+	}
+}
+
+// nanSlice returns n NaNs: outputs start poisoned.
+func nanSlice(n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(math.NaN())
+	}
+	return s
+}
+
+// TestSIMDElementwise checks the vectorised GELU, tanh and GELU backward
+// against their pure-Go references bit for bit, on every length around the
+// vector width and on special values; in place too.
+func TestSIMDElementwise(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(11)
+		for _, n := range simdLengths {
+			x, g := simdInputs(r, n), simdInputs(r, n)
+			want, got := make([]float32, n), nanSlice(n)
+			geluForwardGo(want, x)
+			geluForward(got, x)
+			sameBits(t, "geluForward", x, got, want)
+			in := append([]float32(nil), x...)
+			geluForward(in, in)
+			sameBits(t, "geluForward in place", x, in, want)
+
+			for i := range want {
+				want[i] = tanh32(x[i])
+			}
+			got = nanSlice(n)
+			tanhSlice(got, x)
+			sameBits(t, "tanhSlice", x, got, want)
+
+			geluBackwardGo(want, x, g)
+			got = nanSlice(n)
+			geluBackwardSlice(got, x, g)
+			sameBits(t, "geluBackwardSlice", x, got, want)
+		}
+	})
+}
+
+// TestSIMDSoftmax checks the kernel softmax row against the pure-Go one:
+// the probabilities within a few ulp (the sum's order differs), the masked
+// tail exactly zero.
+func TestSIMDSoftmax(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(12)
+		for _, T := range []int{1, 5, 8, 9, 17, 64, 100, 128, 257} {
+			for _, tt := range []int{0, T / 3, T / 2, T - 1} {
+				row := make([]float32, T)
+				for i := range row {
+					row[i] = float32(r.NormFloat64() * 4)
+				}
+				want := append([]float32(nil), row...)
+				softmaxCausalRowGo(want, tt)
+				got := append([]float32(nil), row...)
+				softmaxCausalRow(got, tt)
+				for i := range want {
+					if math.Abs(float64(got[i]-want[i])) > 4e-7*math.Abs(float64(want[i]))+1e-12 || got[i] != got[i] {
+						t.Fatalf("T=%d t=%d: p[%d] = %v, reference %v", T, tt, i, got[i], want[i])
+					}
+				}
+			}
+		}
+		// exp of the kernel lanes is bit-exact; only the sum's order differs.
+		for _, n := range simdLengths {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = -float32(math.Abs(r.NormFloat64() * 30))
+			}
+			x = append(x, simdInputs(r, n)...)
+			want, got := append([]float32(nil), x...), append([]float32(nil), x...)
+			var ws float64
+			for i := range want {
+				want[i] = expNeg32(want[i] - 0.5)
+				ws += float64(want[i])
+			}
+			gs := expSubSum(got, 0.5)
+			sameBits(t, "expSubSum", x, got, want)
+			if d := math.Abs(float64(gs) - ws); d > 1e-6*math.Abs(ws) && !(math.IsNaN(ws) && gs != gs) {
+				t.Fatalf("expSubSum n=%d: sum %v, float64 sum %v", len(x), gs, ws)
+			}
+		}
+	})
+}
+
+// TestSIMDBF16 checks the vectorised bf16 conversions against the scalar
+// tensor.BF16FromF32 / BF16ToF32, bit for bit, ties and NaNs included, and
+// load/store through a BF16 tensor.
+func TestSIMDBF16(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(13)
+		for _, n := range append(simdLengths, 4099) {
+			x := simdInputs(r, n)
+			for i := range x { // exact ties and odd/even neighbours of bit 16
+				if r.IntN(3) == 0 {
+					x[i] = math.Float32frombits(uint32(r.Uint32())&0xffff0000 | []uint32{0x8000, 0x7fff, 0x8001, 0xffff}[r.IntN(4)])
+				}
+			}
+			got := make([]uint16, n)
+			for i := range got {
+				got[i] = 0xdead
+			}
+			f32ToBF16s(got, x)
+			for i, v := range x {
+				if w := tensor.BF16FromF32(v); got[i] != w {
+					t.Fatalf("f32ToBF16s n=%d: element %d (%#x): %#x, scalar %#x", n, i, math.Float32bits(v), got[i], w)
+				}
+			}
+			back := nanSlice(n)
+			bf16ToF32s(back, got)
+			for i, h := range got {
+				if math.Float32bits(back[i]) != uint32(h)<<16 {
+					t.Fatalf("bf16ToF32s n=%d: element %d: %#x from %#x", n, i, math.Float32bits(back[i]), h)
+				}
+			}
+			bt := tensor.New(tensor.BF16, n+3)
+			store(bt, 3, x)
+			for i, v := range x {
+				if w := tensor.BF16FromF32(v); bt.U16()[i+3] != w {
+					t.Fatalf("store n=%d: element %d: %#x, scalar %#x", n, i, bt.U16()[i+3], w)
+				}
+			}
+		}
+	})
+}
+
+// TestISA checks that ISA names the path in use.
+func TestISA(t *testing.T) {
+	withISA(t, false, func() {
+		if s := ISA(); len(s) < 7 || s[:7] != "generic" {
+			t.Fatalf("ISA() = %q with the kernels off", s)
+		}
+	})
+	withISA(t, true, func() {
+		if s := ISA(); len(s) < 4 || s[:4] != "avx2" {
+			t.Fatalf("ISA() = %q with the AVX2 kernels on", s)
+		}
+	})
+}
