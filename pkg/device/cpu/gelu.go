@@ -78,7 +78,7 @@ func geluForwardDecomposed(out, inp []float32) {
 	for i := range t { // ×√(2/π)
 		t[i] *= geluScale
 	}
-	tanhSlice(t, t) // tanh
+	tanhSlice(t, t)    // tanh
 	for i := range t { // +1
 		t[i]++
 	}
