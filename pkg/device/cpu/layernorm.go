@@ -116,10 +116,7 @@ func (d *Device) layerNormFused(res, out, mean, rstd, inp, b, weight, bias *tens
 			v := sumSqDev64(x, m) / float64(C)
 			mf, sf := float32(m), float32(1/math.Sqrt(v+lnEps))
 			o := out32(out, off, C, ob)
-			for j := range o {
-				n := sf * (x[j] - mf) // normalised
-				o[j] = n*w[j] + bs[j]
-			}
+			lnNorm(o, x, w, bs, mf, sf)
 			flush32(out, off, o)
 			mu[i], rs[i] = mf, sf
 		}
@@ -206,22 +203,10 @@ func (d *Device) layerNormBackwardFused(dinp, dweight, dbias, dout, inp, weight,
 				x, g := in32(inp, off, C, xb), in32(dout, off, C, gb)
 				m, s := mu[i], rs[i]
 				// the two row means: mean(dnorm) and mean(dnorm·norm)
-				var dm, dnm float64
-				for j := range x {
-					n := s * (x[j] - m)
-					dn := w[j] * g[j]
-					dm += float64(dn)
-					dnm += float64(dn * n)
-				}
+				dm, dnm := lnBwdSums(x, w, g, m, s)
 				dmf, dnmf := float32(dm/float64(C)), float32(dnm/float64(C))
 				di := in32(dinp, off, C, db)
-				for j := range x {
-					n := s * (x[j] - m)
-					dn := w[j] * g[j]
-					dbs[j] += g[j]
-					dw[j] += n * g[j]
-					di[j] += s * (dn - dmf - n*dnmf)
-				}
+				lnBwdRow(di, dw, dbs, x, w, g, m, s, dmf, dnmf)
 				flush32(dinp, off, di)
 			}
 		}
@@ -311,9 +296,7 @@ func (d *Device) columnSumInto(dst *tensor.Tensor, src []float32, N, C int) {
 	d.parallel(C, 64, func(lo, hi int) {
 		acc := make([]float32, hi-lo)
 		for i := range N {
-			for j, v := range src[i*C+lo : i*C+hi] {
-				acc[j] += v
-			}
+			add32(acc, src[i*C+lo:i*C+hi])
 		}
 		accumulateRange(dst, lo, acc)
 	})

@@ -109,10 +109,7 @@ func (d *Device) matmulEpilogue(out, target *tensor.Tensor, y, b []float32, N, O
 			blk := y[r0*OC : r1*OC]
 			if b != nil {
 				for r := range r1 - r0 {
-					row := blk[r*OC : (r+1)*OC]
-					for j, v := range b {
-						row[j] += v
-					}
+					add32(blk[r*OC:(r+1)*OC], b)
 				}
 			}
 			flush32(target, r0*OC, blk)

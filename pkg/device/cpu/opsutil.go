@@ -95,9 +95,9 @@ func flush32(t *tensor.Tensor, off int, v []float32) {
 	}
 }
 
-// sum64 returns Σ x in float64 with four independent accumulators (a fixed
-// order, so the same row always gives the same bits).
-func sum64(x []float32) float64 {
+// sum64Go returns Σ x in float64 with four independent accumulators (a fixed
+// order, so the same row always gives the same bits): sum64's reference.
+func sum64Go(x []float32) float64 {
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
@@ -112,8 +112,8 @@ func sum64(x []float32) float64 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// sumSqDev64 returns Σ (x-m)² in float64, accumulated like sum64.
-func sumSqDev64(x []float32, m float64) float64 {
+// sumSqDev64Go returns Σ (x-m)² in float64, accumulated like sum64Go.
+func sumSqDev64Go(x []float32, m float64) float64 {
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(x); i += 4 {

@@ -144,3 +144,158 @@ func f32ToBF16s(dst []uint16, src []float32) {
 		dst[i] = tensor.BF16FromF32(src[i])
 	}
 }
+
+// sum64 returns Σ x in float64: eight float64 lane sums in the kernel,
+// four in sum64Go.
+func sum64(x []float32) float64 {
+	if useAVX2 && len(x) >= 8 {
+		n := len(x) &^ 7
+		return sum64AVX2(&x[0], n) + sum64Go(x[n:])
+	}
+	return sum64Go(x)
+}
+
+// sumSqDev64 returns Σ (x-m)² in float64, accumulated like sum64.
+func sumSqDev64(x []float32, m float64) float64 {
+	if useAVX2 && len(x) >= 8 {
+		n := len(x) &^ 7
+		return sumSqDev64AVX2(&x[0], n, m) + sumSqDev64Go(x[n:], m)
+	}
+	return sumSqDev64Go(x, m)
+}
+
+// lnNorm sets o[j] = (s·(x[j]-m))·w[j] + b[j], layernorm's normalise and
+// affine step.
+func lnNorm(o, x, w, b []float32, m, s float32) {
+	o, w, b = o[:len(x)], w[:len(x)], b[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			lnNormAVX2(&o[0], &x[0], &w[0], &b[0], n, m, s)
+		}
+	}
+	for j := n; j < len(x); j++ {
+		nn := s * (x[j] - m)
+		o[j] = nn*w[j] + b[j]
+	}
+}
+
+// lnBwdSums returns layernorm backward's row sums Σ dn and Σ dn·nn in
+// float64, with dn = w·g and nn = s·(x-m) in float32.
+func lnBwdSums(x, w, g []float32, m, s float32) (dm, dnm float64) {
+	w, g = w[:len(x)], g[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			dm, dnm = lnBwdSumsAVX2(&x[0], &w[0], &g[0], n, m, s)
+		}
+	}
+	for j := n; j < len(x); j++ {
+		nn := s * (x[j] - m)
+		dn := w[j] * g[j]
+		dm += float64(dn)
+		dnm += float64(dn * nn)
+	}
+	return dm, dnm
+}
+
+// lnBwdRow accumulates one row's layernorm gradients: db += g,
+// dw += nn·g, di += s·(dn - dmf - nn·dnmf).
+func lnBwdRow(di, dw, db, x, w, g []float32, m, s, dmf, dnmf float32) {
+	di, dw, db, w, g = di[:len(x)], dw[:len(x)], db[:len(x)], w[:len(x)], g[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			lnBwdRowAVX2(&di[0], &dw[0], &db[0], &x[0], &w[0], &g[0], n, m, s, dmf, dnmf)
+		}
+	}
+	for j := n; j < len(x); j++ {
+		nn := s * (x[j] - m)
+		dn := w[j] * g[j]
+		db[j] += g[j]
+		dw[j] += nn * g[j]
+		di[j] += s * (dn - dmf - nn*dnmf)
+	}
+}
+
+// adamKernelConsts is adamWAVX2's view of one update's scalars (layout
+// fixed by the assembly: nine 4-byte fields).
+type adamKernelConsts struct {
+	GS, Decay, W, B2, W2, BC2, Eps, Step float32
+	BaseM                                uint32 // all ones: m + W·(g-m) (Small); 0: g + W·(g-m)
+}
+
+// adamWMaster runs the AdamW update of p, m, v from g (adamWChunk's
+// arithmetic on the master weights; the caller writes the work copy).
+func adamWMaster(p, g, m, v []float32, decay bool, c adamConsts) {
+	n := 0
+	if useAVX2 {
+		if n = len(p) &^ 7; n > 0 {
+			k := adamKernelConsts{GS: 1, Decay: 1, W: c.W1 - 1, B2: c.B2, W2: c.W2, BC2: c.BC2, Eps: c.Eps, Step: c.Step}
+			if c.Scaled {
+				k.GS = c.GS
+			}
+			if decay {
+				k.Decay = c.Decay
+			}
+			if c.Small {
+				k.W, k.BaseM = c.W1, ^uint32(0)
+			}
+			g, m, v = g[:n], m[:n], v[:n]
+			adamWAVX2(&p[0], &g[0], &m[0], &v[0], n, &k)
+		}
+	}
+	adamWMasterGo(p[n:], g[n:], m[n:], v[n:], decay, c)
+}
+
+// add32 sets dst[i] += src[i] over len(src).
+func add32(dst, src []float32) {
+	dst = dst[:len(src)]
+	n := 0
+	if useAVX2 {
+		if n = len(src) &^ 7; n > 0 {
+			addAVX2(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] += src[i]
+	}
+}
+
+// max32 returns the largest element of x (len(x) >= 1), NaNs skipped
+// unless first, as the scalar loop m = x[0]; if v > m { m = v }. The kernel
+// starts eight lane maxima from x[0..8), so a NaN among them is kept
+// where the scalar loop would skip it: either way the softmax of such a
+// row is NaN.
+func max32(x []float32) float32 {
+	n := 0
+	m := x[0]
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			m = maxAVX2(&x[0], n)
+		}
+	}
+	for _, v := range x[n:] {
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+// dot32 returns Σ a[i]·b[i] over len(a) in float32 (eight lane sums in the
+// kernel; the scalar loop in order otherwise).
+func dot32(a, b []float32) float32 {
+	b = b[:len(a)]
+	n := 0
+	var s float32
+	if useAVX2 {
+		if n = len(a) &^ 7; n > 0 {
+			s = dotAVX2(&a[0], &b[0], n)
+		}
+	}
+	for i := n; i < len(a); i++ {
+		s += a[i] * b[i]
+	}
+	return s
+}

@@ -495,3 +495,337 @@ bnloop:
 bndone:
 	VZEROUPPER
 	RET
+
+// HSUMPD sets X's low double to the sum of Y's four doubles: (y0+y2) +
+// (y1+y3) after the 128-bit fold. Y, T are clobbered. (X is Y's low half.)
+#define HSUMPD(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPD       T, X, X; \
+	VHADDPD      X, X, X
+
+// func sum64AVX2(x *float32, n int) float64
+// Σ x[i] in float64 over n, a multiple of 8 (two 4-lane accumulators).
+TEXT ·sum64AVX2(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	SHRQ   $3, CX
+	JZ     s6done
+s6loop:
+	VCVTPS2PD (SI), Y2
+	VCVTPS2PD 16(SI), Y3
+	VADDPD    Y2, Y0, Y0
+	VADDPD    Y3, Y1, Y1
+	ADDQ      $32, SI
+	DECQ      CX
+	JNZ       s6loop
+s6done:
+	VADDPD Y1, Y0, Y0
+	HSUMPD(Y0, X0, X1)
+	VZEROUPPER
+	MOVSD  X0, ret+16(FP)
+	RET
+
+// func sumSqDev64AVX2(x *float32, n int, m float64) float64
+// Σ (x[i]-m)² in float64 over n, a multiple of 8.
+TEXT ·sumSqDev64AVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSD m+16(FP), Y4
+	VXORPD       Y0, Y0, Y0
+	VXORPD       Y1, Y1, Y1
+	SHRQ         $3, CX
+	JZ           sqdone
+sqloop:
+	VCVTPS2PD   (SI), Y2
+	VCVTPS2PD   16(SI), Y3
+	VSUBPD      Y4, Y2, Y2
+	VSUBPD      Y4, Y3, Y3
+	VFMADD231PD Y2, Y2, Y0
+	VFMADD231PD Y3, Y3, Y1
+	ADDQ        $32, SI
+	DECQ        CX
+	JNZ         sqloop
+sqdone:
+	VADDPD Y1, Y0, Y0
+	HSUMPD(Y0, X0, X1)
+	VZEROUPPER
+	MOVSD  X0, ret+24(FP)
+	RET
+
+// func lnNormAVX2(o, x, w, b *float32, n int, m, s float32)
+// o[i] = (s·(x[i]-m))·w[i] + b[i] over n, a multiple of 8 (the scalar
+// code's operations, unfused).
+TEXT ·lnNormAVX2(SB), NOSPLIT, $0-48
+	MOVQ         o+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         b+24(FP), BX
+	MOVQ         n+32(FP), CX
+	VBROADCASTSS m+40(FP), Y4
+	VBROADCASTSS s+44(FP), Y5
+	SHRQ         $3, CX
+	JZ           lndone
+lnloop:
+	VMOVUPS (SI), Y0
+	VSUBPS  Y4, Y0, Y0
+	VMULPS  Y0, Y5, Y0
+	VMULPS  (DX), Y0, Y0
+	VADDPS  (BX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, BX
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     lnloop
+lndone:
+	VZEROUPPER
+	RET
+
+// func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32) (dm, dnm float64)
+// dm = Σ float64(w·g), dnm = Σ float64((w·g)·(s·(x-m))) over n, a multiple
+// of 8; the products are float32 as in the scalar code.
+TEXT ·lnBwdSumsAVX2(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), SI
+	MOVQ         w+8(FP), DX
+	MOVQ         gr+16(FP), BX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS m+32(FP), Y4
+	VBROADCASTSS s+36(FP), Y5
+	VXORPD       Y10, Y10, Y10
+	VXORPD       Y11, Y11, Y11
+	VXORPD       Y12, Y12, Y12
+	VXORPD       Y13, Y13, Y13
+	SHRQ         $3, CX
+	JZ           lbdone
+lbloop:
+	VMOVUPS      (SI), Y0
+	VSUBPS       Y4, Y0, Y0
+	VMULPS       Y0, Y5, Y0
+	VMOVUPS      (DX), Y1
+	VMULPS       (BX), Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VCVTPS2PD    X1, Y2
+	VEXTRACTF128 $1, Y1, X3
+	VCVTPS2PD    X3, Y3
+	VADDPD       Y2, Y10, Y10
+	VADDPD       Y3, Y11, Y11
+	VCVTPS2PD    X0, Y2
+	VEXTRACTF128 $1, Y0, X3
+	VCVTPS2PD    X3, Y3
+	VADDPD       Y2, Y12, Y12
+	VADDPD       Y3, Y13, Y13
+	ADDQ         $32, SI
+	ADDQ         $32, DX
+	ADDQ         $32, BX
+	DECQ         CX
+	JNZ          lbloop
+lbdone:
+	VADDPD Y11, Y10, Y10
+	HSUMPD(Y10, X10, X1)
+	VADDPD Y13, Y12, Y12
+	HSUMPD(Y12, X12, X1)
+	VZEROUPPER
+	MOVSD  X10, dm+40(FP)
+	MOVSD  X12, dnm+48(FP)
+	RET
+
+// func lnBwdRowAVX2(di, dw, db, x, w, gr *float32, n int, m, s, dmf, dnmf float32)
+// With nn = s·(x-m) and dn = w·g: db += g, dw += nn·g,
+// di += s·((dn - dmf) - nn·dnmf), over n, a multiple of 8.
+TEXT ·lnBwdRowAVX2(SB), NOSPLIT, $0-72
+	MOVQ         di+0(FP), DI
+	MOVQ         dw+8(FP), R8
+	MOVQ         db+16(FP), R9
+	MOVQ         x+24(FP), SI
+	MOVQ         w+32(FP), DX
+	MOVQ         gr+40(FP), BX
+	MOVQ         n+48(FP), CX
+	VBROADCASTSS m+56(FP), Y4
+	VBROADCASTSS s+60(FP), Y5
+	VBROADCASTSS dmf+64(FP), Y6
+	VBROADCASTSS dnmf+68(FP), Y7
+	SHRQ         $3, CX
+	JZ           lrdone
+lrloop:
+	VMOVUPS (SI), Y0
+	VSUBPS  Y4, Y0, Y0
+	VMULPS  Y0, Y5, Y0
+	VMOVUPS (BX), Y1
+	VMULPS  (DX), Y1, Y2
+	VADDPS  (R9), Y1, Y3
+	VMOVUPS Y3, (R9)
+	VMULPS  Y1, Y0, Y3
+	VADDPS  (R8), Y3, Y3
+	VMOVUPS Y3, (R8)
+	VSUBPS  Y6, Y2, Y2
+	VMULPS  Y7, Y0, Y3
+	VSUBPS  Y3, Y2, Y2
+	VMULPS  Y2, Y5, Y2
+	VADDPS  (DI), Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, BX
+	ADDQ    $32, DI
+	ADDQ    $32, R8
+	ADDQ    $32, R9
+	DECQ    CX
+	JNZ     lrloop
+lrdone:
+	VZEROUPPER
+	RET
+
+// func adamWAVX2(p, gr, m, v *float32, n int, c *adamKernelConsts)
+// One AdamW update over n, a multiple of 8, with the scalar code's float32
+// operations in its order: gi = g·GS; pi = p·Decay; mi = base + W·(gi - m)
+// with (base, W) = (m, W1) or (gi, W1-1); vi = v·B2 + (W2·gi)·gi;
+// p = pi + Step·(mi / (sqrt(vi)/BC2 + Eps)).
+TEXT ·adamWAVX2(SB), NOSPLIT, $0-48
+	MOVQ         p+0(FP), DI
+	MOVQ         gr+8(FP), SI
+	MOVQ         m+16(FP), DX
+	MOVQ         v+24(FP), BX
+	MOVQ         n+32(FP), CX
+	MOVQ         c+40(FP), AX
+	VBROADCASTSS 0(AX), Y8   // GS
+	VBROADCASTSS 4(AX), Y9   // Decay
+	VBROADCASTSS 8(AX), Y10  // W (W1 or W1-1)
+	VBROADCASTSS 12(AX), Y11 // B2
+	VBROADCASTSS 16(AX), Y12 // W2
+	VBROADCASTSS 20(AX), Y13 // BC2
+	VBROADCASTSS 24(AX), Y14 // Eps
+	VBROADCASTSS 28(AX), Y15 // Step
+	VBROADCASTSS 32(AX), Y7  // base mask: all ones picks m (Small)
+	SHRQ         $3, CX
+	JZ           adone
+aloop:
+	VMULPS    (SI), Y8, Y0
+	VMULPS    (DI), Y9, Y1
+	VMOVUPS   (DX), Y2
+	VSUBPS    Y2, Y0, Y3
+	VMULPS    Y3, Y10, Y3
+	VBLENDVPS Y7, Y2, Y0, Y4
+	VADDPS    Y3, Y4, Y4
+	VMOVUPS   Y4, (DX)
+	VMULPS    (BX), Y11, Y5
+	VMULPS    Y0, Y12, Y6
+	VMULPS    Y0, Y6, Y6
+	VADDPS    Y6, Y5, Y5
+	VMOVUPS   Y5, (BX)
+	VSQRTPS   Y5, Y5
+	VDIVPS    Y13, Y5, Y5
+	VADDPS    Y14, Y5, Y5
+	VDIVPS    Y5, Y4, Y4
+	VMULPS    Y15, Y4, Y4
+	VADDPS    Y4, Y1, Y1
+	VMOVUPS   Y1, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	ADDQ      $32, DX
+	ADDQ      $32, BX
+	DECQ      CX
+	JNZ       aloop
+adone:
+	VZEROUPPER
+	RET
+
+// func addAVX2(dst, src *float32, n int)
+// dst[i] += src[i] over n, a multiple of 8.
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   addone
+adloop:
+	VMOVUPS (DI), Y0
+	VADDPS  (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     adloop
+addone:
+	VZEROUPPER
+	RET
+
+// func maxAVX2(x *float32, n int) float32
+// The largest of x[0..n), n a positive multiple of 8, with NaNs skipped
+// unless they come first in a lane, like the scalar loop's v > m.
+TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+	ADDQ    $32, SI
+	SHRQ    $3, CX
+	DECQ    CX
+	JZ      mxdone
+mxloop:
+	VMOVUPS (SI), Y1
+	VMAXPS  Y0, Y1, Y0
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     mxloop
+mxdone:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X0, X1, X0
+	VPERMILPS    $0x4E, X0, X1
+	VMAXPS       X0, X1, X0
+	VPERMILPS    $0xB1, X0, X1
+	VMAXPS       X0, X1, X0
+	VZEROUPPER
+	MOVSS        X0, ret+16(FP)
+	RET
+
+// func dotAVX2(a, b *float32, n int) float32
+// Σ a[i]·b[i] in float32 over n, a multiple of 8 (eight lane sums).
+TEXT ·dotAVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DX
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	SHRQ   $3, CX
+	JZ     dtdone
+dtloop:
+	VMOVUPS (SI), Y1
+	VMULPS  (DX), Y1, Y1
+	VADDPS  Y1, Y0, Y0
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	DECQ    CX
+	JNZ     dtloop
+dtdone:
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func softmaxBwdAVX2(a, da *float32, n int, s, scale float32)
+// da[i] = (a[i]·(da[i] - s))·scale over n, a multiple of 8.
+TEXT ·softmaxBwdAVX2(SB), NOSPLIT, $0-32
+	MOVQ         a+0(FP), SI
+	MOVQ         da+8(FP), DI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS s+24(FP), Y4
+	VBROADCASTSS scale+28(FP), Y5
+	SHRQ         $3, CX
+	JZ           sbdone
+sbloop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y4, Y0, Y0
+	VMULPS  (SI), Y0, Y0
+	VMULPS  Y5, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     sbloop
+sbdone:
+	VZEROUPPER
+	RET

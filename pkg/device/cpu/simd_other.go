@@ -20,3 +20,27 @@ func bf16ToF32AVX2(dst *float32, src *uint16, n int) {
 func f32ToBF16AVX2(dst *uint16, src *float32, n int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+
+func sum64AVX2(x *float32, n int) float64 { panic("cpu: no AVX2 kernels on this architecture") }
+func sumSqDev64AVX2(x *float32, n int, m float64) float64 {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func lnNormAVX2(o, x, w, b *float32, n int, m, s float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32) (dm, dnm float64) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func lnBwdRowAVX2(di, dw, db, x, w, gr *float32, n int, m, s, dmf, dnmf float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func adamWAVX2(p, gr, m, v *float32, n int, c *adamKernelConsts) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+
+func addAVX2(dst, src *float32, n int)     { panic("cpu: no AVX2 kernels on this architecture") }
+func maxAVX2(x *float32, n int) float32    { panic("cpu: no AVX2 kernels on this architecture") }
+func dotAVX2(a, b *float32, n int) float32 { panic("cpu: no AVX2 kernels on this architecture") }
+func softmaxBwdAVX2(a, da *float32, n int, s, scale float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}

@@ -1,10 +1,12 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -195,6 +197,154 @@ func TestISA(t *testing.T) {
 	withISA(t, true, func() {
 		if s := ISA(); len(s) < 4 || s[:4] != "avx2" {
 			t.Fatalf("ISA() = %q with the AVX2 kernels on", s)
+		}
+	})
+}
+
+// normals returns n float32 normal values times scale plus shift.
+func normals(r *rand.Rand, n int, scale, shift float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64()*scale + shift)
+	}
+	return x
+}
+
+// closeRel fails unless |got - want| <= tol·|want| (or both are NaN).
+func closeRel(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol*math.Abs(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
+		t.Fatalf("%s: kernel %v, reference %v", what, got, want)
+	}
+}
+
+// TestSIMDLayerNorm checks the layernorm kernels against the pure-Go loops:
+// the float64 row sums within 1e-14 relative (their order differs), the
+// float32 steps bit for bit.
+func TestSIMDLayerNorm(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(14)
+		for _, n := range simdLengths {
+			x, w, b, g := normals(r, n, 2, 0.5), normals(r, n, 1, 1), normals(r, n, 1, 0), normals(r, n, 1, 0)
+			closeRel(t, "sum64", sum64(x), sum64Go(x), 1e-14)
+			m := sum64Go(x) / float64(max(n, 1))
+			closeRel(t, "sumSqDev64", sumSqDev64(x, m), sumSqDev64Go(x, m), 1e-14)
+			mf, sf := float32(m), float32(0.7)
+			want, got := make([]float32, n), nanSlice(n)
+			for j := range x {
+				want[j] = (sf*(x[j]-mf))*w[j] + b[j]
+			}
+			lnNorm(got, x, w, b, mf, sf)
+			sameBits(t, "lnNorm", x, got, want)
+
+			var dm, dnm float64
+			for j := range x {
+				dn := w[j] * g[j]
+				dm += float64(dn)
+				dnm += float64(dn * (sf * (x[j] - mf)))
+			}
+			gm, gnm := lnBwdSums(x, w, g, mf, sf)
+			// sums of signed terms: compare against the sum of magnitudes
+			var scale float64
+			for j := range x {
+				scale += math.Abs(float64(w[j] * g[j]))
+			}
+			if math.Abs(gm-dm) > 1e-13*scale || math.Abs(gnm-dnm) > 1e-13*scale*10 {
+				t.Fatalf("lnBwdSums n=%d: (%v, %v), reference (%v, %v)", n, gm, gnm, dm, dnm)
+			}
+			di, dw, db := normals(r, n, 1, 0), normals(r, n, 1, 0), normals(r, n, 1, 0)
+			wdi, wdw, wdb := append([]float32(nil), di...), append([]float32(nil), dw...), append([]float32(nil), db...)
+			dmf, dnmf := float32(0.3), float32(-0.2)
+			for j := range x {
+				nn := sf * (x[j] - mf)
+				dn := w[j] * g[j]
+				wdb[j] += g[j]
+				wdw[j] += nn * g[j]
+				wdi[j] += sf * (dn - dmf - nn*dnmf)
+			}
+			lnBwdRow(di, dw, db, x, w, g, mf, sf, dmf, dnmf)
+			sameBits(t, "lnBwdRow dinp", x, di, wdi)
+			sameBits(t, "lnBwdRow dweight", x, dw, wdw)
+			sameBits(t, "lnBwdRow dbias", x, db, wdb)
+		}
+	})
+}
+
+// TestSIMDAdamW checks the AdamW kernel against adamWMasterGo bit for bit,
+// for both forms of the m update, with and without gradient scale and decay.
+func TestSIMDAdamW(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(15)
+		for _, n := range simdLengths {
+			for k, hp := range []device.AdamW{
+				{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 3},
+				{LR: 3e-4, Beta1: 0.3, Beta2: 0.999, Eps: 1e-6, Step: 1, GradScale: 1.0 / 1024},
+			} {
+				c := hp.Consts()
+				for _, decay := range []bool{false, true} {
+					p, g, m := normals(r, n, 1, 0), normals(r, n, 1e-2, 0), normals(r, n, 1e-3, 0)
+					v := normals(r, n, 1e-5, 0)
+					for i := range v {
+						v[i] = float32(math.Abs(float64(v[i])))
+					}
+					wp, wm, wv := append([]float32(nil), p...), append([]float32(nil), m...), append([]float32(nil), v...)
+					adamWMasterGo(wp, g, wm, wv, decay && c.DoDecay, c)
+					adamWMaster(p, g, m, v, decay && c.DoDecay, c)
+					what := fmt.Sprintf("adamW n=%d hp=%d decay=%v", n, k, decay)
+					sameBits(t, what+" p", g, p, wp)
+					sameBits(t, what+" m", g, m, wm)
+					sameBits(t, what+" v", g, v, wv)
+				}
+			}
+		}
+	})
+}
+
+// TestSIMDReductions checks add32 and the softmax-backward kernel bit for
+// bit, max32 exactly, and dot32 within float32 rounding of the float64 dot.
+func TestSIMDReductions(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(16)
+		for _, n := range simdLengths[1:] {
+			a, b := normals(r, n, 1, 0), normals(r, n, 1, 0)
+			want := append([]float32(nil), a...)
+			for i := range want {
+				want[i] += b[i]
+			}
+			got := append([]float32(nil), a...)
+			add32(got, b)
+			sameBits(t, "add32", a, got, want)
+
+			m := a[0]
+			for _, v := range a {
+				m = max(m, v)
+			}
+			if g := max32(a); g != m {
+				t.Fatalf("max32 n=%d: %v, want %v", n, g, m)
+			}
+			var d, mag float64
+			for i := range a {
+				d += float64(a[i]) * float64(b[i])
+				mag += math.Abs(float64(a[i]) * float64(b[i]))
+			}
+			if g := dot32(a, b); math.Abs(float64(g)-d) > 1e-6*mag {
+				t.Fatalf("dot32 n=%d: %v, float64 %v", n, g, d)
+			}
+
+			p := normals(r, n, 0.1, 0.2)
+			da := normals(r, n, 1, 0)
+			wda, gda := append([]float32(nil), da...), append([]float32(nil), da...)
+			softmaxBackwardRowGo(p, wda, n-1, 0.17)
+			softmaxBackwardRow(p, gda, n-1, 0.17)
+			var pmag float64 // the row sum's order differs: its error is below 1e-6·Σ|p·da|
+			for i := range p {
+				pmag += math.Abs(float64(p[i]) * float64(da[i]))
+			}
+			for i := range wda {
+				if math.Abs(float64(gda[i]-wda[i])) > 1e-6*(math.Abs(float64(wda[i]))+0.17*math.Abs(float64(p[i]))*pmag) {
+					t.Fatalf("softmaxBackwardRow n=%d: [%d] = %v, reference %v", n, i, gda[i], wda[i])
+				}
+			}
 		}
 	})
 }
