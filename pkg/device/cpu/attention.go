@@ -519,7 +519,6 @@ func (hd attnHead) gemm(transA, transB bool, m, n, k int, alpha float32, a []flo
 	return nil
 }
 
-
 // axpy32 computes y += alpha·x over len(x).
 func axpy32(alpha float32, x, y []float32) {
 	y = y[:len(x)]

@@ -56,6 +56,12 @@ func (d *Device) Name() string {
 	return fmt.Sprintf("cpu (%d threads, %s)", d.threads, gemmName())
 }
 
+// Describe says which CPU path runs, for druto detect: the GEMM library,
+// the instruction set of the elementwise kernels and the worker threads.
+func (d *Device) Describe() string {
+	return fmt.Sprintf("GEMM %s; elementwise kernels %s; %d threads", gemmName(), ISA(), d.threads)
+}
+
 // Fused reports whether the fused forms run.
 func (d *Device) Fused() bool { return d.fused }
 
@@ -92,8 +98,12 @@ func (d *Device) copyRaw(dst, src *tensor.Tensor) {
 	copy(dst.Raw(), src.Raw())
 }
 
-// Zero sets every element of t to zero.
-func (d *Device) Zero(t *tensor.Tensor) { clear(t.Raw()) }
+// Zero sets every element of t to zero, in parallel chunks of at least
+// 256 KiB (a training step zeroes megabytes of gradients).
+func (d *Device) Zero(t *tensor.Tensor) {
+	raw := t.Raw()
+	d.parallel(len(raw), 1<<18, func(lo, hi int) { clear(raw[lo:hi]) })
+}
 
 // Cast converts src into dst, rounding to nearest even.
 func (d *Device) Cast(dst, src *tensor.Tensor) {

@@ -39,7 +39,7 @@ var useAVX2 = haveAVX2 && os.Getenv(EnvISA) != "generic"
 func ISA() string {
 	switch {
 	case useAVX2 && haveAVX512:
-		return "avx2+fma (the cpu has avx512f too; 256-bit kernels)"
+		return "avx2+fma (the cpu also has avx512f, unused)"
 	case useAVX2:
 		return "avx2+fma"
 	case haveAVX2:
