@@ -299,3 +299,17 @@ func dot32(a, b []float32) float32 {
 	}
 	return s
 }
+
+// ceGrad sets x[i] = float32(float64(x[i])·inv)·dscale, the cross-entropy
+// gradient's scaling of the exponentials.
+func ceGrad(x []float32, inv float64, dscale float32) {
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			ceGradAVX2(&x[0], n, inv, dscale)
+		}
+	}
+	for j := n; j < len(x); j++ {
+		x[j] = float32(float64(x[j])*inv) * dscale
+	}
+}

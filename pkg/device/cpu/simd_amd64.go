@@ -60,3 +60,6 @@ func dotAVX2(a, b *float32, n int) float32
 
 //go:noescape
 func softmaxBwdAVX2(a, da *float32, n int, s, scale float32)
+
+//go:noescape
+func ceGradAVX2(x *float32, n int, inv float64, dscale float32)

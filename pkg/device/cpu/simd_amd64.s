@@ -829,3 +829,25 @@ sbloop:
 sbdone:
 	VZEROUPPER
 	RET
+
+// func ceGradAVX2(x *float32, n int, inv float64, dscale float32)
+// x[i] = float32(float64(x[i])·inv)·dscale over n, a multiple of 8.
+TEXT ·ceGradAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSD inv+16(FP), Y4
+	VBROADCASTSS dscale+24(FP), X5
+	SHRQ         $2, CX
+	JZ           cgdone
+cgloop:
+	VCVTPS2PD (SI), Y0
+	VMULPD    Y4, Y0, Y0
+	VCVTPD2PSY Y0, X0
+	VMULPS    X5, X0, X0
+	VMOVUPS   X0, (SI)
+	ADDQ      $16, SI
+	DECQ      CX
+	JNZ       cgloop
+cgdone:
+	VZEROUPPER
+	RET

@@ -44,3 +44,7 @@ func dotAVX2(a, b *float32, n int) float32 { panic("cpu: no AVX2 kernels on this
 func softmaxBwdAVX2(a, da *float32, n int, s, scale float32) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+
+func ceGradAVX2(x *float32, n int, inv float64, dscale float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}

@@ -348,3 +348,21 @@ func TestSIMDReductions(t *testing.T) {
 		}
 	})
 }
+
+// TestSIMDCrossEntropyGrad checks ceGrad's kernel bit for bit against the
+// float64 scaling it vectorises.
+func TestSIMDCrossEntropyGrad(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(17)
+		for _, n := range simdLengths {
+			x := simdInputs(r, n)
+			want := append([]float32(nil), x...)
+			for i := range want {
+				want[i] = float32(float64(want[i])*(1/3.7)) * 0.25
+			}
+			got := append([]float32(nil), x...)
+			ceGrad(got, 1/3.7, 0.25)
+			sameBits(t, "ceGrad", x, got, want)
+		}
+	})
+}
