@@ -228,17 +228,4 @@ func f32(t *tensor.Tensor) []float32 {
 }
 
 // accumulate adds v into t (t += v), rounding to t's dtype.
-func accumulate(t *tensor.Tensor, v []float32) {
-	if t.DType == tensor.F32 {
-		dst := t.F32()
-		for i, x := range v {
-			dst[i] += x
-		}
-		return
-	}
-	cur := t.ToF32()
-	for i, x := range v {
-		cur[i] += x
-	}
-	store(t, 0, cur)
-}
+func accumulate(t *tensor.Tensor, v []float32) { addInto(t, 0, v) }

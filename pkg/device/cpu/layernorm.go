@@ -304,18 +304,4 @@ func (d *Device) columnSumInto(dst *tensor.Tensor, src []float32, N, C int) {
 
 // accumulateRange adds v into t's elements starting at off, rounding to t's
 // dtype (the single-goroutine form of accumulateAt).
-func accumulateRange(t *tensor.Tensor, off int, v []float32) {
-	if t.DType == tensor.F32 {
-		dst := t.F32()[off : off+len(v)]
-		for i, x := range v {
-			dst[i] += x
-		}
-		return
-	}
-	cur := make([]float32, len(v))
-	load(cur, t, off)
-	for i, x := range v {
-		cur[i] += x
-	}
-	store(t, off, cur)
-}
+func accumulateRange(t *tensor.Tensor, off int, v []float32) { addInto(t, off, v) }

@@ -214,22 +214,10 @@ func (d *Device) gemmAccumulate(t *tensor.Tensor, transA, transB bool, m, n, k i
 }
 
 // accumulateF32 adds v into t (t += v), rounding to t's dtype, in parallel
-// chunks that widen blocks of t into pooled scratch: the accumulate
-// helper's arithmetic without its allocation per call.
+// chunks (addInto): the accumulate helper's arithmetic without its
+// allocation per call.
 func (d *Device) accumulateF32(t *tensor.Tensor, v []float32) {
-	const blk = 1 << 12
-	d.parallel(len(v), 1<<14, func(lo, hi int) {
-		buf := getScratch(min(blk, hi-lo))
-		defer putScratch(buf)
-		for off := lo; off < hi; off += blk {
-			n := min(blk, hi-off)
-			cur := in32(t, off, n, buf)
-			for i, x := range v[off : off+n] {
-				cur[i] += x
-			}
-			flush32(t, off, cur)
-		}
-	})
+	d.parallel(len(v), 1<<14, func(lo, hi int) { addInto(t, lo, v[lo:hi]) })
 }
 
 // gemmF32 returns t's elements as an fp32 GEMM operand: t's own memory when

@@ -313,3 +313,35 @@ func ceGrad(x []float32, inv float64, dscale float32) {
 		x[j] = float32(float64(x[j])*inv) * dscale
 	}
 }
+
+// addInto sets t[off+i] += v[i], rounding to t's dtype: one pass of the
+// kernel for BF16 (widen, add, round), add32 for F32, and for F16 a widened
+// block added and rounded back.
+func addInto(t *tensor.Tensor, off int, v []float32) {
+	switch t.DType {
+	case tensor.F32:
+		add32(t.F32()[off:off+len(v)], v)
+		return
+	case tensor.BF16:
+		dst := t.U16()[off : off+len(v)]
+		n := 0
+		if useAVX2 {
+			if n = len(v) &^ 15; n > 0 {
+				addToBF16AVX2(&dst[0], &v[0], n)
+			}
+		}
+		for i := n; i < len(v); i++ {
+			dst[i] = tensor.BF16FromF32(tensor.BF16ToF32(dst[i]) + v[i])
+		}
+		return
+	}
+	const blk = 1 << 10
+	var buf [blk]float32
+	for lo := 0; lo < len(v); lo += blk {
+		hi := min(lo+blk, len(v))
+		cur := buf[:hi-lo]
+		load(cur, t, off+lo)
+		add32(cur, v[lo:hi])
+		store(t, off+lo, cur)
+	}
+}

@@ -63,3 +63,6 @@ func softmaxBwdAVX2(a, da *float32, n int, s, scale float32)
 
 //go:noescape
 func ceGradAVX2(x *float32, n int, inv float64, dscale float32)
+
+//go:noescape
+func addToBF16AVX2(dst *uint16, src *float32, n int)

@@ -851,3 +851,31 @@ cgloop:
 cgdone:
 	VZEROUPPER
 	RET
+
+// func addToBF16AVX2(dst *uint16, src *float32, n int)
+// dst[i] = BF16FromF32(BF16ToF32(dst[i]) + src[i]) over n, a multiple of 16.
+TEXT ·addToBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   abdone
+abloop:
+	VPMOVZXWD (DI), Y0
+	VPMOVZXWD 16(DI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VADDPS    (SI), Y0, Y0
+	VADDPS    32(SI), Y1, Y1
+	ROUNDBF(Y0, Y2, Y3, Y4)
+	ROUNDBF(Y1, Y5, Y6, Y7)
+	VPACKUSDW Y1, Y0, Y0
+	VPERMQ    $0xD8, Y0, Y0
+	VMOVDQU   Y0, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       abloop
+abdone:
+	VZEROUPPER
+	RET

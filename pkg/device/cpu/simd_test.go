@@ -366,3 +366,33 @@ func TestSIMDCrossEntropyGrad(t *testing.T) {
 		}
 	})
 }
+
+// TestSIMDAddInto checks addInto on F32, BF16 and F16 tensors against the
+// scalar widen-add-round, bit for bit, at an offset and on every tail.
+func TestSIMDAddInto(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(18)
+		for _, n := range simdLengths {
+			for _, dt := range ntDTypes {
+				base, v := simdInputs(r, n+5), normals(r, n, 1, 0)
+				tt := tensor.New(dt, n+5)
+				if err := tt.SetF32(base); err != nil {
+					t.Fatal(err)
+				}
+				before := tt.ToF32()
+				addInto(tt, 5, v)
+				got := tt.ToF32()
+				want := make([]float32, n+5)
+				copy(want, before)
+				for i, x := range v {
+					w := tensor.New(dt, 1)
+					if err := w.SetF32([]float32{before[5+i] + x}); err != nil {
+						t.Fatal(err)
+					}
+					want[5+i] = w.ToF32()[0]
+				}
+				sameBits(t, fmt.Sprintf("addInto %s n=%d", dt, n), append(make([]float32, 5), v...), got, want)
+			}
+		}
+	})
+}
