@@ -74,11 +74,18 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 		b = f32(bias)
 	}
 	blas.SetThreads(d.threads)
-	x, w := d.gemmF32(inp), d.gemmF32(weight)
-	defer releaseF32(inp, x)
+	w := d.gemmF32(weight)
 	defer releaseF32(weight, w)
 	y := outF32(target) // (N,OC) fp32: target's memory when F32, else scratch
 	defer releaseF32(target, y)
+	if d.fused && d.threads > 1 && float64(N)*float64(OC)*float64(C) >= 1<<18 {
+		if err := d.matmulBlocks(out, target, inp, w, y, b, N, C, OC, act); err != nil {
+			d.fail(fmt.Errorf("cpu: %s: %w", op, err))
+		}
+		return
+	}
+	x := d.gemmF32(inp)
+	defer releaseF32(inp, x)
 	if err := blas.Sgemm(false, true, N, OC, C, 1, x, C, w, C, 0, y, OC); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: %w", op, err))
 		return
@@ -88,6 +95,60 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	} else {
 		d.matmulDecomposed(out, target, y, b, N, OC, act)
 	}
+}
+
+// matmulBlockBytes bounds a row block of the fused Matmul: its widened
+// input rows and its fp32 output rows stay in a core's L2 cache.
+const matmulBlockBytes = 256 << 10
+
+// matmulBlocks is the fused Matmul of a large product on several threads:
+// the rows are cut into blocks of at most matmulBlockBytes of input or
+// output, each goroutine taking a contiguous run of blocks; per block it
+// widens the 16-bit input rows into its scratch (none for F32), runs the
+// block's GEMM on its own thread (blas.SgemmSerial) and then the epilogue of
+// those rows while they are in its cache. Each output element is one GEMM
+// over the full C, as in the one-call form.
+func (d *Device) matmulBlocks(out, target, inp *tensor.Tensor, w, y, b []float32, N, C, OC int, act device.Activation) error {
+	rb := max(16, matmulBlockBytes/(4*max(C, OC))/16*16) // rows per block
+	rb = min(rb, (N+d.threads-1)/d.threads)
+	nb := (N + rb - 1) / rb
+	var mu sync.Mutex
+	var first error
+	var x32 []float32
+	if inp.DType == tensor.F32 {
+		x32 = inp.F32()
+	}
+	d.parallel(nb, 1, func(lo, hi int) {
+		var xb, ob []float32
+		if x32 == nil {
+			xb = getScratch(rb * C)
+			defer putScratch(xb)
+		}
+		if act == device.GELU && out.DType != tensor.F32 {
+			ob = getScratch(rb * OC)
+			defer putScratch(ob)
+		}
+		for k := lo; k < hi; k++ {
+			r0, r1 := k*rb, min((k+1)*rb, N)
+			var x []float32
+			if x32 != nil {
+				x = x32[r0*C : r1*C : r1*C]
+			} else {
+				x = xb[:(r1-r0)*C]
+				load(x, inp, r0*C)
+			}
+			if err := blas.SgemmSerial(false, true, r1-r0, OC, C, 1, x, C, w, C, 0, y[r0*OC:r1*OC], OC); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				return
+			}
+			d.matmulEpilogueRows(out, target, y, b, r0, r1, OC, act, ob)
+		}
+	})
+	return first
 }
 
 // matmulEpilogue is the fused form's single pass over the GEMM output y
@@ -105,21 +166,27 @@ func (d *Device) matmulEpilogue(out, target *tensor.Tensor, y, b []float32, N, O
 			defer putScratch(ob)
 		}
 		for r0 := lo; r0 < hi; r0 += sub {
-			r1 := min(r0+sub, hi)
-			blk := y[r0*OC : r1*OC]
-			if b != nil {
-				for r := range r1 - r0 {
-					add32(blk[r*OC:(r+1)*OC], b)
-				}
-			}
-			flush32(target, r0*OC, blk)
-			if act == device.GELU {
-				o := out32(out, r0*OC, len(blk), ob)
-				geluForward(o, blk)
-				flush32(out, r0*OC, o)
-			}
+			d.matmulEpilogueRows(out, target, y, b, r0, min(r0+sub, hi), OC, act, ob)
 		}
 	})
+}
+
+// matmulEpilogueRows is the epilogue of rows [r0,r1) of y: += bias, round
+// into target (when y is scratch), and under GELU out ← gelu(y) through ob
+// (scratch of at least (r1-r0)·OC elements when out is 16-bit).
+func (d *Device) matmulEpilogueRows(out, target *tensor.Tensor, y, b []float32, r0, r1, OC int, act device.Activation, ob []float32) {
+	blk := y[r0*OC : r1*OC]
+	if b != nil {
+		for r := range r1 - r0 {
+			add32(blk[r*OC:(r+1)*OC], b)
+		}
+	}
+	flush32(target, r0*OC, blk)
+	if act == device.GELU {
+		o := out32(out, r0*OC, len(blk), ob)
+		geluForward(o, blk)
+		flush32(out, r0*OC, o)
+	}
 }
 
 // matmulDecomposed runs the eager sequence after the GEMM: round y into
