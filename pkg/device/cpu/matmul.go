@@ -78,7 +78,12 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	defer releaseF32(weight, w)
 	y := outF32(target) // (N,OC) fp32: target's memory when F32, else scratch
 	defer releaseF32(target, y)
-	if d.fused && d.threads > 1 && float64(N)*float64(OC)*float64(C) >= 1<<18 {
+	// Row blocks pay where there is work to fuse behind the GEMM (a 16-bit
+	// input to widen, an epilogue) and the weight is small enough that
+	// each block's GEMM packing it again costs little; a bare fp32 GEMM
+	// (the peak's 1024³) runs as one call.
+	epilogue := inp.DType != tensor.F32 || b != nil || act != device.None || target.DType != tensor.F32
+	if d.fused && d.threads > 1 && epilogue && OC*C <= 1<<18 && float64(N)*float64(OC)*float64(C) >= 1<<18 {
 		if err := d.matmulBlocks(out, target, inp, w, y, b, N, C, OC, act); err != nil {
 			d.fail(fmt.Errorf("cpu: %s: %w", op, err))
 		}
