@@ -78,17 +78,6 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	defer releaseF32(weight, w)
 	y := outF32(target) // (N,OC) fp32: target's memory when F32, else scratch
 	defer releaseF32(target, y)
-	// Row blocks pay where there is work to fuse behind the GEMM (a 16-bit
-	// input to widen, an epilogue) and the weight is small enough that
-	// each block's GEMM packing it again costs little; a bare fp32 GEMM
-	// (the peak's 1024³) runs as one call.
-	epilogue := inp.DType != tensor.F32 || b != nil || act != device.None || target.DType != tensor.F32
-	if d.fused && d.threads > 1 && epilogue && OC*C <= 1<<18 && float64(N)*float64(OC)*float64(C) >= 1<<18 {
-		if err := d.matmulBlocks(out, target, inp, w, y, b, N, C, OC, act); err != nil {
-			d.fail(fmt.Errorf("cpu: %s: %w", op, err))
-		}
-		return
-	}
 	x := d.gemmF32(inp)
 	defer releaseF32(inp, x)
 	if err := blas.Sgemm(false, true, N, OC, C, 1, x, C, w, C, 0, y, OC); err != nil {
@@ -100,60 +89,6 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	} else {
 		d.matmulDecomposed(out, target, y, b, N, OC, act)
 	}
-}
-
-// matmulBlockBytes bounds a row block of the fused Matmul: its widened
-// input rows and its fp32 output rows stay in a core's L2 cache.
-const matmulBlockBytes = 256 << 10
-
-// matmulBlocks is the fused Matmul of a large product on several threads:
-// the rows are cut into blocks of at most matmulBlockBytes of input or
-// output, each goroutine taking a contiguous run of blocks; per block it
-// widens the 16-bit input rows into its scratch (none for F32), runs the
-// block's GEMM on its own thread (blas.SgemmSerial) and then the epilogue of
-// those rows while they are in its cache. Each output element is one GEMM
-// over the full C, as in the one-call form.
-func (d *Device) matmulBlocks(out, target, inp *tensor.Tensor, w, y, b []float32, N, C, OC int, act device.Activation) error {
-	rb := max(16, matmulBlockBytes/(4*max(C, OC))/16*16) // rows per block
-	rb = min(rb, (N+d.threads-1)/d.threads)
-	nb := (N + rb - 1) / rb
-	var mu sync.Mutex
-	var first error
-	var x32 []float32
-	if inp.DType == tensor.F32 {
-		x32 = inp.F32()
-	}
-	d.parallel(nb, 1, func(lo, hi int) {
-		var xb, ob []float32
-		if x32 == nil {
-			xb = getScratch(rb * C)
-			defer putScratch(xb)
-		}
-		if act == device.GELU && out.DType != tensor.F32 {
-			ob = getScratch(rb * OC)
-			defer putScratch(ob)
-		}
-		for k := lo; k < hi; k++ {
-			r0, r1 := k*rb, min((k+1)*rb, N)
-			var x []float32
-			if x32 != nil {
-				x = x32[r0*C : r1*C : r1*C]
-			} else {
-				x = xb[:(r1-r0)*C]
-				load(x, inp, r0*C)
-			}
-			if err := blas.SgemmSerial(false, true, r1-r0, OC, C, 1, x, C, w, C, 0, y[r0*OC:r1*OC], OC); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-				return
-			}
-			d.matmulEpilogueRows(out, target, y, b, r0, r1, OC, act, ob)
-		}
-	})
-	return first
 }
 
 // matmulEpilogue is the fused form's single pass over the GEMM output y

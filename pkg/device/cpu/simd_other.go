@@ -49,4 +49,6 @@ func ceGradAVX2(x *float32, n int, inv float64, dscale float32) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
 
-func addToBF16AVX2(dst *uint16, src *float32, n int) { panic("cpu: no AVX2 kernels on this architecture") }
+func addToBF16AVX2(dst *uint16, src *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
