@@ -112,6 +112,7 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 func (d *Device) geluBackwardFused(dinp, inp, dout *tensor.Tensor, n int) {
 	d.parallel(n, 1<<13, func(lo, hi int) {
 		xb, gb, ob := scratch32(inp, hi-lo), scratch32(dout, hi-lo), scratch32(dinp, hi-lo)
+		defer func() { putScratch(xb); putScratch(gb); putScratch(ob) }()
 		x, g, o := in32(inp, lo, hi-lo, xb), in32(dout, lo, hi-lo, gb), out32(dinp, lo, hi-lo, ob)
 		geluBackwardSlice(o, x, g)
 		flush32(dinp, lo, o)

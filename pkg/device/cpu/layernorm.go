@@ -82,6 +82,7 @@ func (d *Device) Add(out, a, b *tensor.Tensor, n int) {
 func (d *Device) addPass(out, a, b *tensor.Tensor, n int) {
 	d.parallel(n, 1<<14, func(lo, hi int) {
 		ab, bb, ob := scratch32(a, hi-lo), scratch32(b, hi-lo), scratch32(out, hi-lo)
+		defer func() { putScratch(ab); putScratch(bb); putScratch(ob) }()
 		x, y, o := in32(a, lo, hi-lo, ab), in32(b, lo, hi-lo, bb), out32(out, lo, hi-lo, ob)
 		for i := range o {
 			o[i] = x[i] + y[i]

@@ -68,14 +68,14 @@ func in32(t *tensor.Tensor, off, n int, buf []float32) []float32 {
 	return buf[:n]
 }
 
-// scratch32 returns a buffer of n elements for in32 or out32 over t, or nil
-// when t is F32 and they use t's own memory (a large chunk's buffer would
-// otherwise be allocated and zeroed for nothing).
+// scratch32 returns a pooled buffer of n elements (contents undefined) for
+// in32 or out32 over t, or nil when t is F32 and they use t's own memory;
+// give it back with putScratch (a no-op on nil).
 func scratch32(t *tensor.Tensor, n int) []float32 {
 	if t.DType == tensor.F32 {
 		return nil
 	}
-	return make([]float32, n)
+	return getScratch(n)
 }
 
 // out32 returns where to compute the n elements of t starting at off: t's
