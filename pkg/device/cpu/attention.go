@@ -42,11 +42,7 @@ const (
 	// through blas; below it the per-row loops are faster.
 	attnGemmMin = 64
 	// attnBlock is the row block of the fused form's causal GEMMs.
-	attnBlockConst = 32
-)
-
-var (
-	attnBlock = attnBlockConst
+	attnBlock = 32
 )
 
 // attnHead locates one (b,h) pair's operands in the flat fp32 buffers.
