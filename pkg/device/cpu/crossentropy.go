@@ -71,7 +71,10 @@ func (d *Device) crossEntropyFused(losses, logits, targets *tensor.Tensor, N, V 
 			}
 			zt := float64(x[t] - mx)
 			expSubSum(x, mx) // x := exp(x - max), in place
-			sum := sum64(x)
+			var sum float64  // in order of j, as the scalar form sums
+			for _, e := range x {
+				sum += float64(e)
+			}
 			loss[i] = float32(math.Log(sum) - zt)
 			if dscale == 0 {
 				continue

@@ -16,8 +16,12 @@ package cpu
 //
 // The GELU, tanh and exp kernels run the scalar code's float32 operations
 // in its order (no FMA contraction), so their results are bit-identical to
-// the pure-Go loops; the bf16 conversions are exact too. Only the sums of
-// expSubSum are taken in a different order (eight lanes).
+// the pure-Go loops; the bf16 conversions are exact too. The sums of
+// expSubSum, sum64 and sumSqDev64 keep the scalar code's four partial sums
+// in their order. The reductions no vector form can keep in order (the
+// sequential sums of dot32, lnBwdSums and the cross-entropy's float64 sum)
+// stay scalar, so that a training step gives the same bits with the
+// kernels as without (checked by TestSIMDStepBits).
 
 import (
 	"fmt"
@@ -87,21 +91,30 @@ func geluBackwardSlice(o, x, g []float32) {
 	geluBackwardGo(o[n:], x[n:], g[n:])
 }
 
-// expSubSum sets x[i] = expNeg32(x[i] - m) and returns Σ x[i].
+// expSubSum sets x[i] = expNeg32(x[i] - m) and returns Σ x[i] summed as
+// the scalar softmax sums: four partial sums over i%4, the tail into the
+// first, then (s0+s1)+(s2+s3). The kernel keeps exactly those sums.
 func expSubSum(x []float32, m float32) float32 {
-	n := 0
-	var s float32
+	var s [4]float32
+	i := 0
 	if useAVX2 {
-		if n = len(x) &^ 7; n > 0 {
-			s = expSubSumAVX2(&x[0], n, m)
+		if i = len(x) &^ 7; i > 0 {
+			expSubSumAVX2(&x[0], i, m, &s)
 		}
 	}
-	for i := n; i < len(x); i++ {
+	for ; i+4 <= len(x); i += 4 {
+		for k := range 4 {
+			e := expNeg32(x[i+k] - m)
+			x[i+k] = e
+			s[k] += e
+		}
+	}
+	for ; i < len(x); i++ {
 		e := expNeg32(x[i] - m)
 		x[i] = e
-		s += e
+		s[0] += e
 	}
-	return s
+	return (s[0] + s[1]) + (s[2] + s[3])
 }
 
 // scale32 sets x[i] *= s.
@@ -145,12 +158,14 @@ func f32ToBF16s(dst []uint16, src []float32) {
 	}
 }
 
-// sum64 returns Σ x in float64: eight float64 lane sums in the kernel,
-// four in sum64Go.
+// sum64 returns Σ x in float64 with sum64Go's four partial sums, the
+// kernel adding the same values in the same order (the same bits).
 func sum64(x []float32) float64 {
 	if useAVX2 && len(x) >= 8 {
+		var s [4]float64
 		n := len(x) &^ 7
-		return sum64AVX2(&x[0], n) + sum64Go(x[n:])
+		sum64AVX2(&x[0], n, &s)
+		return sum4Tail(s, x[n:], 0, false)
 	}
 	return sum64Go(x)
 }
@@ -158,10 +173,35 @@ func sum64(x []float32) float64 {
 // sumSqDev64 returns Σ (x-m)² in float64, accumulated like sum64.
 func sumSqDev64(x []float32, m float64) float64 {
 	if useAVX2 && len(x) >= 8 {
+		var s [4]float64
 		n := len(x) &^ 7
-		return sumSqDev64AVX2(&x[0], n, m) + sumSqDev64Go(x[n:], m)
+		sumSqDev64AVX2(&x[0], n, m, &s)
+		return sum4Tail(s, x[n:], m, true)
 	}
 	return sumSqDev64Go(x, m)
+}
+
+// sum4Tail continues the four partial sums s of sum64Go (sq: of
+// sumSqDev64Go about m) over the rest x, fewer than 8 elements, and
+// combines them as they do.
+func sum4Tail(s [4]float64, x []float32, m float64, sq bool) float64 {
+	term := func(v float32) float64 {
+		if !sq {
+			return float64(v)
+		}
+		d := float64(v) - m
+		return d * d
+	}
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		for k := range 4 {
+			s[k] += term(x[i+k])
+		}
+	}
+	for ; i < len(x); i++ {
+		s[0] += term(x[i])
+	}
+	return (s[0] + s[1]) + (s[2] + s[3])
 }
 
 // lnNorm sets o[j] = (s·(x[j]-m))·w[j] + b[j], layernorm's normalise and
@@ -181,16 +221,11 @@ func lnNorm(o, x, w, b []float32, m, s float32) {
 }
 
 // lnBwdSums returns layernorm backward's row sums Σ dn and Σ dn·nn in
-// float64, with dn = w·g and nn = s·(x-m) in float32.
+// float64, with dn = w·g and nn = s·(x-m) in float32. It stays a scalar
+// loop: its two float64 sums run in order of j, which no vector form keeps.
 func lnBwdSums(x, w, g []float32, m, s float32) (dm, dnm float64) {
 	w, g = w[:len(x)], g[:len(x)]
-	n := 0
-	if useAVX2 {
-		if n = len(x) &^ 7; n > 0 {
-			dm, dnm = lnBwdSumsAVX2(&x[0], &w[0], &g[0], n, m, s)
-		}
-	}
-	for j := n; j < len(x); j++ {
+	for j := range x {
 		nn := s * (x[j] - m)
 		dn := w[j] * g[j]
 		dm += float64(dn)
@@ -283,19 +318,13 @@ func max32(x []float32) float32 {
 	return m
 }
 
-// dot32 returns Σ a[i]·b[i] over len(a) in float32 (eight lane sums in the
-// kernel; the scalar loop in order otherwise).
+// dot32 returns Σ a[i]·b[i] over len(a) in float32, in order of i (a
+// scalar loop: a vector form would change the sum's bits).
 func dot32(a, b []float32) float32 {
 	b = b[:len(a)]
-	n := 0
 	var s float32
-	if useAVX2 {
-		if n = len(a) &^ 7; n > 0 {
-			s = dotAVX2(&a[0], &b[0], n)
-		}
-	}
-	for i := n; i < len(a); i++ {
-		s += a[i] * b[i]
+	for i, v := range a {
+		s += v * b[i]
 	}
 	return s
 }

@@ -20,7 +20,7 @@ func tanhAVX2(out, x *float32, n int)
 func geluBackwardAVX2(dinp, x, dout *float32, n int)
 
 //go:noescape
-func expSubSumAVX2(x *float32, n int, m float32) float32
+func expSubSumAVX2(x *float32, n int, m float32, sums *[4]float32)
 
 //go:noescape
 func scaleAVX2(x *float32, n int, s float32)
@@ -32,16 +32,14 @@ func bf16ToF32AVX2(dst *float32, src *uint16, n int)
 func f32ToBF16AVX2(dst *uint16, src *float32, n int)
 
 //go:noescape
-func sum64AVX2(x *float32, n int) float64
+func sum64AVX2(x *float32, n int, sums *[4]float64)
 
 //go:noescape
-func sumSqDev64AVX2(x *float32, n int, m float64) float64
+func sumSqDev64AVX2(x *float32, n int, m float64, sums *[4]float64)
 
 //go:noescape
 func lnNormAVX2(o, x, w, b *float32, n int, m, s float32)
 
-//go:noescape
-func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32) (dm, dnm float64)
 
 //go:noescape
 func lnBwdRowAVX2(di, dw, db, x, w, gr *float32, n int, m, s, dmf, dnmf float32)
@@ -55,8 +53,6 @@ func addAVX2(dst, src *float32, n int)
 //go:noescape
 func maxAVX2(x *float32, n int) float32
 
-//go:noescape
-func dotAVX2(a, b *float32, n int) float32
 
 //go:noescape
 func softmaxBwdAVX2(a, da *float32, n int, s, scale float32)

@@ -393,32 +393,32 @@ gbdone:
 	VZEROUPPER
 	RET
 
-// func expSubSumAVX2(x *float32, n int, m float32) float32
-// x[i] = expNeg32(x[i] - m) for i < n, a multiple of 8; returns their sum
-// (eight lane sums, then pairwise).
-TEXT ·expSubSumAVX2(SB), NOSPLIT, $0-28
+// func expSubSumAVX2(x *float32, n int, m float32, sums *[4]float32)
+// x[i] = expNeg32(x[i] - m) for i < n, a multiple of 8; sums[k] receives
+// the sum of the x[i] with i%4 == k, each added in order of i (the scalar
+// code's four partial sums exactly: the low half of each 8 first).
+TEXT ·expSubSumAVX2(SB), NOSPLIT, $0-32
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS m+16(FP), Y10
-	VXORPS       Y11, Y11, Y11
+	MOVQ         sums+24(FP), DI
+	VXORPS       X11, X11, X11
 	SHRQ         $3, CX
 	JZ           esdone
 esloop:
-	VMOVUPS (SI), Y0
-	VSUBPS  Y10, Y0, Y0
+	VMOVUPS      (SI), Y0
+	VSUBPS       Y10, Y0, Y0
 	EXPNEG(Y0, Y1, Y2, Y3, Y4)
-	VMOVUPS Y0, (SI)
-	VADDPS  Y0, Y11, Y11
-	ADDQ    $32, SI
-	DECQ    CX
-	JNZ     esloop
+	VMOVUPS      Y0, (SI)
+	VADDPS       X0, X11, X11
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X11, X11
+	ADDQ         $32, SI
+	DECQ         CX
+	JNZ          esloop
 esdone:
-	VEXTRACTF128 $1, Y11, X1
-	VADDPS       X1, X11, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
+	VMOVUPS X11, (DI)
 	VZEROUPPER
-	MOVSS        X0, ret+24(FP)
 	RET
 
 // func scaleAVX2(x *float32, n int, s float32)
@@ -496,62 +496,56 @@ bndone:
 	VZEROUPPER
 	RET
 
-// HSUMPD sets X's low double to the sum of Y's four doubles: (y0+y2) +
-// (y1+y3) after the 128-bit fold. Y, T are clobbered. (X is Y's low half.)
-#define HSUMPD(Y, X, T) \
-	VEXTRACTF128 $1, Y, T; \
-	VADDPD       T, X, X; \
-	VHADDPD      X, X, X
-
-// func sum64AVX2(x *float32, n int) float64
-// Σ x[i] in float64 over n, a multiple of 8 (two 4-lane accumulators).
+// func sum64AVX2(x *float32, n int, sums *[4]float64)
+// sums[k] = Σ float64(x[i]) over i < n (a multiple of 8) with i%4 == k, in
+// order of i: the scalar code's four partial sums exactly.
 TEXT ·sum64AVX2(SB), NOSPLIT, $0-24
 	MOVQ   x+0(FP), SI
 	MOVQ   n+8(FP), CX
+	MOVQ   sums+16(FP), DI
 	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
 	SHRQ   $3, CX
 	JZ     s6done
 s6loop:
 	VCVTPS2PD (SI), Y2
 	VCVTPS2PD 16(SI), Y3
 	VADDPD    Y2, Y0, Y0
-	VADDPD    Y3, Y1, Y1
+	VADDPD    Y3, Y0, Y0
 	ADDQ      $32, SI
 	DECQ      CX
 	JNZ       s6loop
 s6done:
-	VADDPD Y1, Y0, Y0
-	HSUMPD(Y0, X0, X1)
+	VMOVUPD Y0, (DI)
 	VZEROUPPER
-	MOVSD  X0, ret+16(FP)
 	RET
 
-// func sumSqDev64AVX2(x *float32, n int, m float64) float64
-// Σ (x[i]-m)² in float64 over n, a multiple of 8.
+// func sumSqDev64AVX2(x *float32, n int, m float64, sums *[4]float64)
+// sums[k] = Σ (float64(x[i]) - m)² over i < n (a multiple of 8) with
+// i%4 == k, in order of i, the square rounded before the add (no FMA): the
+// scalar code's partial sums exactly.
 TEXT ·sumSqDev64AVX2(SB), NOSPLIT, $0-32
 	MOVQ         x+0(FP), SI
 	MOVQ         n+8(FP), CX
 	VBROADCASTSD m+16(FP), Y4
+	MOVQ         sums+24(FP), DI
 	VXORPD       Y0, Y0, Y0
-	VXORPD       Y1, Y1, Y1
 	SHRQ         $3, CX
 	JZ           sqdone
 sqloop:
-	VCVTPS2PD   (SI), Y2
-	VCVTPS2PD   16(SI), Y3
-	VSUBPD      Y4, Y2, Y2
-	VSUBPD      Y4, Y3, Y3
-	VFMADD231PD Y2, Y2, Y0
-	VFMADD231PD Y3, Y3, Y1
-	ADDQ        $32, SI
-	DECQ        CX
-	JNZ         sqloop
+	VCVTPS2PD (SI), Y2
+	VCVTPS2PD 16(SI), Y3
+	VSUBPD    Y4, Y2, Y2
+	VSUBPD    Y4, Y3, Y3
+	VMULPD    Y2, Y2, Y2
+	VMULPD    Y3, Y3, Y3
+	VADDPD    Y2, Y0, Y0
+	VADDPD    Y3, Y0, Y0
+	ADDQ      $32, SI
+	DECQ      CX
+	JNZ       sqloop
 sqdone:
-	VADDPD Y1, Y0, Y0
-	HSUMPD(Y0, X0, X1)
+	VMOVUPD Y0, (DI)
 	VZEROUPPER
-	MOVSD  X0, ret+24(FP)
 	RET
 
 // func lnNormAVX2(o, x, w, b *float32, n int, m, s float32)
@@ -582,54 +576,6 @@ lnloop:
 	JNZ     lnloop
 lndone:
 	VZEROUPPER
-	RET
-
-// func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32) (dm, dnm float64)
-// dm = Σ float64(w·g), dnm = Σ float64((w·g)·(s·(x-m))) over n, a multiple
-// of 8; the products are float32 as in the scalar code.
-TEXT ·lnBwdSumsAVX2(SB), NOSPLIT, $0-56
-	MOVQ         x+0(FP), SI
-	MOVQ         w+8(FP), DX
-	MOVQ         gr+16(FP), BX
-	MOVQ         n+24(FP), CX
-	VBROADCASTSS m+32(FP), Y4
-	VBROADCASTSS s+36(FP), Y5
-	VXORPD       Y10, Y10, Y10
-	VXORPD       Y11, Y11, Y11
-	VXORPD       Y12, Y12, Y12
-	VXORPD       Y13, Y13, Y13
-	SHRQ         $3, CX
-	JZ           lbdone
-lbloop:
-	VMOVUPS      (SI), Y0
-	VSUBPS       Y4, Y0, Y0
-	VMULPS       Y0, Y5, Y0
-	VMOVUPS      (DX), Y1
-	VMULPS       (BX), Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VCVTPS2PD    X1, Y2
-	VEXTRACTF128 $1, Y1, X3
-	VCVTPS2PD    X3, Y3
-	VADDPD       Y2, Y10, Y10
-	VADDPD       Y3, Y11, Y11
-	VCVTPS2PD    X0, Y2
-	VEXTRACTF128 $1, Y0, X3
-	VCVTPS2PD    X3, Y3
-	VADDPD       Y2, Y12, Y12
-	VADDPD       Y3, Y13, Y13
-	ADDQ         $32, SI
-	ADDQ         $32, DX
-	ADDQ         $32, BX
-	DECQ         CX
-	JNZ          lbloop
-lbdone:
-	VADDPD Y11, Y10, Y10
-	HSUMPD(Y10, X10, X1)
-	VADDPD Y13, Y12, Y12
-	HSUMPD(Y12, X12, X1)
-	VZEROUPPER
-	MOVSD  X10, dm+40(FP)
-	MOVSD  X12, dnm+48(FP)
 	RET
 
 // func lnBwdRowAVX2(di, dw, db, x, w, gr *float32, n int, m, s, dmf, dnmf float32)
@@ -778,32 +724,6 @@ mxdone:
 	VMAXPS       X0, X1, X0
 	VZEROUPPER
 	MOVSS        X0, ret+16(FP)
-	RET
-
-// func dotAVX2(a, b *float32, n int) float32
-// Σ a[i]·b[i] in float32 over n, a multiple of 8 (eight lane sums).
-TEXT ·dotAVX2(SB), NOSPLIT, $0-28
-	MOVQ   a+0(FP), SI
-	MOVQ   b+8(FP), DX
-	MOVQ   n+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	SHRQ   $3, CX
-	JZ     dtdone
-dtloop:
-	VMOVUPS (SI), Y1
-	VMULPS  (DX), Y1, Y1
-	VADDPS  Y1, Y0, Y0
-	ADDQ    $32, SI
-	ADDQ    $32, DX
-	DECQ    CX
-	JNZ     dtloop
-dtdone:
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
-	VZEROUPPER
-	MOVSS        X0, ret+24(FP)
 	RET
 
 // func softmaxBwdAVX2(a, da *float32, n int, s, scale float32)

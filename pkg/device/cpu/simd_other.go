@@ -10,7 +10,7 @@ func tanhAVX2(out, x *float32, n int)        { panic("cpu: no AVX2 kernels on th
 func geluBackwardAVX2(dinp, x, dout *float32, n int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
-func expSubSumAVX2(x *float32, n int, m float32) float32 {
+func expSubSumAVX2(x *float32, n int, m float32, sums *[4]float32) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
 func scaleAVX2(x *float32, n int, s float32) { panic("cpu: no AVX2 kernels on this architecture") }
@@ -21,14 +21,13 @@ func f32ToBF16AVX2(dst *uint16, src *float32, n int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
 
-func sum64AVX2(x *float32, n int) float64 { panic("cpu: no AVX2 kernels on this architecture") }
-func sumSqDev64AVX2(x *float32, n int, m float64) float64 {
+func sum64AVX2(x *float32, n int, sums *[4]float64) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func sumSqDev64AVX2(x *float32, n int, m float64, sums *[4]float64) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
 func lnNormAVX2(o, x, w, b *float32, n int, m, s float32) {
-	panic("cpu: no AVX2 kernels on this architecture")
-}
-func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32) (dm, dnm float64) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
 func lnBwdRowAVX2(di, dw, db, x, w, gr *float32, n int, m, s, dmf, dnmf float32) {
@@ -38,9 +37,8 @@ func adamWAVX2(p, gr, m, v *float32, n int, c *adamKernelConsts) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
 
-func addAVX2(dst, src *float32, n int)     { panic("cpu: no AVX2 kernels on this architecture") }
-func maxAVX2(x *float32, n int) float32    { panic("cpu: no AVX2 kernels on this architecture") }
-func dotAVX2(a, b *float32, n int) float32 { panic("cpu: no AVX2 kernels on this architecture") }
+func addAVX2(dst, src *float32, n int)  { panic("cpu: no AVX2 kernels on this architecture") }
+func maxAVX2(x *float32, n int) float32 { panic("cpu: no AVX2 kernels on this architecture") }
 func softmaxBwdAVX2(a, da *float32, n int, s, scale float32) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }

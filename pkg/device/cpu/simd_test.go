@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -35,12 +37,15 @@ func simdInputs(r *rand.Rand, n int) []float32 {
 // simdLengths are slice lengths around the kernels' 8- and 16-element steps.
 var simdLengths = []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 127, 1000}
 
-// withAVX2 runs fn with the AVX2 kernels selected (it skips where the CPU
+// withISA runs fn with the AVX2 kernels selected (avx2) or not (it skips where the CPU
 // lacks them) and restores the selection.
 func withISA(t *testing.T, avx2 bool, fn func()) {
 	t.Helper()
 	if avx2 && !haveAVX2 {
 		t.Skip("the CPU has no AVX2+FMA: only the pure-Go kernels run here")
+	}
+	if goContractsFMA {
+		t.Skip("built with GOAMD64=v3 or later: the Go reference loops may be contracted to FMA, so their bits are not the kernels'")
 	}
 	old := useAVX2
 	useAVX2 = avx2
@@ -101,9 +106,8 @@ func TestSIMDElementwise(t *testing.T) {
 	})
 }
 
-// TestSIMDSoftmax checks the kernel softmax row against the pure-Go one:
-// the probabilities within a few ulp (the sum's order differs), the masked
-// tail exactly zero.
+// TestSIMDSoftmax checks the kernel softmax row against the pure-Go one bit
+// for bit (the kernel keeps its four partial sums), the masked tail too.
 func TestSIMDSoftmax(t *testing.T) {
 	withISA(t, true, func() {
 		r := ntRNG(12)
@@ -117,11 +121,7 @@ func TestSIMDSoftmax(t *testing.T) {
 				softmaxCausalRowGo(want, tt)
 				got := append([]float32(nil), row...)
 				softmaxCausalRow(got, tt)
-				for i := range want {
-					if math.Abs(float64(got[i]-want[i])) > 4e-7*math.Abs(float64(want[i]))+1e-12 || got[i] != got[i] {
-						t.Fatalf("T=%d t=%d: p[%d] = %v, reference %v", T, tt, i, got[i], want[i])
-					}
-				}
+				sameBits(t, fmt.Sprintf("softmax T=%d t=%d", T, tt), row, got, want)
 			}
 		}
 		// exp of the kernel lanes is bit-exact; only the sum's order differs.
@@ -142,6 +142,11 @@ func TestSIMDSoftmax(t *testing.T) {
 			if d := math.Abs(float64(gs) - ws); d > 1e-6*math.Abs(ws) && !(math.IsNaN(ws) && gs != gs) {
 				t.Fatalf("expSubSum n=%d: sum %v, float64 sum %v", len(x), gs, ws)
 			}
+			useAVX2 = false
+			ref := append([]float32(nil), x...)
+			rs := expSubSum(ref, 0.5)
+			useAVX2 = true
+			sameBits(t, "expSubSum's sum", []float32{0.5}, []float32{gs}, []float32{rs})
 		}
 	})
 }
@@ -218,17 +223,20 @@ func closeRel(t *testing.T, what string, got, want, tol float64) {
 	}
 }
 
-// TestSIMDLayerNorm checks the layernorm kernels against the pure-Go loops:
-// the float64 row sums within 1e-14 relative (their order differs), the
-// float32 steps bit for bit.
+// TestSIMDLayerNorm checks the layernorm kernels against the pure-Go loops
+// bit for bit, the float64 row sums included.
 func TestSIMDLayerNorm(t *testing.T) {
 	withISA(t, true, func() {
 		r := ntRNG(14)
 		for _, n := range simdLengths {
 			x, w, b, g := normals(r, n, 2, 0.5), normals(r, n, 1, 1), normals(r, n, 1, 0), normals(r, n, 1, 0)
-			closeRel(t, "sum64", sum64(x), sum64Go(x), 1e-14)
+			if a, b := sum64(x), sum64Go(x); math.Float64bits(a) != math.Float64bits(b) {
+				t.Fatalf("sum64 n=%d: %v, reference %v", n, a, b)
+			}
 			m := sum64Go(x) / float64(max(n, 1))
-			closeRel(t, "sumSqDev64", sumSqDev64(x, m), sumSqDev64Go(x, m), 1e-14)
+			if a, b := sumSqDev64(x, m), sumSqDev64Go(x, m); math.Float64bits(a) != math.Float64bits(b) {
+				t.Fatalf("sumSqDev64 n=%d: %v, reference %v", n, a, b)
+			}
 			mf, sf := float32(m), float32(0.7)
 			want, got := make([]float32, n), nanSlice(n)
 			for j := range x {
@@ -395,4 +403,74 @@ func TestSIMDAddInto(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSIMDStepBits runs one forward and backward pass of the tiny GPT
+// (fused and decomposed, fp32 and bf16, T = 32 on the attention loops and
+// T = 128 on its GEMMs), then an AdamW step, with the kernels and without:
+// loss, gradients and updated weights must be the same bits (the kernels
+// keep the scalar code's operations and sum orders).
+func TestSIMDStepBits(t *testing.T) {
+	if !haveAVX2 || goContractsFMA {
+		t.Skip("no AVX2+FMA kernels here, or built with GOAMD64=v3+ (the Go loops may be contracted to FMA)")
+	}
+	cfg, err := gpt.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(avx2, fused bool, pol amp.Policy, B, T int) (loss float32, grads, params []float32) {
+		old := useAVX2
+		useAVX2 = avx2
+		defer func() { useAVX2 = old }()
+		m, err := gpt.New(New(device.Options{Fused: fused, Threads: 2}), cfg, pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.Init(3); err != nil {
+			t.Fatal(err)
+		}
+		rng := tensor.NewRNG(4)
+		in, tg := make([]int32, B*T), make([]int32, B*T)
+		for i := range in {
+			in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
+		}
+		m.ZeroGrad()
+		if loss, err = m.Gradients(in, tg, B, T, 1); err != nil {
+			t.Fatal(err)
+		}
+		if grads, err = m.GradValues(); err != nil {
+			t.Fatal(err)
+		}
+		d := m.Device()
+		mm, _ := d.Alloc(tensor.F32, m.Layout().Total)
+		vv, _ := d.Alloc(tensor.F32, m.Layout().Total)
+		var work *tensor.Tensor
+		if pol != amp.FP32 {
+			work = m.Work()
+		}
+		d.AdamWStep(m.Master(), work, m.Grads(), mm, vv, m.Layout(),
+			device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 1})
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if params, err = m.Params(); err != nil {
+			t.Fatal(err)
+		}
+		return loss, grads, params
+	}
+	for _, pol := range []amp.Policy{amp.FP32, amp.BF16} {
+		for _, fused := range []bool{true, false} {
+			for _, T := range []int{32, 128} {
+				what := fmt.Sprintf("%s fused=%v T=%d", pol, fused, T)
+				l0, g0, p0 := run(false, fused, pol, 2, T)
+				l1, g1, p1 := run(true, fused, pol, 2, T)
+				if math.Float32bits(l0) != math.Float32bits(l1) {
+					t.Fatalf("%s: loss %v with the kernels, %v without", what, l1, l0)
+				}
+				sameBits(t, what+" gradients", g0, g1, g0)
+				sameBits(t, what+" weights after AdamW", p0, p1, p0)
+			}
+		}
+	}
 }
