@@ -39,7 +39,7 @@ const EnvISA = "DRUTO_CPU_ISA"
 var useAVX2 = haveAVX2 && os.Getenv(EnvISA) != "generic"
 
 // ISA describes the elementwise kernels' instruction set as used now, e.g.
-// "avx2+fma (cpu has avx512f)" or "generic (pure Go; DRUTO_CPU_ISA=generic)".
+// "avx2+fma" or "generic (pure Go; DRUTO_CPU_ISA=generic)".
 func ISA() string {
 	switch {
 	case useAVX2 && haveAVX512:
