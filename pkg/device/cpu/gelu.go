@@ -110,7 +110,17 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 //	gelu'(x) = 0.5·(1 + tanh(a)) + 0.5·x·sech²(a)·√(2/π)·(1 + 3·0.044715·x²),
 //	a = √(2/π)·(x + 0.044715·x³), sech² = 1 - tanh².
 func (d *Device) geluBackwardFused(dinp, inp, dout *tensor.Tensor, n int) {
+	bf := useAVX2 && dinp.DType == tensor.BF16 && inp.DType == tensor.BF16 && dout.DType == tensor.BF16
 	d.parallel(n, 1<<13, func(lo, hi int) {
+		if bf { // bf16 in and out: one kernel pass, no fp32 buffers
+			if k := (hi - lo) &^ 7; k > 0 {
+				geluBackwardBF16AVX2(&dinp.U16()[lo], &inp.U16()[lo], &dout.U16()[lo], k)
+				lo += k
+			}
+			if lo == hi {
+				return
+			}
+		}
 		xb, gb, ob := scratch32(inp, hi-lo), scratch32(dout, hi-lo), scratch32(dinp, hi-lo)
 		defer func() { putScratch(xb); putScratch(gb); putScratch(ob) }()
 		x, g, o := in32(inp, lo, hi-lo, xb), in32(dout, lo, hi-lo, gb), out32(dinp, lo, hi-lo, ob)

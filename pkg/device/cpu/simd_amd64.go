@@ -62,3 +62,6 @@ func ceGradAVX2(x *float32, n int, inv float64, dscale float32)
 
 //go:noescape
 func addToBF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int)

@@ -799,3 +799,50 @@ abloop:
 abdone:
 	VZEROUPPER
 	RET
+
+// func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int)
+// geluBackwardAVX2 on bf16 operands: widened exactly on load, the result
+// rounded to bf16 (nearest even) on store; n is a multiple of 8.
+TEXT ·geluBackwardBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ dinp+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ dout+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   gzdone
+gzloop:
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VMULPS    Y0, Y0, Y1
+	VMULPS    Y0, Y1, Y2
+	VMULPS    vc_gcoef<>(SB), Y2, Y2
+	VADDPS    Y0, Y2, Y2
+	VMULPS    vc_gscale<>(SB), Y2, Y2
+	TANH(Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9)
+	VADDPS    vc_one<>(SB), Y2, Y3
+	VMULPS    vc_half<>(SB), Y3, Y3
+	VMULPS    Y2, Y2, Y4
+	VMOVUPS   vc_one<>(SB), Y5
+	VSUBPS    Y4, Y5, Y5
+	VMULPS    vc_half<>(SB), Y0, Y4
+	VMULPS    Y5, Y4, Y4
+	VMULPS    vc_gscale<>(SB), Y4, Y4
+	VMULPS    vc_g3coef<>(SB), Y1, Y1
+	VADDPS    vc_one<>(SB), Y1, Y1
+	VMULPS    Y1, Y4, Y4
+	VADDPS    Y4, Y3, Y3
+	VPMOVZXWD (DX), Y4
+	VPSLLD    $16, Y4, Y4
+	VMULPS    Y4, Y3, Y3
+	ROUNDBF(Y3, Y4, Y5, Y6)
+	VPACKUSDW Y3, Y3, Y3
+	VPERMQ    $0x08, Y3, Y3
+	VMOVDQU   X3, (DI)
+	ADDQ      $16, SI
+	ADDQ      $16, DX
+	ADDQ      $16, DI
+	DECQ      CX
+	JNZ       gzloop
+gzdone:
+	VZEROUPPER
+	RET

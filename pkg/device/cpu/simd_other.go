@@ -50,3 +50,7 @@ func ceGradAVX2(x *float32, n int, inv float64, dscale float32) {
 func addToBF16AVX2(dst *uint16, src *float32, n int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+
+func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}

@@ -474,3 +474,34 @@ func TestSIMDStepBits(t *testing.T) {
 		}
 	}
 }
+
+// TestSIMDGELUBackwardBF16 checks the bf16 GELU backward kernel through
+// GELUBackward against the pure-Go path, bit for bit, on every tail.
+func TestSIMDGELUBackwardBF16(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(19)
+		for _, n := range append(simdLengths, 8193) {
+			x, g := simdInputs(r, n), normals(r, n, 1, 0)
+			inp, dout := tensor.New(tensor.BF16, n), tensor.New(tensor.BF16, n)
+			if err := inp.SetF32(x); err != nil {
+				t.Fatal(err)
+			}
+			if err := dout.SetF32(g); err != nil {
+				t.Fatal(err)
+			}
+			var outs [2][]float32
+			for k, avx2 := range []bool{false, true} {
+				useAVX2 = avx2
+				d := New(device.Options{Fused: true, Threads: 2})
+				dinp := tensor.New(tensor.BF16, n)
+				ntPoison(dinp)
+				d.GELUBackward(dinp, inp, dout, n)
+				if err := d.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				outs[k] = dinp.ToF32()
+			}
+			sameBits(t, fmt.Sprintf("GELUBackward bf16 n=%d", n), inp.ToF32(), outs[1], outs[0])
+		}
+	})
+}
