@@ -122,6 +122,18 @@ func (d *Device) matmulEpilogueRows(out, target *tensor.Tensor, y, b []float32, 
 		}
 	}
 	flush32(target, r0*OC, blk)
+	if act == device.GELU && out.DType == tensor.BF16 && useAVX2 { // gelu rounded on store
+		base, k := r0*OC, len(blk)&^7
+		if k > 0 {
+			geluForwardBF16AVX2(&out.U16()[base], &blk[0], k)
+		}
+		if k < len(blk) {
+			o := ob[:len(blk)-k]
+			geluForward(o, blk[k:])
+			store(out, base+k, o)
+		}
+		return
+	}
 	if act == device.GELU {
 		o := out32(out, r0*OC, len(blk), ob)
 		geluForward(o, blk)

@@ -65,3 +65,6 @@ func addToBF16AVX2(dst *uint16, src *float32, n int)
 
 //go:noescape
 func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int)
+
+//go:noescape
+func geluForwardBF16AVX2(out *uint16, x *float32, n int)

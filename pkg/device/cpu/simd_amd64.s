@@ -846,3 +846,35 @@ gzloop:
 gzdone:
 	VZEROUPPER
 	RET
+
+// func geluForwardBF16AVX2(out *uint16, x *float32, n int)
+// geluForwardAVX2 with the result rounded to bf16 on store; n is a
+// multiple of 8.
+TEXT ·geluForwardBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   gwdone
+gwloop:
+	VMOVUPS   (SI), Y0
+	VMULPS    Y0, Y0, Y1
+	VMULPS    Y0, Y1, Y1
+	VMULPS    vc_gcoef<>(SB), Y1, Y1
+	VADDPS    Y0, Y1, Y1
+	VMULPS    vc_gscale<>(SB), Y1, Y1
+	TANH(Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8)
+	VADDPS    vc_one<>(SB), Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMULPS    vc_half<>(SB), Y1, Y1
+	ROUNDBF(Y1, Y2, Y3, Y4)
+	VPACKUSDW Y1, Y1, Y1
+	VPERMQ    $0x08, Y1, Y1
+	VMOVDQU   X1, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	DECQ      CX
+	JNZ       gwloop
+gwdone:
+	VZEROUPPER
+	RET

@@ -54,3 +54,7 @@ func addToBF16AVX2(dst *uint16, src *float32, n int) {
 func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+
+func geluForwardBF16AVX2(out *uint16, x *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}

@@ -505,3 +505,34 @@ func TestSIMDGELUBackwardBF16(t *testing.T) {
 		}
 	})
 }
+
+// TestSIMDMatmulGELUBF16 checks the fused Matmul's bf16 GELU epilogue
+// (rounded on store by the kernel) against the pure-Go path, bit for bit,
+// with row widths that leave tails.
+func TestSIMDMatmulGELUBF16(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(20)
+		for _, sh := range [][3]int{{5, 16, 13}, {33, 64, 100}, {64, 128, 512}} {
+			N, C, OC := sh[0], sh[1], sh[2]
+			inp, _ := ntTensor(t, tensor.BF16, ntNormal(r, N*C, 1, 0), N, C)
+			w, _ := ntTensor(t, tensor.BF16, ntNormal(r, OC*C, 0.3, 0), OC, C)
+			b, _ := ntTensor(t, tensor.BF16, ntNormal(r, OC, 0.3, 0), OC)
+			var outs, pres [2][]float32
+			for k, avx2 := range []bool{false, true} {
+				useAVX2 = avx2
+				d := New(device.Options{Fused: true, Threads: 2})
+				out, pre := tensor.New(tensor.BF16, N, OC), tensor.New(tensor.BF16, N, OC)
+				ntPoison(out)
+				ntPoison(pre)
+				d.Matmul(out, pre, inp, w, b, N, C, OC, device.GELU)
+				if err := d.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				outs[k], pres[k] = out.ToF32(), pre.ToF32()
+			}
+			what := fmt.Sprintf("Matmul GELU bf16 %dx%dx%d", N, C, OC)
+			sameBits(t, what+" pre", pres[0], pres[1], pres[0])
+			sameBits(t, what+" out", pres[0], outs[1], outs[0])
+		}
+	})
+}
