@@ -40,7 +40,6 @@ func sumSqDev64AVX2(x *float32, n int, m float64, sums *[4]float64)
 //go:noescape
 func lnNormAVX2(o, x, w, b *float32, n int, m, s float32)
 
-
 //go:noescape
 func lnBwdRowAVX2(di, dw, db, x, w, gr *float32, n int, m, s, dmf, dnmf float32)
 
@@ -52,7 +51,6 @@ func addAVX2(dst, src *float32, n int)
 
 //go:noescape
 func maxAVX2(x *float32, n int) float32
-
 
 //go:noescape
 func softmaxBwdAVX2(a, da *float32, n int, s, scale float32)
