@@ -69,14 +69,17 @@ type Report struct {
 	Reason    string `json:"reason"`  // why, in a sentence
 	GPUUsable bool   `json:"gpu_usable"`
 	// GPUSupport is false in a build without cgo, which cannot load CUDA.
-	GPUSupport bool          `json:"gpu_support_in_build"`
-	Time       string        `json:"time"`
-	Revision   string        `json:"revision,omitempty"`
-	Host       Host          `json:"host"`
-	Driver     *Driver       `json:"driver,omitempty"`
-	Libraries  []gpu.LibInfo `json:"libraries,omitempty"`
-	Devices    []Device      `json:"devices,omitempty"`
-	Kernels    []Kernel      `json:"kernels,omitempty"`
+	GPUSupport bool   `json:"gpu_support_in_build"`
+	Time       string `json:"time"`
+	Revision   string `json:"revision,omitempty"`
+	Host       Host   `json:"host"`
+	// CPU says which path the CPU backend runs: its GEMM library, the
+	// instruction set of its elementwise kernels and its threads.
+	CPU       string        `json:"cpu"`
+	Driver    *Driver       `json:"driver,omitempty"`
+	Libraries []gpu.LibInfo `json:"libraries,omitempty"`
+	Devices   []Device      `json:"devices,omitempty"`
+	Kernels   []Kernel      `json:"kernels,omitempty"`
 	// OpTests are the conformance cases (package devicetest) the kernels'
 	// self-tests ran, each op against the CPU reference in each form.
 	OpTests []devicetest.Result `json:"op_tests,omitempty"`
@@ -170,6 +173,7 @@ func detect(ctx context.Context, o Options, keep bool) (Report, *gpu.Device) {
 	r := Report{
 		Backend: BackendCPU, Time: start.UTC().Format(time.RFC3339), Revision: revision(),
 		Host: Host{OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), CPUs: runtime.NumCPU()},
+		CPU:  cpu.New(device.Options{Threads: o.Threads}).Describe(),
 	}
 	dev := r.detectGPU(ctx, o)
 	switch {
@@ -438,7 +442,9 @@ func Open(o Options) (device.Device, Report, error) {
 	case BackendCPU:
 		r := Report{Backend: BackendCPU, Reason: "the cpu backend was asked for", Time: time.Now().UTC().Format(time.RFC3339),
 			Revision: revision(), Host: Host{OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), CPUs: runtime.NumCPU()}}
-		return cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads}), r, nil
+		d := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
+		r.CPU = d.Describe()
+		return d, r, nil
 	case "", BackendAuto:
 		r, dev := detect(context.Background(), o, true)
 		if dev != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 
@@ -86,6 +87,7 @@ func runBench(args []string) error {
 	out := fs.String("json", "", "write the report here (JSON)")
 	kernelsOnly := fs.Bool("kernels", false, "GPU kernel micro-benchmarks (L2 flushed, CUDA events) instead of training steps")
 	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the timed steps to this file")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -101,6 +103,17 @@ func runBench(args []string) error {
 	} else if r > 0 {
 		fmt.Fprintf(os.Stderr, "druto bench: %s=%d: the fused LM head runs in chunks of %d rows\n", gpt.HeadRowsEnv, r, r)
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ms, err := parseModes(*modes)
 	if err != nil {
 		return err
@@ -110,6 +123,7 @@ func runBench(args []string) error {
 		return err
 	}
 	var rep *bench.Report
+	var recCfgs []gpt.Config // the model of each record, for its MFU
 	for _, m := range ms {
 		*be.fused = m.Fused
 		dev, _, err := be.open()
@@ -123,10 +137,15 @@ func runBench(args []string) error {
 			}
 			continue
 		}
+		if rep != nil { // the peak again on each mode's device: the run keeps the highest
+			if p, _ := bench.Peak(dev); p > rep.PeakFLOPs {
+				rep.PeakFLOPs = p
+			}
+		}
 		if rep == nil {
 			rep = newReport(dev.Name(), be)
 			rep.PeakFLOPs, rep.PeakNote = bench.Peak(dev)
-			fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.1f TFLOP/s (%s)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
+			fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.2f TFLOP/s (%s; measured again before each mode, the highest is the MFU denominator)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
 			if *profile {
 				if rep.CopyGBps, err = bench.CopyBandwidth(dev); err != nil {
 					return fmt.Errorf("copy bandwidth: %w", err)
@@ -156,6 +175,7 @@ func runBench(args []string) error {
 				}
 			}
 			rep.Records = append(rep.Records, r)
+			recCfgs = append(recCfgs, c.Config)
 		}
 		if c, ok := dev.(interface{ Close() error }); ok { // free the mode's device memory before the next
 			if err := c.Close(); err != nil {
@@ -166,6 +186,12 @@ func runBench(args []string) error {
 	if rep == nil {
 		return fmt.Errorf("no mode of --modes %s can run on this device (see the lines above)", *modes)
 	}
+	for i := range rep.Records { // against the run's highest peak
+		if r := &rep.Records[i]; r.MFU > 0 && rep.PeakFLOPs > 0 {
+			r.MFU = recCfgs[i].FLOPsPerToken(r.Seq) * r.TokensPerS / rep.PeakFLOPs
+		}
+	}
+	fmt.Fprintf(os.Stderr, "MFU against %.2f TFLOP/s, the highest of the peaks measured in this run\n", rep.PeakFLOPs/1e12)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\tlaunches/step\tact GiB\tpeak GiB\tstep\t")
 	ups := rep.SpeedUps()

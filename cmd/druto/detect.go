@@ -58,6 +58,9 @@ func runDetect(args []string) error {
 // printReport writes the report for a person.
 func printReport(w io.Writer, r druto.Report) {
 	fmt.Fprintf(w, "backend   %s: %s\n", r.Backend, r.Reason)
+	if r.CPU != "" {
+		fmt.Fprintf(w, "cpu       %s\n", r.CPU)
+	}
 	if !r.GPUSupport {
 		fmt.Fprintln(w, "build     no GPU support (CGO_ENABLED=0)")
 		return

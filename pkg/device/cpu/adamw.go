@@ -85,20 +85,35 @@ func (d *Device) adamWFused(master, work, grads, m, v *tensor.Tensor, spans []ad
 }
 
 // adamWChunk updates one chunk of one segment; work (or nil) receives the
-// rounded parameters at element off onwards.
+// rounded parameters at element off onwards, one cache-sized block after
+// the block's update.
 func adamWChunk(p, g, m, v []float32, work *tensor.Tensor, off int, decay bool, c adamConsts) {
-	var wf []float32
-	var wu []uint16
-	bf := false
-	if work != nil {
-		if work.DType == tensor.F32 {
-			wf = work.F32()[off : off+len(p)]
-		} else {
-			wu = work.U16()[off : off+len(p)]
-			bf = work.DType == tensor.BF16
+	decay = decay && c.DoDecay
+	const blk = 2048
+	for lo := 0; lo < len(p); lo += blk {
+		hi := min(lo+blk, len(p))
+		adamWMaster(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], decay, c)
+		if work == nil {
+			continue
+		}
+		switch work.DType {
+		case tensor.F32:
+			copy(work.F32()[off+lo:off+hi], p[lo:hi])
+		case tensor.BF16:
+			f32ToBF16s(work.U16()[off+lo:off+hi], p[lo:hi])
+		default:
+			wu := work.U16()[off+lo : off+hi]
+			for i, x := range p[lo:hi] {
+				wu[i] = tensor.F16FromF32(x)
+			}
 		}
 	}
-	decay = decay && c.DoDecay
+}
+
+// adamWMasterGo is adamWMaster's pure-Go reference: the update of p, m and
+// v (decay already combined with c.DoDecay).
+func adamWMasterGo(p, g, m, v []float32, decay bool, c adamConsts) {
+	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
 	for i := range p {
 		gi := g[i]
 		if c.Scaled {
@@ -118,14 +133,6 @@ func adamWChunk(p, g, m, v []float32, work *tensor.Tensor, off int, decay bool, 
 		den := float32(math.Sqrt(float64(vi)))/c.BC2 + c.Eps
 		pi += c.Step * (mi / den)
 		p[i], m[i], v[i] = pi, mi, vi
-		switch {
-		case wf != nil:
-			wf[i] = pi
-		case bf:
-			wu[i] = tensor.BF16FromF32(pi)
-		case wu != nil:
-			wu[i] = tensor.F16FromF32(pi)
-		}
 	}
 }
 

@@ -197,6 +197,15 @@ func roundProbs(hd attnHead, att *tensor.Tensor, p []float32, r0, r1 int) {
 // (four partial sums), one to normalise, the row staying in L1.
 func softmaxCausalRow(row []float32, t int) {
 	live := row[:t+1]
+	m := max32(live)
+	scale32(live, 1/expSubSum(live, m))
+	clear(row[t+1:])
+}
+
+// softmaxCausalRowGo is softmaxCausalRow's pure-Go reference (four partial
+// sums instead of the kernels' eight lanes).
+func softmaxCausalRowGo(row []float32, t int) {
+	live := row[:t+1]
 	m := live[0]
 	for _, v := range live[1:] {
 		if v > m {
@@ -410,6 +419,21 @@ func attnBackwardFused(hd attnHead, dx, g, x, p []float32, s *attnScratch) error
 // scores: att ⊙ (datt - Σ att⊙datt) · scale, in one pass after the sum.
 func softmaxBackwardRow(att, datt []float32, t int, scale float32) {
 	a, da := att[:t+1], datt[:t+1]
+	s := dot32(a, da)
+	n := 0
+	if useAVX2 {
+		if n = len(a) &^ 7; n > 0 {
+			softmaxBwdAVX2(&a[0], &da[0], n, s, scale)
+		}
+	}
+	for i := n; i < len(a); i++ {
+		da[i] = a[i] * (da[i] - s) * scale
+	}
+}
+
+// softmaxBackwardRowGo is softmaxBackwardRow's pure-Go reference.
+func softmaxBackwardRowGo(att, datt []float32, t int, scale float32) {
+	a, da := att[:t+1], datt[:t+1]
 	var s float32
 	for i, v := range a {
 		s += v * da[i]
@@ -486,16 +510,6 @@ func (hd attnHead) gemm(transA, transB bool, m, n, k int, alpha float32, a []flo
 		}
 	}
 	return nil
-}
-
-// dot32 returns Σ a[i]·b[i] over len(a) in float32.
-func dot32(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s float32
-	for i, v := range a {
-		s += v * b[i]
-	}
-	return s
 }
 
 // axpy32 computes y += alpha·x over len(x).

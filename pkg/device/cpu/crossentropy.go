@@ -56,39 +56,32 @@ func (d *Device) CrossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 func (d *Device) crossEntropyFused(losses, logits, targets *tensor.Tensor, N, V int, dscale float32) {
 	loss, tg := losses.F32(), targets.I32()
 	d.parallel(N, rowGrain(V), func(lo, hi int) {
-		var buf []float32
-		if logits.DType != tensor.F32 {
-			buf = make([]float32, V)
-		}
+		buf := make([]float32, V)
 		for i := lo; i < hi; i++ {
-			x := in32(logits, i*V, V, buf) // the row (V), logits' memory when F32
+			x := buf
+			if dscale != 0 { // the gradient overwrites the logits
+				x = in32(logits, i*V, V, buf) // the row (V), logits' memory when F32
+			} else {
+				load(x, logits, i*V)
+			}
 			t := tg[i]
 			mx := float32(math.Inf(-1))
-			for _, v := range x {
-				if v > mx {
-					mx = v
-				}
+			if V > 0 {
+				mx = max(mx, max32(x))
 			}
 			zt := float64(x[t] - mx)
-			var sum float64
-			if dscale == 0 {
-				for _, v := range x {
-					sum += float64(expNeg32(v - mx))
-				}
-				loss[i] = float32(math.Log(sum) - zt)
-				continue
-			}
-			for j, v := range x { // x := exp(x - max), in place
-				e := expNeg32(v - mx)
-				x[j] = e
+			expSubSum(x, mx) // x := exp(x - max), in place
+			var sum float64  // in order of j, as the scalar form sums
+			for _, e := range x {
 				sum += float64(e)
 			}
 			loss[i] = float32(math.Log(sum) - zt)
+			if dscale == 0 {
+				continue
+			}
 			inv := 1 / sum
 			pt := float32(float64(x[t]) * inv)
-			for j, e := range x { // x := (p - onehot)·dscale
-				x[j] = float32(float64(e)*inv) * dscale
-			}
+			ceGrad(x, inv, dscale) // x := (p - onehot)·dscale
 			x[t] = (pt - 1) * dscale
 			flush32(logits, i*V, x)
 		}

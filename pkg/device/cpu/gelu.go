@@ -49,10 +49,10 @@ func tanh32(x float32) float32 {
 	return math.Float32frombits(t | xb&0x80000000)
 }
 
-// geluForward computes out = gelu(inp) in one loop over len(inp) elements
-// (out may be inp). It runs on the calling goroutine; callers parallelise.
+// geluForwardGo computes out = gelu(inp) in one loop over len(inp) elements
+// (out may be inp): the pure-Go reference of geluForward (simd.go).
 // out (n), inp (n)
-func geluForward(out, inp []float32) {
+func geluForwardGo(out, inp []float32) {
 	out = out[:len(inp)]
 	for i, x := range inp {
 		u := x*x*x*geluCoef + x
@@ -80,9 +80,7 @@ func geluForwardDecomposed(out, inp []float32) {
 	for i := range t { // ×√(2/π)
 		t[i] *= geluScale
 	}
-	for i := range t { // tanh
-		t[i] = tanh32(t[i])
-	}
+	tanhSlice(t, t)    // tanh
 	for i := range t { // +1
 		t[i]++
 	}
@@ -114,14 +112,36 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 //	gelu'(x) = 0.5·(1 + tanh(a)) + 0.5·x·sech²(a)·√(2/π)·(1 + 3·0.044715·x²),
 //	a = √(2/π)·(x + 0.044715·x³), sech² = 1 - tanh².
 func (d *Device) geluBackwardFused(dinp, inp, dout *tensor.Tensor, n int) {
+	bf := useAVX2 && dinp.DType == tensor.BF16 && inp.DType == tensor.BF16 && dout.DType == tensor.BF16
 	d.parallel(n, 1<<13, func(lo, hi int) {
-		xb, gb, ob := scratch32(inp, hi-lo), scratch32(dout, hi-lo), scratch32(dinp, hi-lo)
-		x, g, o := in32(inp, lo, hi-lo, xb), in32(dout, lo, hi-lo, gb), out32(dinp, lo, hi-lo, ob)
-		for i, v := range x {
-			o[i] = geluGrad(v) * g[i]
+		if bf { // bf16 in and out: one kernel pass, no fp32 buffers
+			if k := (hi - lo) &^ 7; k > 0 {
+				geluBackwardBF16AVX2(&dinp.U16()[lo], &inp.U16()[lo], &dout.U16()[lo], k)
+				lo += k
+			}
+			if lo == hi {
+				return
+			}
 		}
+		xb, gb, ob := scratch32(inp, hi-lo), scratch32(dout, hi-lo), scratch32(dinp, hi-lo)
+		defer func() { putScratch(xb); putScratch(gb); putScratch(ob) }()
+		x, g, o := in32(inp, lo, hi-lo, xb), in32(dout, lo, hi-lo, gb), out32(dinp, lo, hi-lo, ob)
+		geluBackwardSlice(o, x, g)
 		flush32(dinp, lo, o)
 	})
+}
+
+// geluBackwardGo sets o = gelu'(x)·g elementwise: the pure-Go reference of
+// geluBackwardSlice (simd.go).
+func geluBackwardGo(o, x, g []float32) {
+	o, g = o[:len(x)], g[:len(x)]
+	for i, v := range x {
+		v2 := v * v
+		t := tanh32((v2*v*geluCoef + v) * geluScale)
+		left := (t + 1) * 0.5
+		right := v * 0.5 * (1 - t*t) * geluScale * (v2*(3*geluCoef) + 1)
+		o[i] = (left + right) * g[i]
+	}
 }
 
 // geluGrad returns gelu'(x), the fused form's single expression (see

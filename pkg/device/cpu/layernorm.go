@@ -81,6 +81,7 @@ func (d *Device) Add(out, a, b *tensor.Tensor, n int) {
 func (d *Device) addPass(out, a, b *tensor.Tensor, n int) {
 	d.parallel(n, 1<<14, func(lo, hi int) {
 		ab, bb, ob := scratch32(a, hi-lo), scratch32(b, hi-lo), scratch32(out, hi-lo)
+		defer func() { putScratch(ab); putScratch(bb); putScratch(ob) }()
 		x, y, o := in32(a, lo, hi-lo, ab), in32(b, lo, hi-lo, bb), out32(out, lo, hi-lo, ob)
 		for i := range o {
 			o[i] = x[i] + y[i]
@@ -115,10 +116,7 @@ func (d *Device) layerNormFused(res, out, mean, rstd, inp, b, weight, bias *tens
 			v := sumSqDev64(x, m) / float64(C)
 			mf, sf := float32(m), float32(1/math.Sqrt(v+lnEps))
 			o := out32(out, off, C, ob)
-			for j := range o {
-				n := sf * (x[j] - mf) // normalised
-				o[j] = n*w[j] + bs[j]
-			}
+			lnNorm(o, x, w, bs, mf, sf)
 			flush32(out, off, o)
 			mu[i], rs[i] = mf, sf
 		}
@@ -204,22 +202,10 @@ func (d *Device) layerNormBackwardFused(dinp, dweight, dbias, dout, inp, weight,
 				x, g := in32(inp, off, C, xb), in32(dout, off, C, gb)
 				m, s := mu[i], rs[i]
 				// the two row means: mean(dnorm) and mean(dnorm·norm)
-				var dm, dnm float64
-				for j := range x {
-					n := s * (x[j] - m)
-					dn := w[j] * g[j]
-					dm += float64(dn)
-					dnm += float64(dn * n)
-				}
+				dm, dnm := lnBwdSums(x, w, g, m, s)
 				dmf, dnmf := float32(dm/float64(C)), float32(dnm/float64(C))
 				di := in32(dinp, off, C, db)
-				for j := range x {
-					n := s * (x[j] - m)
-					dn := w[j] * g[j]
-					dbs[j] += g[j]
-					dw[j] += n * g[j]
-					di[j] += s * (dn - dmf - n*dnmf)
-				}
+				lnBwdRow(di, dw, dbs, x, w, g, m, s, dmf, dnmf)
 				flush32(dinp, off, di)
 			}
 		}
@@ -309,9 +295,7 @@ func (d *Device) columnSumInto(dst *tensor.Tensor, src []float32, N, C int) {
 	d.parallel(C, 64, func(lo, hi int) {
 		acc := make([]float32, hi-lo)
 		for i := range N {
-			for j, v := range src[i*C+lo : i*C+hi] {
-				acc[j] += v
-			}
+			add32(acc, src[i*C+lo:i*C+hi])
 		}
 		accumulateRange(dst, lo, acc)
 	})
@@ -319,18 +303,4 @@ func (d *Device) columnSumInto(dst *tensor.Tensor, src []float32, N, C int) {
 
 // accumulateRange adds v into t's elements starting at off, rounding to t's
 // dtype (the single-goroutine form of accumulateAt).
-func accumulateRange(t *tensor.Tensor, off int, v []float32) {
-	if t.DType == tensor.F32 {
-		dst := t.F32()[off : off+len(v)]
-		for i, x := range v {
-			dst[i] += x
-		}
-		return
-	}
-	cur := make([]float32, len(v))
-	load(cur, t, off)
-	for i, x := range v {
-		cur[i] += x
-	}
-	store(t, off, cur)
-}
+func accumulateRange(t *tensor.Tensor, off int, v []float32) { addInto(t, off, v) }

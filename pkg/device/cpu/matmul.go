@@ -52,11 +52,12 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 		b = f32(bias)
 	}
 	blas.SetThreads(d.threads)
-	x, w := d.gemmF32(inp), d.gemmF32(weight)
-	defer releaseF32(inp, x)
+	w := d.gemmF32(weight)
 	defer releaseF32(weight, w)
 	y := outF32(target) // (N,OC) fp32: target's memory when F32, else scratch
 	defer releaseF32(target, y)
+	x := d.gemmF32(inp)
+	defer releaseF32(inp, x)
 	if err := blas.Sgemm(false, true, N, OC, C, 1, x, C, w, C, 0, y, OC); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: %w", op, err))
 		return
@@ -83,24 +84,39 @@ func (d *Device) matmulEpilogue(out, target *tensor.Tensor, y, b []float32, N, O
 			defer putScratch(ob)
 		}
 		for r0 := lo; r0 < hi; r0 += sub {
-			r1 := min(r0+sub, hi)
-			blk := y[r0*OC : r1*OC]
-			if b != nil {
-				for r := range r1 - r0 {
-					row := blk[r*OC : (r+1)*OC]
-					for j, v := range b {
-						row[j] += v
-					}
-				}
-			}
-			flush32(target, r0*OC, blk)
-			if act == device.GELU {
-				o := out32(out, r0*OC, len(blk), ob)
-				geluForward(o, blk)
-				flush32(out, r0*OC, o)
-			}
+			d.matmulEpilogueRows(out, target, y, b, r0, min(r0+sub, hi), OC, act, ob)
 		}
 	})
+}
+
+// matmulEpilogueRows is the epilogue of rows [r0,r1) of y: += bias, round
+// into target (when y is scratch), and under GELU out ← gelu(y) through ob
+// (scratch of at least (r1-r0)·OC elements when out is 16-bit).
+func (d *Device) matmulEpilogueRows(out, target *tensor.Tensor, y, b []float32, r0, r1, OC int, act device.Activation, ob []float32) {
+	blk := y[r0*OC : r1*OC]
+	if b != nil {
+		for r := range r1 - r0 {
+			add32(blk[r*OC:(r+1)*OC], b)
+		}
+	}
+	flush32(target, r0*OC, blk)
+	if act == device.GELU && out.DType == tensor.BF16 && useAVX2 { // gelu rounded on store
+		base, k := r0*OC, len(blk)&^7
+		if k > 0 {
+			geluForwardBF16AVX2(&out.U16()[base], &blk[0], k)
+		}
+		if k < len(blk) {
+			o := ob[:len(blk)-k]
+			geluForward(o, blk[k:])
+			store(out, base+k, o)
+		}
+		return
+	}
+	if act == device.GELU {
+		o := out32(out, r0*OC, len(blk), ob)
+		geluForward(o, blk)
+		flush32(out, r0*OC, o)
+	}
 }
 
 // matmulDecomposed runs the eager sequence after the GEMM: round y into
@@ -188,22 +204,10 @@ func (d *Device) gemmAccumulate(t *tensor.Tensor, transA, transB bool, m, n, k i
 }
 
 // accumulateF32 adds v into t (t += v), rounding to t's dtype, in parallel
-// chunks that widen blocks of t into pooled scratch: the accumulate
-// helper's arithmetic without its allocation per call.
+// chunks (addInto): the accumulate helper's arithmetic without its
+// allocation per call.
 func (d *Device) accumulateF32(t *tensor.Tensor, v []float32) {
-	const blk = 1 << 12
-	d.parallel(len(v), 1<<14, func(lo, hi int) {
-		buf := getScratch(min(blk, hi-lo))
-		defer putScratch(buf)
-		for off := lo; off < hi; off += blk {
-			n := min(blk, hi-off)
-			cur := in32(t, off, n, buf)
-			for i, x := range v[off : off+n] {
-				cur[i] += x
-			}
-			flush32(t, off, cur)
-		}
-	})
+	d.parallel(len(v), 1<<14, func(lo, hi int) { addInto(t, lo, v[lo:hi]) })
 }
 
 // gemmF32 returns t's elements as an fp32 GEMM operand: t's own memory when

@@ -40,14 +40,14 @@ func in32(t *tensor.Tensor, off, n int, buf []float32) []float32 {
 	return buf[:n]
 }
 
-// scratch32 returns a buffer of n elements for in32 or out32 over t, or nil
-// when t is F32 and they use t's own memory (a large chunk's buffer would
-// otherwise be allocated and zeroed for nothing).
+// scratch32 returns a pooled buffer of n elements (contents undefined) for
+// in32 or out32 over t, or nil when t is F32 and they use t's own memory;
+// give it back with putScratch (a no-op on nil).
 func scratch32(t *tensor.Tensor, n int) []float32 {
 	if t.DType == tensor.F32 {
 		return nil
 	}
-	return make([]float32, n)
+	return getScratch(n)
 }
 
 // out32 returns where to compute the n elements of t starting at off: t's
@@ -67,9 +67,9 @@ func flush32(t *tensor.Tensor, off int, v []float32) {
 	}
 }
 
-// sum64 returns Σ x in float64 with four independent accumulators (a fixed
-// order, so the same row always gives the same bits).
-func sum64(x []float32) float64 {
+// sum64Go returns Σ x in float64 with four independent accumulators (a fixed
+// order, so the same row always gives the same bits): sum64's reference.
+func sum64Go(x []float32) float64 {
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
@@ -84,8 +84,8 @@ func sum64(x []float32) float64 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// sumSqDev64 returns Σ (x-m)² in float64, accumulated like sum64.
-func sumSqDev64(x []float32, m float64) float64 {
+// sumSqDev64Go returns Σ (x-m)² in float64, accumulated like sum64Go.
+func sumSqDev64Go(x []float32, m float64) float64 {
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(x); i += 4 {

@@ -1,0 +1,376 @@
+package cpu
+
+// simd.go: the vectorised forms of the elementwise hot loops, chosen at run
+// time. On amd64 with AVX2 and FMA (checked once through x/sys/cpu) the
+// kernels of simd_amd64.s run over the multiple-of-8 (or 16) prefix of a
+// slice and the pure-Go loop, which stays the reference the tests compare
+// against, finishes the tail; elsewhere, or with DRUTO_CPU_ISA=generic, the
+// pure-Go loops run alone.
+//
+// Why hand-written Go assembly and not Go's SIMD package: simd/archsimd
+// exists in Go 1.26 only under GOEXPERIMENT=simd, which a user's `go
+// install` does not set, so a library cannot depend on it. AVX2 (8 lanes),
+// not AVX-512: the target is the common 2-core AVX2+FMA cloud or lab
+// machine; on AMD Zen 4, which has AVX-512, it runs 512-bit ops as two
+// 256-bit halves.
+//
+// The GELU, tanh and exp kernels run the scalar code's float32 operations
+// in its order (no FMA contraction), so their results are bit-identical to
+// the pure-Go loops; the bf16 conversions are exact too. The sums of
+// expSubSum, sum64 and sumSqDev64 keep the scalar code's four partial sums
+// in their order. The reductions no vector form can keep in order (the
+// sequential sums of dot32, lnBwdSums and the cross-entropy's float64 sum)
+// stay scalar, so that a training step gives the same bits with the
+// kernels as without (checked by TestSIMDStepBits).
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// EnvISA names the environment variable that forces the pure-Go kernels
+// ("generic"); any other value, or none, picks the best the CPU runs.
+const EnvISA = "DRUTO_CPU_ISA"
+
+// useAVX2 selects the AVX2 kernels; tests switch it to compare both paths.
+var useAVX2 = haveAVX2 && os.Getenv(EnvISA) != "generic"
+
+// ISA describes the elementwise kernels' instruction set as used now, e.g.
+// "avx2+fma" or "generic (pure Go; DRUTO_CPU_ISA=generic)".
+func ISA() string {
+	switch {
+	case useAVX2 && haveAVX512:
+		return "avx2+fma (the cpu also has avx512f, unused)"
+	case useAVX2:
+		return "avx2+fma"
+	case haveAVX2:
+		return fmt.Sprintf("generic (pure Go; %s=generic)", EnvISA)
+	}
+	return "generic (pure Go; no avx2+fma on this " + runtime.GOARCH + " cpu)"
+}
+
+// geluForward computes out = gelu(inp) over len(inp) elements (out may be
+// inp). It runs on the calling goroutine; callers parallelise.
+func geluForward(out, inp []float32) {
+	out = out[:len(inp)]
+	n := 0
+	if useAVX2 {
+		if n = len(inp) &^ 7; n > 0 {
+			geluForwardAVX2(&out[0], &inp[0], n)
+		}
+	}
+	geluForwardGo(out[n:], inp[n:])
+}
+
+// tanhSlice sets out[i] = tanh32(x[i]) (out may be x).
+func tanhSlice(out, x []float32) {
+	out = out[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			tanhAVX2(&out[0], &x[0], n)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		out[i] = tanh32(x[i])
+	}
+}
+
+// geluBackwardSlice sets o = gelu'(x)·g elementwise (o may alias x or g).
+func geluBackwardSlice(o, x, g []float32) {
+	o, g = o[:len(x)], g[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			geluBackwardAVX2(&o[0], &x[0], &g[0], n)
+		}
+	}
+	geluBackwardGo(o[n:], x[n:], g[n:])
+}
+
+// expSubSum sets x[i] = expNeg32(x[i] - m) and returns Σ x[i] summed as
+// the scalar softmax sums: four partial sums over i%4, the tail into the
+// first, then (s0+s1)+(s2+s3). The kernel keeps exactly those sums.
+func expSubSum(x []float32, m float32) float32 {
+	var s [4]float32
+	i := 0
+	if useAVX2 {
+		if i = len(x) &^ 7; i > 0 {
+			expSubSumAVX2(&x[0], i, m, &s)
+		}
+	}
+	for ; i+4 <= len(x); i += 4 {
+		for k := range 4 {
+			e := expNeg32(x[i+k] - m)
+			x[i+k] = e
+			s[k] += e
+		}
+	}
+	for ; i < len(x); i++ {
+		e := expNeg32(x[i] - m)
+		x[i] = e
+		s[0] += e
+	}
+	return (s[0] + s[1]) + (s[2] + s[3])
+}
+
+// scale32 sets x[i] *= s.
+func scale32(x []float32, s float32) {
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			scaleAVX2(&x[0], n, s)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		x[i] *= s
+	}
+}
+
+// bf16ToF32s widens src into dst (len(dst) elements), exactly.
+func bf16ToF32s(dst []float32, src []uint16) {
+	src = src[:len(dst)]
+	n := 0
+	if useAVX2 {
+		if n = len(dst) &^ 7; n > 0 {
+			bf16ToF32AVX2(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = tensor.BF16ToF32(src[i])
+	}
+}
+
+// f32ToBF16s rounds src into dst (len(src) elements) as tensor.BF16FromF32.
+func f32ToBF16s(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	n := 0
+	if useAVX2 {
+		if n = len(src) &^ 15; n > 0 {
+			f32ToBF16AVX2(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] = tensor.BF16FromF32(src[i])
+	}
+}
+
+// sum64 returns Σ x in float64 with sum64Go's four partial sums, the
+// kernel adding the same values in the same order (the same bits).
+func sum64(x []float32) float64 {
+	if useAVX2 && len(x) >= 8 {
+		var s [4]float64
+		n := len(x) &^ 7
+		sum64AVX2(&x[0], n, &s)
+		return sum4Tail(s, x[n:], 0, false)
+	}
+	return sum64Go(x)
+}
+
+// sumSqDev64 returns Σ (x-m)² in float64, accumulated like sum64.
+func sumSqDev64(x []float32, m float64) float64 {
+	if useAVX2 && len(x) >= 8 {
+		var s [4]float64
+		n := len(x) &^ 7
+		sumSqDev64AVX2(&x[0], n, m, &s)
+		return sum4Tail(s, x[n:], m, true)
+	}
+	return sumSqDev64Go(x, m)
+}
+
+// sum4Tail continues the four partial sums s of sum64Go (sq: of
+// sumSqDev64Go about m) over the rest x, fewer than 8 elements, and
+// combines them as they do.
+func sum4Tail(s [4]float64, x []float32, m float64, sq bool) float64 {
+	term := func(v float32) float64 {
+		if !sq {
+			return float64(v)
+		}
+		d := float64(v) - m
+		return d * d
+	}
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		for k := range 4 {
+			s[k] += term(x[i+k])
+		}
+	}
+	for ; i < len(x); i++ {
+		s[0] += term(x[i])
+	}
+	return (s[0] + s[1]) + (s[2] + s[3])
+}
+
+// lnNorm sets o[j] = (s·(x[j]-m))·w[j] + b[j], layernorm's normalise and
+// affine step.
+func lnNorm(o, x, w, b []float32, m, s float32) {
+	o, w, b = o[:len(x)], w[:len(x)], b[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			lnNormAVX2(&o[0], &x[0], &w[0], &b[0], n, m, s)
+		}
+	}
+	for j := n; j < len(x); j++ {
+		nn := s * (x[j] - m)
+		o[j] = nn*w[j] + b[j]
+	}
+}
+
+// lnBwdSums returns layernorm backward's row sums Σ dn and Σ dn·nn in
+// float64, with dn = w·g and nn = s·(x-m) in float32. It stays a scalar
+// loop: its two float64 sums run in order of j, which no vector form keeps.
+func lnBwdSums(x, w, g []float32, m, s float32) (dm, dnm float64) {
+	w, g = w[:len(x)], g[:len(x)]
+	for j := range x {
+		nn := s * (x[j] - m)
+		dn := w[j] * g[j]
+		dm += float64(dn)
+		dnm += float64(dn * nn)
+	}
+	return dm, dnm
+}
+
+// lnBwdRow accumulates one row's layernorm gradients: db += g,
+// dw += nn·g, di += s·(dn - dmf - nn·dnmf).
+func lnBwdRow(di, dw, db, x, w, g []float32, m, s, dmf, dnmf float32) {
+	di, dw, db, w, g = di[:len(x)], dw[:len(x)], db[:len(x)], w[:len(x)], g[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			lnBwdRowAVX2(&di[0], &dw[0], &db[0], &x[0], &w[0], &g[0], n, m, s, dmf, dnmf)
+		}
+	}
+	for j := n; j < len(x); j++ {
+		nn := s * (x[j] - m)
+		dn := w[j] * g[j]
+		db[j] += g[j]
+		dw[j] += nn * g[j]
+		di[j] += s * (dn - dmf - nn*dnmf)
+	}
+}
+
+// adamKernelConsts is adamWAVX2's view of one update's scalars (layout
+// fixed by the assembly: nine 4-byte fields).
+type adamKernelConsts struct {
+	GS, Decay, W, B2, W2, BC2, Eps, Step float32
+	BaseM                                uint32 // all ones: m + W·(g-m) (Small); 0: g + W·(g-m)
+}
+
+// adamWMaster runs the AdamW update of p, m, v from g (adamWChunk's
+// arithmetic on the master weights; the caller writes the work copy).
+func adamWMaster(p, g, m, v []float32, decay bool, c adamConsts) {
+	n := 0
+	if useAVX2 {
+		if n = len(p) &^ 7; n > 0 {
+			k := adamKernelConsts{GS: 1, Decay: 1, W: c.W1 - 1, B2: c.B2, W2: c.W2, BC2: c.BC2, Eps: c.Eps, Step: c.Step}
+			if c.Scaled {
+				k.GS = c.GS
+			}
+			if decay {
+				k.Decay = c.Decay
+			}
+			if c.Small {
+				k.W, k.BaseM = c.W1, ^uint32(0)
+			}
+			g, m, v = g[:n], m[:n], v[:n]
+			adamWAVX2(&p[0], &g[0], &m[0], &v[0], n, &k)
+		}
+	}
+	adamWMasterGo(p[n:], g[n:], m[n:], v[n:], decay, c)
+}
+
+// add32 sets dst[i] += src[i] over len(src).
+func add32(dst, src []float32) {
+	dst = dst[:len(src)]
+	n := 0
+	if useAVX2 {
+		if n = len(src) &^ 7; n > 0 {
+			addAVX2(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] += src[i]
+	}
+}
+
+// max32 returns the largest element of x (len(x) >= 1), NaNs skipped
+// unless first, as the scalar loop m = x[0]; if v > m { m = v }. The kernel
+// starts eight lane maxima from x[0..8), so a NaN among them is kept
+// where the scalar loop would skip it: either way the softmax of such a
+// row is NaN.
+func max32(x []float32) float32 {
+	n := 0
+	m := x[0]
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			m = maxAVX2(&x[0], n)
+		}
+	}
+	for _, v := range x[n:] {
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+// dot32 returns Σ a[i]·b[i] over len(a) in float32, in order of i (a
+// scalar loop: a vector form would change the sum's bits).
+func dot32(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s float32
+	for i, v := range a {
+		s += v * b[i]
+	}
+	return s
+}
+
+// ceGrad sets x[i] = float32(float64(x[i])·inv)·dscale, the cross-entropy
+// gradient's scaling of the exponentials.
+func ceGrad(x []float32, inv float64, dscale float32) {
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			ceGradAVX2(&x[0], n, inv, dscale)
+		}
+	}
+	for j := n; j < len(x); j++ {
+		x[j] = float32(float64(x[j])*inv) * dscale
+	}
+}
+
+// addInto sets t[off+i] += v[i], rounding to t's dtype: one pass of the
+// kernel for BF16 (widen, add, round), add32 for F32, and for F16 a widened
+// block added and rounded back.
+func addInto(t *tensor.Tensor, off int, v []float32) {
+	switch t.DType {
+	case tensor.F32:
+		add32(t.F32()[off:off+len(v)], v)
+		return
+	case tensor.BF16:
+		dst := t.U16()[off : off+len(v)]
+		n := 0
+		if useAVX2 {
+			if n = len(v) &^ 15; n > 0 {
+				addToBF16AVX2(&dst[0], &v[0], n)
+			}
+		}
+		for i := n; i < len(v); i++ {
+			dst[i] = tensor.BF16FromF32(tensor.BF16ToF32(dst[i]) + v[i])
+		}
+		return
+	}
+	const blk = 1 << 10
+	var buf [blk]float32
+	for lo := 0; lo < len(v); lo += blk {
+		hi := min(lo+blk, len(v))
+		cur := buf[:hi-lo]
+		load(cur, t, off+lo)
+		add32(cur, v[lo:hi])
+		store(t, off+lo, cur)
+	}
+}

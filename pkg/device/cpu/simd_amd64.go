@@ -1,0 +1,68 @@
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// haveAVX2 reports whether this CPU runs the AVX2 kernels of simd_amd64.s
+// (AVX2 and FMA, with the OS saving the YMM registers, which x/sys/cpu
+// checks through OSXSAVE/XGETBV).
+var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// haveAVX512 reports AVX-512F (used by nothing yet; said by ISA).
+var haveAVX512 = cpu.X86.HasAVX512F
+
+//go:noescape
+func geluForwardAVX2(out, x *float32, n int)
+
+//go:noescape
+func tanhAVX2(out, x *float32, n int)
+
+//go:noescape
+func geluBackwardAVX2(dinp, x, dout *float32, n int)
+
+//go:noescape
+func expSubSumAVX2(x *float32, n int, m float32, sums *[4]float32)
+
+//go:noescape
+func scaleAVX2(x *float32, n int, s float32)
+
+//go:noescape
+func bf16ToF32AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func f32ToBF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func sum64AVX2(x *float32, n int, sums *[4]float64)
+
+//go:noescape
+func sumSqDev64AVX2(x *float32, n int, m float64, sums *[4]float64)
+
+//go:noescape
+func lnNormAVX2(o, x, w, b *float32, n int, m, s float32)
+
+//go:noescape
+func lnBwdRowAVX2(di, dw, db, x, w, gr *float32, n int, m, s, dmf, dnmf float32)
+
+//go:noescape
+func adamWAVX2(p, gr, m, v *float32, n int, c *adamKernelConsts)
+
+//go:noescape
+func addAVX2(dst, src *float32, n int)
+
+//go:noescape
+func maxAVX2(x *float32, n int) float32
+
+//go:noescape
+func softmaxBwdAVX2(a, da *float32, n int, s, scale float32)
+
+//go:noescape
+func ceGradAVX2(x *float32, n int, inv float64, dscale float32)
+
+//go:noescape
+func addToBF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int)
+
+//go:noescape
+func geluForwardBF16AVX2(out *uint16, x *float32, n int)

@@ -1,0 +1,60 @@
+//go:build !amd64
+
+package cpu
+
+// Without amd64 assembly every kernel runs its pure-Go loop.
+const haveAVX2, haveAVX512 = false, false
+
+func geluForwardAVX2(out, x *float32, n int) { panic("cpu: no AVX2 kernels on this architecture") }
+func tanhAVX2(out, x *float32, n int)        { panic("cpu: no AVX2 kernels on this architecture") }
+func geluBackwardAVX2(dinp, x, dout *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func expSubSumAVX2(x *float32, n int, m float32, sums *[4]float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func scaleAVX2(x *float32, n int, s float32) { panic("cpu: no AVX2 kernels on this architecture") }
+func bf16ToF32AVX2(dst *float32, src *uint16, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func f32ToBF16AVX2(dst *uint16, src *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+
+func sum64AVX2(x *float32, n int, sums *[4]float64) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func sumSqDev64AVX2(x *float32, n int, m float64, sums *[4]float64) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func lnNormAVX2(o, x, w, b *float32, n int, m, s float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func lnBwdRowAVX2(di, dw, db, x, w, gr *float32, n int, m, s, dmf, dnmf float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func adamWAVX2(p, gr, m, v *float32, n int, c *adamKernelConsts) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+
+func addAVX2(dst, src *float32, n int)  { panic("cpu: no AVX2 kernels on this architecture") }
+func maxAVX2(x *float32, n int) float32 { panic("cpu: no AVX2 kernels on this architecture") }
+func softmaxBwdAVX2(a, da *float32, n int, s, scale float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+
+func ceGradAVX2(x *float32, n int, inv float64, dscale float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+
+func addToBF16AVX2(dst *uint16, src *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+
+func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+
+func geluForwardBF16AVX2(out *uint16, x *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
