@@ -49,11 +49,11 @@ type Recipe struct {
 type Run struct {
 	*Trainer
 	Policy amp.Policy // the precision it trains in (AutoPolicy's choice with Recipe.AutoPolicy)
-	Source string // "built-in bilingual corpus" or the data file
-	Cache  string // the token cache the tokens came from or went to ("" when none)
-	Tokens int    // every token of the data
-	Train  int    // training tokens
-	Val    int    // validation tokens (0 when EvalEvery is 0)
+	Source string     // "built-in bilingual corpus" or the data file
+	Cache  string     // the token cache the tokens came from or went to ("" when none)
+	Tokens int        // every token of the data
+	Train  int        // training tokens
+	Val    int        // validation tokens (0 when EvalEvery is 0)
 }
 
 // AutoPolicy is the precision that trains fastest on dev: bf16 on GPUs of
