@@ -9,6 +9,7 @@ import (
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
 )
 
 // CorpusBytes is how much built-in corpus a Recipe without Data trains on:
@@ -23,6 +24,14 @@ const CorpusBytes = 1 << 20
 // runs with it; Start turns it into a Trainer.
 type Recipe struct {
 	Options
+
+	// Preset names the model (gpt.Presets) when Options.Config is zero.
+	Preset string
+	// Steps, LR and Warmup make Options.Optim (optim.Defaults(Steps) with
+	// this peak learning rate and warm-up, where not 0) when its Steps is 0.
+	Steps  int
+	LR     float32
+	Warmup int
 
 	// AutoPolicy replaces Options.Policy by AutoPolicy(dev).
 	AutoPolicy bool
@@ -48,6 +57,7 @@ type Recipe struct {
 // Run is a started Recipe: the trainer and what it trains on.
 type Run struct {
 	*Trainer
+	Config gpt.Config // the model
 	Policy amp.Policy // the precision it trains in (AutoPolicy's choice with Recipe.AutoPolicy)
 	Source string     // "built-in bilingual corpus" or the data file
 	Cache  string     // the token cache the tokens came from or went to ("" when none)
@@ -94,6 +104,9 @@ func Tokens(path string, seed uint64, tok data.Tokenizer, cacheDir string, progr
 // and loads the weights it starts from. Nothing is written before the
 // recipe's options are known to run (the token cache included).
 func Start(dev device.Device, r Recipe) (*Run, error) {
+	if err := r.fill(); err != nil {
+		return nil, err
+	}
 	if r.AutoPolicy {
 		r.Policy = AutoPolicy(dev)
 	}
@@ -143,7 +156,47 @@ func Start(dev device.Device, r Recipe) (*Run, error) {
 		tr.Close()
 		return nil, err
 	}
-	return &Run{Trainer: tr, Policy: r.Policy, Source: source, Cache: cache, Tokens: total, Train: len(trainT), Val: len(valT)}, nil
+	return &Run{Trainer: tr, Config: r.Config, Policy: r.Policy, Source: source, Cache: cache, Tokens: total, Train: len(trainT), Val: len(valT)}, nil
+}
+
+// fill resolves Preset, Steps, LR, Warmup and a Seq of 0 (the model's
+// longest sequence) into the options.
+func (r *Recipe) fill() error {
+	switch {
+	case r.Preset != "" && r.Config != (gpt.Config{}):
+		return fmt.Errorf("train: a recipe names a preset or gives a Config, not both")
+	case r.Preset != "":
+		cfg, err := gpt.Preset(r.Preset)
+		if err != nil {
+			return err
+		}
+		r.Config = cfg
+	}
+	switch {
+	case r.Steps != 0 && r.Optim.Steps != 0:
+		return fmt.Errorf("train: a recipe gives Steps or Options.Optim, not both")
+	case r.Steps != 0:
+		r.Optim = optim.Defaults(r.Steps)
+		if r.LR != 0 {
+			r.Optim.LR = r.LR
+		}
+		r.Optim.Warmup = r.Warmup
+	}
+	if r.Seq == 0 {
+		r.Seq = r.Config.MaxSeq
+	}
+	return nil
+}
+
+// OpenCheckpoint reads the model file at path (LoadCheckpoint) and builds
+// its model on dev (Checkpoint.Open).
+func OpenCheckpoint(dev device.Device, path string) (*gpt.Model, *Checkpoint, error) {
+	ck, err := LoadCheckpoint(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := ck.Open(dev)
+	return m, ck, err
 }
 
 // Open builds the checkpoint's model on dev, in fp32 (what sample, eval

@@ -134,3 +134,26 @@ func TestRecipeErrorsWriteNothing(t *testing.T) {
 		t.Fatalf("failed starts left %d files in %s", len(ents), out)
 	}
 }
+
+func TestRecipeFill(t *testing.T) {
+	r := Recipe{Preset: "tiny", Steps: 30, LR: 1e-3, Warmup: 5}
+	if err := r.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Config.Channels != 128 || r.Seq != 128 || r.Optim.Steps != 30 || r.Optim.LR != 1e-3 || r.Optim.Warmup != 5 || r.Optim.WeightDecay != 0.1 {
+		t.Fatalf("filled: %+v %+v seq %d", r.Config, r.Optim, r.Seq)
+	}
+	for _, bad := range []Recipe{
+		{Preset: "tiny", Options: Options{Config: testCfg}},
+		{Steps: 3, Options: Options{Optim: testOptions(3, amp.FP32).Optim}},
+		{Preset: "no-such-model"},
+	} {
+		if err := bad.fill(); err == nil {
+			t.Errorf("%+v filled without an error", bad)
+		}
+	}
+	dev := cpu.New(device.Options{Fused: true})
+	if _, _, err := OpenCheckpoint(dev, filepath.Join(t.TempDir(), "none.safetensors")); err == nil {
+		t.Fatal("a missing checkpoint opened")
+	}
+}
