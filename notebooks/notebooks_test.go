@@ -156,6 +156,11 @@ func TestNotebooksPaired(t *testing.T) {
 			continue
 		}
 		for i := range ec {
+			// A cell shows one step; what it needs beyond that belongs in
+			// the library (train.Recipe, nbui), not in the notebook.
+			if n := strings.Count(strings.TrimRight(string(ec[i].Source), "\n"), "\n") + 1; n > maxCellLines {
+				t.Errorf("%s: code cell %d has %d lines; keep every code cell at %d or fewer", name, i+1, n, maxCellLines)
+			}
 			if ec[i].Source != bc[i].Source {
 				t.Errorf("%s: code cell %d differs between en and bn:\n--- en\n%s\n--- bn\n%s", name, i+1, ec[i].Source, bc[i].Source)
 			}
@@ -188,6 +193,9 @@ func TestNotebooksPaired(t *testing.T) {
 		}
 	}
 }
+
+// maxCellLines is the most lines a code cell may have.
+const maxCellLines = 15
 
 // Literal English strings that code cells hand to nbui to show.
 var (
