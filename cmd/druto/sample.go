@@ -7,7 +7,6 @@ import (
 	"os"
 	"unicode/utf8"
 
-	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/train"
@@ -45,11 +44,8 @@ func loadCheckpoint(path, spec string, be *backend) (*gpt.Model, data.Tokenizer,
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := gpt.New(dev, ck.Config, amp.FP32)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, tok, m.SetParams(ck.Params)
+	m, err := ck.Open(dev)
+	return m, tok, err
 }
 
 func runSample(args []string) error {

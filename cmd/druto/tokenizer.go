@@ -81,7 +81,7 @@ func runTokenizer(args []string) error {
 	}
 	text, source := []byte(nil), "the built-in corpus"
 	if *path == "" {
-		text = data.Corpus(*seed, corpusBytes)
+		text = data.Corpus(*seed, train.CorpusBytes)
 	} else {
 		if _, err := data.Load(*path); err != nil { // the checks and messages of a text file
 			return err

@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/druto/druto/pkg/amp"
-	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
@@ -28,37 +27,6 @@ func init() { register("train", "train a GPT on the built-in corpus or a data fi
 // maxStepTokens bounds --batch x --seq, so that every size derived from
 // them (the dry run's memory too) is far from overflowing.
 const maxStepTokens = 1 << 31
-
-// corpusBytes is how much built-in corpus druto generates: enough that a
-// 300-step tiny run (300 x 8 x 128 tokens) does not repeat its data.
-const corpusBytes = 1 << 20
-
-// trainTokens returns the training and validation tokens of path, or of the
-// built-in corpus when path is empty, under tok. Text is tokenised once for
-// a tokenizer other than bytes, with a progress line, and the tokens cached
-// as an llm.c shard in cacheDir (the run's --out folder) for later runs.
-func trainTokens(path string, seed uint64, tok data.Tokenizer, cacheDir string) (trainT, valT []int32, source string, err error) {
-	var toks []int32
-	var cache string
-	name := path
-	if path == "" {
-		name = "the built-in corpus"
-	}
-	update, finish := encodeProgress(name, tok, cacheDir != "")
-	if path == "" {
-		toks, cache, err = data.EncodeCached(tok, data.Corpus(seed, corpusBytes), cacheDir, update)
-		source = "built-in bilingual corpus"
-	} else {
-		toks, cache, err = data.LoadTokens(path, tok, cacheDir, update)
-		source = path
-	}
-	if err != nil {
-		return nil, nil, "", err
-	}
-	finish(len(toks), cache)
-	trainT, valT = data.Split(toks, 0.1)
-	return trainT, valT, source, nil
-}
 
 func runTrain(args []string) error {
 	fs := newFlags("train")
@@ -185,42 +153,29 @@ func runTrain(args []string) error {
 	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s", *preset, *batch, *seq, policy)); err != nil {
 		return err
 	}
-	trainT, valT, source, err := trainTokens(*dataPath, *seed, tok, *out)
+	name := *dataPath
+	if name == "" {
+		name = "the built-in corpus"
+	}
+	update, finish := encodeProgress(name, tok, *out != "")
+	recipe := train.Recipe{Options: opts, Data: *dataPath, Tokenized: update, Resume: *resume, Init: initCk, Graph: *graph}
+	if *graph {
+		recipe.LogEvery = *logEvery
+		recipe.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "druto: "+msg) }
+	}
+	run, err := train.Start(dev, recipe)
 	if err != nil {
 		return err
 	}
-	switch {
-	case *evalEvery == 0:
-		valT = nil // no evaluation: the validation split need not hold a batch
-	case len(valT) < *batch**seq+1:
-		return fmt.Errorf("the validation split (the last 10%% of %s, %d tokens) is too small for one batch of %d x %d tokens; "+
-			"use more data, a smaller --batch or --seq, or --eval-every 0", source, len(valT), *batch, *seq)
-	}
-	if _, gpu := dev.(device.Grapher); gpu && *graph {
-		opts.Step, opts.LogEvery = train.StepGraph, *logEvery
-		opts.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "druto: "+msg) }
-	}
-	tr, err := train.New(dev, opts, trainT, valT)
-	if err != nil {
-		return err
-	}
-	if *resume {
-		if err := tr.Resume(*out); err != nil {
-			return err
-		}
-	} else if _, err := os.Stat(filepath.Join(*out, train.StateFile)); err == nil {
-		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
-	} else if initCk != nil {
-		if err := tr.Model.SetParams(initCk.Params); err != nil {
-			return err
-		}
-	}
+	defer run.Close()
+	finish(run.Tokens, run.Cache)
+	tr, source, trainN := run.Trainer, run.Source, run.Train
 	model := *preset
 	if initCk != nil {
 		model = fmt.Sprintf("%s from %s (%s)", cfg, *initPath, initCk.From)
 	}
 	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s), %s step; data: %s (%d %s tokens)\n",
-		model, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, tr.GraphStatus(), source, len(trainT), tok.Name())
+		model, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, tr.GraphStatus(), source, trainN, tok.Name())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

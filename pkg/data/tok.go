@@ -99,3 +99,17 @@ func decodeWith(tok Tokenizer, tokens []int32) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Pieces tokenises text and returns each token's bytes as a string: how
+// tok splits it (a piece need not be valid UTF-8 on its own).
+func Pieces(tok Tokenizer, text string) ([]string, error) {
+	ids, err := tok.Encode([]byte(text))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(tok.Token(id))
+	}
+	return out, nil
+}

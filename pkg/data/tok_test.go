@@ -229,3 +229,16 @@ func TestTokensPerChar(t *testing.T) {
 		t.Errorf("TokensPerChar = %v %v %v %v; want 1.4 1 2", all, en, bn, err)
 	}
 }
+
+func TestPieces(t *testing.T) {
+	p, err := Pieces(Bytes{}, "aই")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) != 4 || p[0] != "a" || strings.Join(p, "") != "aই" {
+		t.Fatalf("pieces %q", p)
+	}
+	if _, err := Pieces(Bytes{}, "\xff"); err == nil {
+		t.Fatal("invalid UTF-8 split without an error")
+	}
+}

@@ -318,6 +318,11 @@ func (d *Device) Name() string { return d.name }
 // Fused reports whether the fused forms run.
 func (d *Device) Fused() bool { return d.fused }
 
+// Capability returns the device's compute capability, e.g. 9, 0 on sm_90.
+func (d *Device) Capability() (major, minor int) {
+	return d.ctx.Device.Major, d.ctx.Device.Minor
+}
+
 // Context returns the CUDA context the device runs in.
 func (d *Device) Context() *cuda.Context { return d.ctx }
 

@@ -1,0 +1,160 @@
+package nbui
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/druto/druto"
+	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
+	"github.com/druto/druto/plotting"
+	"gonum.org/v1/plot"
+)
+
+// Check ends the notebook cell with a one-line message on standard error
+// when err is not nil. GoNB runs each cell as a program of its own, so the
+// exit ends that cell only; outside a notebook it ends the program.
+func Check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// CompileTable compiles every kernel source (bf16, one compile per file)
+// with NVRTC for each of archs, GPUs that need not be here, and tabulates
+// the compile time and code size. It fails only when NVRTC does not load.
+func CompileTable(lang string, archs ...string) (*Table, error) {
+	nv, err := cuda.LoadNVRTC(cuda.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	vs, err := kernels.Variants()
+	if err != nil {
+		return nil, err
+	}
+	t := NewTable(lang, "source", "dtype", "target", "compile ms", "code bytes").
+		WithCaption("NVRTC %s, compiling for GPUs that are not here", nv.Version())
+	for _, arch := range archs {
+		done := map[string]bool{}
+		for _, v := range vs {
+			if v.DType != tensor.BF16 || done[v.File] {
+				continue
+			}
+			done[v.File] = true
+			code, took, _, err := kernels.CompileOnly(nv, v, arch)
+			if err != nil {
+				t.Add(v.File, v.DType, arch, "-", err.Error())
+				continue
+			}
+			t.Add(v.File, v.DType, arch, fmt.Sprintf("%.1f", took.Seconds()*1000), len(code))
+		}
+	}
+	return t, nil
+}
+
+// FormsTable runs one forward and backward of the preset at B×T on the CPU
+// in the fused and the decomposed forms, from the same initialisation and
+// tokens, and tabulates the loss, the time and how far the decomposed
+// gradients are from the fused ones under the fp32 tolerance rule.
+func FormsTable(lang, preset string, B, T int) (*Table, error) {
+	cfg, err := gpt.Preset(preset)
+	if err != nil {
+		return nil, err
+	}
+	toks, err := data.Encode(data.Corpus(1, max(1<<16, B*T+1)))
+	if err != nil {
+		return nil, err
+	}
+	t := NewTable(lang, "form", "device", "loss", "forward + backward ms", "gradients vs fused")
+	var ref []float32
+	for _, fused := range []bool{true, false} {
+		dev, _, err := druto.Open(druto.Options{Backend: druto.BackendCPU, Fused: fused})
+		if err != nil {
+			return nil, err
+		}
+		m, err := gpt.New(dev, cfg, amp.FP32)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		loss, err := func() (float32, error) {
+			if err := m.Init(1); err != nil {
+				return 0, err
+			}
+			m.ZeroGrad()
+			start = time.Now()
+			return m.Gradients(toks[:B*T], toks[1:B*T+1], B, T, 1)
+		}()
+		took := time.Since(start)
+		var g []float32
+		if err == nil {
+			g, err = m.GradValues()
+		}
+		m.Close()
+		if err != nil {
+			return nil, err
+		}
+		form, verdict := "fused", "-"
+		if ref == nil {
+			ref = g
+		} else {
+			form, verdict = "decomposed", fmt.Sprintf("rel. error %.1e", tensor.RelErr(g, ref))
+			if err := tensor.CloseF32(g, ref, tensor.F32, 1); err != nil {
+				verdict += ": " + err.Error()
+			} else {
+				verdict += ", " + Sprintf(lang, "within the fp32 tolerance")
+			}
+		}
+		t.Add(Sprintf(lang, form), dev.Name(), fmt.Sprintf("%.6f", loss), fmt.Sprintf("%.0f", took.Seconds()*1000), verdict)
+	}
+	return t, nil
+}
+
+// Open opens the device druto picks (the GPU when one works), with fused
+// kernels or the decomposed baseline: the opener bench.Sweep takes.
+func Open(fused bool) (device.Device, error) {
+	dev, _, err := druto.Open(druto.Options{Fused: fused})
+	return dev, err
+}
+
+// ShowBenchFile shows a committed benchmark report: its table, and its
+// speed-up and throughput plots in the notebook's language.
+func ShowBenchFile(lang, path string) error {
+	rep, err := bench.Load(path)
+	if err != nil {
+		return err
+	}
+	BenchTable(lang, rep).Show()
+	return showPlots(lang, path, plotting.SpeedUp, plotting.Throughput)
+}
+
+// ShowKernelsFile shows a committed kernel micro-benchmark report: the
+// achieved bandwidth of each op against the copy ceiling.
+func ShowKernelsFile(lang, path string) error {
+	return showPlots(lang, path, plotting.Bandwidth)
+}
+
+func showPlots(lang, path string, kinds ...func([]plotting.BenchRecord, ...plotting.Option) (*plot.Plot, error)) error {
+	b, err := plotting.ReadBench(path)
+	if err != nil {
+		return err
+	}
+	for _, kind := range kinds {
+		p, err := kind(b.Records, plotting.Lang(lang), plotting.BanglaDigits(lang == "bn"))
+		if err != nil {
+			return err
+		}
+		if err := plotting.Show(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}

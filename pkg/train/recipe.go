@@ -1,0 +1,214 @@
+package train
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/optim"
+)
+
+// CorpusBytes is how much built-in corpus a Recipe without Data trains on:
+// enough that a 300-step tiny run (300 × 8 × 128 tokens) does not repeat
+// its data.
+const CorpusBytes = 1 << 20
+
+// Recipe is a whole training run as a user states it: the trainer's
+// options plus where the tokens come from, how the run starts (fresh, from
+// a checkpoint's weights, or resumed) and whether the precision is picked
+// for the device. `druto train`, the notebooks and the tests build their
+// runs with it; Start turns it into a Trainer.
+type Recipe struct {
+	Options
+
+	// Preset names the model (gpt.Presets) when Options.Config is zero.
+	Preset string
+	// Steps, LR and Warmup make Options.Optim (optim.Defaults(Steps) with
+	// this peak learning rate and warm-up, where not 0) when its Steps is 0.
+	Steps  int
+	LR     float32
+	Warmup int
+
+	// AutoPolicy replaces Options.Policy by AutoPolicy(dev).
+	AutoPolicy bool
+	// Data is a UTF-8 text file or an llm.c .bin token shard; "" trains on
+	// the built-in bilingual corpus (CorpusBytes of it, from Seed). Text is
+	// tokenised with Options.Tokenizer (bytes when nil) once and cached in
+	// OutDir.
+	Data string
+	// Tokenized, when set, reports tokenising progress (done of total
+	// bytes); it is not called when the tokens come from the cache.
+	Tokenized func(done, total int)
+	// Resume continues the run saved in OutDir; without it, an OutDir that
+	// already holds a run is an error.
+	Resume bool
+	// Init, when set, starts from these weights (fine-tuning); its Config
+	// must equal Options.Config.
+	Init *Checkpoint
+	// Graph runs the step on the device as one CUDA graph where the device
+	// can (StepGraph; Options.Step otherwise).
+	Graph bool
+}
+
+// Run is a started Recipe: the trainer and what it trains on.
+type Run struct {
+	*Trainer
+	Config gpt.Config // the model
+	Policy amp.Policy // the precision it trains in (AutoPolicy's choice with Recipe.AutoPolicy)
+	Source string     // "built-in bilingual corpus" or the data file
+	Cache  string     // the token cache the tokens came from or went to ("" when none)
+	Tokens int        // every token of the data
+	Train  int        // training tokens
+	Val    int        // validation tokens (0 when EvalEvery is 0)
+}
+
+// AutoPolicy is the precision that trains fastest on dev: bf16 on GPUs of
+// compute capability 8.0 and later, fp16 (with loss scaling) on older ones,
+// fp32 on the CPU, where 16-bit storage only adds conversions.
+func AutoPolicy(dev device.Device) amp.Policy {
+	c, ok := dev.(interface{ Capability() (major, minor int) })
+	switch {
+	case !ok:
+		return amp.FP32
+	case func() bool { major, _ := c.Capability(); return major >= 8 }():
+		return amp.BF16
+	}
+	return amp.FP16
+}
+
+// Tokens returns the training and validation tokens (the last 10%) of
+// path, or of CorpusBytes of the built-in corpus from seed when path is
+// "", under tok, caching them in cacheDir when it is not "" (see
+// data.LoadTokens). source names the data; cache is the cache file used.
+func Tokens(path string, seed uint64, tok data.Tokenizer, cacheDir string, progress func(done, total int)) (trainT, valT []int32, source, cache string, err error) {
+	var toks []int32
+	if path == "" {
+		toks, cache, err = data.EncodeCached(tok, data.Corpus(seed, CorpusBytes), cacheDir, progress)
+		source = "built-in bilingual corpus"
+	} else {
+		toks, cache, err = data.LoadTokens(path, tok, cacheDir, progress)
+		source = path
+	}
+	if err != nil {
+		return nil, nil, "", "", err
+	}
+	trainT, valT = data.Split(toks, 0.1)
+	return trainT, valT, source, cache, nil
+}
+
+// Start checks the recipe, tokenises its data, builds the trainer on dev
+// and loads the weights it starts from. Nothing is written before the
+// recipe's options are known to run (the token cache included).
+func Start(dev device.Device, r Recipe) (*Run, error) {
+	if err := r.fill(); err != nil {
+		return nil, err
+	}
+	if r.AutoPolicy {
+		r.Policy = AutoPolicy(dev)
+	}
+	if r.Tokenizer == nil {
+		r.Tokenizer = data.Bytes{}
+	}
+	if err := r.Options.Validate(); err != nil {
+		return nil, err
+	}
+	if r.Init != nil && r.Init.Config != r.Config {
+		return nil, fmt.Errorf("train: the checkpoint to start from is %s, the recipe's model %s", r.Init.Config, r.Config)
+	}
+	if r.Init != nil && r.Resume {
+		return nil, fmt.Errorf("train: a run starts from a checkpoint's weights or resumes, not both")
+	}
+	if !r.Resume && r.OutDir != "" {
+		if _, err := os.Stat(filepath.Join(r.OutDir, StateFile)); err == nil {
+			return nil, fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", r.OutDir)
+		}
+	}
+	trainT, valT, source, cache, err := Tokens(r.Data, r.Seed, r.Tokenizer, r.OutDir, r.Tokenized)
+	if err != nil {
+		return nil, err
+	}
+	total := len(trainT) + len(valT)
+	switch {
+	case r.EvalEvery == 0:
+		valT = nil // no evaluation: the validation split need not hold a batch
+	case len(valT) < r.Batch*r.Seq+1:
+		return nil, fmt.Errorf("the validation split (the last 10%% of %s, %d tokens) is too small for one batch of %d x %d tokens; "+
+			"use more data, a smaller --batch or --seq, or --eval-every 0", source, len(valT), r.Batch, r.Seq)
+	}
+	if _, ok := dev.(device.Grapher); ok && r.Graph {
+		r.Step = StepGraph
+	}
+	tr, err := New(dev, r.Options, trainT, valT)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Resume:
+		err = tr.Resume(r.OutDir)
+	case r.Init != nil:
+		err = tr.Model.SetParams(r.Init.Params)
+	}
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	return &Run{Trainer: tr, Config: r.Config, Policy: r.Policy, Source: source, Cache: cache, Tokens: total, Train: len(trainT), Val: len(valT)}, nil
+}
+
+// fill resolves Preset, Steps, LR, Warmup and a Seq of 0 (the model's
+// longest sequence) into the options.
+func (r *Recipe) fill() error {
+	switch {
+	case r.Preset != "" && r.Config != (gpt.Config{}):
+		return fmt.Errorf("train: a recipe names a preset or gives a Config, not both")
+	case r.Preset != "":
+		cfg, err := gpt.Preset(r.Preset)
+		if err != nil {
+			return err
+		}
+		r.Config = cfg
+	}
+	switch {
+	case r.Steps != 0 && r.Optim.Steps != 0:
+		return fmt.Errorf("train: a recipe gives Steps or Options.Optim, not both")
+	case r.Steps != 0:
+		r.Optim = optim.Defaults(r.Steps)
+		if r.LR != 0 {
+			r.Optim.LR = r.LR
+		}
+		r.Optim.Warmup = r.Warmup
+	}
+	if r.Seq == 0 {
+		r.Seq = r.Config.MaxSeq
+	}
+	return nil
+}
+
+// OpenCheckpoint reads the model file at path (LoadCheckpoint) and builds
+// its model on dev (Checkpoint.Open).
+func OpenCheckpoint(dev device.Device, path string) (*gpt.Model, *Checkpoint, error) {
+	ck, err := LoadCheckpoint(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := ck.Open(dev)
+	return m, ck, err
+}
+
+// Open builds the checkpoint's model on dev, in fp32 (what sample, eval
+// and generation use), with its weights.
+func (c *Checkpoint) Open(dev device.Device) (*gpt.Model, error) {
+	m, err := gpt.New(dev, c.Config, amp.FP32)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.SetParams(c.Params); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
