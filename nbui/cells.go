@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"github.com/druto/druto"
-	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
-	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/plotting"
@@ -28,34 +27,26 @@ func Check(err error) {
 	}
 }
 
-// CompileTable compiles every kernel source (bf16, one compile per file)
-// with NVRTC for each of archs, GPUs that need not be here, and tabulates
-// the compile time and code size. It fails only when NVRTC does not load.
+// CompileTable compiles every kernel source (its bf16 module) with NVRTC
+// for each of archs, GPUs that need not be here, and tabulates the compile
+// time and code size. It fails only when NVRTC does not load.
 func CompileTable(lang string, archs ...string) (*Table, error) {
-	nv, err := cuda.LoadNVRTC(cuda.LoadOptions{})
+	cs, err := gpu.CompileKernels(gpu.LoadOptions{}, archs, "bf16")
 	if err != nil {
 		return nil, err
 	}
-	vs, err := kernels.Variants()
-	if err != nil {
-		return nil, err
+	nv := ""
+	if len(cs) > 0 {
+		nv = cs[0].NVRTC
 	}
 	t := NewTable(lang, "source", "dtype", "target", "compile ms", "code bytes").
-		WithCaption("NVRTC %s, compiling for GPUs that are not here", nv.Version())
-	for _, arch := range archs {
-		done := map[string]bool{}
-		for _, v := range vs {
-			if v.DType != tensor.BF16 || done[v.File] {
-				continue
-			}
-			done[v.File] = true
-			code, took, _, err := kernels.CompileOnly(nv, v, arch)
-			if err != nil {
-				t.Add(v.File, v.DType, arch, "-", err.Error())
-				continue
-			}
-			t.Add(v.File, v.DType, arch, fmt.Sprintf("%.1f", took.Seconds()*1000), len(code))
+		WithCaption("NVRTC %s, compiling for GPUs that are not here", nv)
+	for _, c := range cs {
+		if c.Err != nil {
+			t.Add(c.File, c.DType, c.Arch, "-", c.Err.Error())
+			continue
 		}
+		t.Add(c.File, c.DType, c.Arch, fmt.Sprintf("%.1f", c.Time.Seconds()*1000), c.Bytes)
 	}
 	return t, nil
 }

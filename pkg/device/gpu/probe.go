@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,8 +160,9 @@ type Compiled struct {
 }
 
 // CompileKernels compiles every module with NVRTC alone for each target
-// ("sm_XY" gives a cubin, "compute_XY" PTX); it needs no GPU.
-func CompileKernels(load LoadOptions, archs []string) ([]Compiled, error) {
+// ("sm_XY" gives a cubin, "compute_XY" PTX); it needs no GPU. dtypes, when
+// given ("bf16", ...), keep the modules of those storage types only.
+func CompileKernels(load LoadOptions, archs []string, dtypes ...string) ([]Compiled, error) {
 	n, err := cuda.LoadNVRTC(load)
 	if err != nil {
 		return nil, fmt.Errorf("NVRTC: %w", err)
@@ -174,7 +176,7 @@ func CompileKernels(load LoadOptions, archs []string) ([]Compiled, error) {
 		arch = strings.TrimSpace(arch)
 		done := map[string]bool{}
 		for _, v := range vs {
-			if done[moduleKey(v)] {
+			if done[moduleKey(v)] || (len(dtypes) > 0 && !slices.Contains(dtypes, v.DType.String())) {
 				continue
 			}
 			done[moduleKey(v)] = true
