@@ -1,0 +1,151 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// One k step of the 6x16 micro-kernel: two vectors of the packed B row
+// (16 floats at DI), each of the six packed A values (at SI) broadcast and
+// multiplied into its row's two accumulators (Y4..Y15, row r in Y(4+2r),
+// Y(5+2r)). off is the step's offset in bytes into A (24 per step) and B
+// (64 per step).
+#define STEP(aoff, boff) \
+	VMOVUPS boff(DI), Y0 \
+	VMOVUPS boff+32(DI), Y1 \
+	VBROADCASTSS aoff(SI), Y2 \
+	VFMADD231PS Y0, Y2, Y4 \
+	VFMADD231PS Y1, Y2, Y5 \
+	VBROADCASTSS aoff+4(SI), Y3 \
+	VFMADD231PS Y0, Y3, Y6 \
+	VFMADD231PS Y1, Y3, Y7 \
+	VBROADCASTSS aoff+8(SI), Y2 \
+	VFMADD231PS Y0, Y2, Y8 \
+	VFMADD231PS Y1, Y2, Y9 \
+	VBROADCASTSS aoff+12(SI), Y3 \
+	VFMADD231PS Y0, Y3, Y10 \
+	VFMADD231PS Y1, Y3, Y11 \
+	VBROADCASTSS aoff+16(SI), Y2 \
+	VFMADD231PS Y0, Y2, Y12 \
+	VFMADD231PS Y1, Y2, Y13 \
+	VBROADCASTSS aoff+20(SI), Y3 \
+	VFMADD231PS Y0, Y3, Y14 \
+	VFMADD231PS Y1, Y3, Y15
+
+// func kern6x16AVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
+//
+// C[0:6, 0:16] = alpha·(Apanel · Bpanel) + beta·C, where Apanel is 6×k
+// packed k-major (6 floats per step), Bpanel k×16 packed row by row (16
+// floats per step) and C has row stride ldc floats. beta == 0 does not read
+// C. k >= 1.
+TEXT ·kern6x16AVX2(SB), NOSPLIT, $0-48
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8 // row stride in bytes
+
+	// Prefetch the six rows of C (both cache lines of each).
+	LEAQ (DX)(R8*2), R9
+	LEAQ (R9)(R8*1), R9 // R9 = row 3
+	PREFETCHT0 (DX)
+	PREFETCHT0 60(DX)
+	PREFETCHT0 (DX)(R8*1)
+	PREFETCHT0 60(DX)(R8*1)
+	PREFETCHT0 (DX)(R8*2)
+	PREFETCHT0 60(DX)(R8*2)
+	PREFETCHT0 (R9)
+	PREFETCHT0 60(R9)
+	PREFETCHT0 (R9)(R8*1)
+	PREFETCHT0 60(R9)(R8*1)
+	PREFETCHT0 (R9)(R8*2)
+	PREFETCHT0 60(R9)(R8*2)
+
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+
+	MOVQ CX, BX
+	SHRQ $2, BX // steps of four
+	ANDQ $3, CX // remainder
+	TESTQ BX, BX
+	JZ   tail
+
+loop4:
+	PREFETCHT0 384(DI)
+	STEP(0, 0)
+	STEP(24, 64)
+	PREFETCHT0 448(DI)
+	STEP(48, 128)
+	STEP(72, 192)
+	ADDQ $96, SI
+	ADDQ $256, DI
+	DECQ BX
+	JNZ  loop4
+
+tail:
+	TESTQ CX, CX
+	JZ    store
+
+loop1:
+	STEP(0, 0)
+	ADDQ $24, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  loop1
+
+store:
+	VBROADCASTSS alpha+40(FP), Y0
+	VMULPS Y0, Y4, Y4
+	VMULPS Y0, Y5, Y5
+	VMULPS Y0, Y6, Y6
+	VMULPS Y0, Y7, Y7
+	VMULPS Y0, Y8, Y8
+	VMULPS Y0, Y9, Y9
+	VMULPS Y0, Y10, Y10
+	VMULPS Y0, Y11, Y11
+	VMULPS Y0, Y12, Y12
+	VMULPS Y0, Y13, Y13
+	VMULPS Y0, Y14, Y14
+	VMULPS Y0, Y15, Y15
+
+	MOVL beta+44(FP), AX
+	SHLL $1, AX // drop the sign: -0 is 0 too
+	JZ   nobeta
+
+	VBROADCASTSS beta+44(FP), Y1
+	VFMADD231PS (DX), Y1, Y4
+	VFMADD231PS 32(DX), Y1, Y5
+	VFMADD231PS (DX)(R8*1), Y1, Y6
+	VFMADD231PS 32(DX)(R8*1), Y1, Y7
+	VFMADD231PS (DX)(R8*2), Y1, Y8
+	VFMADD231PS 32(DX)(R8*2), Y1, Y9
+	VFMADD231PS (R9), Y1, Y10
+	VFMADD231PS 32(R9), Y1, Y11
+	VFMADD231PS (R9)(R8*1), Y1, Y12
+	VFMADD231PS 32(R9)(R8*1), Y1, Y13
+	VFMADD231PS (R9)(R8*2), Y1, Y14
+	VFMADD231PS 32(R9)(R8*2), Y1, Y15
+
+nobeta:
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	VMOVUPS Y6, (DX)(R8*1)
+	VMOVUPS Y7, 32(DX)(R8*1)
+	VMOVUPS Y8, (DX)(R8*2)
+	VMOVUPS Y9, 32(DX)(R8*2)
+	VMOVUPS Y10, (R9)
+	VMOVUPS Y11, 32(R9)
+	VMOVUPS Y12, (R9)(R8*1)
+	VMOVUPS Y13, 32(R9)(R8*1)
+	VMOVUPS Y14, (R9)(R8*2)
+	VMOVUPS Y15, 32(R9)(R8*2)
+	VZEROUPPER
+	RET
