@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/druto/druto/pkg/blas/internal/gemm"
 )
@@ -165,6 +166,7 @@ type modelShape struct {
 	name    string
 	ta, tb  bool
 	m, n, k int
+	serial  bool // one goroutine (SgemmSerial), as attention calls it per head
 }
 
 func modelShapes() []modelShape {
@@ -175,11 +177,19 @@ func modelShapes() []modelShape {
 		oc, ic int
 	}{{"qkv", 3 * C, C}, {"proj", C, C}, {"fc", 4 * C, C}, {"fcproj", C, 4 * C}, {"lmhead", V, C}} {
 		ss = append(ss,
-			modelShape{l.name + "_fwd_NT", false, true, BT, l.oc, l.ic},
-			modelShape{l.name + "_dinp_NN", false, false, BT, l.ic, l.oc},
-			modelShape{l.name + "_dw_TN", true, false, l.oc, l.ic, BT})
+			modelShape{l.name + "_fwd_NT", false, true, BT, l.oc, l.ic, false},
+			modelShape{l.name + "_dinp_NN", false, false, BT, l.ic, l.oc, false},
+			modelShape{l.name + "_dw_TN", true, false, l.oc, l.ic, BT, false})
 	}
-	return append(ss, modelShape{"square1024_NN", false, false, 1024, 1024, 1024})
+	// Attention, one head (T = 128, head size 32) on one goroutine: the
+	// scores Q·Kᵀ (and dP = dO·Vᵀ), P·V (and dQ = dS·K), and Pᵀ·dO (dV, dK).
+	const T, hs = 128, 32
+	ss = append(ss,
+		modelShape{"attn_scores_NT", false, true, T, T, hs, true},
+		modelShape{"attn_pv_NN", false, false, T, hs, T, true},
+		modelShape{"attn_dv_TN", true, false, T, hs, T, true},
+		modelShape{"attn_rows32_NT", false, true, 32, T, hs, true})
+	return append(ss, modelShape{"square1024_NN", false, false, 1024, 1024, 1024, false})
 }
 
 // BenchmarkModelGemm times the model's GEMMs through Sgemm's threading on
@@ -210,12 +220,9 @@ func BenchmarkModelGemm(b *testing.B) {
 	}{"gonum", gonumBackend{}})
 	p := runtime.GOMAXPROCS(0)
 	for _, s := range modelShapes() {
-		if testing.Short() && !(s.name == "square1024_NN" || strings.HasSuffix(s.name, "_fwd_NT")) {
+		if testing.Short() && !(s.name == "square1024_NN" || strings.HasSuffix(s.name, "_fwd_NT") || s.serial) {
 			continue
 		}
-		r := rand.New(rand.NewPCG(1, 1))
-		a, bm := randSlice(r, s.m*s.k), randSlice(r, s.k*s.n)
-		c := make([]float32, s.m*s.n)
 		lda, ldb := s.k, s.n
 		if s.ta {
 			lda = s.m
@@ -225,14 +232,27 @@ func BenchmarkModelGemm(b *testing.B) {
 		}
 		for _, im := range impls {
 			b.Run(fmt.Sprintf("%s/%s_m%d_n%d_k%d", s.name, im.name, s.m, s.n, s.k), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(1, 1))
+				a, bm := randSlice(r, s.m*s.k), randSlice(r, s.k*s.n)
+				c := make([]float32, s.m*s.n)
+				var cpu0 time.Duration
 				for b.Loop() {
-					if im.be.serial() && p > 1 && s.m*s.n*s.k >= splitMin {
+					if cpu0 == 0 {
+						cpu0 = cpuTime() // after b.Loop resets the timer
+					}
+					if !s.serial && im.be.serial() && p > 1 && s.m*s.n*s.k >= splitMin {
 						split(im.be, p, s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
 					} else {
 						im.be.sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
 					}
 				}
-				b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				flop := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
+				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				// Per CPU-second (all threads): the work each core gets done,
+				// less moved by other processes' load than the wall clock.
+				if cpu := cpuTime() - cpu0; cpu0 != 0 && cpu > 0 {
+					b.ReportMetric(flop/cpu.Seconds()/1e9, "GFLOP/cpu-s")
+				}
 			})
 		}
 	}

@@ -1,15 +1,14 @@
 // Package gemm is pkg/blas's fallback SGEMM, used when no native library
 // loads, on CPUs with an assembly micro-kernel (amd64 with AVX2 + FMA): a
 // BLIS-style blocked product (a separate package because Go assembly cannot
-// live in a cgo package). For each block of NC columns of C and KC steps of k, the
-// KC×NC block of op(B) is packed into panels of nr columns (k-major), then
-// for each block of MC rows the MC×KC block of op(A) into panels of mr rows
-// (k-major, alpha is applied by the kernel); the micro-kernel then computes
-// each mr×nr tile of C from one A panel (in L1/L2) and one B panel (in L1)
-// with all its accumulators in registers. The first KC block applies beta;
-// later ones accumulate (beta 1). Tiles cut by the edges of C go through a
-// small buffer. Packing zero-pads partial panels, so every kernel call is a
-// full mr×nr tile.
+// live in a cgo package). For each block of NC columns of C and KC steps of
+// k, the KC×NC block of op(B) is packed into panels of nr columns (k-major,
+// zero-padded); then for each block of MC rows of op(A) (read in place, see
+// Sgemm) the micro-kernel computes each mr×nr tile of C from mr rows of A
+// (in L1/L2) and one B panel (in L1) with all its accumulators in
+// registers, applying alpha and beta as it stores. The first KC block
+// applies beta; later ones accumulate (beta 1). Tiles cut by the edges of C
+// go through a small buffer, so every kernel call is a full mr×nr tile.
 //
 // Sgemm is serial: pkg/blas splits large products over goroutines by rows
 // (or columns) of C, each part packing its own blocks, as it does for
@@ -28,32 +27,38 @@ const (
 	NR = nr
 	mr = 6  // rows of a micro-tile (broadcast from A)
 	nr = 16 // columns of a micro-tile (two AVX vectors of B)
-	// kcBlock steps of k per packed block: a B panel (nr·kcBlock floats,
-	// 16 KiB) stays in L1 while the A block streams from L2.
+	// kcBlock steps of k per block: a B panel (nr·kcBlock floats, 16 KiB)
+	// stays in L1 while the A block streams from L2.
 	kcBlock = 256
-	// mcBlock rows of A per packed block (mcBlock·kcBlock floats, 144 KiB):
-	// fits L2 beside the B panels.
+	// mcBlock rows of A per block (mcBlock·kcBlock floats, 144 KiB): stays
+	// in L2 while the B panels stream past it.
 	mcBlock = 24 * mr
 	// ncBlock columns of B per packed block (4 MiB): L3.
 	ncBlock = 256 * nr
 )
 
-// Kernel computes one mr×nr tile: C = alpha·(Ap·Bp) + beta·C, where Ap
-// is an mr×k panel packed k-major (mr floats per step), Bp a k×nr panel (nr
-// floats per step), and C a row-major tile with row stride ldc. When beta is
-// 0, C is not read. k >= 1.
-type Kernel func(k int, a, b, c *float32, ldc int, alpha, beta float32)
+// Kernel computes one mr×nr tile: C = alpha·(A·Bp) + beta·C, where
+// A[i][p] (i < mr, p < k) is at a[i·rsa + p·csa] (a packed panel has rsa 1
+// and csa mr; rows of a row-major A, rsa lda and csa 1), Bp is a k×nr panel
+// packed row by row (nr floats per step), and C a row-major tile with row
+// stride ldc. When beta is 0, C is not read. k >= 1.
+type Kernel func(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32)
 
-// bufPool holds packing buffers (*[]float32).
-var bufPool sync.Pool
+// work is one call's packing buffers, pooled.
+type work struct {
+	b    []float32
+	edge [mr * kcBlock]float32 // a partial panel of rows of A
+	tile [mr * nr]float32      // an edge tile of C
+}
 
-func getBuf(n int) *[]float32 {
-	if v, ok := bufPool.Get().(*[]float32); ok && cap(*v) >= n {
-		*v = (*v)[:n]
-		return v
+var workPool = sync.Pool{New: func() any { return new(work) }}
+
+// grow returns buf with length n, reallocated when too small.
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
 	}
-	s := make([]float32, n, max(n, 4096))
-	return &s
+	return buf[:n]
 }
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }
@@ -61,51 +66,83 @@ func roundUp(x, to int) int { return (x + to - 1) / to * to }
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C (row-major, pkg/blas's
 // contract) with the micro-kernel kern. The arguments must be valid (pkg/blas
 // checks them), m, n, k >= 1 and alpha != 0. When beta is 0, C is not read.
+//
+// A is not packed: the kernel broadcasts from it in place (six sequential
+// streams of a row-major A, or one strided stream of a transposed one),
+// which saves the gather that packing a row-major A costs and measured as
+// fast as packing on the model's shapes (on a few reuses per block, as in
+// attention, faster); only a last partial panel of rows is packed
+// (zero-padded) so that every kernel call reads mr rows.
 func Sgemm(kern Kernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	w := workPool.Get().(*work)
 	kc := min(k, kcBlock)
-	mc := min(roundUp(m, mr), mcBlock)
-	nc := min(roundUp(n, nr), ncBlock)
-	pa, pb := getBuf(mc*kc), getBuf(nc*kc)
-	bufA, bufB := *pa, *pb
-	var tile [mr * nr]float32
+	w.b = grow(w.b, min(roundUp(n, nr), ncBlock)*kc)
 	for jc := 0; jc < n; jc += ncBlock {
 		nb := min(ncBlock, n-jc)
 		for pc := 0; pc < k; pc += kcBlock {
 			kb := min(kcBlock, k-pc)
-			packB(transB, b, ldb, pc, jc, kb, nb, bufB)
+			packB(transB, b, ldb, pc, jc, kb, nb, w.b)
 			bt := beta
 			if pc > 0 {
 				bt = 1
 			}
 			for ic := 0; ic < m; ic += mcBlock {
 				mb := min(mcBlock, m-ic)
-				packA(transA, a, lda, ic, pc, mb, kb, bufA)
-				macro(kern, mb, nb, kb, alpha, bt, bufA, bufB, c[ic*ldc+jc:], ldc, &tile)
+				blk := aBlock{lda: lda, trans: transA}
+				if transA {
+					blk.buf = a[pc*lda+ic:]
+				} else {
+					blk.buf = a[ic*lda+pc:]
+				}
+				if r := mb % mr; r != 0 {
+					// The last rows: packed once, zero-padded.
+					packA(transA, a, lda, ic+mb-r, pc, r, kb, w.edge[:mr*kb])
+				}
+				macro(kern, mb, nb, kb, alpha, bt, blk, w, c[ic*ldc+jc:], ldc)
 			}
 		}
 	}
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
-	bufPool.Put(pa)
-	bufPool.Put(pb)
+	workPool.Put(w)
+}
+
+// aBlock is an mb×kb block of op(A) in place: buf starts at its first
+// element, lda is A's row stride, trans says A is stored k×m. A last
+// partial panel of rows is packed in work.edge.
+type aBlock struct {
+	buf   []float32
+	trans bool
+	lda   int
 }
 
 // macro runs the micro-kernel over an mb×nb block of C (c is its first
-// element) from packed blocks of kb steps.
-func macro(kern Kernel, mb, nb, kb int, alpha, beta float32, bufA, bufB, c []float32, ldc int, tile *[mr * nr]float32) {
+// element) from the A block and the packed B block (in w.b) of kb steps.
+func macro(kern Kernel, mb, nb, kb int, alpha, beta float32, blk aBlock, w *work, c []float32, ldc int) {
+	tile := &w.tile
 	for jr := 0; jr < nb; jr += nr {
 		nn := min(nr, nb-jr)
-		bp := &bufB[jr*kb]
+		bp := &w.b[jr*kb]
 		for ir := 0; ir < mb; ir += mr {
 			mm := min(mr, mb-ir)
-			ap := &bufA[ir*kb]
+			var ap *float32
+			rsa, csa := 1, mr
+			switch {
+			case mm == mr && blk.trans:
+				ap, rsa, csa = &blk.buf[ir], 1, blk.lda
+			case mm == mr:
+				ap, rsa, csa = &blk.buf[ir*blk.lda], blk.lda, 1
+			default:
+				ap = &w.edge[0] // the last rows of a row-major A, packed
+
+			}
 			if mm == mr && nn == nr {
-				kern(kb, ap, bp, &c[ir*ldc+jr], ldc, alpha, beta)
+				kern(kb, ap, rsa, csa, bp, &c[ir*ldc+jr], ldc, alpha, beta)
 				continue
 			}
 			// An edge tile: the kernel writes a full tile to the buffer,
 			// then its mm×nn corner goes to C.
-			kern(kb, ap, bp, &tile[0], nr, alpha, 0)
+			kern(kb, ap, rsa, csa, bp, &tile[0], nr, alpha, 0)
 			for i := range mm {
 				row := c[(ir+i)*ldc+jr : (ir+i)*ldc+jr+nn]
 				src := tile[i*nr : i*nr+nn]
@@ -225,14 +262,14 @@ func packBT16(b []float32, ldb, base, kb int, d []float32) {
 
 // KernGo is the portable micro-kernel: the tests run the blocked driver on
 // it on every architecture.
-func KernGo(k int, a, b, c *float32, ldc int, alpha, beta float32) {
-	as := unsafe.Slice(a, k*mr)
+func KernGo(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32) {
+	as := unsafe.Slice(a, (mr-1)*rsa+(k-1)*csa+1)
 	bs := unsafe.Slice(b, k*nr)
 	var acc [mr][nr]float32
 	for p := range k {
 		bv := bs[p*nr : p*nr+nr]
-		av := as[p*mr : p*mr+mr]
-		for i, x := range av {
+		for i := range mr {
+			x := as[i*rsa+p*csa]
 			row := &acc[i]
 			for j, y := range bv {
 				row[j] += x * y

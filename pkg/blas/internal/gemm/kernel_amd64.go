@@ -8,7 +8,7 @@ import "golang.org/x/sys/cpu"
 // Kernel for its contract, with mr = 6 and nr = 16.
 //
 //go:noescape
-func kern6x16AVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
+func kern6x16AVX2(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32)
 
 // hasAVX2 reports whether the CPU and the OS support AVX2 and FMA (x/sys/cpu
 // checks that the OS saves the YMM state).

@@ -3,45 +3,52 @@
 #include "textflag.h"
 
 // One k step of the 6x16 micro-kernel: two vectors of the packed B row
-// (16 floats at DI), each of the six packed A values (at SI) broadcast and
-// multiplied into its row's two accumulators (Y4..Y15, row r in Y(4+2r),
-// Y(5+2r)). off is the step's offset in bytes into A (24 per step) and B
-// (64 per step).
-#define STEP(aoff, boff) \
+// (16 floats at boff(DI)), each of the six A values of the step broadcast
+// and multiplied into its row's two accumulators (Y4..Y15, row r in
+// Y(4+2r), Y(5+2r)). Rows 0-2 of A are at (SI), (SI)(R10), (SI)(R10*2),
+// rows 3-5 the same from R11; the step then moves SI and R11 by R12.
+#define STEP(boff) \
 	VMOVUPS boff(DI), Y0 \
 	VMOVUPS boff+32(DI), Y1 \
-	VBROADCASTSS aoff(SI), Y2 \
+	VBROADCASTSS (SI), Y2 \
 	VFMADD231PS Y0, Y2, Y4 \
 	VFMADD231PS Y1, Y2, Y5 \
-	VBROADCASTSS aoff+4(SI), Y3 \
+	VBROADCASTSS (SI)(R10*1), Y3 \
 	VFMADD231PS Y0, Y3, Y6 \
 	VFMADD231PS Y1, Y3, Y7 \
-	VBROADCASTSS aoff+8(SI), Y2 \
+	VBROADCASTSS (SI)(R10*2), Y2 \
 	VFMADD231PS Y0, Y2, Y8 \
 	VFMADD231PS Y1, Y2, Y9 \
-	VBROADCASTSS aoff+12(SI), Y3 \
+	VBROADCASTSS (R11), Y3 \
 	VFMADD231PS Y0, Y3, Y10 \
 	VFMADD231PS Y1, Y3, Y11 \
-	VBROADCASTSS aoff+16(SI), Y2 \
+	VBROADCASTSS (R11)(R10*1), Y2 \
 	VFMADD231PS Y0, Y2, Y12 \
 	VFMADD231PS Y1, Y2, Y13 \
-	VBROADCASTSS aoff+20(SI), Y3 \
+	VBROADCASTSS (R11)(R10*2), Y3 \
 	VFMADD231PS Y0, Y3, Y14 \
-	VFMADD231PS Y1, Y3, Y15
+	VFMADD231PS Y1, Y3, Y15 \
+	ADDQ R12, SI \
+	ADDQ R12, R11
 
-// func kern6x16AVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
+// func kern6x16AVX2(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32)
 //
-// C[0:6, 0:16] = alpha·(Apanel · Bpanel) + beta·C, where Apanel is 6×k
-// packed k-major (6 floats per step), Bpanel k×16 packed row by row (16
-// floats per step) and C has row stride ldc floats. beta == 0 does not read
-// C. k >= 1.
-TEXT ·kern6x16AVX2(SB), NOSPLIT, $0-48
+// C[0:6, 0:16] = alpha·(A · Bpanel) + beta·C, where A[i][p] is at
+// a[i·rsa + p·csa], Bpanel is k×16 packed row by row (16 floats per step)
+// and C has row stride ldc floats. beta == 0 does not read C. k >= 1.
+TEXT ·kern6x16AVX2(SB), NOSPLIT, $0-64
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
-	SHLQ $2, R8 // row stride in bytes
+	MOVQ rsa+16(FP), R10
+	SHLQ $2, R10 // A's row stride in bytes
+	MOVQ csa+24(FP), R12
+	SHLQ $2, R12 // A's step stride in bytes
+	LEAQ (SI)(R10*2), R11
+	ADDQ R10, R11 // row 3 of A
+	MOVQ b+32(FP), DI
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
+	SHLQ $2, R8 // C's row stride in bytes
 
 	// Prefetch the six rows of C (both cache lines of each).
 	LEAQ (DX)(R8*2), R9
@@ -80,12 +87,11 @@ TEXT ·kern6x16AVX2(SB), NOSPLIT, $0-48
 
 loop4:
 	PREFETCHT0 384(DI)
-	STEP(0, 0)
-	STEP(24, 64)
+	STEP(0)
+	STEP(64)
 	PREFETCHT0 448(DI)
-	STEP(48, 128)
-	STEP(72, 192)
-	ADDQ $96, SI
+	STEP(128)
+	STEP(192)
 	ADDQ $256, DI
 	DECQ BX
 	JNZ  loop4
@@ -95,14 +101,13 @@ tail:
 	JZ    store
 
 loop1:
-	STEP(0, 0)
-	ADDQ $24, SI
+	STEP(0)
 	ADDQ $64, DI
 	DECQ CX
 	JNZ  loop1
 
 store:
-	VBROADCASTSS alpha+40(FP), Y0
+	VBROADCASTSS alpha+56(FP), Y0
 	VMULPS Y0, Y4, Y4
 	VMULPS Y0, Y5, Y5
 	VMULPS Y0, Y6, Y6
@@ -116,11 +121,11 @@ store:
 	VMULPS Y0, Y14, Y14
 	VMULPS Y0, Y15, Y15
 
-	MOVL beta+44(FP), AX
+	MOVL beta+60(FP), AX
 	SHLL $1, AX // drop the sign: -0 is 0 too
 	JZ   nobeta
 
-	VBROADCASTSS beta+44(FP), Y1
+	VBROADCASTSS beta+60(FP), Y1
 	VFMADD231PS (DX), Y1, Y4
 	VFMADD231PS 32(DX), Y1, Y5
 	VFMADD231PS (DX)(R8*1), Y1, Y6
