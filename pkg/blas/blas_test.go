@@ -81,6 +81,12 @@ func gemmCases() []gemmCase {
 // block against the float64 loop, and that C's padding is untouched.
 func runCase(t *testing.T, r *rand.Rand, g gemmCase, sgemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error) {
 	t.Helper()
+	runCasePad(t, r, g, [3]int{3, 1, 2}, sgemm)
+}
+
+// runCasePad is runCase with the padding of lda, ldb and ldc given.
+func runCasePad(t *testing.T, r *rand.Rand, g gemmCase, pad [3]int, sgemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error) {
+	t.Helper()
 	ar, ac := g.m, g.k
 	if g.ta {
 		ar, ac = g.k, g.m
@@ -89,7 +95,7 @@ func runCase(t *testing.T, r *rand.Rand, g gemmCase, sgemm func(transA, transB b
 	if g.tb {
 		br, bc = g.n, g.k
 	}
-	lda, ldb, ldc := max(ac, 1)+3, max(bc, 1)+1, g.n+2
+	lda, ldb, ldc := max(ac, 1)+pad[0], max(bc, 1)+pad[1], g.n+pad[2]
 	a := randSlice(r, max(ar, 1)*lda)
 	b := randSlice(r, max(br, 1)*ldb)
 	c := randSlice(r, g.m*ldc)
@@ -110,13 +116,13 @@ func runCase(t *testing.T, r *rand.Rand, g gemmCase, sgemm func(transA, transB b
 		}
 		for j := g.n; j < ldc; j++ {
 			if math.Float32bits(c[i*ldc+j]) != math.Float32bits(orig[i*ldc+j]) {
-				t.Fatalf("%v: padding C[%d,%d] changed", g, i, j)
+				t.Fatalf("%v pad %v: padding C[%d,%d] changed", g, pad, i, j)
 			}
 		}
 	}
 	// An fp32 dot product of k terms has a rounding error growing like sqrt(k).
 	if err := tensor.Close(got, want, tensor.F32, math.Sqrt(float64(max(g.k, 1)))); err != nil {
-		t.Fatalf("%v: %v", g, err)
+		t.Fatalf("%v pad %v: %v", g, pad, err)
 	}
 }
 

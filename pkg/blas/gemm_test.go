@@ -83,7 +83,8 @@ func TestPackedNaive(t *testing.T) {
 					return 1 + r.IntN(70)
 				}
 				ab := scalars[r.IntN(len(scalars))]
-				runCase(t, r, gemmCase{r.IntN(2) == 1, r.IntN(2) == 1, dim(), dim(), dim(), ab[0], ab[1]}, call)
+				pad := [3]int{r.IntN(40), r.IntN(40), r.IntN(40)} // 0 too: packed ld
+				runCasePad(t, r, gemmCase{r.IntN(2) == 1, r.IntN(2) == 1, dim(), dim(), dim(), ab[0], ab[1]}, pad, call)
 			}
 		})
 	}
