@@ -133,8 +133,7 @@ func macro(kern Kernel, mb, nb, kb int, alpha, beta float32, blk aBlock, w *work
 			case mm == mr:
 				ap, rsa, csa = &blk.buf[ir*blk.lda], blk.lda, 1
 			default:
-				ap = &w.edge[0] // the last rows of a row-major A, packed
-
+				ap = &w.edge[0] // the block's last rows, packed (rsa 1, csa mr)
 			}
 			if mm == mr && nn == nr {
 				kern(kb, ap, rsa, csa, bp, &c[ir*ldc+jr], ldc, alpha, beta)
