@@ -62,10 +62,12 @@ func TestPackedNaive(t *testing.T) {
 				runCase(t, r, g, call)
 			}
 			scalars := [][2]float32{{1, 0}, {0.5, 1}, {-2, 0.25}, {1, -1}, {3, 0}}
-			// Block edges: mr 6, nr 16, kc 256, mc 144.
+			// Block edges: mr 6, nr 16, kc 256, mc 144, and n 256 where A
+			// starts being packed.
 			edges := [][3]int{
 				{5, 15, 255}, {6, 16, 256}, {7, 17, 257}, {143, 33, 31}, {144, 48, 9}, {145, 47, 513},
 				{12, 32, 1}, {1, 16, 300}, {6, 1, 2}, {290, 18, 260},
+				{7, 255, 5}, {7, 256, 5}, {145, 257, 257}, {150, 300, 3}, {1, 270, 9},
 			}
 			for i, s := range edges {
 				ab := scalars[i%len(scalars)]
@@ -75,7 +77,7 @@ func TestPackedNaive(t *testing.T) {
 					}
 				}
 			}
-			for range 200 {
+			for i := range 200 {
 				dim := func() int {
 					if r.IntN(4) == 0 {
 						return 1 + r.IntN(3)
@@ -84,7 +86,11 @@ func TestPackedNaive(t *testing.T) {
 				}
 				ab := scalars[r.IntN(len(scalars))]
 				pad := [3]int{r.IntN(40), r.IntN(40), r.IntN(40)} // 0 too: packed ld
-				runCasePad(t, r, gemmCase{r.IntN(2) == 1, r.IntN(2) == 1, dim(), dim(), dim(), ab[0], ab[1]}, pad, call)
+				n := dim()
+				if i%4 == 0 {
+					n = 250 + r.IntN(100) // A packed
+				}
+				runCasePad(t, r, gemmCase{r.IntN(2) == 1, r.IntN(2) == 1, dim(), n, dim(), ab[0], ab[1]}, pad, call)
 			}
 		})
 	}

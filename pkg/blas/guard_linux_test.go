@@ -39,7 +39,7 @@ func TestPackedGuardPages(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
 	for name, kern := range packedKernels(t) {
 		call := packedCall(kern)
-		for _, s := range [][3]int{{7, 17, 5}, {6, 16, 256}, {13, 33, 300}, {1, 1, 1}, {145, 20, 9}} {
+		for _, s := range [][3]int{{7, 17, 5}, {6, 16, 256}, {13, 33, 300}, {1, 1, 1}, {145, 20, 9}, {7, 300, 5}, {13, 257, 260}} {
 			m, n, k := s[0], s[1], s[2]
 			for _, ta := range []bool{false, true} {
 				for _, tb := range []bool{false, true} {

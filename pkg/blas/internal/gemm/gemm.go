@@ -35,6 +35,12 @@ const (
 	mcBlock = 24 * mr
 	// ncBlock columns of B per packed block (4 MiB): L3.
 	ncBlock = 256 * nr
+	// packMinN is the narrowest C for which A is packed: each A block is
+	// then read by at least 16 B panels, and one contiguous stream beats
+	// reading A in place (measured on the 1024×384 and 1024×512 forward
+	// products, ~1.5x). Narrower products (attention, the C = 128
+	// layers) read A in place and skip the packing.
+	packMinN = 16 * nr
 )
 
 // Kernel computes one mr×nr tile: C = alpha·(A·Bp) + beta·C, where
@@ -44,9 +50,9 @@ const (
 // stride ldc. When beta is 0, C is not read. k >= 1.
 type Kernel func(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32)
 
-// work is one call's packing buffers, pooled.
+// work is one call's packing buffers, pooled (a is used when A is packed).
 type work struct {
-	b    []float32
+	a, b []float32
 	edge [mr * kcBlock]float32 // a partial panel of rows of A
 	tile [mr * nr]float32      // an edge tile of C
 }
@@ -67,16 +73,21 @@ func roundUp(x, to int) int { return (x + to - 1) / to * to }
 // contract) with the micro-kernel kern. The arguments must be valid (pkg/blas
 // checks them), m, n, k >= 1 and alpha != 0. When beta is 0, C is not read.
 //
-// A is not packed: the kernel broadcasts from it in place (six sequential
-// streams of a row-major A, or one strided stream of a transposed one),
-// which saves the gather that packing a row-major A costs and measured as
-// fast as packing on the model's shapes (on a few reuses per block, as in
-// attention, faster); only a last partial panel of rows is packed
-// (zero-padded) so that every kernel call reads mr rows.
+// When C is narrow (n < packMinN), A is not packed: the kernel broadcasts
+// from it in place (six sequential streams of a row-major A, or one strided
+// stream of a transposed one), which saves the gather that packing a
+// row-major A costs when each block is reused by only a few B panels (as in
+// attention: 1.5x on its per-head products); only a last partial panel of
+// rows is packed (zero-padded) so that every kernel call reads mr rows.
+// Wider products pack A into k-major panels of mr rows.
 func Sgemm(kern Kernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	w := workPool.Get().(*work)
 	kc := min(k, kcBlock)
 	w.b = grow(w.b, min(roundUp(n, nr), ncBlock)*kc)
+	packed := n >= packMinN
+	if packed {
+		w.a = grow(w.a, min(roundUp(m, mr), mcBlock)*kc)
+	}
 	for jc := 0; jc < n; jc += ncBlock {
 		nb := min(ncBlock, n-jc)
 		for pc := 0; pc < k; pc += kcBlock {
@@ -88,6 +99,11 @@ func Sgemm(kern Kernel, transA, transB bool, m, n, k int, alpha float32, a []flo
 			}
 			for ic := 0; ic < m; ic += mcBlock {
 				mb := min(mcBlock, m-ic)
+				if packed {
+					packA(transA, a, lda, ic, pc, mb, kb, w.a)
+					macro(kern, mb, nb, kb, alpha, bt, aBlock{buf: w.a, packed: true}, w, c[ic*ldc+jc:], ldc)
+					continue
+				}
 				blk := aBlock{lda: lda, trans: transA}
 				if transA {
 					blk.buf = a[pc*lda+ic:]
@@ -107,13 +123,15 @@ func Sgemm(kern Kernel, transA, transB bool, m, n, k int, alpha float32, a []flo
 	workPool.Put(w)
 }
 
-// aBlock is an mb×kb block of op(A) in place: buf starts at its first
-// element, lda is A's row stride, trans says A is stored k×m. A last
-// partial panel of rows is packed in work.edge.
+// aBlock is an mb×kb block of op(A): packed panels (buf, k-major, mr rows
+// each), or A in place: buf starts at its first element, lda is A's row
+// stride, trans says A is stored k×m, and a last partial panel of rows is
+// packed in work.edge.
 type aBlock struct {
-	buf   []float32
-	trans bool
-	lda   int
+	buf    []float32
+	trans  bool
+	packed bool
+	lda    int
 }
 
 // macro runs the micro-kernel over an mb×nb block of C (c is its first
@@ -128,6 +146,8 @@ func macro(kern Kernel, mb, nb, kb int, alpha, beta float32, blk aBlock, w *work
 			var ap *float32
 			rsa, csa := 1, mr
 			switch {
+			case blk.packed:
+				ap = &blk.buf[ir*kb]
 			case mm == mr && blk.trans:
 				ap, rsa, csa = &blk.buf[ir], 1, blk.lda
 			case mm == mr:
