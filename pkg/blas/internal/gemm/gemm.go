@@ -266,13 +266,14 @@ func packB(trans bool, b []float32, ldb, pc, jc, kb, nb int, dst []float32) {
 func packBT16(b []float32, ldb, base, kb int, d []float32) {
 	_ = b[base+15*ldb+kb-1]
 	_ = d[kb*nr-1]
+	p0 := packBT16Asm(b, ldb, base, kb, d) // the steps the assembly packed
 	// Four rows at a time keeps the loop's working set in registers.
 	for j0 := 0; j0 < nr; j0 += 4 {
 		r0 := b[base+j0*ldb : base+j0*ldb+kb]
 		r1 := b[base+(j0+1)*ldb : base+(j0+1)*ldb+kb]
 		r2 := b[base+(j0+2)*ldb : base+(j0+2)*ldb+kb]
 		r3 := b[base+(j0+3)*ldb : base+(j0+3)*ldb+kb]
-		for p := range kb {
+		for p := p0; p < kb; p++ {
 			o := d[p*nr+j0 : p*nr+j0+4]
 			o[0], o[1], o[2], o[3] = r0[p], r1[p], r2[p], r3[p]
 		}

@@ -10,6 +10,12 @@ import "golang.org/x/sys/cpu"
 //go:noescape
 func kern6x16AVX2(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32)
 
+// packBT16AVX2 packs 8·n8 steps of 16 rows of B (row stride ldb) into a
+// k-major panel: d[p·16 + j] = b[j·ldb + p] (8×8 transposes in registers).
+//
+//go:noescape
+func packBT16AVX2(b *float32, ldb int, n8 int, d *float32)
+
 // hasAVX2 reports whether the CPU and the OS support AVX2 and FMA (x/sys/cpu
 // checks that the OS saves the YMM state).
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
@@ -21,4 +27,17 @@ func Asm() (Kernel, string, bool) {
 		return nil, "", false
 	}
 	return kern6x16AVX2, "AVX2+FMA", true
+}
+
+// packBT16Asm packs steps [0, 8·(kb/8)) of packBT16's panel with AVX2 and
+// returns how many it packed (0 without AVX2).
+func packBT16Asm(b []float32, ldb, base, kb int, d []float32) int {
+	n8 := kb / 8
+	if !hasAVX2 || n8 == 0 {
+		return 0
+	}
+	_ = b[base+15*ldb+8*n8-1] // every row's last element read
+	_ = d[8*n8*nr-1]
+	packBT16AVX2(&b[base], ldb, n8, &d[0])
+	return 8 * n8
 }

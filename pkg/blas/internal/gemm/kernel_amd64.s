@@ -154,3 +154,88 @@ nobeta:
 	VMOVUPS Y15, 32(R9)(R8*2)
 	VZEROUPPER
 	RET
+
+// Loads rows r0..r7 (8 floats each) from the row pointers and transposes
+// them: on exit Y8..Y15 hold columns 0..7 (Y(8+c)[j] = row j, float c).
+#define LOAD_T8(r0, r1, r2, r3, r4, r5, r6, r7) \
+	VMOVUPS r0, Y0 \
+	VMOVUPS r1, Y1 \
+	VMOVUPS r2, Y2 \
+	VMOVUPS r3, Y3 \
+	VMOVUPS r4, Y4 \
+	VMOVUPS r5, Y5 \
+	VMOVUPS r6, Y6 \
+	VMOVUPS r7, Y7 \
+	VUNPCKLPS Y1, Y0, Y8 \
+	VUNPCKHPS Y1, Y0, Y9 \
+	VUNPCKLPS Y3, Y2, Y10 \
+	VUNPCKHPS Y3, Y2, Y11 \
+	VUNPCKLPS Y5, Y4, Y12 \
+	VUNPCKHPS Y5, Y4, Y13 \
+	VUNPCKLPS Y7, Y6, Y14 \
+	VUNPCKHPS Y7, Y6, Y15 \
+	VSHUFPS $0x44, Y10, Y8, Y0 \
+	VSHUFPS $0xEE, Y10, Y8, Y1 \
+	VSHUFPS $0x44, Y11, Y9, Y2 \
+	VSHUFPS $0xEE, Y11, Y9, Y3 \
+	VSHUFPS $0x44, Y14, Y12, Y4 \
+	VSHUFPS $0xEE, Y14, Y12, Y5 \
+	VSHUFPS $0x44, Y15, Y13, Y6 \
+	VSHUFPS $0xEE, Y15, Y13, Y7 \
+	VPERM2F128 $0x20, Y4, Y0, Y8 \
+	VPERM2F128 $0x20, Y5, Y1, Y9 \
+	VPERM2F128 $0x20, Y6, Y2, Y10 \
+	VPERM2F128 $0x20, Y7, Y3, Y11 \
+	VPERM2F128 $0x31, Y4, Y0, Y12 \
+	VPERM2F128 $0x31, Y5, Y1, Y13 \
+	VPERM2F128 $0x31, Y6, Y2, Y14 \
+	VPERM2F128 $0x31, Y7, Y3, Y15
+
+// Stores columns Y8..Y15 to steps 0..7 of the panel at DI, at byte offset
+// off within each 64-byte step (0: rows 0-7, 32: rows 8-15).
+#define STORE_T8(off) \
+	VMOVUPS Y8, off(DI) \
+	VMOVUPS Y9, off+64(DI) \
+	VMOVUPS Y10, off+128(DI) \
+	VMOVUPS Y11, off+192(DI) \
+	VMOVUPS Y12, off+256(DI) \
+	VMOVUPS Y13, off+320(DI) \
+	VMOVUPS Y14, off+384(DI) \
+	VMOVUPS Y15, off+448(DI)
+
+// func packBT16AVX2(b *float32, ldb int, n8 int, d *float32)
+//
+// Packs 8·n8 steps of 16 rows of B (row j at b + j·ldb, step p at +p) into
+// the k-major panel d (d[p·16 + j] = b[j·ldb + p]). n8 >= 1.
+TEXT ·packBT16AVX2(SB), NOSPLIT, $0-32
+	MOVQ b+0(FP), SI
+	MOVQ ldb+8(FP), R8
+	SHLQ $2, R8 // row stride in bytes
+	MOVQ n8+16(FP), CX
+	MOVQ d+24(FP), DI
+	LEAQ (SI)(R8*2), R10
+	ADDQ R8, R10 // row 3
+	LEAQ (R10)(R8*2), R11
+	ADDQ R8, R11 // row 6
+	LEAQ (SI)(R8*8), BX // row 8
+	LEAQ (BX)(R8*2), R12
+	ADDQ R8, R12 // row 11
+	LEAQ (R12)(R8*2), R13
+	ADDQ R8, R13 // row 14
+
+packloop:
+	LOAD_T8((SI), (SI)(R8*1), (SI)(R8*2), (R10), (SI)(R8*4), (R10)(R8*2), (R11), (R11)(R8*1))
+	STORE_T8(0)
+	LOAD_T8((BX), (BX)(R8*1), (BX)(R8*2), (R12), (BX)(R8*4), (R12)(R8*2), (R13), (R13)(R8*1))
+	STORE_T8(32)
+	ADDQ $32, SI
+	ADDQ $32, R10
+	ADDQ $32, R11
+	ADDQ $32, BX
+	ADDQ $32, R12
+	ADDQ $32, R13
+	ADDQ $512, DI
+	DECQ CX
+	JNZ  packloop
+	VZEROUPPER
+	RET

@@ -5,3 +5,6 @@ package gemm
 // Asm reports that this architecture (or a purego build) has no assembly
 // micro-kernel.
 func Asm() (Kernel, string, bool) { return nil, "", false }
+
+// packBT16Asm packs nothing here: packBT16 does it in Go.
+func packBT16Asm(b []float32, ldb, base, kb int, d []float32) int { return 0 }
