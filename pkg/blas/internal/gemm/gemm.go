@@ -22,8 +22,9 @@ import (
 )
 
 const (
-	// MR and NR are the micro-tile's rows and columns.
+	// MR is the micro-tile's rows.
 	MR = mr
+	// NR is the micro-tile's columns.
 	NR = nr
 	mr = 6  // rows of a micro-tile (broadcast from A)
 	nr = 16 // columns of a micro-tile (two AVX vectors of B)
