@@ -231,14 +231,18 @@ func packB(trans bool, b []float32, ldb, pc, jc, kb, nb int, dst []float32) {
 		nn := min(nr, nb-jr)
 		d := dst[jr*kb : jr*kb+nr*kb]
 		if !trans {
-			// B is stored k×n: the nr values of one step are contiguous.
+			// B is stored k×n: the nr values of one step are contiguous
+			// (copied as arrays: inline vector moves, no memmove call).
+			if nn == nr {
+				for p := range kb {
+					off := (pc+p)*ldb + jc + jr
+					*(*[nr]float32)(d[p*nr:]) = *(*[nr]float32)(b[off : off+nr])
+				}
+				continue
+			}
 			for p := range kb {
 				o := d[p*nr : p*nr+nr]
 				src := b[(pc+p)*ldb+jc+jr:]
-				if nn == nr {
-					copy(o, src[:nr])
-					continue
-				}
 				copy(o, src[:nn])
 				clear(o[nn:])
 			}
