@@ -234,6 +234,9 @@ func packB(trans bool, b []float32, ldb, pc, jc, kb, nb int, dst []float32) {
 			// B is stored k×n: the nr values of one step are contiguous
 			// (copied as arrays: inline vector moves, no memmove call).
 			if nn == nr {
+				if packBN16Asm(b, ldb, pc*ldb+jc+jr, kb, d) {
+					continue
+				}
 				for p := range kb {
 					off := (pc+p)*ldb + jc + jr
 					*(*[nr]float32)(d[p*nr:]) = *(*[nr]float32)(b[off : off+nr])

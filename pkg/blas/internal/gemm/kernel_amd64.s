@@ -239,3 +239,28 @@ packloop:
 	JNZ  packloop
 	VZEROUPPER
 	RET
+
+// func packBN16AVX2(b *float32, ldb int, kb int, d *float32)
+//
+// Packs kb steps of 16 contiguous floats of B (step p at b + p·ldb) into
+// the k-major panel d (d[p·16 + j] = b[p·ldb + j]), prefetching eight
+// steps ahead. kb >= 1.
+TEXT ·packBN16AVX2(SB), NOSPLIT, $0-32
+	MOVQ b+0(FP), SI
+	MOVQ ldb+8(FP), R8
+	SHLQ $2, R8 // step stride in bytes
+	MOVQ kb+16(FP), CX
+	MOVQ d+24(FP), DI
+
+copyloop:
+	PREFETCHT0 (SI)(R8*8)
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ R8, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  copyloop
+	VZEROUPPER
+	RET
