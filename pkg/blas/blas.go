@@ -11,6 +11,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/druto/druto/pkg/blas/internal/gemm"
 )
 
 // ErrArg is returned (wrapped) by Sgemm for sizes, leading dimensions or
@@ -85,17 +87,52 @@ func choose(override string, set bool) (backend, error) {
 			break
 		}
 	}
-	return gonumBackend{}, fmt.Errorf("blas: no native library, using gonum: %w", errors.Join(errs...))
+	fb := fallback()
+	return fb, fmt.Errorf("blas: no native library, using %s: %w", fb.name(), errors.Join(errs...))
+}
+
+// fallback is the pure-Go path: the blocked SGEMM on this CPU's assembly
+// micro-kernel (amd64 with AVX2 + FMA), else gonum.
+func fallback() backend {
+	if kern, isa, ok := gemm.Asm(); ok {
+		return packedBackend{kern: kern, isa: isa}
+	}
+	return gonumBackend{}
 }
 
 // Name reports the implementation in use: "openblas /path" (or "cblas
-// /path" for another CBLAS library) or the pure-Go fallback with a hint.
+// /path" for another CBLAS library), or the fallback (druto's Go assembly
+// SGEMM, or gonum on CPUs without AVX2) with a hint.
 func Name() string { return current().name() }
+
+// Describe reports the CPU GEMM path for humans (druto detect): the
+// implementation, its instruction set where it is druto's own, and the
+// threads Sgemm spreads a large product over.
+func Describe() string {
+	be := current()
+	p := int(threads.Load())
+	if p == 0 {
+		p = runtime.GOMAXPROCS(0)
+	}
+	switch b := be.(type) {
+	case packedBackend:
+		return fmt.Sprintf("druto Go assembly SGEMM (%s, %dx%d micro-kernel), %d threads (no native library; install libopenblas0-pthread for more)", b.isa, gemm.MR, gemm.NR, p)
+	case gonumBackend:
+		return fmt.Sprintf("gonum pure Go (no AVX2 kernel on this CPU), its own threads (GOMAXPROCS %d); install libopenblas0-pthread for ~10x", runtime.GOMAXPROCS(0))
+	}
+	if be.serial() {
+		return fmt.Sprintf("%s, %d threads (goroutines, library set to 1)", be.name(), p)
+	}
+	return be.name() + ", the library's own threads"
+}
 
 // Native reports whether a native library is in use.
 func Native() bool {
-	_, ok := current().(gonumBackend)
-	return !ok
+	switch current().(type) {
+	case gonumBackend, packedBackend:
+		return false
+	}
+	return true
 }
 
 // LoadError returns why no native library is in use, or nil when one is.
@@ -252,7 +289,24 @@ func scale(m, n int, beta float32, c []float32, ldc int) {
 	}
 }
 
-// gonumBackend is the pure-Go path.
+// packedBackend is druto's blocked SGEMM (internal/gemm) on an assembly
+// micro-kernel. It is serial: Sgemm splits large products over goroutines.
+type packedBackend struct {
+	kern gemm.Kernel
+	isa  string
+}
+
+func (p packedBackend) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemm.Sgemm(p.kern, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+func (packedBackend) serial() bool { return true }
+
+func (p packedBackend) name() string {
+	return fmt.Sprintf("druto Go assembly (%s; install libopenblas0-pthread for more)", p.isa)
+}
+
+// gonumBackend is the pure-Go path on CPUs without an assembly kernel.
 type gonumBackend struct{}
 
 func (gonumBackend) sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {

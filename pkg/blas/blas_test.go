@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/druto/druto/pkg/blas/internal/gemm"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -80,6 +81,12 @@ func gemmCases() []gemmCase {
 // block against the float64 loop, and that C's padding is untouched.
 func runCase(t *testing.T, r *rand.Rand, g gemmCase, sgemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error) {
 	t.Helper()
+	runCasePad(t, r, g, [3]int{3, 1, 2}, sgemm)
+}
+
+// runCasePad is runCase with the padding of lda, ldb and ldc given.
+func runCasePad(t *testing.T, r *rand.Rand, g gemmCase, pad [3]int, sgemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error) {
+	t.Helper()
 	ar, ac := g.m, g.k
 	if g.ta {
 		ar, ac = g.k, g.m
@@ -88,7 +95,7 @@ func runCase(t *testing.T, r *rand.Rand, g gemmCase, sgemm func(transA, transB b
 	if g.tb {
 		br, bc = g.n, g.k
 	}
-	lda, ldb, ldc := max(ac, 1)+3, max(bc, 1)+1, g.n+2
+	lda, ldb, ldc := max(ac, 1)+pad[0], max(bc, 1)+pad[1], g.n+pad[2]
 	a := randSlice(r, max(ar, 1)*lda)
 	b := randSlice(r, max(br, 1)*ldb)
 	c := randSlice(r, g.m*ldc)
@@ -109,13 +116,13 @@ func runCase(t *testing.T, r *rand.Rand, g gemmCase, sgemm func(transA, transB b
 		}
 		for j := g.n; j < ldc; j++ {
 			if math.Float32bits(c[i*ldc+j]) != math.Float32bits(orig[i*ldc+j]) {
-				t.Fatalf("%v: padding C[%d,%d] changed", g, i, j)
+				t.Fatalf("%v pad %v: padding C[%d,%d] changed", g, pad, i, j)
 			}
 		}
 	}
 	// An fp32 dot product of k terms has a rounding error growing like sqrt(k).
 	if err := tensor.Close(got, want, tensor.F32, math.Sqrt(float64(max(g.k, 1)))); err != nil {
-		t.Fatalf("%v: %v", g, err)
+		t.Fatalf("%v pad %v: %v", g, pad, err)
 	}
 }
 
@@ -203,17 +210,18 @@ func TestSgemmArgs(t *testing.T) {
 // TestChooseFallback runs the selection with the override set to paths
 // that cannot serve: it must fall back to gonum and say why.
 func TestChooseFallback(t *testing.T) {
+	fb := fallback()
 	b, err := choose("/nonexistent", true)
-	if _, ok := b.(gonumBackend); !ok || err == nil || !(errors.Is(err, errNoCgo) || strings.Contains(err.Error(), "/nonexistent")) {
-		t.Fatalf("choose(/nonexistent) = %T, %v; want gonum and an error naming the path", b, err)
+	if b.name() != fb.name() || err == nil || !(errors.Is(err, errNoCgo) || strings.Contains(err.Error(), "/nonexistent")) {
+		t.Fatalf("choose(/nonexistent) = %T, %v; want %s and an error naming the path", b, err, fb.name())
 	}
-	if b.name() != gonumName {
-		t.Errorf("name %q", b.name())
+	if _, asm := fb.(packedBackend); asm != hasAsm() {
+		t.Errorf("fallback %T, but the CPU has an assembly kernel: %v", fb, hasAsm())
 	}
 	// libc loads but has no cblas_sgemm: the dlsym error must come through.
 	b, err = choose("libc.so.6", true)
-	if _, ok := b.(gonumBackend); !ok || err == nil {
-		t.Fatalf("choose(libc.so.6) = %T, %v; want gonum and an error", b, err)
+	if b.name() != fb.name() || err == nil {
+		t.Fatalf("choose(libc.so.6) = %T, %v; want the fallback and an error", b, err)
 	}
 	if !errors.Is(err, errNoCgo) && !strings.Contains(err.Error(), "cblas_sgemm") {
 		t.Errorf("libc error does not name the symbol: %v", err)
@@ -221,11 +229,19 @@ func TestChooseFallback(t *testing.T) {
 }
 
 // TestEnvFallback re-runs TestSgemmNaive in a child process with
-// DRUTO_BLAS_LIB=/nonexistent, which must select gonum and still pass.
+// DRUTO_BLAS_LIB=/nonexistent, which must select the fallback (the assembly
+// SGEMM where the CPU has one, else gonum) and still pass.
 func TestEnvFallback(t *testing.T) {
 	if os.Getenv(EnvLib) == "/nonexistent" {
-		if Native() || Name() != gonumName {
+		if Native() || Name() != fallback().name() {
 			t.Fatalf("%s=/nonexistent but Name() = %q", EnvLib, Name())
+		}
+		want := "gonum"
+		if hasAsm() {
+			want = "druto Go assembly"
+		}
+		if d := Describe(); !strings.HasPrefix(d, want) {
+			t.Fatalf("Describe() = %q, want it to start with %q", d, want)
 		}
 		return
 	}
@@ -235,8 +251,8 @@ func TestEnvFallback(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child with %s=/nonexistent: %v\n%s", EnvLib, err, out)
 	}
-	if !strings.Contains(string(out), "implementation: gonum") {
-		t.Fatalf("child did not use gonum:\n%s", out)
+	if want := "implementation: " + fallback().name(); !strings.Contains(string(out), want) {
+		t.Fatalf("child did not use the fallback (%q):\n%s", want, out)
 	}
 }
 
@@ -280,7 +296,11 @@ func TestConcurrent(t *testing.T) {
 // columns, matches the float64 loop and the unsplit call.
 func TestSplit(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, be := range []backend{current(), gonumBackend{}} {
+	bes := []backend{current(), gonumBackend{}, packedBackend{kern: gemm.KernGo, isa: "Go"}}
+	if fb, ok := fallback().(packedBackend); ok {
+		bes = append(bes, fb)
+	}
+	for _, be := range bes {
 		for _, s := range [][3]int{{300, 70, 40}, {20, 500, 33}, {2, 3, 1}, {17, 17, 300}} {
 			m, n, k := s[0], s[1], s[2]
 			for _, ta := range []bool{false, true} {

@@ -1,0 +1,62 @@
+//go:build !purego
+
+package gemm
+
+import "golang.org/x/sys/cpu"
+
+// kern6x16AVX2 is the AVX2 + FMA micro-kernel (kernel_amd64.s): see
+// Kernel for its contract, with mr = 6 and nr = 16.
+//
+//go:noescape
+func kern6x16AVX2(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32)
+
+// packBT16AVX2 packs 8·n8 steps of 16 rows of B (row stride ldb) into a
+// k-major panel: d[p·16 + j] = b[j·ldb + p] (8×8 transposes in registers).
+//
+//go:noescape
+func packBT16AVX2(b *float32, ldb int, n8 int, d *float32)
+
+// packBN16AVX2 copies kb steps of 16 floats (step stride ldb) into a
+// k-major panel: d[p·16 + j] = b[p·ldb + j].
+//
+//go:noescape
+func packBN16AVX2(b *float32, ldb int, kb int, d *float32)
+
+// hasAVX2 reports whether the CPU and the OS support AVX2 and FMA (x/sys/cpu
+// checks that the OS saves the YMM state).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
+
+// Asm returns the assembly micro-kernel of this CPU and its instruction set,
+// or false when there is none.
+func Asm() (Kernel, string, bool) {
+	if !hasAVX2 {
+		return nil, "", false
+	}
+	return kern6x16AVX2, "AVX2+FMA", true
+}
+
+// packBT16Asm packs steps [0, 8·(kb/8)) of packBT16's panel with AVX2 and
+// returns how many it packed (0 without AVX2).
+func packBT16Asm(b []float32, ldb, base, kb int, d []float32) int {
+	n8 := kb / 8
+	if !hasAVX2 || n8 == 0 {
+		return 0
+	}
+	_ = b[base+15*ldb+8*n8-1] // every row's last element read
+	_ = d[8*n8*nr-1]
+	packBT16AVX2(&b[base], ldb, n8, &d[0])
+	return 8 * n8
+}
+
+// packBN16Asm packs a full panel of a row-major B (kb steps of 16 floats
+// from b[base], step stride ldb) into d with AVX2 and reports whether it
+// did (false without AVX2).
+func packBN16Asm(b []float32, ldb, base, kb int, d []float32) bool {
+	if !hasAVX2 {
+		return false
+	}
+	_ = b[base+(kb-1)*ldb+nr-1] // the last step's last element
+	_ = d[kb*nr-1]
+	packBN16AVX2(&b[base], ldb, kb, &d[0])
+	return true
+}

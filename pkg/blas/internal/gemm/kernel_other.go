@@ -1,0 +1,13 @@
+//go:build !amd64 || purego
+
+package gemm
+
+// Asm reports that this architecture (or a purego build) has no assembly
+// micro-kernel.
+func Asm() (Kernel, string, bool) { return nil, "", false }
+
+// packBT16Asm packs nothing here: packBT16 does it in Go.
+func packBT16Asm(b []float32, ldb, base, kb int, d []float32) int { return 0 }
+
+// packBN16Asm packs nothing here: packB does it in Go.
+func packBN16Asm(b []float32, ldb, base, kb int, d []float32) bool { return false }
