@@ -60,7 +60,7 @@ type Profile struct {
 	Batch     int          `json:"batch"`
 	Seq       int          `json:"seq"`
 	Steps     int          `json:"steps"`
-	StepMs    float64      `json:"step_ms"` // per step: op timing included (host modes), or the real graph step (graph modes)
+	StepMs    float64      `json:"step_ms"`          // per step: op timing included (host modes), or the real graph step (graph modes)
 	OpsMs     float64      `json:"ops_ms,omitempty"` // graph modes: the sum of the ops' isolated graph replays
 	Method    string       `json:"method,omitempty"` // how the op times were taken (graph modes)
 	PeakFLOPs float64      `json:"peak_flops"`
@@ -290,7 +290,7 @@ func (g graphProfiler) AdamWState(master, work, grads, m, v *device.T, layout *t
 	})
 }
 
-func (g graphProfiler) Records(n int) error            { return g.gpu.Records(n) }
+func (g graphProfiler) Records(n int) error             { return g.gpu.Records(n) }
 func (g graphProfiler) Snapshot(i int, state *device.T) { g.gpu.Snapshot(i, state) }
 func (g graphProfiler) Record(i int) []float32          { return g.gpu.Record(i) }
 func (g graphProfiler) Batch(fn func() error) error     { return g.gpu.Batch(fn) }
