@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/cuda"
@@ -85,5 +86,13 @@ func TestGPUProfileGraph(t *testing.T) {
 	}
 	if !strings.Contains(p.Table(), "graph-aware") {
 		t.Errorf("the table does not say how it was measured")
+	}
+	r, err := StepTimes(d, c, m, Options{Warmup: 3, Steps: 10}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("graph step %.3f ms, NVML GPU utilisation %.1f%% over %d samples (%s)", r.StepMs, r.GPUUtil, len(r.Util), r.UtilNote)
+	if r.UtilNote == "" && (r.GPUUtil <= 0 || r.GPUUtil > 100 || len(r.Util) < int(UtilSeconds*float64(time.Second)/float64(UtilEvery))/2) {
+		t.Errorf("utilisation %.1f%% from %d samples", r.GPUUtil, len(r.Util))
 	}
 }

@@ -161,7 +161,7 @@ var graphMethod = fmt.Sprintf("graph-aware: each op of one device-resident step 
 // o.Steps device-resident steps whose every op is captured into its own
 // graph of graphReps copies and replayed after the step.
 func profileGraph(g *gpu.Device, c Case, m Mode, o Options, ceil Ceilings) (*Profile, error) {
-	rec, err := StepTimes(g, c, m, Options{Warmup: max(3, o.Warmup), Steps: max(10, o.Steps)}, 0)
+	rec, err := stepTimes(g, c, m, Options{Warmup: max(3, o.Warmup), Steps: max(10, o.Steps)}, 0, false)
 	if err != nil {
 		return nil, err
 	}
