@@ -562,6 +562,18 @@ func (p *profiler) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *devic
 	p.timed(p.gemmClass(C, OC), f, 0, func() { p.Device.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC) })
 }
 
+func (p *profiler) MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *device.T, N, C, OC int) {
+	s, ok := p.Device.(device.GradStorer)
+	if !ok {
+		p.Zero(dinp)
+		p.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+		return
+	}
+	p.timed(p.gemmClass(C, OC), 4*float64(N)*float64(C)*float64(OC), 0, func() {
+		s.MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+	})
+}
+
 func (p *profiler) GELUBackward(dinp, inp, dout *device.T, n int) {
 	p.timed("gelu/bias", 0, bytesOf(dinp, inp, dout), func() { p.Device.GELUBackward(dinp, inp, dout, n) })
 }
