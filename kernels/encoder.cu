@@ -47,6 +47,7 @@
 #define ENC_THREADS 256 // encoder_backward's block size (the launcher uses the same)
 #define ENC_LIST 1024   // positions kept per flush (a power of two)
 #define ENC_IDX_BITS 10 // log2(ENC_LIST): a sort key is (token - g·K) << 10 | index
+#define ENC_UNROLL 16   // rows of one token loaded together by a thread
 
 // out (BT,C) F32, wte (V,C), wpe (maxT,C), tokens (BT); vec: C % 4 == 0 and aligned pointers
 extern "C" __global__ void encoder_forward(float* __restrict__ out, const T* __restrict__ wte, const T* __restrict__ wpe,
@@ -165,16 +166,17 @@ __device__ void enc_flush(float* __restrict__ dst, const T* __restrict__ dout, u
         float* row = dst + (size_t)(lo + (int)tk) * C;
         for (int c = threadIdx.x; c < C; c += ENC_THREADS) {
             float acc = fresh ? 0.0f : row[c];
-            int e = i;
-            // eight independent loads in flight, added in order
-            for (; e + 8 <= j; e += 8) {
-                float x[8];
+            // up to ENC_UNROLL independent loads in flight, added in order
+            for (int e = i; e < j; e += ENC_UNROLL) {
+                int cnt = min(ENC_UNROLL, j - e);
+                float x[ENC_UNROLL];
 #pragma unroll
-                for (int u = 0; u < 8; u++) x[u] = load(dout + (size_t)pos[keys[e + u] & mask] * C, c);
+                for (int u = 0; u < ENC_UNROLL; u++)
+                    if (u < cnt) x[u] = load(dout + (size_t)pos[keys[e + u] & mask] * C, c);
 #pragma unroll
-                for (int u = 0; u < 8; u++) acc += x[u];
+                for (int u = 0; u < ENC_UNROLL; u++)
+                    if (u < cnt) acc += x[u];
             }
-            for (; e < j; e++) acc += load(dout + (size_t)pos[keys[e] & mask] * C, c);
             row[c] = acc;
         }
         i = j;
