@@ -48,6 +48,7 @@
 #define ENC_LIST 1024   // positions kept per flush (a power of two)
 #define ENC_IDX_BITS 10 // log2(ENC_LIST): a sort key is (token - g·K) << 10 | index
 #define ENC_UNROLL 16   // rows of one token loaded together by a thread
+#define ENC_SLOTS 4     // channels (ENC_THREADS apart) a thread sums together
 
 // out (BT,C) F32, wte (V,C), wpe (maxT,C), tokens (BT); vec: C % 4 == 0 and aligned pointers
 extern "C" __global__ void encoder_forward(float* __restrict__ out, const T* __restrict__ wte, const T* __restrict__ wpe,
@@ -164,20 +165,46 @@ __device__ void enc_flush(float* __restrict__ dst, const T* __restrict__ dout, u
             while (j < n && (keys[j] >> ENC_IDX_BITS) == tk) j++;
         }
         float* row = dst + (size_t)(lo + (int)tk) * C;
-        for (int c = threadIdx.x; c < C; c += ENC_THREADS) {
-            float acc = fresh ? 0.0f : row[c];
-            // up to ENC_UNROLL independent loads in flight, added in order
+        // A thread sums ENC_SLOTS channels, ENC_THREADS apart, at once, and
+        // loads up to ENC_UNROLL rows of each together (predicated), so
+        // that one block keeps up to ENC_SLOTS·ENC_UNROLL loads a thread
+        // in flight on a long run (a frequent token); each channel adds its
+        // rows in increasing position.
+        for (int c0 = threadIdx.x; c0 < C; c0 += ENC_THREADS * ENC_SLOTS) {
+            float acc[ENC_SLOTS];
+#pragma unroll
+            for (int k = 0; k < ENC_SLOTS; k++) {
+                int c = c0 + k * ENC_THREADS;
+                acc[k] = (fresh || c >= C) ? 0.0f : row[c];
+            }
             for (int e = i; e < j; e += ENC_UNROLL) {
                 int cnt = min(ENC_UNROLL, j - e);
-                float x[ENC_UNROLL];
+                float x[ENC_UNROLL][ENC_SLOTS];
 #pragma unroll
-                for (int u = 0; u < ENC_UNROLL; u++)
-                    if (u < cnt) x[u] = load(dout + (size_t)pos[keys[e + u] & mask] * C, c);
+                for (int u = 0; u < ENC_UNROLL; u++) {
+                    if (u < cnt) {
+                        const T* src = dout + (size_t)pos[keys[e + u] & mask] * C;
 #pragma unroll
-                for (int u = 0; u < ENC_UNROLL; u++)
-                    if (u < cnt) acc += x[u];
+                        for (int k = 0; k < ENC_SLOTS; k++) {
+                            int c = c0 + k * ENC_THREADS;
+                            if (c < C) x[u][k] = load(src, c);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < ENC_UNROLL; u++) {
+                    if (u < cnt) {
+#pragma unroll
+                        for (int k = 0; k < ENC_SLOTS; k++)
+                            if (c0 + k * ENC_THREADS < C) acc[k] += x[u][k];
+                    }
+                }
             }
-            row[c] = acc;
+#pragma unroll
+            for (int k = 0; k < ENC_SLOTS; k++) {
+                int c = c0 + k * ENC_THREADS;
+                if (c < C) row[c] = acc[k];
+            }
         }
         i = j;
     }

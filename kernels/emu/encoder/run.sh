@@ -18,7 +18,7 @@ if [ $# -ge 6 ]; then shapes=("$1 $2 $3 $4 $5 $6"); else
   # V 3 and 1: split positions; V 1000 hot: one id over several flushes;
   # V 2000 (> 1024, 4 SMs: K 250): sorted flushes; C 20: scalar forward
   shapes=("1 1 1 1 4 0" "3 17 96 3 4 0" "2 17 100 50 4 0" "2 300 32 1 4 0" "3 200 20 5 4 1"
-          "2 1100 8 1000 4 1" "2 1100 8 2000 4 1" "2 500 36 2000 4 0")
+          "2 1100 8 1000 4 1" "2 1100 8 2000 4 1" "2 500 36 2000 4 0" "2 40 600 2000 4 1" "3 90 1100 6 4 1")
 fi
 rc=0
 for s in "${shapes[@]}"; do
