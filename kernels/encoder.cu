@@ -21,9 +21,10 @@
 //     ordered compaction), and, every 1024 of them or at the end, sorts them
 //     by (token, position) when K > 1 (bitonic, on unique keys) and adds
 //     each token's rows of dout, in increasing position, into one register
-//     a channel: every thread of the block owns channels, so each row is
-//     read coalesced once, and the hot token ids of a batch are split over
-//     the S position ranges instead of serialising one block.
+//     a channel: a run of fewer than ENC_LONG rows by one warp (the warps
+//     take the short runs in turn), a longer run by the whole block, so
+//     each row is read coalesced once; with small vocabularies the hot
+//     token ids of a batch are also split over the S position ranges.
 //     S = 1: the sums go straight into dwte[tok,:], starting from its value,
 //     in increasing (b,t) order: the CPU reference's order, the same bits.
 //     S > 1 (small vocabularies, where each id repeats many times): block
@@ -49,6 +50,7 @@
 #define ENC_IDX_BITS 10 // log2(ENC_LIST): a sort key is (token - g·K) << 10 | index
 #define ENC_UNROLL 16   // rows of one token loaded together by a thread
 #define ENC_SLOTS 4     // channels (ENC_THREADS apart) a thread sums together
+#define ENC_LONG 32     // runs of one id at least this long take the whole block (K > 1); shorter ones a warp
 
 // out (BT,C) F32, wte (V,C), wpe (maxT,C), tokens (BT); vec: C % 4 == 0 and aligned pointers
 extern "C" __global__ void encoder_forward(float* __restrict__ out, const T* __restrict__ wte, const T* __restrict__ wpe,
@@ -156,6 +158,48 @@ __device__ void enc_flush(float* __restrict__ dst, const T* __restrict__ dout, u
         }
     }
     const unsigned mask = (1u << ENC_IDX_BITS) - 1;
+    if (K > 1) {
+        // Short runs (the common case of a large vocabulary: an id or two
+        // a row) one warp each, the warps side by side: lane l sums the
+        // channels l, l+32, ... eight at a time, so a run costs about one
+        // memory latency per 256 channels instead of the block's.
+        int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = 0;
+        for (int i = 0; i < n; r++) {
+            unsigned tk = keys[i] >> ENC_IDX_BITS;
+            int j = i + 1;
+            while (j < n && (keys[j] >> ENC_IDX_BITS) == tk) j++;
+            if (j - i < ENC_LONG && r % (ENC_THREADS / 32) == warp) {
+                float* row = dst + (size_t)(lo + (int)tk) * C;
+                for (int c0 = lane; c0 < C; c0 += 32 * 8) {
+                    float acc[8];
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        int c = c0 + 32 * k;
+                        acc[k] = (fresh || c >= C) ? 0.0f : row[c];
+                    }
+                    for (int e = i; e < j; e++) {
+                        const T* src = dout + (size_t)pos[keys[e] & mask] * C;
+                        float x[8];
+#pragma unroll
+                        for (int k = 0; k < 8; k++) {
+                            int c = c0 + 32 * k;
+                            if (c < C) x[k] = load(src, c);
+                        }
+#pragma unroll
+                        for (int k = 0; k < 8; k++)
+                            if (c0 + 32 * k < C) acc[k] += x[k];
+                    }
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        int c = c0 + 32 * k;
+                        if (c < C) row[c] = acc[k];
+                    }
+                }
+            }
+            i = j;
+        }
+    }
+    // Long runs (K == 1: the whole list) the whole block.
     for (int i = 0; i < n;) {
         unsigned tk = keys[i] >> ENC_IDX_BITS;
         int j = i + 1;
@@ -163,6 +207,10 @@ __device__ void enc_flush(float* __restrict__ dst, const T* __restrict__ dout, u
             j = n;
         } else {
             while (j < n && (keys[j] >> ENC_IDX_BITS) == tk) j++;
+            if (j - i < ENC_LONG) { // done by a warp above
+                i = j;
+                continue;
+            }
         }
         float* row = dst + (size_t)(lo + (int)tk) * C;
         // A thread sums ENC_SLOTS channels, ENC_THREADS apart, at once, and
