@@ -135,11 +135,11 @@ bench() {
     stamp
     $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "${BIG_MODES:-$modes}" --steps 20 --warmup 5 \
       --json "$LOGS/bench-gpt2-124M.json" || echo "bench gpt2-124M failed: $?"
-    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16 --steps 3 --warmup 2 --profile \
+    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16,fused+bf16+graph --steps 3 --warmup 2 --profile \
       --json "$LOGS/profile-gpt2-124M.json" || echo "profile gpt2-124M failed: $?"
     DRUTO_FLASH=1 $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16,fused+bf16+graph --steps 20 --warmup 5 \
       --json "$LOGS/bench-gpt2-124M-flash1.json" || echo "bench gpt2-124M DRUTO_FLASH=1 failed: $?"
-    $B/druto bench --backend gpu --configs small:32x256,tiny:8x128 --modes fused+bf16 --steps 3 --warmup 2 --profile \
+    $B/druto bench --backend gpu --configs small:32x256,tiny:8x128 --modes fused+bf16,fused+bf16+graph --steps 3 --warmup 2 --profile \
       --json "$LOGS/profile-small-tiny.json" || echo "profile small/tiny failed: $?"
     $B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "${SMALL_MODES:-$modes}" --steps 50 --warmup 10 \
       --json "$LOGS/bench-tiny-small.json" || echo "bench tiny/small failed: $?"

@@ -157,8 +157,8 @@ func runBench(args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", c.Name, m, err)
 			}
-			fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step  peak %s GiB\n",
-				c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath, gibOrDash(r.PeakBytes))
+			fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step  peak %s GiB%s\n",
+				c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath, gibOrDash(r.PeakBytes), utilText(r))
 			if *profile {
 				ceil := bench.Ceilings{PeakFLOPs: rep.PeakFLOPs, CopyGBps: rep.CopyGBps}
 				if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3}, ceil); err != nil {
@@ -193,15 +193,19 @@ func runBench(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "MFU against %.2f TFLOP/s, the highest of the peaks measured in this run\n", rep.PeakFLOPs/1e12)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\tlaunches/step\tact GiB\tpeak GiB\tstep\t")
+	fmt.Fprintln(tw, "config\tB\tT\tmode\tstep ms\ttokens/s\tMFU\tspeed-up\tlaunches/step\tact GiB\tpeak GiB\tstep\tGPU util\t")
 	ups := rep.SpeedUps()
 	for _, r := range rep.Records {
 		up := "-"
 		if v, ok := ups[r.Config][r.Mode]; ok {
 			up = fmt.Sprintf("%.2fx", v)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t%.1f\t%s\t%s\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up, r.Launches,
-			gibOrDash(r.Memory.Activations), gibOrDash(r.PeakBytes), r.StepPath)
+		util := "-"
+		if r.GPUUtil > 0 {
+			util = fmt.Sprintf("%.1f%%", r.GPUUtil)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.4f\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", r.Config, r.Batch, r.Seq, r.Mode, r.StepMs, r.TokensPerS, r.MFU, up, r.Launches,
+			gibOrDash(r.Memory.Activations), gibOrDash(r.PeakBytes), r.StepPath, util)
 	}
 	tw.Flush()
 	if *out != "" {
@@ -216,6 +220,18 @@ func gibOrDash(b int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", float64(b)/(1<<30))
+}
+
+// utilText is a record's NVML utilisation for the progress line ("" where
+// none was sampled and none was tried).
+func utilText(r bench.Record) string {
+	switch {
+	case r.GPUUtil > 0:
+		return fmt.Sprintf("  GPU util %.1f%% (NVML, %d samples over %.1f s)", r.GPUUtil, len(r.Util), r.Util[len(r.Util)-1].TS)
+	case r.UtilNote != "":
+		return "  GPU util: " + r.UtilNote
+	}
+	return ""
 }
 
 // benchKernels times each fused op against its decomposed form on the GPU

@@ -3,17 +3,22 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/druto/druto/internal/atomicfile"
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/optim"
 	"github.com/druto/druto/pkg/train"
@@ -104,8 +109,15 @@ type Record struct {
 	// the model is made; 0 where the device does not measure it (the CPU).
 	PeakBytes int64    `json:"peak_bytes,omitempty"`
 	Kernels   []Kernel `json:"kernels,omitempty"`
-	Util      []Util   `json:"util,omitempty"`
-	Profile   *Profile `json:"profile,omitempty"` // where the step's time goes (ProfileStep)
+	// Util is NVML's utilisation sampled every UtilEvery over a run of at
+	// least UtilSeconds after the timed steps (graph modes on a GPU), and
+	// GPUUtil their mean after the first half second (NVML averages over
+	// its own sample period, up to a second, so the timed steps alone are
+	// too short); UtilNote says why there is none.
+	Util     []Util   `json:"util,omitempty"`
+	GPUUtil  float64  `json:"gpu_util_pct,omitempty"`
+	UtilNote string   `json:"util_note,omitempty"`
+	Profile  *Profile `json:"profile,omitempty"` // where the step's time goes (ProfileStep)
 }
 
 // Report is a benchmark run: where and when, and its records.
@@ -160,6 +172,11 @@ type Options struct {
 // corpus and returns the record with the median step time. open returns a
 // device for a mode (fused or not); the caller owns its lifetime.
 func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Record, error) {
+	return stepTimes(dev, c, m, o, peak, true)
+}
+
+// stepTimes is StepTimes; util false leaves out the utilisation run.
+func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util bool) (Record, error) {
 	if o.Warmup <= 0 {
 		o.Warmup = 3
 	}
@@ -177,7 +194,11 @@ func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Reco
 	for i := range toks {
 		toks[i] %= int32(c.Config.Vocab)
 	}
-	oc := optim.Defaults(o.Warmup + o.Steps)
+	horizon := o.Warmup + o.Steps
+	if util && m.Step == train.StepGraph {
+		horizon += utilMaxSteps // the utilisation run (sampleUtil) continues the schedule
+	}
+	oc := optim.Defaults(horizon)
 	oc.Warmup = 1
 	to := train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1, Step: m.Step}
 	var notes []string
@@ -234,20 +255,28 @@ func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Reco
 	if counts {
 		launches = float64(counter.Launches()-launches0) / float64(len(times))
 	}
+	var samples []Util
+	var utilPct float64
+	var utilNote string
+	if util && m.Step == train.StepGraph {
+		if _, ok := dev.(*gpu.Device); ok {
+			samples, utilPct, err = sampleUtil(tr, median(times))
+			if err != nil {
+				utilNote = err.Error()
+			}
+		}
+	}
 	path := tr.GraphStatus()
 	for _, n := range notes {
 		fmt.Fprintf(os.Stderr, "bench: %s %s: %s\n", c.Name, m, n)
 	}
 	sort.Float64s(times)
-	med := times[len(times)/2]
-	if len(times)%2 == 0 {
-		med = (times[len(times)/2-1] + times[len(times)/2]) / 2
-	}
+	med := median(times)
 	tokens := float64(c.Batch * c.Seq)
 	r := Record{
 		Config: c.Name, Mode: m.String(), Baseline: m == Baseline, Batch: c.Batch, Seq: c.Seq, Steps: o.Steps,
 		StepMs: med, StepMsMin: times[0], StepMsMax: times[len(times)-1], TokensPerS: tokens / (med / 1e3), Loss: last.Loss,
-		Launches: launches, StepPath: path,
+		Launches: launches, StepPath: path, Util: samples, GPUUtil: utilPct, UtilNote: utilNote,
 	}
 	if peak > 0 {
 		r.MFU = c.Config.FLOPsPerToken(c.Seq) * r.TokensPerS / peak
@@ -265,6 +294,88 @@ func StepTimes(dev device.Device, c Case, m Mode, o Options, peak float64) (Reco
 type PeakMemory interface {
 	ResetMemoryPeak()
 	MemoryPeak() int64
+}
+
+// median returns the median of ts (sorted in place).
+func median(ts []float64) float64 {
+	sort.Float64s(ts)
+	n := len(ts)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 0 {
+		return (ts[n/2-1] + ts[n/2]) / 2
+	}
+	return ts[n/2]
+}
+
+// The utilisation run of graph modes (Record.Util).
+const (
+	UtilSeconds  = 2.0                   // at least this long
+	UtilEvery    = 50 * time.Millisecond // one NVML sample each
+	utilMaxSteps = 20000                 // at most this many steps
+	utilSkip     = 0.5                   // seconds of samples left out of the mean
+)
+
+var (
+	nvmlOnce sync.Once
+	nvmlLib  *cuda.NVML
+	nvmlErr  error
+)
+
+// sampleUtil runs tr for at least UtilSeconds more steps (from a step time
+// of stepMs) while a goroutine reads NVML's utilisation of device 0 every
+// UtilEvery; it returns the samples and the mean GPU utilisation of those
+// after utilSkip seconds.
+func sampleUtil(tr *train.Trainer, stepMs float64) ([]Util, float64, error) {
+	nvmlOnce.Do(func() { nvmlLib, nvmlErr = cuda.LoadNVML(cuda.LoadOptions{}) })
+	if nvmlErr != nil {
+		return nil, 0, fmt.Errorf("no NVML: %w", nvmlErr)
+	}
+	if _, _, _, err := nvmlLib.Utilization(0); err != nil {
+		return nil, 0, err
+	}
+	steps := min(utilMaxSteps, max(20, int(math.Ceil(UtilSeconds*1000/max(stepMs, 1e-3)))))
+	var samples []Util
+	var serr error
+	done, finished := make(chan struct{}), make(chan struct{})
+	t0 := time.Now()
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(UtilEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				g, _, used, err := nvmlLib.Utilization(0)
+				if err != nil {
+					serr = err
+					return
+				}
+				samples = append(samples, Util{TS: time.Since(t0).Seconds(), GPUUtil: float64(g), MemUsedBytes: float64(used)})
+			}
+		}
+	}()
+	err := tr.Run(context.Background(), tr.StepsDone()+steps, nil)
+	close(done)
+	<-finished
+	if err = errors.Join(err, serr); err != nil {
+		return samples, 0, err
+	}
+	var sum float64
+	var n int
+	for _, u := range samples {
+		if u.TS >= utilSkip {
+			sum += u.GPUUtil
+			n++
+		}
+	}
+	if n == 0 {
+		return samples, 0, fmt.Errorf("no NVML sample after %.1f s of a %d-step run", utilSkip, steps)
+	}
+	return samples, sum / float64(n), nil
 }
 
 // SpeedUps returns, per config, each mode's speed-up over the baseline

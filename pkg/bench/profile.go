@@ -11,6 +11,17 @@ package bench
 // accumulated output twice), and the achieved rate as a percentage of the
 // ceiling measured in the same run: the matmul peak (Peak) or the copy
 // bandwidth (CopyBandwidth). Every performance claim starts from this table.
+//
+// A graph mode (train.StepGraph) is profiled differently (profileGraph):
+// events around every op inflate a step whose ops are a few microseconds
+// each (the GPU waits for the host between them; a graph does not), so
+// each op of one device-resident step is captured graphReps times in a row
+// into a graph of its own, and that graph's replay, timed with two events,
+// over graphReps is the op's GPU time with no launch or event overhead (its
+// own inputs warm in L2). The sum over the ops is shown beside the real
+// graph step's time, measured in the same call (StepTimes), and their
+// difference is a row of its own (dependencies and kernel boundaries inside
+// the graph, cold caches, the batch upload outside it).
 
 import (
 	"errors"
@@ -49,7 +60,9 @@ type Profile struct {
 	Batch     int          `json:"batch"`
 	Seq       int          `json:"seq"`
 	Steps     int          `json:"steps"`
-	StepMs    float64      `json:"step_ms"` // per step, op timing included (it adds host work)
+	StepMs    float64      `json:"step_ms"`          // per step: op timing included (host modes), or the real graph step (graph modes)
+	OpsMs     float64      `json:"ops_ms,omitempty"` // graph modes: the sum of the ops' isolated graph replays
+	Method    string       `json:"method,omitempty"` // how the op times were taken (graph modes)
 	PeakFLOPs float64      `json:"peak_flops"`
 	CopyGBps  float64      `json:"copy_gbps"`
 	Rows      []ProfileRow `json:"rows"`
@@ -66,6 +79,9 @@ func (p *Profile) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s B%d T%d %s: %.3f ms/step over %d profiled steps (peak %.1f TFLOP/s, copy %.0f GB/s)\n",
 		p.Config, p.Batch, p.Seq, p.Mode, p.StepMs, p.Steps, p.PeakFLOPs/1e12, p.CopyGBps)
+	if p.Method != "" {
+		fmt.Fprintf(&b, "  (%s; Σ ops %.3f ms vs graph step %.3f ms)\n", p.Method, p.OpsMs, p.StepMs)
+	}
 	fmt.Fprintf(&b, "  %-30s %6s %9s %6s %12s %9s\n", "class", "calls", "ms", "share", "rate", "% ceiling")
 	for _, r := range p.Rows {
 		rate, pct := "", ""
@@ -90,11 +106,14 @@ func ProfileStep(dev device.Device, c Case, m Mode, o Options, ceil Ceilings) (*
 	if dev.Fused() != m.Fused {
 		return nil, fmt.Errorf("bench: profile of mode %s on a device with fused=%v", m, dev.Fused())
 	}
+	if g, ok := dev.(*gpu.Device); ok && m.Step == train.StepGraph {
+		return profileGraph(g, c, m, o, ceil)
+	}
 	p := &profiler{Device: dev, cfg: c.Config, acc: map[string]*ProfileRow{}}
 	if g, ok := dev.(*gpu.Device); ok {
 		p.gpu = g
 	}
-	tr, err := benchTrainer(p, c, m, o.Warmup+o.Steps)
+	tr, err := benchTrainer(p, c, m, train.StepHost, o.Warmup+o.Steps)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +147,154 @@ func ProfileStep(dev device.Device, c Case, m Mode, o Options, ceil Ceilings) (*
 	return p.result(c, m, o.Steps, total, ceil), nil
 }
 
+// graphReps is how many copies of an op profileGraph captures into the
+// op's graph: enough that one replay of the graph is well above the
+// events' resolution (about 0.5 µs) for a microsecond kernel.
+const graphReps = 20
+
+// graphMethod is the Profile.Method of profileGraph.
+var graphMethod = fmt.Sprintf("graph-aware: each op of one device-resident step captured %d times into its own CUDA graph, "+
+	"replayed after the step, time/%d (no launch or event overhead, its inputs warm in L2)", graphReps, graphReps)
+
+// profileGraph profiles a graph mode on g (see the file comment): the real
+// graph step's median time (StepTimes, the same warm-up and steps), then
+// o.Steps device-resident steps whose every op is captured into its own
+// graph of graphReps copies and replayed after the step.
+func profileGraph(g *gpu.Device, c Case, m Mode, o Options, ceil Ceilings) (*Profile, error) {
+	rec, err := stepTimes(g, c, m, Options{Warmup: max(3, o.Warmup), Steps: max(10, o.Steps)}, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	if rec.StepPath != "graph" {
+		return nil, fmt.Errorf("bench: graph profile of %s %s: the step ran as %q", c.Name, m, rec.StepPath)
+	}
+	p := &profiler{Device: g, gpu: g, cfg: c.Config, acc: map[string]*ProfileRow{}, reps: graphReps}
+	tr, err := benchTrainer(graphProfiler{p}, c, m, train.StepDevice, o.Warmup+o.Steps)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	defer p.release()
+	for range o.Warmup {
+		if _, err := tr.Step(); err != nil {
+			return nil, err
+		}
+	}
+	step := time.Duration(rec.StepMs * float64(time.Millisecond))
+	for range o.Steps {
+		p.on = true
+		_, err := tr.Step()
+		p.on = false
+		if err == nil {
+			err = p.replay(step)
+		}
+		if err != nil {
+			p.closeGraphs()
+			return nil, err
+		}
+	}
+	out := p.result(c, m, o.Steps, time.Duration(o.Steps)*step, ceil)
+	out.Method = graphMethod
+	for _, r := range out.Rows {
+		if r.Class != residualClass {
+			out.OpsMs += r.Ms
+		}
+	}
+	return out, nil
+}
+
+// residualClass is profileGraph's row of the graph step's time that the
+// ops' replays do not account for (negative when they add up to more).
+const residualClass = "graph step − Σ ops"
+
+// opGraph is one op captured for profileGraph.
+type opGraph struct {
+	class        string
+	flops, bytes float64
+	g            device.Graph
+}
+
+// replay times every op graph of the step just run: each once untimed
+// (queued first, so the GPU is busy while the timed replays are queued),
+// then each between two events; it records the ops and the residual of
+// step (the real graph step's time) and frees the graphs.
+func (p *profiler) replay(step time.Duration) error {
+	defer p.closeGraphs()
+	if p.err != nil {
+		return p.err
+	}
+	for _, x := range p.graphs {
+		if err := x.g.Launch(); err != nil {
+			return err
+		}
+	}
+	idx := make([]int, len(p.graphs))
+	for i, x := range p.graphs {
+		var err error
+		if idx[i], err = p.event(); err != nil {
+			return err
+		}
+		if err := x.g.Launch(); err != nil {
+			return err
+		}
+		if _, err := p.event(); err != nil {
+			return err
+		}
+	}
+	var sum time.Duration
+	for i, x := range p.graphs {
+		d, err := cuda.Elapsed(p.events[idx[i]], p.events[idx[i]+1])
+		if err != nil {
+			return err
+		}
+		d /= graphReps
+		sum += d
+		p.add(x.class, 1, d, x.flops, x.bytes)
+	}
+	p.add(residualClass, 0, step-sum, 0, 0)
+	p.next = 0
+	return p.Device.Sync()
+}
+
+func (p *profiler) closeGraphs() {
+	for _, x := range p.graphs {
+		_ = x.g.Close()
+	}
+	p.graphs = p.graphs[:0]
+}
+
+// graphProfiler is the profiler of a device-resident step on the GPU: the
+// device.Stepper ops are timed too, the state snapshots and batches pass
+// through.
+type graphProfiler struct{ *profiler }
+
+var (
+	_ device.Stepper   = graphProfiler{}
+	_ device.StateSnap = graphProfiler{}
+	_ device.Batcher   = graphProfiler{}
+)
+
+func (g graphProfiler) CrossEntropyScaled(losses, logits, targets, state *device.T, N, V int, dscale float32) {
+	g.timed("classifier + loss", 0, bytesOf(losses, logits, targets, logits), func() {
+		g.gpu.CrossEntropyScaled(losses, logits, targets, state, N, V, dscale)
+	})
+}
+
+func (g graphProfiler) StepUpdate(state, losses, grads *device.T, cfg device.StepConfig, hp device.AdamW) {
+	g.timed("optimizer", 0, bytesOf(losses, grads), func() { g.gpu.StepUpdate(state, losses, grads, cfg, hp) })
+}
+
+func (g graphProfiler) AdamWState(master, work, grads, m, v *device.T, layout *tensor.Layout, hp device.AdamW, state *device.T) {
+	g.timed("optimizer", 0, 2*bytesOf(master, m, v)+bytesOf(work, grads), func() {
+		g.gpu.AdamWState(master, work, grads, m, v, layout, hp, state)
+	})
+}
+
+func (g graphProfiler) Records(n int) error             { return g.gpu.Records(n) }
+func (g graphProfiler) Snapshot(i int, state *device.T) { g.gpu.Snapshot(i, state) }
+func (g graphProfiler) Record(i int) []float32          { return g.gpu.Record(i) }
+func (g graphProfiler) Batch(fn func() error) error     { return g.gpu.Batch(fn) }
+
 // pending is one timed op whose device time is read after the step.
 type pending struct {
 	class        string
@@ -154,6 +321,9 @@ type profiler struct {
 	acc   map[string]*ProfileRow
 	err   error
 	order []string
+
+	reps   int       // graph profile: capture each op this many times into its own graph (profileGraph)
+	graphs []opGraph // the current step's op graphs
 }
 
 func (p *profiler) event() (int, error) {
@@ -194,6 +364,21 @@ func (p *profiler) stepMark() error {
 func (p *profiler) timed(class string, flops, bytes float64, op func()) {
 	if !p.on || p.err != nil {
 		op()
+		return
+	}
+	if p.reps > 0 {
+		g, err := p.gpu.Capture(func() error {
+			for range p.reps {
+				op()
+			}
+			return nil
+		})
+		if err != nil {
+			p.err = fmt.Errorf("bench: graph profile: capture of a %q op: %w", class, err)
+		} else {
+			p.graphs = append(p.graphs, opGraph{class: class, flops: flops, bytes: bytes, g: g})
+		}
+		op() // the step itself
 		return
 	}
 	if p.gpu == nil {
@@ -385,6 +570,18 @@ func (p *profiler) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp,
 	})
 }
 
+func (p *profiler) MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *device.T, N, C, OC int) {
+	s, ok := p.Device.(device.GradStorer)
+	if !ok {
+		p.Zero(dinp)
+		p.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+		return
+	}
+	p.timed(p.gemmClass(C, OC), 4*float64(N)*float64(C)*float64(OC), 0, func() {
+		s.MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+	})
+}
+
 func (p *profiler) GELUBackward(dinp, inp, dout *device.T, n int) {
 	p.timed("gelu/bias", 0, bytesOf(dinp, inp, dout), func() { p.Device.GELUBackward(dinp, inp, dout, n) })
 }
@@ -427,10 +624,18 @@ func (p *profiler) Cast(dst, src *device.T) {
 }
 
 func (p *profiler) Upload(dst, src *device.T) {
+	if p.reps > 0 { // host copies are outside the step's graph
+		p.Device.Upload(dst, src)
+		return
+	}
 	p.timed("cast and copies", 0, bytesOf(dst), func() { p.Device.Upload(dst, src) })
 }
 
 func (p *profiler) Download(dst, src *device.T) {
+	if p.reps > 0 {
+		p.Device.Download(dst, src)
+		return
+	}
 	p.timed("cast and copies", 0, bytesOf(dst), func() { p.Device.Download(dst, src) })
 }
 
@@ -494,7 +699,7 @@ func gpuCopy(g *gpu.Device) (float64, error) {
 
 // benchTrainer returns a trainer of c in mode m on dev, fed enough of the
 // built-in corpus (folded into the vocabulary) for steps steps.
-func benchTrainer(dev device.Device, c Case, m Mode, steps int) (*train.Trainer, error) {
+func benchTrainer(dev device.Device, c Case, m Mode, step train.StepMode, steps int) (*train.Trainer, error) {
 	need := c.Batch*c.Seq*(steps+1) + 1
 	toks, err := data.Encode(data.Corpus(1, min(need, 64<<20)))
 	if err != nil {
@@ -505,5 +710,5 @@ func benchTrainer(dev device.Device, c Case, m Mode, steps int) (*train.Trainer,
 	}
 	oc := optim.Defaults(steps)
 	oc.Warmup = 1
-	return train.New(dev, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1}, toks, nil)
+	return train.New(dev, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1, Step: step}, toks, nil)
 }

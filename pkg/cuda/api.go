@@ -137,4 +137,5 @@ type nvmlAPI interface {
 	deviceHandle(i int) (uintptr, error)
 	deviceName(h uintptr) (string, error)
 	deviceMemory(h uintptr) (total, free, used uint64, err error)
+	deviceUtilization(h uintptr) (gpu, memory uint32, err error) // percent of the last sample period
 }

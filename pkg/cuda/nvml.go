@@ -11,6 +11,7 @@ package cuda
 typedef int nvmlReturn_t;
 typedef uintptr_t nvmlDevice_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
 
 #define T(name) ((name##_t)fn)
 
@@ -30,14 +31,20 @@ typedef nvmlReturn_t (*nvmlDeviceGetName_t)(nvmlDevice_t, char*, unsigned int);
 static nvmlReturn_t c_nvmlDeviceGetName(void* fn, nvmlDevice_t d, char* s, unsigned int n) { return T(nvmlDeviceGetName)(d, s, n); }
 typedef nvmlReturn_t (*nvmlDeviceGetMemoryInfo_t)(nvmlDevice_t, nvmlMemory_t*);
 static nvmlReturn_t c_nvmlDeviceGetMemoryInfo(void* fn, nvmlDevice_t d, nvmlMemory_t* m) { return T(nvmlDeviceGetMemoryInfo)(d, m); }
+typedef nvmlReturn_t (*nvmlDeviceGetUtilizationRates_t)(nvmlDevice_t, nvmlUtilization_t*);
+static nvmlReturn_t c_nvmlDeviceGetUtilizationRates(void* fn, nvmlDevice_t d, nvmlUtilization_t* u) { return T(nvmlDeviceGetUtilizationRates)(d, u); }
 */
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // cgoNVML holds libnvidia-ml's function pointers.
 type cgoNVML struct {
 	init_, shutdown_, errString, driverVersion_, cudaVersion, count, handle, name, memory unsafe.Pointer
+	util                                                                                  unsafe.Pointer // optional
 }
 
 // newNVMLAPI resolves libnvidia-ml's functions.
@@ -48,6 +55,7 @@ func newNVMLAPI(lib Library) (nvmlAPI, error) {
 		driverVersion_: s.need("nvmlSystemGetDriverVersion"), cudaVersion: s.need("nvmlSystemGetCudaDriverVersion"),
 		count: s.need("nvmlDeviceGetCount_v2"), handle: s.need("nvmlDeviceGetHandleByIndex_v2"),
 		name: s.need("nvmlDeviceGetName"), memory: s.need("nvmlDeviceGetMemoryInfo"),
+		util: s.want("nvmlDeviceGetUtilizationRates"),
 	}
 	if err := s.err(); err != nil {
 		return nil, err
@@ -100,4 +108,13 @@ func (n *cgoNVML) deviceMemory(h uintptr) (uint64, uint64, uint64, error) {
 	var m C.nvmlMemory_t
 	err := n.check("nvmlDeviceGetMemoryInfo", C.c_nvmlDeviceGetMemoryInfo(n.memory, C.nvmlDevice_t(h), &m))
 	return uint64(m.total), uint64(m.free), uint64(m.used), err
+}
+
+func (n *cgoNVML) deviceUtilization(h uintptr) (uint32, uint32, error) {
+	if n.util == nil {
+		return 0, 0, fmt.Errorf("%w: nvmlDeviceGetUtilizationRates", ErrSymbol)
+	}
+	var u C.nvmlUtilization_t
+	err := n.check("nvmlDeviceGetUtilizationRates", C.c_nvmlDeviceGetUtilizationRates(n.util, C.nvmlDevice_t(h), &u))
+	return uint32(u.gpu), uint32(u.memory), err
 }

@@ -85,5 +85,27 @@ func (n *NVML) Devices() ([]NVMLDevice, error) {
 	return out, nil
 }
 
+// Utilization returns device i's utilisation as NVML samples it: the
+// percentage of its last sample period (between 1/6 s and 1 s, by product)
+// in which a kernel ran (gpu) and in which device memory was read or
+// written (memory), and the device memory in use, in bytes. NVML's index i
+// is the CUDA device of the same index unless CUDA_VISIBLE_DEVICES or
+// CUDA_DEVICE_ORDER reorder them.
+func (n *NVML) Utilization(i int) (gpu, memory int, used uint64, err error) {
+	h, err := n.api.deviceHandle(i)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("cuda: nvml device %d: %w", i, err)
+	}
+	g, m, err := n.api.deviceUtilization(h)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("cuda: nvml device %d utilisation: %w", i, err)
+	}
+	_, _, used, err = n.api.deviceMemory(h)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("cuda: nvml device %d memory: %w", i, err)
+	}
+	return int(g), int(m), used, nil
+}
+
 // Close shuts NVML down.
 func (n *NVML) Close() error { return n.api.shutdown() }

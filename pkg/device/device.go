@@ -145,6 +145,16 @@ type Device interface {
 	GradNorm(grads *T, scale float32) (norm float32, finite bool)
 }
 
+// GradStorer is implemented by devices that can store an input gradient
+// instead of adding it to a zeroed buffer: the model then queues no zeroing
+// of that buffer (one memset and one read of it less per product).
+type GradStorer interface {
+	// MatmulBackwardStore is MatmulBackward with dinp stored, not
+	// accumulated: dinp = dout·weight (its old contents, NaN included, are
+	// never read); dweight and dbias accumulate as in MatmulBackward.
+	MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *T, N, C, OC int)
+}
+
 // AttnState is the dtype and shape of the state Attention saves.
 type AttnState struct {
 	DType tensor.DType

@@ -1,5 +1,10 @@
 package gpt
 
+import (
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
 // backward accumulates the parameter gradients, starting from dln, the
 // gradient of ln_f's output that the chunked LM head (head) wrote, and
 // after the head's share of wte's gradient. Ops run in the reverse order of
@@ -21,19 +26,31 @@ func (m *Model) backward() {
 		}
 		// dresidual is the gradient of residual3[l] = residual2 + fcproj.
 		// The projection's backward runs the GELU's backward and the fc
-		// layer's bias gradient in its dgrad product (overwriting dfch).
+		// layer's bias gradient in its dgrad product (overwriting dfch); the
+		// fc product's input gradient is stored where the device can
+		// (device.GradStorer), else accumulated into a zeroed dln.
 		d.MatmulBackwardGELU(a.dfch, gw.fcb, gw.fcprojw, gw.fcprojb, a.dresidual, layer(a.fchGelu, l), layer(a.fch, l), w.fcprojw, N, 4*C, C)
-		d.Zero(a.dln)
-		d.MatmulBackward(a.dln, gw.fcw, nil, a.dfch, layer(a.ln2, l), w.fcw, N, C, 4*C)
+		m.matmulBackwardStore(a.dln, gw.fcw, nil, a.dfch, layer(a.ln2, l), w.fcw, N, C, 4*C)
 		d.LayerNormBackward(a.dresidual, gw.ln2w, gw.ln2b, a.dln, layer(a.residual2, l), w.ln2w, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), N, C)
 		// dresidual is now the gradient of residual2 = residual + attproj.
-		d.Zero(a.datty)
-		d.MatmulBackward(a.datty, gw.attprojw, gw.attprojb, a.dresidual, layer(a.atty, l), w.attprojw, N, C, C)
-		d.Zero(a.dqkv)
+		m.matmulBackwardStore(a.datty, gw.attprojw, gw.attprojb, a.dresidual, layer(a.atty, l), w.attprojw, N, C, C)
+		d.Zero(a.dqkv) // AttentionBackward accumulates dq, dk and dv
 		d.AttentionBackward(a.dqkv, a.datty, layer(a.qkv, l), layer(a.atty, l), layer(a.att, l), B, T, C, NH)
-		d.Zero(a.dln)
-		d.MatmulBackward(a.dln, gw.qkvw, gw.qkvb, a.dqkv, layer(a.ln1, l), w.qkvw, N, C, 3*C)
+		m.matmulBackwardStore(a.dln, gw.qkvw, gw.qkvb, a.dqkv, layer(a.ln1, l), w.qkvw, N, C, 3*C)
 		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
 	}
 	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)
+}
+
+// matmulBackwardStore is MatmulBackward with dinp stored: through
+// device.GradStorer where the device has it (no zeroing queued), else by
+// zeroing dinp and accumulating. The values are the same (a product added
+// to zero is the product; only a -0 product stays -0 when stored).
+func (m *Model) matmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
+	if s, ok := m.dev.(device.GradStorer); ok {
+		s.MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+		return
+	}
+	m.dev.Zero(dinp)
+	m.dev.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
 }

@@ -74,7 +74,8 @@ func casesFor(dt tensor.DType) []Case {
 		return func(d device.Device, t []*T) ([]float32, error) { f(d, t); return nil, nil }
 	}
 	// Encoder: B, T, C; V = 50 token rows, T+3 position rows.
-	for _, s := range [][]int{{2, 17, 96}, {1, 5, 37}} {
+	// (B·T 400 >= 8·V splits the positions: encoder_backward_combine.)
+	for _, s := range [][]int{{2, 17, 96}, {1, 5, 37}, {4, 100, 8}} {
 		tables := map[int]int{1: 50 * s[2], 2: (s[1] + 3) * s[2]}
 		add(Case{Name: name(&o.Encoder, dt, s, ""), Contract: &o.Encoder, DType: dt, Sizes: s, Numel: tables,
 			Call: none(func(d device.Device, t []*T) { d.Encoder(t[0], t[1], t[2], t[3], s[0], s[1], s[2]) })})

@@ -19,7 +19,7 @@ import (
 // elemBlocks is the grid of the grid-stride elementwise kernels: enough
 // blocks of 256 to fill any current GPU several times over, at most one per
 // 256 elements.
-func elemBlocks(n int) cuda.Dim3 { return cuda.D1(max(1, min(blocks(n, 256), 132*64))) }
+func elemBlocks(n int) cuda.Dim3 { return cuda.D1(max(1, min(blocks(n, encBlock), 132*64))) }
 
 // encoderArgs checks what both encoder ops need beyond their contracts:
 // act is out or dout (B,T,C), table is wte or dwte (V,C), pos is wpe or
@@ -45,8 +45,15 @@ func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
 	}
 	dt, BT, n := wte.DType, B*T, B*T*C
 	if d.fused {
-		d.launch("encoder_forward", dt, elemBlocks(n), cuda.D1(encBlock), 0,
-			d.ptr(out), d.ptr(wte), d.ptr(wpe), d.ptr(tokens), BT, T, C, V)
+		// Four channels a thread where C allows and the pointers align.
+		es, vec, work := wte.DType.Size(), 0, n
+		if C%4 == 0 {
+			if vec = vec4(d.ptr(out), 4, d.ptr(wte), es, d.ptr(wpe), es); vec == 1 {
+				work = n / 4
+			}
+		}
+		d.launch("encoder_forward", dt, elemBlocks(work), cuda.D1(encBlock), 0,
+			d.ptr(out), d.ptr(wte), d.ptr(wpe), d.ptr(tokens), BT, T, C, V, vec)
 		return
 	}
 	tok := d.scratch("encoder.tok", n*4)
@@ -59,17 +66,59 @@ func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
 	d.launch("encoder_add_positions", dt, elemBlocks(n), cuda.D1(encBlock), 0, d.ptr(out), tok, pos, BT, T, C)
 }
 
-// encoderGroups is how many token groups encoder_backward_tokens splits
-// the vocabulary into: about 16 warps per SM in all (one warp per 32
-// channels per group), at most one group per token. Every warp walks all
-// B·T tokens, so more groups cost instructions; fewer leave SMs idle.
-func (d *Device) encoderGroups(C, V int) int {
-	return max(1, min(V, blocks(d.sms()*16, blocks(C, 32))))
+// encPlan is how encoder_backward splits the token work (see
+// kernels/encoder.cu): G groups of K consecutive token ids, each over S
+// ranges of P positions.
+type encPlan struct{ K, G, S, P int }
+
+// encoderPlan picks the split for BT positions over V ids. A small
+// vocabulary (V <= 1024: byte-level models) gives one id a block and
+// splits the positions so that about 4·V positions fall in each range (at
+// most 16 ranges): each id repeats many times there, and a frequent one
+// would otherwise serialise one block. A large vocabulary gives about two
+// blocks an SM, each owning ⌈V/G⌉ ids over all positions (S = 1: the CPU's
+// summation order, the same bits).
+func (d *Device) encoderPlan(BT, V int) encPlan {
+	if V <= 1024 {
+		S := max(1, min(16, BT/(4*V)))
+		return encPlan{K: 1, G: V, S: S, P: blocks(BT, S)}
+	}
+	G := min(V, 2*d.sms())
+	K := blocks(V, G)
+	return encPlan{K: K, G: blocks(V, K), S: 1, P: BT}
+}
+
+// tokensBackward queues encoder_backward's token blocks (and, with dwpe,
+// its position blocks) accumulating dout's rows into dst (V,C) F32, then
+// encoder_backward_combine when the positions are split.
+func (d *Device) tokensBackward(op string, dst, dwpe cuda.DevicePtr, dout, tokens *tensor.Tensor, B, T, C, V int) {
+	dt, BT := dout.DType, B*T
+	pl := d.encoderPlan(BT, V)
+	if pl.K >= 1<<22 {
+		d.fail(fmt.Errorf("gpu: %s: %d token ids for %d groups: %w", op, V, pl.G, tensor.ErrShape))
+		return
+	}
+	var part cuda.DevicePtr
+	if pl.S > 1 {
+		if part = d.scratch("encoder.part", pl.S*V*C*4); part == 0 {
+			return
+		}
+	}
+	nW := 0
+	if dwpe != 0 {
+		nW = blocks(T*C, encThreads)
+	}
+	if !d.launch("encoder_backward", dt, grid1(pl.G*pl.S+nW), cuda.D1(encThreads), 0,
+		dst, part, dwpe, d.ptr(dout), d.ptr(tokens), B, T, C, V, pl.K, pl.G, pl.S, pl.P) || pl.S == 1 {
+		return
+	}
+	n := int64(V) * int64(C)
+	d.launch("encoder_backward_combine", dt, d.ewGrid(n, 1), cuda.D1(encBlock), 0, dst, part, pl.S, n)
 }
 
 // EncoderBackward accumulates dout into the rows of dwte and dwpe that
-// Encoder read; deterministic (the same bits on every run and equal to the
-// CPU reference's, which sums in the same order).
+// Encoder read; deterministic (the same bits on every run; equal to the
+// CPU reference's where the positions are not split, see encoderPlan).
 // dwte (V,C) F32, dwpe (maxT,C) F32, dout (B,T,C), tokens (B,T) I32
 func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, C int) {
 	const op = "encoder backward"
@@ -80,12 +129,9 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 	if !ok || !d.checkDT(op, tensor.F32, dwte, dwpe) || B*T == 0 {
 		return
 	}
-	dt, BT := dout.DType, B*T
-	groups := d.encoderGroups(C, V)
-	tokGrid := cuda.Dim3{X: uint32(blocks(C, encBlock)), Y: uint32(groups), Z: 1}
+	dt := dout.DType
 	if d.fused {
-		d.launch("encoder_backward_positions", dt, grid1(blocks(T*C, encBlock)), cuda.D1(encBlock), 0, d.ptr(dwpe), d.ptr(dout), B, T, C)
-		d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(encBlock), 0, d.ptr(dwte), d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
+		d.tokensBackward(op, d.ptr(dwte), d.ptr(dwpe), dout, tokens, B, T, C, V)
 		return
 	}
 	// Decomposed: batch sum into (T,C), accumulate; dense scatter-add into
@@ -101,6 +147,6 @@ func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, 
 		d.fail(fmt.Errorf("gpu: %s: %w", op, err))
 		return
 	}
-	d.launch("encoder_backward_tokens", dt, tokGrid, cuda.D1(encBlock), 0, gtok, d.ptr(dout), d.ptr(tokens), BT, C, V, groups)
+	d.tokensBackward(op, gtok, 0, dout, tokens, B, T, C, V)
 	d.launch(kernAddF32, tensor.F32, d.ewGrid(int64(V)*int64(C), 1), cuda.D1(addF32Block), 0, d.ptr(dwte), gtok, int64(V)*int64(C))
 }

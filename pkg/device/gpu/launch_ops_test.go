@@ -74,7 +74,10 @@ func TestLaunchSignaturesOps(t *testing.T) {
 			}, "encoder_forward", "encoder_gather_tokens encoder_gather_positions encoder_add_positions"},
 			{"EncoderBackward", func(d *Device) {
 				d.EncoderBackward(dev(F, V, C), dev(F, T+1, C), dev(F, B, T, C), dev(tensor.I32, B, T), B, T, C)
-			}, "encoder_backward_positions encoder_backward_tokens", "encoder_sum_positions add_f32 encoder_backward_tokens add_f32"},
+			}, "encoder_backward", "encoder_sum_positions add_f32 encoder_backward add_f32"},
+			{"EncoderBackward/split positions", func(d *Device) { // V 3: the positions split in two ranges
+				d.EncoderBackward(dev(F, 3, C), dev(F, T+1, C), dev(F, B, T, C), dev(tensor.I32, B, T), B, T, C)
+			}, "encoder_backward encoder_backward_combine", "encoder_sum_positions add_f32 encoder_backward encoder_backward_combine add_f32"},
 			{"CrossEntropy", func(d *Device) {
 				d.CrossEntropy(dev(F, N), dev(h, N, V), dev(tensor.I32, N), N, V, 0.5)
 			}, "crossentropy_fused_l3", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad"},

@@ -343,6 +343,18 @@ func (d *Device) matmulDecomposed(out, pre, inp, weight, bias *tensor.Tensor, N,
 // dweight += doutᵀ·inp and dbias += Σ_rows dout (dbias may be nil).
 // dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
 func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
+	d.matmulBackward(1, dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+}
+
+// MatmulBackwardStore is MatmulBackward with dinp stored (the dinp GEMM's
+// β is 0), not added to: the caller need not zero dinp first
+// (device.GradStorer). dweight and dbias still accumulate.
+func (d *Device) MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
+	d.matmulBackward(0, dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+}
+
+// matmulBackward is MatmulBackward with the dinp GEMM's β (1: accumulate, 0: store).
+func (d *Device) matmulBackward(beta float32, dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
 	const op = "matmul backward"
 	if !d.check(&device.Ops.MatmulBackward, []int{N, C, OC}, dinp, dweight, dbias, dout, inp, weight) {
 		return
@@ -377,7 +389,7 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 	if dinp != nil {
 		dt, _ := dataType(dinp.DType)
 		e := cuda.Gemm{
-			M: C, N: N, K: OC, Alpha: 1, Beta: 1,
+			M: C, N: N, K: OC, Alpha: 1, Beta: beta,
 			A: d.ptr(weight), B: g, C: d.ptr(dinp),
 			AType: ht, BType: ht, CType: dt, LDA: C, LDB: OC, LDC: C, Compute: cuda.Compute32F,
 		}

@@ -66,6 +66,7 @@ var KernelOps = []string{
 	"gemm_qkv_fwd", "gemm_qkv_bwd", "gemm_attn_proj_fwd", "gemm_attn_proj_bwd",
 	"gemm_mlp_fc_fwd", "gemm_mlp_fc_bwd", "gemm_mlp_proj_fwd", "gemm_mlp_proj_bwd",
 	"gemm_attn_proj_dgrad", "gemm_attn_proj_wgrad", "gemm_attn_proj_wgrad_bgrad",
+	"encoder_fwd", "encoder_bwd", "encoder_bwd_small",
 }
 
 // LegacySuffix marks the micro-benchmark of an op's previous fused kernel.
@@ -453,6 +454,42 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		kc.bytes = int64(B)*T*(3*C+C+C+2*3*C)*2 + int64(st.Numel())*int64(st.DType.Size())
 		kc.reset = func() { d.Zero(dqkv) }
 		kc.run = func() { d.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH) }
+	case "encoder_fwd", "encoder_bwd", "encoder_bwd_small":
+		// GPT-2 124M's embedding (B 16, T 1024, V 50304, C 768), or the
+		// small preset's (B 32, T 256, V 256, C 256). Tokens: one id in
+		// every `hot` (a frequent word, about 5% of GPT-2's tokens, or
+		// byte, up to a fifth of UTF-8 text), the rest uniform.
+		B, T, C, V, hot := 16, 1024, C, V, 20
+		if name == "encoder_bwd_small" {
+			B, T, C, V, hot = 32, 256, 256, 256, 5
+		}
+		n := B * T
+		tok := tensor.New(tensor.I32, n)
+		seen := map[int32]bool{}
+		for i := range tok.I32() {
+			v := int32(a.rng.Intn(V))
+			if i%hot == 0 {
+				v = 1
+			}
+			tok.I32()[i], seen[v] = v, true
+		}
+		tokens := a.zeros(tensor.I32, n)
+		if a.err == nil {
+			d.Upload(tokens, tok)
+		}
+		kc.shape = fmt.Sprintf("B=%d T=%d C=%d V=%d, %d distinct ids", B, T, C, V, len(seen))
+		bt, tc := int64(n), int64(T)*int64(C)
+		if name == "encoder_fwd" {
+			out, wte, wpe := a.zeros(f32, n, C), a.rand(bf, 0, 1, V, C), a.rand(bf, 0, 1, T, C)
+			kc.shape += ", bf16 tables"
+			kc.bytes = bt*4 + bt*int64(C)*(2+4) + tc*2 // the rows gathered, out, wpe once
+			kc.run = func() { d.Encoder(out, wte, wpe, tokens, B, T, C) }
+			break
+		}
+		dwte, dwpe, dout := a.rand(f32, 0, 1, V, C), a.rand(f32, 0, 1, T, C), a.rand(f32, 0, 1, n, C)
+		kc.shape += ", f32 gradients"
+		kc.bytes = bt*4 + bt*int64(C)*4 + 2*int64(len(seen))*int64(C)*4 + 2*tc*4 // dout once, the rows touched and dwpe read and written
+		kc.run = func() { d.EncoderBackward(dwte, dwpe, dout, tokens, B, T, C) }
 	default:
 		if strings.HasPrefix(name, "gemm_") {
 			a.free()
