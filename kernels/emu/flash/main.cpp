@@ -3,7 +3,7 @@
 // (mma.m16n8k16 fragment layouts, ldmatrix .x4 with and without .trans),
 // a launcher that runs every CUDA thread of a CTA as a host thread, and a
 // float64 reference of causal attention and its gradients.
-//   usage: emu_BF16 B NH T HS [V]   (V 2: the forward of flash_attention2.cu)
+//   usage: emu_BF16 B NH T HS [V]   (V 2: the forward and backward of flash_attention2.cu)
 #include "emu.h"
 #include <cstdio>
 #include <random>
@@ -151,10 +151,22 @@ int main(int argc, char** argv) {
         launch(nt, B * NH, 128, [&] { fwd(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
     }
     int rows = B * NH * Tn;
-    launch((rows + 7) / 8, 1, 256, [&] { flash_bwd_dot(dd.data(), dout.data(), out.data(), rows, Tn, C, NH, HS); });
-    launch(nt, B * NH, 128, [&] { bwd(dqkv.data(), dqacc.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
     long long n = (long long)B * Tn * C;
-    launch(4, 1, 64, [&] { flash_bwd_dq(dqkv.data(), dqacc.data(), n, C); });
+    if (V == 2) {
+        // variant 2's backward: dd and dqacc NaN-poisoned (flash_bwd2_dot
+        // writes dd and zeroes dqacc); grid (B·NH, ceil(T/128)); small
+        // grids for the grid-stride kernels so that they loop
+        for (auto& x : dd) x = NAN;
+        for (auto& x : dqacc) x = NAN;
+        auto bwd2 = HS == 32 ? flash_bwd2_hs32 : HS == 64 ? flash_bwd2_hs64 : flash_bwd2_hs128;
+        launch(2, 1, 64, [&] { flash_bwd2_dot(dd.data(), dqacc.data(), dout.data(), out.data(), n / 8, Tn, NH, HS); });
+        launch(B * NH, (Tn + FA2_BN - 1) / FA2_BN, 256, [&] { bwd2(dqkv.data(), dqacc.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
+        launch(3, 1, 64, [&] { flash_bwd2_dq(dqkv.data(), dqacc.data(), n / 8, C); });
+    } else {
+        launch((rows + 7) / 8, 1, 256, [&] { flash_bwd_dot(dd.data(), dout.data(), out.data(), rows, Tn, C, NH, HS); });
+        launch(nt, B * NH, 128, [&] { bwd(dqkv.data(), dqacc.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
+        launch(4, 1, 64, [&] { flash_bwd_dq(dqkv.data(), dqacc.data(), n, C); });
+    }
     // reference in double
     auto Q = [&](int b, int t, int part, int h, int d) { return (double)from16(qkv[((size_t)b * Tn + t) * 3 * C + part * C + h * HS + d].bits); };
     double eo = 0, no = 0, el = 0, eg[3] = {0, 0, 0}, ng[3] = {0, 0, 0}, maxo = 0, maxg[3] = {0, 0, 0};
