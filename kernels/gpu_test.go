@@ -64,12 +64,13 @@ func TestGPUBuildAndCache(t *testing.T) {
 				t.Errorf("%s: cache: %v", k.Variant, k.CacheErr)
 			}
 			// Each kernel's block must fit: the row kernels launch lnWarps
-			// warps; the flash kernels are built for 128 threads (flash_fwd2: 256)
+			// warps; the flash kernels are built for 128 threads (flash_fwd2,
+			// flash_bwd2_hsN: 256)
 			// (__launch_bounds__), the others for at least one warp.
 			minThreads := 32
 			if strings.HasPrefix(k.Kernel, "layernorm") {
 				minThreads = 32 * lnWarps
-			} else if strings.HasPrefix(k.Kernel, "flash_fwd2") {
+			} else if strings.HasPrefix(k.Kernel, "flash_fwd2") || strings.HasPrefix(k.Kernel, "flash_bwd2_hs") {
 				minThreads = 256
 			} else if strings.HasPrefix(k.Kernel, "flash_fwd") || strings.HasPrefix(k.Kernel, "flash_bwd_hs") {
 				minThreads = 128

@@ -73,7 +73,7 @@ type Device struct {
 	stream  *cuda.Stream
 	fused   bool
 	noFlash bool // Config.NoFlash
-	flashV2 bool // the flash forward of variant 2 (flash_attention2.cu), the default; env DRUTO_FLASH=1 turns it off
+	flashV2 bool // the flash forward and backward of variant 2 (flash_attention2.cu), the default; env DRUTO_FLASH=1 turns it off
 	name    string
 	owns    bool // Close closes ctx
 
@@ -260,6 +260,15 @@ func (d *Device) build(cfg Config) error {
 					}
 				}
 				kv = &c
+			}
+			if n := dynamicSmem[v.Kernel]; n > 0 && kv.Err == nil {
+				// once per function: its dynamic shared memory above 48 KB
+				if err := kv.Func.SetMaxDynamicShared(n); err != nil {
+					c := *kv
+					c.From, c.Func = kernels.Unavailable, nil
+					c.Err = fmt.Errorf("gpu: %s in %s: %d bytes of dynamic shared memory: %w", v, v.File, n, err)
+					kv = &c
+				}
 			}
 			d.built = append(d.built, kv)
 			if kv.Err != nil {

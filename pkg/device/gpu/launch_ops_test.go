@@ -158,6 +158,21 @@ func TestLaunchFlash(t *testing.T) {
 			if seq := strings.Join(checkSigs(t, name, sigs, got), " "); seq != "flash_bwd_dot flash_bwd_"+suf+" flash_bwd_dq" {
 				t.Errorf("%s backward: launches %q", name, seq)
 			}
+			// variant 2's backward (flashV2): flash_bwd2_dot (dd, dqacc zeroed),
+			// flash_bwd2_hsN, flash_bwd2_dq; no memset
+			got, err = hooked(t, true, func(d *Device) {
+				d.flashV2 = true
+				if !d.flashBwd2Built(h, hs) {
+					t.Errorf("%s v2: flashBwd2Built false under the launch hook", name)
+				}
+				d.AttentionBackward(dev(h, B, T, 3*C), dev(h, B, T, C), dev(h, B, T, 3*C), dev(h, B, T, C), dev(F, B, NH, T), B, T, C, NH)
+			})
+			if err != nil {
+				t.Fatalf("%s backward v2: %v", name, err)
+			}
+			if seq := strings.Join(checkSigs(t, name+" v2", sigs, got), " "); seq != "flash_bwd2_dot flash_bwd2_"+suf+" flash_bwd2_dq" {
+				t.Errorf("%s backward v2: launches %q", name, seq)
+			}
 			// grid: ceil(T/64) tiles × B·NH
 			// the decomposed form keeps the probabilities
 			_, err = hooked(t, false, func(d *Device) {

@@ -102,10 +102,12 @@ type kernelCase struct {
 // third form where the fused device has the flash kernels: "fused-cublas",
 // the fused device with flash switched off (the cuBLAS score GEMMs and the
 // fused softmax kernels), so the flash kernels are timed beside the path
-// they replace, and "fused-v1" where the default forward is variant 2
-// (flash_fwd2_hs64 built): the first flash forward beside it (attention_bwd:
-// its forward state, then the same backward kernels); they report TFLOP/s with causal FLOPs (forward 2·B·NH·T²·hs,
-// backward 2.5 times that).
+// they replace, and "fused-v1" where the default is variant 2 (flashV2):
+// the first flash variant beside it (attention_fwd: flash_fwd_hs64 against
+// flash_fwd2_hs64; attention_bwd: flash_bwd_dot + memset + flash_bwd_hs64 +
+// flash_bwd_dq against flash_bwd2_dot + flash_bwd2_hs64 + flash_bwd2_dq,
+// where built); they report TFLOP/s with causal FLOPs (forward
+// 2·B·NH·T²·hs, backward 2.5 times that).
 func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error) {
 	if fused == nil || plain == nil || !fused.Fused() || plain.Fused() {
 		return nil, fmt.Errorf("gpu: bench: BenchKernels needs a fused and a decomposed GPU device")
