@@ -7,6 +7,8 @@
 // druto:kernel flash_fwd2_hs32 flash_fwd2_hs64 flash_fwd2_hs128
 // druto:kernel flash_bwd2_hs32 flash_bwd2_hs64 flash_bwd2_hs128
 // druto:kernel flash_bwd2_dot flash_bwd2_dq
+// druto:kernel flash_bwd2kv_hs32 flash_bwd2kv_hs64 flash_bwd2kv_hs128
+// druto:kernel flash_bwd2q_hs32 flash_bwd2q_hs64 flash_bwd2q_hs128
 // druto:dtypes bf16 f16
 // druto:arch 80
 //
@@ -327,7 +329,7 @@ extern __shared__ __align__(16) unsigned char fa2_dsmem[];
 template <int HS, int BM>
 __device__ __forceinline__ void fa2b_qtile(unsigned char* sm, int st, const T* q, const T* go, const float* lb,
                                            const float* db, long long ld, int C, int q0, int Tn) {
-    using G = Fa2Bwd<HS, BM>;
+    typedef Fa2Bwd<HS, BM> G;
     fa2b_tile<BM, HS, G::LD>(reinterpret_cast<unsigned short*>(sm + G::Q) + st * BM * G::LD, q, ld, q0, Tn);
     fa2b_tile<BM, HS, G::LD>(reinterpret_cast<unsigned short*>(sm + G::O) + st * BM * G::LD, go, C, q0, Tn);
     const int i = threadIdx.x;
@@ -340,11 +342,13 @@ __device__ __forceinline__ void fa2b_qtile(unsigned char* sm, int st, const T* q
     }
 }
 
-template <int HS, int BM>
+// DQ: dq by atomics into dqacc (flash_bwd2_hsN); false: dk and dv only
+// (flash_bwd2kv_hsN, dq by flash_bwd2q_hsN; dqacc unused).
+template <int HS, int BM, bool DQ>
 __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restrict__ dqacc, const T* __restrict__ qkv,
                                            const T* __restrict__ dout, const float* __restrict__ lse,
                                            const float* __restrict__ dd, int Tn, int C, int NH, float scale) {
-    using G = Fa2Bwd<HS, BM>;
+    typedef Fa2Bwd<HS, BM> G;
     const int LD = G::LD, LS = G::LS;
     const bool KREG = HS <= 64;  // k and v A fragments held in registers
     const int KF = KREG ? HS / 16 : 1;
@@ -473,13 +477,14 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
                 sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
                 sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
                 sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-                // dSᵀ rows (keys) kw+g and kw+g+8, queries kk·16 + 2·t4 (+8): key-major
-                unsigned* w0 = reinterpret_cast<unsigned*>(sS + (kw + g) * LS + kk * 16 + 2 * t4);
-                unsigned* w1 = reinterpret_cast<unsigned*>(sS + (kw + g + 8) * LS + kk * 16 + 2 * t4);
-                w0[0] = sa[0];
-                w1[0] = sa[1];
-                w0[4] = sa[2];
-                w1[4] = sa[3];
+                if (DQ) { // dSᵀ rows (keys) kw+g and kw+g+8, queries kk·16 + 2·t4 (+8): key-major
+                    unsigned* w0 = reinterpret_cast<unsigned*>(sS + (kw + g) * LS + kk * 16 + 2 * t4);
+                    unsigned* w1 = reinterpret_cast<unsigned*>(sS + (kw + g + 8) * LS + kk * 16 + 2 * t4);
+                    w0[0] = sa[0];
+                    w1[0] = sa[1];
+                    w0[4] = sa[2];
+                    w1[4] = sa[3];
+                }
 #pragma unroll
                 for (int j = 0; j < HS / 16; j++) {
                     unsigned bf[4];
@@ -492,6 +497,7 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
                 }
             }
         }
+        if (!DQ) continue; // one barrier a tile: the next one guards buffer st^1
         __syncthreads(); // dSᵀ of keys [0, kmax) is in sS
         // dq (BM × HS) += dS (BM × kmax keys) · k: warp = (row group, column split)
         {
@@ -556,17 +562,178 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
     T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ qkv, const T *__restrict__ dout,    \
         const float *__restrict__ lse, const float *__restrict__ dd, int Tn, int C, int NH, float scale
 extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd2_hs32(FA2_BWD_ARGS) {
-    flash_bwd2<32, 64>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<32, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
 extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd2_hs64(FA2_BWD_ARGS) {
-    flash_bwd2<64, 64>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<64, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
 extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd2_hs128(FA2_BWD_ARGS) {
-    flash_bwd2<128, 32>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<128, 32, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd2kv_hs32(FA2_BWD_ARGS) {
+    flash_bwd2<32, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd2kv_hs64(FA2_BWD_ARGS) {
+    flash_bwd2<64, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd2kv_hs128(FA2_BWD_ARGS) {
+    flash_bwd2<128, 32, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+
+// dqkv (B,T,3C) T: the q part += dq; qkv (B,T,3C), dout (B,T,C) T, lse,
+// dd (B,NH,T) F32. grid (B·NH, ceil(T/128)), 256 threads: the dq pass.
+// Eight warps own 16 query rows each of a 128-row tile and keep q, dout
+// (A fragments) and dq (fp32) in registers while the CTA walks the key
+// tiles of BC keys from 0 to the diagonal (cp.async double-buffered k and
+// v, as flash_fwd2): S = q·kᵀ, dP = dout·vᵀ, P = exp2(S·scale·log2e −
+// lse·log2e), dS = P∘(dP − dd), dq += dS·k (dS straight from the
+// registers). blockIdx.y = 0 is the last (longest) query tile.
+template <int HS, int BC>
+__device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __restrict__ qkv, const T* __restrict__ dout,
+                                            const float* __restrict__ lse, const float* __restrict__ dd, int Tn, int C,
+                                            int NH, float scale) {
+    const int LD = HS + 8;
+    __shared__ __align__(16) unsigned short sK[2][BC * LD];
+    __shared__ __align__(16) unsigned short sV[2][BC * LD];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int qt = gridDim.y - 1 - blockIdx.y; // the longest tiles first
+    const long long ld = 3LL * C;
+    const T* q = qkv + (long long)b * Tn * ld + h * HS;
+    const T* k = q + C;
+    const T* go = dout + (long long)b * Tn * C + h * HS;
+    const int q0 = qt * FA2_BM + warp * 16; // this warp's first query row
+    const float sl2 = scale * FA_LOG2E;
+    const int kend = min(qt * FA2_BM + FA2_BM, Tn);
+    const int nkt = (kend + BC - 1) / BC;
+    const T* gk = k + (long long)(threadIdx.x / (HS / 8)) * ld + (threadIdx.x % (HS / 8)) * 8; // this thread's chunk
+    const T* gv = gk + C;
+
+    fa2_tile<BC, HS, LD>(sK[0], gk, ld, 0, Tn);
+    fa2_tile<BC, HS, LD>(sV[0], gv, ld, 0, Tn);
+    fa2_commit();
+
+    unsigned qf[HS / 16][4], of[HS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) {
+        qf[kk][0] = fa_ldg32(q, ld, q0 + g, kk * 16 + 2 * t4, Tn);
+        qf[kk][1] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 2 * t4, Tn);
+        qf[kk][2] = fa_ldg32(q, ld, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
+        qf[kk][3] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
+        of[kk][0] = fa_ldg32(go, C, q0 + g, kk * 16 + 2 * t4, Tn);
+        of[kk][1] = fa_ldg32(go, C, q0 + g + 8, kk * 16 + 2 * t4, Tn);
+        of[kk][2] = fa_ldg32(go, C, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
+        of[kk][3] = fa_ldg32(go, C, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
+    }
+    // rows past T: lse and dd 0 (their q and dout are 0: dS = 0, never written)
+    const float* lb = lse + (long long)bh * Tn;
+    const float* db = dd + (long long)bh * Tn;
+    const float L0 = q0 + g < Tn ? lb[q0 + g] * FA_LOG2E : 0.0f, L1 = q0 + g + 8 < Tn ? lb[q0 + g + 8] * FA_LOG2E : 0.0f;
+    const float D0 = q0 + g < Tn ? db[q0 + g] : 0.0f, D1 = q0 + g + 8 < Tn ? db[q0 + g + 8] : 0.0f;
+    float dq[HS / 8][4];
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+
+    for (int kt = 0; kt < nkt; kt++) {
+        const int k0 = kt * BC, st = kt & 1;
+        if (kt + 1 < nkt) { // the next tile into the other buffer (freed at the end of kt-1)
+            fa2_tile<BC, HS, LD>(sK[st ^ 1], gk, ld, k0 + BC, Tn);
+            fa2_tile<BC, HS, LD>(sV[st ^ 1], gv, ld, k0 + BC, Tn);
+        }
+        fa2_commit();
+        fa2_wait<1>();
+        __syncthreads();
+        if (k0 <= q0 + 15) { // warp-uniform: tiles wholly above this warp's rows add nothing
+            const unsigned short* cK = sK[st];
+            const unsigned short* cV = sV[st];
+            float s[BC / 8][4], dp[BC / 8][4];
+#pragma unroll
+            for (int j = 0; j < BC / 8; j++) {
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+                dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
+            }
+#pragma unroll
+            for (int kk = 0; kk < HS / 16; kk++) {
+#pragma unroll
+                for (int j = 0; j < BC / 16; j++) {
+                    unsigned bf[4];
+                    fa_ldBt<LD>(bf, cK, j * 16, kk * 16, lane);
+                    fa_mma(s[2 * j], qf[kk], bf[0], bf[1]);
+                    fa_mma(s[2 * j + 1], qf[kk], bf[2], bf[3]);
+                    fa_ldBt<LD>(bf, cV, j * 16, kk * 16, lane);
+                    fa_mma(dp[2 * j], of[kk], bf[0], bf[1]);
+                    fa_mma(dp[2 * j + 1], of[kk], bf[2], bf[3]);
+                }
+            }
+            // key k0 + j·8 + 2·t4 + (e&1) is masked when it passes its row
+            // (q0 + g, or q0 + g + 8 for e >= 2) or T - 1: offsets past lim
+            const bool mask = k0 + BC - 1 > q0 || k0 + BC > Tn;
+            const int lim0 = min(q0 + g, Tn - 1) - k0 - 2 * t4;
+            const int lim1 = min(q0 + g + 8, Tn - 1) - k0 - 2 * t4;
+#pragma unroll
+            for (int j = 0; j < BC / 8; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = exp2f(s[j][e] * sl2 - ((e >> 1) ? L1 : L0));
+                    if (mask && j * 8 + (e & 1) > ((e >> 1) ? lim1 : lim0)) p = 0.0f;
+                    dp[j][e] = p * (dp[j][e] - ((e >> 1) ? D1 : D0));
+                }
+            }
+            // dq += dS·k: the k dimension is the BC keys, 16 per step
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++) {
+                unsigned sa[4];
+                sa[0] = fa_pack(dp[2 * kk][0], dp[2 * kk][1]);
+                sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
+                sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+                sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+#pragma unroll
+                for (int j = 0; j < HS / 16; j++) {
+                    unsigned bf[4];
+                    fa_ldB<LD>(bf, cK, kk * 16, j * 16, lane);
+                    fa_mma(dq[2 * j], sa, bf[0], bf[1]);
+                    fa_mma(dq[2 * j + 1], sa, bf[2], bf[3]);
+                }
+            }
+        }
+        __syncthreads(); // buffer st is free for tile kt+2
+    }
+    T* dqb = dqkv + (long long)b * Tn * ld + h * HS;
+    const int r0 = q0 + g, r1 = r0 + 8;
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) {
+        const int c = j * 8 + 2 * t4;
+        if (r0 < Tn) {
+            unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r0 * ld + c);
+            const float2 o = fa_unpack(*p);
+            *p = fa_pack(o.x + dq[j][0] * scale, o.y + dq[j][1] * scale);
+        }
+        if (r1 < Tn) {
+            unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r1 * ld + c);
+            const float2 o = fa_unpack(*p);
+            *p = fa_pack(o.x + dq[j][2] * scale, o.y + dq[j][3] * scale);
+        }
+    }
+}
+
+#define FA2_BWDQ_ARGS                                                                                          \
+    T *__restrict__ dqkv, const T *__restrict__ qkv, const T *__restrict__ dout, const float *__restrict__ lse, \
+        const float *__restrict__ dd, int Tn, int C, int NH, float scale
+// hs 32/64: two CTAs (16 warps) an SM within 128 registers (hs 64: 32-key
+// tiles, as q, dout and dq fragments take 64 registers)
+extern "C" __global__ void __launch_bounds__(256, 2) flash_bwd2q_hs32(FA2_BWDQ_ARGS) {
+    flash_bwd2q<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) flash_bwd2q_hs64(FA2_BWDQ_ARGS) {
+    flash_bwd2q<64, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) flash_bwd2q_hs128(FA2_BWDQ_ARGS) {
+    flash_bwd2q<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
 
 // dd (B,NH,T) F32 = Σ dout·out over each head's hs columns; dqacc (B,T,C)
-// F32 zeroed. dout, out (B,T,C) T; n8 = B·T·C/8 (C a multiple of 8, hs/8
+// F32 zeroed unless null (the dq pass needs no accumulator). dout, out (B,T,C) T; n8 = B·T·C/8 (C a multiple of 8, hs/8
 // threads a row: hs/8 divides 32). Grid-stride; every thread of a row
 // group runs the same iterations (the stride is a multiple of 32).
 extern "C" __global__ void flash_bwd2_dot(float* __restrict__ dd, float* __restrict__ dqacc, const T* __restrict__ dout,
@@ -584,10 +751,12 @@ extern "C" __global__ void flash_bwd2_dot(float* __restrict__ dd, float* __restr
             x = fa_unpack(a.y), y = fa_unpack(o.y), acc += x.x * y.x + x.y * y.y;
             x = fa_unpack(a.z), y = fa_unpack(o.z), acc += x.x * y.x + x.y * y.y;
             x = fa_unpack(a.w), y = fa_unpack(o.w), acc += x.x * y.x + x.y * y.y;
-            float4 z;
-            z.x = z.y = z.z = z.w = 0.0f;
-            reinterpret_cast<float4*>(dqacc)[2 * i] = z;
-            reinterpret_cast<float4*>(dqacc)[2 * i + 1] = z;
+            if (dqacc) {
+                float4 z;
+                z.x = z.y = z.z = z.w = 0.0f;
+                reinterpret_cast<float4*>(dqacc)[2 * i] = z;
+                reinterpret_cast<float4*>(dqacc)[2 * i + 1] = z;
+            }
         }
         for (int off = per / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
         if (i < n8 && i % per == 0) {

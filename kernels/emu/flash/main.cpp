@@ -3,7 +3,8 @@
 // (mma.m16n8k16 fragment layouts, ldmatrix .x4 with and without .trans),
 // a launcher that runs every CUDA thread of a CTA as a host thread, and a
 // float64 reference of causal attention and its gradients.
-//   usage: emu_BF16 B NH T HS [V]   (V 2: the forward and backward of flash_attention2.cu)
+//   usage: emu_BF16 B NH T HS [V]   (V 2: the forward and backward of flash_attention2.cu,
+//          dq by atomics; V 3: the same with the dq pass, flash_bwd2kv + flash_bwd2q)
 #include "emu.h"
 #include <cstdio>
 #include <random>
@@ -140,11 +141,14 @@ int main(int argc, char** argv) {
     for (auto& x : dout) x.bits = to16(nd(rng));
     for (auto& x : out) x.bits = 0xffff;
     std::vector<float> d0(dqkv.size());
-    for (size_t i = 0; i < dqkv.size(); i++) { dqkv[i].bits = to16(nd(rng)); d0[i] = from16(dqkv[i].bits); }
+    // EMU_ZERO_D0=1: the gradients start from 0, so their errors are not
+    // hidden under the rounding of random starting values
+    const bool zero0 = getenv("EMU_ZERO_D0") != nullptr;
+    for (size_t i = 0; i < dqkv.size(); i++) { dqkv[i].bits = to16(zero0 ? 0.0f : nd(rng)); d0[i] = from16(dqkv[i].bits); }
     int nt = (Tn + 63) / 64;
     auto fwd = HS == 32 ? flash_fwd_hs32 : HS == 64 ? flash_fwd_hs64 : flash_fwd_hs128;
     auto bwd = HS == 32 ? flash_bwd_hs32 : HS == 64 ? flash_bwd_hs64 : flash_bwd_hs128;
-    if (V == 2) {
+    if (V >= 2) {
         auto fwd2 = HS == 32 ? flash_fwd2_hs32 : HS == 64 ? flash_fwd2_hs64 : flash_fwd2_hs128;
         launch((Tn + FA2_BM - 1) / FA2_BM, B * NH, 256, [&] { fwd2(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
     } else {
@@ -152,7 +156,16 @@ int main(int argc, char** argv) {
     }
     int rows = B * NH * Tn;
     long long n = (long long)B * Tn * C;
-    if (V == 2) {
+    if (V == 3) {
+        // variant 2's backward with the dq pass: dd NaN-poisoned, no dqacc
+        // (flash_bwd2_dot gets null), flash_bwd2kv_hsN then flash_bwd2q_hsN
+        for (auto& x : dd) x = NAN;
+        auto kv = HS == 32 ? flash_bwd2kv_hs32 : HS == 64 ? flash_bwd2kv_hs64 : flash_bwd2kv_hs128;
+        auto bq = HS == 32 ? flash_bwd2q_hs32 : HS == 64 ? flash_bwd2q_hs64 : flash_bwd2q_hs128;
+        launch(2, 1, 64, [&] { flash_bwd2_dot(dd.data(), nullptr, dout.data(), out.data(), n / 8, Tn, NH, HS); });
+        launch(B * NH, (Tn + FA2_BN - 1) / FA2_BN, 256, [&] { kv(dqkv.data(), nullptr, qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
+        launch(B * NH, (Tn + FA2_BM - 1) / FA2_BM, 256, [&] { bq(dqkv.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
+    } else if (V == 2) {
         // variant 2's backward: dd and dqacc NaN-poisoned (flash_bwd2_dot
         // writes dd and zeroes dqacc); grid (B·NH, ceil(T/128)); small
         // grids for the grid-stride kernels so that they loop

@@ -117,6 +117,28 @@ func (d *Device) flash(dt tensor.DType, hs int) bool {
 // warps). Both save the same state (the log-sum-exp).
 const FlashVariantEnv = "DRUTO_FLASH"
 
+// FlashDQEnv names the environment variable that picks how the backward of
+// variant 2 computes dq: "atomic" or unset (the default), flash_bwd2_hsN
+// adds each key tile's dS·k to an fp32 scratch with atomics and
+// flash_bwd2_dq adds that to dqkv (5 matrix products a tile pair); "pass",
+// flash_bwd2kv_hsN computes dk and dv only and flash_bwd2q_hsN, parallel
+// over query tiles, recomputes S and dP for dq (7 products, no atomics and
+// no scratch). `druto bench --kernels` times both (attention_bwd fused and
+// fused-dqpass).
+const FlashDQEnv = "DRUTO_FLASH_DQ"
+
+// flashDQEnv reads FlashDQEnv: whether the dq pass is chosen.
+func flashDQEnv() (bool, error) {
+	switch v := os.Getenv(FlashDQEnv); v {
+	case "", "atomic":
+		return false, nil
+	case "pass":
+		return true, nil
+	default:
+		return false, fmt.Errorf("gpu: %s=%q: want atomic or pass (how the flash backward computes dq) or unset", FlashDQEnv, v)
+	}
+}
+
 // flashVariantEnv reads FlashVariantEnv: whether variant 2 is chosen.
 func flashVariantEnv() (bool, error) {
 	switch v := os.Getenv(FlashVariantEnv); v {
@@ -468,19 +490,32 @@ func flashBwd2Smem(hs int) int {
 // give it (e.g. 99 KB on sm_86/89 against hs 128's 115 KB), the kernel is
 // unavailable and its caller takes its fallback.
 var dynamicSmem = map[string]int{
-	"flash_bwd2_hs32":  flashBwd2Smem(32),
-	"flash_bwd2_hs64":  flashBwd2Smem(64),
-	"flash_bwd2_hs128": flashBwd2Smem(128),
+	"flash_bwd2_hs32":    flashBwd2Smem(32),
+	"flash_bwd2_hs64":    flashBwd2Smem(64),
+	"flash_bwd2_hs128":   flashBwd2Smem(128),
+	"flash_bwd2kv_hs32":  flashBwd2Smem(32),
+	"flash_bwd2kv_hs64":  flashBwd2Smem(64),
+	"flash_bwd2kv_hs128": flashBwd2Smem(128),
 }
 
 // flashBwd2Built reports whether the backward of variant 2 runs for dt and
 // hs: d.flashV2 set and flash_bwd2_hsN, flash_bwd2_dot and flash_bwd2_dq
 // built (sm_80+, the shared memory granted).
 func (d *Device) flashBwd2Built(dt tensor.DType, hs int) bool {
-	if !d.flashV2 {
-		return false
-	}
-	for _, k := range []string{"flash_bwd2_" + flashHeadSizes[hs], "flash_bwd2_dot", "flash_bwd2_dq"} {
+	return d.flashV2 && d.built2(dt, "flash_bwd2_"+flashHeadSizes[hs], "flash_bwd2_dot", "flash_bwd2_dq")
+}
+
+// flashDQPassBuilt reports whether variant 2's backward takes the dq pass
+// for dt and hs: d.flashDQPass set and flash_bwd2kv_hsN, flash_bwd2q_hsN
+// built.
+func (d *Device) flashDQPassBuilt(dt tensor.DType, hs int) bool {
+	return d.flashDQPass && d.built2(dt, "flash_bwd2kv_"+flashHeadSizes[hs], "flash_bwd2q_"+flashHeadSizes[hs])
+}
+
+// built2 reports whether every kernel named is built for dt (or launches
+// are hooked).
+func (d *Device) built2(dt tensor.DType, names ...string) bool {
+	for _, k := range names {
 		if d.funcs[kernelKey{k, dt}] == nil && launchHook == nil {
 			return false
 		}
@@ -492,9 +527,29 @@ func (d *Device) flashBwd2Built(dt tensor.DType, hs int) bool {
 // flash_bwd2_dot writes dd = rowsum(dout∘out) and zeroes the fp32 dq
 // scratch (no memset), flash_bwd2_hsN adds dk and dv to dqkv and dq to the
 // scratch (fp32 atomics), flash_bwd2_dq adds the scratch to dqkv's q part.
+// With the dq pass (flashDQPassBuilt): flash_bwd2_dot writes dd only,
+// flash_bwd2kv_hsN adds dk and dv, flash_bwd2q_hsN adds dq (FlashDQEnv).
 // The caller has checked the arguments (flashBackward).
 func (d *Device) flashBackward2(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor) {
 	B, T, C, NH := s.B, s.T, s.C, s.NH
+	if d.flashDQPassBuilt(s.dt, s.hs) {
+		dd := d.scratch("attn.dd", B*NH*T*4)
+		if dd == 0 {
+			return
+		}
+		dx, g, x, o, lse := d.ptr(dqkv), d.ptr(dout), d.ptr(qkv), d.ptr(out), d.ptr(att)
+		n8 := int64(B) * int64(T) * int64(C) / 8
+		suf := flashHeadSizes[s.hs]
+		d.do(func() error {
+			d.launch("flash_bwd2_dot", s.dt, elemBlocks(int(min(n8, math.MaxInt32))), cuda.D1(256), 0, dd, cuda.DevicePtr(0), g, o, n8, T, NH, s.hs)
+			d.launch("flash_bwd2kv_"+suf, s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Keys)), Z: 1}, cuda.D1(256),
+				flashBwd2Smem(s.hs), dx, cuda.DevicePtr(0), x, g, lse, dd, T, C, NH, s.scale)
+			d.launch("flash_bwd2q_"+suf, s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Rows)), Z: 1}, cuda.D1(256), 0,
+				dx, x, g, lse, dd, T, C, NH, s.scale)
+			return nil
+		})
+		return
+	}
 	dd := d.scratch("attn.dd", B*NH*T*4)
 	dqacc := d.scratch("attn.dqacc", B*T*C*4)
 	if dd == 0 || dqacc == 0 {

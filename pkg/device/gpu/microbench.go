@@ -131,37 +131,48 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	def := fused.flashV2 // the flash forward variant New chose
-	defer func() { fused.legacy, fused.noFlash, fused.flashV2 = false, false, def }()
+	def, defDQ := fused.flashV2, fused.flashDQPass // the flash variant and dq strategy New chose
+	restore := func(d *Device) { d.legacy, d.noFlash, d.flashV2, d.flashDQPass = false, false, def, defDQ }
+	defer restore(fused)
 	type form struct {
 		d       *Device
 		mode    string
 		noFlash bool
 		flashV2 bool
+		dqPass  bool
 	}
 	for _, name := range ops {
 		base, legacy := strings.CutSuffix(name, LegacySuffix)
-		forms := []form{{fused, "fused", false, def}, {plain, "decomposed", false, false}}
+		forms := []form{{fused, "fused", false, def, defDQ}, {plain, "decomposed", false, false, false}}
 		switch {
 		case name == "copy" || name == "launch" || legacy:
 			forms = forms[:1] // one form
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
 			// fused: the default flash forward (variant 2 where built);
 			// fused-v1: the first variant beside it.
-			forms = []form{{fused, "fused", false, def}, {fused, "fused-cublas", true, false}, {plain, "decomposed", false, false}}
+			forms = []form{{fused, "fused", false, def, defDQ}, {fused, "fused-cublas", true, false, false}, {plain, "decomposed", false, false, false}}
 			if def {
-				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false}}, forms[1:]...)...)
+				extra := []form{{fused, "fused-v1", false, false, false}}
+				// attention_bwd: variant 2's other dq strategy beside the default
+				if name == "attention_bwd" && fused.built2(tensor.BF16, "flash_bwd2kv_hs64", "flash_bwd2q_hs64") && fused.built2(tensor.BF16, "flash_bwd2_hs64") {
+					other := "fused-dqpass"
+					if defDQ {
+						other = "fused-dqatomic"
+					}
+					extra = append(extra, form{fused, other, false, true, !defDQ})
+				}
+				forms = append(forms[:1], append(extra, forms[1:]...)...)
 			}
 		}
 		for _, f := range forms {
-			f.d.legacy, f.d.noFlash, f.d.flashV2 = legacy, f.noFlash, f.flashV2
+			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.flashDQPass = legacy, f.noFlash, f.flashV2, f.dqPass
 			kc, err := newKernelCase(base, f.d, o.Layout)
 			if err != nil {
-				f.d.legacy, f.d.noFlash, f.d.flashV2 = false, false, def
+				restore(f.d)
 				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
 			}
 			r, err := timeKernel(f.d, kc, flush, flushBytes, o)
-			f.d.legacy, f.d.noFlash, f.d.flashV2 = false, false, def
+			restore(f.d)
 			kc.free()
 			if err != nil {
 				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
@@ -454,7 +465,7 @@ func KernelTable(rs []KernelResult) string {
 		if f := fusedMs[r.Name]; r.Mode == "decomposed" && f > 0 {
 			up = fmt.Sprintf("%.2fx", r.Ms/f)
 		}
-		if f := fusedMs[r.Name]; (r.Mode == "fused-cublas" || r.Mode == "fused-v1") && f > 0 {
+		if f := fusedMs[r.Name]; strings.HasPrefix(r.Mode, "fused-") && f > 0 {
 			up = fmt.Sprintf("%.2fx", r.Ms/f)
 		}
 		tf := ""
