@@ -12,7 +12,7 @@
 // druto:dtypes bf16 f16
 // druto:arch 80
 //
-// flash_fwd2_hsN (grid (ceil(T/128), B·NH), 256 threads): eight warps each
+// flash_fwd2_hsN (grid (B·NH, ceil(T/128)), 256 threads): eight warps each
 // own 16 query rows of a 128-row tile, so each K/V element staged in shared
 // memory feeds twice the mma work of the 64-row kernel. Differences:
 //   - K and V tiles (BC = 64 keys; 32 at hs 128, for registers and shared
@@ -24,8 +24,9 @@
 //   - a warp skips the mma work of key tiles wholly above its 16 rows (the
 //     diagonal of a 128-row tile spans several key tiles), and masks only
 //     the tiles that cross its rows or T;
-//   - q tiles run in reverse order (blockIdx.x 0 is the last, longest tile)
-//     so that the long diagonal-heavy CTAs start first;
+//   - q tiles run in reverse order (blockIdx.y 0 is the last, longest
+//     tile) and the heads run on x, the fastest grid dimension, so every
+//     longest CTA of every head starts before any shorter one;
 //   - __launch_bounds__(256, 2) at hs 32/64: two CTAs (16 warps) per SM.
 
 #include "common.cuh"
@@ -76,7 +77,7 @@ __device__ __forceinline__ void fa2_tile(unsigned short* s, const T* g, long lon
     }
 }
 
-// out (B,T,C) T, lse (B,NH,T) F32, qkv (B,T,3C) T; grid (ceil(T/128), B·NH), 256 threads
+// out (B,T,C) T, lse (B,NH,T) F32, qkv (B,T,3C) T; grid (B·NH, ceil(T/128)), 256 threads
 template <int HS, int BC>
 __device__ __forceinline__ void flash_fwd2(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv,
                                            int Tn, int C, int NH, float scale) {
@@ -85,8 +86,8 @@ __device__ __forceinline__ void flash_fwd2(T* __restrict__ out, float* __restric
     __shared__ __align__(16) unsigned short sV[2][BC * LD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
-    const int qt = gridDim.x - 1 - blockIdx.x; // the longest tiles first
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int qt = gridDim.y - 1 - blockIdx.y; // the longest tiles first
+    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
     const long long ld = 3LL * C;
     const T* q = qkv + (long long)b * Tn * ld + h * HS;
     const T* k = q + C;

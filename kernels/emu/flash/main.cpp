@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
     auto bwd = HS == 32 ? flash_bwd_hs32 : HS == 64 ? flash_bwd_hs64 : flash_bwd_hs128;
     if (V >= 2) {
         auto fwd2 = HS == 32 ? flash_fwd2_hs32 : HS == 64 ? flash_fwd2_hs64 : flash_fwd2_hs128;
-        launch((Tn + FA2_BM - 1) / FA2_BM, B * NH, 256, [&] { fwd2(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
+        launch(B * NH, (Tn + FA2_BM - 1) / FA2_BM, 256, [&] { fwd2(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
     } else {
         launch(nt, B * NH, 128, [&] { fwd(out.data(), lse.data(), qkv.data(), Tn, C, NH, scale); });
     }

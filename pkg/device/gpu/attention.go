@@ -10,7 +10,8 @@ package gpu
 //     cp.async double-buffered K/V: 145 against 66 TFLOP/s on the H200,
 //     same run, both passing the same tests) and the backward variant 2,
 //     flash_bwd2_hsN (128-key CTAs of 8 warps, cp.async double-buffered
-//     query tiles, > 48 KB of dynamic shared memory; flashBackward2),
+//     query tiles, > 48 KB of dynamic shared memory; flashBackward2; dq
+//     by fp32 atomics, or a dq pass of its own with DRUTO_FLASH_DQ=pass),
 //     DRUTO_FLASH=1 (FlashVariantEnv) the first ones;
 //     the saved state is each query row's log-sum-exp, (B,NH,T) F32
 //     (device.LSEState), and no T×T matrix exists;
@@ -239,8 +240,11 @@ func (d *Device) Attention(out, att, qkv *tensor.Tensor, B, T, C, NH int) {
 	}
 	if s.flash {
 		k, rows, threads := d.flashFwd(s.dt, s.hs)
-		d.launch(k, s.dt, cuda.Dim3{X: uint32(blocks(T, rows)), Y: uint32(B * NH), Z: 1}, cuda.D1(threads), 0,
-			d.ptr(out), d.ptr(att), d.ptr(qkv), T, C, NH, s.scale)
+		grid := cuda.Dim3{X: uint32(blocks(T, rows)), Y: uint32(B * NH), Z: 1}
+		if rows == flash2Rows { // flash_fwd2_hsN: the heads on x, the query tiles on y
+			grid.X, grid.Y = grid.Y, grid.X
+		}
+		d.launch(k, s.dt, grid, cuda.D1(threads), 0, d.ptr(out), d.ptr(att), d.ptr(qkv), T, C, NH, s.scale)
 		return
 	}
 	scores := d.scratch("attn.scores", s.chunk*NH*T*T*4)
