@@ -239,7 +239,10 @@ int main(int argc, char** argv) {
     printf("v%d B%d NH%d T%d hs%d %s: out rel %.2e (max abs %.2e), lse max abs %.2e, dq rel %.2e (max %.2e), dk rel %.2e (max %.2e), dv rel %.2e (max %.2e)\n",
            V, B, NH, Tn, HS, DTYPE == DRUTO_BF16 ? "bf16" : "f16", std::sqrt(eo / no), maxo, el, std::sqrt(eg[0] / ng[0]), maxg[0],
            std::sqrt(eg[1] / ng[1]), maxg[1], std::sqrt(eg[2] / ng[2]), maxg[2]);
-    auto rel = [](double e, double n) { return n == 0 ? (e == 0 ? 0.0 : INFINITY) : std::sqrt(e / n); };
+    // a zero reference (T 1 from zero starting gradients: dq = dk = 0)
+    // takes an absolute bound: D = rowsum(dout∘out) and dP differ by fp32
+    // rounding (~1e-7)
+    auto rel = [](double e, double n) { return n == 0 ? (std::sqrt(e) < 1e-5 ? 0.0 : INFINITY) : std::sqrt(e / n); };
     bool ok = rel(eo, no) < 2e-2 && el < 1e-3 && rel(eg[0], ng[0]) < 3e-2 && rel(eg[1], ng[1]) < 3e-2 && rel(eg[2], ng[2]) < 3e-2;
     printf(ok ? "OK\n" : "FAIL\n");
     return ok ? 0 : 1;
