@@ -5,10 +5,14 @@
 // backward of variant 2 is flash_attention.cu's.
 //
 // druto:kernel flash_fwd2_hs32 flash_fwd2_hs64 flash_fwd2_hs128
+// druto:kernel flash_bwd2_hs32 flash_bwd2_hs64 flash_bwd2_hs128
+// druto:kernel flash_bwd2_dot flash_bwd2_dq
+// druto:kernel flash_bwd2kv_hs32 flash_bwd2kv_hs64 flash_bwd2kv_hs128
+// druto:kernel flash_bwd2q_hs32 flash_bwd2q_hs64 flash_bwd2q_hs128
 // druto:dtypes bf16 f16
 // druto:arch 80
 //
-// flash_fwd2_hsN (grid (ceil(T/128), B·NH), 256 threads): eight warps each
+// flash_fwd2_hsN (grid (B·NH, ceil(T/128)), 256 threads): eight warps each
 // own 16 query rows of a 128-row tile, so each K/V element staged in shared
 // memory feeds twice the mma work of the 64-row kernel. Differences:
 //   - K and V tiles (BC = 64 keys; 32 at hs 128, for registers and shared
@@ -20,8 +24,9 @@
 //   - a warp skips the mma work of key tiles wholly above its 16 rows (the
 //     diagonal of a 128-row tile spans several key tiles), and masks only
 //     the tiles that cross its rows or T;
-//   - q tiles run in reverse order (blockIdx.x 0 is the last, longest tile)
-//     so that the long diagonal-heavy CTAs start first;
+//   - q tiles run in reverse order (blockIdx.y 0 is the last, longest
+//     tile) and the heads run on x, the fastest grid dimension, so every
+//     longest CTA of every head starts before any shorter one;
 //   - __launch_bounds__(256, 2) at hs 32/64: two CTAs (16 warps) per SM.
 
 #include "common.cuh"
@@ -30,6 +35,8 @@
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block FA2_BLOCK flash_fwd2_hs32 flash_fwd2_hs64 flash_fwd2_hs128
 #define FA2_BLOCK 256
+// druto:block FA2_BWD_BLOCK flash_bwd2_hs32 flash_bwd2_hs64 flash_bwd2_hs128 flash_bwd2kv_hs32 flash_bwd2kv_hs64 flash_bwd2kv_hs128 flash_bwd2q_hs32 flash_bwd2q_hs64 flash_bwd2q_hs128 flash_bwd2_dot flash_bwd2_dq
+#define FA2_BWD_BLOCK 256
 
 #define FA2_BM 128 // query rows per CTA (8 warps × 16)
 
@@ -76,7 +83,7 @@ __device__ __forceinline__ void fa2_tile(unsigned short* s, const T* g, long lon
     }
 }
 
-// out (B,T,C) T, lse (B,NH,T) F32, qkv (B,T,3C) T; grid (ceil(T/128), B·NH), 256 threads
+// out (B,T,C) T, lse (B,NH,T) F32, qkv (B,T,3C) T; grid (B·NH, ceil(T/128)), 256 threads
 template <int HS, int BC>
 __device__ __forceinline__ void flash_fwd2(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv,
                                            int Tn, int C, int NH, float scale) {
@@ -85,8 +92,8 @@ __device__ __forceinline__ void flash_fwd2(T* __restrict__ out, float* __restric
     __shared__ __align__(16) unsigned short sV[2][BC * LD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
-    const int qt = gridDim.x - 1 - blockIdx.x; // the longest tiles first
-    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int qt = gridDim.y - 1 - blockIdx.y; // the longest tiles first
+    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
     const long long ld = 3LL * C;
     const T* q = qkv + (long long)b * Tn * ld + h * HS;
     const T* k = q + C;
@@ -237,4 +244,554 @@ extern "C" __global__ void __launch_bounds__(FA2_BLOCK, 2) flash_fwd2_hs64(FA2_F
 }
 extern "C" __global__ void __launch_bounds__(FA2_BLOCK, 1) flash_fwd2_hs128(FA2_FWD_ARGS) {
     flash_fwd2<128, 32>(out, lse, qkv, Tn, C, NH, scale);
+}
+
+// ---- backward, variant 2 ----------------------------------------------------
+//
+// flash_bwd2_dot (grid-stride, 8 elements a thread): dd = rowsum(dout∘out)
+//   per (b,h,t) row, and dqacc zeroed (so no memset runs before the main
+//   kernel). Thread i owns elements 8i..8i+7 of dout/out/dqacc (B,T,C), a
+//   group of HS/8 adjacent threads one (b,t,h) row.
+// flash_bwd2_hsN (grid (B·NH, ceil(T/128)), 256 threads, dynamic shared
+//   memory Fa2Bwd<HS,BM>::BYTES, > 48 KB: the launcher raises the limit
+//   once at load): one CTA per tile of FA2_BN = 128 keys of one (b,h);
+//   blockIdx.y = 0 is the first key tile, which meets the most query tiles,
+//   and the grid runs x (the heads) fastest, so every longest CTA starts
+//   before any shorter one (causal load balance). Eight warps own 16 keys
+//   each; their dk and dv stay in fp32 registers while the CTA walks the
+//   query tiles of BM rows from the diagonal to T:
+//     Sᵀ = k·qᵀ, dPᵀ = v·doutᵀ (16 keys × BM queries a warp),
+//     Pᵀ = exp2(Sᵀ·scale·log2e − lse·log2e), dSᵀ = Pᵀ∘(dPᵀ − dd),
+//     dv += Pᵀ·dout, dk += dSᵀ·q (A operands straight from the registers),
+//     dSᵀ to shared memory (16-bit, key-major: 32-bit conflict-free stores),
+//     dq (BM × HS) = dS·k split over the 8 warps (A by ldmatrix.trans),
+//     added to dqacc with fp32 atomics (fire-and-forget RED).
+//   The next query tile (q, dout, lse, dd) loads with cp.async into the
+//   other half of a double buffer while the current one is multiplied; two
+//   barriers a tile. A warp whose 16 keys lie above the tile's last row
+//   (or at/after T) does no mma work, and dq's key loop stops at the last
+//   key that can meet the tile. k and v A fragments stay in registers at
+//   hs 32/64 (read once), are re-read from shared memory at hs 128.
+//   Rows are padded by 8 elements (16 bytes): ldmatrix phases conflict-free.
+// flash_bwd2_dq (grid-stride, 8 elements a thread): dqkv's q part += dqacc.
+
+#define FA2_BN 128 // keys per backward CTA (8 warps × 16)
+
+#ifdef DRUTO_EMU
+__device__ __forceinline__ void fa2_cp4(void* s, const void* g, bool valid) {
+    unsigned v = 0u;
+    if (valid) v = *reinterpret_cast<const unsigned*>(g);
+    *reinterpret_cast<unsigned*>(s) = v;
+}
+#else
+// fa2_cp4 copies 4 bytes global→shared asynchronously; valid false writes 0.
+__device__ __forceinline__ void fa2_cp4(void* s, const void* g, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(fa_smem(s)), "l"(g), "r"(valid ? 4 : 0) : "memory");
+}
+#endif
+
+// fa_ldAt: the A fragment (16×16) of rows r0.., columns c0.. of A when s
+// holds Aᵀ (s[c][r], row stride LD): ldmatrix.trans of the stored rows
+// c0..c0+15.
+template <int LD>
+__device__ __forceinline__ void fa_ldAt(unsigned* a, const unsigned short* s, int r0, int c0, int lane) {
+    fa_ldm4t(a, s + (c0 + (lane & 7) + (lane >> 4) * 8) * LD + r0 + ((lane >> 3) & 1) * 8);
+}
+
+// fa2b_tile starts copying rows [r0, r0+ROWS) × HS columns of a global
+// matrix (row stride ld elements) into shared s (row stride LD); rows at or
+// past n become zeros. All FA2_BWD_BLOCK threads take part.
+template <int ROWS, int HS, int LD>
+__device__ __forceinline__ void fa2b_tile(unsigned short* s, const T* g, long long ld, int r0, int n) {
+    const int per = HS / 8, N = ROWS * per;
+#pragma unroll
+    for (int i0 = 0; i0 < N; i0 += FA2_BWD_BLOCK) {
+        const int i = i0 + threadIdx.x;
+        if (N % FA2_BWD_BLOCK == 0 || i < N) {
+            const int r = i / per, c = (i % per) * 8;
+            const bool valid = r0 + r < n;
+            fa2_cp16(s + r * LD + c, valid ? g + (long long)(r0 + r) * ld + c : g, valid);
+        }
+    }
+}
+
+// Fa2Bwd: flash_bwd2's shared memory, byte offsets: k and v (FA2_BN × LD),
+// q and dout (2 buffers × BM × LD each), dSᵀ (FA2_BN × LS), lse and
+// dd (2 × BM floats each). pkg/device/gpu/attention.go (flashBwd2Smem)
+// repeats BYTES for the launch.
+template <int HS, int BM>
+struct Fa2Bwd {
+    static const int LD = HS + 8, LS = BM + 8;
+    static const int K = 0, V = K + FA2_BN * LD * 2, Q = V + FA2_BN * LD * 2, O = Q + 2 * BM * LD * 2;
+    static const int S = O + 2 * BM * LD * 2, L = S + FA2_BN * LS * 2, D = L + 2 * BM * 4, BYTES = D + 2 * BM * 4;
+};
+
+#ifdef DRUTO_EMU
+static __align__(16) unsigned char fa2_dsmem[160 * 1024];
+#else
+extern __shared__ __align__(16) unsigned char fa2_dsmem[];
+#endif
+
+// fa2b_qtile starts loading query tile q0 (q, dout, lse, dd) into buffer st.
+template <int HS, int BM>
+__device__ __forceinline__ void fa2b_qtile(unsigned char* sm, int st, const T* q, const T* go, const float* lb,
+                                           const float* db, long long ld, int C, int q0, int Tn) {
+    typedef Fa2Bwd<HS, BM> G;
+    fa2b_tile<BM, HS, G::LD>(reinterpret_cast<unsigned short*>(sm + G::Q) + st * BM * G::LD, q, ld, q0, Tn);
+    fa2b_tile<BM, HS, G::LD>(reinterpret_cast<unsigned short*>(sm + G::O) + st * BM * G::LD, go, C, q0, Tn);
+    const int i = threadIdx.x;
+    if (i < 2 * BM) { // threads 0..BM-1: lse, BM..2BM-1: dd (4-byte copies: the rows need not be 16-byte aligned)
+        const int r = i % BM;
+        const bool valid = q0 + r < Tn;
+        const float* src = i < BM ? lb : db;
+        float* dst = reinterpret_cast<float*>(sm + (i < BM ? G::L : G::D)) + st * BM + r;
+        fa2_cp4(dst, valid ? src + q0 + r : src, valid);
+    }
+}
+
+// DQ: dq by atomics into dqacc (flash_bwd2_hsN); false: dk and dv only
+// (flash_bwd2kv_hsN, dq by flash_bwd2q_hsN; dqacc unused).
+template <int HS, int BM, bool DQ>
+__device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restrict__ dqacc, const T* __restrict__ qkv,
+                                           const T* __restrict__ dout, const float* __restrict__ lse,
+                                           const float* __restrict__ dd, int Tn, int C, int NH, float scale) {
+    typedef Fa2Bwd<HS, BM> G;
+    const int LD = G::LD, LS = G::LS;
+    const bool KREG = HS <= 64;  // k and v A fragments held in registers
+    const int KF = KREG ? HS / 16 : 1;
+    const int NG = BM / 16;      // dq: query row groups of 16
+    const int NS = 8 / NG;       // dq: column splits (8 warps = NG × NS)
+    const int DW = HS / NS;      // dq: columns per warp (a multiple of 16)
+    unsigned char* sm = fa2_dsmem;
+#ifndef DRUTO_EMU
+    {
+        unsigned dyn;
+        asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+        if (dyn < (unsigned)G::BYTES) __trap(); // a launch with too little shared memory: fail, never compute wrong
+    }
+#endif
+    unsigned short* sK = reinterpret_cast<unsigned short*>(sm + G::K);
+    unsigned short* sV = reinterpret_cast<unsigned short*>(sm + G::V);
+    unsigned short* sQ = reinterpret_cast<unsigned short*>(sm + G::Q);
+    unsigned short* sO = reinterpret_cast<unsigned short*>(sm + G::O);
+    unsigned short* sS = reinterpret_cast<unsigned short*>(sm + G::S);
+    const float* sL = reinterpret_cast<const float*>(sm + G::L);
+    const float* sD = reinterpret_cast<const float*>(sm + G::D);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int k0 = blockIdx.y * FA2_BN;
+    const int kw = warp * 16; // this warp's keys within the tile
+    const long long ld = 3LL * C;
+    const T* q = qkv + (long long)b * Tn * ld + h * HS;
+    const T* k = q + C;
+    const T* v = q + 2 * C;
+    const T* go = dout + (long long)b * Tn * C + h * HS;
+    const float* lb = lse + (long long)bh * Tn;
+    const float* db = dd + (long long)bh * Tn;
+    const float sl2 = scale * FA_LOG2E;
+    const int qt0 = k0 / BM, nq = (Tn + BM - 1) / BM;
+
+    fa2b_tile<FA2_BN, HS, LD>(sK, k, ld, k0, Tn);
+    fa2b_tile<FA2_BN, HS, LD>(sV, v, ld, k0, Tn);
+    fa2b_qtile<HS, BM>(sm, 0, q, go, lb, db, ld, C, qt0 * BM, Tn);
+    fa2_commit();
+    fa2_wait<0>();
+    __syncthreads();
+    unsigned kf[KF][4], vf[KF][4];
+    if (KREG) {
+#pragma unroll
+        for (int kk = 0; kk < KF; kk++) {
+            fa_ldA<LD>(kf[kk], sK, kw, kk * 16, lane);
+            fa_ldA<LD>(vf[kk], sV, kw, kk * 16, lane);
+        }
+    }
+    float dk[HS / 8][4], dv[HS / 8][4];
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) {
+        dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.0f;
+        dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.0f;
+    }
+
+    for (int qt = qt0; qt < nq; qt++) {
+        const int q0 = qt * BM, st = (qt - qt0) & 1;
+        fa2_wait<0>();   // query tile qt has landed (this thread's copies)
+        __syncthreads(); // ... and everyone's; the previous tile's readers of sS and buffer st^1 are done
+        if (qt + 1 < nq) fa2b_qtile<HS, BM>(sm, st ^ 1, q, go, lb, db, ld, C, q0 + BM, Tn);
+        fa2_commit();
+        // keys [k0, k0+kmax) can meet the tile: the others are above its
+        // last row or at/after T (kmax > 0: k0 <= q0 < T)
+        const int kmax = min(FA2_BN, min(q0 + BM, Tn) - k0);
+        if (kw < kmax) { // warp-uniform
+            const unsigned short* cQ = sQ + st * BM * LD;
+            const unsigned short* cO = sO + st * BM * LD;
+            const float* cL = sL + st * BM;
+            const float* cD = sD + st * BM;
+            // Sᵀ = k·qᵀ and dPᵀ = v·doutᵀ: 16 keys × BM queries
+            float s[BM / 8][4], dp[BM / 8][4];
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++) {
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+                dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
+            }
+#pragma unroll
+            for (int kk = 0; kk < HS / 16; kk++) {
+                unsigned ka[4], va[4];
+                if (!KREG) {
+                    fa_ldA<LD>(ka, sK, kw, kk * 16, lane);
+                    fa_ldA<LD>(va, sV, kw, kk * 16, lane);
+                }
+                const unsigned* kap = KREG ? kf[KREG ? kk : 0] : ka;
+                const unsigned* vap = KREG ? vf[KREG ? kk : 0] : va;
+#pragma unroll
+                for (int j = 0; j < BM / 16; j++) {
+                    unsigned bf[4];
+                    fa_ldBt<LD>(bf, cQ, j * 16, kk * 16, lane);
+                    fa_mma(s[2 * j], kap, bf[0], bf[1]);
+                    fa_mma(s[2 * j + 1], kap, bf[2], bf[3]);
+                    fa_ldBt<LD>(bf, cO, j * 16, kk * 16, lane);
+                    fa_mma(dp[2 * j], vap, bf[0], bf[1]);
+                    fa_mma(dp[2 * j + 1], vap, bf[2], bf[3]);
+                }
+            }
+            // Pᵀ, then dSᵀ = Pᵀ∘(dPᵀ − dd) in place of dp. Element e of
+            // n-tile j: key k0 + kw + g + (e>>1)·8, query q0 + j·8 + 2·t4 + (e&1).
+            const bool edge = k0 + kw + 15 > q0 || q0 + BM > Tn || k0 + kw + 16 > Tn;
+            const int key0 = k0 + kw + g;
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qi = j * 8 + 2 * t4 + (e & 1);
+                    float p = exp2f(s[j][e] * sl2 - cL[qi] * FA_LOG2E); // cL: lse, natural log
+                    if (edge) {
+                        const int key = key0 + (e >> 1) * 8, row = q0 + qi;
+                        if (key > row || key >= Tn || row >= Tn) p = 0.0f;
+                    }
+                    s[j][e] = p;
+                    dp[j][e] = p * (dp[j][e] - cD[qi]);
+                }
+            }
+            // dv += Pᵀ·dout, dk += dSᵀ·q (k dimension: the BM queries)
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++) {
+                unsigned pa[4], sa[4];
+                pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+                pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+                pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                sa[0] = fa_pack(dp[2 * kk][0], dp[2 * kk][1]);
+                sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
+                sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+                sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+                if (DQ) { // dSᵀ rows (keys) kw+g and kw+g+8, queries kk·16 + 2·t4 (+8): key-major
+                    unsigned* w0 = reinterpret_cast<unsigned*>(sS + (kw + g) * LS + kk * 16 + 2 * t4);
+                    unsigned* w1 = reinterpret_cast<unsigned*>(sS + (kw + g + 8) * LS + kk * 16 + 2 * t4);
+                    w0[0] = sa[0];
+                    w1[0] = sa[1];
+                    w0[4] = sa[2];
+                    w1[4] = sa[3];
+                }
+#pragma unroll
+                for (int j = 0; j < HS / 16; j++) {
+                    unsigned bf[4];
+                    fa_ldB<LD>(bf, cO, kk * 16, j * 16, lane);
+                    fa_mma(dv[2 * j], pa, bf[0], bf[1]);
+                    fa_mma(dv[2 * j + 1], pa, bf[2], bf[3]);
+                    fa_ldB<LD>(bf, cQ, kk * 16, j * 16, lane);
+                    fa_mma(dk[2 * j], sa, bf[0], bf[1]);
+                    fa_mma(dk[2 * j + 1], sa, bf[2], bf[3]);
+                }
+            }
+        }
+        if (!DQ) continue; // one barrier a tile: the next one guards buffer st^1
+        __syncthreads(); // dSᵀ of keys [0, kmax) is in sS
+        // dq (BM × HS) += dS (BM × kmax keys) · k: warp = (row group, column split)
+        {
+            const int rg = warp % NG, cs = warp / NG;
+            float dq[DW / 8][4];
+#pragma unroll
+            for (int j = 0; j < DW / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < FA2_BN / 16; kk++) {
+                if (kk * 16 < kmax) { // CTA-uniform
+                    unsigned sa[4];
+                    fa_ldAt<LS>(sa, sS, rg * 16, kk * 16, lane);
+#pragma unroll
+                    for (int j = 0; j < DW / 16; j++) {
+                        unsigned bf[4];
+                        fa_ldB<LD>(bf, sK, kk * 16, cs * DW + j * 16, lane);
+                        fa_mma(dq[2 * j], sa, bf[0], bf[1]);
+                        fa_mma(dq[2 * j + 1], sa, bf[2], bf[3]);
+                    }
+                }
+            }
+            const int r0 = q0 + rg * 16 + g, r1 = r0 + 8;
+            float* qa = dqacc + (long long)b * Tn * C + h * HS + cs * DW + 2 * t4;
+#pragma unroll
+            for (int j = 0; j < DW / 8; j++) {
+                if (r0 < Tn) {
+                    atomicAdd(qa + (long long)r0 * C + j * 8, dq[j][0] * scale);
+                    atomicAdd(qa + (long long)r0 * C + j * 8 + 1, dq[j][1] * scale);
+                }
+                if (r1 < Tn) {
+                    atomicAdd(qa + (long long)r1 * C + j * 8, dq[j][2] * scale);
+                    atomicAdd(qa + (long long)r1 * C + j * 8 + 1, dq[j][3] * scale);
+                }
+            }
+        }
+    }
+    // dk (×scale) and dv are added to dqkv's k and v parts, rows past T skipped
+    T* dkb = dqkv + (long long)b * Tn * ld + C + h * HS;
+    T* dvb = dkb + C;
+    const int r0 = k0 + kw + g, r1 = r0 + 8;
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) {
+        const int c = j * 8 + 2 * t4;
+        if (r0 < Tn) {
+            unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r0 * ld + c);
+            unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r0 * ld + c);
+            const float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
+            *pk = fa_pack(ok.x + dk[j][0] * scale, ok.y + dk[j][1] * scale);
+            *pv = fa_pack(ov.x + dv[j][0], ov.y + dv[j][1]);
+        }
+        if (r1 < Tn) {
+            unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r1 * ld + c);
+            unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r1 * ld + c);
+            const float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
+            *pk = fa_pack(ok.x + dk[j][2] * scale, ok.y + dk[j][3] * scale);
+            *pv = fa_pack(ov.x + dv[j][2], ov.y + dv[j][3]);
+        }
+    }
+}
+
+#define FA2_BWD_ARGS                                                                                           \
+    T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ qkv, const T *__restrict__ dout,    \
+        const float *__restrict__ lse, const float *__restrict__ dd, int Tn, int C, int NH, float scale
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs32(FA2_BWD_ARGS) {
+    flash_bwd2<32, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs64(FA2_BWD_ARGS) {
+    flash_bwd2<64, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs128(FA2_BWD_ARGS) {
+    flash_bwd2<128, 32, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs32(FA2_BWD_ARGS) {
+    flash_bwd2<32, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs64(FA2_BWD_ARGS) {
+    flash_bwd2<64, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs128(FA2_BWD_ARGS) {
+    flash_bwd2<128, 32, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+
+// dqkv (B,T,3C) T: the q part += dq; qkv (B,T,3C), dout (B,T,C) T, lse,
+// dd (B,NH,T) F32. grid (B·NH, ceil(T/128)), 256 threads: the dq pass.
+// Eight warps own 16 query rows each of a 128-row tile and keep q, dout
+// (A fragments) and dq (fp32) in registers while the CTA walks the key
+// tiles of BC keys from 0 to the diagonal (cp.async double-buffered k and
+// v, as flash_fwd2): S = q·kᵀ, dP = dout·vᵀ, P = exp2(S·scale·log2e −
+// lse·log2e), dS = P∘(dP − dd), dq += dS·k (dS straight from the
+// registers). blockIdx.y = 0 is the last (longest) query tile.
+template <int HS, int BC>
+__device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __restrict__ qkv, const T* __restrict__ dout,
+                                            const float* __restrict__ lse, const float* __restrict__ dd, int Tn, int C,
+                                            int NH, float scale) {
+    const int LD = HS + 8;
+    __shared__ __align__(16) unsigned short sK[2][BC * LD];
+    __shared__ __align__(16) unsigned short sV[2][BC * LD];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int qt = gridDim.y - 1 - blockIdx.y; // the longest tiles first
+    const long long ld = 3LL * C;
+    const T* q = qkv + (long long)b * Tn * ld + h * HS;
+    const T* k = q + C;
+    const T* go = dout + (long long)b * Tn * C + h * HS;
+    const int q0 = qt * FA2_BM + warp * 16; // this warp's first query row
+    const float sl2 = scale * FA_LOG2E;
+    const int kend = min(qt * FA2_BM + FA2_BM, Tn);
+    const int nkt = (kend + BC - 1) / BC;
+    const T* gk = k + (long long)(threadIdx.x / (HS / 8)) * ld + (threadIdx.x % (HS / 8)) * 8; // this thread's chunk
+    const T* gv = gk + C;
+
+    fa2_tile<BC, HS, LD>(sK[0], gk, ld, 0, Tn);
+    fa2_tile<BC, HS, LD>(sV[0], gv, ld, 0, Tn);
+    fa2_commit();
+
+    unsigned qf[HS / 16][4], of[HS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) {
+        qf[kk][0] = fa_ldg32(q, ld, q0 + g, kk * 16 + 2 * t4, Tn);
+        qf[kk][1] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 2 * t4, Tn);
+        qf[kk][2] = fa_ldg32(q, ld, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
+        qf[kk][3] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
+        of[kk][0] = fa_ldg32(go, C, q0 + g, kk * 16 + 2 * t4, Tn);
+        of[kk][1] = fa_ldg32(go, C, q0 + g + 8, kk * 16 + 2 * t4, Tn);
+        of[kk][2] = fa_ldg32(go, C, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
+        of[kk][3] = fa_ldg32(go, C, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
+    }
+    // rows past T: lse and dd 0 (their q and dout are 0: dS = 0, never written)
+    const float* lb = lse + (long long)bh * Tn;
+    const float* db = dd + (long long)bh * Tn;
+    const float L0 = q0 + g < Tn ? lb[q0 + g] * FA_LOG2E : 0.0f, L1 = q0 + g + 8 < Tn ? lb[q0 + g + 8] * FA_LOG2E : 0.0f;
+    const float D0 = q0 + g < Tn ? db[q0 + g] : 0.0f, D1 = q0 + g + 8 < Tn ? db[q0 + g + 8] : 0.0f;
+    float dq[HS / 8][4];
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+
+    for (int kt = 0; kt < nkt; kt++) {
+        const int k0 = kt * BC, st = kt & 1;
+        if (kt + 1 < nkt) { // the next tile into the other buffer (freed at the end of kt-1)
+            fa2_tile<BC, HS, LD>(sK[st ^ 1], gk, ld, k0 + BC, Tn);
+            fa2_tile<BC, HS, LD>(sV[st ^ 1], gv, ld, k0 + BC, Tn);
+        }
+        fa2_commit();
+        fa2_wait<1>();
+        __syncthreads();
+        if (k0 <= q0 + 15) { // warp-uniform: tiles wholly above this warp's rows add nothing
+            const unsigned short* cK = sK[st];
+            const unsigned short* cV = sV[st];
+            float s[BC / 8][4], dp[BC / 8][4];
+#pragma unroll
+            for (int j = 0; j < BC / 8; j++) {
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+                dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
+            }
+#pragma unroll
+            for (int kk = 0; kk < HS / 16; kk++) {
+#pragma unroll
+                for (int j = 0; j < BC / 16; j++) {
+                    unsigned bf[4];
+                    fa_ldBt<LD>(bf, cK, j * 16, kk * 16, lane);
+                    fa_mma(s[2 * j], qf[kk], bf[0], bf[1]);
+                    fa_mma(s[2 * j + 1], qf[kk], bf[2], bf[3]);
+                    fa_ldBt<LD>(bf, cV, j * 16, kk * 16, lane);
+                    fa_mma(dp[2 * j], of[kk], bf[0], bf[1]);
+                    fa_mma(dp[2 * j + 1], of[kk], bf[2], bf[3]);
+                }
+            }
+            // key k0 + j·8 + 2·t4 + (e&1) is masked when it passes its row
+            // (q0 + g, or q0 + g + 8 for e >= 2) or T - 1: offsets past lim
+            const bool mask = k0 + BC - 1 > q0 || k0 + BC > Tn;
+            const int lim0 = min(q0 + g, Tn - 1) - k0 - 2 * t4;
+            const int lim1 = min(q0 + g + 8, Tn - 1) - k0 - 2 * t4;
+#pragma unroll
+            for (int j = 0; j < BC / 8; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = exp2f(s[j][e] * sl2 - ((e >> 1) ? L1 : L0));
+                    if (mask && j * 8 + (e & 1) > ((e >> 1) ? lim1 : lim0)) p = 0.0f;
+                    dp[j][e] = p * (dp[j][e] - ((e >> 1) ? D1 : D0));
+                }
+            }
+            // dq += dS·k: the k dimension is the BC keys, 16 per step
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++) {
+                unsigned sa[4];
+                sa[0] = fa_pack(dp[2 * kk][0], dp[2 * kk][1]);
+                sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
+                sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+                sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+#pragma unroll
+                for (int j = 0; j < HS / 16; j++) {
+                    unsigned bf[4];
+                    fa_ldB<LD>(bf, cK, kk * 16, j * 16, lane);
+                    fa_mma(dq[2 * j], sa, bf[0], bf[1]);
+                    fa_mma(dq[2 * j + 1], sa, bf[2], bf[3]);
+                }
+            }
+        }
+        __syncthreads(); // buffer st is free for tile kt+2
+    }
+    T* dqb = dqkv + (long long)b * Tn * ld + h * HS;
+    const int r0 = q0 + g, r1 = r0 + 8;
+#pragma unroll
+    for (int j = 0; j < HS / 8; j++) {
+        const int c = j * 8 + 2 * t4;
+        if (r0 < Tn) {
+            unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r0 * ld + c);
+            const float2 o = fa_unpack(*p);
+            *p = fa_pack(o.x + dq[j][0] * scale, o.y + dq[j][1] * scale);
+        }
+        if (r1 < Tn) {
+            unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r1 * ld + c);
+            const float2 o = fa_unpack(*p);
+            *p = fa_pack(o.x + dq[j][2] * scale, o.y + dq[j][3] * scale);
+        }
+    }
+}
+
+#define FA2_BWDQ_ARGS                                                                                          \
+    T *__restrict__ dqkv, const T *__restrict__ qkv, const T *__restrict__ dout, const float *__restrict__ lse, \
+        const float *__restrict__ dd, int Tn, int C, int NH, float scale
+// hs 32/64: two CTAs (16 warps) an SM within 128 registers (hs 64: 32-key
+// tiles, as q, dout and dq fragments take 64 registers)
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs32(FA2_BWDQ_ARGS) {
+    flash_bwd2q<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs64(FA2_BWDQ_ARGS) {
+    flash_bwd2q<64, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2q_hs128(FA2_BWDQ_ARGS) {
+    flash_bwd2q<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+}
+
+// dd (B,NH,T) F32 = Σ dout·out over each head's hs columns; dqacc (B,T,C)
+// F32 zeroed unless null (the dq pass needs no accumulator). dout, out (B,T,C) T; n8 = B·T·C/8 (C a multiple of 8, hs/8
+// threads a row: hs/8 divides 32). Grid-stride; every thread of a row
+// group runs the same iterations (the stride is a multiple of 32).
+extern "C" __global__ void flash_bwd2_dot(float* __restrict__ dd, float* __restrict__ dqacc, const T* __restrict__ dout,
+                                          const T* __restrict__ out, long long n8, int Tn, int NH, int hs) {
+    const int per = hs / 8;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i0 = (long long)blockIdx.x * blockDim.x; i0 < n8; i0 += stride) {
+        const long long i = i0 + threadIdx.x;
+        float acc = 0.0f;
+        if (i < n8) {
+            const uint4 a = reinterpret_cast<const uint4*>(dout)[i];
+            const uint4 o = reinterpret_cast<const uint4*>(out)[i];
+            float2 x, y;
+            x = fa_unpack(a.x), y = fa_unpack(o.x), acc += x.x * y.x + x.y * y.y;
+            x = fa_unpack(a.y), y = fa_unpack(o.y), acc += x.x * y.x + x.y * y.y;
+            x = fa_unpack(a.z), y = fa_unpack(o.z), acc += x.x * y.x + x.y * y.y;
+            x = fa_unpack(a.w), y = fa_unpack(o.w), acc += x.x * y.x + x.y * y.y;
+            if (dqacc) {
+                float4 z;
+                z.x = z.y = z.z = z.w = 0.0f;
+                reinterpret_cast<float4*>(dqacc)[2 * i] = z;
+                reinterpret_cast<float4*>(dqacc)[2 * i + 1] = z;
+            }
+        }
+        for (int off = per / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if (i < n8 && i % per == 0) {
+            const long long e = i / per; // (b, t, h)
+            const long long bt = e / NH;
+            const int h = (int)(e % NH);
+            const long long bb = bt / Tn, t = bt % Tn;
+            dd[(bb * NH + h) * Tn + t] = acc;
+        }
+    }
+}
+
+// dqkv (B,T,3C) T: the q part += dqacc (B,T,C) F32; n8 = B·T·C/8, C a
+// multiple of 8. Grid-stride, 8 elements (16 bytes of dqkv) a thread.
+extern "C" __global__ void flash_bwd2_dq(T* __restrict__ dqkv, const float* __restrict__ dqacc, long long n8, int C) {
+    const int c8 = C / 8;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (long long)gridDim.x * blockDim.x) {
+        const long long row = i / c8;
+        const int c = (int)(i % c8) * 8;
+        uint4* p = reinterpret_cast<uint4*>(dqkv + row * 3 * C + c);
+        uint4 x = *p;
+        const float4 a = reinterpret_cast<const float4*>(dqacc)[2 * i];
+        const float4 b = reinterpret_cast<const float4*>(dqacc)[2 * i + 1];
+        float2 f;
+        f = fa_unpack(x.x), x.x = fa_pack(f.x + a.x, f.y + a.y);
+        f = fa_unpack(x.y), x.y = fa_pack(f.x + a.z, f.y + a.w);
+        f = fa_unpack(x.z), x.z = fa_pack(f.x + b.x, f.y + b.y);
+        f = fa_unpack(x.w), x.w = fa_pack(f.x + b.z, f.y + b.w);
+        *p = x;
+    }
 }

@@ -19,24 +19,25 @@ var (
 	lnColsumBlock = kernels.MustBlock("layernorm.cu", "LN_COLSUM_BLOCK") // layernorm_colsum(_f32)
 	lnEWBlock     = kernels.MustBlock("layernorm.cu", "LN_EW_BLOCK")     // add and the decomposed elementwise passes
 
-	geluBlock     = kernels.MustBlock("gelu.cu", "GELU_BLOCK")
-	adamwBlock    = kernels.MustBlock("adamw.cu", "ADAMW_BLOCK")
-	castBlock     = kernels.MustBlock("cast.cu", "CAST_BLOCK")
-	gnBlock       = kernels.MustBlock("gradnorm.cu", "GN_THREADS")
-	stepBlock     = kernels.MustBlock("step.cu", "ST_THREADS")
-	ce2Block      = kernels.MustBlock("crossentropy.cu", "CE2_THREADS")
-	ce3Block      = kernels.MustBlock("crossentropy.cu", "CE3_THREADS")
-	ceEWBlock     = kernels.MustBlock("crossentropy.cu", "CE_EW_BLOCK")
-	encBlock      = kernels.MustBlock("encoder.cu", "ENC_BLOCK")
-	encThreads    = kernels.MustBlock("encoder.cu", "ENC_THREADS") // encoder_backward
-	attnRowBlock  = kernels.MustBlock("attention.cu", "ATTN_ROW_BLOCK")
-	attnEWBlock   = kernels.MustBlock("attention.cu", "ATTN_EW_BLOCK")
-	flashBlock    = kernels.MustBlock("flash_attention.cu", "FA_BLOCK")
-	flashRowBlock = kernels.MustBlock("flash_attention.cu", "FA_ROW_BLOCK")
-	flashEWBlock  = kernels.MustBlock("flash_attention.cu", "FA_EW_BLOCK")
-	flash2Block   = kernels.MustBlock("flash_attention2.cu", "FA2_BLOCK")
-	biasGradBlock = kernels.MustBlock("matmul.cu", "BIAS_GRAD_BLOCK")
-	addF32Block   = kernels.MustBlock("matmul.cu", "ADD_F32_BLOCK")
+	geluBlock      = kernels.MustBlock("gelu.cu", "GELU_BLOCK")
+	adamwBlock     = kernels.MustBlock("adamw.cu", "ADAMW_BLOCK")
+	castBlock      = kernels.MustBlock("cast.cu", "CAST_BLOCK")
+	gnBlock        = kernels.MustBlock("gradnorm.cu", "GN_THREADS")
+	stepBlock      = kernels.MustBlock("step.cu", "ST_THREADS")
+	ce2Block       = kernels.MustBlock("crossentropy.cu", "CE2_THREADS")
+	ce3Block       = kernels.MustBlock("crossentropy.cu", "CE3_THREADS")
+	ceEWBlock      = kernels.MustBlock("crossentropy.cu", "CE_EW_BLOCK")
+	encBlock       = kernels.MustBlock("encoder.cu", "ENC_BLOCK")
+	encThreads     = kernels.MustBlock("encoder.cu", "ENC_THREADS") // encoder_backward
+	attnRowBlock   = kernels.MustBlock("attention.cu", "ATTN_ROW_BLOCK")
+	attnEWBlock    = kernels.MustBlock("attention.cu", "ATTN_EW_BLOCK")
+	flashBlock     = kernels.MustBlock("flash_attention.cu", "FA_BLOCK")
+	flashRowBlock  = kernels.MustBlock("flash_attention.cu", "FA_ROW_BLOCK")
+	flashEWBlock   = kernels.MustBlock("flash_attention.cu", "FA_EW_BLOCK")
+	flash2Block    = kernels.MustBlock("flash_attention2.cu", "FA2_BLOCK")
+	flash2BwdBlock = kernels.MustBlock("flash_attention2.cu", "FA2_BWD_BLOCK") // the backward variant 2 and its helpers
+	biasGradBlock  = kernels.MustBlock("matmul.cu", "BIAS_GRAD_BLOCK")
+	addF32Block    = kernels.MustBlock("matmul.cu", "ADD_F32_BLOCK")
 )
 
 // blockHook, when set (by TestLaunchBlocks, with launchHook), receives the

@@ -67,13 +67,14 @@ type Config struct {
 // and return at once; Sync waits and returns the first error. It is safe
 // for use by one goroutine at a time.
 type Device struct {
-	ctx     *cuda.Context
-	stream  *cuda.Stream
-	fused   bool
-	noFlash bool // Config.NoFlash
-	flashV2 bool // the flash forward of variant 2 (flash_attention2.cu), the default; env DRUTO_FLASH=1 turns it off
-	name    string
-	owns    bool // Close closes ctx
+	ctx         *cuda.Context
+	stream      *cuda.Stream
+	fused       bool
+	noFlash     bool // Config.NoFlash
+	flashV2     bool // the flash forward and backward of variant 2 (flash_attention2.cu), the default; env DRUTO_FLASH=1 turns it off
+	flashDQPass bool // variant 2's backward computes dq in a pass of its own (flash_bwd2kv + flash_bwd2q), not by atomics; env DRUTO_FLASH_DQ=pass
+	name        string
+	owns        bool // Close closes ctx
 
 	nvrtc *cuda.NVRTC
 	blas  *cuda.BLASHandle
@@ -152,6 +153,10 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if _, err := gemmTuneEnv(); err != nil {
 		return nil, err
 	}
+	dqPass, err := flashDQEnv()
+	if err != nil {
+		return nil, err
+	}
 	libs := cfg.Libs
 	if libs == nil {
 		libs = &cuda.Libraries{}
@@ -171,7 +176,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: flashV2, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: flashV2, flashDQPass: dqPass, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}
@@ -224,6 +229,13 @@ func (d *Device) build(cfg Config) error {
 	var msgs []string
 	for _, k := range built {
 		key := kernelKey{k.Kernel, k.dtype()}
+		if n := dynamicSmem[k.Kernel]; n > 0 && k.Err == nil {
+			// once per function: its dynamic shared memory above 48 KB
+			if err := k.Func.SetMaxDynamicShared(n); err != nil {
+				k.From, k.Func = Unavailable, nil
+				k.Err = fmt.Errorf("gpu: %s in %s: %d bytes of dynamic shared memory: %w", k.Variant, k.File, n, err)
+			}
+		}
 		if k.Err != nil {
 			d.errs[key] = k.Err
 			msgs = append(msgs, k.Err.Error())

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -160,6 +161,35 @@ func TestLaunchFlash(t *testing.T) {
 			}
 			if seq := strings.Join(checkSigs(t, name, sigs, got), " "); seq != "flash_bwd_dot flash_bwd_"+suf+" flash_bwd_dq" {
 				t.Errorf("%s backward: launches %q", name, seq)
+			}
+			// variant 2's backward (flashV2): flash_bwd2_dot (dd, dqacc zeroed),
+			// flash_bwd2_hsN, flash_bwd2_dq; no memset
+			got, err = hooked(t, true, func(d *Device) {
+				d.flashV2 = true
+				if !d.flashBwd2Built(h, hs) {
+					t.Errorf("%s v2: flashBwd2Built false under the launch hook", name)
+				}
+				d.AttentionBackward(dev(h, B, T, 3*C), dev(h, B, T, C), dev(h, B, T, 3*C), dev(h, B, T, C), dev(F, B, NH, T), B, T, C, NH)
+			})
+			if err != nil {
+				t.Fatalf("%s backward v2: %v", name, err)
+			}
+			if seq := strings.Join(checkSigs(t, name+" v2", sigs, got), " "); seq != "flash_bwd2_dot flash_bwd2_"+suf+" flash_bwd2_dq" {
+				t.Errorf("%s backward v2: launches %q", name, seq)
+			}
+			// variant 2 with the dq pass (flashDQPass): flash_bwd2_dot (dd
+			// only: a null dqacc), flash_bwd2kv_hsN, flash_bwd2q_hsN
+			got, err = hooked(t, true, func(d *Device) {
+				d.flashV2, d.flashDQPass = true, true
+				d.AttentionBackward(dev(h, B, T, 3*C), dev(h, B, T, C), dev(h, B, T, 3*C), dev(h, B, T, C), dev(F, B, NH, T), B, T, C, NH)
+			})
+			if err != nil {
+				t.Fatalf("%s backward v2 dq pass: %v", name, err)
+			}
+			if seq := strings.Join(checkSigs(t, name+" v2 dq pass", sigs, got), " "); seq != "flash_bwd2_dot flash_bwd2kv_"+suf+" flash_bwd2q_"+suf {
+				t.Errorf("%s backward v2 dq pass: launches %q", name, seq)
+			} else if p, ok := got[0].args[1].(cuda.DevicePtr); !ok || p != 0 {
+				t.Errorf("%s backward v2 dq pass: flash_bwd2_dot's dqacc %v, want a null pointer", name, got[0].args[1])
 			}
 			// grid: ceil(T/64) tiles × B·NH
 			// the decomposed form keeps the probabilities

@@ -112,10 +112,12 @@ type kernelCase struct {
 // third form where the fused device has the flash kernels: "fused-cublas",
 // the fused device with flash switched off (the cuBLAS score GEMMs and the
 // fused softmax kernels), so the flash kernels are timed beside the path
-// they replace, and "fused-v1" where the default forward is variant 2
-// (flash_fwd2_hs64 built): the first flash forward beside it (attention_bwd:
-// its forward state, then the same backward kernels); they report TFLOP/s with causal FLOPs (forward 2·B·NH·T²·hs,
-// backward 2.5 times that).
+// they replace, and "fused-v1" where the default is variant 2 (flashV2):
+// the first flash variant beside it (attention_fwd: flash_fwd_hs64 against
+// flash_fwd2_hs64; attention_bwd: flash_bwd_dot + memset + flash_bwd_hs64 +
+// flash_bwd_dq against flash_bwd2_dot + flash_bwd2_hs64 + flash_bwd2_dq,
+// where built); they report TFLOP/s with causal FLOPs (forward
+// 2·B·NH·T²·hs, backward 2.5 times that).
 func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error) {
 	if fused == nil || plain == nil || !fused.Fused() || plain.Fused() {
 		return nil, fmt.Errorf("gpu: bench: BenchKernels needs a fused and a decomposed GPU device")
@@ -139,18 +141,22 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	def := fused.flashV2 // the flash forward variant New chose
-	defer func() { fused.legacy, fused.noFlash, fused.flashV2 = false, false, def }()
+	def, defDQ := fused.flashV2, fused.flashDQPass // the flash variant and dq strategy New chose
+	restore := func(d *Device) {
+		d.legacy, d.noFlash, d.flashV2, d.flashDQPass, d.ltx.force = false, false, def, defDQ, 0
+	}
+	defer restore(fused)
 	type form struct {
 		d       *Device
 		mode    string
 		noFlash bool
 		flashV2 bool
-		algo    int // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
+		algo    int  // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
+		dqPass  bool // attention_bwd: variant 2's dq pass instead of atomics
 	}
 	for _, name := range ops {
 		base, legacy := strings.CutSuffix(name, LegacySuffix)
-		forms := []form{{fused, "fused", false, def, 0}, {plain, "decomposed", false, false, 0}}
+		forms := []form{{fused, "fused", false, def, 0, defDQ}, {plain, "decomposed", false, false, 0, false}}
 		switch {
 		case name == "copy" || name == "launch" || legacy || name == "gemm_peak":
 			forms = forms[:1] // one form
@@ -159,29 +165,38 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		case strings.HasPrefix(name, "gemm_attn_proj"):
 			// the weak shape: every further candidate (microbench_gemm.go)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
-				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k})
+				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k, defDQ})
 			}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
 			// fused: the default flash forward (variant 2 where built);
 			// fused-v1: the first variant beside it.
-			forms = []form{{fused, "fused", false, def, 0}, {fused, "fused-cublas", true, false, 0}, {plain, "decomposed", false, false, 0}}
+			forms = []form{{fused, "fused", false, def, 0, defDQ}, {fused, "fused-cublas", true, false, 0, false}, {plain, "decomposed", false, false, 0, false}}
 			if def {
-				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false, 0}}, forms[1:]...)...)
+				extra := []form{{fused, "fused-v1", false, false, 0, false}}
+				// attention_bwd: variant 2's other dq strategy beside the default
+				if name == "attention_bwd" && fused.built2(tensor.BF16, "flash_bwd2kv_hs64", "flash_bwd2q_hs64") && fused.built2(tensor.BF16, "flash_bwd2_hs64") {
+					other := "fused-dqpass"
+					if defDQ {
+						other = "fused-dqatomic"
+					}
+					extra = append(extra, form{fused, other, false, true, 0, !defDQ})
+				}
+				forms = append(forms[:1], append(extra, forms[1:]...)...)
 			}
 		}
 		for _, f := range forms {
-			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = legacy, f.noFlash, f.flashV2, f.algo
+			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.flashDQPass, f.d.ltx.force = legacy, f.noFlash, f.flashV2, f.dqPass, f.algo
 			kc, err := newKernelCase(base, f.d, o.Layout)
 			if errors.Is(err, errNoCandidate) {
 				f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = false, false, def, 0
 				continue
 			}
 			if err != nil {
-				f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = false, false, def, 0
+				restore(f.d)
 				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
 			}
 			r, err := timeKernel(f.d, kc, flush, flushBytes, o)
-			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = false, false, def, 0
+			restore(f.d)
 			kc.free()
 			if err != nil {
 				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
