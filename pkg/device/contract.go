@@ -251,7 +251,11 @@ var Ops = struct {
 		Params: []Param{p("dpre", Float, Out, prod(0, 1)), opt(p("dpreBias", F32, Acc, prod(1))), p("dweight", Wide, Acc, prod(2, 1)),
 			opt(p("dbias", Wide, Acc, prod(2))), gen(p("dout", Float, In, prod(0, 2)), Small), gen(p("inp", Float, In, prod(0, 1)), Small),
 			gen(p("pre", Float, In, prod(0, 1)), Small), gen(p("weight", Float, In, prod(2, 1)), Small)},
-		Tol: func(_ tensor.DType, s []int) float64 { return 2 * sumScale(max(s[0], s[1], s[2])) }},
+		// dpreBias sums N rows of dpre that the GPU's epilogue rounds to 16
+		// bits first (as PyTorch autocast's bias gradient), with
+		// cancellation: the H200 put one f16 element of 96 at 2.4x the
+		// MatmulBackward scale ([34 96 40], error 1.2e-3 on a sum of -0.024).
+		Tol: func(_ tensor.DType, s []int) float64 { return 8 * sumScale(max(s[0], s[1], s[2])) }},
 	// n
 	GELUBackward: Contract{Op: "GELUBackward", Sizes: []string{"n"},
 		Params: []Param{p("dinp", Float, Out, prod(0)), p("inp", Float, In, prod(0)), p("dout", Float, In, prod(0))},
