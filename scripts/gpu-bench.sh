@@ -12,7 +12,9 @@
 #   checks    tests and sanitize at once
 #   sanitize  sanitize.log: compute-sanitizer memcheck, racecheck, initcheck
 #             and synccheck over the GPU tests of package gpu (SANITIZE_RUN
-#             picks them, default every TestGPU test; SANITIZE_SKIP leaves some out)
+#             picks them, default every TestGPU test; SANITIZE_SKIP leaves some out),
+#             in -test.short: the largest sizes of the shape tables left out (every
+#             kernel and code path kept), which the full tests section runs
 #   kernels   kernels.log, kernels-h200.json: druto bench --kernels, and
 #             the PyTorch kernel anchor (torch_kernel_bench.py) beside it
 #   bench     bench.log, bench-*.json: training steps of every mode, and
@@ -87,7 +89,7 @@ sanitize() {
     ( start=$(date +%s) x=()
       case $tool in racecheck|synccheck) x=("${excl[@]}") ;; esac
       (cd pkg/device/gpu && timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 9 "${x[@]}" \
-        "$ROOT/$B/device-gpu.test" -test.run "$run" -test.skip "${SANITIZE_SKIP:-^$}" -test.count=1) > "$LOGS/sanitize-$tool.log" 2>&1
+        "$ROOT/$B/device-gpu.test" -test.run "$run" -test.skip "${SANITIZE_SKIP:-^$}" -test.count=1 -test.short) > "$LOGS/sanitize-$tool.log" 2>&1
       echo "$tool: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^(ok|FAIL|PASS)$' "$LOGS/sanitize-$tool.log" | tr '\n' ' ')" > "$LOGS/san-$tool.txt" ) &
   done
   wait
@@ -198,6 +200,9 @@ faults() {
     ls -la "$f/nan"
     $B/druto eval --backend cpu --checkpoint "$f/nan/model.safetensors" --data scripts/README.md --batch 4 --seq 128; echo "eval of the kept checkpoint: exit $?"
     $B/druto train --backend gpu --preset tiny --steps 30 --amp bf16 --warmup 0 --lr 1e6 --eval-every 0 --checkpoint-every 1 --graph=false --out "$f/nan-plain"; echo "plain launches: exit $?"
+    echo "## NaN under fp32: the same run without AMP"
+    $B/druto train --backend gpu --preset tiny --steps 30 --amp fp32 --warmup 0 --lr 1e6 --eval-every 0 --checkpoint-every 1 --out "$f/nan32"; echo "exit $?"
+    $B/druto eval --backend cpu --checkpoint "$f/nan32/model.safetensors" --data scripts/README.md --batch 4 --seq 128; echo "eval of the kept checkpoint: exit $?"
     echo "## checkpoints moved: CPU-trained evaluated on the GPU and GPU-trained on the CPU"
     $B/druto train --backend cpu --preset tiny --steps 20 --eval-every 0 --out "$f/cpu" > /dev/null 2>&1; echo "cpu train exit $?"
     $B/druto train --backend gpu --preset tiny --steps 20 --eval-every 0 --out "$f/gpu" > /dev/null 2>&1; echo "gpu train exit $?"
