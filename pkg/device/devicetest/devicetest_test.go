@@ -22,6 +22,11 @@ func TestCPUConformance(t *testing.T) {
 			if !r.Pass || r.Unsupported {
 				t.Errorf("fused=%v %s: %+v", fused, c.Name, r)
 			}
+			// detect prints the largest relative error: a passing case
+			// must give a finite one (not MaxFloat64 from a NaN).
+			if r.MaxRelErr > 1 {
+				t.Errorf("fused=%v %s: max relative error %g for a passing case", fused, c.Name, r.MaxRelErr)
+			}
 		}
 	}
 }

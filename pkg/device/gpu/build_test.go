@@ -7,9 +7,12 @@ package gpu
 // Skips without a GPU unless DRUTO_REQUIRE_GPU=1.
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,7 +86,13 @@ func TestGPUBuildAndCache(t *testing.T) {
 		}
 		t.Logf("round %d (%s): %d variants in %v", round, want, len(built), total.Round(time.Millisecond))
 	}
-	// A corrupt cache entry is recompiled, not trusted.
+	// A corrupt cache entry is recompiled, not trusted. Loading it fails on
+	// purpose, which compute-sanitizer counts as an API error: its runs
+	// (scripts/gpu-bench.sh sets DRUTO_SANITIZER) leave this part out.
+	if tool := os.Getenv("DRUTO_SANITIZER"); tool != "" {
+		t.Logf("corrupt-cache check left out under compute-sanitizer %s (it fails a module load on purpose)", tool)
+		return
+	}
 	vs, _ := kernels.Variants()
 	src, _ := vs[0].Source()
 	p := dir + "/" + CacheKey(vs[0], src, c.Device.Arch(), libs.NVRTC.Version())
@@ -137,19 +146,50 @@ func TestNVRTCCompileOnly(t *testing.T) {
 			modules = append(modules, v)
 		}
 	}
+	// The compiles run on every core (NVRTC programs are independent):
+	// one after another they took 138 s of the H200 machine's test time.
+	type job struct {
+		v    kernels.Variant
+		arch string
+	}
+	var jobs []job
 	for _, arch := range []string{"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "compute_75"} {
 		for _, v := range modules {
 			if cc, _ := strconv.Atoi(arch[strings.IndexByte(arch, '_')+1:]); cc < v.MinArch {
 				continue // the file needs a newer GPU (its druto:arch line)
 			}
-			code, d, _, err := compileOnly(n, v, arch)
-			if err != nil {
-				t.Fatalf("%s %s: %v", v, arch, err)
-			}
-			if cuda.IsCubin(code) != (arch[:3] == "sm_") {
-				t.Fatalf("%s %s: wrong output kind", v, arch)
-			}
-			t.Logf("%-24s %-10s %6d bytes in %v", v, arch, len(code), d.Round(time.Millisecond))
+			jobs = append(jobs, job{v, arch})
 		}
+	}
+	logs, errs := make([]string, len(jobs)), make([]error, len(jobs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range max(1, runtime.NumCPU()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				v, arch := jobs[i].v, jobs[i].arch
+				code, d, _, err := compileOnly(n, v, arch)
+				switch {
+				case err != nil:
+					errs[i] = fmt.Errorf("%s %s: %w", v, arch, err)
+				case cuda.IsCubin(code) != (arch[:3] == "sm_"):
+					errs[i] = fmt.Errorf("%s %s: wrong output kind", v, arch)
+				}
+				logs[i] = fmt.Sprintf("%-24s %-10s %6d bytes in %v", v, arch, len(code), d.Round(time.Millisecond))
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i := range jobs {
+		if errs[i] != nil {
+			t.Error(errs[i])
+		}
+		t.Log(logs[i])
 	}
 }
