@@ -131,6 +131,13 @@ func casesFor(dt tensor.DType) []Case {
 		}
 		add(Case{Name: name(&o.MatmulBackward, dt, s, ""), Contract: &o.MatmulBackward, DType: dt, Sizes: s,
 			Call: none(func(d device.Device, t []*T) { d.MatmulBackward(t[0], t[1], t[2], t[3], t[4], t[5], N, C, OC) })})
+		if dt != tensor.F32 {
+			// The projections' form: dout is the fp32 residual gradient
+			// (the GPU casts it and sums the bias in one pass).
+			add(Case{Name: name(&o.MatmulBackward, dt, s, "f32 dout"), Contract: &o.MatmulBackward, DType: dt, Sizes: s,
+				DTypes: map[int]tensor.DType{3: tensor.F32},
+				Call:   none(func(d device.Device, t []*T) { d.MatmulBackward(t[0], t[1], t[2], t[3], t[4], t[5], N, C, OC) })})
+		}
 		add(Case{Name: name(&o.MatmulBackward, dt, s, "no dinp, no dbias"), Contract: &o.MatmulBackward, DType: dt, Sizes: s,
 			Omit: map[int]bool{0: true, 2: true},
 			Call: none(func(d device.Device, t []*T) { d.MatmulBackward(nil, t[1], nil, t[3], t[4], t[5], N, C, OC) })})

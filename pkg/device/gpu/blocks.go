@@ -38,6 +38,7 @@ var (
 	flash2BwdBlock = kernels.MustBlock("flash_attention2.cu", "FA2_BWD_BLOCK") // the backward variant 2 and its helpers
 	biasGradBlock  = kernels.MustBlock("matmul.cu", "BIAS_GRAD_BLOCK")
 	addF32Block    = kernels.MustBlock("matmul.cu", "ADD_F32_BLOCK")
+	castBiasBlock  = kernels.MustBlock("matmul.cu", "CAST_BIAS_BLOCK")
 )
 
 // blockHook, when set (by TestLaunchBlocks, with launchHook), receives the

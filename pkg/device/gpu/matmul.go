@@ -59,6 +59,7 @@ import (
 const (
 	kernBiasGrad = "matmul_bias_grad" // dbias (OC) F32 += Σ_rows dout (N,OC), T = dout's dtype
 	kernAddF32   = "add_f32"          // dst (n) F32 += src (n) F32
+	kernCastBias = "cast_bias_grad"   // g (N,OC) T = dout (N,OC) F32 rounded, part (chunks,OC) F32 its column sums
 )
 
 // ltKey identifies one configured cuBLASLt matmul.
@@ -382,7 +383,13 @@ func (d *Device) matmulBackward(beta float32, dinp, dweight, dbias, dout, inp, w
 	if N == 0 {
 		return
 	}
-	g := d.gemmOperand(dout, h, N*OC)
+	var g cuda.DevicePtr
+	if d.fused && dbias != nil && dout.DType == tensor.F32 && h != tensor.F32 {
+		g = d.castBiasGrad(dbias, dout, h, N, OC)
+		dbias = nil // summed by castBiasGrad
+	} else {
+		g = d.gemmOperand(dout, h, N*OC)
+	}
 	if g == 0 {
 		return
 	}
@@ -414,6 +421,37 @@ func (d *Device) gemmOperand(dout *tensor.Tensor, h tensor.DType, n int) cuda.De
 	if g != 0 {
 		d.Cast(tensor.OnDevice(h, uintptr(g), n), dout)
 	}
+	return g
+}
+
+// castBiasRows is cast_bias_grad's rows per chunk (16 a warp): 128
+// chunks × 6 column strips at GPT-2's N 16384, OC 768.
+const castBiasRows = 128
+
+// castBiasGrad returns dout (N,OC) F32 cast to h in gemmOperand's scratch
+// and queues dbias (OC) F32 += the column sums of the cast values, in one
+// pass over dout (cast_bias_grad, per chunk of rows, then matmul_bias_grad
+// adding the chunks in order: deterministic). 0 with the error recorded.
+func (d *Device) castBiasGrad(dbias, dout *tensor.Tensor, h tensor.DType, N, OC int) cuda.DevicePtr {
+	rows := castBiasRows
+	if c := blocks(N, rows); c > maxGridYZ {
+		rows = blocks(N, maxGridYZ)
+	}
+	chunks := blocks(N, rows)
+	g := d.scratch("matmul.dout", N*OC*h.Size())
+	part := d.scratch("matmul.dbias.part", chunks*OC*4)
+	if g == 0 || part == 0 {
+		return 0
+	}
+	vec := 0
+	if OC%4 == 0 {
+		vec = vec4(d.ptr(dout), 4, g, h.Size())
+	}
+	grid := cuda.Dim3{X: uint32(blocks(OC, 128)), Y: uint32(chunks), Z: 1}
+	if !d.launch(kernCastBias, h, grid, cuda.D1(castBiasBlock), 0, g, part, d.ptr(dout), N, OC, rows, vec) {
+		return 0
+	}
+	d.launch(kernBiasGrad, tensor.F32, grid1(blocks(OC, 32)), cuda.D1(biasGradBlock), 0, d.ptr(dbias), part, chunks, OC)
 	return g
 }
 
