@@ -64,6 +64,18 @@ __device__ __forceinline__ void adam_update(float& p, float g, float& m, float& 
     p = __fadd_rn(p, __fmul_rn(c.step, __fdiv_rn(m, den)));
 }
 
+// adam_one updates element i (the scalar head and tail of a chunk).
+__device__ __forceinline__ void adam_one(size_t i, float* __restrict__ master, T* __restrict__ work,
+                                         const float* __restrict__ grads, float* __restrict__ m, float* __restrict__ v,
+                                         bool dec, const AdamC& c) {
+    float p = master[i], mm = m[i], vv = v[i];
+    adam_update(p, grads[i], mm, vv, dec, c);
+    master[i] = p;
+    m[i] = mm;
+    v[i] = vv;
+    if (work != 0) store(work, i, p);
+}
+
 // adamw_chunk updates chunk blockIdx.x of the table (adamw_fused2's body),
 // the next group's loads issued before the current group's update.
 __device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __restrict__ work,
@@ -80,12 +92,7 @@ __device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __res
         const size_t up = (lo + 3) & ~(size_t)3;
         body = up < end ? up : end;
         for (size_t i = lo + threadIdx.x; i < body; i += blockDim.x) {
-            float p = master[i], mm = m[i], vv = v[i];
-            adam_update(p, grads[i], mm, vv, dec, c);
-            master[i] = p;
-            m[i] = mm;
-            v[i] = vv;
-            if (work != 0) store(work, i, p);
+            adam_one(i, master, work, grads, m, v, dec, c);
         }
         const size_t groups = (end - body) >> 2;
         size_t k = threadIdx.x;
@@ -112,12 +119,7 @@ __device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __res
         body += groups * 4; // the scalar tail starts here
     }
     for (size_t i = body + threadIdx.x; i < end; i += blockDim.x) {
-        float p = master[i], mm = m[i], vv = v[i];
-        adam_update(p, grads[i], mm, vv, dec, c);
-        master[i] = p;
-        m[i] = mm;
-        v[i] = vv;
-        if (work != 0) store(work, i, p);
+        adam_one(i, master, work, grads, m, v, dec, c);
     }
 }
 
