@@ -14,13 +14,12 @@ import (
 //
 // 8192 and 4099 rows: more rows than the backward's persistent grid holds
 // warps (resident blocks × SMs × 4 warps, at most 2112 on an H200 at 4 blocks
-// per SM), so warps do second rows (sums carried in shared memory), and the
-// forward's grid loops if it is persistent; 772 = 4·193: a vector row whose
-// float4 groups do not fill the last pass of the warp. 1×768 and 3×1024:
-// fewer rows than one block's warps (1024: the widest row the forward2 and
-// backward fast paths hold); 7×1028: a vector width just over it (the v1
-// kernels' general path); 20000×768: several rows per warp of the
-// persistent forward2 grid (at most 132·8·8 warps on an H200).
+// per SM), so warps do second rows (sums carried in shared memory); 772 =
+// 4·193: a vector row whose float4 groups do not fill the last pass of the
+// warp. 1×768 and 3×1024: fewer rows than one block's warps (1024: the
+// widest row the forward and backward fast paths hold); 7×1028: a vector
+// width just over it (the general path); 20000×768: several rows per warp
+// of the backward's persistent grid.
 var lnShapes = [][2]int{{1, 1}, {64, 3}, {1, 768}, {3, 1024}, {7, 1028}, {17, 1000}, {1024, 768}, {5, 1601}, {8192, 768}, {4099, 772}, {20000, 768}}
 
 // lnTypes are the (working, row input) dtype pairs tested: every policy's
