@@ -8,7 +8,7 @@
 //   v  = v·β2 + ((1-β2)·g)·g
 //   p += step · (m / (sqrt(v)/sqrt(1-β2ᵗ) + eps)),  step = -lr/(1-β1ᵗ)
 //
-// druto:kernel adamw_fused adamw_fused_state adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work
+// druto:kernel adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work
 // druto:dtypes f32 bf16 f16
 //
 // The scalars are computed on the host in float64 and rounded, as torch's
@@ -17,27 +17,25 @@
 // the reference's order, so the GPU's fused and decomposed forms and the
 // CPU's give the same bits for the same inputs.
 //
-// adamw_fused (apex FusedAdam / llm.c adamw_kernel): one launch over the
+// adamw_fused2 (apex FusedAdam / llm.c adamw_kernel): one launch over the
 // whole buffer. The host cuts the layout's segments into chunks of at most
 // 16384 elements that never straddle a segment and uploads the table once
 // per layout: chunks[2k] = first element, chunks[2k+1] = length | decay<<31.
 // Block k updates chunk k: the scalar head up to a 4-element boundary, then
 // float4 loads of p, g, m, v (vec set: every base pointer aligned), then the
 // scalar tail; the working copy work (T, or null) is written in the same
-// pass. Bytes per element: 16 read (p, g, m, v), 12 written (p, m, v) and
-// sizeof(T) for work.
+// pass. The vector body is software-pipelined: each thread issues the next
+// group's four 16-byte loads before it computes and stores the current
+// group, so its loads stay in flight during the ~60 instructions an element
+// of the update costs (correctly rounded division and square root). Bytes
+// per element: 16 read (p, g, m, v), 12 written (p, m, v) and sizeof(T) for
+// work. (The unpipelined adamw_fused, 89.7% of copy bandwidth against 92.7%
+// on the H200, is gone.)
 //
-// adamw_fused_state: adamw_fused with the per-step scalars read from the
+// adamw_fused_state2: adamw_fused2 with the per-step scalars read from the
 // step state that step_update wrote (kernels/step.cu, pkg/device's Slot*
 // constants), and nothing done when the step's gradients were not finite:
 // the optimizer step of the device-resident (graph-capturable) step.
-//
-// adamw_fused2, adamw_fused_state2 (the defaults; adamw_fused and
-// adamw_fused_state are the legacy variant): the same with the vector body
-// software-pipelined: each thread issues the next group's four 16-byte
-// loads before it computes and stores the current group, so its loads stay
-// in flight during the ~60 instructions an element of the update costs
-// (correctly rounded division and square root); the same bits.
 //
 // adamw_pass: one elementwise step of torch's for-loop (single-tensor)
 // AdamW, launched per tensor and step by the decomposed form (op below);
@@ -47,7 +45,7 @@
 #include "common.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
-// druto:block ADAMW_BLOCK adamw_fused adamw_fused_state adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work
+// druto:block ADAMW_BLOCK adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work
 #define ADAMW_BLOCK 256
 
 // AdamC is the step's scalars (see pkg/device/gpu/adamw.go adamConsts).
@@ -66,9 +64,20 @@ __device__ __forceinline__ void adam_update(float& p, float g, float& m, float& 
     p = __fadd_rn(p, __fmul_rn(c.step, __fdiv_rn(m, den)));
 }
 
-// adamw_chunk updates chunk blockIdx.x of the table (adamw_fused's body);
-// PIPE: the next group's loads before the current group's update.
-template <bool PIPE>
+// adam_one updates element i (the scalar head and tail of a chunk).
+__device__ __forceinline__ void adam_one(size_t i, float* __restrict__ master, T* __restrict__ work,
+                                         const float* __restrict__ grads, float* __restrict__ m, float* __restrict__ v,
+                                         bool dec, const AdamC& c) {
+    float p = master[i], mm = m[i], vv = v[i];
+    adam_update(p, grads[i], mm, vv, dec, c);
+    master[i] = p;
+    m[i] = mm;
+    v[i] = vv;
+    if (work != 0) store(work, i, p);
+}
+
+// adamw_chunk updates chunk blockIdx.x of the table (adamw_fused2's body),
+// the next group's loads issued before the current group's update.
 __device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __restrict__ work,
                                             const float* __restrict__ grads, float* __restrict__ m,
                                             float* __restrict__ v, const unsigned int* __restrict__ chunks,
@@ -83,57 +92,34 @@ __device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __res
         const size_t up = (lo + 3) & ~(size_t)3;
         body = up < end ? up : end;
         for (size_t i = lo + threadIdx.x; i < body; i += blockDim.x) {
-            float p = master[i], mm = m[i], vv = v[i];
-            adam_update(p, grads[i], mm, vv, dec, c);
-            master[i] = p;
-            m[i] = mm;
-            v[i] = vv;
-            if (work != 0) store(work, i, p);
+            adam_one(i, master, work, grads, m, v, dec, c);
         }
         const size_t groups = (end - body) >> 2;
-        if (PIPE) {
-            size_t k = threadIdx.x;
-            F4 p, g, mm, vv;
-            if (k < groups) {
-                const size_t i = body + 4 * k;
-                p = ld4(master + i), g = ld4(grads + i), mm = ld4(m + i), vv = ld4(v + i);
+        size_t k = threadIdx.x;
+        F4 p, g, mm, vv;
+        if (k < groups) {
+            const size_t i = body + 4 * k;
+            p = ld4(master + i), g = ld4(grads + i), mm = ld4(m + i), vv = ld4(v + i);
+        }
+        for (; k < groups; k += blockDim.x) {
+            const size_t i = body + 4 * k, kn = k + blockDim.x;
+            F4 pn, gn, mn, vn;
+            if (kn < groups) { // another thread-group's elements: no overlap with i's stores
+                const size_t in = body + 4 * kn;
+                pn = ld4(master + in), gn = ld4(grads + in), mn = ld4(m + in), vn = ld4(v + in);
             }
-            for (; k < groups; k += blockDim.x) {
-                const size_t i = body + 4 * k, kn = k + blockDim.x;
-                F4 pn, gn, mn, vn;
-                if (kn < groups) { // another thread-group's elements: no overlap with i's stores
-                    const size_t in = body + 4 * kn;
-                    pn = ld4(master + in), gn = ld4(grads + in), mn = ld4(m + in), vn = ld4(v + in);
-                }
 #pragma unroll
-                for (int j = 0; j < 4; j++) adam_update(p.v[j], g.v[j], mm.v[j], vv.v[j], dec, c);
-                st4(master + i, p);
-                st4(m + i, mm);
-                st4(v + i, vv);
-                if (work != 0) st4(work + i, p);
-                p = pn, g = gn, mm = mn, vv = vn;
-            }
-        } else {
-            for (size_t k = threadIdx.x; k < groups; k += blockDim.x) {
-                const size_t i = body + 4 * k;
-                F4 p = ld4(master + i), g = ld4(grads + i), mm = ld4(m + i), vv = ld4(v + i);
-#pragma unroll
-                for (int j = 0; j < 4; j++) adam_update(p.v[j], g.v[j], mm.v[j], vv.v[j], dec, c);
-                st4(master + i, p);
-                st4(m + i, mm);
-                st4(v + i, vv);
-                if (work != 0) st4(work + i, p);
-            }
+            for (int j = 0; j < 4; j++) adam_update(p.v[j], g.v[j], mm.v[j], vv.v[j], dec, c);
+            st4(master + i, p);
+            st4(m + i, mm);
+            st4(v + i, vv);
+            if (work != 0) st4(work + i, p);
+            p = pn, g = gn, mm = mn, vv = vn;
         }
         body += groups * 4; // the scalar tail starts here
     }
     for (size_t i = body + threadIdx.x; i < end; i += blockDim.x) {
-        float p = master[i], mm = m[i], vv = v[i];
-        adam_update(p, grads[i], mm, vv, dec, c);
-        master[i] = p;
-        m[i] = mm;
-        v[i] = vv;
-        if (work != 0) store(work, i, p);
+        adam_one(i, master, work, grads, m, v, dec, c);
     }
 }
 
@@ -143,8 +129,7 @@ __device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __res
         int do_decay, float w1, int small, float b2, float w2, float step, float bc2, float eps, int vec
 
 // master, grads, m, v (total) fp32; work (total) T or null; chunks (nchunks, 2)
-template <bool PIPE>
-__device__ __forceinline__ void adamw_fused_body(ADAMW_FUSED_ARGS) {
+extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
     AdamC c;
     c.gs = gs;
     c.scaled = scaled;
@@ -156,17 +141,7 @@ __device__ __forceinline__ void adamw_fused_body(ADAMW_FUSED_ARGS) {
     c.step = step;
     c.bc2 = bc2;
     c.eps = eps;
-    adamw_chunk<PIPE>(master, work, grads, m, v, chunks, do_decay, vec, c);
-}
-
-extern "C" __global__ void adamw_fused(ADAMW_FUSED_ARGS) {
-    adamw_fused_body<false>(master, work, grads, m, v, chunks, gs, scaled, decay, do_decay, w1, small, b2, w2, step, bc2,
-                            eps, vec);
-}
-
-extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
-    adamw_fused_body<true>(master, work, grads, m, v, chunks, gs, scaled, decay, do_decay, w1, small, b2, w2, step, bc2,
-                           eps, vec);
+    adamw_chunk(master, work, grads, m, v, chunks, do_decay, vec, c);
 }
 
 // The slots of the step state read here (pkg/device's Slot* constants).
@@ -177,15 +152,14 @@ extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
 #define ST_STEP 12
 #define ST_BC2 13
 
-// adamw_fused with gs, decay, step and bc2 from st (StateLen) fp32; a no-op
+// adamw_fused2 with gs, decay, step and bc2 from st (StateLen) fp32; a no-op
 // unless st[ST_FINITE] is set.
 #define ADAMW_STATE_ARGS                                                                                        \
     float *__restrict__ master, T *__restrict__ work, const float *__restrict__ grads, float *__restrict__ m,       \
         float *__restrict__ v, const unsigned int *__restrict__ chunks, const float *__restrict__ st, float w1,     \
         int small, float b2, float w2, float eps, int vec
 
-template <bool PIPE>
-__device__ __forceinline__ void adamw_state_body(ADAMW_STATE_ARGS) {
+extern "C" __global__ void adamw_fused_state2(ADAMW_STATE_ARGS) {
     if (st[ST_FINITE] == 0.0f) return;
     AdamC c;
     c.gs = st[ST_GRADSCALE];
@@ -198,15 +172,7 @@ __device__ __forceinline__ void adamw_state_body(ADAMW_STATE_ARGS) {
     c.step = st[ST_STEP];
     c.bc2 = st[ST_BC2];
     c.eps = eps;
-    adamw_chunk<PIPE>(master, work, grads, m, v, chunks, st[ST_DODECAY] != 0.0f, vec, c);
-}
-
-extern "C" __global__ void adamw_fused_state(ADAMW_STATE_ARGS) {
-    adamw_state_body<false>(master, work, grads, m, v, chunks, st, w1, small, b2, w2, eps, vec);
-}
-
-extern "C" __global__ void adamw_fused_state2(ADAMW_STATE_ARGS) {
-    adamw_state_body<true>(master, work, grads, m, v, chunks, st, w1, small, b2, w2, eps, vec);
+    adamw_chunk(master, work, grads, m, v, chunks, st[ST_DODECAY] != 0.0f, vec, c);
 }
 
 #define EW_LOOP(n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)

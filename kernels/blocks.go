@@ -3,8 +3,8 @@ package kernels
 // blocks.go: the one definition of each kernel's block size. A kernel file
 // defines every block size it launches with once, as
 //
-//	// druto:block LN_FWD_BLOCK layernorm_forward layernorm_forward_rf32
-//	#define LN_FWD_BLOCK 256
+//	// druto:block LN_BWD_BLOCK layernorm_backward layernorm_backward_rf32
+//	#define LN_BWD_BLOCK 128
 //
 // The kernels use the macro (shared-memory sizes, strides, warp counts,
 // __launch_bounds__), nvcc (gen-ptx.sh) and NVRTC compile that same text,
@@ -31,7 +31,7 @@ import (
 var defineLine = regexp.MustCompile(`^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)\s+([0-9]+)\s*(//.*)?$`)
 
 // Block returns N of the line `#define MACRO N` (a decimal integer) in the
-// embedded kernel source file, e.g. Block("layernorm.cu", "LN_FWD_BLOCK").
+// embedded kernel source file, e.g. Block("layernorm.cu", "LN_BWD_BLOCK").
 func Block(file, macro string) (int, error) { return blockIn(sources, file, macro) }
 
 // MustBlock is Block for the launchers' package-level block sizes: it

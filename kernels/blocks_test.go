@@ -13,7 +13,7 @@ func TestBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"layernorm_forward", "layernorm_backward_rf32", "crossentropy_fused_l2", "gradnorm_partial", "adamw_fused"} {
+	for _, k := range []string{"layernorm_forward", "layernorm_backward_rf32", "crossentropy_fused_l3", "gradnorm_partial2", "adamw_fused2"} {
 		if kb[k] == 0 {
 			t.Errorf("KernelBlocks has no block for %s", k)
 		}
@@ -23,8 +23,8 @@ func TestBlocks(t *testing.T) {
 			t.Errorf("%s: block %d", k, n)
 		}
 	}
-	if n, err := Block("gradnorm.cu", "GN_THREADS"); err != nil || n != kb["gradnorm_partial"] {
-		t.Errorf("Block(gradnorm.cu, GN_THREADS) = %d, %v; KernelBlocks says %d", n, err, kb["gradnorm_partial"])
+	if n, err := Block("gradnorm.cu", "GN_THREADS"); err != nil || n != kb["gradnorm_partial2"] {
+		t.Errorf("Block(gradnorm.cu, GN_THREADS) = %d, %v; KernelBlocks says %d", n, err, kb["gradnorm_partial2"])
 	}
 }
 

@@ -1,18 +1,16 @@
 // crossentropy.cu: softmax cross-entropy over the vocabulary, the "fused
 // classifier" (pkg/device/gpu/crossentropy.go).
 //
-// druto:kernel crossentropy_fused_l2 crossentropy_fused_l3
+// druto:kernel crossentropy_fused_l3
 // druto:kernel ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad
 // druto:dtypes f32 bf16 f16
 //
-// Fused (crossentropy_fused_l3, the default, and the legacy
-// crossentropy_fused_l2; the first kernel, a block per row holding the row
-// in registers, is gone): per row, Σ exp(x - max) in fp32; thread 0 writes
+// Fused (crossentropy_fused_l3): per row, Σ exp(x - max) in fp32; thread 0 writes
 // losses[row] = log(sum) - (x[target] - max); when dscale != 0 the row is
 // overwritten with (exp(x - max)/sum - onehot)·dscale in T. No probability
 // buffer exists. Bytes: the logits read once and, with dscale != 0, written
 // once; the targets and losses. With dscale_mul not null
-// (crossentropy_fused_l2, _l3 and ce_grad), dscale is first multiplied by
+// (crossentropy_fused_l3 and ce_grad), dscale is first multiplied by
 // *dscale_mul: the loss scale of the device-resident step.
 //
 // Decomposed (log_softmax + nll_loss as eager PyTorch runs them, over a
@@ -69,26 +67,36 @@ __device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j,
     return j == tgt ? (p - 1.0f) * dscale : p * dscale;
 }
 
-// ---- crossentropy_fused_l2: several rows in flight per SM ------------
+// ---- crossentropy_fused_l3: several rows in flight per SM ------------
 //
-// The first fused kernel held a whole row in registers: 512 threads × 64
-// registers of cache filled the register file, so an SM worked on one row at
-// a time and its read phase, reductions and write phase never overlapped.
-// crossentropy_fused_l2 keeps almost nothing in registers and reads the row
-// twice: pass 1 streams it with CE2_UNROLL 128-bit loads in flight per
-// thread and folds each group into a running (max, sum) pair (online
-// softmax: the sum is rescaled once per group when the max grows, so one
-// pass gives both); the block merges the pairs (pass 2's first loads are
-// already in flight); pass 2 reads the row again and writes the gradient
-// over it. The launcher sizes a persistent grid of
-// a few blocks per SM (rows ≈ 2·SMs in flight, 26 MB of bf16 GPT-2 rows), so
-// the second read of a row, issued a few microseconds after the first, hits
-// the 50 MB L2: DRAM sees the logits read once and written once, while the
-// other blocks of the SM stream during one block's reductions.
-
-// druto:block CE2_THREADS crossentropy_fused_l2
-#define CE2_THREADS 512
-#define CE2_UNROLL 4
+// A kernel that held a whole row in registers (512 threads × 64 registers
+// of cache) filled the register file, so an SM worked on one row at a time
+// and its read phase, reductions and write phase never overlapped.
+// crossentropy_fused_l3 keeps almost nothing in registers and reads the
+// row twice: pass 1 streams it with CE3_UNROLL 128-bit loads in flight per
+// thread (the next group's issued before the current one is folded) and
+// folds each group into a running (max, sum) pair (online softmax: the sum
+// is rescaled once per group when the max grows, so one pass gives both);
+// the block merges the pairs (pass 2's first loads are already in flight);
+// pass 2 reads the row again and writes the gradient over it. The launcher
+// sizes a persistent grid of a few blocks per SM (rows ≈ 2·SMs in flight,
+// 26 MB of bf16 GPT-2 rows), so the second read of a row, issued a few
+// microseconds after the first, hits the 50 MB L2: DRAM sees the logits
+// read once and written once, while the other blocks of the SM stream
+// during one block's reductions.
+//
+// The work per logit is about 10 instructions (its predecessor
+// crossentropy_fused_l2 spent about 25 and measured 61.1% of copy
+// bandwidth against 82.7% on the H200):
+//   - exp as one ex2.approx.ftz of an FMA (exp(x - m) below 2^-126, where
+//     it flushes to 0, is a probability under 1e-38);
+//   - pass 2 writes exp(x - m)·(dscale/sum) for every logit, the target's
+//     (p - 1)·dscale is written over it by thread 0 after a barrier;
+//   - on sm_80 and newer, two logits rounded and packed by one cvt.rn
+//     .bf16x2/.f16x2 (the same round-to-nearest-even; a NaN becomes the
+//     canonical NaN).
+// The gradient is within an ulp of fp32 before its rounding to T
+// (dscale/sum is one rounding).
 
 // ce_merge folds the pair (om, os) into (m, s): s is a sum of exp(x - m).
 __device__ __forceinline__ void ce_merge(float& m, float& s, float om, float os) {
@@ -133,121 +141,6 @@ __device__ __forceinline__ void ce_rescale(float& m, float& s, float lm) {
 // or NaN): exp(-inf - -inf) would be NaN where the -inf logits (masked
 // entries) must add 0; NaN logits still give NaN.
 __device__ __forceinline__ float ce_ml(float m) { return m == CE_NEG_INF ? 0.0f : m * 1.4426950408889634f; }
-
-// losses (N) F32, logits (N,V) T, targets (N); a grid-stride loop over the
-// rows (grid: a few blocks per SM); vecok as crossentropy_fused's.
-extern "C" __global__ void __launch_bounds__(CE2_THREADS, 2) crossentropy_fused_l2(float* __restrict__ losses, T* __restrict__ logits,
-                                                                               const int* __restrict__ targets, int N, int V,
-                                                                               float dscale, int vecok, const float* __restrict__ dscale_mul) {
-    if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
-    __shared__ float red[64];
-    const int tid = threadIdx.x;
-    const bool vec = vecok != 0 && (V % CE_VEC) == 0;
-    const int nv = vec ? V / CE_VEC : 0;
-    for (int row = blockIdx.x; row < N; row += gridDim.x) {
-        T* x = logits + (size_t)row * V;
-        const int tgt = targets[row];
-        const bool ok = tgt >= 0 && tgt < V;
-        float xt = 0.0f;
-        if (tid == 0 && ok) xt = load(x, tgt); // before any thread writes the row
-        uint4* xv = (uint4*)x;
-
-        // pass 1: the running (max, sum of exp(x - max)) of this thread's logits
-        float m = CE_NEG_INF, s = 0.0f;
-        for (int i0 = tid; i0 < nv; i0 += CE2_THREADS * CE2_UNROLL) {
-            ce_pack p[CE2_UNROLL];
-#pragma unroll
-            for (int u = 0; u < CE2_UNROLL; u++) {
-                int i = i0 + u * CE2_THREADS;
-                if (i < nv) p[u].u = xv[i];
-            }
-            float lm = CE_NEG_INF;
-#pragma unroll
-            for (int u = 0; u < CE2_UNROLL; u++) {
-                if (i0 + u * CE2_THREADS < nv) {
-#pragma unroll
-                    for (int e = 0; e < CE_VEC; e++) lm = fmaxf(lm, load(p[u].e, e));
-                }
-            }
-            ce_rescale(m, s, lm);
-            const float ml = ce_ml(m);
-#pragma unroll
-            for (int u = 0; u < CE2_UNROLL; u++) {
-                if (i0 + u * CE2_THREADS < nv) {
-#pragma unroll
-                    for (int e = 0; e < CE_VEC; e++) s += ce_exp(load(p[u].e, e), ml);
-                }
-            }
-        }
-        if (!vec) {
-            for (int j = tid; j < V; j += CE2_THREADS) {
-                float v = load(x, j);
-                ce_rescale(m, s, v);
-                s += ce_exp(v, ce_ml(m));
-            }
-        }
-        // pass 2's first loads are issued before the block's reduction, so
-        // they are in flight while it runs (they need no statistics)
-        ce_pack p[CE2_UNROLL];
-        if (dscale != 0.0f) {
-#pragma unroll
-            for (int u = 0; u < CE2_UNROLL; u++) {
-                int i = tid + u * CE2_THREADS;
-                if (i < nv) p[u].u = xv[i];
-            }
-        }
-        ce_block_lse(m, s, red);
-        if (tid == 0) losses[row] = ok ? logf(s) - (xt - m) : CE_NAN;
-        if (dscale == 0.0f) continue;
-        __syncthreads(); // thread 0 has read x[tgt] before anyone overwrites it
-        const float ml = m * 1.4426950408889634f, inv = 1.0f / s;
-
-        // pass 2: the row again (from L2), the gradient written over it
-        for (int i0 = tid; i0 < nv; i0 += CE2_THREADS * CE2_UNROLL) {
-            if (i0 != tid) {
-#pragma unroll
-                for (int u = 0; u < CE2_UNROLL; u++) {
-                    int i = i0 + u * CE2_THREADS;
-                    if (i < nv) p[u].u = xv[i];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < CE2_UNROLL; u++) {
-                int i = i0 + u * CE2_THREADS;
-                if (i < nv) {
-                    ce_pack o;
-#pragma unroll
-                    for (int e = 0; e < CE_VEC; e++) store(o.e, e, ce_grad_of(load(p[u].e, e), ml, inv, i * CE_VEC + e, tgt, dscale));
-                    xv[i] = o.u;
-                }
-            }
-        }
-        if (!vec)
-            for (int j = tid; j < V; j += CE2_THREADS) store(x, j, ce_grad_of(load(x, j), ml, inv, j, tgt, dscale));
-    }
-}
-
-// ---- crossentropy_fused_l3: crossentropy_fused_l2 with less work -------
-//
-// crossentropy_fused_l2 (the legacy variant now) spends about 25
-// instructions a logit over its two visits (exp2f's subnormal scaling, the
-// one-hot test on every element, the bit-level bf16 rounding): about 0.55
-// ms of issue on an H200 for GPT-2's 824 M logits, against 0.78 ms of
-// memory, so the two overlap badly within its two blocks an SM. l3 keeps
-// its structure (persistent grid of CE3_ROWS_PER_SM blocks an SM, each row
-// read twice, the second time from L2; the online (max, sum) of pass 1)
-// and cuts the per-logit work to about 10:
-//   - exp as one ex2.approx.ftz of an FMA (exp(x - m) below 2^-126, where
-//     it flushes to 0, is a probability under 1e-38);
-//   - pass 2 writes exp(x - m)·(dscale/sum) for every logit, the target's
-//     (p - 1)·dscale is written over it by thread 0 after a barrier;
-//   - on sm_80 and newer, two logits rounded and packed by one cvt.rn
-//     .bf16x2/.f16x2 (the same round-to-nearest-even; a NaN becomes the
-//     canonical NaN);
-//   - pass 1 issues the next group's loads before folding the current one.
-// Results: the loss as l2's up to exp's last ulps; the gradient within an
-// ulp of fp32 before its rounding to T (dscale/sum is one rounding, l2
-// multiplies by 1/sum and dscale in turn).
 
 // druto:block CE3_THREADS crossentropy_fused_l3
 #define CE3_THREADS 512

@@ -1,12 +1,12 @@
 // flash_attention2.cu: the second variant of the flash-attention forward
-// (FlashAttention-2 scheme, sm_80+), beside flash_attention.cu's, chosen by
-// pkg/device/gpu (Device flash variant 2, env DRUTO_FLASH=2). Same layouts,
-// arguments and results as flash_fwd_hsN (see flash_attention.cu); the
-// backward of variant 2 is flash_attention.cu's.
+// and backward (FlashAttention-2 scheme, sm_80+), which pkg/device/gpu runs
+// wherever it is built; flash_attention.cu's variant 1 runs otherwise (f16
+// on sm_75, and the backward at hs 128 on GPUs that cannot give
+// flash_bwd2kv_hs128 its shared memory). Same layouts, arguments and
+// results as variant 1's (see flash_attention.cu).
 //
 // druto:kernel flash_fwd2_hs32 flash_fwd2_hs64 flash_fwd2_hs128
-// druto:kernel flash_bwd2_hs32 flash_bwd2_hs64 flash_bwd2_hs128
-// druto:kernel flash_bwd2_dot flash_bwd2_dq
+// druto:kernel flash_bwd2_dot
 // druto:kernel flash_bwd2kv_hs32 flash_bwd2kv_hs64 flash_bwd2kv_hs128
 // druto:kernel flash_bwd2q_hs32 flash_bwd2q_hs64 flash_bwd2q_hs128
 // druto:dtypes bf16 f16
@@ -35,7 +35,7 @@
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block FA2_BLOCK flash_fwd2_hs32 flash_fwd2_hs64 flash_fwd2_hs128
 #define FA2_BLOCK 256
-// druto:block FA2_BWD_BLOCK flash_bwd2_hs32 flash_bwd2_hs64 flash_bwd2_hs128 flash_bwd2kv_hs32 flash_bwd2kv_hs64 flash_bwd2kv_hs128 flash_bwd2q_hs32 flash_bwd2q_hs64 flash_bwd2q_hs128 flash_bwd2_dot flash_bwd2_dq
+// druto:block FA2_BWD_BLOCK flash_bwd2kv_hs32 flash_bwd2kv_hs64 flash_bwd2kv_hs128 flash_bwd2q_hs32 flash_bwd2q_hs64 flash_bwd2q_hs128 flash_bwd2_dot
 #define FA2_BWD_BLOCK 256
 
 #define FA2_BM 128 // query rows per CTA (8 warps × 16)
@@ -248,11 +248,14 @@ extern "C" __global__ void __launch_bounds__(FA2_BLOCK, 1) flash_fwd2_hs128(FA2_
 
 // ---- backward, variant 2 ----------------------------------------------------
 //
+// Three kernels, no atomics and no fp32 scratch (deterministic): dd, then
+// dk and dv, then dq in a pass of its own that recomputes S and dP (7
+// matrix products a tile pair against 5 with dq added by fp32 atomics, the
+// variant this replaced: 124 against 109 TFLOP/s on the H200).
 // flash_bwd2_dot (grid-stride, 8 elements a thread): dd = rowsum(dout∘out)
-//   per (b,h,t) row, and dqacc zeroed (so no memset runs before the main
-//   kernel). Thread i owns elements 8i..8i+7 of dout/out/dqacc (B,T,C), a
+//   per (b,h,t) row. Thread i owns elements 8i..8i+7 of dout/out (B,T,C), a
 //   group of HS/8 adjacent threads one (b,t,h) row.
-// flash_bwd2_hsN (grid (B·NH, ceil(T/128)), 256 threads, dynamic shared
+// flash_bwd2kv_hsN (grid (B·NH, ceil(T/128)), 256 threads, dynamic shared
 //   memory Fa2Bwd<HS,BM>::BYTES, > 48 KB: the launcher raises the limit
 //   once at load): one CTA per tile of FA2_BN = 128 keys of one (b,h);
 //   blockIdx.y = 0 is the first key tile, which meets the most query tiles,
@@ -262,18 +265,15 @@ extern "C" __global__ void __launch_bounds__(FA2_BLOCK, 1) flash_fwd2_hs128(FA2_
 //   query tiles of BM rows from the diagonal to T:
 //     Sᵀ = k·qᵀ, dPᵀ = v·doutᵀ (16 keys × BM queries a warp),
 //     Pᵀ = exp2(Sᵀ·scale·log2e − lse·log2e), dSᵀ = Pᵀ∘(dPᵀ − dd),
-//     dv += Pᵀ·dout, dk += dSᵀ·q (A operands straight from the registers),
-//     dSᵀ to shared memory (16-bit, key-major: 32-bit conflict-free stores),
-//     dq (BM × HS) = dS·k split over the 8 warps (A by ldmatrix.trans),
-//     added to dqacc with fp32 atomics (fire-and-forget RED).
+//     dv += Pᵀ·dout, dk += dSᵀ·q (A operands straight from the registers).
 //   The next query tile (q, dout, lse, dd) loads with cp.async into the
-//   other half of a double buffer while the current one is multiplied; two
-//   barriers a tile. A warp whose 16 keys lie above the tile's last row
-//   (or at/after T) does no mma work, and dq's key loop stops at the last
-//   key that can meet the tile. k and v A fragments stay in registers at
-//   hs 32/64 (read once), are re-read from shared memory at hs 128.
-//   Rows are padded by 8 elements (16 bytes): ldmatrix phases conflict-free.
-// flash_bwd2_dq (grid-stride, 8 elements a thread): dqkv's q part += dqacc.
+//   other half of a double buffer while the current one is multiplied; one
+//   barrier a tile. A warp whose 16 keys lie above the tile's last row
+//   (or at/after T) does no mma work. k and v A fragments stay in
+//   registers at hs 32/64 (read once), are re-read from shared memory at
+//   hs 128. Rows are padded by 8 elements (16 bytes): ldmatrix phases
+//   conflict-free.
+// flash_bwd2q_hsN: dq, see its comment below.
 
 #define FA2_BN 128 // keys per backward CTA (8 warps × 16)
 
@@ -289,14 +289,6 @@ __device__ __forceinline__ void fa2_cp4(void* s, const void* g, bool valid) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(fa_smem(s)), "l"(g), "r"(valid ? 4 : 0) : "memory");
 }
 #endif
-
-// fa_ldAt: the A fragment (16×16) of rows r0.., columns c0.. of A when s
-// holds Aᵀ (s[c][r], row stride LD): ldmatrix.trans of the stored rows
-// c0..c0+15.
-template <int LD>
-__device__ __forceinline__ void fa_ldAt(unsigned* a, const unsigned short* s, int r0, int c0, int lane) {
-    fa_ldm4t(a, s + (c0 + (lane & 7) + (lane >> 4) * 8) * LD + r0 + ((lane >> 3) & 1) * 8);
-}
 
 // fa2b_tile starts copying rows [r0, r0+ROWS) × HS columns of a global
 // matrix (row stride ld elements) into shared s (row stride LD); rows at or
@@ -315,15 +307,15 @@ __device__ __forceinline__ void fa2b_tile(unsigned short* s, const T* g, long lo
     }
 }
 
-// Fa2Bwd: flash_bwd2's shared memory, byte offsets: k and v (FA2_BN × LD),
-// q and dout (2 buffers × BM × LD each), dSᵀ (FA2_BN × LS), lse and
-// dd (2 × BM floats each). pkg/device/gpu/attention.go (flashBwd2Smem)
-// repeats BYTES for the launch.
+// Fa2Bwd: flash_bwd2kv's shared memory, byte offsets: k and v (FA2_BN ×
+// LD), q and dout (2 buffers × BM × LD each), lse and dd (2 × BM floats
+// each). pkg/device/gpu/attention.go (flashBwd2Smem) repeats BYTES for the
+// launch.
 template <int HS, int BM>
 struct Fa2Bwd {
-    static const int LD = HS + 8, LS = BM + 8;
+    static const int LD = HS + 8;
     static const int K = 0, V = K + FA2_BN * LD * 2, Q = V + FA2_BN * LD * 2, O = Q + 2 * BM * LD * 2;
-    static const int S = O + 2 * BM * LD * 2, L = S + FA2_BN * LS * 2, D = L + 2 * BM * 4, BYTES = D + 2 * BM * 4;
+    static const int L = O + 2 * BM * LD * 2, D = L + 2 * BM * 4, BYTES = D + 2 * BM * 4;
 };
 
 #ifdef DRUTO_EMU
@@ -349,19 +341,15 @@ __device__ __forceinline__ void fa2b_qtile(unsigned char* sm, int st, const T* q
     }
 }
 
-// DQ: dq by atomics into dqacc (flash_bwd2_hsN); false: dk and dv only
-// (flash_bwd2kv_hsN, dq by flash_bwd2q_hsN; dqacc unused).
-template <int HS, int BM, bool DQ>
-__device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restrict__ dqacc, const T* __restrict__ qkv,
-                                           const T* __restrict__ dout, const float* __restrict__ lse,
-                                           const float* __restrict__ dd, int Tn, int C, int NH, float scale) {
+// dk and dv of one key tile (flash_bwd2kv_hsN; dq by flash_bwd2q_hsN).
+template <int HS, int BM>
+__device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __restrict__ qkv, const T* __restrict__ dout,
+                                             const float* __restrict__ lse, const float* __restrict__ dd, int Tn, int C,
+                                             int NH, float scale) {
     typedef Fa2Bwd<HS, BM> G;
-    const int LD = G::LD, LS = G::LS;
-    const bool KREG = HS <= 64;  // k and v A fragments held in registers
+    const int LD = G::LD;
+    const bool KREG = HS <= 64; // k and v A fragments held in registers
     const int KF = KREG ? HS / 16 : 1;
-    const int NG = BM / 16;      // dq: query row groups of 16
-    const int NS = 8 / NG;       // dq: column splits (8 warps = NG × NS)
-    const int DW = HS / NS;      // dq: columns per warp (a multiple of 16)
     unsigned char* sm = fa2_dsmem;
 #ifndef DRUTO_EMU
     {
@@ -374,7 +362,6 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
     unsigned short* sV = reinterpret_cast<unsigned short*>(sm + G::V);
     unsigned short* sQ = reinterpret_cast<unsigned short*>(sm + G::Q);
     unsigned short* sO = reinterpret_cast<unsigned short*>(sm + G::O);
-    unsigned short* sS = reinterpret_cast<unsigned short*>(sm + G::S);
     const float* sL = reinterpret_cast<const float*>(sm + G::L);
     const float* sD = reinterpret_cast<const float*>(sm + G::D);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -416,7 +403,7 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
     for (int qt = qt0; qt < nq; qt++) {
         const int q0 = qt * BM, st = (qt - qt0) & 1;
         fa2_wait<0>();   // query tile qt has landed (this thread's copies)
-        __syncthreads(); // ... and everyone's; the previous tile's readers of sS and buffer st^1 are done
+        __syncthreads(); // ... and everyone's; the previous tile's readers of buffer st^1 are done
         if (qt + 1 < nq) fa2b_qtile<HS, BM>(sm, st ^ 1, q, go, lb, db, ld, C, q0 + BM, Tn);
         fa2_commit();
         // keys [k0, k0+kmax) can meet the tile: the others are above its
@@ -484,14 +471,6 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
                 sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
                 sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
                 sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-                if (DQ) { // dSᵀ rows (keys) kw+g and kw+g+8, queries kk·16 + 2·t4 (+8): key-major
-                    unsigned* w0 = reinterpret_cast<unsigned*>(sS + (kw + g) * LS + kk * 16 + 2 * t4);
-                    unsigned* w1 = reinterpret_cast<unsigned*>(sS + (kw + g + 8) * LS + kk * 16 + 2 * t4);
-                    w0[0] = sa[0];
-                    w1[0] = sa[1];
-                    w0[4] = sa[2];
-                    w1[4] = sa[3];
-                }
 #pragma unroll
                 for (int j = 0; j < HS / 16; j++) {
                     unsigned bf[4];
@@ -501,42 +480,6 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
                     fa_ldB<LD>(bf, cQ, kk * 16, j * 16, lane);
                     fa_mma(dk[2 * j], sa, bf[0], bf[1]);
                     fa_mma(dk[2 * j + 1], sa, bf[2], bf[3]);
-                }
-            }
-        }
-        if (!DQ) continue; // one barrier a tile: the next one guards buffer st^1
-        __syncthreads(); // dSᵀ of keys [0, kmax) is in sS
-        // dq (BM × HS) += dS (BM × kmax keys) · k: warp = (row group, column split)
-        {
-            const int rg = warp % NG, cs = warp / NG;
-            float dq[DW / 8][4];
-#pragma unroll
-            for (int j = 0; j < DW / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < FA2_BN / 16; kk++) {
-                if (kk * 16 < kmax) { // CTA-uniform
-                    unsigned sa[4];
-                    fa_ldAt<LS>(sa, sS, rg * 16, kk * 16, lane);
-#pragma unroll
-                    for (int j = 0; j < DW / 16; j++) {
-                        unsigned bf[4];
-                        fa_ldB<LD>(bf, sK, kk * 16, cs * DW + j * 16, lane);
-                        fa_mma(dq[2 * j], sa, bf[0], bf[1]);
-                        fa_mma(dq[2 * j + 1], sa, bf[2], bf[3]);
-                    }
-                }
-            }
-            const int r0 = q0 + rg * 16 + g, r1 = r0 + 8;
-            float* qa = dqacc + (long long)b * Tn * C + h * HS + cs * DW + 2 * t4;
-#pragma unroll
-            for (int j = 0; j < DW / 8; j++) {
-                if (r0 < Tn) {
-                    atomicAdd(qa + (long long)r0 * C + j * 8, dq[j][0] * scale);
-                    atomicAdd(qa + (long long)r0 * C + j * 8 + 1, dq[j][1] * scale);
-                }
-                if (r1 < Tn) {
-                    atomicAdd(qa + (long long)r1 * C + j * 8, dq[j][2] * scale);
-                    atomicAdd(qa + (long long)r1 * C + j * 8 + 1, dq[j][3] * scale);
                 }
             }
         }
@@ -565,26 +508,17 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
     }
 }
 
-#define FA2_BWD_ARGS                                                                                           \
-    T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ qkv, const T *__restrict__ dout,    \
-        const float *__restrict__ lse, const float *__restrict__ dd, int Tn, int C, int NH, float scale
-extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs32(FA2_BWD_ARGS) {
-    flash_bwd2<32, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
-}
-extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs64(FA2_BWD_ARGS) {
-    flash_bwd2<64, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
-}
-extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs128(FA2_BWD_ARGS) {
-    flash_bwd2<128, 32, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
-}
+#define FA2_BWD_ARGS                                                                                          \
+    T *__restrict__ dqkv, const T *__restrict__ qkv, const T *__restrict__ dout, const float *__restrict__ lse, \
+        const float *__restrict__ dd, int Tn, int C, int NH, float scale
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs32(FA2_BWD_ARGS) {
-    flash_bwd2<32, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2kv<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs64(FA2_BWD_ARGS) {
-    flash_bwd2<64, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2kv<64, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs128(FA2_BWD_ARGS) {
-    flash_bwd2<128, 32, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2kv<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
 
 // dqkv (B,T,3C) T: the q part += dq; qkv (B,T,3C), dout (B,T,C) T, lse,
@@ -724,27 +658,24 @@ __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __res
     }
 }
 
-#define FA2_BWDQ_ARGS                                                                                          \
-    T *__restrict__ dqkv, const T *__restrict__ qkv, const T *__restrict__ dout, const float *__restrict__ lse, \
-        const float *__restrict__ dd, int Tn, int C, int NH, float scale
 // hs 32/64: two CTAs (16 warps) an SM within 128 registers (hs 64: 32-key
 // tiles, as q, dout and dq fragments take 64 registers)
-extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs32(FA2_BWDQ_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs32(FA2_BWD_ARGS) {
     flash_bwd2q<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
-extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs64(FA2_BWDQ_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs64(FA2_BWD_ARGS) {
     flash_bwd2q<64, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
-extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2q_hs128(FA2_BWDQ_ARGS) {
+extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2q_hs128(FA2_BWD_ARGS) {
     flash_bwd2q<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
 }
 
-// dd (B,NH,T) F32 = Σ dout·out over each head's hs columns; dqacc (B,T,C)
-// F32 zeroed unless null (the dq pass needs no accumulator). dout, out (B,T,C) T; n8 = B·T·C/8 (C a multiple of 8, hs/8
-// threads a row: hs/8 divides 32). Grid-stride; every thread of a row
+// dd (B,NH,T) F32 = Σ dout·out over each head's hs columns. dout, out
+// (B,T,C) T; n8 = B·T·C/8 (C a multiple of 8, hs/8 threads a row: hs/8
+// divides 32). Grid-stride; every thread of a row
 // group runs the same iterations (the stride is a multiple of 32).
-extern "C" __global__ void flash_bwd2_dot(float* __restrict__ dd, float* __restrict__ dqacc, const T* __restrict__ dout,
-                                          const T* __restrict__ out, long long n8, int Tn, int NH, int hs) {
+extern "C" __global__ void flash_bwd2_dot(float* __restrict__ dd, const T* __restrict__ dout, const T* __restrict__ out,
+                                          long long n8, int Tn, int NH, int hs) {
     const int per = hs / 8;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i0 = (long long)blockIdx.x * blockDim.x; i0 < n8; i0 += stride) {
@@ -758,12 +689,6 @@ extern "C" __global__ void flash_bwd2_dot(float* __restrict__ dd, float* __restr
             x = fa_unpack(a.y), y = fa_unpack(o.y), acc += x.x * y.x + x.y * y.y;
             x = fa_unpack(a.z), y = fa_unpack(o.z), acc += x.x * y.x + x.y * y.y;
             x = fa_unpack(a.w), y = fa_unpack(o.w), acc += x.x * y.x + x.y * y.y;
-            if (dqacc) {
-                float4 z;
-                z.x = z.y = z.z = z.w = 0.0f;
-                reinterpret_cast<float4*>(dqacc)[2 * i] = z;
-                reinterpret_cast<float4*>(dqacc)[2 * i + 1] = z;
-            }
         }
         for (int off = per / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
         if (i < n8 && i % per == 0) {
@@ -773,25 +698,5 @@ extern "C" __global__ void flash_bwd2_dot(float* __restrict__ dd, float* __restr
             const long long bb = bt / Tn, t = bt % Tn;
             dd[(bb * NH + h) * Tn + t] = acc;
         }
-    }
-}
-
-// dqkv (B,T,3C) T: the q part += dqacc (B,T,C) F32; n8 = B·T·C/8, C a
-// multiple of 8. Grid-stride, 8 elements (16 bytes of dqkv) a thread.
-extern "C" __global__ void flash_bwd2_dq(T* __restrict__ dqkv, const float* __restrict__ dqacc, long long n8, int C) {
-    const int c8 = C / 8;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (long long)gridDim.x * blockDim.x) {
-        const long long row = i / c8;
-        const int c = (int)(i % c8) * 8;
-        uint4* p = reinterpret_cast<uint4*>(dqkv + row * 3 * C + c);
-        uint4 x = *p;
-        const float4 a = reinterpret_cast<const float4*>(dqacc)[2 * i];
-        const float4 b = reinterpret_cast<const float4*>(dqacc)[2 * i + 1];
-        float2 f;
-        f = fa_unpack(x.x), x.x = fa_pack(f.x + a.x, f.y + a.y);
-        f = fa_unpack(x.y), x.y = fa_pack(f.x + a.z, f.y + a.w);
-        f = fa_unpack(x.z), x.z = fa_pack(f.x + b.x, f.y + b.y);
-        f = fa_unpack(x.w), x.w = fa_pack(f.x + b.z, f.y + b.w);
-        *p = x;
     }
 }

@@ -2,7 +2,7 @@
 // (pkg/device/gpu/gelu.go; matmul.go uses the forward kernels in its
 // decomposed form and when cuBLASLt's epilogues are not available).
 //
-// druto:kernel gelu_forward gelu_forward_pass bias_add gelu_backward16 gelu_backward2 gelu_backward_pass
+// druto:kernel gelu_forward gelu_forward_pass bias_add gelu_backward2 gelu_backward_pass
 // druto:dtypes f32 bf16 f16
 //
 //   gelu(x)  = 0.5·x·(1 + tanh(a)), a = √(2/π)·(x + 0.044715·x³)
@@ -14,19 +14,19 @@
 //   gelu_forward_pass: one of the eight elementwise passes of the composite
 //     as eager PyTorch runs it (op 0..7 below) through an fp32 (n) buffer t.
 //   bias_add: out (N,OC) += bias (OC) broadcast over rows, in place.
-//   gelu_backward2 (gelu_backward16 legacy): dinp = gelu'(inp)·dout in one
-//     pass (dinp may be dout); see their comments below.
+//   gelu_backward2: dinp = gelu'(inp)·dout in one pass (dinp may be dout);
+//     see its comment below.
 //   gelu_backward_pass: one of the derivative's nine passes (op 0..8) over
 //     fp32 (n) buffers x2, t and r.
 // gelu_forward moves 4 elements per thread with ld4/st4 when vec is set (n
-// a multiple of 4 is not needed: the tail is scalar); the backward kernels
-// 16 bytes per tensor; the passes are plain grid-stride loops, one element
+// a multiple of 4 is not needed: the tail is scalar); gelu_backward2 16
+// bytes per tensor; the passes are plain grid-stride loops, one element
 // per thread and step.
 
 #include "common.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
-// druto:block GELU_BLOCK gelu_forward gelu_forward_pass bias_add gelu_backward16 gelu_backward2 gelu_backward_pass
+// druto:block GELU_BLOCK gelu_forward gelu_forward_pass bias_add gelu_backward2 gelu_backward_pass
 #define GELU_BLOCK 256
 
 #define GELU_SCALE 0.7978845608028654f // √(2/π)
@@ -84,10 +84,8 @@ extern "C" __global__ void bias_add(T* __restrict__ out, const T* __restrict__ b
     EW_LOOP((size_t)N * OC) store(out, i, load(out, i) + load(bias, (int)(i % OC)));
 }
 
-// gelu_backward16 (the legacy variant; the first one-pass kernel, with
-// ld4/st4's 8-byte accesses for 16-bit T and tanhf, is gone): one 16-byte
-// access per tensor and step (8 elements of a 16-bit T, 4 of fp32) and, for 16-bit T,
-// tanh as 1 - 2/(exp(2u) + 1) with the fast exp2 and reciprocal (about 1e-7
+// gelu_backward2's arithmetic: one 16-byte access per tensor and vector (8
+// elements of a 16-bit T, 4 of fp32) and, for 16-bit T, tanh as 1 - 2/(exp(2u) + 1) with the fast exp2 and reciprocal (about 1e-7
 // absolute error, where tanhf's software path costs ~20 instructions an
 // element: at 4.3 TB/s and 6 bytes an element that is near the issue limit;
 // the result is rounded to bf16/f16, 2^-9 and 2^-12 relative). fp32 keeps
@@ -111,32 +109,13 @@ __device__ __forceinline__ float gelu_grad_fast(float x) {
 #endif
 }
 
-extern "C" __global__ void gelu_backward16(T* dinp, const T* __restrict__ inp, const T* dout, long long n, int vec) {
-    const int W = 16 / sizeof(T);
-    const size_t N = (size_t)n, stride = (size_t)gridDim.x * blockDim.x * W;
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * W; i < N; i += stride) {
-        if (vec && i + W <= N) {
-            gb_pack x, g, o;
-            x.u = *reinterpret_cast<const uint4*>(inp + i);
-            g.u = *reinterpret_cast<const uint4*>(dout + i);
-#pragma unroll
-            for (int j = 0; j < W; j++) store(o.e, j, gelu_grad_fast(load(x.e, j)) * load(g.e, j));
-            *reinterpret_cast<uint4*>(dinp + i) = o.u;
-        } else {
-            for (size_t k = i; k < i + W && k < N; k++) store(dinp, k, gelu_grad_fast(load(inp, k)) * load(dout, k));
-        }
-    }
-}
-
-// gelu_backward2 (the default; gelu_backward16 is the legacy variant):
-// gelu_backward16's 16-byte accesses and math over a persistent grid
-// (the launcher sizes it to the blocks resident at once), software
-// pipelined: each thread issues the loads of its next vector before it
-// computes and stores the current one, so its 32 bytes of loads stay in
-// flight during the ~25 instructions an element of the derivative costs
-// (gelu_backward16 waits for each vector's loads, then computes with none
-// in flight: at 40 resident warps an SM the computing and the waiting
-// took about as long). dinp may be dout: a thread's next vector is
+// gelu_backward2: those 16-byte accesses over a persistent grid (the
+// launcher sizes it to the blocks resident at once), software pipelined:
+// each thread issues the loads of its next vector before it computes and
+// stores the current one, so its 32 bytes of loads stay in flight during
+// the ~25 instructions an element of the derivative costs (the unpipelined
+// gelu_backward16, which waited for each vector's loads, measured 69.8% of
+// copy bandwidth against 75.7% on the H200, and is gone). dinp may be dout: a thread's next vector is
 // another vector, loaded before the current one is stored. The last
 // n % W elements (W = 16/sizeof(T)), and every element when vec is 0
 // (not 16-byte aligned), take the scalar path.

@@ -2,30 +2,25 @@
 // check and the scale multiply folded in (pkg/device/gpu/gradnorm.go):
 // norm = sqrt(Σ g²)·|scale|, finite = every g finite.
 //
-// druto:kernel gradnorm_partial gradnorm_partial2 gradnorm_final
+// druto:kernel gradnorm_partial2 gradnorm_final
 // druto:dtypes f32
 //
 // One pass over the buffer and a deterministic two-stage reduction, no
 // atomics:
-//   gradnorm_partial: a fixed grid (chosen from n alone, so the same for
-//     every device) of 256-thread blocks; each thread sums g² of its
-//     elements (float4 loads when vec is set) in float64, in grid-stride
-//     order, and the block adds its threads' sums in a fixed tree into
-//     part[block].
+//   gradnorm_partial2: the buffer in fixed chunks of GN_CHUNK elements, a
+//     float64 partial of g² per chunk summed by one warp (lane l: the
+//     float4 groups l, l+32, ... of the chunk, GN_BATCH loads in flight,
+//     then a fixed butterfly), the warps of a persistent grid taking chunks
+//     w, w + warps, ... The partition is a function of n alone, so the bits
+//     are the same on every device and grid, and with ~30K chunks for GPT-2
+//     124M every warp sums nearly the same number of them: no second wave
+//     of blocks, no block barriers. (It replaced gradnorm_partial, a fixed
+//     grid of 1024 blocks: 66.0% of copy bandwidth against 78.9% on the
+//     H200.)
 //   gradnorm_final: one block adds the partials in a fixed order and writes
 //     out[0] = sqrt(Σ)·|scale| and out[1] = 1 when the sum is finite; else
-//     out[0] = the sum (Inf or NaN) and out[1] = 0.
-//   gradnorm_partial2 (the default; gradnorm_partial is the legacy variant):
-//     the buffer in fixed chunks of GN_CHUNK elements, a partial per chunk
-//     summed by one warp (lane l: the float4 groups l, l+32, ... of the
-//     chunk, GN_BATCH loads in flight, then a fixed butterfly), the warps
-//     of a persistent grid taking chunks w, w + warps, ... The partition is
-//     a function of n alone, so the bits are the same on every device and
-//     grid, and with ~30K chunks for GPT-2 124M every warp sums nearly the
-//     same number of them: no second wave of blocks (gradnorm_partial's
-//     1024 blocks of 38 registers are 1.3 waves on an H200), no block
-//     barriers. gradnorm_final (and step.cu's step_update) add the
-//     partials as before.
+//     out[0] = the sum (Inf or NaN) and out[1] = 0. step.cu's step_update
+//     adds them the same way.
 // As in the CPU reference, squares of finite fp32 values and their sum are
 // finite in float64, so the sum is non-finite exactly when some element is
 // Inf or NaN: no per-element test is needed. The same input gives the same
@@ -33,7 +28,7 @@
 
 #include "common.cuh"
 
-// druto:block GN_THREADS gradnorm_partial gradnorm_partial2 gradnorm_final
+// druto:block GN_THREADS gradnorm_partial2 gradnorm_final
 #define GN_THREADS 256 // blockDim.x of both kernels (a power of two)
 
 // sum_block returns the sum of s over the block in a fixed tree order
@@ -46,26 +41,6 @@ __device__ __forceinline__ double sum_block(double s, double* sh) {
         __syncthreads();
     }
     return sh[0];
-}
-
-// part (gridDim.x) float64, g (n) fp32
-extern "C" __global__ void gradnorm_partial(double* __restrict__ part, const float* __restrict__ g, long long n,
-                                            int vec) {
-    __shared__ double sh[GN_THREADS];
-    const size_t N = (size_t)n, stride = (size_t)gridDim.x * GN_THREADS * 4;
-    double s = 0.0;
-#pragma unroll 4
-    for (size_t i = ((size_t)blockIdx.x * GN_THREADS + threadIdx.x) * 4; i < N; i += stride) {
-        if (vec && i + 4 <= N) {
-            F4 x = ld4(g + i);
-#pragma unroll
-            for (int j = 0; j < 4; j++) s += (double)x.v[j] * (double)x.v[j];
-        } else {
-            for (size_t k = i; k < i + 4 && k < N; k++) s += (double)g[k] * (double)g[k];
-        }
-    }
-    s = sum_block(s, sh);
-    if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
 // GN_CHUNK is gradnorm_partial2's chunk (a multiple of 32·4·GN_BATCH);

@@ -3,8 +3,7 @@
 //
 // druto:kernel layernorm_forward layernorm_forward_rf32
 // druto:kernel residual_layernorm_forward residual_layernorm_forward_rf32
-// druto:kernel layernorm_forward2 layernorm_forward2_rf32 residual_layernorm_forward2 residual_layernorm_forward2_rf32
-// druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_backward3 layernorm_backward3_rf32 layernorm_reduce
+// druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce
 // druto:kernel add add_rf32
 // druto:kernel layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
 // druto:kernel layernorm_normalise layernorm_normalise_rf32 layernorm_affine
@@ -29,11 +28,10 @@
 //     n = rstd·(x-mean), out = n·w + b, no FMA.
 //   residual_layernorm_forward: res = a + b rounded to R, stored, and the
 //     rounded sum normalised as above, in the same row visit.
-//   layernorm_forward2, residual_layernorm_forward2 (the default where the
-//     row fits the fast path; the two above are the legacy variant and the
-//     general path): the same row visit over a persistent grid, each warp
-//     looping over rows with the next row's loads in flight (see their
-//     comment below); the same bits.
+//     (A persistent-grid variant with the next row's loads in flight,
+//     layernorm_forward2, measured 61.7% of copy bandwidth against these
+//     kernels' 66.6% on the H200, its residual form 76.3% against 76.5%,
+//     and is gone.)
 //   layernorm_backward: per row, the two row means of dnorm = w·dout and
 //     dnorm·n, then dinp += rstd·(dnorm - mean(dnorm) - n·mean(dnorm·n)),
 //     and the row's dweight (n·dout) and dbias (dout) shares summed into
@@ -44,15 +42,9 @@
 //     block per row, each column owned by one thread, summed straight into
 //     the block's partial. layernorm_reduce then adds the partials in block
 //     order into dweight and dbias. No atomics: for a given grid the bits
-//     do not change between runs.
-//   layernorm_backward3 (the default; layernorm_backward is the legacy
-//     variant, the v1 kernel that visited each row twice is gone): the same
-//     with the next row's x, dout, dinp and statistics loaded at the top of
-//     each row, in flight during the row's arithmetic (about 206 registers:
-//     2 blocks of 4 warps an SM, each warp with two rows in flight, where
-//     layernorm_backward has 4 blocks of one row each and no loads in
-//     flight while a warp computes); the same arithmetic, so for a given
-//     grid the same bits.
+//     do not change between runs. (A variant with the next row's loads in
+//     flight, layernorm_backward3, measured 62.3% of copy bandwidth against
+//     this kernel's 65.2% on the H200, and is gone.)
 //
 // Decomposed forms (what plain PyTorch runs, each a full pass):
 //   forward: layernorm_mean, layernorm_rstd (variance about the fp32 mean),
@@ -75,9 +67,7 @@
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block LN_ROW_BLOCK layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
 #define LN_ROW_BLOCK 256
-// druto:block LN_FWD_BLOCK layernorm_forward2 layernorm_forward2_rf32 residual_layernorm_forward2 residual_layernorm_forward2_rf32
-#define LN_FWD_BLOCK 256
-// druto:block LN_BWD_BLOCK layernorm_backward layernorm_backward_rf32 layernorm_backward3 layernorm_backward3_rf32
+// druto:block LN_BWD_BLOCK layernorm_backward layernorm_backward_rf32
 #define LN_BWD_BLOCK 128
 // druto:block LN_REDUCE_BLOCK layernorm_reduce
 #define LN_REDUCE_BLOCK 1024
@@ -232,143 +222,6 @@ __device__ __forceinline__ float raw4_at(const Raw4& r, int j) {
 }
 #endif
 
-// ---- forward, v2: a persistent grid, the next row's loads in flight -----
-//
-// layernorm_forward2 and residual_layernorm_forward2 (and _rf32) are the
-// fast path of the v1 kernels above (vec set, C <= 128·LN_G; the launcher
-// runs v1 otherwise, and under Device.legacy) with two changes for a
-// kernel that moves its 75 MB in about 20 µs:
-//   - a persistent grid (as many blocks as are resident at once): each warp
-//     loops over the rows warp, warp + step, ..., so there is no tail of
-//     blocks launched after the first wave, and no block launch per 8 rows;
-//   - the next row's loads are issued right after the current row is in
-//     registers (before its two warp reductions and its stores), so every
-//     warp keeps a row's bytes in flight while it computes.
-// The arithmetic and its order are v1's (the same bits).
-
-// ln_fwd2_finish normalises row (at o; its x, or a + b, already in xv and
-// stored into res when RES) and writes out, mean and rstd.
-__device__ __forceinline__ void ln_fwd2_finish(T* o, float* mean, float* rstd, const F4* xv, float sum,
-                                               const T* weight, const T* bias, int row, int C, int lane, int ng) {
-    const float m = warp_sum(sum) / (float)C;
-    float sq = 0.0f;
-#pragma unroll
-    for (int k = 0; k < LN_G; k++) {
-        if (lane + 32 * k < ng) {
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float d = xv[k].v[j] - m;
-                sq += d * d;
-            }
-        }
-    }
-    const float s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
-#pragma unroll
-    for (int k = 0; k < LN_G; k++) {
-        int g = lane + 32 * k;
-        if (g < ng) {
-            F4 wv = ld4(weight + 4 * g), bv = ld4(bias + 4 * g), ov;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float n = __fmul_rn(s, __fsub_rn(xv[k].v[j], m));
-                ov.v[j] = __fadd_rn(__fmul_rn(n, wv.v[j]), bv.v[j]);
-            }
-            st4(o + 4 * g, ov);
-        }
-    }
-    if (lane == 0) {
-        if (mean != 0) mean[row] = m;
-        if (rstd != 0) rstd[row] = s;
-    }
-}
-
-// res (N,C) R (RES only), out (N,C) T, mean (N) or null, rstd (N) or null,
-// a (N,C) R, b (N,C) T (RES only), weight (C), bias (C); C % 4 == 0,
-// C <= 128·LN_G, every row 4-element aligned; blockDim.x = LN_FWD_BLOCK.
-template <typename R, bool RES>
-__device__ __forceinline__ void ln_forward2(R* res, T* out, float* mean, float* rstd, const R* a, const T* b,
-                                            const T* weight, const T* bias, int N, int C) {
-    const int lane = threadIdx.x & 31, ng = C >> 2;
-    const int step = gridDim.x * (LN_FWD_BLOCK / 32);
-    int row = blockIdx.x * (LN_FWD_BLOCK / 32) + (threadIdx.x >> 5);
-    if (row >= N) return; // the whole warp leaves together
-    F4 na[LN_G];   // the next row's a
-    Raw4 nb[LN_G]; // and b, as loaded (RES)
-    {
-        const size_t off = (size_t)row * C;
-#pragma unroll
-        for (int k = 0; k < LN_G; k++) {
-            int g = lane + 32 * k;
-            if (g < ng) {
-                na[k] = ld4(a + off + 4 * g);
-                if (RES) nb[k] = ldraw4(b + off + 4 * g);
-            }
-        }
-    }
-    for (; row < N; row += step) {
-        const size_t off = (size_t)row * C;
-        F4 xv[LN_G];
-        float sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < LN_G; k++) {
-            int g = lane + 32 * k;
-            if (g < ng) {
-                xv[k] = na[k];
-                if (RES) {
-#pragma unroll
-                    for (int j = 0; j < 4; j++) xv[k].v[j] = round_to<R>(na[k].v[j] + raw4_at(nb[k], j));
-                    st4(res + off + 4 * g, xv[k]);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) sum += xv[k].v[j];
-            }
-        }
-        // the next row's loads, in flight during this row's reductions and stores
-        const int next = row + step;
-        if (next < N) {
-            const size_t noff = (size_t)next * C;
-#pragma unroll
-            for (int k = 0; k < LN_G; k++) {
-                int g = lane + 32 * k;
-                if (g < ng) {
-                    na[k] = ld4(a + noff + 4 * g);
-                    if (RES) nb[k] = ldraw4(b + noff + 4 * g);
-                }
-            }
-        }
-        ln_fwd2_finish(out + off, mean, rstd, xv, sum, weight, bias, row, C, lane, ng);
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(LN_FWD_BLOCK)
-    layernorm_forward2(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
-                       const T* __restrict__ inp, const T* __restrict__ weight, const T* __restrict__ bias, int N, int C) {
-    ln_forward2<T, false>((T*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, C);
-}
-
-extern "C" __global__ void __launch_bounds__(LN_FWD_BLOCK)
-    layernorm_forward2_rf32(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
-                            const float* __restrict__ inp, const T* __restrict__ weight, const T* __restrict__ bias,
-                            int N, int C) {
-    ln_forward2<float, false>((float*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, C);
-}
-
-// res may be a (in place): a row's a is read before its res is written, and
-// the prefetched next row is another row.
-extern "C" __global__ void __launch_bounds__(LN_FWD_BLOCK)
-    residual_layernorm_forward2(T* res, T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
-                                const T* a, const T* __restrict__ b, const T* __restrict__ weight,
-                                const T* __restrict__ bias, int N, int C) {
-    ln_forward2<T, true>(res, out, mean, rstd, a, b, weight, bias, N, C);
-}
-
-extern "C" __global__ void __launch_bounds__(LN_FWD_BLOCK)
-    residual_layernorm_forward2_rf32(float* res, T* __restrict__ out, float* __restrict__ mean,
-                                     float* __restrict__ rstd, const float* a, const T* __restrict__ b,
-                                     const T* __restrict__ weight, const T* __restrict__ bias, int N, int C) {
-    ln_forward2<float, true>(res, out, mean, rstd, a, b, weight, bias, N, C);
-}
-
 // ---- backward -----------------------------------------------------------
 
 // block_sum2 returns the sums of a and b over the whole block (blockDim.x a
@@ -395,13 +248,9 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* sh) {
 // LN_BACK_WARPS is the warps of a layernorm_backward block.
 #define LN_BACK_WARPS (LN_BWD_BLOCK / 32)
 
-
 // part (gridDim.x, 2C) fp32 partial [dweight | dbias] per block; dinp (N,C) R accumulated;
 // dout (N,C) T, inp (N,C) R, weight (C) T, mean (N), rstd (N). blockDim.x = 32·LN_BACK_WARPS.
-// PIPE (layernorm_backward3): the next row's x, dout, dinp, mean and rstd
-// are loaded at the top of each row's visit, so they are in flight during
-// the whole of the current row's arithmetic (two rows' registers a lane).
-template <typename R, bool PIPE>
+template <typename R>
 __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout, const R* inp, const T* weight,
                                             const float* mean, const float* rstd, int N, int C, int vec) {
     // Each warp's private [dweight | dbias] sums (fast path); the general
@@ -427,13 +276,11 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
             }
         }
         const int step = gridDim.x * LN_BACK_WARPS;
-        int row = blockIdx.x * LN_BACK_WARPS + warp;
-        F4 x[LN_G], di[LN_G];
-        Raw4 gv[LN_G];
-        float m = 0.0f, s = 0.0f;
-        if (PIPE && row < N) {
+        for (int row = blockIdx.x * LN_BACK_WARPS + warp; row < N; row += step) {
             const size_t off = (size_t)row * C;
-            m = mean[row], s = rstd[row];
+            const float m = mean[row], s = rstd[row];
+            F4 x[LN_G], di[LN_G];
+            Raw4 gv[LN_G];
 #pragma unroll
             for (int k = 0; k < LN_G; k++) {
                 int g = lane + 32 * k;
@@ -441,37 +288,6 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                     x[k] = ld4(inp + off + 4 * g);
                     gv[k] = ldraw4(dout + off + 4 * g);
                     di[k] = ld4(dinp + off + 4 * g);
-                }
-            }
-        }
-        for (; row < N; row += step) {
-            const size_t off = (size_t)row * C;
-            F4 xn[LN_G], din[LN_G]; // PIPE: the next row's
-            Raw4 gn[LN_G];
-            float mn = 0.0f, sn = 0.0f;
-            if (!PIPE) {
-                m = mean[row], s = rstd[row];
-#pragma unroll
-                for (int k = 0; k < LN_G; k++) {
-                    int g = lane + 32 * k;
-                    if (g < ng) {
-                        x[k] = ld4(inp + off + 4 * g);
-                        gv[k] = ldraw4(dout + off + 4 * g);
-                        di[k] = ld4(dinp + off + 4 * g);
-                    }
-                }
-            } else if (row + step < N) {
-                // another row than any this warp writes before it is visited
-                const size_t noff = (size_t)(row + step) * C;
-                mn = mean[row + step], sn = rstd[row + step];
-#pragma unroll
-                for (int k = 0; k < LN_G; k++) {
-                    int g = lane + 32 * k;
-                    if (g < ng) {
-                        xn[k] = ld4(inp + noff + 4 * g);
-                        gn[k] = ldraw4(dout + noff + 4 * g);
-                        din[k] = ld4(dinp + noff + 4 * g);
-                    }
                 }
             }
             float sdn = 0.0f, sdnn = 0.0f;
@@ -517,11 +333,6 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                     st4(dinp + off + 4 * g, di[k]);
                 }
             }
-            if (PIPE) {
-                m = mn, s = sn;
-#pragma unroll
-                for (int k = 0; k < LN_G; k++) x[k] = xn[k], gv[k] = gn[k], di[k] = din[k];
-            }
         }
         __syncthreads();
         // The block's partial: the warps' sums added in warp order.
@@ -561,28 +372,14 @@ extern "C" __global__ void layernorm_backward(T* __restrict__ dinp, float* __res
                                               const T* __restrict__ dout, const T* __restrict__ inp,
                                               const T* __restrict__ weight, const float* __restrict__ mean,
                                               const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward<T, false>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+    ln_backward<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
 extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, float* __restrict__ part,
                                                    const T* __restrict__ dout, const float* __restrict__ inp,
                                                    const T* __restrict__ weight, const float* __restrict__ mean,
                                                    const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward<float, false>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
-}
-
-extern "C" __global__ void __launch_bounds__(LN_BWD_BLOCK)
-    layernorm_backward3(T* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout,
-                        const T* __restrict__ inp, const T* __restrict__ weight, const float* __restrict__ mean,
-                        const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward<T, true>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
-}
-
-extern "C" __global__ void __launch_bounds__(LN_BWD_BLOCK)
-    layernorm_backward3_rf32(float* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout,
-                             const float* __restrict__ inp, const T* __restrict__ weight,
-                             const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C, int vec) {
-    ln_backward<float, true>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+    ln_backward<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
 // d0 (C) += Σ_b part[b, 0:C] and, when d1 is not null, d1 (C) += Σ_b part[b, C:2C];

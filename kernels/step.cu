@@ -6,7 +6,7 @@
 // druto:dtypes f32
 //
 // step_update: one block of ST_THREADS. It adds the per-token losses (in
-// float64, a fixed tree order) for the mean loss, and gradnorm_partial's
+// float64, a fixed tree order) for the mean loss, and gradnorm_partial2's
 // partials exactly as gradnorm_final does (so the norm has GradNorm's bits),
 // then thread 0 updates the state:
 //   used  = st[SCALE] (1 when the scaler is off); norm = sqrt(Σg²)·|1/used|
@@ -54,7 +54,7 @@ __device__ __forceinline__ double st_sum(double s, double* sh) {
     return r;
 }
 
-// st (StateLen) fp32; losses (n) fp32; part (nparts) float64 from gradnorm_partial
+// st (StateLen) fp32; losses (n) fp32; part (nparts) float64 from gradnorm_partial2
 extern "C" __global__ void step_update(float* __restrict__ st, const float* __restrict__ losses, int n,
                                        const double* __restrict__ part, int nparts, int scaler, float growth,
                                        float backoff, int interval, float clip_norm, float beta1, float beta2,

@@ -145,9 +145,8 @@ bench() {
     $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16,fused+bf16+graph --steps 3 --warmup 2 --profile \
       --json "$LOGS/profile-gpt2-124M.json" || echo "profile gpt2-124M failed: $?"
     # The same step under other kernel choices (GPT2_VARIANTS: NAME=VALUE
-    # settings, one run each), e.g. DRUTO_FLASH=1, DRUTO_FLASH_DQ=pass,
-    # DRUTO_GEMM_TUNE=1.
-    for v in ${GPT2_VARIANTS-DRUTO_FLASH=1}; do
+    # settings, one run each, none by default), e.g. DRUTO_GEMM_TUNE=1.
+    for v in ${GPT2_VARIANTS-}; do
       env "$v" $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16,fused+bf16+graph --steps 20 --warmup 5 \
         --json "$LOGS/bench-gpt2-124M-$(echo "${v#DRUTO_}" | tr 'A-Z=_' 'a-z--').json" || echo "bench gpt2-124M $v failed: $?"
     done

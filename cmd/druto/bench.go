@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -10,6 +11,7 @@ import (
 	"github.com/druto/druto"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/train"
@@ -122,74 +124,58 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	var rep *bench.Report
-	var recCfgs []gpt.Config // the model of each record, for its MFU
-	for _, m := range ms {
-		*be.fused = m.Fused
+	open := func(fused bool) (device.Device, error) {
+		*be.fused = fused
 		dev, _, err := be.open()
-		if err != nil {
-			return err
-		}
-		if err := be.report.PolicyError(m.Policy); err != nil { // e.g. bf16 on a T4: the other modes still run
-			fmt.Fprintf(os.Stderr, "druto bench: skipping %s: %v\n", m, err)
-			if c, ok := dev.(interface{ Close() error }); ok {
-				_ = c.Close()
-			}
-			continue
-		}
-		if rep != nil { // the peak again on each mode's device: the run keeps the highest
-			if p, _ := bench.Peak(dev); p > rep.PeakFLOPs {
-				rep.PeakFLOPs = p
-			}
-		}
-		if rep == nil {
-			rep = newReport(dev.Name(), be)
-			rep.PeakFLOPs, rep.PeakNote = bench.Peak(dev)
-			fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.2f TFLOP/s (%s; measured again before each mode, the highest is the MFU denominator)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
-			if *profile {
-				if rep.CopyGBps, err = bench.CopyBandwidth(dev); err != nil {
-					return fmt.Errorf("copy bandwidth: %w", err)
-				}
-			}
-		}
-		for _, c := range cs {
-			r, err := bench.StepTimes(dev, c, m, bench.Options{Warmup: *warmup, Steps: *steps}, rep.PeakFLOPs)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", c.Name, m, err)
-			}
-			fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step  peak %s GiB%s\n",
-				c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath, gibOrDash(r.PeakBytes), utilText(r))
-			if *profile {
-				ceil := bench.Ceilings{PeakFLOPs: rep.PeakFLOPs, CopyGBps: rep.CopyGBps}
-				if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3}, ceil); err != nil {
-					return fmt.Errorf("%s %s: profile: %w", c.Name, m, err)
-				}
-				fmt.Print(r.Profile.Table())
-				if g, ok := dev.(*gpu.Device); ok { // the algorithm each GEMM of the step ran
-					for _, c := range g.LtChoices() {
-						fmt.Fprintf(os.Stderr, "  cuBLASLt: %s\n", c)
-					}
-					for _, f := range g.LtFallbacks() {
-						fmt.Fprintf(os.Stderr, "  cuBLASLt fallback: %s\n", f)
-					}
-				}
-			}
-			rep.Records = append(rep.Records, r)
-			recCfgs = append(recCfgs, c.Config)
-		}
-		if c, ok := dev.(interface{ Close() error }); ok { // free the mode's device memory before the next
-			if err := c.Close(); err != nil {
-				return err
-			}
-		}
+		return dev, err
 	}
-	if rep == nil {
+	o := bench.Options{Warmup: *warmup, Steps: *steps}
+	o.Skip = func(m bench.Mode) bool { // e.g. bf16 on a T4: the other modes still run
+		err := be.report.PolicyError(m.Policy)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "druto bench: skipping %s: %v\n", m, err)
+		}
+		return err != nil
+	}
+	var cur *bench.Report // the report Sweep fills (its peak so far: the profiles' ceiling)
+	o.Start = func(dev device.Device, rep *bench.Report) (err error) {
+		cur = rep
+		stamp(rep, be)
+		fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.2f TFLOP/s (%s; measured again before each mode, the highest is the MFU denominator)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
+		if *profile {
+			if rep.CopyGBps, err = bench.CopyBandwidth(dev); err != nil {
+				return fmt.Errorf("copy bandwidth: %w", err)
+			}
+		}
+		return nil
+	}
+	o.Each = func(dev device.Device, c bench.Case, m bench.Mode, r *bench.Record) (err error) {
+		fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step  peak %s GiB%s\n",
+			c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath, gibOrDash(r.PeakBytes), utilText(*r))
+		if !*profile {
+			return nil
+		}
+		ceil := bench.Ceilings{PeakFLOPs: cur.PeakFLOPs, CopyGBps: cur.CopyGBps}
+		if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3}, ceil); err != nil {
+			return fmt.Errorf("%s %s: profile: %w", c.Name, m, err)
+		}
+		fmt.Print(r.Profile.Table())
+		if g, ok := dev.(*gpu.Device); ok { // the algorithm each GEMM of the step ran
+			for _, c := range g.LtChoices() {
+				fmt.Fprintf(os.Stderr, "  cuBLASLt: %s\n", c)
+			}
+			for _, f := range g.LtFallbacks() {
+				fmt.Fprintf(os.Stderr, "  cuBLASLt fallback: %s\n", f)
+			}
+		}
+		return nil
+	}
+	rep, err := bench.Sweep(open, cs, ms, o)
+	if errors.Is(err, bench.ErrNoMode) {
 		return fmt.Errorf("no mode of --modes %s can run on this device (see the lines above)", *modes)
 	}
-	for i := range rep.Records { // against the run's highest peak
-		if r := &rep.Records[i]; r.MFU > 0 && rep.PeakFLOPs > 0 {
-			r.MFU = recCfgs[i].FLOPsPerToken(r.Seq) * r.TokensPerS / rep.PeakFLOPs
-		}
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "MFU against %.2f TFLOP/s, the highest of the peaks measured in this run\n", rep.PeakFLOPs/1e12)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -291,20 +277,19 @@ func benchKernels(be *backend, out string) error {
 	if out == "" {
 		return nil
 	}
-	rep := newReport(fused.Name(), be)
+	rep := bench.NewReport(fused.Name())
+	stamp(rep, be)
 	rep.Records = []bench.Record{bench.KernelRecord(rs)}
 	return rep.Save(out)
 }
 
-// newReport starts a benchmark report stamped with the binary's revision
-// and the driver detection found.
-func newReport(device string, be *backend) *bench.Report {
-	rep := bench.NewReport(device)
+// stamp marks a benchmark report with the binary's revision and the driver
+// detection found.
+func stamp(rep *bench.Report, be *backend) {
 	if druto.Revision != "" {
 		rep.Git = druto.Revision
 	}
 	if d := be.report.Driver; d != nil && d.Version != "" {
 		rep.Driver = d.Version + " (CUDA " + d.CUDA + ")"
 	}
-	return rep
 }

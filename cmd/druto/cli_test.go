@@ -65,6 +65,8 @@ func TestBadInput(t *testing.T) {
 		{"missing checkpoint", []string{"eval", "--checkpoint", filepath.Join(dir, "none.safetensors"), "--data", good}, "none.safetensors"},
 		{"unknown command", []string{"fly"}, "unknown command"},
 		{"bad flag", []string{"train", "--stepz", "3"}, "stepz"},
+		{"bad bench mode", []string{"bench", "--backend", "cpu", "--modes", "fused"}, "--modes"},
+		{"bad bench config", []string{"bench", "--backend", "cpu", "--configs", "tiny:0x8"}, "--configs"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin, c.args...)
@@ -122,5 +124,31 @@ func TestTrainSampleEval(t *testing.T) {
 	e := run("eval", "--checkpoint", filepath.Join(out, "model.safetensors"), "--data", text, "--batch", "2", "--seq", "32")
 	if !strings.HasPrefix(e, "{\"loss\": ") {
 		t.Errorf("eval output %q", e)
+	}
+}
+
+// TestBench: druto bench times each mode on the CPU, prints a progress line
+// per record and the table (the baseline's speed-up 1.00x), and writes the
+// report.
+func TestBench(t *testing.T) {
+	bin := buildDruto(t)
+	js := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(bin, "bench", "--backend", "cpu", "--configs", "tiny:2x16", "--modes", "decomposed+fp32,fused+fp32",
+		"--steps", "1", "--warmup", "0", "--json", js)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("druto bench: %v\n%s", err, stderr.String())
+	}
+	table := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(table) != 3 || !strings.Contains(table[0], "speed-up") || !strings.Contains(table[1], "decomposed+fp32") ||
+		!strings.Contains(table[1], "1.00x") || !strings.Contains(table[2], "fused+fp32") {
+		t.Errorf("table:\n%s", stdout.String())
+	}
+	if e := stderr.String(); !strings.HasPrefix(e, "druto bench on cpu") || strings.Count(e, " ms/step ") != 2 || !strings.Contains(e, "the highest of the peaks") {
+		t.Errorf("progress lines:\n%s", e)
+	}
+	if b, err := os.ReadFile(js); err != nil || strings.Count(string(b), `"step_ms":`) != 2 {
+		t.Errorf("report %s: %v\n%s", js, err, b)
 	}
 }

@@ -162,10 +162,19 @@ func GitRevision() string {
 	return rev
 }
 
-// Options control the timing.
+// Options control the timing, and let Sweep's caller watch and steer it
+// (the hooks, each optional; StepTimes and ProfileStep ignore them).
 type Options struct {
 	Warmup int // untimed steps first (default 3)
 	Steps  int // timed steps, of which the median is reported (default 20)
+
+	// Skip reports whether Sweep leaves mode m out (asked once its device
+	// is open; the caller says why).
+	Skip func(m Mode) bool
+	// Start runs once, on the first device, after its peak is measured.
+	Start func(dev device.Device, rep *Report) error
+	// Each runs on every record before Sweep adds it to the report.
+	Each func(dev device.Device, c Case, m Mode, r *Record) error
 }
 
 // StepTimes trains c in mode m on dev for warmup+steps steps on the built-in

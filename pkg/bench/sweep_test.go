@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -38,7 +39,27 @@ func TestSweep(t *testing.T) {
 	if fmt.Sprint(baselines) != "[2]" {
 		t.Fatalf("baselines at batches %v, want the largest batch's only", baselines)
 	}
-	if _, err := Sweep(open, cases, nil, Options{}); err == nil {
-		t.Fatal("no modes gave a report")
+	if _, err := Sweep(open, cases, nil, Options{}); !errors.Is(err, ErrNoMode) {
+		t.Fatalf("no modes: %v, want ErrNoMode", err)
+	}
+	// the hooks: the skipped mode's device is opened and times nothing,
+	// Start sees the first timed device once, Each every record
+	var starts, each int
+	o := Options{Warmup: 1, Steps: 1,
+		Skip:  func(m Mode) bool { return m == Baseline },
+		Start: func(dev device.Device, rep *Report) error { starts++; return nil },
+		Each: func(dev device.Device, c Case, m Mode, r *Record) error {
+			each++
+			if r.Mode != m.String() || r.Batch != c.Batch || !dev.Fused() {
+				t.Errorf("Each: record %s B%d for mode %s B%d on fused=%v", r.Mode, r.Batch, m, c.Batch, dev.Fused())
+			}
+			return nil
+		}}
+	opened = 0
+	if rep, err = Sweep(open, cases, modes, o); err != nil || opened != 2 || starts != 1 || each != 2 || len(rep.Records) != 2 {
+		t.Fatalf("hooks: %v; opened %d, Start %d, Each %d", err, opened, starts, each)
+	}
+	if _, err := Sweep(open, cases, []Mode{Baseline}, o); !errors.Is(err, ErrNoMode) {
+		t.Fatalf("every mode skipped: %v, want ErrNoMode", err)
 	}
 }

@@ -3,8 +3,8 @@
 // (mma.m16n8k16 fragment layouts, ldmatrix .x4 with and without .trans),
 // a launcher that runs every CUDA thread of a CTA as a host thread, and a
 // float64 reference of causal attention and its gradients.
-//   usage: emu_BF16 B NH T HS [V]   (V 2: the forward and backward of flash_attention2.cu,
-//          dq by atomics; V 3: the same with the dq pass, flash_bwd2kv + flash_bwd2q)
+//   usage: emu_BF16 B NH T HS [V]   (V 2: the forward and backward of flash_attention2.cu:
+//          flash_bwd2_dot, flash_bwd2kv, flash_bwd2q)
 #include "emu.h"
 #include <cstdio>
 #include <random>
@@ -156,25 +156,16 @@ int main(int argc, char** argv) {
     }
     int rows = B * NH * Tn;
     long long n = (long long)B * Tn * C;
-    if (V == 3) {
-        // variant 2's backward with the dq pass: dd NaN-poisoned, no dqacc
-        // (flash_bwd2_dot gets null), flash_bwd2kv_hsN then flash_bwd2q_hsN
+    if (V >= 2) {
+        // variant 2's backward: dd NaN-poisoned (flash_bwd2_dot writes it;
+        // a small grid so that the grid-stride loop loops), flash_bwd2kv_hsN
+        // then flash_bwd2q_hsN
         for (auto& x : dd) x = NAN;
         auto kv = HS == 32 ? flash_bwd2kv_hs32 : HS == 64 ? flash_bwd2kv_hs64 : flash_bwd2kv_hs128;
         auto bq = HS == 32 ? flash_bwd2q_hs32 : HS == 64 ? flash_bwd2q_hs64 : flash_bwd2q_hs128;
-        launch(2, 1, 64, [&] { flash_bwd2_dot(dd.data(), nullptr, dout.data(), out.data(), n / 8, Tn, NH, HS); });
-        launch(B * NH, (Tn + FA2_BN - 1) / FA2_BN, 256, [&] { kv(dqkv.data(), nullptr, qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
+        launch(2, 1, 64, [&] { flash_bwd2_dot(dd.data(), dout.data(), out.data(), n / 8, Tn, NH, HS); });
+        launch(B * NH, (Tn + FA2_BN - 1) / FA2_BN, 256, [&] { kv(dqkv.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
         launch(B * NH, (Tn + FA2_BM - 1) / FA2_BM, 256, [&] { bq(dqkv.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
-    } else if (V == 2) {
-        // variant 2's backward: dd and dqacc NaN-poisoned (flash_bwd2_dot
-        // writes dd and zeroes dqacc); grid (B·NH, ceil(T/128)); small
-        // grids for the grid-stride kernels so that they loop
-        for (auto& x : dd) x = NAN;
-        for (auto& x : dqacc) x = NAN;
-        auto bwd2 = HS == 32 ? flash_bwd2_hs32 : HS == 64 ? flash_bwd2_hs64 : flash_bwd2_hs128;
-        launch(2, 1, 64, [&] { flash_bwd2_dot(dd.data(), dqacc.data(), dout.data(), out.data(), n / 8, Tn, NH, HS); });
-        launch(B * NH, (Tn + FA2_BN - 1) / FA2_BN, 256, [&] { bwd2(dqkv.data(), dqacc.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
-        launch(3, 1, 64, [&] { flash_bwd2_dq(dqkv.data(), dqacc.data(), n / 8, C); });
     } else {
         launch((rows + 7) / 8, 1, 256, [&] { flash_bwd_dot(dd.data(), dout.data(), out.data(), rows, Tn, C, NH, HS); });
         launch(nt, B * NH, 128, [&] { bwd(dqkv.data(), dqacc.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });

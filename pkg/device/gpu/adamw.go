@@ -26,7 +26,7 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// adamChunk is the most elements one block of adamw_fused updates.
+// adamChunk is the most elements one block of adamw_fused2 updates.
 const adamChunk = 16384
 
 // adamConsts are the per-step scalars (shared with the other device).
@@ -145,7 +145,7 @@ func (d *Device) adamTable(layout *tensor.Layout, spans []adamSpan) (cuda.Device
 	return p, n
 }
 
-// adamWFused: one adamw_fused launch, a block per chunk.
+// adamWFused: one adamw_fused2 launch, a block per chunk.
 func (d *Device) adamWFused(wdt tensor.DType, master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, spans []adamSpan, c adamConsts) {
 	table, chunks := d.adamTable(layout, spans)
 	if table == 0 || chunks == 0 {
@@ -155,15 +155,10 @@ func (d *Device) adamWFused(wdt tensor.DType, master, work, grads, m, v *tensor.
 }
 
 // kAdamWFused launches adamw_fused2 (the next group's loads in flight
-// during the current group's update), or under Device.legacy adamw_fused,
-// over chunks blocks.
+// during the current group's update) over chunks blocks.
 func (d *Device) kAdamWFused(wdt tensor.DType, chunks int, master, work, grads, m, v *tensor.Tensor, table cuda.DevicePtr, c adamConsts) bool {
 	vec := vec4(d.ptr(master), 4, d.ptr(grads), 4, d.ptr(m), 4, d.ptr(v), 4, d.ptr(work), wdt.Size())
-	k := "adamw_fused2"
-	if d.legacy {
-		k = "adamw_fused"
-	}
-	return d.run(k, wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
+	return d.run("adamw_fused2", wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
 		d.ptr(master), d.ptr(work), d.ptr(grads), d.ptr(m), d.ptr(v), table,
 		c.GS, b2i(c.Scaled), c.Decay, b2i(c.DoDecay), c.W1, b2i(c.Small), c.B2, c.W2, c.Step, c.BC2, c.Eps, vec)
 }

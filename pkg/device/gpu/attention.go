@@ -4,15 +4,16 @@ package gpu
 // AttentionBackward, on one of two paths:
 //
 //   - flash (fused, hs 32, 64 or 128; bf16 on sm_80 or newer, f16 on sm_75
-//     or newer): the kernels of kernels/flash_attention.cu (FlashAttention-2
-//     on mma.sync); on sm_80 and newer the forward is variant 2,
-//     flash_fwd2_hsN of kernels/flash_attention2.cu (128-row tiles,
-//     cp.async double-buffered K/V: 145 against 66 TFLOP/s on the H200,
-//     same run, both passing the same tests) and the backward variant 2,
-//     flash_bwd2_hsN (128-key CTAs of 8 warps, cp.async double-buffered
-//     query tiles, > 48 KB of dynamic shared memory; flashBackward2; dq
-//     by fp32 atomics, or a dq pass of its own with DRUTO_FLASH_DQ=pass),
-//     DRUTO_FLASH=1 (FlashVariantEnv) the first ones;
+//     or newer): FlashAttention-2 on mma.sync. Where they are built (sm_80
+//     and newer) the kernels of variant 2, kernels/flash_attention2.cu:
+//     forward flash_fwd2_hsN (128-row tiles, cp.async double-buffered K/V:
+//     162 against variant 1's 66 TFLOP/s on the H200), backward
+//     flash_bwd2kv_hsN (dk, dv: 128-key CTAs of 8 warps, cp.async
+//     double-buffered query tiles, > 48 KB of dynamic shared memory) and
+//     flash_bwd2q_hsN (dq in a pass of its own: no atomics, deterministic);
+//     flashBackward2. Otherwise variant 1, kernels/flash_attention.cu: f16
+//     on sm_75 (the T4), and the backward at hs 128 where the GPU cannot
+//     give flash_bwd2kv_hs128 its shared memory (sm_86/89);
 //     the saved state is each query row's log-sum-exp, (B,NH,T) F32
 //     (device.LSEState), and no T×T matrix exists;
 //   - cuBLAS (everything else: the decomposed twin, fp32, other head sizes,
@@ -56,7 +57,6 @@ package gpu
 import (
 	"fmt"
 	"math"
-	"os"
 
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
@@ -107,52 +107,6 @@ func (d *Device) flash(dt tensor.DType, hs int) bool {
 		}
 	}
 	return true
-}
-
-// FlashVariantEnv names the environment variable that picks the
-// flash-attention kernels: "2" or unset (the default), flash_fwd2_hsN and
-// flash_bwd2_hsN of kernels/flash_attention2.cu (forward: 128-row tiles, 8
-// warps, cp.async double-buffered K/V; backward: 128-key tiles, 8 warps,
-// cp.async double-buffered query tiles; sm_80+, where variant 1 runs
-// otherwise); "1", flash_fwd_hsN and flash_bwd_hsN (64-row/64-key tiles, 4
-// warps). Both save the same state (the log-sum-exp).
-const FlashVariantEnv = "DRUTO_FLASH"
-
-// FlashDQEnv names the environment variable that picks how the backward of
-// variant 2 computes dq: "atomic", flash_bwd2_hsN adds each key tile's
-// dS·k to an fp32 scratch with atomics and flash_bwd2_dq adds that to dqkv
-// (5 matrix products a tile pair); "pass" or unset (the default),
-// flash_bwd2kv_hsN computes dk and dv only and flash_bwd2q_hsN, parallel
-// over query tiles, recomputes S and dP for dq (7 products, no atomics and
-// no scratch: deterministic, and faster on the H200). `druto bench
-// --kernels` times both (attention_bwd fused and fused-dqatomic).
-const FlashDQEnv = "DRUTO_FLASH_DQ"
-
-// flashDQEnv reads FlashDQEnv: whether the dq pass is chosen.
-func flashDQEnv() (bool, error) {
-	switch v := os.Getenv(FlashDQEnv); v {
-	case "atomic":
-		return false, nil
-	case "", "pass":
-		// The default since the H200 run of fcd7807: the dq pass took
-		// 0.521 ms against the atomics' 0.592 (B16 NH12 T1024 hs64 bf16),
-		// and its sums are deterministic.
-		return true, nil
-	default:
-		return false, fmt.Errorf("gpu: %s=%q: want atomic or pass (how the flash backward computes dq) or unset", FlashDQEnv, v)
-	}
-}
-
-// flashVariantEnv reads FlashVariantEnv: whether variant 2 is chosen.
-func flashVariantEnv() (bool, error) {
-	switch v := os.Getenv(FlashVariantEnv); v {
-	case "1":
-		return false, nil
-	case "", "2":
-		return true, nil
-	default:
-		return false, fmt.Errorf("gpu: %s=%q: want 1 or 2 (the flash-attention kernel variant) or unset", FlashVariantEnv, v)
-	}
 }
 
 // flashFwd returns the flash forward kernel for dt and head size hs, the
@@ -349,10 +303,11 @@ func (d *Device) AttentionBackward(dqkv, dout, qkv, out, att *tensor.Tensor, B, 
 // kernels: grid.x = ceil(T/flashTile).
 const flashTile = 64
 
-// flashBackward runs the flash backward: dd = rowsum(dout∘out), the main
-// kernel (dk, dv added to dqkv; dq into an fp32 scratch by atomics), then
-// dqkv's q part += that scratch; variant 2's kernels (flashBackward2) where
-// d.flashV2 is set and they are built for the dtype and head size.
+// flashBackward runs the flash backward: variant 2's kernels
+// (flashBackward2) where d.flashV2 is set and they are built for the dtype
+// and head size; else variant 1's: dd = rowsum(dout∘out), the main kernel
+// (dk, dv added to dqkv; dq into an fp32 scratch by atomics), then dqkv's q
+// part += that scratch.
 func (d *Device) flashBackward(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor) {
 	const op = "attention backward"
 	B, T, C, NH := s.B, s.T, s.C, s.NH
@@ -466,10 +421,10 @@ func (d *Device) attnBackwardChunk(s attnShape, b0, b1 int, dqkv, dout, qkv, att
 	}
 }
 
-// flash2Keys is the key tile of flash_bwd2_hsN (FA2_BN): grid.y = ceil(T/flash2Keys).
+// flash2Keys is the key tile of flash_bwd2kv_hsN (FA2_BN): grid.y = ceil(T/flash2Keys).
 const flash2Keys = 128
 
-// flashBwd2Rows is flash_bwd2_hsN's query tile (BM): 64 rows, 32 at hs 128
+// flashBwd2Rows is flash_bwd2kv_hsN's query tile (BM): 64 rows, 32 at hs 128
 // (registers: dk and dv of 16 keys × 128 columns per warp).
 func flashBwd2Rows(hs int) int {
 	if hs == 128 {
@@ -478,44 +433,34 @@ func flashBwd2Rows(hs int) int {
 	return 64
 }
 
-// flashBwd2Smem is flash_bwd2_hsN's dynamic shared memory in bytes,
+// flashBwd2Smem is flash_bwd2kv_hsN's dynamic shared memory in bytes,
 // Fa2Bwd<HS,BM>::BYTES of kernels/flash_attention2.cu: k and v tiles
 // (128 × (hs+8) 16-bit each), q and dout double-buffered (2 × BM × (hs+8)
-// each), dSᵀ (128 × (BM+8)), lse and dd double-buffered (2 × BM floats
-// each). hs 32: 60416, hs 64: 93184, hs 128: 115200 (all above the 48 KB
-// that needs no opt-in).
+// each), lse and dd double-buffered (2 × BM floats each). hs 32: 41984,
+// hs 64: 74752, hs 128: 104960 (the last two above the 48 KB that needs no
+// opt-in).
 func flashBwd2Smem(hs int) int {
 	bm := flashBwd2Rows(hs)
-	ld, ls := hs+8, bm+8
-	return 2*flash2Keys*ld*2 + 2*2*bm*ld*2 + flash2Keys*ls*2 + 2*2*bm*4
+	ld := hs + 8
+	return 2*flash2Keys*ld*2 + 2*2*bm*ld*2 + 2*2*bm*4
 }
 
 // dynamicSmem names the kernels that take more than 48 KB of dynamic shared
 // memory and how much: New raises each one's limit once at load
 // (cuFuncSetAttribute, MAX_DYNAMIC_SHARED_SIZE_BYTES); where the GPU cannot
-// give it (e.g. 99 KB on sm_86/89 against hs 128's 115 KB), the kernel is
-// unavailable and its caller takes its fallback.
+// give it (e.g. 99 KB on sm_86/89 against hs 128's 102.5 KB), the kernel
+// is unavailable and its caller takes its fallback.
 var dynamicSmem = map[string]int{
-	"flash_bwd2_hs32":    flashBwd2Smem(32),
-	"flash_bwd2_hs64":    flashBwd2Smem(64),
-	"flash_bwd2_hs128":   flashBwd2Smem(128),
 	"flash_bwd2kv_hs32":  flashBwd2Smem(32),
 	"flash_bwd2kv_hs64":  flashBwd2Smem(64),
 	"flash_bwd2kv_hs128": flashBwd2Smem(128),
 }
 
 // flashBwd2Built reports whether the backward of variant 2 runs for dt and
-// hs: d.flashV2 set and flash_bwd2_hsN, flash_bwd2_dot and flash_bwd2_dq
-// built (sm_80+, the shared memory granted).
+// hs: d.flashV2 set and flash_bwd2_dot, flash_bwd2kv_hsN and
+// flash_bwd2q_hsN built (sm_80+, the shared memory granted).
 func (d *Device) flashBwd2Built(dt tensor.DType, hs int) bool {
-	return d.flashV2 && d.built2(dt, "flash_bwd2_"+flashHeadSizes[hs], "flash_bwd2_dot", "flash_bwd2_dq")
-}
-
-// flashDQPassBuilt reports whether variant 2's backward takes the dq pass
-// for dt and hs: d.flashDQPass set and flash_bwd2kv_hsN, flash_bwd2q_hsN
-// built.
-func (d *Device) flashDQPassBuilt(dt tensor.DType, hs int) bool {
-	return d.flashDQPass && d.built2(dt, "flash_bwd2kv_"+flashHeadSizes[hs], "flash_bwd2q_"+flashHeadSizes[hs])
+	return d.flashV2 && d.built2(dt, "flash_bwd2_dot", "flash_bwd2kv_"+flashHeadSizes[hs], "flash_bwd2q_"+flashHeadSizes[hs])
 }
 
 // built2 reports whether every kernel named is built for dt (or launches
@@ -530,45 +475,24 @@ func (d *Device) built2(dt tensor.DType, names ...string) bool {
 }
 
 // flashBackward2 runs variant 2's backward (kernels/flash_attention2.cu):
-// flash_bwd2_dot writes dd = rowsum(dout∘out) and zeroes the fp32 dq
-// scratch (no memset), flash_bwd2_hsN adds dk and dv to dqkv and dq to the
-// scratch (fp32 atomics), flash_bwd2_dq adds the scratch to dqkv's q part.
-// With the dq pass (flashDQPassBuilt): flash_bwd2_dot writes dd only,
-// flash_bwd2kv_hsN adds dk and dv, flash_bwd2q_hsN adds dq (FlashDQEnv).
-// The caller has checked the arguments (flashBackward).
+// flash_bwd2_dot writes dd = rowsum(dout∘out), flash_bwd2kv_hsN adds dk
+// and dv to dqkv, flash_bwd2q_hsN adds dq. The caller has checked the
+// arguments (flashBackward).
 func (d *Device) flashBackward2(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor) {
 	B, T, C, NH := s.B, s.T, s.C, s.NH
-	if d.flashDQPassBuilt(s.dt, s.hs) {
-		dd := d.scratch("attn.dd", B*NH*T*4)
-		if dd == 0 {
-			return
-		}
-		dx, g, x, o, lse := d.ptr(dqkv), d.ptr(dout), d.ptr(qkv), d.ptr(out), d.ptr(att)
-		n8 := int64(B) * int64(T) * int64(C) / 8
-		suf := flashHeadSizes[s.hs]
-		d.do(func() error {
-			d.launch("flash_bwd2_dot", s.dt, elemBlocks(int(min(n8, math.MaxInt32))), cuda.D1(flash2BwdBlock), 0, dd, cuda.DevicePtr(0), g, o, n8, T, NH, s.hs)
-			d.launch("flash_bwd2kv_"+suf, s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Keys)), Z: 1}, cuda.D1(flash2BwdBlock),
-				flashBwd2Smem(s.hs), dx, cuda.DevicePtr(0), x, g, lse, dd, T, C, NH, s.scale)
-			d.launch("flash_bwd2q_"+suf, s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Rows)), Z: 1}, cuda.D1(flash2BwdBlock), 0,
-				dx, x, g, lse, dd, T, C, NH, s.scale)
-			return nil
-		})
-		return
-	}
 	dd := d.scratch("attn.dd", B*NH*T*4)
-	dqacc := d.scratch("attn.dqacc", B*T*C*4)
-	if dd == 0 || dqacc == 0 {
+	if dd == 0 {
 		return
 	}
 	dx, g, x, o, lse := d.ptr(dqkv), d.ptr(dout), d.ptr(qkv), d.ptr(out), d.ptr(att)
 	n8 := int64(B) * int64(T) * int64(C) / 8 // C = NH·hs is a multiple of 8
-	eg := elemBlocks(int(min(n8, math.MaxInt32)))
+	suf := flashHeadSizes[s.hs]
 	d.do(func() error {
-		d.launch("flash_bwd2_dot", s.dt, eg, cuda.D1(flash2BwdBlock), 0, dd, dqacc, g, o, n8, T, NH, s.hs)
-		d.launch("flash_bwd2_"+flashHeadSizes[s.hs], s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Keys)), Z: 1}, cuda.D1(flash2BwdBlock),
-			flashBwd2Smem(s.hs), dx, dqacc, x, g, lse, dd, T, C, NH, s.scale)
-		d.launch("flash_bwd2_dq", s.dt, eg, cuda.D1(flash2BwdBlock), 0, dx, dqacc, n8, C)
+		d.launch("flash_bwd2_dot", s.dt, elemBlocks(int(min(n8, math.MaxInt32))), cuda.D1(flash2BwdBlock), 0, dd, g, o, n8, T, NH, s.hs)
+		d.launch("flash_bwd2kv_"+suf, s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Keys)), Z: 1}, cuda.D1(flash2BwdBlock),
+			flashBwd2Smem(s.hs), dx, x, g, lse, dd, T, C, NH, s.scale)
+		d.launch("flash_bwd2q_"+suf, s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Rows)), Z: 1}, cuda.D1(flash2BwdBlock), 0,
+			dx, x, g, lse, dd, T, C, NH, s.scale)
 		return nil
 	})
 }

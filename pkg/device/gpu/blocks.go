@@ -12,9 +12,8 @@ import (
 )
 
 var (
-	lnRowBlock    = kernels.MustBlock("layernorm.cu", "LN_ROW_BLOCK")    // a warp per row, v1 forward and the decomposed row means
-	lnFwdBlock    = kernels.MustBlock("layernorm.cu", "LN_FWD_BLOCK")    // layernorm_forward2 (persistent)
-	lnBackThreads = kernels.MustBlock("layernorm.cu", "LN_BWD_BLOCK")    // layernorm_backward(3)
+	lnRowBlock    = kernels.MustBlock("layernorm.cu", "LN_ROW_BLOCK")    // a warp per row: the forward and the decomposed row means
+	lnBackThreads = kernels.MustBlock("layernorm.cu", "LN_BWD_BLOCK")    // layernorm_backward
 	lnReduceBlock = kernels.MustBlock("layernorm.cu", "LN_REDUCE_BLOCK") // layernorm_reduce
 	lnColsumBlock = kernels.MustBlock("layernorm.cu", "LN_COLSUM_BLOCK") // layernorm_colsum(_f32)
 	lnEWBlock     = kernels.MustBlock("layernorm.cu", "LN_EW_BLOCK")     // add and the decomposed elementwise passes
@@ -24,7 +23,6 @@ var (
 	castBlock      = kernels.MustBlock("cast.cu", "CAST_BLOCK")
 	gnBlock        = kernels.MustBlock("gradnorm.cu", "GN_THREADS")
 	stepBlock      = kernels.MustBlock("step.cu", "ST_THREADS")
-	ce2Block       = kernels.MustBlock("crossentropy.cu", "CE2_THREADS")
 	ce3Block       = kernels.MustBlock("crossentropy.cu", "CE3_THREADS")
 	ceEWBlock      = kernels.MustBlock("crossentropy.cu", "CE_EW_BLOCK")
 	encBlock       = kernels.MustBlock("encoder.cu", "ENC_BLOCK")

@@ -43,27 +43,24 @@ func TestLaunchBlocks(t *testing.T) {
 	} {
 		t.Run(name, fn)
 	}
-	// The paths the tests above leave out: the legacy (v1) layernorm
-	// kernels, a misaligned row (v1's scalar path) and the half-to-half casts.
+	// The paths the tests above leave out: the residual layernorm, a
+	// misaligned row (the scalar path) and the half-to-half casts.
 	const N, C = 9, 96
 	bf, h, f32 := tensor.BF16, tensor.F16, tensor.F32
 	layout := &tensor.Layout{}
 	layout.Add("w", true, 3000)
-	for _, legacy := range []bool{false, true} {
-		_, err := hooked(t, true, func(d *Device) {
-			d.legacy = legacy
-			d.ResidualLayerNorm(dev(f32, N, C), dev(bf, N, C), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, N, C), dev(bf, C), dev(bf, C), N, C)
-			d.ResidualLayerNorm(dev(bf, N, C), dev(bf, N, C), dev(f32, N), dev(f32, N), dev(bf, N, C), dev(bf, N, C), dev(bf, C), dev(bf, C), N, C)
-			d.LayerNormBackward(dev(f32, N, C), dev(f32, C), dev(f32, C), dev(bf, N, C), dev(f32, N, C), dev(bf, C), dev(f32, N), dev(f32, N), N, C)
-			d.LayerNormBackward(dev(bf, N, C), dev(f32, C), dev(f32, C), dev(bf, N, C), dev(bf, N, C), dev(bf, C), dev(f32, N), dev(f32, N), N, C)
-			d.Cast(dev(h, 99), dev(bf, 99))
-			d.Cast(dev(bf, 99), dev(h, 99))
-			d.GradNorm(dev(f32, 5000), 1)
-			d.AdamWState(dev(f32, 3000), dev(bf, 3000), dev(f32, 3000), dev(f32, 3000), dev(f32, 3000), layout, device.AdamW{Beta1: 0.9, Beta2: 0.95}, dev(f32, device.StateLen))
-		})
-		if err != nil {
-			t.Errorf("legacy=%v: %v", legacy, err)
-		}
+	_, err = hooked(t, true, func(d *Device) {
+		d.ResidualLayerNorm(dev(f32, N, C), dev(bf, N, C), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, N, C), dev(bf, C), dev(bf, C), N, C)
+		d.ResidualLayerNorm(dev(bf, N, C), dev(bf, N, C), dev(f32, N), dev(f32, N), dev(bf, N, C), dev(bf, N, C), dev(bf, C), dev(bf, C), N, C)
+		d.LayerNormBackward(dev(f32, N, C), dev(f32, C), dev(f32, C), dev(bf, N, C), dev(f32, N, C), dev(bf, C), dev(f32, N), dev(f32, N), N, C)
+		d.LayerNormBackward(dev(bf, N, C), dev(f32, C), dev(f32, C), dev(bf, N, C), dev(bf, N, C), dev(bf, C), dev(f32, N), dev(f32, N), N, C)
+		d.Cast(dev(h, 99), dev(bf, 99))
+		d.Cast(dev(bf, 99), dev(h, 99))
+		d.GradNorm(dev(f32, 5000), 1)
+		d.AdamWState(dev(f32, 3000), dev(bf, 3000), dev(f32, 3000), dev(f32, 3000), dev(f32, 3000), layout, device.AdamW{Beta1: 0.9, Beta2: 0.95}, dev(f32, device.StateLen))
+	})
+	if err != nil {
+		t.Error(err)
 	}
 	var missed []string
 	for k := range want {

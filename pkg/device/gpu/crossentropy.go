@@ -4,9 +4,7 @@ package gpu
 // of kernels/crossentropy.cu. Fused: crossentropy_fused_l3, a persistent
 // grid of ceRowsPerSM blocks per SM, each row read twice (the second time
 // from L2) and the gradient written over it in its own dtype; no
-// probability buffer. The previous crossentropy_fused_l2 (the same scheme
-// with about 2.5 times the instructions a logit) stays selectable
-// (Device.legacy) for the micro-benchmarks. Decomposed: max, exp, sum,
+// probability buffer. Decomposed: max, exp, sum,
 // divide into a materialised fp32 (N,V) probability buffer (a reused
 // scratch), then the NLL gather (log-sum-exp form: log(sum) - (x[t] - max)
 // from the logits and the row statistics) and the gradient pass. The caller validates
@@ -19,7 +17,7 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// ceRowsPerSM is how many rows crossentropy_fused_l2 and _l3 keep in flight per SM
+// ceRowsPerSM is how many rows crossentropy_fused_l3 keeps in flight per SM
 // (blocks of its persistent grid): enough that one block streams while
 // another reduces, few enough that every row in flight (2·132 GPT-2 bf16
 // rows of 100 KB: 26 MB) stays in the 50 MB L2 until its second read. Its
@@ -27,7 +25,7 @@ import (
 // per SM anyway.
 const ceRowsPerSM = 2
 
-// ceGrid is crossentropy_fused_l2's and _l3's grid for N rows on sms SMs.
+// ceGrid is crossentropy_fused_l3's grid for N rows on sms SMs.
 func ceGrid(N, sms int) int { return max(1, min(N, ceRowsPerSM*max(1, sms))) }
 
 // CrossEntropy computes losses[i] = -log softmax(logits[i])[targets[i]] in
@@ -60,10 +58,6 @@ func (d *Device) crossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 		vec := 0
 		if es := dt.Size(); V%(16/es) == 0 && uint64(x)%16 == 0 {
 			vec = 1
-		}
-		if d.legacy {
-			d.launch("crossentropy_fused_l2", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ce2Block), 0, l, x, t, N, V, dscale, vec, mul)
-			return
 		}
 		d.launch("crossentropy_fused_l3", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ce3Block), 0, l, x, t, N, V, dscale, vec, mul)
 		return

@@ -12,7 +12,7 @@ import (
 // multiple of the 128-bit vector, so the scalar path), GPT-2's vocabulary
 // (50304: the fp32 rows are longer than the register cache, so the re-read
 // path too). 280 and 300 rows are more than the persistent grid of
-// crossentropy_fused_l2/_l3 on a GPU of up to 132 SMs (ceRowsPerSM per SM),
+// crossentropy_fused_l3 on a GPU of up to 132 SMs (ceRowsPerSM per SM),
 // so blocks loop to further rows; 1003 is the scalar path of that loop.
 // 3×8: a row of one 16-bit vector; 5×4100: a row that ends one vector into
 // a group of l3's pass-1 loads (4100 = 512·8 + 4); 300×50304: GPT-2 rows,
@@ -27,20 +27,13 @@ var ceShapes = [][2]int{{1, 1}, {3, 8}, {17, 1000}, {33, 257}, {64, 50304}, {280
 // ulp).
 func TestGPUCrossEntropy(t *testing.T) {
 	rng := testRNG(t)
-	// the fused form twice: crossentropy_fused_l3, then the legacy crossentropy_fused_l2
-	for k, fused := range []bool{true, true, false} {
+	for _, fused := range []bool{true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
-		g.legacy = k == 1
-		defer func() { g.legacy = false }()
-		variant := ""
-		if k == 1 {
-			variant = "legacy_"
-		}
 		for _, dt := range floatDTypes {
 			for _, sh := range trim(ceShapes) {
 				N, V := sh[0], sh[1]
 				for _, dscale := range []float32{0, 1 / float32(N)} {
-					name := fmt.Sprintf("%sN%d_V%d_dscale%v", variant, N, V, dscale != 0)
+					name := fmt.Sprintf("N%d_V%d_dscale%v", N, V, dscale != 0)
 					logits := randHost(rng, dt, 0, 2, N, V)
 					tg := randTokens(rng, N, V)
 					want, wantLoss := clone(logits), tensor.New(tensor.F32, N)
@@ -73,10 +66,8 @@ func TestGPUCrossEntropy(t *testing.T) {
 func TestGPUCrossEntropyFarTarget(t *testing.T) {
 	const N, V = 4, 1000
 	rng := testRNG(t)
-	for k, fused := range []bool{true, true, false} {
+	for _, fused := range []bool{true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(true)
-		g.legacy = k == 1
-		defer func() { g.legacy = false }()
 		for _, dt := range floatDTypes {
 			logits := randHost(rng, dt, 0, 1, N, V)
 			v := logits.ToF32()
@@ -99,25 +90,23 @@ func TestGPUCrossEntropyFarTarget(t *testing.T) {
 			got := toHost(t, g, losses)
 			for i, l := range got.F32() {
 				if math.IsInf(float64(l), 0) || math.IsNaN(float64(l)) || l < 199 {
-					t.Errorf("%s %s variant %d: row %d: loss %v, want finite, about 200", dt, formName(fused), k, i, l)
+					t.Errorf("%s %s: row %d: loss %v, want finite, about 200", dt, formName(fused), i, l)
 				}
 			}
-			check(t, "crossentropy", dt, fused, fmt.Sprintf("far_target_variant%d", k), "losses", got, wantLoss, tensor.F32, 1)
+			check(t, "crossentropy", dt, fused, "far_target", "losses", got, wantLoss, tensor.F32, 1)
 		}
 	}
 }
 
 // TestGPUCrossEntropyMasked: logits of -inf (masked entries) add nothing
 // to the softmax and get a zero gradient, also where every logit one thread
-// of crossentropy_fused_l2/_l3 reads first is -inf (its running max is still
+// of crossentropy_fused_l3 reads first is -inf (its running max is still
 // -inf then: exp(-inf - -inf) must not make the sum NaN).
 func TestGPUCrossEntropyMasked(t *testing.T) {
 	const N, V = 3, 4104
 	rng := testRNG(t)
-	for k, fused := range []bool{true, true, false} {
+	for _, fused := range []bool{true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
-		g.legacy = k == 1
-		defer func() { g.legacy = false }()
 		for _, dt := range floatDTypes {
 			logits := randHost(rng, dt, 0, 2, N, V)
 			v := logits.ToF32()
@@ -142,7 +131,7 @@ func TestGPUCrossEntropyMasked(t *testing.T) {
 			}
 			losses, x := poisoned(t, g, tensor.F32, N), toGPU(t, g, logits)
 			g.CrossEntropy(losses, x, toGPU(t, g, tg), N, V, 1/float32(N))
-			name := fmt.Sprintf("masked_variant%d", k)
+			name := "masked"
 			check(t, "crossentropy", dt, fused, name, "losses", toHost(t, g, losses), wantLoss, tensor.F32, sqrtScale(V))
 			gscale := 1.0
 			if dt == tensor.F32 {

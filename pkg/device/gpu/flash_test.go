@@ -138,18 +138,16 @@ func flashDTypes(t *testing.T, g *Device) []tensor.DType {
 }
 
 // flashVariants returns the flash variants g runs for dt: 1, and 2
-// (flash_fwd2_hsN and flash_bwd2_*, flashV2) and 3 (variant 2 with the dq
-// pass, flash_bwd2kv_hsN + flash_bwd2q_hsN, flashDQPass) where they are
-// built; on sm_80 or
-// newer a missing variant 2 kernel is an error, except flash_bwd2_hs128 on
-// GPUs with less than its 115 KB of shared memory a block (sm_86, sm_89:
-// 99 KB; A100, H100 and H200 give it): there hs 128 keeps variant 1's
-// backward, which variant 2's runs then test too.
+// (flash_fwd2_hsN, flash_bwd2_dot, flash_bwd2kv_hsN, flash_bwd2q_hsN:
+// flashV2) where they are built; on sm_80 or newer a missing variant 2
+// kernel is an error, except flash_bwd2kv_hs128 on GPUs with less than its
+// 102.5 KB of shared memory a block (sm_86, sm_89: 99 KB; A100, H100 and
+// H200 give it): there hs 128 keeps variant 1's backward, which variant
+// 2's runs then test too.
 func flashVariants(t *testing.T, g *Device, dt tensor.DType) []int {
 	t.Helper()
 	dev := g.Context().Device
-	for _, k := range []string{"flash_fwd2_hs32", "flash_fwd2_hs64", "flash_fwd2_hs128",
-		"flash_bwd2_hs32", "flash_bwd2_hs64", "flash_bwd2_hs128", "flash_bwd2_dot", "flash_bwd2_dq",
+	for _, k := range []string{"flash_fwd2_hs32", "flash_fwd2_hs64", "flash_fwd2_hs128", "flash_bwd2_dot",
 		"flash_bwd2kv_hs32", "flash_bwd2kv_hs64", "flash_bwd2kv_hs128", "flash_bwd2q_hs32", "flash_bwd2q_hs64", "flash_bwd2q_hs128"} {
 		if g.funcs[kernelKey{k, dt}] != nil {
 			continue
@@ -159,22 +157,22 @@ func flashVariants(t *testing.T, g *Device, dt tensor.DType) []int {
 		case dev.Major < 8:
 			t.Logf("flash variant 2 unavailable for %s on %s (sm_80+): %v", dt, g.Name(), err)
 			return []int{1}
-		case (k == "flash_bwd2_hs128" || k == "flash_bwd2kv_hs128") && !(dev.Major == 8 && dev.Minor == 0) && dev.Major < 9:
+		case k == "flash_bwd2kv_hs128" && !(dev.Major == 8 && dev.Minor == 0) && dev.Major < 9:
 			t.Logf("%s/%s unavailable on sm_%d%d (shared memory): hs 128 keeps the backward of variant 1: %v", k, dt, dev.Major, dev.Minor, err)
 		default:
 			t.Errorf("flash variant 2: %s/%s not built on sm_%d%d: %v", k, dt, dev.Major, dev.Minor, err)
 			return []int{1}
 		}
 	}
-	return []int{1, 2, 3}
+	return []int{1, 2}
 }
 
-// setFlashVariant makes g run flash variant v (forward and backward; 3:
-// variant 2 with the dq pass) until the test ends.
+// setFlashVariant makes g run flash variant v (forward and backward) until
+// the test ends.
 func setFlashVariant(t *testing.T, g *Device, v int) {
-	was, wasDQ := g.flashV2, g.flashDQPass
-	g.flashV2, g.flashDQPass = v >= 2, v == 3
-	t.Cleanup(func() { g.flashV2, g.flashDQPass = was, wasDQ })
+	was := g.flashV2
+	g.flashV2 = v == 2
+	t.Cleanup(func() { g.flashV2 = was })
 }
 
 // TestGPUFlash checks the flash kernels against the fp32 CPU reference on
@@ -183,9 +181,9 @@ func setFlashVariant(t *testing.T, g *Device, v int) {
 // pre-filled with random values, each of dq, dk and dv compared separately.
 // hs 32, 64, 128; T 1, 17, 128, 1000, 1024; B·NH 1 and 48; bf16 and f16
 // (those of the two the GPU has flash kernels for); each variant, forward
-// and backward (1, and 2 and 3 where built: flashVariants), the failures
-// named v1_... / v2_... / v3_...; the backward's scratch (dd, the fp32 dq accumulator)
-// NaN-poisoned before each backward.
+// and backward (1, and 2 where built: flashVariants), the failures named
+// v1_... / v2_...; the backward's scratch (dd, variant 1's fp32 dq
+// accumulator) NaN-poisoned before each backward.
 //
 // Tolerances (the tolerance rule of dt times a scale): out at scale 16 (p
 // is rounded to dt before p·v, as the cuBLAS path rounds the
@@ -253,9 +251,9 @@ func TestGPUFlash(t *testing.T) {
 					flashCheck(t, name, "lse", toHost(t, g, lse).F32(), wantLSE, tensor.F32, 16, posLSE)
 
 					dqkv := toGPU(t, g, hostOf(t, dt, d0v, B, T, 3*C))
-					// the backward's scratch NaN-poisoned: dd and the fp32 dq
-					// accumulator must be written (zeroed) before they are read
-					// (variant 2: by flash_bwd2_dot, no memset)
+					// the backward's scratch NaN-poisoned: dd and variant 1's
+					// fp32 dq accumulator must be written (zeroed) before they
+					// are read
 					for _, sc := range []struct {
 						name  string
 						bytes int
@@ -287,7 +285,7 @@ func TestGPUFlash(t *testing.T) {
 // fused device, on the same 16-bit inputs, agree within the tolerance rule
 // at scale 16 (two approximations, each rounding p and the score gradient
 // to dt in its own way): the fused path and its twin compute the same
-// function; for each flash variant (flashVariants: 1, 2, 3).
+// function; for each flash variant (flashVariants: 1, 2).
 func TestGPUFlashParity(t *testing.T) {
 	g := gpuDev(t, true)
 	dts := flashDTypes(t, g)

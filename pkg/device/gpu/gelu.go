@@ -12,9 +12,8 @@ package gpu
 //	d.geluForwardDecomposed(out, inp, n) the same as eager PyTorch runs it: eight passes
 //	                                     through an fp32 scratch buffer
 //
-// GELUBackward's fused form is one pass (gelu_backward2, or the legacy
-// gelu_backward16); the decomposed form
-// runs the derivative's nine elementwise passes through fp32 scratch
+// GELUBackward's fused form is one pass (gelu_backward2); the decomposed
+// form runs the derivative's nine elementwise passes through fp32 scratch
 // buffers, as autograd of the composite would.
 
 import (
@@ -56,10 +55,6 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 		vec := 0
 		if p, q, r := uint64(d.ptr(dinp)), uint64(d.ptr(inp)), uint64(d.ptr(dout)); p%16 == 0 && q%16 == 0 && r%16 == 0 {
 			vec = 1
-		}
-		if d.legacy { // gelu_backward16: one vector a thread and step, waiting for its loads
-			d.run("gelu_backward16", dt, d.ewGrid(int64(n), 16/dt.Size()), cuda.D1(geluBlock), 0, d.ptr(dinp), d.ptr(inp), d.ptr(dout), int64(n), vec)
-			return
 		}
 		// gelu_backward2: a persistent grid, the next vector's loads in flight
 		per := int64(geluBlock * 16 / dt.Size())

@@ -23,17 +23,14 @@ var geluSizes = []int{1, 17, 4099, 1024 * 3072, 8<<20 + 5}
 // differ by up to ~5e-6 absolute, so F32 is checked at scale 8; in the
 // 16-bit types the rounding of the result dominates (scale 2).
 //
-// The fused form runs twice: gelu_backward2 and the legacy gelu_backward16
-// (Device.legacy), both with 16-byte accesses and, for 16-bit types, tanh
-// from the fast exp2 and reciprocal (~1e-7 absolute, far inside their
-// rounding). A view one element into its buffer (not 16-byte aligned)
-// checks their scalar path.
+// The fused form, gelu_backward2, makes 16-byte accesses and, for 16-bit
+// types, takes tanh from the fast exp2 and reciprocal (~1e-7 absolute, far
+// inside their rounding). A view one element into its buffer (not 16-byte
+// aligned) checks its scalar path.
 func TestGPUGELUBackward(t *testing.T) {
 	rng := testRNG(t)
-	for k, fused := range []bool{true, true, false} {
+	for _, fused := range []bool{true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
-		g.legacy = k == 1
-		defer func() { g.legacy = false }()
 		for _, dt := range floatDTypes {
 			for _, n := range trim(geluSizes) {
 				inp, dout := randHost(rng, dt, 0, 2, n), randHost(rng, dt, 0, 1, n)
@@ -49,10 +46,10 @@ func TestGPUGELUBackward(t *testing.T) {
 				if dt == tensor.F32 {
 					scale = 8
 				}
-				check(t, "gelu_backward", dt, fused, fmt.Sprintf("v%d_n%d", k, n), "dinp", toHost(t, g, dinp), want, dt, scale)
+				check(t, "gelu_backward", dt, fused, fmt.Sprintf("n%d", n), "dinp", toHost(t, g, dinp), want, dt, scale)
 				inplace := toGPU(t, g, dout)
 				g.GELUBackward(inplace, ginp, inplace, n)
-				check(t, "gelu_backward", dt, fused, fmt.Sprintf("v%d_n%d_inplace", k, n), "dinp", toHost(t, g, inplace), want, dt, scale)
+				check(t, "gelu_backward", dt, fused, fmt.Sprintf("n%d_inplace", n), "dinp", toHost(t, g, inplace), want, dt, scale)
 				if n == 4099 { // views one element in: the scalar path
 					pin, pout := randHost(rng, dt, 0, 2, n+1), randHost(rng, dt, 0, 1, n+1)
 					ref.GELUBackward(want, pin.MustView(1, n), pout.MustView(1, n), n)
@@ -61,7 +58,7 @@ func TestGPUGELUBackward(t *testing.T) {
 					}
 					od := poisoned(t, g, dt, n+1)
 					g.GELUBackward(od.MustView(1, n), toGPU(t, g, pin).MustView(1, n), toGPU(t, g, pout).MustView(1, n), n)
-					check(t, "gelu_backward", dt, fused, fmt.Sprintf("v%d_n%d_off1", k, n), "dinp", toHost(t, g, od).MustView(1, n), want, dt, scale)
+					check(t, "gelu_backward", dt, fused, fmt.Sprintf("n%d_off1", n), "dinp", toHost(t, g, od).MustView(1, n), want, dt, scale)
 				}
 			}
 		}

@@ -67,14 +67,13 @@ type Config struct {
 // and return at once; Sync waits and returns the first error. It is safe
 // for use by one goroutine at a time.
 type Device struct {
-	ctx         *cuda.Context
-	stream      *cuda.Stream
-	fused       bool
-	noFlash     bool // Config.NoFlash
-	flashV2     bool // the flash forward and backward of variant 2 (flash_attention2.cu), the default; env DRUTO_FLASH=1 turns it off
-	flashDQPass bool // variant 2's backward computes dq in a pass of its own (flash_bwd2kv + flash_bwd2q), not by atomics; env DRUTO_FLASH_DQ=pass
-	name        string
-	owns        bool // Close closes ctx
+	ctx     *cuda.Context
+	stream  *cuda.Stream
+	fused   bool
+	noFlash bool // Config.NoFlash
+	flashV2 bool // the flash forward and backward of variant 2 (flash_attention2.cu) where built; off only for SelfTest and the micro-benchmarks
+	name    string
+	owns    bool // Close closes ctx
 
 	nvrtc *cuda.NVRTC
 	blas  *cuda.BLASHandle
@@ -89,12 +88,6 @@ type Device struct {
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
 	ltx       ltExtra           // algorithm forcing, tracing and tuning of those (matmul.go)
 	tables    map[*tensor.Layout]layoutTable
-
-	// legacy selects the previous variant of the kernels that have two
-	// (e.g. crossentropy_fused_l2 instead of crossentropy_fused_l3,
-	// layernorm_forward instead of layernorm_forward2), so the
-	// micro-benchmarks and tests can run both.
-	legacy bool
 
 	// trace, when not nil, records every kernel looked up to launch
 	// (SelfTest: which kernels a conformance case ran).
@@ -146,17 +139,10 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if ctx == nil {
 		return nil, errors.New("gpu: New with a nil context")
 	}
-	flashV2, err := flashVariantEnv()
-	if err != nil {
-		return nil, err
-	}
 	if _, err := gemmTuneEnv(); err != nil {
 		return nil, err
 	}
-	dqPass, err := flashDQEnv()
-	if err != nil {
-		return nil, err
-	}
+	var err error
 	libs := cfg.Libs
 	if libs == nil {
 		libs = &cuda.Libraries{}
@@ -176,7 +162,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: flashV2, flashDQPass: dqPass, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}

@@ -2,10 +2,8 @@ package gpu
 
 // gradnorm.go: GradNorm, the launchers of kernels/gradnorm.cu: one pass
 // over the gradient buffer into float64 partials (gradnorm_partial2: one
-// per chunk of gnChunk elements, a warp each, over a persistent grid; the
-// legacy gradnorm_partial: one per block of a fixed grid chosen from the
-// length alone), one block adding them in a fixed order,
-// and a download of the two results (the one host synchronisation). The
+// per chunk of gnChunk elements, a warp each, over a persistent grid), one
+// block adding them in a fixed order, and a download of the two results (the one host synchronisation). The
 // same buffer gives the same bits every time. There is a single form: the
 // norm is one reduction either way.
 
@@ -19,18 +17,8 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// gnMaxBlocks bounds gradnorm_partial's grid; gnPerBlock is the elements a
-// block covers at the least (its threads × 4 elements × 8 steps).
-const gnMaxBlocks = 1024
-
-var gnPerBlock = gnBlock * 4 * 8
-
 // gnChunk is gradnorm_partial2's chunk of elements (GN_CHUNK).
 var gnChunk = kernels.MustDefine("gradnorm.cu", "GN_CHUNK")
-
-// gnBlocks is gradnorm_partial's grid for n elements: a function of n only,
-// so the partition, and with it the bits, are the same on every device.
-func gnBlocks(n int) int { return max(1, min(gnMaxBlocks, (n+gnPerBlock-1)/gnPerBlock)) }
 
 // GradNorm returns sqrt(Σ (g·scale)²) over every element of grads in fp32
 // and whether every element was finite (when not, norm is Inf or NaN), in
@@ -78,24 +66,17 @@ func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, fi
 
 // gnPartials returns the scratch "gradnorm.part" for the float64 partial
 // sums of n gradients and how many there are: one per gnChunk elements
-// (gradnorm_partial2), or under Device.legacy one per block of gnBlocks(n)
-// (gradnorm_partial). gradnorm_final and step_update add them in order.
+// (gradnorm_partial2). gradnorm_final and step_update add them in order.
 func (d *Device) gnPartials(n int) (cuda.DevicePtr, int) {
 	np := (n + gnChunk - 1) / gnChunk
-	if d.legacy {
-		np = gnBlocks(n)
-	}
 	return d.buf("gradnorm.part", np*8), np
 }
 
 // kGradNormPartial launches the partial sums of g² over grads (n elements)
 // into part (np of them, from gnPartials): gradnorm_partial2 on a
-// persistent grid, or gradnorm_partial under Device.legacy.
+// persistent grid.
 func (d *Device) kGradNormPartial(part cuda.DevicePtr, np int, grads *tensor.Tensor, n int) bool {
 	vec := vec4(d.ptr(grads), 4)
-	if d.legacy {
-		return d.run("gradnorm_partial", tensor.F32, cuda.D1(np), cuda.D1(gnBlock), 0, part, d.ptr(grads), int64(n), vec)
-	}
 	warps := gnBlock / 32
 	nb := max(1, min(d.residentBlocks("gradnorm_partial2", tensor.F32, gnBlock, 0)*d.sms(), (np+warps-1)/warps))
 	return d.run("gradnorm_partial2", tensor.F32, cuda.D1(nb), cuda.D1(gnBlock), 0, part, d.ptr(grads), int64(n), vec)

@@ -11,16 +11,13 @@ import (
 // TestGPUGradNorm checks GradNorm against the CPU reference (both sum in
 // float64, so the fp32 norms agree to the last bit or one ulp: scale 1),
 // that the same buffer gives the same bits twice, and that an Inf or a NaN
-// anywhere is reported, as the CPU reports it. The fused device runs
-// twice: gradnorm_partial2 (chunks of 4096: sizes of one chunk, one more
-// element, a partial last chunk; an offset view takes the scalar path) and,
-// legacy, gradnorm_partial.
+// anywhere is reported, as the CPU reports it. gradnorm_partial2 sums
+// chunks of 4096: sizes of one chunk, one more element, a partial last
+// chunk; an offset view takes the scalar path.
 func TestGPUGradNorm(t *testing.T) {
 	rng := testRNG(t)
-	for k, fused := range []bool{true, true, false} {
+	for _, fused := range []bool{true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
-		g.legacy = k == 1
-		defer func() { g.legacy = false }()
 		for _, n := range trim([]int{1, 17, 1000, 4096, 4097, 30*4096 + 5, 1<<20 + 3, 9 << 20}) {
 			grads := randHost(rng, tensor.F32, 0, 1e-2, n)
 			gg := toGPU(t, g, grads)
@@ -38,7 +35,7 @@ func TestGPUGradNorm(t *testing.T) {
 				if err := g.Sync(); err != nil {
 					t.Fatal(err)
 				}
-				name := fmt.Sprintf("v%d_n%d_scale%g", k, n, scale)
+				name := fmt.Sprintf("n%d_scale%g", n, scale)
 				t.Logf("RESULT gradnorm f32 %s %s norm relerr %.3g", formName(fused), name, math.Abs(float64(got-want))/float64(want))
 				if ok != wantOK || !ok {
 					t.Fatalf("gradnorm %s: finite %v, want %v", name, ok, wantOK)

@@ -11,12 +11,9 @@ package gpu
 // mean, rstd, dweight and dbias are F32. Other combinations record
 // device.ErrUnsupported.
 //
-// Fused: one kernel per op (forward: layernorm_forward2 and
-// residual_layernorm_forward2 over a persistent grid where the row fits
-// their registers, the v1 kernels otherwise and under Device.legacy;
-// backward: one pass over the rows into per-block
-// partials of dweight and dbias, then layernorm_reduce, 32 columns × 32
-// slices of partial rows per block). The backward grid is as many blocks as
+// Fused: one kernel per op (forward: a warp per row; backward: one pass
+// over the rows into per-block partials of dweight and dbias, then
+// layernorm_reduce, 32 columns × 32 slices of partial rows per block). The backward grid is as many blocks as
 // are resident at once (a persistent grid), so every block sums the same
 // number of rows and the partials are few.
 // Decomposed: the CPU reference's passes, one kernel each, through fp32
@@ -259,46 +256,25 @@ func (d *Device) layerNormDecomposed(sfx string, dt tensor.DType, out, mean, rst
 	d.run("layernorm_affine", dt, d.ewGrid(n, 1), cuda.D1(lnEWBlock), 0, d.ptr(out), xhat, d.ptr(weight), d.ptr(bias), N, C)
 }
 
-// kLayerNormForward launches layernorm_forward2(_rf32) (a persistent grid,
-// each warp looping over rows with the next row's loads in flight) when the
-// row fits its registers, else, and under Device.legacy, layernorm_forward
-// (_rf32): a warp per row, a block per lnRowBlock/32 rows.
+// kLayerNormForward launches layernorm_forward(_rf32): a warp per row, a
+// block per lnRowBlock/32 rows.
 func (d *Device) kLayerNormForward(sfx string, dt tensor.DType, out, mean, rstd, inp, weight, bias *tensor.Tensor, N, C int) {
 	vec := 0
 	if C%4 == 0 {
 		vec = vec4(d.ptr(out), dt.Size(), d.ptr(inp), inp.DType.Size(), d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
 	}
-	if vec == 1 && C <= lnFastMaxC && !d.legacy {
-		k := "layernorm_forward2" + sfx
-		d.run(k, dt, grid1(d.lnFwdGrid(k, dt, N)), cuda.D1(lnFwdBlock), 0,
-			d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C)
-		return
-	}
 	d.run("layernorm_forward"+sfx, dt, grid1((N+lnRowBlock/32-1)/(lnRowBlock/32)), cuda.D1(lnRowBlock), 0,
 		d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, vec)
 }
 
-// lnFwdGrid is the persistent grid of layernorm_forward2 kernel k: the
-// blocks resident at once on every SM, at most one warp per row.
-func (d *Device) lnFwdGrid(k string, dt tensor.DType, N int) int {
-	rows := lnFwdBlock / 32
-	return max(1, min(d.residentBlocks(k, dt, lnFwdBlock, 0)*d.sms(), (N+rows-1)/rows))
-}
-
-// kResidualLayerNorm launches residual_layernorm_forward2(_rf32), or the v1
-// kernel, as kLayerNormForward chooses.
+// kResidualLayerNorm launches residual_layernorm_forward(_rf32), a warp per
+// row as kLayerNormForward.
 func (d *Device) kResidualLayerNorm(sfx string, dt tensor.DType, res, out, mean, rstd, a, b, weight, bias *tensor.Tensor, N, C int) {
 	vec := 0
 	if C%4 == 0 {
 		rs := res.DType.Size()
 		vec = vec4(d.ptr(res), rs, d.ptr(out), dt.Size(), d.ptr(a), rs, d.ptr(b), dt.Size(),
 			d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
-	}
-	if vec == 1 && C <= lnFastMaxC && !d.legacy {
-		k := "residual_layernorm_forward2" + sfx
-		d.run(k, dt, grid1(d.lnFwdGrid(k, dt, N)), cuda.D1(lnFwdBlock), 0,
-			d.ptr(res), d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b), d.ptr(weight), d.ptr(bias), N, C)
-		return
 	}
 	d.run("residual_layernorm_forward"+sfx, dt, grid1((N+lnRowBlock/32-1)/(lnRowBlock/32)), cuda.D1(lnRowBlock), 0,
 		d.ptr(res), d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b), d.ptr(weight), d.ptr(bias), N, C, vec)
@@ -337,14 +313,10 @@ func (d *Device) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean
 	})
 }
 
-// layerNormBackwardFused: layernorm_backward3 (legacy: layernorm_backward)
-// over a persistent grid, then
+// layerNormBackwardFused: layernorm_backward over a persistent grid, then
 // layernorm_reduce of its partials.
 func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweight, dbias, dout, inp, weight, mean, rstd *tensor.Tensor, N, C int) {
-	kernel := "layernorm_backward3" + sfx // the next row's loads in flight
-	if d.legacy {
-		kernel = "layernorm_backward" + sfx // one row in registers at a time
-	}
+	kernel := "layernorm_backward" + sfx
 	vec := 0
 	if C%4 == 0 && C <= lnFastMaxC {
 		rs := inp.DType.Size()
@@ -366,7 +338,7 @@ func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweig
 	})
 }
 
-// kLayerNormBackward launches kernel (layernorm_backward(3)(_rf32)) on nb blocks.
+// kLayerNormBackward launches kernel (layernorm_backward(_rf32)) on nb blocks.
 func (d *Device) kLayerNormBackward(kernel string, dt tensor.DType, nb int, dinp *tensor.Tensor, part cuda.DevicePtr, dout, inp, weight, mean, rstd *tensor.Tensor, N, C, vec int) bool {
 	return d.run(kernel, dt, grid1(nb), cuda.D1(lnBackThreads), 0,
 		d.ptr(dinp), part, d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd), N, C, vec)

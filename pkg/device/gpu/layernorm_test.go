@@ -14,13 +14,12 @@ import (
 //
 // 8192 and 4099 rows: more rows than the backward's persistent grid holds
 // warps (resident blocks × SMs × 4 warps, at most 2112 on an H200 at 4 blocks
-// per SM), so warps do second rows (sums carried in shared memory), and the
-// forward's grid loops if it is persistent; 772 = 4·193: a vector row whose
-// float4 groups do not fill the last pass of the warp. 1×768 and 3×1024:
-// fewer rows than one block's warps (1024: the widest row the forward2 and
-// backward fast paths hold); 7×1028: a vector width just over it (the v1
-// kernels' general path); 20000×768: several rows per warp of the
-// persistent forward2 grid (at most 132·8·8 warps on an H200).
+// per SM), so warps do second rows (sums carried in shared memory); 772 =
+// 4·193: a vector row whose float4 groups do not fill the last pass of the
+// warp. 1×768 and 3×1024: fewer rows than one block's warps (1024: the
+// widest row the forward and backward fast paths hold); 7×1028: a vector
+// width just over it (the general path); 20000×768: several rows per warp
+// of the backward's persistent grid.
 var lnShapes = [][2]int{{1, 1}, {64, 3}, {1, 768}, {3, 1024}, {7, 1028}, {17, 1000}, {1024, 768}, {5, 1601}, {4099, 772}, {8192, 768}, {20000, 768}}
 
 // lnTypes are the (working, row input) dtype pairs tested: every policy's
@@ -92,20 +91,17 @@ func checkRel(t *testing.T, name string, got, want *tensor.Tensor, dt tensor.DTy
 // against the CPU reference (outputs poisoned first) at scale 1: each output
 // is one normalisation of the same rounded inputs, with statistics summed
 // over C in fp32 on the GPU and float64 on the CPU (a relative difference
-// near 1e-7, under F32's 1e-5). The fused form runs twice: the forward2
-// kernels (persistent grid) and, legacy, the v1 kernels.
+// near 1e-7, under F32's 1e-5).
 func TestGPULayerNorm(t *testing.T) {
 	rng := testRNG(t)
-	for k, fused := range []bool{true, true, false} {
+	for _, fused := range []bool{true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
-		g.legacy = k == 1
-		defer func() { g.legacy = false }()
 		for _, tp := range lnTypePairs {
 			h, r := tp[0], tp[1]
 			dts := h.String() + "/" + r.String()
 			for _, sh := range shortTo(lnShapes, 9) {
 				N, C := sh[0], sh[1]
-				name := fmt.Sprintf("v%d_N%d_C%d", k, N, C)
+				name := fmt.Sprintf("N%d_C%d", N, C)
 				inp, w, b := randHost(rng, r, 0.5, 2, N, C), randHost(rng, h, 1, 0.2, C), randHost(rng, h, 0, 0.1, C)
 				want, wm, wr := tensor.New(h, N, C), tensor.New(tensor.F32, N), tensor.New(tensor.F32, N)
 				ref.LayerNorm(want, wm, wr, inp, w, b, N, C)
@@ -143,20 +139,17 @@ func TestGPULayerNorm(t *testing.T) {
 // dinp is checked at scale 1 (per element it sums C products in fp32 on
 // both devices, in different orders, with a relative difference near
 // 1e-7); dweight and dbias sum N rows and are checked at sumScale(N) plus a
-// relative-error bound. The fused form must give the same bits twice. It
-// runs twice: layernorm_backward3 and the legacy layernorm_backward.
+// relative-error bound. The fused form must give the same bits twice.
 func TestGPULayerNormBackward(t *testing.T) {
 	rng := testRNG(t)
-	for k, fused := range []bool{true, true, false} {
+	for _, fused := range []bool{true, false} {
 		g, ref := gpuDev(t, fused), cpuRef(fused)
-		g.legacy = k == 1
-		defer func() { g.legacy = false }()
 		for _, tp := range lnTypePairs {
 			h, r := tp[0], tp[1]
 			dts := h.String() + "/" + r.String()
 			for _, sh := range shortTo(lnShapes, 9) {
 				N, C := sh[0], sh[1]
-				name := fmt.Sprintf("v%d_N%d_C%d_%s", k, N, C, dts)
+				name := fmt.Sprintf("N%d_C%d_%s", N, C, dts)
 				inp, w := randHost(rng, r, 0.5, 2, N, C), randHost(rng, h, 1, 0.2, C)
 				dout := randHost(rng, h, 0, 1, N, C)
 				// the statistics of inp, as the forward stores them

@@ -52,14 +52,11 @@ type KernelOptions struct {
 // with when KernelOptions.CeilingGBps is zero. "launch" is one launch of a
 // kernel with one element of work: the fixed cost every op's time includes
 // (launch, ramp-up and drain as the events see them), which bounds the
-// share of the ceiling an op of few bytes can reach. A name ending in
-// LegacySuffix runs the previous variant of an op's fused kernel
-// (Device.legacy), fused form only, beside the current one.
+// share of the ceiling an op of few bytes can reach.
 var KernelOps = []string{
 	"copy", "launch",
-	"layernorm_fwd", "layernorm_fwd" + LegacySuffix, "residual_layernorm_fwd", "residual_layernorm_fwd" + LegacySuffix, "layernorm_bwd", "layernorm_bwd" + LegacySuffix, "gelu_bwd", "gelu_bwd" + LegacySuffix,
-	"adamw", "adamw" + LegacySuffix, "gradnorm", "gradnorm" + LegacySuffix, "cast_f32_bf16",
-	"crossentropy_fused_classifier", "crossentropy_fused_classifier" + LegacySuffix,
+	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd",
+	"adamw", "gradnorm", "cast_f32_bf16", "crossentropy_fused_classifier",
 	"attention_fwd", "attention_bwd",
 	// microbench_gemm.go
 	"gemm_peak",
@@ -68,9 +65,6 @@ var KernelOps = []string{
 	"gemm_attn_proj_dgrad", "gemm_attn_proj_wgrad", "gemm_attn_proj_wgrad_bgrad",
 	"encoder_fwd", "encoder_bwd", "encoder_bwd_small",
 }
-
-// LegacySuffix marks the micro-benchmark of an op's previous fused kernel.
-const LegacySuffix = "_legacy"
 
 // copyBytes is the size of the "copy" micro-benchmark's buffers.
 const copyBytes = 1 << 30
@@ -113,10 +107,10 @@ type kernelCase struct {
 // the fused device with flash switched off (the cuBLAS score GEMMs and the
 // fused softmax kernels), so the flash kernels are timed beside the path
 // they replace, and "fused-v1" where the default is variant 2 (flashV2):
-// the first flash variant beside it (attention_fwd: flash_fwd_hs64 against
-// flash_fwd2_hs64; attention_bwd: flash_bwd_dot + memset + flash_bwd_hs64 +
-// flash_bwd_dq against flash_bwd2_dot + flash_bwd2_hs64 + flash_bwd2_dq,
-// where built); they report TFLOP/s with causal FLOPs (forward
+// the first flash variant, the fallback where variant 2 is not built,
+// beside it (attention_fwd: flash_fwd_hs64 against flash_fwd2_hs64;
+// attention_bwd: flash_bwd_dot + memset + flash_bwd_hs64 + flash_bwd_dq
+// against flash_bwd2_dot + flash_bwd2kv_hs64 + flash_bwd2q_hs64); they report TFLOP/s with causal FLOPs (forward
 // 2·B·NH·T²·hs, backward 2.5 times that).
 func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error) {
 	if fused == nil || plain == nil || !fused.Fused() || plain.Fused() {
@@ -141,9 +135,9 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	def, defDQ := fused.flashV2, fused.flashDQPass // the flash variant and dq strategy New chose
+	def := fused.flashV2 // the flash variant New chose
 	restore := func(d *Device) {
-		d.legacy, d.noFlash, d.flashV2, d.flashDQPass, d.ltx.force = false, false, def, defDQ, 0
+		d.noFlash, d.flashV2, d.ltx.force = false, def, 0
 	}
 	defer restore(fused)
 	type form struct {
@@ -151,44 +145,31 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		mode    string
 		noFlash bool
 		flashV2 bool
-		algo    int  // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
-		dqPass  bool // attention_bwd: variant 2's dq pass instead of atomics
+		algo    int // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
 	}
 	for _, name := range ops {
-		base, legacy := strings.CutSuffix(name, LegacySuffix)
-		forms := []form{{fused, "fused", false, def, 0, defDQ}, {plain, "decomposed", false, false, 0, false}}
+		forms := []form{{fused, "fused", false, def, 0}, {plain, "decomposed", false, false, 0}}
 		switch {
-		case name == "copy" || name == "launch" || legacy || name == "gemm_peak":
+		case name == "copy" || name == "launch" || name == "gemm_peak":
 			forms = forms[:1] // one form
-		}
-		switch {
 		case strings.HasPrefix(name, "gemm_attn_proj"):
 			// the weak shape: every further candidate (microbench_gemm.go)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
-				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k, defDQ})
+				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k})
 			}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
-			// fused: the default flash forward (variant 2 where built);
-			// fused-v1: the first variant beside it.
-			forms = []form{{fused, "fused", false, def, 0, defDQ}, {fused, "fused-cublas", true, false, 0, false}, {plain, "decomposed", false, false, 0, false}}
+			// fused: the default flash kernels (variant 2 where built);
+			// fused-v1: the first variant beside them.
+			forms = []form{{fused, "fused", false, def, 0}, {fused, "fused-cublas", true, false, 0}, {plain, "decomposed", false, false, 0}}
 			if def {
-				extra := []form{{fused, "fused-v1", false, false, 0, false}}
-				// attention_bwd: variant 2's other dq strategy beside the default
-				if name == "attention_bwd" && fused.built2(tensor.BF16, "flash_bwd2kv_hs64", "flash_bwd2q_hs64") && fused.built2(tensor.BF16, "flash_bwd2_hs64") {
-					other := "fused-dqpass"
-					if defDQ {
-						other = "fused-dqatomic"
-					}
-					extra = append(extra, form{fused, other, false, true, 0, !defDQ})
-				}
-				forms = append(forms[:1], append(extra, forms[1:]...)...)
+				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false, 0}}, forms[1:]...)...)
 			}
 		}
 		for _, f := range forms {
-			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.flashDQPass, f.d.ltx.force = legacy, f.noFlash, f.flashV2, f.dqPass, f.algo
-			kc, err := newKernelCase(base, f.d, o.Layout)
+			f.d.noFlash, f.d.flashV2, f.d.ltx.force = f.noFlash, f.flashV2, f.algo
+			kc, err := newKernelCase(name, f.d, o.Layout)
 			if errors.Is(err, errNoCandidate) {
-				f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = false, false, def, 0
+				restore(f.d)
 				continue
 			}
 			if err != nil {

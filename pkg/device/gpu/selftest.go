@@ -28,23 +28,18 @@ type KernelTest struct {
 // decomposed form, and the variants of the ops that have two (ops lists
 // the ops whose kernels it changes; nil: every op).
 type selfTestMode struct {
-	name                                   string
-	fused, legacy, noFlash, flash2, dqPass bool
-	ops                                    []string
+	name                   string
+	fused, noFlash, flash2 bool
+	ops                    []string
 }
 
 // selfTestModes are the settings that together launch every kernel: the
-// fused and decomposed forms, the previous (legacy) kernels of the memory-bound ops,
-// flash backward variant 2 with its dq pass (not atomics), the first flash
-// variant and the cuBLAS attention path of the fused form.
+// fused and decomposed forms, the first flash variant (the fallback where
+// variant 2 is not built) and the cuBLAS attention path of the fused form.
 func (d *Device) selfTestModes() []selfTestMode {
 	return []selfTestMode{
 		{name: "fused", fused: true, flash2: true},
 		{name: "decomposed"},
-		{name: "fused legacy", fused: true, legacy: true, flash2: true,
-			ops: []string{"CrossEntropy", "CrossEntropyScaled", "GELUBackward", "LayerNorm", "ResidualLayerNorm", "LayerNormBackward",
-				"AdamWStep", "AdamWState", "GradNorm", "StepUpdate"}},
-		{name: "fused flash dq pass", fused: true, flash2: true, dqPass: true, ops: []string{"AttentionBackward"}},
 		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward"}},
 		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward"}},
 	}
@@ -53,12 +48,12 @@ func (d *Device) selfTestModes() []selfTestMode {
 // forModes runs fn for each mode with the device switched to it, and
 // restores the device's own settings after.
 func (d *Device) forModes(fn func(m selfTestMode)) {
-	fused, legacy, noFlash, flash2, dqPass := d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass
+	fused, noFlash, flash2 := d.fused, d.noFlash, d.flashV2
 	defer func() {
-		d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass = fused, legacy, noFlash, flash2, dqPass
+		d.fused, d.noFlash, d.flashV2 = fused, noFlash, flash2
 	}()
 	for _, m := range d.selfTestModes() {
-		d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass = m.fused, m.legacy, m.noFlash, m.flash2, m.dqPass
+		d.fused, d.noFlash, d.flashV2 = m.fused, m.noFlash, m.flash2
 		fn(m)
 	}
 }

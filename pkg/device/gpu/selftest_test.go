@@ -134,7 +134,7 @@ func TestGPUConformance(t *testing.T) {
 	if tested < len(g.Kernels())*3/4 {
 		t.Errorf("only %d of %d kernel variants were launched", tested, len(g.Kernels()))
 	}
-	if g.Fused() != true || g.legacy || g.noFlash {
-		t.Errorf("SelfTest left the device switched: fused %v legacy %v noFlash %v", g.Fused(), g.legacy, g.noFlash)
+	if g.Fused() != true || !g.flashV2 || g.noFlash {
+		t.Errorf("SelfTest left the device switched: fused %v flashV2 %v noFlash %v", g.Fused(), g.flashV2, g.noFlash)
 	}
 }

@@ -2,7 +2,7 @@ package gpu
 
 // step.go: the device-resident training step (device.Stepper: the loss
 // scale, skip decision, clip factor and AdamW's per-step constants decided
-// by kernels/step.cu's step_update, and adamw_fused_state reading them),
+// by kernels/step.cu's step_update, and adamw_fused_state2 reading them),
 // state snapshots into pinned host memory (device.StateSnap), CUDA graph
 // capture of queued work (device.Grapher), one-hop batches of ops
 // (device.Batcher), and the count of queued launches.
@@ -56,7 +56,7 @@ func (d *Device) CrossEntropyScaled(losses, logits, targets, state *tensor.Tenso
 	d.crossEntropy(losses, logits, targets, N, V, dscale, d.ptr(state).Add(4*device.SlotScale))
 }
 
-// StepUpdate queues gradnorm_partial over grads and step_update, which
+// StepUpdate queues gradnorm_partial2 over grads and step_update, which
 // takes the mean loss, the norm and the finite check, and updates state as
 // device.StepScalars does.
 // state (StateLen) F32, losses (N) F32, grads F32
@@ -85,7 +85,7 @@ func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.Step
 	})
 }
 
-// AdamWState queues adamw_fused_state: AdamW with the per-step constants
+// AdamWState queues adamw_fused_state2: AdamW with the per-step constants
 // of state, a no-op on the device when the step was not finite. The
 // decomposed form has no such kernel: the optimizer step of the
 // device-resident step is the fused one on either device.
@@ -101,11 +101,7 @@ func (d *Device) AdamWState(master, work, grads, m, v *tensor.Tensor, layout *te
 	}
 	c := hp.Consts() // the fixed parts: w1, small, b2, w2, eps
 	vec := vec4(d.ptr(master), 4, d.ptr(grads), 4, d.ptr(m), 4, d.ptr(v), 4, d.ptr(work), wdt.Size())
-	k := "adamw_fused_state2" // adamw_fused_state under Device.legacy (adamw.cu)
-	if d.legacy {
-		k = "adamw_fused_state"
-	}
-	d.run(k, wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
+	d.run("adamw_fused_state2", wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
 		d.ptr(master), d.ptr(work), d.ptr(grads), d.ptr(m), d.ptr(v), table, d.ptr(state),
 		c.W1, b2i(c.Small), c.B2, c.W2, c.Eps, vec)
 }
