@@ -145,6 +145,14 @@ __device__ __forceinline__ float ce_ml(float m) { return m == CE_NEG_INF ? 0.0f 
 // druto:block CE3_THREADS crossentropy_fused_l3
 #define CE3_THREADS 512
 #define CE3_UNROLL 4
+// Two CTAs an SM (64 registers) for bf16; fp32 and f16 need a few more
+// registers for their conversions (at 64, ptxas spills 4-8 bytes: local
+// memory, which TestGPUBuildAndCache rejects), so they take one CTA an SM.
+#if DTYPE == DRUTO_BF16
+#define CE3_MIN_BLOCKS 2
+#else
+#define CE3_MIN_BLOCKS 1
+#endif
 
 // ce_ex2 is 2^v (one MUFU op; results below 2^-126 are 0).
 __device__ __forceinline__ float ce_ex2(float v) {
@@ -179,7 +187,7 @@ __device__ __forceinline__ uint4 ce_out(const float* o) {
 
 // losses (N) F32, logits (N,V) T, targets (N); vecok: the launcher checked
 // that logits is 16-byte aligned (V a multiple of CE_VEC is checked here)
-extern "C" __global__ void __launch_bounds__(CE3_THREADS, 2) crossentropy_fused_l3(float* __restrict__ losses, T* __restrict__ logits,
+extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crossentropy_fused_l3(float* __restrict__ losses, T* __restrict__ logits,
                                                                                const int* __restrict__ targets, int N, int V,
                                                                                float dscale, int vecok, const float* __restrict__ dscale_mul) {
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
