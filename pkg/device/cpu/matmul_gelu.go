@@ -53,10 +53,9 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 	}
 	d.parallel(N*C, 1<<13, func(lo, hi int) {
 		xb := scratch32(pre, hi-lo)
+		defer putScratch(xb)
 		x := in32(pre, lo, hi-lo, xb)
-		for i, v := range x {
-			y[lo+i] = geluGrad(v) * y[lo+i]
-		}
+		geluBackwardSlice(y[lo:hi], x, y[lo:hi]) // y = gelu'(pre)·y
 	})
 	if dpreBias != nil {
 		d.columnSumInto(dpreBias, y, N, C)
