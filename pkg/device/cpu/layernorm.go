@@ -25,6 +25,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/druto/druto/pkg/blas"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -292,10 +293,29 @@ func (d *Device) layerNormBackwardDecomposed(dinp, dweight, dbias, dout, inp, we
 // columnSumInto accumulates the column sums of src (N,C) into dst (C),
 // parallel over channel ranges, each summing rows in order.
 func (d *Device) columnSumInto(dst *tensor.Tensor, src []float32, N, C int) {
+	d.columnSumMat(dst, blas.Mat{F32: src}, N, C)
+}
+
+// columnSumMat is columnSumInto over an fp32 or bf16 src (N,C): each bf16
+// row block is widened (exactly) into a small buffer before its add, so the
+// sums are those of the widened copy, without making one.
+func (d *Device) columnSumMat(dst *tensor.Tensor, src blas.Mat, N, C int) {
 	d.parallel(C, 64, func(lo, hi int) {
-		acc := make([]float32, hi-lo)
+		acc := getScratch(hi - lo)
+		defer putScratch(acc)
+		clear(acc)
+		var row []float32
+		if src.F32 == nil {
+			row = getScratch(hi - lo)
+			defer putScratch(row)
+		}
 		for i := range N {
-			add32(acc, src[i*C+lo:i*C+hi])
+			if src.F32 != nil {
+				add32(acc, src.F32[i*C+lo:i*C+hi])
+				continue
+			}
+			bf16ToF32s(row, src.BF16[i*C+lo:i*C+hi])
+			add32(acc, row)
 		}
 		accumulateRange(dst, lo, acc)
 	})
