@@ -54,7 +54,7 @@ type Kernel func(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha,
 // work is one call's packing buffers, pooled (a is used when A is packed).
 type work struct {
 	a, b []float32
-	aw   []float32 // a widened bf16 block of A (mb×kb)
+	aw   []float32             // a widened bf16 block of A (mb×kb)
 	edge [mr * kcBlock]float32 // a partial panel of rows of A
 	wide [nr * kcBlock]float32 // 16 rows of a transposed bf16 B, widened
 	tile [mr * nr]float32      // an edge tile of C
