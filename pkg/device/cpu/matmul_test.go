@@ -1,13 +1,17 @@
 package cpu
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"runtime/pprof"
 	"testing"
 	"time"
 
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/blas"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -431,4 +435,62 @@ func TestMatmulBF16GEMMPaths(t *testing.T) {
 			t.Errorf("%s: dbias differs between the paths (the same column sums of the same bf16 values)", name)
 		}
 	}
+}
+
+// BenchmarkStepBF16Paths times a forward and backward pass of the tiny GPT
+// (B 8, T 128, fused) three ways, interleaved step by step so that each
+// sees the same load from other processes: fp32, bf16 with the linear
+// layers on blas.SgemmBF16 ("fused"), and bf16 with fp32 copies for Sgemm
+// ("widen"). It reports the CPU time (all threads) per step of each, in ms.
+func BenchmarkStepBF16Paths(b *testing.B) {
+	defer func(p, f bool) { poisonScratch, fusedBF16 = p, f }(poisonScratch, fusedBF16)
+	poisonScratch = false // time the step, not the test poison
+	cfg, err := gpt.Preset("tiny")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const B, T = 8, 128
+	rng := tensor.NewRNG(2)
+	in, tg := make([]int32, B*T), make([]int32, B*T)
+	for i := range in {
+		in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
+	}
+	model := func(pol amp.Policy) *gpt.Model {
+		m, err := gpt.New(New(device.Options{Fused: true}), cfg, pol)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Init(1); err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	f32, bf := model(amp.FP32), model(amp.BF16)
+	step := func(m *gpt.Model) {
+		m.ZeroGrad()
+		if _, err := m.Gradients(in, tg, B, T, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step(f32)
+	step(bf)
+	paths := []string{"fp32", "bf16-fused", "bf16-widen"}
+	var cpu [3]time.Duration
+	for b.Loop() {
+		for i, run := range []func(){
+			func() { step(f32) },
+			func() { fusedBF16 = true; step(bf) },
+			func() { fusedBF16 = false; step(bf) },
+		} {
+			c0 := cpuTime()
+			// Labelled for -cpuprofile: go tool pprof -tagfocus path=bf16-fused
+			pprof.Do(context.Background(), pprof.Labels("path", paths[i]), func(context.Context) { run() })
+			cpu[i] += cpuTime() - c0
+		}
+	}
+	for i, name := range paths {
+		b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
+	}
+	b.ReportMetric(cpu[1].Seconds()/cpu[0].Seconds(), "fused/fp32")
+	b.ReportMetric(cpu[2].Seconds()/cpu[0].Seconds(), "widen/fp32")
 }
