@@ -6,10 +6,10 @@ package cpu
 // Operands of any float dtype are multiplied as fp32: products of two
 // 16-bit numbers are exact in fp32, so an fp32 GEMM of widened operands is
 // what a GPU's 16-bit matmul with fp32 accumulation computes. bf16 operands
-// go to blas.SgemmBF16 as they are, which widens them inside its packing
-// (no fp32 copy; druto's assembly SGEMM, where the CPU has it: OpenBLAS has
-// no bf16 product here); with DRUTO_CPU_BF16_GEMM=widen, or fp16, they are
-// widened into pooled fp32 copies for Sgemm first.
+// are widened into pooled fp32 copies for Sgemm (OpenBLAS has no bf16
+// product here), or, without a native library or with
+// DRUTO_CPU_BF16_GEMM=fused, go to blas.SgemmBF16 as they are, which widens
+// them inside the packing of druto's assembly SGEMM (no fp32 copy).
 //
 // Matmul, fused form: one GEMM, then one epilogue pass over each block of
 // output rows that adds the bias, stores the pre-activation (GELU) and
@@ -228,14 +228,20 @@ func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 }
 
 // EnvBF16GEMM names the environment variable that picks how the linear
-// layers multiply bf16 tensors: "widen" makes fp32 copies of them for
-// pkg/blas's Sgemm (OpenBLAS when installed); anything else, or none, hands
-// them to blas.SgemmBF16, which widens them inside its packing where the CPU
-// has druto's assembly SGEMM (blas.FusedBF16).
+// layers multiply bf16 tensors: "fused" hands them to blas.SgemmBF16, which
+// widens them inside the packing of druto's assembly SGEMM (where the CPU
+// has it, blas.FusedBF16), with no fp32 copy; anything else, or none, makes
+// pooled fp32 copies of them for pkg/blas's Sgemm (OpenBLAS when
+// installed). The copies are the default because they measured faster on
+// the tiny step (issue 20, 2-core EPYC, CPU time per step interleaved,
+// BenchmarkStepBF16Paths: bf16 1.02-1.07x fp32 with copies, 1.06-1.12x
+// fused): OpenBLAS's kernel outruns druto's by more than the copies cost.
+// Without a native library both run druto's kernel and "fused" saves the
+// copies.
 const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
 
 // fusedBF16 selects blas.SgemmBF16 for bf16 operands; tests switch it.
-var fusedBF16 = blas.FusedBF16() && os.Getenv(EnvBF16GEMM) != "widen"
+var fusedBF16 = blas.FusedBF16() && (os.Getenv(EnvBF16GEMM) == "fused" || !blas.Native() && os.Getenv(EnvBF16GEMM) != "widen")
 
 // gemmMat returns t as a GEMM operand: its bf16 bits as they are when
 // fusedBF16, else gemmF32's fp32 (give it back with releaseMat).
