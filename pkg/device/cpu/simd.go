@@ -18,9 +18,9 @@ package cpu
 // in its order (no FMA contraction), so their results are bit-identical to
 // the pure-Go loops; the bf16 conversions are exact too. The sums of
 // expSubSum, sum64 and sumSqDev64 keep the scalar code's four partial sums
-// in their order. The reductions no vector form can keep in order (the
-// sequential sums of dot32, lnBwdSums and the cross-entropy's float64 sum)
-// stay scalar, so that a training step gives the same bits with the
+// in their order, dot32 its eight. The reductions no vector form can keep
+// in order (the sequential sums of lnBwdSums and the cross-entropy's
+// float64 sum) stay scalar, so that a training step gives the same bits with the
 // kernels as without (checked by TestSIMDStepBits).
 
 import (
@@ -318,15 +318,43 @@ func max32(x []float32) float32 {
 	return m
 }
 
-// dot32 returns Σ a[i]·b[i] over len(a) in float32, in order of i (a
-// scalar loop: a vector form would change the sum's bits).
+// dot32 returns Σ a[i]·b[i] over len(a) in float32 as dot32Go sums it;
+// the kernel keeps exactly its eight partial sums.
 func dot32(a, b []float32) float32 {
 	b = b[:len(a)]
-	var s float32
-	for i, v := range a {
-		s += v * b[i]
+	var s [8]float32
+	n := 0
+	if useAVX2 {
+		if n = len(a) &^ 7; n > 0 {
+			dot8AVX2(&a[0], &b[0], n, &s)
+		}
 	}
-	return s
+	return dot32Tail(a, b, n, &s)
+}
+
+// dot32Go is dot32's pure-Go reference: eight partial sums over i%8 (each
+// product rounded before its add) for the multiple-of-8 prefix, combined
+// as ((s0+s4)+(s1+s5)) + ((s2+s6)+(s3+s7)), then the tail in order of i.
+func dot32Go(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s [8]float32
+	return dot32Tail(a, b, 0, &s)
+}
+
+// dot32Tail adds a[i]·b[i] for i in [n, len(a)&^7) into the partial sums
+// s (which hold the prefix before n), combines them and adds the tail.
+func dot32Tail(a, b []float32, n int, s *[8]float32) float32 {
+	m := len(a) &^ 7
+	for i := n; i < m; i += 8 {
+		for k := range 8 {
+			s[k] += float32(a[i+k] * b[i+k]) // rounded product: no FMA
+		}
+	}
+	t := ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))
+	for i := m; i < len(a); i++ {
+		t += float32(a[i] * b[i])
+	}
+	return t
 }
 
 // ceGrad sets x[i] = float32(float64(x[i])·inv)·dscale, the cross-entropy

@@ -66,3 +66,6 @@ func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int)
 
 //go:noescape
 func geluForwardBF16AVX2(out *uint16, x *float32, n int)
+
+//go:noescape
+func dot8AVX2(a, b *float32, n int, sums *[8]float32)

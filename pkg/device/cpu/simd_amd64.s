@@ -878,3 +878,28 @@ gwloop:
 gwdone:
 	VZEROUPPER
 	RET
+
+// func dot8AVX2(a, b *float32, n int, sums *[8]float32)
+// sums[k] = Σ a[i]·b[i] over i < n (a multiple of 8) with i%8 == k, in
+// order of i, each product rounded before its add (no FMA): dot32Go's
+// eight partial sums exactly.
+TEXT ·dot8AVX2(SB), NOSPLIT, $0-32
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DX
+	MOVQ   n+16(FP), CX
+	MOVQ   sums+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	SHRQ   $3, CX
+	JZ     d8done
+d8loop:
+	VMOVUPS (SI), Y1
+	VMULPS  (DX), Y1, Y1
+	VADDPS  Y1, Y0, Y0
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	DECQ    CX
+	JNZ     d8loop
+d8done:
+	VMOVUPS Y0, (DI)
+	VZEROUPPER
+	RET

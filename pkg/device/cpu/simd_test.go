@@ -309,7 +309,8 @@ func TestSIMDAdamW(t *testing.T) {
 }
 
 // TestSIMDReductions checks add32 and the softmax-backward kernel bit for
-// bit, max32 exactly, and dot32 within float32 rounding of the float64 dot.
+// bit, max32 exactly, and dot32 within float32 rounding of the float64 dot
+// and bit for bit against dot32Go.
 func TestSIMDReductions(t *testing.T) {
 	withISA(t, true, func() {
 		r := ntRNG(16)
@@ -337,6 +338,9 @@ func TestSIMDReductions(t *testing.T) {
 			}
 			if g := dot32(a, b); math.Abs(float64(g)-d) > 1e-6*mag {
 				t.Fatalf("dot32 n=%d: %v, float64 %v", n, g, d)
+			}
+			if g, w := dot32(a, b), dot32Go(a, b); math.Float32bits(g) != math.Float32bits(w) {
+				t.Fatalf("dot32 n=%d: %v, its Go reference %v (the same eight partial sums)", n, g, w)
 			}
 
 			p := normals(r, n, 0.1, 0.2)
