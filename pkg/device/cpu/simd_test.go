@@ -252,6 +252,9 @@ func TestSIMDLayerNorm(t *testing.T) {
 				dnm += float64(dn * (sf * (x[j] - mf)))
 			}
 			gm, gnm := lnBwdSums(x, w, g, mf, sf)
+			if rm, rnm := lnBwdSumsGo(x, w, g, mf, sf); math.Float64bits(gm) != math.Float64bits(rm) || math.Float64bits(gnm) != math.Float64bits(rnm) {
+				t.Fatalf("lnBwdSums n=%d: (%v, %v), its Go reference (%v, %v) (the same partial sums)", n, gm, gnm, rm, rnm)
+			}
 			// sums of signed terms: compare against the sum of magnitudes
 			var scale float64
 			for j := range x {
