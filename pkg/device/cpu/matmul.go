@@ -240,8 +240,17 @@ func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 // copies.
 const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
 
-// fusedBF16 selects blas.SgemmBF16 for bf16 operands; tests switch it.
-var fusedBF16 = blas.FusedBF16() && (os.Getenv(EnvBF16GEMM) == "fused" || !blas.Native() && os.Getenv(EnvBF16GEMM) != "widen")
+// fusedBF16 selects blas.SgemmBF16 for bf16 operands: set by loadBLAS
+// (New) once the library is loaded, which must not happen before (see
+// loadBLAS); tests switch it after calling loadBLAS.
+var fusedBF16 bool
+
+// bf16Policy returns fusedBF16's setting: EnvBF16GEMM's choice, by default
+// the fused packing only without a native library.
+func bf16Policy() bool {
+	env := os.Getenv(EnvBF16GEMM)
+	return blas.FusedBF16() && (env == "fused" || !blas.Native() && env != "widen")
+}
 
 // gemmMat returns t as a GEMM operand: its bf16 bits as they are when
 // fusedBF16, else gemmF32's fp32 (give it back with releaseMat).

@@ -318,6 +318,7 @@ func BenchmarkMatmul(b *testing.B) {
 // DRUTO_CPU_BF16_GEMM=widen). It reports the CPU time (all threads) per
 // iteration of each, in ms.
 func BenchmarkMatmulBF16Paths(b *testing.B) {
+	loadBLAS() // sets fusedBF16 once: switch it after
 	defer func(p, f bool) { poisonScratch, fusedBF16 = p, f }(poisonScratch, fusedBF16)
 	poisonScratch = false
 	if !blas.FusedBF16() {
@@ -386,6 +387,7 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 // The two paths differ only in the order of the fp32 GEMM's sums (a
 // different library), so they agree within 16-bit rounding.
 func TestMatmulBF16GEMMPaths(t *testing.T) {
+	loadBLAS() // sets fusedBF16 once: switch it after
 	defer func(f bool) { fusedBF16 = f }(fusedBF16)
 	if !blas.FusedBF16() {
 		t.Skip("no assembly SGEMM on this CPU: both paths widen into copies")
@@ -443,6 +445,7 @@ func TestMatmulBF16GEMMPaths(t *testing.T) {
 // layers on blas.SgemmBF16 ("fused"), and bf16 with fp32 copies for Sgemm
 // ("widen"). It reports the CPU time (all threads) per step of each, in ms.
 func BenchmarkStepBF16Paths(b *testing.B) {
+	loadBLAS() // sets fusedBF16 once: switch it after
 	defer func(p, f bool) { poisonScratch, fusedBF16 = p, f }(poisonScratch, fusedBF16)
 	poisonScratch = false // time the step, not the test poison
 	cfg, err := gpt.Preset("tiny")
