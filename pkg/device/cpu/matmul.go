@@ -232,12 +232,12 @@ func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 // widens them inside the packing of druto's assembly SGEMM (where the CPU
 // has it, blas.FusedBF16), with no fp32 copy; anything else, or none, makes
 // pooled fp32 copies of them for pkg/blas's Sgemm (OpenBLAS when
-// installed). The copies are the default because they measured faster on
-// the tiny step (issue 20, 2-core EPYC, CPU time per step interleaved,
-// BenchmarkStepBF16Paths: bf16 1.02-1.07x fp32 with copies, 1.06-1.12x
-// fused): OpenBLAS's kernel outruns druto's by more than the copies cost.
-// Without a native library both run druto's kernel and "fused" saves the
-// copies.
+// installed). The copies are the default with a native library: on the
+// tiny step (issue 20, 2-core EPYC, CPU time per step interleaved,
+// BenchmarkStepBF16Paths, nine runs) bf16 took 1.02-1.07x fp32 with them
+// and 1.02-1.12x fused, and OpenBLAS's kernel outruns druto's on larger
+// products. Without a native library both run druto's kernel and "fused"
+// saves the copies (1.03-1.09x against 1.06-1.12x).
 const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
 
 // fusedBF16 selects blas.SgemmBF16 for bf16 operands: set by loadBLAS
