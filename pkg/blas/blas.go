@@ -233,6 +233,11 @@ func split(be backend, p int, transA, transB bool, m, n, k int, alpha float32, a
 // check validates Sgemm's arguments so that neither backend reads or writes
 // outside the slices (gonum would panic, a C library would corrupt memory).
 func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) error {
+	return checkLens(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+}
+
+// checkLens is check on the operands' lengths.
+func checkLens(transA, transB bool, m, n, k int, la, lda, lb, ldb, lc, ldc int) error {
 	if m < 0 || n < 0 || k < 0 {
 		return fmt.Errorf("%w: negative size m=%d n=%d k=%d", ErrArg, m, n, k)
 	}
@@ -249,25 +254,25 @@ func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, 
 	if transB {
 		br, bc = n, k
 	}
-	if err := checkMat("A", a, ar, ac, lda); err != nil {
+	if err := checkMat("A", la, ar, ac, lda); err != nil {
 		return err
 	}
-	if err := checkMat("B", b, br, bc, ldb); err != nil {
+	if err := checkMat("B", lb, br, bc, ldb); err != nil {
 		return err
 	}
-	return checkMat("C", c, m, n, ldc)
+	return checkMat("C", lc, m, n, ldc)
 }
 
 // checkMat validates one stored rows×cols matrix with row stride ld.
-func checkMat(what string, x []float32, rows, cols, ld int) error {
+func checkMat(what string, n, rows, cols, ld int) error {
 	if ld < max(1, cols) {
 		return fmt.Errorf("%w: ld%s=%d < %d columns", ErrArg, what, ld, max(1, cols))
 	}
 	if rows == 0 || cols == 0 {
 		return nil
 	}
-	if need := (rows-1)*ld + cols; len(x) < need {
-		return fmt.Errorf("%w: %s (%d×%d, ld %d) needs %d elements, has %d", ErrArg, what, rows, cols, ld, need, len(x))
+	if need := (rows-1)*ld + cols; n < need {
+		return fmt.Errorf("%w: %s (%d×%d, ld %d) needs %d elements, has %d", ErrArg, what, rows, cols, ld, need, n)
 	}
 	return nil
 }

@@ -264,3 +264,39 @@ func BenchmarkModelGemm(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAttnBlocks times the products of one attention head at the tiny
+// preset's shape (T 128, hs 32, row blocks of 32: the causal blocks of
+// pkg/device/cpu's fused attention, forward and backward) on one goroutine,
+// through the fallback (assembly) and the native library, interleaved head
+// by head so that both see the same load; it reports the CPU time per head
+// of each in µs.
+func BenchmarkAttnBlocks(b *testing.B) {
+	if !Native() || !hasAsm() {
+		b.Skip("needs both a native library and the assembly SGEMM")
+	}
+	const T, hs, blk, ld = 128, 32, 32, 3 * 128
+	r := rand.New(rand.NewPCG(5, 6))
+	qkv, g, p, dp := randSlice(r, T*ld), randSlice(r, T*128), randSlice(r, T*T), randSlice(r, T*T)
+	o, dx := make([]float32, T*128), make([]float32, T*ld)
+	kern, _, _ := gemm.Asm()
+	impls := []backend{packedBackend{kern: kern}, current()}
+	var cpu [2]time.Duration
+	for b.Loop() {
+		for i, be := range impls {
+			c0 := cpuTime()
+			for r0 := 0; r0 < T; r0 += blk {
+				r1, m := r0+blk, blk
+				be.sgemm(false, true, m, r1, hs, 0.17, qkv[r0*ld:], ld, qkv[128:], ld, 0, p[r0*T:], T)
+				be.sgemm(false, false, m, hs, r1, 1, p[r0*T:], T, qkv[256:], ld, 0, o[r0*128:], 128)
+				be.sgemm(false, true, m, r1, hs, 1, g[r0*128:], 128, qkv[256:], ld, 0, dp[r0*T:], T)
+				be.sgemm(true, false, r1, hs, m, 1, p[r0*T:], T, g[r0*128:], 128, 1, dx[256:], ld)
+				be.sgemm(false, false, m, hs, r1, 1, dp[r0*T:], T, qkv[128:], ld, 1, dx[r0*ld:], ld)
+				be.sgemm(true, false, r1, hs, m, 1, dp[r0*T:], T, qkv[r0*ld:], ld, 1, dx[128:], ld)
+			}
+			cpu[i] += cpuTime() - c0
+		}
+	}
+	b.ReportMetric(float64(cpu[0].Microseconds())/float64(b.N), "fallback-cpu-µs")
+	b.ReportMetric(float64(cpu[1].Microseconds())/float64(b.N), "native-cpu-µs")
+}

@@ -49,3 +49,47 @@ func BenchmarkTinyForwardBackward(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTinyPolicies times one forward and backward of the tiny preset at
+// B 8, T 128 on the fused CPU device under each precision policy, reporting
+// the wall time and the CPU time (all threads) per step: on a machine shared
+// with other work the CPU time moves less than the wall clock, so compare
+// fp32 and bf16 by it within one run.
+//
+//	go test -bench TinyPolicies -run XXX ./pkg/gpt
+func BenchmarkTinyPolicies(b *testing.B) {
+	for _, pol := range []struct {
+		name string
+		p    amp.Policy
+	}{{"fp32", amp.FP32}, {"bf16", amp.BF16}} {
+		b.Run(pol.name, func(b *testing.B) {
+			cfg, _ := Preset("tiny")
+			const B, T = 8, 128
+			m, err := New(cpu.New(device.Options{Fused: true}), cfg, pol.p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Init(1); err != nil {
+				b.Fatal(err)
+			}
+			rng := tensor.NewRNG(2)
+			in, tg := make([]int32, B*T), make([]int32, B*T)
+			for i := range in {
+				in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
+			}
+			m.Gradients(in, tg, B, T, 1) // allocate activations outside the timing
+			b.ResetTimer()
+			cpu0 := benchCPUTime()
+			for i := 0; i < b.N; i++ {
+				m.ZeroGrad()
+				if _, err := m.Gradients(in, tg, B, T, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if cpu := benchCPUTime() - cpu0; cpu > 0 {
+				b.ReportMetric(cpu.Seconds()*1e3/float64(b.N), "cpu-ms/op")
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/op")
+		})
+	}
+}

@@ -46,6 +46,7 @@ func loadBLAS() {
 			defer os.Unsetenv(env)
 		}
 		blas.Name()
+		fusedBF16 = bf16Policy()
 	})
 }
 

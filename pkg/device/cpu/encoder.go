@@ -115,7 +115,8 @@ func (d *Device) encoderBackwardFused(dwte, dwpe, dout, tokens *tensor.Tensor, B
 	}
 	// dwpe[t,:] += Σ_b dout[b,t,:], parallel over t.
 	d.parallel(T, max(1, rowGrain(C)/max(B, 1)), func(lo, hi int) {
-		ab, gb := make([]float32, C), make([]float32, C)
+		ab, gb := scratch32(dwpe, C), scratch32(dout, C)
+		defer func() { putScratch(ab); putScratch(gb) }()
 		for t := lo; t < hi; t++ {
 			acc := in32(dwpe, t*C, C, ab)
 			for b := range B {
@@ -151,7 +152,8 @@ func (d *Device) encoderBackwardFused(dwte, dwpe, dout, tokens *tensor.Tensor, B
 	}
 	// dwte[v,:] += Σ_{tokens[bt]=v} dout[bt,:], parallel over occurring rows v.
 	d.parallel(len(rows), 1, func(lo, hi int) {
-		ab, gb := make([]float32, C), make([]float32, C)
+		ab, gb := scratch32(dwte, C), scratch32(dout, C)
+		defer func() { putScratch(ab); putScratch(gb) }()
 		for _, v := range rows[lo:hi] {
 			acc := in32(dwte, int(v)*C, C, ab)
 			for _, bt := range order[count[v]:count[v+1]] {

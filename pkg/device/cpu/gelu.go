@@ -144,16 +144,6 @@ func geluBackwardGo(o, x, g []float32) {
 	}
 }
 
-// geluGrad returns gelu'(x), the fused form's single expression (see
-// geluBackwardFused).
-func geluGrad(x float32) float32 {
-	x2 := x * x
-	t := tanh32((x2*x*geluCoef + x) * geluScale)
-	left := (t + 1) * 0.5
-	right := x * 0.5 * (1 - t*t) * geluScale * (x2*(3*geluCoef) + 1)
-	return left + right
-}
-
 // geluBackwardDecomposed: the derivative's steps as separate passes over
 // materialised fp32 buffers.
 func (d *Device) geluBackwardDecomposed(dinp, inp, dout *tensor.Tensor, n int) {

@@ -25,6 +25,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/druto/druto/pkg/blas"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -96,7 +97,8 @@ func (d *Device) layerNormFused(res, out, mean, rstd, inp, b, weight, bias *tens
 	w, bs := f32(weight), f32(bias) // (C)
 	mu, rs := mean.F32(), rstd.F32()
 	d.parallel(N, rowGrain(C), func(lo, hi int) {
-		xb, yb, rb, ob := make([]float32, C), make([]float32, C), make([]float32, C), make([]float32, C)
+		xb, yb, rb, ob := scratch32(inp, C), getScratch(C), getScratch(C), scratch32(out, C)
+		defer func() { putScratch(xb); putScratch(yb); putScratch(rb); putScratch(ob) }()
 		for i := lo; i < hi; i++ {
 			off := i * C
 			x := in32(inp, off, C, xb) // the row (C)
@@ -192,9 +194,14 @@ func (d *Device) layerNormBackwardFused(dinp, dweight, dbias, dout, inp, weight,
 	w := f32(weight) // (C)
 	mu, rs := mean.F32(), rstd.F32()
 	nb := (N + lnBlock - 1) / lnBlock
-	pw, pb := make([]float32, nb*C), make([]float32, nb*C) // (nb,C) partial dweight, dbias
+	pw, pb := getScratch(nb*C), getScratch(nb*C) // (nb,C) partial dweight, dbias
+	defer putScratch(pw)
+	defer putScratch(pb)
+	clear(pw)
+	clear(pb)
 	d.parallel(nb, max(1, rowGrain(C)/lnBlock), func(blo, bhi int) {
-		xb, gb, db := make([]float32, C), make([]float32, C), make([]float32, C)
+		xb, gb, db := scratch32(inp, C), scratch32(dout, C), scratch32(dinp, C)
+		defer func() { putScratch(xb); putScratch(gb); putScratch(db) }()
 		for blk := blo; blk < bhi; blk++ {
 			dw, dbs := pw[blk*C:(blk+1)*C], pb[blk*C:(blk+1)*C]
 			for i := blk * lnBlock; i < min(N, (blk+1)*lnBlock); i++ {
@@ -212,7 +219,11 @@ func (d *Device) layerNormBackwardFused(dinp, dweight, dbias, dout, inp, weight,
 	})
 	// combine the block partials in block order, parallel over channels
 	d.parallel(C, 256, func(lo, hi int) {
-		sw, sb := make([]float32, hi-lo), make([]float32, hi-lo)
+		sw, sb := getScratch(hi-lo), getScratch(hi-lo)
+		defer putScratch(sw)
+		defer putScratch(sb)
+		clear(sw)
+		clear(sb)
 		for blk := range nb {
 			for j := lo; j < hi; j++ {
 				sw[j-lo] += pw[blk*C+j]
@@ -292,10 +303,29 @@ func (d *Device) layerNormBackwardDecomposed(dinp, dweight, dbias, dout, inp, we
 // columnSumInto accumulates the column sums of src (N,C) into dst (C),
 // parallel over channel ranges, each summing rows in order.
 func (d *Device) columnSumInto(dst *tensor.Tensor, src []float32, N, C int) {
+	d.columnSumMat(dst, blas.Mat{F32: src}, N, C)
+}
+
+// columnSumMat is columnSumInto over an fp32 or bf16 src (N,C): each bf16
+// row block is widened (exactly) into a small buffer before its add, so the
+// sums are those of the widened copy, without making one.
+func (d *Device) columnSumMat(dst *tensor.Tensor, src blas.Mat, N, C int) {
 	d.parallel(C, 64, func(lo, hi int) {
-		acc := make([]float32, hi-lo)
+		acc := getScratch(hi - lo)
+		defer putScratch(acc)
+		clear(acc)
+		var row []float32
+		if src.F32 == nil {
+			row = getScratch(hi - lo)
+			defer putScratch(row)
+		}
 		for i := range N {
-			add32(acc, src[i*C+lo:i*C+hi])
+			if src.F32 != nil {
+				add32(acc, src.F32[i*C+lo:i*C+hi])
+				continue
+			}
+			bf16ToF32s(row, src.BF16[i*C+lo:i*C+hi])
+			add32(acc, row)
 		}
 		accumulateRange(dst, lo, acc)
 	})

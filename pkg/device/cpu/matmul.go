@@ -3,9 +3,13 @@ package cpu
 // matmul.go: the linear layers, Matmul and MatmulBackward, on pkg/blas's
 // row-major Sgemm (OpenBLAS when installed, else gonum).
 //
-// Operands of any float dtype are widened to fp32 first: products of two
+// Operands of any float dtype are multiplied as fp32: products of two
 // 16-bit numbers are exact in fp32, so an fp32 GEMM of widened operands is
-// what a GPU's 16-bit matmul with fp32 accumulation computes.
+// what a GPU's 16-bit matmul with fp32 accumulation computes. bf16 operands
+// are widened into pooled fp32 copies for Sgemm (OpenBLAS has no bf16
+// product here), or, without a native library or with
+// DRUTO_CPU_BF16_GEMM=fused, go to blas.SgemmBF16 as they are, which widens
+// them inside the packing of druto's assembly SGEMM (no fp32 copy).
 //
 // Matmul, fused form: one GEMM, then one epilogue pass over each block of
 // output rows that adds the bias, stores the pre-activation (GELU) and
@@ -24,6 +28,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"os"
 	"sync"
 
 	"github.com/druto/druto/pkg/blas"
@@ -52,13 +57,13 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 		b = f32(bias)
 	}
 	blas.SetThreads(d.threads)
-	w := d.gemmF32(weight)
-	defer releaseF32(weight, w)
+	w := d.gemmMat(weight)
+	defer releaseMat(weight, w)
 	y := outF32(target) // (N,OC) fp32: target's memory when F32, else scratch
 	defer releaseF32(target, y)
-	x := d.gemmF32(inp)
-	defer releaseF32(inp, x)
-	if err := blas.Sgemm(false, true, N, OC, C, 1, x, C, w, C, 0, y, OC); err != nil {
+	x := d.gemmMat(inp)
+	defer releaseMat(inp, x)
+	if err := blas.SgemmBF16(false, true, N, OC, C, 1, x, C, w, C, 0, y, OC); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: %w", op, err))
 		return
 	}
@@ -163,40 +168,40 @@ func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.
 		return
 	}
 	blas.SetThreads(d.threads)
-	g := d.gemmF32(dout) // (N,OC)
-	defer releaseF32(dout, g)
+	g := d.gemmMat(dout) // (N,OC)
+	defer releaseMat(dout, g)
 	if dinp != nil {
 		// dinp (N,C) += dout (N,OC) · weight (OC,C)
-		w := d.gemmF32(weight)
+		w := d.gemmMat(weight)
 		err := d.gemmAccumulate(dinp, false, false, N, C, OC, g, OC, w, C)
-		releaseF32(weight, w)
+		releaseMat(weight, w)
 		if err != nil {
 			d.fail(fmt.Errorf("cpu: %s: dinp: %w", op, err))
 			return
 		}
 	}
 	// dweight (OC,C) += doutᵀ (OC,N) · inp (N,C)
-	x := d.gemmF32(inp)
-	defer releaseF32(inp, x)
+	x := d.gemmMat(inp)
+	defer releaseMat(inp, x)
 	if err := d.gemmAccumulate(dweight, true, false, OC, C, N, g, OC, x, C); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: dweight: %w", op, err))
 		return
 	}
 	if dbias != nil {
-		d.columnSumInto(dbias, g, N, OC)
+		d.columnSumMat(dbias, g, N, OC)
 	}
 }
 
 // gemmAccumulate computes t (m,n) += op(A)·op(B): one beta=1 GEMM into t's
 // memory when t is F32, else a GEMM into fp32 scratch that accumulateF32
 // then adds into t.
-func (d *Device) gemmAccumulate(t *tensor.Tensor, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int) error {
+func (d *Device) gemmAccumulate(t *tensor.Tensor, transA, transB bool, m, n, k int, a blas.Mat, lda int, b blas.Mat, ldb int) error {
 	if t.DType == tensor.F32 {
-		return blas.Sgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, t.F32(), n)
+		return blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, t.F32(), n)
 	}
 	s := getScratch(m * n)
 	defer putScratch(s)
-	if err := blas.Sgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, s, n); err != nil {
+	if err := blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, s, n); err != nil {
 		return err
 	}
 	d.accumulateF32(t, s)
@@ -220,6 +225,47 @@ func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 	v := getScratch(t.Numel())
 	d.parallel(len(v), 1<<14, func(lo, hi int) { load(v[lo:hi], t, lo) })
 	return v
+}
+
+// EnvBF16GEMM names the environment variable that picks how the linear
+// layers multiply bf16 tensors: "fused" hands them to blas.SgemmBF16, which
+// widens them inside the packing of druto's assembly SGEMM (where the CPU
+// has it, blas.FusedBF16), with no fp32 copy; anything else, or none, makes
+// pooled fp32 copies of them for pkg/blas's Sgemm (OpenBLAS when
+// installed). The copies are the default with a native library: on the
+// tiny step (issue 20, 2-core EPYC, CPU time per step interleaved,
+// BenchmarkStepBF16Paths, nine runs) bf16 took 1.02-1.07x fp32 with them
+// and 1.02-1.12x fused, and OpenBLAS's kernel outruns druto's on larger
+// products. Without a native library both run druto's kernel and "fused"
+// saves the copies (1.03-1.09x against 1.06-1.12x).
+const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
+
+// fusedBF16 selects blas.SgemmBF16 for bf16 operands: set by loadBLAS
+// (New) once the library is loaded, which must not happen before (see
+// loadBLAS); tests switch it after calling loadBLAS.
+var fusedBF16 bool
+
+// bf16Policy returns fusedBF16's setting: EnvBF16GEMM's choice, by default
+// the fused packing only without a native library.
+func bf16Policy() bool {
+	env := os.Getenv(EnvBF16GEMM)
+	return blas.FusedBF16() && (env == "fused" || !blas.Native() && env != "widen")
+}
+
+// gemmMat returns t as a GEMM operand: its bf16 bits as they are when
+// fusedBF16, else gemmF32's fp32 (give it back with releaseMat).
+func (d *Device) gemmMat(t *tensor.Tensor) blas.Mat {
+	if fusedBF16 && t.DType == tensor.BF16 {
+		return blas.Mat{BF16: t.U16()}
+	}
+	return blas.Mat{F32: d.gemmF32(t)}
+}
+
+// releaseMat gives back an operand from gemmMat.
+func releaseMat(t *tensor.Tensor, m blas.Mat) {
+	if m.F32 != nil {
+		releaseF32(t, m.F32)
+	}
 }
 
 // outF32 returns where to compute all of t in fp32: t's own memory when t

@@ -41,22 +41,21 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 	}
 	d.MatmulBackward(nil, dweight, dbias, dout, inp, weight, N, C, OC)
 	blas.SetThreads(d.threads)
-	g, w := d.gemmF32(dout), d.gemmF32(weight)
-	defer releaseF32(dout, g)
-	defer releaseF32(weight, w)
+	g, w := d.gemmMat(dout), d.gemmMat(weight)
+	defer releaseMat(dout, g)
+	defer releaseMat(weight, w)
 	y := outF32(dpre) // (N,C) fp32: dpre's memory when F32, else scratch
 	defer releaseF32(dpre, y)
 	// y (N,C) = dout (N,OC) · weight (OC,C)
-	if err := blas.Sgemm(false, false, N, C, OC, 1, g, OC, w, C, 0, y, C); err != nil {
+	if err := blas.SgemmBF16(false, false, N, C, OC, 1, g, OC, w, C, 0, y, C); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: %w", op, err))
 		return
 	}
 	d.parallel(N*C, 1<<13, func(lo, hi int) {
 		xb := scratch32(pre, hi-lo)
+		defer putScratch(xb)
 		x := in32(pre, lo, hi-lo, xb)
-		for i, v := range x {
-			y[lo+i] = geluGrad(v) * y[lo+i]
-		}
+		geluBackwardSlice(y[lo:hi], x, y[lo:hi]) // y = gelu'(pre)·y
 	})
 	if dpreBias != nil {
 		d.columnSumInto(dpreBias, y, N, C)

@@ -1,11 +1,17 @@
 package cpu
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"runtime/pprof"
 	"testing"
+	"time"
 
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/blas"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -302,4 +308,192 @@ func BenchmarkMatmul(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkMatmulBF16Paths times forward + backward of the tiny preset's
+// linear layers (as BenchmarkMatmul, fused form) three ways, interleaved in
+// rounds so that each sees the same load from other processes: fp32
+// tensors, bf16 tensors through blas.SgemmBF16 (widened in the packing:
+// "fused"), and bf16 tensors widened into fp32 copies for Sgemm ("widen",
+// DRUTO_CPU_BF16_GEMM=widen). It reports the CPU time (all threads) per
+// iteration of each, in ms.
+func BenchmarkMatmulBF16Paths(b *testing.B) {
+	loadBLAS() // sets fusedBF16 once: switch it after
+	defer func(p, f bool) { poisonScratch, fusedBF16 = p, f }(poisonScratch, fusedBF16)
+	poisonScratch = false
+	if !blas.FusedBF16() {
+		b.Skip("no assembly SGEMM on this CPU: SgemmBF16 widens into copies")
+	}
+	const N = 1024
+	shapes := []struct {
+		name  string
+		C, OC int
+		act   device.Activation
+	}{{"qkv", 128, 384, device.None}, {"attproj", 128, 128, device.None}, {"fc_gelu", 128, 512, device.GELU}, {"proj", 512, 128, device.None}}
+	type set struct{ inp, w, bias, dout, out, pre, dinp, dw, db *tensor.Tensor }
+	d := ntDev(true, 0)
+	mk := func(b *testing.B, dt tensor.DType, C, OC int, act device.Activation) set {
+		r := ntRNG(1)
+		var s set
+		s.inp, _ = ntTensor(b, dt, ntNormal(r, N*C, 1, 0), N, C)
+		s.w, _ = ntTensor(b, dt, ntNormal(r, OC*C, 0.1, 0), OC, C)
+		s.bias, _ = ntTensor(b, dt, ntNormal(r, OC, 0.1, 0), OC)
+		s.dout, _ = ntTensor(b, dt, ntNormal(r, N*OC, 1, 0), N, OC)
+		s.out = tensor.New(dt, N, OC)
+		if act == device.GELU {
+			s.pre = tensor.New(dt, N, OC)
+		}
+		s.dinp, s.dw, s.db = tensor.New(dt, N, C), tensor.New(tensor.F32, OC, C), tensor.New(tensor.F32, OC)
+		return s
+	}
+	for _, sh := range shapes {
+		b.Run(fmt.Sprintf("%s_C%d_OC%d", sh.name, sh.C, sh.OC), func(b *testing.B) {
+			f32s, bfs := mk(b, tensor.F32, sh.C, sh.OC, sh.act), mk(b, tensor.BF16, sh.C, sh.OC, sh.act)
+			step := func(s set) {
+				d.Matmul(s.out, s.pre, s.inp, s.w, s.bias, N, sh.C, sh.OC, sh.act)
+				if sh.name == "proj" { // the model's MLP projection: GELU's backward folded in
+					d.MatmulBackwardGELU(s.dinp, nil, s.dw, s.db, s.dout, s.inp, s.inp, s.w, N, sh.C, sh.OC)
+				} else {
+					d.MatmulBackward(s.dinp, s.dw, s.db, s.dout, s.inp, s.w, N, sh.C, sh.OC)
+				}
+			}
+			var cpu [3]time.Duration
+			for b.Loop() {
+				for i, run := range []func(){
+					func() { step(f32s) },
+					func() { fusedBF16 = true; step(bfs) },
+					func() { fusedBF16 = false; step(bfs) },
+				} {
+					c0 := cpuTime()
+					run()
+					cpu[i] += cpuTime() - c0
+				}
+			}
+			if err := d.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			for i, name := range []string{"fp32", "bf16-fused", "bf16-widen"} {
+				b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
+			}
+		})
+	}
+}
+
+// TestMatmulBF16GEMMPaths checks the linear layers on bf16 tensors with
+// their operands handed to blas.SgemmBF16 (widened inside its packing)
+// against the same layers with fp32 copies through Sgemm
+// (DRUTO_CPU_BF16_GEMM=widen), on NaN-poisoned outputs: forward with bias
+// and GELU, MatmulBackward (dinp, dweight, dbias) and MatmulBackwardGELU.
+// The two paths differ only in the order of the fp32 GEMM's sums (a
+// different library), so they agree within 16-bit rounding.
+func TestMatmulBF16GEMMPaths(t *testing.T) {
+	loadBLAS() // sets fusedBF16 once: switch it after
+	defer func(f bool) { fusedBF16 = f }(fusedBF16)
+	if !blas.FusedBF16() {
+		t.Skip("no assembly SGEMM on this CPU: both paths widen into copies")
+	}
+	const dt = tensor.BF16
+	r := ntRNG(77)
+	for _, sh := range [][3]int{{5, 7, 3}, {64, 96, 384}, {130, 512, 128}} {
+		N, C, OC := sh[0], sh[1], sh[2]
+		inp, _ := ntTensor(t, dt, ntNormal(r, N*C, 1, 0), N, C)
+		pre, _ := ntTensor(t, dt, ntNormal(r, N*C, 1, 0), N, C)
+		w, _ := ntTensor(t, dt, ntNormal(r, OC*C, 0.3, 0), OC, C)
+		b, _ := ntTensor(t, dt, ntNormal(r, OC, 0.3, 0), OC)
+		dout, _ := ntTensor(t, dt, ntNormal(r, N*OC, 1, 0), N, OC)
+		type res struct{ out, gpre, dinp, dw, db, dpre, dpb, dw2, db2 *tensor.Tensor }
+		var rs [2]res
+		for k, fused := range []bool{true, false} {
+			fusedBF16 = fused
+			d := ntDev(true, 2)
+			var s res
+			s.out, s.gpre = tensor.New(dt, N, OC), tensor.New(dt, N, OC)
+			s.dinp, s.dpre = tensor.New(dt, N, C), tensor.New(dt, N, C)
+			for _, x := range []*tensor.Tensor{s.out, s.gpre, s.dinp, s.dpre} {
+				ntPoison(x)
+			}
+			s.dw, s.db = tensor.New(tensor.F32, OC, C), tensor.New(tensor.F32, OC)
+			s.dw2, s.db2, s.dpb = tensor.New(tensor.F32, OC, C), tensor.New(tensor.F32, OC), tensor.New(tensor.F32, C)
+			d.Matmul(s.out, s.gpre, inp, w, b, N, C, OC, device.GELU)
+			d.Zero(s.dinp)
+			d.MatmulBackward(s.dinp, s.dw, s.db, dout, inp, w, N, C, OC)
+			d.MatmulBackwardGELU(s.dpre, s.dpb, s.dw2, s.db2, dout, inp, pre, w, N, C, OC)
+			ntSync(t, d)
+			rs[k] = s
+		}
+		f, wd := rs[0], rs[1]
+		name := fmt.Sprintf("N%d C%d OC%d", N, C, OC)
+		sc := math.Sqrt(float64(C))
+		ntCloseT(t, name+" out", f.out, wd.out, dt, 1)
+		ntCloseT(t, name+" pre", f.gpre, wd.gpre, dt, 1)
+		ntCloseT(t, name+" dinp", f.dinp, wd.dinp, dt, 1)
+		ntCloseT(t, name+" dpre", f.dpre, wd.dpre, dt, 1)
+		ntCloseT(t, name+" dweight", f.dw, wd.dw, tensor.F32, math.Sqrt(float64(N)))
+		ntCloseT(t, name+" dbias", f.db, wd.db, tensor.F32, 1)
+		ntCloseT(t, name+" dweight (GELU)", f.dw2, wd.dw2, tensor.F32, math.Sqrt(float64(N)))
+		ntCloseT(t, name+" dbias (GELU)", f.db2, wd.db2, tensor.F32, 1)
+		ntCloseT(t, name+" dpre bias", f.dpb, wd.dpb, tensor.F32, sc)
+		if !ntSameBits(f.db, wd.db) {
+			t.Errorf("%s: dbias differs between the paths (the same column sums of the same bf16 values)", name)
+		}
+	}
+}
+
+// BenchmarkStepBF16Paths times a forward and backward pass of the tiny GPT
+// (B 8, T 128, fused) three ways, interleaved step by step so that each
+// sees the same load from other processes: fp32, bf16 with the linear
+// layers on blas.SgemmBF16 ("fused"), and bf16 with fp32 copies for Sgemm
+// ("widen"). It reports the CPU time (all threads) per step of each, in ms.
+func BenchmarkStepBF16Paths(b *testing.B) {
+	loadBLAS() // sets fusedBF16 once: switch it after
+	defer func(p, f bool) { poisonScratch, fusedBF16 = p, f }(poisonScratch, fusedBF16)
+	poisonScratch = false // time the step, not the test poison
+	cfg, err := gpt.Preset("tiny")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const B, T = 8, 128
+	rng := tensor.NewRNG(2)
+	in, tg := make([]int32, B*T), make([]int32, B*T)
+	for i := range in {
+		in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
+	}
+	model := func(pol amp.Policy) *gpt.Model {
+		m, err := gpt.New(New(device.Options{Fused: true}), cfg, pol)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Init(1); err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	f32, bf := model(amp.FP32), model(amp.BF16)
+	step := func(m *gpt.Model) {
+		m.ZeroGrad()
+		if _, err := m.Gradients(in, tg, B, T, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step(f32)
+	step(bf)
+	paths := []string{"fp32", "bf16-fused", "bf16-widen"}
+	var cpu [3]time.Duration
+	for b.Loop() {
+		for i, run := range []func(){
+			func() { step(f32) },
+			func() { fusedBF16 = true; step(bf) },
+			func() { fusedBF16 = false; step(bf) },
+		} {
+			c0 := cpuTime()
+			// Labelled for -cpuprofile: go tool pprof -tagfocus path=bf16-fused
+			pprof.Do(context.Background(), pprof.Labels("path", paths[i]), func(context.Context) { run() })
+			cpu[i] += cpuTime() - c0
+		}
+	}
+	for i, name := range paths {
+		b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
+	}
+	b.ReportMetric(cpu[1].Seconds()/cpu[0].Seconds(), "fused/fp32")
+	b.ReportMetric(cpu[2].Seconds()/cpu[0].Seconds(), "widen/fp32")
 }

@@ -18,10 +18,10 @@ package cpu
 // in its order (no FMA contraction), so their results are bit-identical to
 // the pure-Go loops; the bf16 conversions are exact too. The sums of
 // expSubSum, sum64 and sumSqDev64 keep the scalar code's four partial sums
-// in their order. The reductions no vector form can keep in order (the
-// sequential sums of dot32, lnBwdSums and the cross-entropy's float64 sum)
-// stay scalar, so that a training step gives the same bits with the
-// kernels as without (checked by TestSIMDStepBits).
+// in their order, dot32 and lnBwdSums their eight (their Go references
+// sum the same way). The cross-entropy's float64 sum, which no vector form
+// keeps in order, stays scalar. So a training step gives the same bits
+// with the kernels as without (checked by TestSIMDStepBits).
 
 import (
 	"fmt"
@@ -221,15 +221,49 @@ func lnNorm(o, x, w, b []float32, m, s float32) {
 }
 
 // lnBwdSums returns layernorm backward's row sums Σ dn and Σ dn·nn in
-// float64, with dn = w·g and nn = s·(x-m) in float32. It stays a scalar
-// loop: its two float64 sums run in order of j, which no vector form keeps.
+// float64, with dn = w·g and nn = s·(x-m) in float32, as lnBwdSumsGo sums
+// them; the kernel keeps exactly its partial sums.
 func lnBwdSums(x, w, g []float32, m, s float32) (dm, dnm float64) {
 	w, g = w[:len(x)], g[:len(x)]
-	for j := range x {
-		nn := s * (x[j] - m)
-		dn := w[j] * g[j]
+	var p [16]float64
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			lnBwdSumsAVX2(&x[0], &w[0], &g[0], n, m, s, &p)
+		}
+	}
+	return lnBwdSumsTail(x, w, g, m, s, n, &p)
+}
+
+// lnBwdSumsGo is lnBwdSums' pure-Go reference: for the multiple-of-8
+// prefix, eight partial sums of each over j%8, combined as
+// ((p0+p4)+(p1+p5)) + ((p2+p6)+(p3+p7)); then the tail in order of j.
+func lnBwdSumsGo(x, w, g []float32, m, s float32) (dm, dnm float64) {
+	var p [16]float64
+	return lnBwdSumsTail(x, w[:len(x)], g[:len(x)], m, s, 0, &p)
+}
+
+// lnBwdSumsTail adds j in [n, len(x)&^7) into the partial sums p (Σ dn in
+// p[0:8], Σ dn·nn in p[8:16], holding the prefix before n), combines them
+// and adds the tail.
+func lnBwdSumsTail(x, w, g []float32, m, s float32, n int, p *[16]float64) (dm, dnm float64) {
+	e := len(x) &^ 7
+	for j0 := n; j0 < e; j0 += 8 {
+		for k := range 8 {
+			j := j0 + k
+			nn := float32(s * float32(x[j]-m)) // rounded: no FMA
+			dn := float32(w[j] * g[j])
+			p[k] += float64(dn)
+			p[8+k] += float64(float32(dn * nn))
+		}
+	}
+	dm = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]))
+	dnm = ((p[8] + p[12]) + (p[9] + p[13])) + ((p[10] + p[14]) + (p[11] + p[15]))
+	for j := e; j < len(x); j++ {
+		nn := float32(s * float32(x[j]-m))
+		dn := float32(w[j] * g[j])
 		dm += float64(dn)
-		dnm += float64(dn * nn)
+		dnm += float64(float32(dn * nn))
 	}
 	return dm, dnm
 }
@@ -318,15 +352,43 @@ func max32(x []float32) float32 {
 	return m
 }
 
-// dot32 returns Σ a[i]·b[i] over len(a) in float32, in order of i (a
-// scalar loop: a vector form would change the sum's bits).
+// dot32 returns Σ a[i]·b[i] over len(a) in float32 as dot32Go sums it;
+// the kernel keeps exactly its eight partial sums.
 func dot32(a, b []float32) float32 {
 	b = b[:len(a)]
-	var s float32
-	for i, v := range a {
-		s += v * b[i]
+	var s [8]float32
+	n := 0
+	if useAVX2 {
+		if n = len(a) &^ 7; n > 0 {
+			dot8AVX2(&a[0], &b[0], n, &s)
+		}
 	}
-	return s
+	return dot32Tail(a, b, n, &s)
+}
+
+// dot32Go is dot32's pure-Go reference: eight partial sums over i%8 (each
+// product rounded before its add) for the multiple-of-8 prefix, combined
+// as ((s0+s4)+(s1+s5)) + ((s2+s6)+(s3+s7)), then the tail in order of i.
+func dot32Go(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s [8]float32
+	return dot32Tail(a, b, 0, &s)
+}
+
+// dot32Tail adds a[i]·b[i] for i in [n, len(a)&^7) into the partial sums
+// s (which hold the prefix before n), combines them and adds the tail.
+func dot32Tail(a, b []float32, n int, s *[8]float32) float32 {
+	m := len(a) &^ 7
+	for i := n; i < m; i += 8 {
+		for k := range 8 {
+			s[k] += float32(a[i+k] * b[i+k]) // rounded product: no FMA
+		}
+	}
+	t := ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))
+	for i := m; i < len(a); i++ {
+		t += float32(a[i] * b[i])
+	}
+	return t
 }
 
 // ceGrad sets x[i] = float32(float64(x[i])·inv)·dscale, the cross-entropy

@@ -66,3 +66,9 @@ func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int)
 
 //go:noescape
 func geluForwardBF16AVX2(out *uint16, x *float32, n int)
+
+//go:noescape
+func dot8AVX2(a, b *float32, n int, sums *[8]float32)
+
+//go:noescape
+func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32, sums *[16]float64)

@@ -878,3 +878,76 @@ gwloop:
 gwdone:
 	VZEROUPPER
 	RET
+
+// func dot8AVX2(a, b *float32, n int, sums *[8]float32)
+// sums[k] = Σ a[i]·b[i] over i < n (a multiple of 8) with i%8 == k, in
+// order of i, each product rounded before its add (no FMA): dot32Go's
+// eight partial sums exactly.
+TEXT ·dot8AVX2(SB), NOSPLIT, $0-32
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DX
+	MOVQ   n+16(FP), CX
+	MOVQ   sums+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	SHRQ   $3, CX
+	JZ     d8done
+d8loop:
+	VMOVUPS (SI), Y1
+	VMULPS  (DX), Y1, Y1
+	VADDPS  Y1, Y0, Y0
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	DECQ    CX
+	JNZ     d8loop
+d8done:
+	VMOVUPS Y0, (DI)
+	VZEROUPPER
+	RET
+
+// func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32, sums *[16]float64)
+// Over j < n (a multiple of 8), with nn = s·(x-m) and dn = w·g in float32:
+// sums[k] = Σ float64(dn) and sums[8+k] = Σ float64(dn·nn) over j%8 == k,
+// in order of j: lnBwdSumsGo's sixteen partial sums exactly.
+TEXT ·lnBwdSumsAVX2(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), SI
+	MOVQ         w+8(FP), DX
+	MOVQ         gr+16(FP), R8
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS m+32(FP), Y14
+	VBROADCASTSS s+36(FP), Y15
+	MOVQ         sums+40(FP), DI
+	VXORPD       Y0, Y0, Y0
+	VXORPD       Y1, Y1, Y1
+	VXORPD       Y2, Y2, Y2
+	VXORPD       Y3, Y3, Y3
+	SHRQ         $3, CX
+	JZ           lsdone
+lsloop:
+	VMOVUPS      (SI), Y4
+	VSUBPS       Y14, Y4, Y4
+	VMULPS       Y15, Y4, Y4
+	VMOVUPS      (DX), Y5
+	VMULPS       (R8), Y5, Y5
+	VMULPS       Y4, Y5, Y6
+	VCVTPS2PD    X5, Y7
+	VADDPD       Y7, Y0, Y0
+	VEXTRACTF128 $1, Y5, X8
+	VCVTPS2PD    X8, Y8
+	VADDPD       Y8, Y1, Y1
+	VCVTPS2PD    X6, Y9
+	VADDPD       Y9, Y2, Y2
+	VEXTRACTF128 $1, Y6, X10
+	VCVTPS2PD    X10, Y10
+	VADDPD       Y10, Y3, Y3
+	ADDQ         $32, SI
+	ADDQ         $32, DX
+	ADDQ         $32, R8
+	DECQ         CX
+	JNZ          lsloop
+lsdone:
+	VMOVUPD      Y0, (DI)
+	VMOVUPD      Y1, 32(DI)
+	VMOVUPD      Y2, 64(DI)
+	VMOVUPD      Y3, 96(DI)
+	VZEROUPPER
+	RET

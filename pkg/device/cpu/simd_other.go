@@ -58,3 +58,9 @@ func geluBackwardBF16AVX2(dinp, x, dout *uint16, n int) {
 func geluForwardBF16AVX2(out *uint16, x *float32, n int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+func dot8AVX2(a, b *float32, n int, sums *[8]float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32, sums *[16]float64) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}

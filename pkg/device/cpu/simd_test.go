@@ -252,6 +252,9 @@ func TestSIMDLayerNorm(t *testing.T) {
 				dnm += float64(dn * (sf * (x[j] - mf)))
 			}
 			gm, gnm := lnBwdSums(x, w, g, mf, sf)
+			if rm, rnm := lnBwdSumsGo(x, w, g, mf, sf); math.Float64bits(gm) != math.Float64bits(rm) || math.Float64bits(gnm) != math.Float64bits(rnm) {
+				t.Fatalf("lnBwdSums n=%d: (%v, %v), its Go reference (%v, %v) (the same partial sums)", n, gm, gnm, rm, rnm)
+			}
 			// sums of signed terms: compare against the sum of magnitudes
 			var scale float64
 			for j := range x {
@@ -309,7 +312,8 @@ func TestSIMDAdamW(t *testing.T) {
 }
 
 // TestSIMDReductions checks add32 and the softmax-backward kernel bit for
-// bit, max32 exactly, and dot32 within float32 rounding of the float64 dot.
+// bit, max32 exactly, and dot32 within float32 rounding of the float64 dot
+// and bit for bit against dot32Go.
 func TestSIMDReductions(t *testing.T) {
 	withISA(t, true, func() {
 		r := ntRNG(16)
@@ -337,6 +341,9 @@ func TestSIMDReductions(t *testing.T) {
 			}
 			if g := dot32(a, b); math.Abs(float64(g)-d) > 1e-6*mag {
 				t.Fatalf("dot32 n=%d: %v, float64 %v", n, g, d)
+			}
+			if g, w := dot32(a, b), dot32Go(a, b); math.Float32bits(g) != math.Float32bits(w) {
+				t.Fatalf("dot32 n=%d: %v, its Go reference %v (the same eight partial sums)", n, g, w)
 			}
 
 			p := normals(r, n, 0.1, 0.2)

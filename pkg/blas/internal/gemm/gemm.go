@@ -54,7 +54,9 @@ type Kernel func(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha,
 // work is one call's packing buffers, pooled (a is used when A is packed).
 type work struct {
 	a, b []float32
+	aw   []float32             // a widened bf16 block of A (mb×kb)
 	edge [mr * kcBlock]float32 // a partial panel of rows of A
+	wide [nr * kcBlock]float32 // 16 rows of a transposed bf16 B, widened
 	tile [mr * nr]float32      // an edge tile of C
 }
 
@@ -82,6 +84,16 @@ func roundUp(x, to int) int { return (x + to - 1) / to * to }
 // rows is packed (zero-padded) so that every kernel call reads mr rows.
 // Wider products pack A into k-major panels of mr rows.
 func Sgemm(kern Kernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	SgemmSrc(kern, transA, transB, m, n, k, alpha, Src{F32: a}, lda, Src{F32: b}, ldb, beta, c, ldc)
+}
+
+// SgemmSrc is Sgemm with operands that may hold bf16 values (see Src),
+// widened to fp32 (exactly: a bf16 value is the high half of an fp32) as
+// they are packed: a B block straight into its panels, an A block (mb×kb,
+// in L2) into a buffer that then serves as A does, packed or in place. No
+// fp32 copy of a whole operand is made, and the products are those of
+// Sgemm on the widened operands, bit for bit.
+func SgemmSrc(kern Kernel, transA, transB bool, m, n, k int, alpha float32, a Src, lda int, b Src, ldb int, beta float32, c []float32, ldc int) {
 	w := workPool.Get().(*work)
 	kc := min(k, kcBlock)
 	w.b = grow(w.b, min(roundUp(n, nr), ncBlock)*kc)
@@ -93,27 +105,41 @@ func Sgemm(kern Kernel, transA, transB bool, m, n, k int, alpha float32, a []flo
 		nb := min(ncBlock, n-jc)
 		for pc := 0; pc < k; pc += kcBlock {
 			kb := min(kcBlock, k-pc)
-			packB(transB, b, ldb, pc, jc, kb, nb, w.b)
+			if b.F32 != nil {
+				packB(transB, b.F32, ldb, pc, jc, kb, nb, w.b)
+			} else {
+				packB16(transB, b.BF16, ldb, pc, jc, kb, nb, w.b, w.wide[:])
+			}
 			bt := beta
 			if pc > 0 {
 				bt = 1
 			}
 			for ic := 0; ic < m; ic += mcBlock {
 				mb := min(mcBlock, m-ic)
+				// af[ai·ald + ap] (transposed: af[ap·ald + ai]) is the
+				// block's first element: A itself, or its bf16 block widened.
+				af, ald, ai, ap := a.F32, lda, ic, pc
+				if af == nil {
+					w.aw = widenA(transA, a.BF16, lda, ic, pc, mb, kb, w.aw)
+					af, ai, ap = w.aw, 0, 0
+					if ald = kb; transA {
+						ald = mb
+					}
+				}
 				if packed {
-					packA(transA, a, lda, ic, pc, mb, kb, w.a)
+					packA(transA, af, ald, ai, ap, mb, kb, w.a)
 					macro(kern, mb, nb, kb, alpha, bt, aBlock{buf: w.a, packed: true}, w, c[ic*ldc+jc:], ldc)
 					continue
 				}
-				blk := aBlock{lda: lda, trans: transA}
+				blk := aBlock{lda: ald, trans: transA}
 				if transA {
-					blk.buf = a[pc*lda+ic:]
+					blk.buf = af[ap*ald+ai:]
 				} else {
-					blk.buf = a[ic*lda+pc:]
+					blk.buf = af[ai*ald+ap:]
 				}
 				if r := mb % mr; r != 0 {
 					// The last rows: packed once, zero-padded.
-					packA(transA, a, lda, ic+mb-r, pc, r, kb, w.edge[:mr*kb])
+					packA(transA, af, ald, ai+mb-r, ap, r, kb, w.edge[:mr*kb])
 				}
 				macro(kern, mb, nb, kb, alpha, bt, blk, w, c[ic*ldc+jc:], ldc)
 			}

@@ -60,3 +60,40 @@ func packBN16Asm(b []float32, ldb, base, kb int, d []float32) bool {
 	packBN16AVX2(&b[base], ldb, kb, &d[0])
 	return true
 }
+
+// widenBN16AVX2 packs kb steps of 16 bf16 values of a row-major B (step
+// stride ldb) into a k-major fp32 panel, widening them:
+// d[p·16 + j] = bf16(b[p·ldb + j]).
+//
+//go:noescape
+func widenBN16AVX2(b *uint16, ldb int, kb int, d *float32)
+
+// widenAVX2 widens 8·n8 bf16 values: d[i] = bf16(s[i]).
+//
+//go:noescape
+func widenAVX2(d *float32, s *uint16, n8 int)
+
+// widenBN16Asm packs a full panel of a row-major bf16 B (kb steps of 16
+// values from b[base], step stride ldb) into d with AVX2 and reports
+// whether it did (false without AVX2).
+func widenBN16Asm(b []uint16, ldb, base, kb int, d []float32) bool {
+	if !hasAVX2 {
+		return false
+	}
+	_ = b[base+(kb-1)*ldb+nr-1] // the last step's last element
+	_ = d[kb*nr-1]
+	widenBN16AVX2(&b[base], ldb, kb, &d[0])
+	return true
+}
+
+// widenAsm widens the multiple-of-8 prefix of s into d with AVX2 and
+// returns its length (0 without AVX2).
+func widenAsm(d []float32, s []uint16) int {
+	n8 := len(s) / 8
+	if !hasAVX2 || n8 == 0 {
+		return 0
+	}
+	_ = d[8*n8-1]
+	widenAVX2(&d[0], &s[0], n8)
+	return 8 * n8
+}

@@ -264,3 +264,48 @@ copyloop:
 	JNZ  copyloop
 	VZEROUPPER
 	RET
+
+// func widenBN16AVX2(b *uint16, ldb int, kb int, d *float32)
+//
+// Packs kb steps of 16 contiguous bf16 values of B (step p at b + p·ldb
+// elements) into the k-major fp32 panel d, widening each exactly (its bits
+// shifted into the high half): d[p·16 + j] = bf16(b[p·ldb + j]). kb >= 1.
+TEXT ·widenBN16AVX2(SB), NOSPLIT, $0-32
+	MOVQ b+0(FP), SI
+	MOVQ ldb+8(FP), R8
+	SHLQ $1, R8 // step stride in bytes
+	MOVQ kb+16(FP), CX
+	MOVQ d+24(FP), DI
+
+widenloop:
+	VPMOVZXWD (SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VMOVUPS   Y0, (DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      R8, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       widenloop
+	VZEROUPPER
+	RET
+
+// func widenAVX2(d *float32, s *uint16, n8 int)
+//
+// Widens 8·n8 contiguous bf16 values into fp32: d[i] = bf16(s[i]). n8 >= 1.
+TEXT ·widenAVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ n8+16(FP), CX
+
+widen8:
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       widen8
+	VZEROUPPER
+	RET

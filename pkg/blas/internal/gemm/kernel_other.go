@@ -11,3 +11,9 @@ func packBT16Asm(b []float32, ldb, base, kb int, d []float32) int { return 0 }
 
 // packBN16Asm packs nothing here: packB does it in Go.
 func packBN16Asm(b []float32, ldb, base, kb int, d []float32) bool { return false }
+
+// widenBN16Asm packs nothing here: packB16 does it in Go.
+func widenBN16Asm(b []uint16, ldb, base, kb int, d []float32) bool { return false }
+
+// widenAsm widens nothing here: widen does it in Go.
+func widenAsm(d []float32, s []uint16) int { return 0 }
