@@ -73,6 +73,7 @@ type Device struct {
 	noFlash     bool // Config.NoFlash
 	flashV2     bool // the flash forward and backward of variant 2 (flash_attention2.cu), the default; env DRUTO_FLASH=1 turns it off
 	flashDQPass bool // variant 2's backward computes dq in a pass of its own (flash_bwd2kv + flash_bwd2q), not by atomics; env DRUTO_FLASH_DQ=pass
+	dgeluEpi    bool // MatmulBackwardGELU's fused 16-bit form is cuBLASLt's DGELU_BGRAD epilogue, not a stored dgrad + gelu_bias_backward; env DRUTO_DGELU=epilogue
 	name        string
 	owns        bool // Close closes ctx
 
@@ -157,6 +158,10 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	dgeluEpi, err := dgeluEnv()
+	if err != nil {
+		return nil, err
+	}
 	libs := cfg.Libs
 	if libs == nil {
 		libs = &cuda.Libraries{}
@@ -176,7 +181,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: flashV2, flashDQPass: dqPass, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: flashV2, flashDQPass: dqPass, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}

@@ -57,7 +57,7 @@ type KernelOptions struct {
 // (Device.legacy), fused form only, beside the current one.
 var KernelOps = []string{
 	"copy", "launch",
-	"layernorm_fwd", "layernorm_fwd" + LegacySuffix, "residual_layernorm_fwd", "residual_layernorm_fwd" + LegacySuffix, "layernorm_bwd", "layernorm_bwd" + LegacySuffix, "gelu_bwd", "gelu_bwd" + LegacySuffix,
+	"layernorm_fwd", "layernorm_fwd" + LegacySuffix, "residual_layernorm_fwd", "residual_layernorm_fwd" + LegacySuffix, "layernorm_bwd", "layernorm_bwd" + LegacySuffix, "gelu_bwd", "gelu_bwd" + LegacySuffix, "gelu_bias_bwd",
 	"adamw", "adamw" + LegacySuffix, "gradnorm", "gradnorm" + LegacySuffix, "cast_f32_bf16",
 	"crossentropy_fused_classifier", "crossentropy_fused_classifier" + LegacySuffix,
 	"attention_fwd", "attention_bwd",
@@ -141,9 +141,12 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	def, defDQ := fused.flashV2, fused.flashDQPass // the flash variant and dq strategy New chose
+	def, defDQ, defEpi := fused.flashV2, fused.flashDQPass, fused.dgeluEpi // the flash variant, dq strategy and DGELU form New chose
 	restore := func(d *Device) {
 		d.legacy, d.noFlash, d.flashV2, d.flashDQPass, d.ltx.force = false, false, def, defDQ, 0
+		if d == fused {
+			d.dgeluEpi = defEpi
+		}
 	}
 	defer restore(fused)
 	type form struct {
@@ -153,42 +156,53 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		flashV2 bool
 		algo    int  // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
 		dqPass  bool // attention_bwd: variant 2's dq pass instead of atomics
+		epi     bool // gemm_mlp_proj_bwd: MatmulBackwardGELU's epilogue form (Device.dgeluEpi)
 	}
 	for _, name := range ops {
 		base, legacy := strings.CutSuffix(name, LegacySuffix)
-		forms := []form{{fused, "fused", false, def, 0, defDQ}, {plain, "decomposed", false, false, 0, false}}
+		forms := []form{{fused, "fused", false, def, 0, defDQ, defEpi}, {plain, "decomposed", false, false, 0, false, false}}
 		switch {
-		case name == "copy" || name == "launch" || legacy || name == "gemm_peak":
+		case name == "copy" || name == "launch" || legacy || name == "gemm_peak" || name == "gelu_bias_bwd":
 			forms = forms[:1] // one form
 		}
 		switch {
 		case strings.HasPrefix(name, "gemm_attn_proj"):
 			// the weak shape: every further candidate (microbench_gemm.go)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
-				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k, defDQ})
+				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k, defDQ, defEpi})
 			}
+		case name == "gemm_mlp_proj_bwd":
+			// MatmulBackwardGELU's other fused form beside the default
+			other := "fused-epilogue"
+			if defEpi {
+				other = "fused-kernel"
+			}
+			forms = []form{forms[0], {fused, other, false, def, 0, defDQ, !defEpi}, forms[1]}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
 			// fused: the default flash forward (variant 2 where built);
 			// fused-v1: the first variant beside it.
-			forms = []form{{fused, "fused", false, def, 0, defDQ}, {fused, "fused-cublas", true, false, 0, false}, {plain, "decomposed", false, false, 0, false}}
+			forms = []form{{fused, "fused", false, def, 0, defDQ, defEpi}, {fused, "fused-cublas", true, false, 0, false, defEpi}, {plain, "decomposed", false, false, 0, false, false}}
 			if def {
-				extra := []form{{fused, "fused-v1", false, false, 0, false}}
+				extra := []form{{fused, "fused-v1", false, false, 0, false, defEpi}}
 				// attention_bwd: variant 2's other dq strategy beside the default
 				if name == "attention_bwd" && fused.built2(tensor.BF16, "flash_bwd2kv_hs64", "flash_bwd2q_hs64") && fused.built2(tensor.BF16, "flash_bwd2_hs64") {
 					other := "fused-dqpass"
 					if defDQ {
 						other = "fused-dqatomic"
 					}
-					extra = append(extra, form{fused, other, false, true, 0, !defDQ})
+					extra = append(extra, form{fused, other, false, true, 0, !defDQ, defEpi})
 				}
 				forms = append(forms[:1], append(extra, forms[1:]...)...)
 			}
 		}
 		for _, f := range forms {
 			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.flashDQPass, f.d.ltx.force = legacy, f.noFlash, f.flashV2, f.dqPass, f.algo
+			if f.d == fused {
+				f.d.dgeluEpi = f.epi
+			}
 			kc, err := newKernelCase(base, f.d, o.Layout)
 			if errors.Is(err, errNoCandidate) {
-				f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.ltx.force = false, false, def, 0
+				restore(f.d)
 				continue
 			}
 			if err != nil {
@@ -397,6 +411,21 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		kc.shape = fmt.Sprintf("n=%d (N=%d × 4C) bf16", n, N)
 		kc.bytes = int64(n) * 3 * 2
 		kc.run = func() { d.GELUBackward(dinp, inp, dout, n) }
+	case "gelu_bias_bwd":
+		// gelu_bias_backward alone, as MatmulBackwardGELU's kernel form runs
+		// it after the dgrad GEMM: dpre (N, 4C) in place, the fc bias
+		// gradient from per-chunk sums (matmul_bias_grad over them)
+		n4 := 4 * C
+		dpre, pristine, pre, dpb := a.zeros(bf, N, n4), a.rand(bf, 0, 1, N, n4), a.rand(bf, 0, 2, N, n4), a.rand(f32, 0, 1, n4)
+		rows, chunks := geluBiasChunks(N, blocks(n4, 32*8), d.residentBlocks("gelu_bias_backward", bf, geluBlock, 0)*d.sms())
+		kc.shape = fmt.Sprintf("N=%d × 4C=%d bf16 in place, fp32 bias gradient (%d chunks of %d rows)", N, n4, chunks, rows)
+		kc.bytes = int64(N)*int64(n4)*2*3 + int64(chunks)*int64(n4)*4*2 + int64(n4)*4*2
+		kc.reset = func() {
+			if err := d.Stream().CopyDtoD(cuda.DevicePtr(dpre.Dev), cuda.DevicePtr(pristine.Dev), uint64(dpre.Bytes())); err != nil {
+				a.err = err
+			}
+		}
+		kc.run = func() { d.geluBiasBackward(dpre, pre, dpb, N, n4) }
 	case "adamw", "gradnorm", "cast_f32_bf16":
 		if layout == nil {
 			return nil, fmt.Errorf("gpu: bench: %s needs KernelOptions.Layout", name)

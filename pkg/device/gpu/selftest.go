@@ -30,13 +30,15 @@ type KernelTest struct {
 type selfTestMode struct {
 	name                                   string
 	fused, legacy, noFlash, flash2, dqPass bool
+	dgeluEpi                               bool // MatmulBackwardGELU's cuBLASLt epilogue form, not the kernel form
 	ops                                    []string
 }
 
 // selfTestModes are the settings that together launch every kernel: the
 // fused and decomposed forms, the previous (legacy) kernels of the memory-bound ops,
 // flash backward variant 2 with its dq pass (not atomics), the first flash
-// variant and the cuBLAS attention path of the fused form.
+// variant and the cuBLAS attention path of the fused form, and
+// MatmulBackwardGELU's epilogue form (the fused mode runs its kernel form).
 func (d *Device) selfTestModes() []selfTestMode {
 	return []selfTestMode{
 		{name: "fused", fused: true, flash2: true},
@@ -47,18 +49,19 @@ func (d *Device) selfTestModes() []selfTestMode {
 		{name: "fused flash dq pass", fused: true, flash2: true, dqPass: true, ops: []string{"AttentionBackward"}},
 		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward"}},
 		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward"}},
+		{name: "fused dgelu epilogue", fused: true, flash2: true, dgeluEpi: true, ops: []string{"MatmulBackwardGELU"}},
 	}
 }
 
 // forModes runs fn for each mode with the device switched to it, and
 // restores the device's own settings after.
 func (d *Device) forModes(fn func(m selfTestMode)) {
-	fused, legacy, noFlash, flash2, dqPass := d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass
+	fused, legacy, noFlash, flash2, dqPass, epi := d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass, d.dgeluEpi
 	defer func() {
-		d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass = fused, legacy, noFlash, flash2, dqPass
+		d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass, d.dgeluEpi = fused, legacy, noFlash, flash2, dqPass, epi
 	}()
 	for _, m := range d.selfTestModes() {
-		d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass = m.fused, m.legacy, m.noFlash, m.flash2, m.dqPass
+		d.fused, d.legacy, d.noFlash, d.flashV2, d.flashDQPass, d.dgeluEpi = m.fused, m.legacy, m.noFlash, m.flash2, m.dqPass, m.dgeluEpi
 		fn(m)
 	}
 }
