@@ -349,12 +349,25 @@ __device__ __forceinline__ void fa2b_qtile(unsigned char* sm, int st, const T* q
     }
 }
 
+// fa2_old returns the two elements at p widened, the gradient a backward
+// kernel adds to, or zeros when store is set (the store form,
+// AttentionBackwardStore: the old values, NaN included, are never read;
+// 0 + x gives the bits the accumulate form gives on a zeroed dqkv).
+__device__ __forceinline__ float2 fa2_old(const unsigned* p, int store) {
+    if (store) {
+        float2 z;
+        z.x = z.y = 0.0f;
+        return z;
+    }
+    return fa_unpack(*p);
+}
+
 // DQ: dq by atomics into dqacc (flash_bwd2_hsN); false: dk and dv only
 // (flash_bwd2kv_hsN, dq by flash_bwd2q_hsN; dqacc unused).
 template <int HS, int BM, bool DQ>
 __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restrict__ dqacc, const T* __restrict__ qkv,
                                            const T* __restrict__ dout, const float* __restrict__ lse,
-                                           const float* __restrict__ dd, int Tn, int C, int NH, float scale) {
+                                           const float* __restrict__ dd, int Tn, int C, int NH, float scale, int store) {
     typedef Fa2Bwd<HS, BM> G;
     const int LD = G::LD, LS = G::LS;
     const bool KREG = HS <= 64;  // k and v A fragments held in registers
@@ -541,7 +554,8 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
             }
         }
     }
-    // dk (×scale) and dv are added to dqkv's k and v parts, rows past T skipped
+    // dk (×scale) and dv are added to dqkv's k and v parts (store: to zero,
+    // the old values never read), rows past T skipped
     T* dkb = dqkv + (long long)b * Tn * ld + C + h * HS;
     T* dvb = dkb + C;
     const int r0 = k0 + kw + g, r1 = r0 + 8;
@@ -551,14 +565,14 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
         if (r0 < Tn) {
             unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r0 * ld + c);
             unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r0 * ld + c);
-            const float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
+            const float2 ok = fa2_old(pk, store), ov = fa2_old(pv, store);
             *pk = fa_pack(ok.x + dk[j][0] * scale, ok.y + dk[j][1] * scale);
             *pv = fa_pack(ov.x + dv[j][0], ov.y + dv[j][1]);
         }
         if (r1 < Tn) {
             unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r1 * ld + c);
             unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r1 * ld + c);
-            const float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
+            const float2 ok = fa2_old(pk, store), ov = fa2_old(pv, store);
             *pk = fa_pack(ok.x + dk[j][2] * scale, ok.y + dk[j][3] * scale);
             *pv = fa_pack(ov.x + dv[j][2], ov.y + dv[j][3]);
         }
@@ -567,24 +581,24 @@ __device__ __forceinline__ void flash_bwd2(T* __restrict__ dqkv, float* __restri
 
 #define FA2_BWD_ARGS                                                                                           \
     T *__restrict__ dqkv, float *__restrict__ dqacc, const T *__restrict__ qkv, const T *__restrict__ dout,    \
-        const float *__restrict__ lse, const float *__restrict__ dd, int Tn, int C, int NH, float scale
+        const float *__restrict__ lse, const float *__restrict__ dd, int Tn, int C, int NH, float scale, int store
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs32(FA2_BWD_ARGS) {
-    flash_bwd2<32, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<32, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs64(FA2_BWD_ARGS) {
-    flash_bwd2<64, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<64, 64, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2_hs128(FA2_BWD_ARGS) {
-    flash_bwd2<128, 32, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<128, 32, true>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs32(FA2_BWD_ARGS) {
-    flash_bwd2<32, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<32, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs64(FA2_BWD_ARGS) {
-    flash_bwd2<64, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<64, 64, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs128(FA2_BWD_ARGS) {
-    flash_bwd2<128, 32, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2<128, 32, false>(dqkv, dqacc, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 
 // dqkv (B,T,3C) T: the q part += dq; qkv (B,T,3C), dout (B,T,C) T, lse,
@@ -598,7 +612,7 @@ extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs12
 template <int HS, int BC>
 __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __restrict__ qkv, const T* __restrict__ dout,
                                             const float* __restrict__ lse, const float* __restrict__ dd, int Tn, int C,
-                                            int NH, float scale) {
+                                            int NH, float scale, int store) {
     const int LD = HS + 8;
     __shared__ __align__(16) unsigned short sK[2][BC * LD];
     __shared__ __align__(16) unsigned short sV[2][BC * LD];
@@ -713,12 +727,12 @@ __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __res
         const int c = j * 8 + 2 * t4;
         if (r0 < Tn) {
             unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r0 * ld + c);
-            const float2 o = fa_unpack(*p);
+            const float2 o = fa2_old(p, store);
             *p = fa_pack(o.x + dq[j][0] * scale, o.y + dq[j][1] * scale);
         }
         if (r1 < Tn) {
             unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r1 * ld + c);
-            const float2 o = fa_unpack(*p);
+            const float2 o = fa2_old(p, store);
             *p = fa_pack(o.x + dq[j][2] * scale, o.y + dq[j][3] * scale);
         }
     }
@@ -726,17 +740,17 @@ __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __res
 
 #define FA2_BWDQ_ARGS                                                                                          \
     T *__restrict__ dqkv, const T *__restrict__ qkv, const T *__restrict__ dout, const float *__restrict__ lse, \
-        const float *__restrict__ dd, int Tn, int C, int NH, float scale
+        const float *__restrict__ dd, int Tn, int C, int NH, float scale, int store
 // hs 32/64: two CTAs (16 warps) an SM within 128 registers (hs 64: 32-key
 // tiles, as q, dout and dq fragments take 64 registers)
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs32(FA2_BWDQ_ARGS) {
-    flash_bwd2q<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2q<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs64(FA2_BWDQ_ARGS) {
-    flash_bwd2q<64, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2q<64, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2q_hs128(FA2_BWDQ_ARGS) {
-    flash_bwd2q<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2q<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 
 // dd (B,NH,T) F32 = Σ dout·out over each head's hs columns; dqacc (B,T,C)
@@ -776,15 +790,18 @@ extern "C" __global__ void flash_bwd2_dot(float* __restrict__ dd, float* __restr
     }
 }
 
-// dqkv (B,T,3C) T: the q part += dqacc (B,T,C) F32; n8 = B·T·C/8, C a
-// multiple of 8. Grid-stride, 8 elements (16 bytes of dqkv) a thread.
-extern "C" __global__ void flash_bwd2_dq(T* __restrict__ dqkv, const float* __restrict__ dqacc, long long n8, int C) {
+// dqkv (B,T,3C) T: the q part += dqacc (B,T,C) F32 (store: = 0 + dqacc,
+// the old q part never read); n8 = B·T·C/8, C a multiple of 8.
+// Grid-stride, 8 elements (16 bytes of dqkv) a thread.
+extern "C" __global__ void flash_bwd2_dq(T* __restrict__ dqkv, const float* __restrict__ dqacc, long long n8, int C, int store) {
     const int c8 = C / 8;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (long long)gridDim.x * blockDim.x) {
         const long long row = i / c8;
         const int c = (int)(i % c8) * 8;
         uint4* p = reinterpret_cast<uint4*>(dqkv + row * 3 * C + c);
-        uint4 x = *p;
+        uint4 x;
+        x.x = x.y = x.z = x.w = 0u; // +0 in bf16 and f16
+        if (!store) x = *p;
         const float4 a = reinterpret_cast<const float4*>(dqacc)[2 * i];
         const float4 b = reinterpret_cast<const float4*>(dqacc)[2 * i + 1];
         float2 f;

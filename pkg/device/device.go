@@ -147,12 +147,19 @@ type Device interface {
 
 // GradStorer is implemented by devices that can store an input gradient
 // instead of adding it to a zeroed buffer: the model then queues no zeroing
-// of that buffer (one memset and one read of it less per product).
+// of that buffer (one memset and one read of it less per op). The values
+// are those of the zeroed buffer accumulated into (only a -0 may come out
+// as +0 or the reverse). Contracts: Ops.MatmulBackwardStore and
+// Ops.AttentionBackwardStore.
 type GradStorer interface {
 	// MatmulBackwardStore is MatmulBackward with dinp stored, not
 	// accumulated: dinp = dout·weight (its old contents, NaN included, are
 	// never read); dweight and dbias accumulate as in MatmulBackward.
 	MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *T, N, C, OC int)
+	// AttentionBackwardStore is AttentionBackward with dqkv stored, not
+	// accumulated: dq, dk and dv overwrite dqkv (its old contents, NaN
+	// included, are never read).
+	AttentionBackwardStore(dqkv, dout, qkv, out, att *T, B, T, C, NH int)
 }
 
 // AttnState is the dtype and shape of the state Attention saves.

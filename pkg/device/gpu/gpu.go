@@ -714,6 +714,9 @@ func (d *Device) gemmBatched(g cuda.Gemm) error {
 // memset queues zeroing n bytes at p (nothing while launchHook is set).
 func (d *Device) memset(p cuda.DevicePtr, n int) error {
 	if launchHook != nil {
+		if memsetHook != nil {
+			memsetHook(p, n)
+		}
 		return nil
 	}
 	d.launches.Add(1)
