@@ -104,7 +104,9 @@ type Device interface {
 	// accumulated: it replaces the sequence zero, MatmulBackward into dinp,
 	// GELUBackward); dpreBias += Σ_rows dpre (the bias gradient of the Matmul
 	// that produced pre; may be nil). The fused form computes dpre and its
-	// row sums in fp32 before dpre is rounded to its dtype.
+	// row sums in fp32 before dpre is rounded to its dtype (the GPU's
+	// default fused form rounds dout·weight to dpre's dtype first: one
+	// rounding more, within the op's tolerance).
 	// dpre (N,C), dpreBias (C) F32 or nil, dweight (OC,C), dbias (OC) or nil,
 	// dout (N,OC), inp (N,C), pre (N,C), weight (OC,C)
 	MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *T, N, C, OC int)

@@ -116,7 +116,8 @@ type kernelCase struct {
 // the first flash variant beside it (attention_fwd: flash_fwd_hs64 against
 // flash_fwd2_hs64; attention_bwd: flash_bwd_dot + memset + flash_bwd_hs64 +
 // flash_bwd_dq against flash_bwd2_dot + flash_bwd2_hs64 + flash_bwd2_dq,
-// where built); they report TFLOP/s with causal FLOPs (forward
+// where built), and attention_bwd "fused-store": AttentionBackwardStore,
+// the default kernels writing dqkv without reading it; they report TFLOP/s with causal FLOPs (forward
 // 2·B·NH·T²·hs, backward 2.5 times that).
 func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error) {
 	if fused == nil || plain == nil || !fused.Fused() || plain.Fused() {
@@ -194,13 +195,22 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 				}
 				forms = append(forms[:1], append(extra, forms[1:]...)...)
 			}
+			if name == "attention_bwd" {
+				// AttentionBackwardStore: the default kernels writing dqkv
+				// without reading it, no zeroing before (the model's form)
+				forms = append(forms[:1], append([]form{{fused, "fused-store", false, def, 0, defDQ, defEpi}}, forms[1:]...)...)
+			}
 		}
 		for _, f := range forms {
 			f.d.legacy, f.d.noFlash, f.d.flashV2, f.d.flashDQPass, f.d.ltx.force = legacy, f.noFlash, f.flashV2, f.dqPass, f.algo
 			if f.d == fused {
 				f.d.dgeluEpi = f.epi
 			}
-			kc, err := newKernelCase(base, f.d, o.Layout)
+			caseName := base
+			if f.mode == "fused-store" {
+				caseName += "_store"
+			}
+			kc, err := newKernelCase(caseName, f.d, o.Layout)
 			if errors.Is(err, errNoCandidate) {
 				restore(f.d)
 				continue
@@ -473,7 +483,7 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 			}
 		}
 		kc.run = func() { d.CrossEntropy(losses, logits, targets, N, V, 1/float32(N)) }
-	case "attention_fwd", "attention_bwd":
+	case "attention_fwd", "attention_bwd", "attention_bwd_store":
 		// GPT-2 124M's attention: B 16, NH 12, T 1024, hs 64, bf16.
 		const B, T, NH = 16, 1024, 12
 		st := d.AttentionState(bf, B, T, C, NH)
@@ -496,6 +506,12 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		}
 		kc.flops = fwd * 5 / 2
 		kc.bytes = int64(B)*T*(3*C+C+C+2*3*C)*2 + int64(st.Numel())*int64(st.DType.Size())
+		if name == "attention_bwd_store" {
+			// dqkv written only (the same work: bytes as counted above)
+			kc.shape += ", dqkv stored"
+			kc.run = func() { d.AttentionBackwardStore(dqkv, dout, qkv, out, att, B, T, C, NH) }
+			break
+		}
 		kc.reset = func() { d.Zero(dqkv) }
 		kc.run = func() { d.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH) }
 	case "encoder_fwd", "encoder_bwd", "encoder_bwd_small":
