@@ -46,9 +46,9 @@ func (d *Device) selfTestModes() []selfTestMode {
 		{name: "fused legacy", fused: true, legacy: true, flash2: true,
 			ops: []string{"CrossEntropy", "CrossEntropyScaled", "GELUBackward", "LayerNorm", "ResidualLayerNorm", "LayerNormBackward",
 				"AdamWStep", "AdamWState", "GradNorm", "StepUpdate"}},
-		{name: "fused flash dq pass", fused: true, flash2: true, dqPass: true, ops: []string{"AttentionBackward"}},
-		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward"}},
-		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward"}},
+		{name: "fused flash dq pass", fused: true, flash2: true, dqPass: true, ops: []string{"AttentionBackward", "AttentionBackwardStore"}},
+		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
+		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused dgelu epilogue", fused: true, flash2: true, dgeluEpi: true, ops: []string{"MatmulBackwardGELU"}},
 	}
 }
