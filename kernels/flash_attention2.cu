@@ -341,11 +341,24 @@ __device__ __forceinline__ void fa2b_qtile(unsigned char* sm, int st, const T* q
     }
 }
 
+// fa2_old returns the two elements at p widened, the gradient a backward
+// kernel adds to, or zeros when store is set (the store form,
+// AttentionBackwardStore: the old values, NaN included, are never read;
+// 0 + x gives the bits the accumulate form gives on a zeroed dqkv).
+__device__ __forceinline__ float2 fa2_old(const unsigned* p, int store) {
+    if (store) {
+        float2 z;
+        z.x = z.y = 0.0f;
+        return z;
+    }
+    return fa_unpack(*p);
+}
+
 // dk and dv of one key tile (flash_bwd2kv_hsN; dq by flash_bwd2q_hsN).
 template <int HS, int BM>
 __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __restrict__ qkv, const T* __restrict__ dout,
                                              const float* __restrict__ lse, const float* __restrict__ dd, int Tn, int C,
-                                             int NH, float scale) {
+                                             int NH, float scale, int store) {
     typedef Fa2Bwd<HS, BM> G;
     const int LD = G::LD;
     const bool KREG = HS <= 64; // k and v A fragments held in registers
@@ -484,7 +497,8 @@ __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __re
             }
         }
     }
-    // dk (×scale) and dv are added to dqkv's k and v parts, rows past T skipped
+    // dk (×scale) and dv are added to dqkv's k and v parts (store: to zero,
+    // the old values never read), rows past T skipped
     T* dkb = dqkv + (long long)b * Tn * ld + C + h * HS;
     T* dvb = dkb + C;
     const int r0 = k0 + kw + g, r1 = r0 + 8;
@@ -494,14 +508,14 @@ __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __re
         if (r0 < Tn) {
             unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r0 * ld + c);
             unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r0 * ld + c);
-            const float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
+            const float2 ok = fa2_old(pk, store), ov = fa2_old(pv, store);
             *pk = fa_pack(ok.x + dk[j][0] * scale, ok.y + dk[j][1] * scale);
             *pv = fa_pack(ov.x + dv[j][0], ov.y + dv[j][1]);
         }
         if (r1 < Tn) {
             unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r1 * ld + c);
             unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r1 * ld + c);
-            const float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
+            const float2 ok = fa2_old(pk, store), ov = fa2_old(pv, store);
             *pk = fa_pack(ok.x + dk[j][2] * scale, ok.y + dk[j][3] * scale);
             *pv = fa_pack(ov.x + dv[j][2], ov.y + dv[j][3]);
         }
@@ -510,15 +524,15 @@ __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __re
 
 #define FA2_BWD_ARGS                                                                                          \
     T *__restrict__ dqkv, const T *__restrict__ qkv, const T *__restrict__ dout, const float *__restrict__ lse, \
-        const float *__restrict__ dd, int Tn, int C, int NH, float scale
+        const float *__restrict__ dd, int Tn, int C, int NH, float scale, int store
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs32(FA2_BWD_ARGS) {
-    flash_bwd2kv<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2kv<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs64(FA2_BWD_ARGS) {
-    flash_bwd2kv<64, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2kv<64, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs128(FA2_BWD_ARGS) {
-    flash_bwd2kv<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2kv<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 
 // dqkv (B,T,3C) T: the q part += dq; qkv (B,T,3C), dout (B,T,C) T, lse,
@@ -532,7 +546,7 @@ extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2kv_hs12
 template <int HS, int BC>
 __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __restrict__ qkv, const T* __restrict__ dout,
                                             const float* __restrict__ lse, const float* __restrict__ dd, int Tn, int C,
-                                            int NH, float scale) {
+                                            int NH, float scale, int store) {
     const int LD = HS + 8;
     __shared__ __align__(16) unsigned short sK[2][BC * LD];
     __shared__ __align__(16) unsigned short sV[2][BC * LD];
@@ -647,12 +661,12 @@ __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __res
         const int c = j * 8 + 2 * t4;
         if (r0 < Tn) {
             unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r0 * ld + c);
-            const float2 o = fa_unpack(*p);
+            const float2 o = fa2_old(p, store);
             *p = fa_pack(o.x + dq[j][0] * scale, o.y + dq[j][1] * scale);
         }
         if (r1 < Tn) {
             unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r1 * ld + c);
-            const float2 o = fa_unpack(*p);
+            const float2 o = fa2_old(p, store);
             *p = fa_pack(o.x + dq[j][2] * scale, o.y + dq[j][3] * scale);
         }
     }
@@ -661,13 +675,13 @@ __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __res
 // hs 32/64: two CTAs (16 warps) an SM within 128 registers (hs 64: 32-key
 // tiles, as q, dout and dq fragments take 64 registers)
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs32(FA2_BWD_ARGS) {
-    flash_bwd2q<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2q<32, 64>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 2) flash_bwd2q_hs64(FA2_BWD_ARGS) {
-    flash_bwd2q<64, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2q<64, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 extern "C" __global__ void __launch_bounds__(FA2_BWD_BLOCK, 1) flash_bwd2q_hs128(FA2_BWD_ARGS) {
-    flash_bwd2q<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale);
+    flash_bwd2q<128, 32>(dqkv, qkv, dout, lse, dd, Tn, C, NH, scale, store);
 }
 
 // dd (B,NH,T) F32 = Σ dout·out over each head's hs columns. dout, out

@@ -3,6 +3,7 @@
 // decomposed form and when cuBLASLt's epilogues are not available).
 //
 // druto:kernel gelu_forward gelu_forward_pass bias_add gelu_backward2 gelu_backward_pass
+// druto:kernel gelu_bias_backward
 // druto:dtypes f32 bf16 f16
 //
 //   gelu(x)  = 0.5·x·(1 + tanh(a)), a = √(2/π)·(x + 0.044715·x³)
@@ -18,6 +19,9 @@
 //     see its comment below.
 //   gelu_backward_pass: one of the derivative's nine passes (op 0..8) over
 //     fp32 (n) buffers x2, t and r.
+//   gelu_bias_backward: dpre (N,C) = gelu'(pre)·dpre in place, and the fp32
+//     column sums of the result per chunk of rows (the fc layer's bias
+//     gradient, deterministic; see its comment below).
 // gelu_forward moves 4 elements per thread with ld4/st4 when vec is set (n
 // a multiple of 4 is not needed: the tail is scalar); gelu_backward2 16
 // bytes per tensor; the passes are plain grid-stride loops, one element
@@ -26,7 +30,7 @@
 #include "common.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
-// druto:block GELU_BLOCK gelu_forward gelu_forward_pass bias_add gelu_backward2 gelu_backward_pass
+// druto:block GELU_BLOCK gelu_forward gelu_forward_pass bias_add gelu_backward2 gelu_backward_pass gelu_bias_backward
 #define GELU_BLOCK 256
 
 #define GELU_SCALE 0.7978845608028654f // √(2/π)
@@ -177,5 +181,198 @@ extern "C" __global__ void gelu_backward_pass(int op, float* __restrict__ x2, fl
     case 6: EW_LOOP(N) r[i] *= x2[i]; break;                                             // right term
     case 7: EW_LOOP(N) t[i] = (t[i] + 1.0f) * 0.5f; break;                               // left term
     case 8: EW_LOOP(N) store(dinp, i, (t[i] + r[i]) * load(g, i)); break;                // dinp
+    }
+}
+
+// ---- gelu_bias_backward ---------------------------------------------------
+//
+// The MLP projection's backward after a plain dgrad GEMM stored
+// dpre = dout·W in T (pkg/device/gpu/matmul_gelu.go, the "kernel" form of
+// MatmulBackwardGELU): one pass that reads pre and dpre, writes
+// dpre = gelu'(pre)·dpre and sums each column of the fp32 products (before
+// they are rounded to T) over a chunk of rows:
+//
+//   part (gridDim.y, C) F32: part[y][c] = Σ_{r in chunk y} gelu'(pre[r,c])·dpre[r,c]
+//
+// (part null: no sums). matmul_bias_grad (matmul.cu) then adds the chunks'
+// sums, in chunk order, into the fp32 bias gradient: no atomics, and the
+// same bits on every run for a given grid.
+//
+// grid (ceil(C / (32·GB_W)), ceil(N / rows)), GELU_BLOCK threads. A block
+// owns a strip of 32·GB_W columns and the rows [y·rows, min(N, (y+1)·rows));
+// warp w takes rows w, w + GB_WARPS, ... of it, lane l (vec) the GB_W
+// columns l·GB_W.. as one 16-byte vector (GB_W = 8 for bf16/f16, 4 for
+// fp32), or (scalar, vec 0) columns l, l+32, ..., each thread summing its
+// columns over its rows in row order in registers; the block then adds its
+// warps' sums in warp order (shared memory) and writes one partial per
+// column. vec needs dpre and pre 16-byte aligned and C a multiple of GB_W
+// (the launcher checks). Software pipelined as gelu_backward2: the loads of
+// a thread's next two rows are issued before the current two are computed
+// and stored (dpre is updated in place: each element is read and written by
+// one thread, in that order).
+//
+// The derivative, for 16-bit T, is gelu_grad_fast's tanh form rewritten
+// with r = 1/(exp(2u) + 1) (1 + t = 2(1 - r), 1 - t² = 4r(1 - r)):
+//
+//   gelu'(x) = (1 - r)·(1 + 2x·r·√(2/π)·(1 + 3·0.044715·x²)),  1 - r = e·r
+//
+// one ex2 and one rcp (the MUFU approximations, ~2 ulps of fp32) and about
+// ten FMAs an element: with the paired rounding below, sm_90's SASS of the
+// vector loop is ~22 instructions an element, where gelu_backward2's
+// (gelu_grad_fast's IEEE reciprocal, the separate terms, common.cuh's
+// rounding) is ~52, which at 6 bytes an element is about the H200's memory
+// time (4.2 TB/s): that kernel is issue-bound at ~76% of the copy
+// bandwidth. The relative error is a few fp32 ulps wherever gelu' is not
+// near its zero (x ≈ -0.75), where it is ~1e-7 absolute: far inside the
+// 16-bit rounding of the result (the CPU reference's fp32 tanh form loses
+// more in the left tail, where 1 - t·t and t + 1 cancel). fp32 T keeps
+// gelu_grad_f (tanhf, the CPU reference's order).
+
+#define GB_W (16 / (int)sizeof(T))
+#define GB_WARPS (GELU_BLOCK / 32)
+
+#ifdef DRUTO_EMU
+__device__ __forceinline__ float gb_ex2(float v) { return exp2f(v); }
+__device__ __forceinline__ float gb_rcp(float v) { return 1.0f / v; }
+#else
+// gb_ex2 is 2^v (ex2.approx.ftz: results below 2^-126 are 0, +inf above 2^128).
+__device__ __forceinline__ float gb_ex2(float v) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+// gb_rcp is 1/v (rcp.approx.ftz: 1/inf = 0).
+__device__ __forceinline__ float gb_rcp(float v) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+#endif
+
+__device__ __forceinline__ float gelu_grad_lean(float x) {
+#if DTYPE == DRUTO_F32
+    return gelu_grad_f(x);
+#else
+    const float K = GELU_SCALE * 2.8853900817779268f; // 2u·log2(e) = x·(1 + c·x²)·K
+    float x2 = x * x;
+    float e = gb_ex2(x * fmaf(x2, GELU_COEF * K, K)); // exp(2u); 0 or +inf at the ends
+    float r = gb_rcp(e + 1.0f);                      // 1/(e+1) in [0, 1]
+    // 1 - r as e·r: no cancellation where r is near 1 (x < -3, where
+    // gelu' is tiny); e = +inf gives NaN, which fminf turns into 1
+    float om = fminf(e * r, 1.0f);
+    // 2x·√(2/π)·(1 + 3c·x²), x² capped (|x| > 1000: om or r is 0 there) so
+    // that om·q is 0, not 0·inf, up to |x| ~ 1e33 (NaN stays NaN)
+    float b = x * fmaf(fminf(x2, 1e6f), 6.0f * GELU_COEF * GELU_SCALE, 2.0f * GELU_SCALE);
+    return om * fmaf(b, r, 1.0f);
+#endif
+}
+
+// gb_row applies the derivative to one vector of a row: xu (pre) and gu
+// (dpre) in, the rounded result returned, the fp32 products added to acc.
+// On sm_80+ the 16-bit results are rounded two at a time (cvt.rn.bf16x2 /
+// f16x2: one instruction a pair, where common.cuh's bf16 rounding takes
+// about six an element; the same round-to-nearest-even).
+__device__ __forceinline__ uint4 gb_row(uint4 xu, uint4 gu, float* acc) {
+    gb_pack x, g, o;
+    x.u = xu;
+    g.u = gu;
+    float v[GB_W];
+#pragma unroll
+    for (int j = 0; j < GB_W; j++) {
+        v[j] = gelu_grad_lean(load(x.e, j)) * load(g.e, j);
+        acc[j] += v[j];
+    }
+#if DTYPE != DRUTO_F32 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned int w[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+#if DTYPE == DRUTO_BF16
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+#else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+#endif
+    }
+    o.u.x = w[0];
+    o.u.y = w[1];
+    o.u.z = w[2];
+    o.u.w = w[3];
+#else
+#pragma unroll
+    for (int j = 0; j < GB_W; j++) store(o.e, j, v[j]);
+#endif
+    return o.u;
+}
+
+extern "C" __global__ void __launch_bounds__(GELU_BLOCK) gelu_bias_backward(T* dpre, const T* __restrict__ pre,
+                                                                           float* __restrict__ part, int N, int C, int rows,
+                                                                           int vec) {
+    __shared__ float red[GB_WARPS][32 * GB_W];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int strip = blockIdx.x * 32 * GB_W;
+    const int r0 = blockIdx.y * rows, r1 = min(N, r0 + rows);
+    float acc[GB_W];
+#pragma unroll
+    for (int j = 0; j < GB_W; j++) acc[j] = 0.0f;
+    if (vec) {
+        const int c = strip + lane * GB_W;
+        if (c < C) {
+            const size_t S = (size_t)GB_WARPS * C; // between a warp's consecutive rows
+            size_t o = (size_t)(r0 + warp) * C + c;
+            int r = r0 + warp;
+            bool h0 = r < r1, h1 = r + GB_WARPS < r1;
+            uint4 x0, g0, x1, g1;
+            if (h0) {
+                x0 = *reinterpret_cast<const uint4*>(pre + o);
+                g0 = *reinterpret_cast<const uint4*>(dpre + o);
+            }
+            if (h1) {
+                x1 = *reinterpret_cast<const uint4*>(pre + o + S);
+                g1 = *reinterpret_cast<const uint4*>(dpre + o + S);
+            }
+            while (h0) {
+                const int rn = r + 2 * GB_WARPS;
+                const bool n0 = rn < r1, n1 = rn + GB_WARPS < r1;
+                uint4 xn0, gn0, xn1, gn1;
+                if (n0) { // the next two rows' loads, in flight while these are computed
+                    xn0 = *reinterpret_cast<const uint4*>(pre + o + 2 * S);
+                    gn0 = *reinterpret_cast<const uint4*>(dpre + o + 2 * S);
+                }
+                if (n1) {
+                    xn1 = *reinterpret_cast<const uint4*>(pre + o + 3 * S);
+                    gn1 = *reinterpret_cast<const uint4*>(dpre + o + 3 * S);
+                }
+                *reinterpret_cast<uint4*>(dpre + o) = gb_row(x0, g0, acc);
+                if (h1) *reinterpret_cast<uint4*>(dpre + o + S) = gb_row(x1, g1, acc);
+                x0 = xn0, g0 = gn0, x1 = xn1, g1 = gn1;
+                h0 = n0, h1 = n1, r = rn, o += 2 * S;
+            }
+        }
+    } else {
+        for (int r = r0 + warp; r < r1; r += GB_WARPS) {
+            T* d = dpre + (size_t)r * C;
+            const T* p = pre + (size_t)r * C;
+#pragma unroll
+            for (int j = 0; j < GB_W; j++) {
+                const int c = strip + lane + 32 * j;
+                if (c < C) {
+                    float v = gelu_grad_lean(load(p, c)) * load(d, c);
+                    acc[j] += v;
+                    store(d, c, v);
+                }
+            }
+        }
+    }
+    if (part == 0) return; // the same for the whole block
+#pragma unroll
+    for (int j = 0; j < GB_W; j++) red[warp][vec ? lane * GB_W + j : lane + 32 * j] = acc[j];
+    __syncthreads();
+    for (int k = threadIdx.x; k < 32 * GB_W; k += GELU_BLOCK) {
+        const int c = strip + k;
+        if (c < C) {
+            float s = 0.0f;
+#pragma unroll
+            for (int w = 0; w < GB_WARPS; w++) s += red[w][k];
+            part[(size_t)blockIdx.y * C + c] = s;
+        }
     }
 }

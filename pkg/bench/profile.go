@@ -563,8 +563,9 @@ func (p *profiler) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *devic
 }
 
 func (p *profiler) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *device.T, N, C, OC int) {
-	// dgrad and wgrad: the GELU backward and both bias gradients ride in
-	// their epilogues.
+	// dgrad and wgrad, the GELU backward and both bias gradients in their
+	// epilogues or (the GPU's kernel form, the default) in gelu_bias_backward
+	// between them: all timed in this class.
 	p.timed(p.gemmClass(C, OC), 4*float64(N)*float64(C)*float64(OC), 0, func() {
 		p.Device.MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC)
 	})
@@ -580,6 +581,16 @@ func (p *profiler) MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *
 	p.timed(p.gemmClass(C, OC), 4*float64(N)*float64(C)*float64(OC), 0, func() {
 		s.MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
 	})
+}
+
+func (p *profiler) AttentionBackwardStore(dqkv, dout, qkv, out, att *device.T, B, T, C, NH int) {
+	s, ok := p.Device.(device.GradStorer)
+	if !ok {
+		p.Zero(dqkv)
+		p.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH)
+		return
+	}
+	p.timed("attention", 2.5*attnFLOPs(B, T, C), 0, func() { s.AttentionBackwardStore(dqkv, dout, qkv, out, att, B, T, C, NH) })
 }
 
 func (p *profiler) GELUBackward(dinp, inp, dout *device.T, n int) {

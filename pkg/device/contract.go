@@ -126,12 +126,13 @@ func (c *Contract) Check(s []int, ts ...*T) error {
 	return nil
 }
 
-// Contracts lists every op's contract (Ops), Device's then Stepper's.
+// Contracts lists every op's contract (Ops): Device's, then GradStorer's,
+// then Stepper's.
 func Contracts() []*Contract {
 	o := &Ops
 	return []*Contract{&o.Encoder, &o.EncoderBackward, &o.LayerNorm, &o.LayerNormBackward, &o.ResidualLayerNorm,
 		&o.Add, &o.Matmul, &o.MatmulBackward, &o.MatmulBackwardGELU, &o.GELUBackward, &o.Attention, &o.AttentionBackward, &o.CrossEntropy,
-		&o.AdamWStep, &o.GradNorm, &o.Cast, &o.CrossEntropyScaled, &o.StepUpdate, &o.AdamWState}
+		&o.AdamWStep, &o.GradNorm, &o.Cast, &o.MatmulBackwardStore, &o.AttentionBackwardStore, &o.CrossEntropyScaled, &o.StepUpdate, &o.AdamWState}
 }
 
 // Size helpers of the declarations below.
@@ -194,6 +195,7 @@ var Ops = struct {
 	MatmulBackwardGELU                                   Contract
 	Attention, AttentionBackward                         Contract
 	CrossEntropy, AdamWStep, GradNorm, Cast              Contract
+	MatmulBackwardStore, AttentionBackwardStore          Contract // GradStorer
 	CrossEntropyScaled, StepUpdate, AdamWState           Contract
 }{
 	// B, T, C
@@ -285,6 +287,16 @@ var Ops = struct {
 	// n (dst.Numel())
 	Cast: Contract{Op: "Cast", Sizes: []string{"n"},
 		Params: []Param{p("dst", Float, Out, prod(0)), p("src", Float, In, prod(0))}, Tol: one},
+	// GradStorer: MatmulBackward and AttentionBackward with the input
+	// gradient an output (its old contents are never read; tests poison it)
+	MatmulBackwardStore: Contract{Op: "MatmulBackwardStore", Sizes: []string{"N", "C+", "OC+"},
+		Params: []Param{p("dinp", Float, Out, prod(0, 1)), p("dweight", Wide, Acc, prod(2, 1)), opt(p("dbias", Wide, Acc, prod(2))),
+			gen(p("dout", Float, In, prod(0, 2)), Small), gen(p("inp", Float, In, prod(0, 1)), Small), gen(p("weight", Float, In, prod(2, 1)), Small)},
+		Tol: func(_ tensor.DType, s []int) float64 { return 2 * sumScale(max(s[0], s[1], s[2])) }},
+	AttentionBackwardStore: Contract{Op: "AttentionBackwardStore", Sizes: []string{"B", "T", "C+", "NH+"},
+		Params: []Param{p("dqkv", Float, Out, times(3, 0, 1, 2)), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
+			opt(p("out", Float, In, prod(0, 1, 2))), p("att", Float, State, nil)},
+		Tol: attnTol, Rule: attnRule},
 	// N, V
 	CrossEntropyScaled: Contract{Op: "CrossEntropyScaled", Sizes: []string{"N", "V+"},
 		Params: []Param{p("losses", F32, Out, prod(0)), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index),

@@ -104,7 +104,9 @@ type Device interface {
 	// accumulated: it replaces the sequence zero, MatmulBackward into dinp,
 	// GELUBackward); dpreBias += Σ_rows dpre (the bias gradient of the Matmul
 	// that produced pre; may be nil). The fused form computes dpre and its
-	// row sums in fp32 before dpre is rounded to its dtype.
+	// row sums in fp32 before dpre is rounded to its dtype (the GPU's
+	// default fused form rounds dout·weight to dpre's dtype first: one
+	// rounding more, within the op's tolerance).
 	// dpre (N,C), dpreBias (C) F32 or nil, dweight (OC,C), dbias (OC) or nil,
 	// dout (N,OC), inp (N,C), pre (N,C), weight (OC,C)
 	MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *T, N, C, OC int)
@@ -147,12 +149,19 @@ type Device interface {
 
 // GradStorer is implemented by devices that can store an input gradient
 // instead of adding it to a zeroed buffer: the model then queues no zeroing
-// of that buffer (one memset and one read of it less per product).
+// of that buffer (one memset and one read of it less per op). The values
+// are those of the zeroed buffer accumulated into (only a -0 may come out
+// as +0 or the reverse). Contracts: Ops.MatmulBackwardStore and
+// Ops.AttentionBackwardStore.
 type GradStorer interface {
 	// MatmulBackwardStore is MatmulBackward with dinp stored, not
 	// accumulated: dinp = dout·weight (its old contents, NaN included, are
 	// never read); dweight and dbias accumulate as in MatmulBackward.
 	MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *T, N, C, OC int)
+	// AttentionBackwardStore is AttentionBackward with dqkv stored, not
+	// accumulated: dq, dk and dv overwrite dqkv (its old contents, NaN
+	// included, are never read).
+	AttentionBackwardStore(dqkv, dout, qkv, out, att *T, B, T, C, NH int)
 }
 
 // AttnState is the dtype and shape of the state Attention saves.

@@ -34,8 +34,8 @@ func (m *Model) backward() {
 		d.LayerNormBackward(a.dresidual, gw.ln2w, gw.ln2b, a.dln, layer(a.residual2, l), w.ln2w, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), N, C)
 		// dresidual is now the gradient of residual2 = residual + attproj.
 		m.matmulBackwardStore(a.datty, gw.attprojw, gw.attprojb, a.dresidual, layer(a.atty, l), w.attprojw, N, C, C)
-		d.Zero(a.dqkv) // AttentionBackward accumulates dq, dk and dv
-		d.AttentionBackward(a.dqkv, a.datty, layer(a.qkv, l), layer(a.atty, l), layer(a.att, l), B, T, C, NH)
+		// dq, dk and dv stored where the device can (no zeroing of dqkv)
+		m.attentionBackwardStore(a.dqkv, a.datty, layer(a.qkv, l), layer(a.atty, l), layer(a.att, l), B, T, C, NH)
 		m.matmulBackwardStore(a.dln, gw.qkvw, gw.qkvb, a.dqkv, layer(a.ln1, l), w.qkvw, N, C, 3*C)
 		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
 	}
@@ -53,4 +53,16 @@ func (m *Model) matmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *ten
 	}
 	m.dev.Zero(dinp)
 	m.dev.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+}
+
+// attentionBackwardStore is AttentionBackward with dqkv stored: through
+// device.GradStorer where the device has it (no zeroing queued), else by
+// zeroing dqkv and accumulating (the same values).
+func (m *Model) attentionBackwardStore(dqkv, dout, qkv, out, att *tensor.Tensor, B, T, C, NH int) {
+	if s, ok := m.dev.(device.GradStorer); ok {
+		s.AttentionBackwardStore(dqkv, dout, qkv, out, att, B, T, C, NH)
+		return
+	}
+	m.dev.Zero(dqkv)
+	m.dev.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH)
 }

@@ -173,15 +173,12 @@ func (m *Model) run(B, T int, targets bool, dscale float32, state *tensor.Tensor
 // exist: per chunk, the logits into the chunk buffer, then the classifier
 // (the chunk's losses, and with dscale != 0 the gradient
 // (softmax - onehot)·dscale written over the chunk's logits in the same
-// pass), and with the gradient at once dln[chunk] = dlogits·wte and
-// dwte += dlogitsᵀ·lnf[chunk]. Every chunk uses the same buffers, so a
+// pass), and with the gradient at once dln[chunk] = dlogits·wte (stored)
+// and dwte += dlogitsᵀ·lnf[chunk]. Every chunk uses the same buffers, so a
 // graph captures it like any other op.
 func (m *Model) head(N int, dscale float32, state *tensor.Tensor) {
 	d, a, p, g := m.dev, m.acts, m.wp, m.gp
 	C, V := m.Config.Channels, m.Config.Vocab
-	if dscale != 0 {
-		d.Zero(a.dln)
-	}
 	for r := 0; r < N; r += a.rows {
 		n := min(a.rows, N-r)
 		logits, x := rowsOf(a.logits, 0, n), rowsOf(a.lnf, r, n)
@@ -192,8 +189,8 @@ func (m *Model) head(N int, dscale float32, state *tensor.Tensor) {
 		} else {
 			d.CrossEntropy(losses, logits, targets, n, V, dscale)
 		}
-		if dscale != 0 {
-			d.MatmulBackward(rowsOf(a.dln, r, n), g.wte, nil, logits, x, p.wte, n, C, V)
+		if dscale != 0 { // each chunk's rows of dln stored once (zeroed first where the device cannot store)
+			m.matmulBackwardStore(rowsOf(a.dln, r, n), g.wte, nil, logits, x, p.wte, n, C, V)
 		}
 	}
 }

@@ -145,6 +145,11 @@ int main(int argc, char** argv) {
     // hidden under the rounding of random starting values
     const bool zero0 = getenv("EMU_ZERO_D0") != nullptr;
     for (size_t i = 0; i < dqkv.size(); i++) { dqkv[i].bits = to16(zero0 ? 0.0f : nd(rng)); d0[i] = from16(dqkv[i].bits); }
+    // EMU_STORE=1 (variants 2 and 3): the store form, dqkv NaN-poisoned and
+    // never read (the gradients are compared from 0)
+    const int store = getenv("EMU_STORE") != nullptr && V >= 2;
+    if (store)
+        for (size_t i = 0; i < dqkv.size(); i++) { dqkv[i].bits = 0xffff; d0[i] = 0; }
     int nt = (Tn + 63) / 64;
     auto fwd = HS == 32 ? flash_fwd_hs32 : HS == 64 ? flash_fwd_hs64 : flash_fwd_hs128;
     auto bwd = HS == 32 ? flash_bwd_hs32 : HS == 64 ? flash_bwd_hs64 : flash_bwd_hs128;
@@ -164,8 +169,8 @@ int main(int argc, char** argv) {
         auto kv = HS == 32 ? flash_bwd2kv_hs32 : HS == 64 ? flash_bwd2kv_hs64 : flash_bwd2kv_hs128;
         auto bq = HS == 32 ? flash_bwd2q_hs32 : HS == 64 ? flash_bwd2q_hs64 : flash_bwd2q_hs128;
         launch(2, 1, 64, [&] { flash_bwd2_dot(dd.data(), dout.data(), out.data(), n / 8, Tn, NH, HS); });
-        launch(B * NH, (Tn + FA2_BN - 1) / FA2_BN, 256, [&] { kv(dqkv.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
-        launch(B * NH, (Tn + FA2_BM - 1) / FA2_BM, 256, [&] { bq(dqkv.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
+        launch(B * NH, (Tn + FA2_BN - 1) / FA2_BN, 256, [&] { kv(dqkv.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale, store); });
+        launch(B * NH, (Tn + FA2_BM - 1) / FA2_BM, 256, [&] { bq(dqkv.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale, store); });
     } else {
         launch((rows + 7) / 8, 1, 256, [&] { flash_bwd_dot(dd.data(), dout.data(), out.data(), rows, Tn, C, NH, HS); });
         launch(nt, B * NH, 128, [&] { bwd(dqkv.data(), dqacc.data(), qkv.data(), dout.data(), lse.data(), dd.data(), Tn, C, NH, scale); });
@@ -227,8 +232,8 @@ int main(int argc, char** argv) {
                     }
                 }
         }
-    printf("v%d B%d NH%d T%d hs%d %s: out rel %.2e (max abs %.2e), lse max abs %.2e, dq rel %.2e (max %.2e), dk rel %.2e (max %.2e), dv rel %.2e (max %.2e)\n",
-           V, B, NH, Tn, HS, DTYPE == DRUTO_BF16 ? "bf16" : "f16", std::sqrt(eo / no), maxo, el, std::sqrt(eg[0] / ng[0]), maxg[0],
+    printf("%sv%d B%d NH%d T%d hs%d %s: out rel %.2e (max abs %.2e), lse max abs %.2e, dq rel %.2e (max %.2e), dk rel %.2e (max %.2e), dv rel %.2e (max %.2e)\n",
+           store ? "store " : "", V, B, NH, Tn, HS, DTYPE == DRUTO_BF16 ? "bf16" : "f16", std::sqrt(eo / no), maxo, el, std::sqrt(eg[0] / ng[0]), maxg[0],
            std::sqrt(eg[1] / ng[1]), maxg[1], std::sqrt(eg[2] / ng[2]), maxg[2]);
     // a zero reference (T 1 from zero starting gradients: dq = dk = 0)
     // takes an absolute bound: D = rowsum(dout∘out) and dP differ by fp32

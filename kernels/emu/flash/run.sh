@@ -15,6 +15,9 @@
 #                            (flash_bwd2kv + flash_bwd2q) (default: 1 2)
 #   EMU_ZERO_D0=1 ./run.sh   gradients from 0 instead of random starting
 #                            values (tighter: no rounding of those)
+#   EMU_STORE=1 ./run.sh     variants 2 and 3 in the store form
+#                            (AttentionBackwardStore): dqkv NaN-poisoned,
+#                            every gradient written, never read
 set -euo pipefail
 cd "$(dirname "$0")"
 out=${TMPDIR:-/tmp}/druto-flash-emu

@@ -329,8 +329,23 @@ func (d *Device) AttentionState(dt tensor.DType, B, T, C, NH int) device.AttnSta
 // (Attention's output) is not needed here (the probabilities are saved).
 // dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C) unused, att (B,NH,T,T)
 func (d *Device) AttentionBackward(dqkv, dout, qkv, _, att *tensor.Tensor, B, T, C, NH int) {
-	const op = "AttentionBackward"
-	if !d.check(&device.Ops.AttentionBackward, []int{B, T, C, NH}, dqkv, dout, qkv, nil, att) || !d.attState(op, att, B, T, NH) {
+	d.attentionBackward(&device.Ops.AttentionBackward, false, dqkv, dout, qkv, att, B, T, C, NH)
+}
+
+// AttentionBackwardStore is AttentionBackward with dqkv stored, not
+// accumulated (device.GradStorer): its old contents are never read. The
+// values are Zero + AttentionBackward's.
+func (d *Device) AttentionBackwardStore(dqkv, dout, qkv, _, att *tensor.Tensor, B, T, C, NH int) {
+	d.attentionBackward(&device.Ops.AttentionBackwardStore, true, dqkv, dout, qkv, att, B, T, C, NH)
+}
+
+// attentionBackward is AttentionBackward (store false) or
+// AttentionBackwardStore under contract c: the heads accumulate into an
+// fp32 dx (dqkv's memory when F32, zeroed first for store; else a zeroed
+// scratch added into dqkv, or stored into it).
+func (d *Device) attentionBackward(c *device.Contract, store bool, dqkv, dout, qkv, att *tensor.Tensor, B, T, C, NH int) {
+	op := c.Op
+	if !d.check(c, []int{B, T, C, NH}, dqkv, dout, qkv, nil, att) || !d.attState(op, att, B, T, NH) {
 		return
 	}
 	x, g := d.gemmF32(qkv), d.gemmF32(dout) // (B,T,3C), (B,T,C)
@@ -338,7 +353,7 @@ func (d *Device) AttentionBackward(dqkv, dout, qkv, _, att *tensor.Tensor, B, T,
 	defer releaseF32(dout, g)
 	dx := outF32(dqkv) // (B,T,3C): dqkv's memory when F32, else a zeroed scratch
 	defer releaseF32(dqkv, dx)
-	if dqkv.DType != tensor.F32 {
+	if dqkv.DType != tensor.F32 || store {
 		d.parallel(len(dx), 1<<14, func(lo, hi int) { clear(dx[lo:hi]) })
 	}
 	var p32 []float32
@@ -358,7 +373,11 @@ func (d *Device) AttentionBackward(dqkv, dout, qkv, _, att *tensor.Tensor, B, T,
 		}
 		return attnBackwardDecomposed(hd, dx, g, x, p, s)
 	})
-	if dqkv.DType != tensor.F32 {
+	switch {
+	case dqkv.DType == tensor.F32:
+	case store:
+		d.storeF32(dqkv, dx)
+	default:
 		d.accumulateF32(dqkv, dx)
 	}
 }

@@ -163,17 +163,35 @@ func (d *Device) matmulDecomposed(out, target *tensor.Tensor, y, b []float32, N,
 // dweight += doutᵀ·inp and dbias += Σ_rows dout (when dbias is not nil).
 // dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
 func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
-	const op = "MatmulBackward"
-	if !d.check(&device.Ops.MatmulBackward, []int{N, C, OC}, dinp, dweight, dbias, dout, inp, weight) {
+	d.matmulBackward(&device.Ops.MatmulBackward, false, dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+}
+
+// MatmulBackwardStore is MatmulBackward with dinp stored, not accumulated:
+// dinp = dout·weight, its old contents never read (device.GradStorer);
+// dweight and dbias accumulate. The values are Zero + MatmulBackward's.
+func (d *Device) MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
+	d.matmulBackward(&device.Ops.MatmulBackwardStore, true, dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+}
+
+// matmulBackward is MatmulBackward (store false) or MatmulBackwardStore
+// under contract c.
+func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
+	op := c.Op
+	if !d.check(c, []int{N, C, OC}, dinp, dweight, dbias, dout, inp, weight) {
 		return
 	}
 	blas.SetThreads(d.threads)
 	g := d.gemmMat(dout) // (N,OC)
 	defer releaseMat(dout, g)
 	if dinp != nil {
-		// dinp (N,C) += dout (N,OC) · weight (OC,C)
+		// dinp (N,C) += (or, store, =) dout (N,OC) · weight (OC,C)
 		w := d.gemmMat(weight)
-		err := d.gemmAccumulate(dinp, false, false, N, C, OC, g, OC, w, C)
+		var err error
+		if store {
+			err = d.gemmStore(dinp, false, false, N, C, OC, g, OC, w, C)
+		} else {
+			err = d.gemmAccumulate(dinp, false, false, N, C, OC, g, OC, w, C)
+		}
 		releaseMat(weight, w)
 		if err != nil {
 			d.fail(fmt.Errorf("cpu: %s: dinp: %w", op, err))
@@ -206,6 +224,26 @@ func (d *Device) gemmAccumulate(t *tensor.Tensor, transA, transB bool, m, n, k i
 	}
 	d.accumulateF32(t, s)
 	return nil
+}
+
+// gemmStore computes t (m,n) = op(A)·op(B): one beta=0 GEMM into t's
+// memory when t is F32, else into fp32 scratch then rounded into t.
+func (d *Device) gemmStore(t *tensor.Tensor, transA, transB bool, m, n, k int, a blas.Mat, lda int, b blas.Mat, ldb int) error {
+	if t.DType == tensor.F32 {
+		return blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, t.F32(), n)
+	}
+	s := getScratch(m * n)
+	defer putScratch(s)
+	if err := blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, s, n); err != nil {
+		return err
+	}
+	d.storeF32(t, s)
+	return nil
+}
+
+// storeF32 rounds v into t (t = v) in parallel chunks.
+func (d *Device) storeF32(t *tensor.Tensor, v []float32) {
+	d.parallel(len(v), 1<<14, func(lo, hi int) { store(t, lo, v[lo:hi]) })
 }
 
 // accumulateF32 adds v into t (t += v), rounding to t's dtype, in parallel

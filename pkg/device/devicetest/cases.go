@@ -33,6 +33,14 @@ func name(c *device.Contract, dt tensor.DType, s []int, note string) string {
 	return n
 }
 
+func storer(d device.Device) (device.GradStorer, error) {
+	s, ok := d.(device.GradStorer)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a device.GradStorer: %w", d.Name(), device.ErrUnsupported)
+	}
+	return s, nil
+}
+
 func stepper(d device.Device) (device.Stepper, error) {
 	s, ok := d.(device.Stepper)
 	if !ok {
@@ -141,6 +149,14 @@ func casesFor(dt tensor.DType) []Case {
 		add(Case{Name: name(&o.MatmulBackward, dt, s, "no dinp, no dbias"), Contract: &o.MatmulBackward, DType: dt, Sizes: s,
 			Omit: map[int]bool{0: true, 2: true},
 			Call: none(func(d device.Device, t []*T) { d.MatmulBackward(nil, t[1], nil, t[3], t[4], t[5], N, C, OC) })})
+		add(Case{Name: name(&o.MatmulBackwardStore, dt, s, ""), Contract: &o.MatmulBackwardStore, DType: dt, Sizes: s,
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				st, err := storer(d)
+				if err == nil {
+					st.MatmulBackwardStore(t[0], t[1], t[2], t[3], t[4], t[5], N, C, OC)
+				}
+				return nil, err
+			}})
 		add(Case{Name: name(&o.MatmulBackwardGELU, dt, s, ""), Contract: &o.MatmulBackwardGELU, DType: dt, Sizes: s,
 			Call: none(func(d device.Device, t []*T) {
 				d.MatmulBackwardGELU(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C, OC)
@@ -157,6 +173,15 @@ func casesFor(dt tensor.DType) []Case {
 				d.Attention(t[3], t[4], t[2], B, Tn, C, NH) // out and the state this device saves
 				d.AttentionBackward(t[0], t[1], t[2], t[3], t[4], B, Tn, C, NH)
 			})})
+		add(Case{Name: name(&o.AttentionBackwardStore, dt, s, ""), Contract: &o.AttentionBackwardStore, DType: dt, Sizes: s,
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				st, err := storer(d)
+				if err == nil {
+					d.Attention(t[3], t[4], t[2], B, Tn, C, NH)
+					st.AttentionBackwardStore(t[0], t[1], t[2], t[3], t[4], B, Tn, C, NH)
+				}
+				return nil, err
+			}})
 	}
 	// Cross-entropy: N, V, with and without the gradient.
 	for _, s := range [][]int{{17, 50}, {4, 1003}} {

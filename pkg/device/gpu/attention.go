@@ -273,16 +273,43 @@ func (d *Device) attnChunk(s attnShape, b0, b1 int, out, att, qkv, scores cuda.D
 // dk and dv are all added). out is Attention's output (flash path only).
 // dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C), att (AttentionState)
 func (d *Device) AttentionBackward(dqkv, dout, qkv, out, att *tensor.Tensor, B, T, C, NH int) {
+	d.attentionBackward(&device.Ops.AttentionBackward, false, dqkv, dout, qkv, out, att, B, T, C, NH)
+}
+
+// AttentionBackwardStore is AttentionBackward with dqkv stored, not
+// accumulated (device.GradStorer): variant 2's flash backward kernels
+// write dq, dk and dv without reading dqkv (their store flag: one read of
+// dqkv and the model's zeroing of it less, 2 × 75 MB a layer at GPT-2
+// 124M's B16 T1024); the other paths (variant 1, the cuBLAS path) zero
+// dqkv first and accumulate.
+// dqkv (B,T,3C), dout (B,T,C), qkv (B,T,3C), out (B,T,C), att (AttentionState)
+func (d *Device) AttentionBackwardStore(dqkv, dout, qkv, out, att *tensor.Tensor, B, T, C, NH int) {
+	d.attentionBackward(&device.Ops.AttentionBackwardStore, true, dqkv, dout, qkv, out, att, B, T, C, NH)
+}
+
+// attentionBackward is AttentionBackward (store false) or
+// AttentionBackwardStore under contract c.
+func (d *Device) attentionBackward(c *device.Contract, store bool, dqkv, dout, qkv, out, att *tensor.Tensor, B, T, C, NH int) {
 	const op = "attention backward"
-	if !d.check(&device.Ops.AttentionBackward, []int{B, T, C, NH}, dqkv, dout, qkv, out, att) {
+	if !d.check(c, []int{B, T, C, NH}, dqkv, dout, qkv, out, att) {
 		return
 	}
 	s, ok := d.attnArgs(op, dout, att, qkv, B, T, C, NH)
 	if !ok || !d.checkDT(op, s.dt, dqkv) || B*T == 0 {
 		return
 	}
+	if s.flash && store && d.flashBwd2Built(s.dt, s.hs) {
+		d.flashBackward(s, dqkv, dout, qkv, out, att, 1)
+		return
+	}
+	if store { // no store form on this path: zero, then accumulate
+		if err := d.memset(d.ptr(dqkv), dqkv.Bytes()); err != nil {
+			d.fail(fmt.Errorf("gpu: %s: zero dqkv: %w", op, err))
+			return
+		}
+	}
 	if s.flash {
-		d.flashBackward(s, dqkv, dout, qkv, out, att)
+		d.flashBackward(s, dqkv, dout, qkv, out, att, 0)
 		return
 	}
 	datt := d.scratch("attn.scores", s.chunk*NH*T*T*4)
@@ -305,10 +332,12 @@ const flashTile = 64
 
 // flashBackward runs the flash backward: variant 2's kernels
 // (flashBackward2) where d.flashV2 is set and they are built for the dtype
-// and head size; else variant 1's: dd = rowsum(dout∘out), the main kernel
+// and head size, with store 1 (AttentionBackwardStore) writing dqkv without
+// reading it; else variant 1's: dd = rowsum(dout∘out), the main kernel
 // (dk, dv added to dqkv; dq into an fp32 scratch by atomics), then dqkv's q
-// part += that scratch.
-func (d *Device) flashBackward(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor) {
+// part += that scratch. Variant 1 has no store form: store must be 0 (the
+// caller zeroed dqkv).
+func (d *Device) flashBackward(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor, store int) {
 	const op = "attention backward"
 	B, T, C, NH := s.B, s.T, s.C, s.NH
 	if out == nil || !d.checkDT(op+" (out)", s.dt, out) {
@@ -325,7 +354,7 @@ func (d *Device) flashBackward(s attnShape, dqkv, dout, qkv, out, att *tensor.Te
 	}
 	rows := B * NH * T
 	if d.flashBwd2Built(s.dt, s.hs) {
-		d.flashBackward2(s, dqkv, dout, qkv, out, att)
+		d.flashBackward2(s, dqkv, dout, qkv, out, att, store)
 		return
 	}
 	dd := d.scratch("attn.dd", rows*4)
@@ -476,9 +505,11 @@ func (d *Device) built2(dt tensor.DType, names ...string) bool {
 
 // flashBackward2 runs variant 2's backward (kernels/flash_attention2.cu):
 // flash_bwd2_dot writes dd = rowsum(dout∘out), flash_bwd2kv_hsN adds dk
-// and dv to dqkv, flash_bwd2q_hsN adds dq. The caller has checked the
-// arguments (flashBackward).
-func (d *Device) flashBackward2(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor) {
+// and dv to dqkv, flash_bwd2q_hsN adds dq; store 1: each of them writes its
+// part of dqkv without reading it (0 + the gradient: the bits of a zeroed
+// dqkv accumulated into). The caller has checked the arguments
+// (flashBackward).
+func (d *Device) flashBackward2(s attnShape, dqkv, dout, qkv, out, att *tensor.Tensor, store int) {
 	B, T, C, NH := s.B, s.T, s.C, s.NH
 	dd := d.scratch("attn.dd", B*NH*T*4)
 	if dd == 0 {
@@ -490,9 +521,9 @@ func (d *Device) flashBackward2(s attnShape, dqkv, dout, qkv, out, att *tensor.T
 	d.do(func() error {
 		d.launch("flash_bwd2_dot", s.dt, elemBlocks(int(min(n8, math.MaxInt32))), cuda.D1(flash2BwdBlock), 0, dd, g, o, n8, T, NH, s.hs)
 		d.launch("flash_bwd2kv_"+suf, s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Keys)), Z: 1}, cuda.D1(flash2BwdBlock),
-			flashBwd2Smem(s.hs), dx, x, g, lse, dd, T, C, NH, s.scale)
+			flashBwd2Smem(s.hs), dx, x, g, lse, dd, T, C, NH, s.scale, store)
 		d.launch("flash_bwd2q_"+suf, s.dt, cuda.Dim3{X: uint32(B * NH), Y: uint32(blocks(T, flash2Rows)), Z: 1}, cuda.D1(flash2BwdBlock), 0,
-			dx, x, g, lse, dd, T, C, NH, s.scale)
+			dx, x, g, lse, dd, T, C, NH, s.scale, store)
 		return nil
 	})
 }

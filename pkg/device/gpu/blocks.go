@@ -42,3 +42,7 @@ var (
 // blockHook, when set (by TestLaunchBlocks, with launchHook), receives the
 // block of every hooked launch.
 var blockHook func(kernel string, block cuda.Dim3)
+
+// memsetHook, when set (with launchHook), receives every memset the hooked
+// ops would queue (store_test.go: the store forms zero nothing).
+var memsetHook func(p cuda.DevicePtr, n int)

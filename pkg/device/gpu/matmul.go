@@ -344,20 +344,21 @@ func (d *Device) matmulDecomposed(out, pre, inp, weight, bias *tensor.Tensor, N,
 // dweight += doutᵀ·inp and dbias += Σ_rows dout (dbias may be nil).
 // dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
 func (d *Device) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
-	d.matmulBackward(1, dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+	d.matmulBackward(&device.Ops.MatmulBackward, 1, dinp, dweight, dbias, dout, inp, weight, N, C, OC)
 }
 
 // MatmulBackwardStore is MatmulBackward with dinp stored (the dinp GEMM's
 // β is 0), not added to: the caller need not zero dinp first
 // (device.GradStorer). dweight and dbias still accumulate.
 func (d *Device) MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
-	d.matmulBackward(0, dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+	d.matmulBackward(&device.Ops.MatmulBackwardStore, 0, dinp, dweight, dbias, dout, inp, weight, N, C, OC)
 }
 
-// matmulBackward is MatmulBackward with the dinp GEMM's β (1: accumulate, 0: store).
-func (d *Device) matmulBackward(beta float32, dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
+// matmulBackward is MatmulBackward with the dinp GEMM's β (1: accumulate,
+// 0: store) under contract c.
+func (d *Device) matmulBackward(c *device.Contract, beta float32, dinp, dweight, dbias, dout, inp, weight *tensor.Tensor, N, C, OC int) {
 	const op = "matmul backward"
-	if !d.check(&device.Ops.MatmulBackward, []int{N, C, OC}, dinp, dweight, dbias, dout, inp, weight) {
+	if !d.check(c, []int{N, C, OC}, dinp, dweight, dbias, dout, inp, weight) {
 		return
 	}
 	h := weight.DType // the GEMM operand type

@@ -55,7 +55,7 @@ type KernelOptions struct {
 // share of the ceiling an op of few bytes can reach.
 var KernelOps = []string{
 	"copy", "launch",
-	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd",
+	"layernorm_fwd", "residual_layernorm_fwd", "layernorm_bwd", "gelu_bwd", "gelu_bias_bwd",
 	"adamw", "gradnorm", "cast_f32_bf16", "crossentropy_fused_classifier",
 	"attention_fwd", "attention_bwd",
 	// microbench_gemm.go
@@ -110,7 +110,9 @@ type kernelCase struct {
 // the first flash variant, the fallback where variant 2 is not built,
 // beside it (attention_fwd: flash_fwd_hs64 against flash_fwd2_hs64;
 // attention_bwd: flash_bwd_dot + memset + flash_bwd_hs64 + flash_bwd_dq
-// against flash_bwd2_dot + flash_bwd2kv_hs64 + flash_bwd2q_hs64); they report TFLOP/s with causal FLOPs (forward
+// against flash_bwd2_dot + flash_bwd2kv_hs64 + flash_bwd2q_hs64), and
+// attention_bwd "fused-store": AttentionBackwardStore, the default kernels
+// writing dqkv without reading it; they report TFLOP/s with causal FLOPs (forward
 // 2·B·NH·T²·hs, backward 2.5 times that).
 func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error) {
 	if fused == nil || plain == nil || !fused.Fused() || plain.Fused() {
@@ -135,9 +137,12 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	def := fused.flashV2 // the flash variant New chose
+	def, defEpi := fused.flashV2, fused.dgeluEpi // the flash variant and DGELU form New chose
 	restore := func(d *Device) {
 		d.noFlash, d.flashV2, d.ltx.force = false, def, 0
+		if d == fused {
+			d.dgeluEpi = defEpi
+		}
 	}
 	defer restore(fused)
 	type form struct {
@@ -145,29 +150,49 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		mode    string
 		noFlash bool
 		flashV2 bool
-		algo    int // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
+		algo    int  // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
+		epi     bool // gemm_mlp_proj_bwd: MatmulBackwardGELU's epilogue form (Device.dgeluEpi)
 	}
 	for _, name := range ops {
-		forms := []form{{fused, "fused", false, def, 0}, {plain, "decomposed", false, false, 0}}
+		forms := []form{{fused, "fused", false, def, 0, defEpi}, {plain, "decomposed", false, false, 0, false}}
 		switch {
-		case name == "copy" || name == "launch" || name == "gemm_peak":
+		case name == "copy" || name == "launch" || name == "gemm_peak" || name == "gelu_bias_bwd":
 			forms = forms[:1] // one form
 		case strings.HasPrefix(name, "gemm_attn_proj"):
 			// the weak shape: every further candidate (microbench_gemm.go)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
-				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k})
+				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k, defEpi})
 			}
+		case name == "gemm_mlp_proj_bwd":
+			// MatmulBackwardGELU's other fused form beside the default
+			other := "fused-epilogue"
+			if defEpi {
+				other = "fused-kernel"
+			}
+			forms = []form{forms[0], {fused, other, false, def, 0, !defEpi}, forms[1]}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
 			// fused: the default flash kernels (variant 2 where built);
 			// fused-v1: the first variant beside them.
-			forms = []form{{fused, "fused", false, def, 0}, {fused, "fused-cublas", true, false, 0}, {plain, "decomposed", false, false, 0}}
+			forms = []form{{fused, "fused", false, def, 0, defEpi}, {fused, "fused-cublas", true, false, 0, defEpi}, {plain, "decomposed", false, false, 0, false}}
 			if def {
-				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false, 0}}, forms[1:]...)...)
+				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false, 0, defEpi}}, forms[1:]...)...)
+			}
+			if name == "attention_bwd" {
+				// AttentionBackwardStore: the default kernels writing dqkv
+				// without reading it, no zeroing before (the model's form)
+				forms = append(forms[:1], append([]form{{fused, "fused-store", false, def, 0, defEpi}}, forms[1:]...)...)
 			}
 		}
 		for _, f := range forms {
 			f.d.noFlash, f.d.flashV2, f.d.ltx.force = f.noFlash, f.flashV2, f.algo
-			kc, err := newKernelCase(name, f.d, o.Layout)
+			if f.d == fused {
+				f.d.dgeluEpi = f.epi
+			}
+			caseName := name
+			if f.mode == "fused-store" {
+				caseName += "_store"
+			}
+			kc, err := newKernelCase(caseName, f.d, o.Layout)
 			if errors.Is(err, errNoCandidate) {
 				restore(f.d)
 				continue
@@ -378,6 +403,21 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		kc.shape = fmt.Sprintf("n=%d (N=%d × 4C) bf16", n, N)
 		kc.bytes = int64(n) * 3 * 2
 		kc.run = func() { d.GELUBackward(dinp, inp, dout, n) }
+	case "gelu_bias_bwd":
+		// gelu_bias_backward alone, as MatmulBackwardGELU's kernel form runs
+		// it after the dgrad GEMM: dpre (N, 4C) in place, the fc bias
+		// gradient from per-chunk sums (matmul_bias_grad over them)
+		n4 := 4 * C
+		dpre, pristine, pre, dpb := a.zeros(bf, N, n4), a.rand(bf, 0, 1, N, n4), a.rand(bf, 0, 2, N, n4), a.rand(f32, 0, 1, n4)
+		rows, chunks := geluBiasChunks(N, blocks(n4, 32*8), d.residentBlocks("gelu_bias_backward", bf, geluBlock, 0)*d.sms())
+		kc.shape = fmt.Sprintf("N=%d × 4C=%d bf16 in place, fp32 bias gradient (%d chunks of %d rows)", N, n4, chunks, rows)
+		kc.bytes = int64(N)*int64(n4)*2*3 + int64(chunks)*int64(n4)*4*2 + int64(n4)*4*2
+		kc.reset = func() {
+			if err := d.Stream().CopyDtoD(cuda.DevicePtr(dpre.Dev), cuda.DevicePtr(pristine.Dev), uint64(dpre.Bytes())); err != nil {
+				a.err = err
+			}
+		}
+		kc.run = func() { d.geluBiasBackward(dpre, pre, dpb, N, n4) }
 	case "adamw", "gradnorm", "cast_f32_bf16":
 		if layout == nil {
 			return nil, fmt.Errorf("gpu: bench: %s needs KernelOptions.Layout", name)
@@ -425,7 +465,7 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 			}
 		}
 		kc.run = func() { d.CrossEntropy(losses, logits, targets, N, V, 1/float32(N)) }
-	case "attention_fwd", "attention_bwd":
+	case "attention_fwd", "attention_bwd", "attention_bwd_store":
 		// GPT-2 124M's attention: B 16, NH 12, T 1024, hs 64, bf16.
 		const B, T, NH = 16, 1024, 12
 		st := d.AttentionState(bf, B, T, C, NH)
@@ -448,6 +488,12 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		}
 		kc.flops = fwd * 5 / 2
 		kc.bytes = int64(B)*T*(3*C+C+C+2*3*C)*2 + int64(st.Numel())*int64(st.DType.Size())
+		if name == "attention_bwd_store" {
+			// dqkv written only (the same work: bytes as counted above)
+			kc.shape += ", dqkv stored"
+			kc.run = func() { d.AttentionBackwardStore(dqkv, dout, qkv, out, att, B, T, C, NH) }
+			break
+		}
 		kc.reset = func() { d.Zero(dqkv) }
 		kc.run = func() { d.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH) }
 	case "encoder_fwd", "encoder_bwd", "encoder_bwd_small":

@@ -4,7 +4,9 @@ package gpu
 // layer of GPT-2 124M's step (B 16, T 1024: N = 16384 rows, C = 768) under
 // the BF16 policy's dtypes, forward and backward as the model calls them
 // (with their epilogues: bias, bias+GELU, the bias gradients, the GELU
-// backward in the MLP projection's dgrad), and "gemm_peak", a square bf16
+// backward of the MLP projection's dgrad: "fused" the default form of
+// MatmulBackwardGELU, "fused-epilogue" or "fused-kernel" the other one,
+// see DGELUEnv), and "gemm_peak", a square bf16
 // product of 8192 (what bench.Peak measures), so that every row's TFLOP/s
 // stands beside the peak of the same run (KernelResult.PctOfPeak).
 //
@@ -110,7 +112,12 @@ func newGEMMCase(name string, d *Device) (*kernelCase, error) {
 		in, out := 4*C, C
 		dpre, dpb, dw, db := a.zeros(bf, N, in), a.rand(f32, 0, 1, in), a.rand(f32, 0, 1, out, in), a.rand(f32, 0, 1, out)
 		dout, x, pre, w := a.rand(f32, 0, 1, N, out), a.rand(bf, 0, 1, N, in), a.rand(bf, 0, 2, N, in), a.rand(bf, 0, 0.02, out, in)
-		kc.shape = lin(in, out) + ": dgrad with GELU backward and the fc bias gradient (DGELU_BGRAD), dweight f32, dbias, dout f32"
+		kc.shape = lin(in, out) + ": dgrad stored, then gelu_bias_backward (GELU backward and the fc bias gradient), dweight f32, dbias, dout f32"
+		if d.fused && d.dgeluEpi {
+			kc.shape = lin(in, out) + ": dgrad with GELU backward and the fc bias gradient (DGELU_BGRAD), dweight f32, dbias, dout f32"
+		} else if !d.fused {
+			kc.shape = lin(in, out) + ": dgrad, GELU backward and the fc bias gradient as separate passes, dweight f32, dbias, dout f32"
+		}
 		kc.flops = 4 * int64(N) * int64(in) * int64(out)
 		kc.bytes = int64(N*in)*2*3 + int64(out*in)*(4*2+2) + int64(N*out)*4
 		kc.run = func() { d.MatmulBackwardGELU(dpre, dpb, dw, db, dout, x, pre, w, N, in, out) }

@@ -30,30 +30,33 @@ type KernelTest struct {
 type selfTestMode struct {
 	name                   string
 	fused, noFlash, flash2 bool
+	dgeluEpi               bool // MatmulBackwardGELU's cuBLASLt epilogue form, not the kernel form
 	ops                    []string
 }
 
 // selfTestModes are the settings that together launch every kernel: the
 // fused and decomposed forms, the first flash variant (the fallback where
-// variant 2 is not built) and the cuBLAS attention path of the fused form.
+// variant 2 is not built), the cuBLAS attention path of the fused form, and
+// MatmulBackwardGELU's epilogue form (the fused mode runs its kernel form).
 func (d *Device) selfTestModes() []selfTestMode {
 	return []selfTestMode{
 		{name: "fused", fused: true, flash2: true},
 		{name: "decomposed"},
-		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward"}},
-		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward"}},
+		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
+		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
+		{name: "fused dgelu epilogue", fused: true, flash2: true, dgeluEpi: true, ops: []string{"MatmulBackwardGELU"}},
 	}
 }
 
 // forModes runs fn for each mode with the device switched to it, and
 // restores the device's own settings after.
 func (d *Device) forModes(fn func(m selfTestMode)) {
-	fused, noFlash, flash2 := d.fused, d.noFlash, d.flashV2
+	fused, noFlash, flash2, epi := d.fused, d.noFlash, d.flashV2, d.dgeluEpi
 	defer func() {
-		d.fused, d.noFlash, d.flashV2 = fused, noFlash, flash2
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi = fused, noFlash, flash2, epi
 	}()
 	for _, m := range d.selfTestModes() {
-		d.fused, d.noFlash, d.flashV2 = m.fused, m.noFlash, m.flash2
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi = m.fused, m.noFlash, m.flash2, m.dgeluEpi
 		fn(m)
 	}
 }
