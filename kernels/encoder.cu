@@ -73,8 +73,9 @@
 #define ENC_NOKEY 0xffffffffu // the key of a token outside [0,V)
 #define ENC_READY 0x80000000u // look-back: a published tile count
 
-static_assert(ENC_TILE == ENC_THREADS * ENC_ITEMS, "ENC_TILE");
-static_assert(ENC_RADIX == ENC_THREADS, "a thread per digit");
+#if ENC_TILE != ENC_THREADS * ENC_ITEMS || ENC_RADIX != ENC_THREADS
+#error "ENC_TILE must be ENC_THREADS·ENC_ITEMS and ENC_RADIX ENC_THREADS (a thread per digit)"
+#endif
 
 // out (BT,C) F32, wte (V,C), wpe (maxT,C), tokens (BT); vec: C % 4 == 0 and aligned pointers
 extern "C" __global__ void encoder_forward(float* __restrict__ out, const T* __restrict__ wte, const T* __restrict__ wpe,
