@@ -17,12 +17,13 @@
 // sum each segment's runs of one id, then combine the runs that cross a
 // segment boundary. Deterministic (integer atomics only, every float sum in
 // a fixed order), balanced whatever the token distribution (all positions
-// one id included), no host work (the grids depend on B·T and V only, so a
-// graph captures it):
-//   1. encoder_sort_count: tile t (ENC_TILE positions) counts the 8-bit
-//      digits of its keys for every radix pass, hcnt[p][d][t]; it zeroes
-//      the look-back table and the tile counters of step 2. A key is the
-//      token, or ENC_NOKEY for one outside [0,V) (skipped by the sums).
+// one id included), no host work (the grids depend on B·T, V and the GPU
+// only, so a graph captures it):
+//   1. encoder_sort_count: tile t (ENC_THREADS·items positions, items <=
+//      ENC_ITEMS from the launcher) counts the 8-bit digits of its keys for
+//      every radix pass, hcnt[p][t][d]; it zeroes the look-back table and
+//      the tile counters of step 2. A key is the token, or ENC_NOKEY for
+//      one outside [0,V) (skipped by the sums).
 //   2. encoder_sort_pass, once per 8 bits of V-1 (1 pass for V <= 256, 2
 //      for GPT-2's 50304, 3 up to 2^24): an LSD radix pass, stable, so the
 //      final list holds each id's positions in increasing order. A tile
@@ -32,7 +33,15 @@
 //      same digit in the tiles before it: from hcnt for the first pass
 //      (the tiles are the token order), else by look-back on the counts
 //      those tiles publish (tiles numbered in the order their blocks start,
-//      so a tile waits only on running ones).
+//      so a tile waits only on running ones). A radix sort rather than a
+//      counting sort: its memory is O(B·T) whatever V (a per-(chunk, id)
+//      count table grows with B·T·V), and a pass costs the same for any
+//      distribution of the keys.
+//   Position blocks (fused form) ride along steps 1 and 2, whose few sort
+//   blocks leave the GPU mostly idle (enc_positions: one thread per (t,c),
+//   dwpe[t,c] += dout[b,t,c] for b = 0..B-1 in order, the CPU's bits; a
+//   warp reads 32 adjacent channels); the launcher splits them over the
+//   launches.
 //   3. encoder_backward: block s sums the sorted positions [s·L, s·L+L)
 //      (L from the launcher, about 2 blocks an SM), a thread ENC_SLOTS
 //      channels, ENC_UNROLL rows loaded at once. A run of one id that lies
@@ -41,9 +50,6 @@
 //      bits. The segment's first run, when it began in an earlier segment,
 //      and its last, when it goes on into the next, are summed from zero
 //      into part[2s] (first) and part[2s+1] (last).
-//      Position blocks (fused form) follow the segment blocks: one thread
-//      per (t,c), dwpe[t,c] += dout[b,t,c] for b = 0..B-1 in order (a
-//      column reduction; a warp reads 32 adjacent channels), the CPU's bits.
 //   4. encoder_backward_fixup: block s, where a run that crosses segments
 //      begins, finds where it ends (a ballot over the later boundaries)
 //      and adds dwte[tok] += part of s, then the parts of the later
@@ -63,8 +69,7 @@
 #define ENC_BLOCK 256
 // druto:block ENC_THREADS encoder_sort_count encoder_sort_pass encoder_backward encoder_backward_fixup
 #define ENC_THREADS 256 // the backward's block size (one thread per digit in the sort)
-#define ENC_ITEMS 16    // sort keys a thread holds
-#define ENC_TILE 4096   // ENC_THREADS·ENC_ITEMS: positions a sort block ranks (read by the launcher)
+#define ENC_ITEMS 16    // sort keys a thread holds, at most (the launcher picks 1 to 16; read by it)
 #define ENC_RADIX 256   // digits of a sort pass (8 bits; ENC_THREADS of them)
 #define ENC_SEG_ALIGN 32 // the segment length L is a multiple of this (read by the launcher)
 #define ENC_CHUNK 256   // sorted entries a segment block stages in shared memory at once
@@ -73,8 +78,8 @@
 #define ENC_NOKEY 0xffffffffu // the key of a token outside [0,V)
 #define ENC_READY 0x80000000u // look-back: a published tile count
 
-#if ENC_TILE != ENC_THREADS * ENC_ITEMS || ENC_RADIX != ENC_THREADS
-#error "ENC_TILE must be ENC_THREADS·ENC_ITEMS and ENC_RADIX ENC_THREADS (a thread per digit)"
+#if ENC_RADIX != ENC_THREADS
+#error "ENC_RADIX must be ENC_THREADS (a thread per digit)"
 #endif
 
 // out (BT,C) F32, wte (V,C), wpe (maxT,C), tokens (BT); vec: C % 4 == 0 and aligned pointers
@@ -168,20 +173,41 @@ __device__ __forceinline__ unsigned enc_match(unsigned d, bool active) {
 // enc_key is the sort key of token tok: itself, or ENC_NOKEY outside [0,V).
 __device__ __forceinline__ unsigned enc_key(int tok, int V) { return (tok >= 0 && tok < V) ? (unsigned)tok : ENC_NOKEY; }
 
-// encoder_sort_count: hcnt (nPass,ENC_RADIX,nTiles) I32: tile t's count of
-// digit d in pass p; look (4 + nPass·ENC_RADIX·nTiles) I32 zeroed (tile
-// counters, then encoder_sort_pass's look-back table); tokens (BT).
-// Grid: nTiles blocks.
+// enc_positions is position block j (fused form): one thread per (t,c),
+// dwpe[t,c] += dout[b,t,c] for b = 0..B-1 in order. dwpe (maxT,C) F32,
+// dout (B,Tn,C).
+__device__ __forceinline__ void enc_positions(float* __restrict__ dwpe, const T* __restrict__ dout, int B, int Tn, int C, int j) {
+    int i = j * ENC_THREADS + threadIdx.x;
+    int tc = Tn * C;
+    if (i >= tc) return;
+    float acc = dwpe[i];
+#pragma unroll 8
+    for (int b = 0; b < B; b++) acc += load(dout + (size_t)b * tc, i);
+    dwpe[i] = acc;
+}
+
+// encoder_sort_count: hcnt (nPass,nTiles,ENC_RADIX) I32: tile t's count of
+// digit d in pass p (a tile is ENC_THREADS·items positions); look
+// (4 + nPass·nTiles·ENC_RADIX) I32 zeroed (tile counters, then
+// encoder_sort_pass's look-back table); tokens (B,Tn).
+// Grid: nTiles blocks, then position blocks w0, w0+1, ... (dwpe, dout: see
+// enc_positions).
 extern "C" __global__ void __launch_bounds__(ENC_THREADS)
-    encoder_sort_count(int* __restrict__ hcnt, int* __restrict__ look, const int* __restrict__ tokens, int BT, int V, int nPass, int nTiles) {
+    encoder_sort_count(int* __restrict__ hcnt, int* __restrict__ look, float* __restrict__ dwpe, const T* __restrict__ dout,
+                       const int* __restrict__ tokens, int B, int Tn, int C, int V, int nPass, int nTiles, int items, int w0) {
+    if ((int)blockIdx.x >= nTiles) {
+        enc_positions(dwpe, dout, B, Tn, C, w0 + (int)blockIdx.x - nTiles);
+        return;
+    }
     __shared__ int cnt[4][ENC_RADIX];
-    int nLook = 4 + nPass * ENC_RADIX * nTiles;
-    for (int i = blockIdx.x * ENC_THREADS + threadIdx.x; i < nLook; i += gridDim.x * ENC_THREADS) look[i] = 0;
+    int BT = B * Tn;
+    int nLook = 4 + nPass * nTiles * ENC_RADIX;
+    for (int i = blockIdx.x * ENC_THREADS + threadIdx.x; i < nLook; i += nTiles * ENC_THREADS) look[i] = 0;
     for (int i = threadIdx.x; i < 4 * ENC_RADIX; i += ENC_THREADS) cnt[i / ENC_RADIX][i % ENC_RADIX] = 0;
     __syncthreads();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int base = blockIdx.x * ENC_TILE + warp * 32 * ENC_ITEMS + lane;
-    for (int r = 0; r < ENC_ITEMS; r++) {
+    int base = blockIdx.x * ENC_THREADS * items + warp * 32 * items + lane;
+    for (int r = 0; r < items; r++) {
         int i = base + r * 32;
         bool active = i < BT;
         unsigned key = active ? enc_key(tokens[i], V) : 0u;
@@ -192,20 +218,27 @@ extern "C" __global__ void __launch_bounds__(ENC_THREADS)
         }
     }
     __syncthreads();
-    for (int p = 0; p < nPass; p++) hcnt[((size_t)p * ENC_RADIX + threadIdx.x) * nTiles + blockIdx.x] = cnt[p][threadIdx.x];
+    for (int p = 0; p < nPass; p++) hcnt[((size_t)p * nTiles + blockIdx.x) * ENC_RADIX + threadIdx.x] = cnt[p][threadIdx.x];
 }
 
 // encoder_sort_pass: pass p of the radix sort (see the header): keys and
 // positions of the tiles of kin/vin (pass 0: the tokens and their
-// positions) written, stably sorted by digit p, to kout/vout (BT each).
-// hcnt and look as encoder_sort_count left them. Grid: nTiles blocks.
+// positions) written, stably sorted by digit p, to kout/vout (B·Tn each).
+// hcnt and look as encoder_sort_count left them.
+// Grid: nTiles blocks, then position blocks w0, w0+1, ... (see enc_positions).
 extern "C" __global__ void __launch_bounds__(ENC_THREADS)
     encoder_sort_pass(unsigned* __restrict__ kout, int* __restrict__ vout, const unsigned* __restrict__ kin,
-                      const int* __restrict__ vin, const int* __restrict__ tokens, const int* __restrict__ hcnt, int* look, int BT,
-                      int V, int p, int nTiles) {
+                      const int* __restrict__ vin, const int* __restrict__ tokens, const int* __restrict__ hcnt, int* look,
+                      float* __restrict__ dwpe, const T* __restrict__ dout, int B, int Tn, int C, int V, int p, int nTiles, int items,
+                      int w0) {
+    if ((int)blockIdx.x >= nTiles) {
+        enc_positions(dwpe, dout, B, Tn, C, w0 + (int)blockIdx.x - nTiles);
+        return;
+    }
     __shared__ int wc[ENC_RADIX][ENC_THREADS / 32]; // per (digit, warp): count, then where the warp's keys go
     __shared__ int scan[2][ENC_RADIX];
     __shared__ int tileIdx;
+    int BT = B * Tn;
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (tid == 0) tileIdx = p == 0 ? (int)blockIdx.x : atomicAdd(&look[p], 1);
     for (int i = tid; i < ENC_RADIX * (ENC_THREADS / 32); i += ENC_THREADS) wc[i / (ENC_THREADS / 32)][i % (ENC_THREADS / 32)] = 0;
@@ -213,11 +246,11 @@ extern "C" __global__ void __launch_bounds__(ENC_THREADS)
     int t = tileIdx;
     unsigned key[ENC_ITEMS];
     int val[ENC_ITEMS], rank[ENC_ITEMS];
-    int base = t * ENC_TILE + warp * 32 * ENC_ITEMS + lane;
+    int base = t * ENC_THREADS * items + warp * 32 * items + lane;
 #pragma unroll
     for (int r = 0; r < ENC_ITEMS; r++) {
         int i = base + r * 32;
-        if (i < BT) {
+        if (r < items && i < BT) {
             key[r] = p == 0 ? enc_key(tokens[i], V) : kin[i];
             val[r] = p == 0 ? i : vin[i];
         }
@@ -226,34 +259,36 @@ extern "C" __global__ void __launch_bounds__(ENC_THREADS)
     // the warp's earlier keys of its digit.
 #pragma unroll
     for (int r = 0; r < ENC_ITEMS; r++) {
-        bool active = base + r * 32 < BT;
-        unsigned d = active ? (key[r] >> (8 * p)) & 0xffu : 0u;
-        unsigned m = enc_match(d, active);
-        int prior = active ? wc[d][warp] : 0;
-        rank[r] = prior + __popc(m & ((1u << lane) - 1u));
-        __syncwarp();
-        if (active && lane == __ffs(m) - 1) wc[d][warp] = prior + __popc(m);
-        __syncwarp();
+        if (r < items) {
+            bool active = base + r * 32 < BT;
+            unsigned d = active ? (key[r] >> (8 * p)) & 0xffu : 0u;
+            unsigned m = enc_match(d, active);
+            int prior = active ? wc[d][warp] : 0;
+            rank[r] = prior + __popc(m & ((1u << lane) - 1u));
+            __syncwarp();
+            if (active && lane == __ffs(m) - 1) wc[d][warp] = prior + __popc(m);
+            __syncwarp();
+        }
     }
     __syncthreads();
     // Thread d: the tile's count of digit d (published for the later
     // tiles), the keys of digit d in the tiles before it, and the total of d.
     int d = tid, mine = 0;
     for (int w = 0; w < ENC_THREADS / 32; w++) mine += wc[d][w];
-    const int* hc = hcnt + ((size_t)p * ENC_RADIX + d) * nTiles;
-    volatile int* lk = look + 4 + ((size_t)p * ENC_RADIX + d) * nTiles;
+    const int* hc = hcnt + (size_t)p * nTiles * ENC_RADIX + d;
+    volatile int* lk = look + 4 + (size_t)p * nTiles * ENC_RADIX + d;
     if (p > 0) {
-        lk[t] = (int)(ENC_READY | (unsigned)mine);
+        lk[(size_t)t * ENC_RADIX] = (int)(ENC_READY | (unsigned)mine);
         __threadfence();
     }
     int before = 0, total = 0;
-    for (int u = 0; u < nTiles; u++) total += hc[u];
+    for (int u = 0; u < nTiles; u++) total += hc[(size_t)u * ENC_RADIX];
     if (p == 0) {
-        for (int u = 0; u < t; u++) before += hc[u];
+        for (int u = 0; u < t; u++) before += hc[(size_t)u * ENC_RADIX];
     } else {
         for (int u = 0; u < t; u++) {
             int x;
-            while (!((x = lk[u]) & (int)ENC_READY)) {
+            while (!((x = lk[(size_t)u * ENC_RADIX]) & (int)ENC_READY)) {
             }
             before += x & ~(int)ENC_READY;
         }
@@ -277,7 +312,7 @@ extern "C" __global__ void __launch_bounds__(ENC_THREADS)
     __syncthreads();
 #pragma unroll
     for (int r = 0; r < ENC_ITEMS; r++) {
-        if (base + r * 32 < BT) {
+        if (r < items && base + r * 32 < BT) {
             int at = wc[(key[r] >> (8 * p)) & 0xffu][warp] + rank[r];
             kout[at] = key[r];
             vout[at] = val[r];
@@ -302,28 +337,16 @@ __device__ __forceinline__ void enc_store(float* __restrict__ dst, float* __rest
     }
 }
 
-// encoder_backward: the segment sums and the position sums (see the
-// header). dst (V,C) F32: dwte; part (2·nSeg,C) F32; dwpe (maxT,C) F32 or
-// unused (no position blocks); dout (B,Tn,C); skey, spos (B·Tn): the sorted
-// keys and their positions; kmask: 2^bits(V-1) - 1.
-// Grid: nSeg segment blocks of L sorted positions, then the position blocks.
+// encoder_backward: the segment sums (see the header). dst (V,C) F32:
+// dwte; part (2·nSeg,C) F32; dout (BT,C); skey, spos (BT): the sorted keys
+// and their positions; kmask: 2^bits(V-1) - 1.
+// Grid: nSeg blocks, each L sorted positions.
 extern "C" __global__ void __launch_bounds__(ENC_THREADS)
-    encoder_backward(float* __restrict__ dst, float* __restrict__ part, float* __restrict__ dwpe, const T* __restrict__ dout,
-                     const unsigned* __restrict__ skey, const int* __restrict__ spos, int B, int Tn, int C, int V,
-                     unsigned kmask, int L, int nSeg) {
-    if ((int)blockIdx.x >= nSeg) {
-        int i = ((int)blockIdx.x - nSeg) * ENC_THREADS + threadIdx.x;
-        int tc = Tn * C;
-        if (i >= tc) return;
-        float acc = dwpe[i];
-#pragma unroll 8
-        for (int b = 0; b < B; b++) acc += load(dout + (size_t)b * tc, i);
-        dwpe[i] = acc;
-        return;
-    }
+    encoder_backward(float* __restrict__ dst, float* __restrict__ part, const T* __restrict__ dout, const unsigned* __restrict__ skey,
+                     const int* __restrict__ spos, int BT, int C, int V, unsigned kmask, int L) {
     __shared__ unsigned sk[ENC_CHUNK];
     __shared__ int sp[ENC_CHUNK];
-    int BT = B * Tn, s = blockIdx.x;
+    int s = blockIdx.x;
     int a = s * L, b = min(BT, a + L);
     // The first run (id kA) and the last (kB) may cross into the
     // neighbouring segments: those go into part, from zero.

@@ -75,7 +75,7 @@ static int blocks(int n, int per) { return (n + per - 1) / per; }
 
 // Plan is encoderPlan of pkg/device/gpu/encoder.go.
 struct Plan {
-    int bits, passes, tiles, L, segs;
+    int bits, passes, tiles, items, L, segs;
     unsigned kmask;
 };
 static Plan plan(int BT, int V, int sms) {
@@ -84,14 +84,16 @@ static Plan plan(int BT, int V, int sms) {
     while ((1ll << p.bits) < V) p.bits++;
     p.passes = (p.bits + 7) / 8;
     p.kmask = (unsigned)((1ull << p.bits) - 1);
-    p.tiles = blocks(BT, ENC_TILE);
+    p.items = std::min(ENC_ITEMS, std::max(1, blocks(BT, ENC_THREADS * sms)));
+    p.tiles = blocks(BT, ENC_THREADS * p.items);
     p.L = std::max(ENC_SEG_ALIGN, blocks(blocks(BT, 2 * sms), ENC_SEG_ALIGN) * ENC_SEG_ALIGN);
     p.segs = blocks(BT, p.L);
     return p;
 }
 
-// backward runs the fused backward into te, pe with scratch poisoned by
-// poison, and returns the sorted keys and positions.
+// backward runs the fused backward (tokensBackward of encoder.go) into te,
+// pe with scratch poisoned by poison, and returns the sorted keys and
+// positions.
 static void backward(const Plan& pl, std::vector<float>& te, std::vector<float>& pe, const std::vector<T>& dout, const std::vector<int>& tok,
                      int B, int Tn, int C, int V, unsigned char poison, std::vector<unsigned>& skey, std::vector<int>& spos) {
     int BT = B * Tn;
@@ -108,19 +110,21 @@ static void backward(const Plan& pl, std::vector<float>& te, std::vector<float>&
     memset(look.data(), poison, look.size() * 4);
     std::vector<float> part((size_t)2 * pl.segs * C);
     memset(part.data(), poison, part.size() * 4);
-    launch(pl.tiles, ENC_THREADS, [&] { encoder_sort_count(hcnt.data(), look.data(), tok.data(), BT, V, pl.passes, pl.tiles); });
+    int nW = blocks(Tn * C, ENC_THREADS);
+    auto w = [&](int i) { return nW * i / (1 + pl.passes); };
+    launch(pl.tiles + w(1), ENC_THREADS, [&] {
+        encoder_sort_count(hcnt.data(), look.data(), pe.data(), dout.data(), tok.data(), B, Tn, C, V, pl.passes, pl.tiles, pl.items, 0);
+    });
     for (int p = 0; p < pl.passes; p++) {
         int out = p & 1;
-        launch(pl.tiles, ENC_THREADS, [&] {
+        launch(pl.tiles + w(p + 2) - w(p + 1), ENC_THREADS, [&] {
             encoder_sort_pass(keys[out].data(), vals[out].data(), keys[out ^ 1].data(), vals[out ^ 1].data(), tok.data(), hcnt.data(),
-                              look.data(), BT, V, p, pl.tiles);
+                              look.data(), pe.data(), dout.data(), B, Tn, C, V, p, pl.tiles, pl.items, w(p + 1));
         });
     }
     int fin = (pl.passes - 1) & 1;
-    int nW = blocks(Tn * C, ENC_THREADS);
-    launch(pl.segs + nW, ENC_THREADS, [&] {
-        encoder_backward(te.data(), part.data(), pe.data(), dout.data(), keys[fin].data(), vals[fin].data(), B, Tn, C, V, pl.kmask, pl.L,
-                         pl.segs);
+    launch(pl.segs, ENC_THREADS, [&] {
+        encoder_backward(te.data(), part.data(), dout.data(), keys[fin].data(), vals[fin].data(), BT, C, V, pl.kmask, pl.L);
     });
     launch(pl.segs, ENC_THREADS, [&] {
         encoder_backward_fixup(te.data(), part.data(), keys[fin].data(), BT, C, V, pl.kmask, pl.L, pl.segs);
@@ -271,9 +275,9 @@ int main(int argc, char** argv) {
         std::vector<long> c(oldBlocks, 0);
         for (int v = 0; v < V; v++) oldMax = std::max(oldMax, c[v / K] += cnt[v]);
     }
-    printf("B%d T%d C%d V%d %-7s: %d pass(es), %d tiles, %d segments of %d; %d ids, %d split; rows/block max %ld mean %.0f (was %ld, %ld "
+    printf("B%d T%d C%d V%d %-7s: %d pass(es), %d tiles of %d, %d segments of %d; %d ids, %d split; rows/block max %ld mean %.0f (was %ld, %ld "
            "blocks reading %ld tokens each); dwte max |diff| %.3g %s\n",
-           B, Tn, C, V, dist.c_str(), pl.passes, pl.tiles, pl.segs, pl.L, ids, split, newMax, (double)BT / pl.segs, oldMax, oldBlocks,
+           B, Tn, C, V, dist.c_str(), pl.passes, pl.tiles, ENC_THREADS * pl.items, pl.segs, pl.L, ids, split, newMax, (double)BT / pl.segs, oldMax, oldBlocks,
            oldTokens, worst, bad ? "FAIL" : "OK");
     return bad ? 1 : 0;
 }

@@ -24,7 +24,7 @@ import (
 
 // The backward's launch constants, from kernels/encoder.cu.
 var (
-	encTile     = kernels.MustDefine("encoder.cu", "ENC_TILE")      // positions a sort block ranks
+	encItems    = kernels.MustDefine("encoder.cu", "ENC_ITEMS")     // at most this many sort keys a thread
 	encRadix    = kernels.MustDefine("encoder.cu", "ENC_RADIX")     // digits of a sort pass
 	encSegAlign = kernels.MustDefine("encoder.cu", "ENC_SEG_ALIGN") // a segment's length is a multiple of it
 )
@@ -80,11 +80,11 @@ func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
 }
 
 // encPlan is how the backward cuts its work (see kernels/encoder.cu): a
-// radix sort of the B·T keys in passes of 8 bits over tiles of encTile
-// positions, then segs segments of L sorted positions.
+// radix sort of the B·T keys in passes of 8 bits over tiles of
+// encThreads·items positions, then segs segments of L sorted positions.
 type encPlan struct {
-	bits, passes, tiles int // key bits (of V-1), radix passes, sort tiles
-	L, segs             int // segment length and count
+	bits, passes, tiles, items int // key bits (of V-1), radix passes, sort tiles and keys a thread
+	L, segs                    int // segment length and count
 }
 
 // kmask is the mask of a key's bits.
@@ -92,27 +92,30 @@ func (p encPlan) kmask() uint32 { return uint32(1)<<p.bits - 1 }
 
 // scratchBytes returns the sizes of the backward's scratch buffers: the
 // sorted keys and positions (two copies: the passes ping-pong), the sort's
-// counts (per tile and pass, then the look-back table after 4 tile
+// counts (per pass and tile, then the look-back table after 4 tile
 // counters) and the segments' partial rows (two a segment).
 func (p encPlan) scratchBytes(BT, C int) (sorted, counts, part int) {
-	return 4 * 4 * BT, 4 * (2*p.passes*encRadix*p.tiles + 4), 4 * 2 * p.segs * C
+	return 4 * 4 * BT, 4 * (2*p.passes*p.tiles*encRadix + 4), 4 * 2 * p.segs * C
 }
 
-// encoderPlan returns the plan for BT positions over V ids on this GPU:
-// about two segments an SM (at least encSegAlign positions each, a
-// multiple of it), so that the segments fill the GPU once and a run of one
-// id that spans many of them leaves few partial rows to combine. It
-// depends on BT, V and the GPU only (never on the tokens): the same
+// encoderPlan returns the plan for BT positions over V ids on this GPU.
+// The sort tiles: one key a thread while that gives at least a tile an SM,
+// up to encItems keys (fewer tiles, less look-back) for large B·T. The
+// segments: about two an SM (at least encSegAlign positions each, a
+// multiple of it), so that they fill the GPU once and a run of one id that
+// spans many of them leaves at most about 2·SMs partial rows to combine.
+// It depends on BT, V and the GPU only (never on the tokens): the same
 // launches for every batch, as a captured graph needs.
 func (d *Device) encoderPlan(BT, V int) encPlan {
 	nb := max(1, bits.Len(uint(V-1)))
+	items := min(encItems, max(1, blocks(BT, encThreads*d.sms())))
 	L := max(encSegAlign, blocks(blocks(BT, 2*d.sms()), encSegAlign)*encSegAlign)
-	return encPlan{bits: nb, passes: blocks(nb, 8), tiles: blocks(BT, encTile), L: L, segs: blocks(BT, L)}
+	return encPlan{bits: nb, passes: blocks(nb, 8), tiles: blocks(BT, encThreads*items), items: items, L: L, segs: blocks(BT, L)}
 }
 
-// tokensBackward queues the sorted backward (and, with dwpe, the position
-// sums in the same launch) accumulating dout's rows into dst (V,C) F32.
-// Its scratch is sized from B·T, V and C (scratchBytes).
+// tokensBackward queues the sorted backward accumulating dout's rows into
+// dst (V,C) F32, and with dwpe the position sums, spread over the sort's
+// launches. Its scratch is sized from B·T, V and C (scratchBytes).
 func (d *Device) tokensBackward(op string, dst, dwpe cuda.DevicePtr, dout, tokens *tensor.Tensor, B, T, C, V int) {
 	dt, BT := dout.DType, B*T
 	pl := d.encoderPlan(BT, V)
@@ -120,7 +123,6 @@ func (d *Device) tokensBackward(op string, dst, dwpe cuda.DevicePtr, dout, token
 		d.fail(fmt.Errorf("gpu: %s: B·T %d, C %d, V %d: more than the kernels index (V <= 2^30, B·T·C < 2^31): %w", op, BT, C, V, tensor.ErrShape))
 		return
 	}
-	counts := pl.passes * encRadix * pl.tiles
 	nSorted, nCounts, nPart := pl.scratchBytes(BT, C)
 	sorted := d.scratch("encoder.sorted", nSorted)
 	count := d.scratch("encoder.counts", nCounts)
@@ -130,25 +132,27 @@ func (d *Device) tokensBackward(op string, dst, dwpe cuda.DevicePtr, dout, token
 	}
 	keys := [2]cuda.DevicePtr{sorted, sorted + cuda.DevicePtr(4*BT)}
 	vals := [2]cuda.DevicePtr{sorted + cuda.DevicePtr(8*BT), sorted + cuda.DevicePtr(12*BT)}
-	hcnt, look := count, count+cuda.DevicePtr(4*counts)
-	block := cuda.D1(encThreads)
-	if !d.launch("encoder_sort_count", dt, grid1(pl.tiles), block, 0, hcnt, look, d.ptr(tokens), BT, V, pl.passes, pl.tiles) {
-		return
-	}
-	for p := range pl.passes {
-		in, out := keys[(p+1)&1], p&1
-		if !d.launch("encoder_sort_pass", dt, grid1(pl.tiles), block, 0,
-			keys[out], vals[out], in, vals[(p+1)&1], d.ptr(tokens), hcnt, look, BT, V, p, pl.tiles) {
-			return
-		}
-	}
-	fin := (pl.passes - 1) & 1
+	hcnt, look := count, count+cuda.DevicePtr(4*pl.passes*pl.tiles*encRadix)
+	// The position blocks, split evenly over the 1+passes sort launches.
 	nW := 0
 	if dwpe != 0 {
 		nW = blocks(T*C, encThreads)
 	}
-	if !d.launch("encoder_backward", dt, grid1(pl.segs+nW), block, 0,
-		dst, part, dwpe, d.ptr(dout), keys[fin], vals[fin], B, T, C, V, pl.kmask(), pl.L, pl.segs) {
+	w := func(i int) int { return nW * i / (1 + pl.passes) }
+	block := cuda.D1(encThreads)
+	if !d.launch("encoder_sort_count", dt, grid1(pl.tiles+w(1)), block, 0,
+		hcnt, look, dwpe, d.ptr(dout), d.ptr(tokens), B, T, C, V, pl.passes, pl.tiles, pl.items, 0) {
+		return
+	}
+	for p := range pl.passes {
+		in, out := (p+1)&1, p&1
+		if !d.launch("encoder_sort_pass", dt, grid1(pl.tiles+w(p+2)-w(p+1)), block, 0,
+			keys[out], vals[out], keys[in], vals[in], d.ptr(tokens), hcnt, look, dwpe, d.ptr(dout), B, T, C, V, p, pl.tiles, pl.items, w(p+1)) {
+			return
+		}
+	}
+	fin := (pl.passes - 1) & 1
+	if !d.launch("encoder_backward", dt, grid1(pl.segs), block, 0, dst, part, d.ptr(dout), keys[fin], vals[fin], BT, C, V, pl.kmask(), pl.L) {
 		return
 	}
 	d.launch("encoder_backward_fixup", dt, grid1(pl.segs), block, 0, dst, part, keys[fin], BT, C, V, pl.kmask(), pl.L, pl.segs)
