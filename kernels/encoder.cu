@@ -75,6 +75,7 @@
 #define ENC_CHUNK 256   // sorted entries a segment block stages in shared memory at once
 #define ENC_UNROLL 8    // rows a thread loads together
 #define ENC_SLOTS 4     // channels (ENC_THREADS apart) a thread sums together
+#define ENC_LOOK 16     // tile counts a sort thread reads at once
 #define ENC_NOKEY 0xffffffffu // the key of a token outside [0,V)
 #define ENC_READY 0x80000000u // look-back: a published tile count
 
@@ -281,16 +282,26 @@ extern "C" __global__ void __launch_bounds__(ENC_THREADS)
         lk[(size_t)t * ENC_RADIX] = (int)(ENC_READY | (unsigned)mine);
         __threadfence();
     }
+    // ENC_LOOK tiles' counts in flight at once (a warp reads 32 adjacent
+    // digits of a tile: coalesced); a count not yet published is read
+    // again until it is.
     int before = 0, total = 0;
-    for (int u = 0; u < nTiles; u++) total += hc[(size_t)u * ENC_RADIX];
-    if (p == 0) {
-        for (int u = 0; u < t; u++) before += hc[(size_t)u * ENC_RADIX];
-    } else {
-        for (int u = 0; u < t; u++) {
-            int x;
-            while (!((x = lk[(size_t)u * ENC_RADIX]) & (int)ENC_READY)) {
+#pragma unroll 16
+    for (int u = 0; u < nTiles; u++) {
+        int x = hc[(size_t)u * ENC_RADIX];
+        total += x;
+        if (p == 0 && u < t) before += x;
+    }
+    if (p > 0) {
+        for (int u0 = 0; u0 < t; u0 += ENC_LOOK) {
+            int x[ENC_LOOK];
+#pragma unroll
+            for (int k = 0; k < ENC_LOOK; k++) x[k] = u0 + k < t ? lk[(size_t)(u0 + k) * ENC_RADIX] : (int)ENC_READY;
+#pragma unroll
+            for (int k = 0; k < ENC_LOOK; k++) {
+                while (!(x[k] & (int)ENC_READY)) x[k] = lk[(size_t)(u0 + k) * ENC_RADIX];
+                before += x[k] & ~(int)ENC_READY;
             }
-            before += x & ~(int)ENC_READY;
         }
     }
     // Exclusive scan of the totals over the digits (Hillis-Steele).
