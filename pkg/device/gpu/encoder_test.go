@@ -1,7 +1,9 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/druto/druto/pkg/tensor"
@@ -179,5 +181,33 @@ func TestGPUEncoder(t *testing.T) {
 func freeAll(g *Device, ts ...*tensor.Tensor) {
 	for _, t := range ts {
 		g.Free(t)
+	}
+}
+
+// TestEncoderPlan (no GPU): the backward's plan on an H200 (132 SMs, the
+// guess without a context): passes by vocabulary size, one key a thread
+// for GPT-2's batch, about two segments an SM, the segments covering B·T;
+// a vocabulary past the kernels' index range is an error naming the op.
+func TestEncoderPlan(t *testing.T) {
+	d := &Device{}
+	for _, c := range []struct{ BT, V, passes, tiles, L int }{
+		{16384, 50304, 2, 64, 64}, {8192, 256, 1, 32, 32}, {8192, 257, 2, 32, 32}, {1, 1, 1, 1, 32},
+		{67015, 1 << 20, 3, 131, 256}, {1 << 20, 1<<24 + 1, 4, 256, 4000},
+	} {
+		pl := d.encoderPlan(c.BT, c.V)
+		if pl.passes != c.passes || pl.tiles != c.tiles || pl.L != c.L {
+			t.Errorf("encoderPlan(%d, %d) = %+v, want %d passes, %d tiles, segments of %d", c.BT, c.V, pl, c.passes, c.tiles, c.L)
+		}
+		if pl.L%encSegAlign != 0 || pl.segs*pl.L < c.BT || (pl.segs-1)*pl.L >= c.BT || pl.tiles*encThreads*pl.items < c.BT ||
+			pl.items < 1 || pl.items > encItems || c.V-1 > int(pl.kmask()) {
+			t.Errorf("encoderPlan(%d, %d) = %+v: does not cover the positions or the ids", c.BT, c.V, pl)
+		}
+	}
+	const B, T, C, V = 2, 17, 1, 1<<30 + 1
+	_, err := hooked(t, true, func(d *Device) {
+		d.EncoderBackward(dev(tensor.F32, V, C), dev(tensor.F32, T, C), dev(tensor.F32, B, T, C), dev(tensor.I32, B, T), B, T, C)
+	})
+	if !errors.Is(err, tensor.ErrShape) || !strings.Contains(err.Error(), "encoder backward") {
+		t.Errorf("EncoderBackward with V 2^30+1: %v, want an ErrShape naming the op", err)
 	}
 }
