@@ -25,7 +25,7 @@
 //      the tile counters of step 2. A key is the token, or ENC_NOKEY for
 //      one outside [0,V) (skipped by the sums).
 //   2. encoder_sort_pass, once per 8 bits of V-1 (1 pass for V <= 256, 2
-//      for GPT-2's 50304, 3 up to 2^24): an LSD radix pass, stable, so the
+//      for GPT-2's 50304, 3 up to 2^24, 4 up to 2^30): an LSD radix pass, stable, so the
 //      final list holds each id's positions in increasing order. A tile
 //      ranks its keys by digit in registers (a warp matches equal digits
 //      with 8 ballots; per-warp counters in shared memory), then writes
@@ -35,7 +35,7 @@
 //      those tiles publish (tiles numbered in the order their blocks start,
 //      so a tile waits only on running ones). A radix sort rather than a
 //      counting sort: its memory is O(B·T) whatever V (a per-(chunk, id)
-//      count table grows with B·T·V), and a pass costs the same for any
+//      count table grows as chunks·V), and a pass costs the same for any
 //      distribution of the keys.
 //   Position blocks (fused form) ride along steps 1 and 2, whose few sort
 //   blocks leave the GPU mostly idle (enc_positions: one thread per (t,c),
@@ -54,6 +54,10 @@
 //      begins, finds where it ends (a ballot over the later boundaries)
 //      and adds dwte[tok] += part of s, then the parts of the later
 //      segments, in segment order.
+//   One scheme for every vocabulary: with byte tokens (V 256, the small
+//   preset, Zipf) its heaviest block sums 32 rows where the former
+//   block-per-(id, position range) plan's summed 186 and every one of its
+//   2048 blocks read 1024 tokens (kernels/emu/encoder counts both).
 //   encoder_sum_positions: the position sums into a zeroed fp32 (T,C)
 //   buffer (decomposed form; add_f32 of matmul.cu then accumulates it); the
 //   decomposed form runs steps 1-4 with no position blocks into a zeroed
