@@ -77,7 +77,8 @@
 #define ENC_RADIX 256   // digits of a sort pass (8 bits; ENC_THREADS of them)
 #define ENC_SEG_ALIGN 32 // the segment length L is a multiple of this (read by the launcher)
 #define ENC_CHUNK 256   // sorted entries a segment block stages in shared memory at once
-#define ENC_UNROLL 8    // rows a thread loads together
+#define ENC_UNROLL 8    // rows a thread loads together (encoder_backward)
+#define ENC_FIX_UNROLL 16 // partial rows a thread loads together (encoder_backward_fixup)
 #define ENC_SLOTS 4     // channels (ENC_THREADS apart) a thread sums together
 #define ENC_LOOK 16     // tile counts a sort thread reads at once
 #define ENC_NOKEY 0xffffffffu // the key of a token outside [0,V)
@@ -465,10 +466,10 @@ extern "C" __global__ void __launch_bounds__(ENC_THREADS)
             int c = c0 + q * ENC_THREADS;
             acc[q] = c < C ? row[c] + part[first + c] : 0.0f;
         }
-        for (int j = s + 1; j <= s1; j += ENC_UNROLL) {
-            float x[ENC_UNROLL][ENC_SLOTS];
+        for (int j = s + 1; j <= s1; j += ENC_FIX_UNROLL) {
+            float x[ENC_FIX_UNROLL][ENC_SLOTS];
 #pragma unroll
-            for (int u = 0; u < ENC_UNROLL; u++) {
+            for (int u = 0; u < ENC_FIX_UNROLL; u++) {
 #pragma unroll
                 for (int q = 0; q < ENC_SLOTS; q++) {
                     int c = c0 + q * ENC_THREADS;
@@ -476,7 +477,7 @@ extern "C" __global__ void __launch_bounds__(ENC_THREADS)
                 }
             }
 #pragma unroll
-            for (int u = 0; u < ENC_UNROLL; u++) {
+            for (int u = 0; u < ENC_FIX_UNROLL; u++) {
                 if (j + u <= s1) {
 #pragma unroll
                     for (int q = 0; q < ENC_SLOTS; q++) acc[q] += x[u][q];
