@@ -82,7 +82,6 @@ func casesFor(dt tensor.DType) []Case {
 		return func(d device.Device, t []*T) ([]float32, error) { f(d, t); return nil, nil }
 	}
 	// Encoder: B, T, C; V = 50 token rows, T+3 position rows.
-	// (B·T 400 >= 8·V splits the positions: encoder_backward_combine.)
 	for _, s := range [][]int{{2, 17, 96}, {1, 5, 37}, {4, 100, 8}} {
 		tables := map[int]int{1: 50 * s[2], 2: (s[1] + 3) * s[2]}
 		add(Case{Name: name(&o.Encoder, dt, s, ""), Contract: &o.Encoder, DType: dt, Sizes: s, Numel: tables,
@@ -91,6 +90,23 @@ func casesFor(dt tensor.DType) []Case {
 			Numel: map[int]int{0: 50 * s[2], 1: (s[1] + 3) * s[2]},
 			Call:  none(func(d device.Device, t []*T) { d.EncoderBackward(t[0], t[1], t[2], t[3], s[0], s[1], s[2]) })})
 	}
+	// EncoderBackward on skewed tokens (as text is): a third of the 1024
+	// positions one id, the rest 40 ids, in a vocabulary of 300 (two sort
+	// passes): the frequent id's run crosses many segments.
+	sk := []int{8, 128, 24}
+	add(Case{Name: name(&o.EncoderBackward, dt, sk, "skewed"), Contract: &o.EncoderBackward, DType: dt, Sizes: sk,
+		Numel: map[int]int{0: 300 * sk[2], 1: (sk[1] + 3) * sk[2]},
+		Init: func(host []*T) {
+			for i, v := range host[3].I32() {
+				if i%3 == 0 {
+					v = 257
+				} else {
+					v %= 40
+				}
+				host[3].I32()[i] = v
+			}
+		},
+		Call: none(func(d device.Device, t []*T) { d.EncoderBackward(t[0], t[1], t[2], t[3], sk[0], sk[1], sk[2]) })})
 	// Row ops: N, C (one channel; past the fast backward's width too); on a
 	// 16-bit device also with an f32 residual stream.
 	for _, s := range [][]int{{17, 96}, {3, 37}, {5, 1}, {17, 1000}} {

@@ -26,7 +26,7 @@ var (
 	ce3Block       = kernels.MustBlock("crossentropy.cu", "CE3_THREADS")
 	ceEWBlock      = kernels.MustBlock("crossentropy.cu", "CE_EW_BLOCK")
 	encBlock       = kernels.MustBlock("encoder.cu", "ENC_BLOCK")
-	encThreads     = kernels.MustBlock("encoder.cu", "ENC_THREADS") // encoder_backward
+	encThreads     = kernels.MustBlock("encoder.cu", "ENC_THREADS") // the backward's sort, segment and fixup kernels
 	attnRowBlock   = kernels.MustBlock("attention.cu", "ATTN_ROW_BLOCK")
 	attnEWBlock    = kernels.MustBlock("attention.cu", "ATTN_EW_BLOCK")
 	flashBlock     = kernels.MustBlock("flash_attention.cu", "FA_BLOCK")

@@ -4,16 +4,29 @@ package gpu
 // backward, the launchers of kernels/encoder.cu (see its header for the
 // schemes). out, dout, dwte and dwpe are fp32 under every policy (the
 // residual stream and parameter gradients); wte and wpe are the working
-// dtype. The caller validates the tokens on the host (package gpt does);
-// the kernels only make an out-of-range token harmless (a NaN row forward,
+// dtype. The backward sorts the positions by token on the device (a
+// stable radix sort), sums fixed-size segments of the sorted list and then
+// combines the runs of one id that cross segments: balanced for any token
+// distribution, the same launches for every batch (a graph captures them).
+// The caller validates the tokens on the host (package gpt does); the
+// kernels only make an out-of-range token harmless (a NaN row forward,
 // skipped backward).
 
 import (
 	"fmt"
+	"math/bits"
 
+	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
+)
+
+// The backward's launch constants, from kernels/encoder.cu.
+var (
+	encItems    = kernels.MustDefine("encoder.cu", "ENC_ITEMS")     // at most this many sort keys a thread
+	encRadix    = kernels.MustDefine("encoder.cu", "ENC_RADIX")     // digits of a sort pass
+	encSegAlign = kernels.MustDefine("encoder.cu", "ENC_SEG_ALIGN") // a segment's length is a multiple of it
 )
 
 // elemBlocks is the grid of the grid-stride elementwise kernels: enough
@@ -66,59 +79,90 @@ func (d *Device) Encoder(out, wte, wpe, tokens *tensor.Tensor, B, T, C int) {
 	d.launch("encoder_add_positions", dt, elemBlocks(n), cuda.D1(encBlock), 0, d.ptr(out), tok, pos, BT, T, C)
 }
 
-// encPlan is how encoder_backward splits the token work (see
-// kernels/encoder.cu): G groups of K consecutive token ids, each over S
-// ranges of P positions.
-type encPlan struct{ K, G, S, P int }
-
-// encoderPlan picks the split for BT positions over V ids. A small
-// vocabulary (V <= 1024: byte-level models) gives one id a block and
-// splits the positions so that about 4·V positions fall in each range (at
-// most 16 ranges): each id repeats many times there, and a frequent one
-// would otherwise serialise one block. A large vocabulary gives about two
-// blocks an SM, each owning ⌈V/G⌉ ids over all positions (S = 1: the CPU's
-// summation order, the same bits).
-func (d *Device) encoderPlan(BT, V int) encPlan {
-	if V <= 1024 {
-		S := max(1, min(16, BT/(4*V)))
-		return encPlan{K: 1, G: V, S: S, P: blocks(BT, S)}
-	}
-	G := min(V, 2*d.sms())
-	K := blocks(V, G)
-	return encPlan{K: K, G: blocks(V, K), S: 1, P: BT}
+// encPlan is how the backward cuts its work (see kernels/encoder.cu): a
+// radix sort of the B·T keys in passes of 8 bits over tiles of
+// encThreads·items positions, then segs segments of L sorted positions.
+type encPlan struct {
+	bits, passes, tiles, items int // key bits (of V-1), radix passes, sort tiles and keys a thread
+	L, segs                    int // segment length and count
 }
 
-// tokensBackward queues encoder_backward's token blocks (and, with dwpe,
-// its position blocks) accumulating dout's rows into dst (V,C) F32, then
-// encoder_backward_combine when the positions are split.
+// kmask is the mask of a key's bits.
+func (p encPlan) kmask() uint32 { return uint32(1)<<p.bits - 1 }
+
+// scratchBytes returns the sizes of the backward's scratch buffers: the
+// sorted keys and positions (two copies: the passes ping-pong), the sort's
+// counts (per pass and tile, then the look-back table after 4 tile
+// counters) and the segments' partial rows (two a segment).
+func (p encPlan) scratchBytes(BT, C int) (sorted, counts, part int) {
+	return 4 * 4 * BT, 4 * (2*p.passes*p.tiles*encRadix + 4), 4 * 2 * p.segs * C
+}
+
+// encoderPlan returns the plan for BT positions over V ids on this GPU.
+// The sort tiles: one key a thread while that gives at least a tile an SM,
+// up to encItems keys (fewer tiles, less look-back) for large B·T. The
+// segments: about two an SM (at least encSegAlign positions each, a
+// multiple of it), so that they fill the GPU once and a run of one id that
+// spans many of them leaves at most about 2·SMs partial rows to combine.
+// It depends on BT, V and the GPU only (never on the tokens): the same
+// launches for every batch, as a captured graph needs.
+func (d *Device) encoderPlan(BT, V int) encPlan {
+	nb := max(1, bits.Len(uint(V-1)))
+	items := min(encItems, max(1, blocks(BT, encThreads*d.sms())))
+	L := max(encSegAlign, blocks(blocks(BT, 2*d.sms()), encSegAlign)*encSegAlign)
+	return encPlan{bits: nb, passes: blocks(nb, 8), tiles: blocks(BT, encThreads*items), items: items, L: L, segs: blocks(BT, L)}
+}
+
+// tokensBackward queues the sorted backward accumulating dout's rows into
+// dst (V,C) F32, and with dwpe the position sums, spread over the sort's
+// launches. Its scratch is sized from B·T, V and C (scratchBytes).
 func (d *Device) tokensBackward(op string, dst, dwpe cuda.DevicePtr, dout, tokens *tensor.Tensor, B, T, C, V int) {
 	dt, BT := dout.DType, B*T
 	pl := d.encoderPlan(BT, V)
-	if pl.K >= 1<<22 {
-		d.fail(fmt.Errorf("gpu: %s: %d token ids for %d groups: %w", op, V, pl.G, tensor.ErrShape))
+	if V > 1<<30 || int64(BT)*int64(C) >= 1<<31 || int64(BT)+int64(pl.L) >= 1<<31 {
+		d.fail(fmt.Errorf("gpu: %s: B·T %d, C %d, V %d: more than the kernels index (V <= 2^30, B·T·C < 2^31): %w", op, BT, C, V, tensor.ErrShape))
 		return
 	}
-	var part cuda.DevicePtr
-	if pl.S > 1 {
-		if part = d.scratch("encoder.part", pl.S*V*C*4); part == 0 {
-			return
-		}
+	nSorted, nCounts, nPart := pl.scratchBytes(BT, C)
+	sorted := d.scratch("encoder.sorted", nSorted)
+	count := d.scratch("encoder.counts", nCounts)
+	part := d.scratch("encoder.part", nPart)
+	if sorted == 0 || count == 0 || part == 0 {
+		return
 	}
+	keys := [2]cuda.DevicePtr{sorted, sorted + cuda.DevicePtr(4*BT)}
+	vals := [2]cuda.DevicePtr{sorted + cuda.DevicePtr(8*BT), sorted + cuda.DevicePtr(12*BT)}
+	hcnt, look := count, count+cuda.DevicePtr(4*pl.passes*pl.tiles*encRadix)
+	// The position blocks, split evenly over the 1+passes sort launches.
 	nW := 0
 	if dwpe != 0 {
 		nW = blocks(T*C, encThreads)
 	}
-	if !d.launch("encoder_backward", dt, grid1(pl.G*pl.S+nW), cuda.D1(encThreads), 0,
-		dst, part, dwpe, d.ptr(dout), d.ptr(tokens), B, T, C, V, pl.K, pl.G, pl.S, pl.P) || pl.S == 1 {
+	w := func(i int) int { return nW * i / (1 + pl.passes) }
+	block := cuda.D1(encThreads)
+	if !d.launch("encoder_sort_count", dt, grid1(pl.tiles+w(1)), block, 0,
+		hcnt, look, dwpe, d.ptr(dout), d.ptr(tokens), B, T, C, V, pl.passes, pl.tiles, pl.items, 0) {
 		return
 	}
-	n := int64(V) * int64(C)
-	d.launch("encoder_backward_combine", dt, d.ewGrid(n, 1), cuda.D1(encBlock), 0, dst, part, pl.S, n)
+	for p := range pl.passes {
+		in, out := (p+1)&1, p&1
+		if !d.launch("encoder_sort_pass", dt, grid1(pl.tiles+w(p+2)-w(p+1)), block, 0,
+			keys[out], vals[out], keys[in], vals[in], d.ptr(tokens), hcnt, look, dwpe, d.ptr(dout), B, T, C, V, p, pl.tiles, pl.items, w(p+1)) {
+			return
+		}
+	}
+	fin := (pl.passes - 1) & 1
+	if !d.launch("encoder_backward", dt, grid1(pl.segs), block, 0, dst, part, d.ptr(dout), keys[fin], vals[fin], BT, C, V, pl.kmask(), pl.L) {
+		return
+	}
+	d.launch("encoder_backward_fixup", dt, grid1(pl.segs), block, 0, dst, part, keys[fin], BT, C, V, pl.kmask(), pl.L, pl.segs)
 }
 
 // EncoderBackward accumulates dout into the rows of dwte and dwpe that
-// Encoder read; deterministic (the same bits on every run; equal to the
-// CPU reference's where the positions are not split, see encoderPlan).
+// Encoder read; deterministic (the same bits on every run). The fused
+// form gives the CPU reference's bits for dwpe and for every id whose
+// sorted positions lie in one segment (see encoderPlan); the others are
+// summed in segment order.
 // dwte (V,C) F32, dwpe (maxT,C) F32, dout (B,T,C), tokens (B,T) I32
 func (d *Device) EncoderBackward(dwte, dwpe, dout, tokens *tensor.Tensor, B, T, C int) {
 	const op = "encoder backward"

@@ -72,12 +72,12 @@ func TestLaunchSignaturesOps(t *testing.T) {
 			{"Encoder", func(d *Device) {
 				d.Encoder(dev(F, B, T, C), dev(h, V, C), dev(h, T+1, C), dev(tensor.I32, B, T), B, T, C)
 			}, "encoder_forward", "encoder_gather_tokens encoder_gather_positions encoder_add_positions"},
-			{"EncoderBackward", func(d *Device) {
-				d.EncoderBackward(dev(F, V, C), dev(F, T+1, C), dev(F, B, T, C), dev(tensor.I32, B, T), B, T, C)
-			}, "encoder_backward", "encoder_sum_positions add_f32 encoder_backward add_f32"},
-			{"EncoderBackward/split positions", func(d *Device) { // V 3: the positions split in two ranges
-				d.EncoderBackward(dev(F, 3, C), dev(F, T+1, C), dev(F, B, T, C), dev(tensor.I32, B, T), B, T, C)
-			}, "encoder_backward encoder_backward_combine", "encoder_sum_positions add_f32 encoder_backward encoder_backward_combine add_f32"},
+			{"EncoderBackward", func(d *Device) { // V 50: one sort pass
+				d.EncoderBackward(dev(F, V, C), dev(F, T+1, C), dev(h, B, T, C), dev(tensor.I32, B, T), B, T, C)
+			}, "encoder_sort_count encoder_sort_pass encoder_backward encoder_backward_fixup", "encoder_sum_positions add_f32 encoder_sort_count encoder_sort_pass encoder_backward encoder_backward_fixup add_f32"},
+			{"EncoderBackward/V 50304", func(d *Device) { // two sort passes
+				d.EncoderBackward(dev(F, 50304, C), dev(F, T+1, C), dev(h, B, T, C), dev(tensor.I32, B, T), B, T, C)
+			}, "encoder_sort_count encoder_sort_pass encoder_sort_pass encoder_backward encoder_backward_fixup", "encoder_sum_positions add_f32 encoder_sort_count encoder_sort_pass encoder_sort_pass encoder_backward encoder_backward_fixup add_f32"},
 			{"CrossEntropy", func(d *Device) {
 				d.CrossEntropy(dev(F, N), dev(h, N, V), dev(tensor.I32, N), N, V, 0.5)
 			}, "crossentropy_fused_l3", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad"},

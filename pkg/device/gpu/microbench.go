@@ -24,6 +24,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -63,7 +64,7 @@ var KernelOps = []string{
 	"gemm_qkv_fwd", "gemm_qkv_bwd", "gemm_attn_proj_fwd", "gemm_attn_proj_bwd",
 	"gemm_mlp_fc_fwd", "gemm_mlp_fc_bwd", "gemm_mlp_proj_fwd", "gemm_mlp_proj_bwd",
 	"gemm_attn_proj_dgrad", "gemm_attn_proj_wgrad", "gemm_attn_proj_wgrad_bgrad",
-	"encoder_fwd", "encoder_bwd", "encoder_bwd_small",
+	"encoder_fwd", "encoder_bwd", "encoder_bwd_skewed", "encoder_bwd_small",
 }
 
 // copyBytes is the size of the "copy" micro-benchmark's buffers.
@@ -496,11 +497,14 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		}
 		kc.reset = func() { d.Zero(dqkv) }
 		kc.run = func() { d.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH) }
-	case "encoder_fwd", "encoder_bwd", "encoder_bwd_small":
+	case "encoder_fwd", "encoder_bwd", "encoder_bwd_skewed", "encoder_bwd_small":
 		// GPT-2 124M's embedding (B 16, T 1024, V 50304, C 768), or the
 		// small preset's (B 32, T 256, V 256, C 256). Tokens: one id in
 		// every `hot` (a frequent word, about 5% of GPT-2's tokens, or
-		// byte, up to a fifth of UTF-8 text), the rest uniform.
+		// byte, up to a fifth of UTF-8 text), the rest uniform; skewed:
+		// bytes of text in GPT-2's vocabulary (what the bench trains on),
+		// Zipf s=1 over the ids below 256 (the most frequent 16%, as a
+		// space in English text).
 		B, T, C, V, hot := 16, 1024, C, V, 20
 		if name == "encoder_bwd_small" {
 			B, T, C, V, hot = 32, 256, 256, 256, 5
@@ -508,9 +512,20 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		n := B * T
 		tok := tensor.New(tensor.I32, n)
 		seen := map[int32]bool{}
+		var zipf [256]float64 // cumulative weights 1/(r+1)
+		for r := range zipf {
+			zipf[r] = 1 / float64(r+1)
+			if r > 0 {
+				zipf[r] += zipf[r-1]
+			}
+		}
 		for i := range tok.I32() {
 			v := int32(a.rng.Intn(V))
-			if i%hot == 0 {
+			switch {
+			case name == "encoder_bwd_skewed":
+				r, _ := slices.BinarySearch(zipf[:], a.rng.Float64()*zipf[255])
+				v = int32(min(r, 255)*37+11) % 256 // the ranks scattered over the byte ids
+			case i%hot == 0:
 				v = 1
 			}
 			tok.I32()[i], seen[v] = v, true
@@ -529,8 +544,12 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 			break
 		}
 		dwte, dwpe, dout := a.rand(f32, 0, 1, V, C), a.rand(f32, 0, 1, T, C), a.rand(f32, 0, 1, n, C)
-		kc.shape += ", f32 gradients"
-		kc.bytes = bt*4 + bt*int64(C)*4 + 2*int64(len(seen))*int64(C)*4 + 2*tc*4 // dout once, the rows touched and dwpe read and written
+		kc.shape += ", f32 dout and gradients (the step's residual stream)"
+		// What the op must move, once: the tokens, dout, the rows of the
+		// ids seen and dwpe read and written. Not counted: the sort's
+		// traffic (16 bytes a position a pass), the segments' partial rows,
+		// and the position sums' second read of dout.
+		kc.bytes = bt*4 + bt*int64(C)*4 + 2*int64(len(seen))*int64(C)*4 + 2*tc*4
 		kc.run = func() { d.EncoderBackward(dwte, dwpe, dout, tokens, B, T, C) }
 	default:
 		if strings.HasPrefix(name, "gemm_") {
