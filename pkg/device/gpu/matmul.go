@@ -384,13 +384,7 @@ func (d *Device) matmulBackward(c *device.Contract, beta float32, dinp, dweight,
 	if N == 0 {
 		return
 	}
-	var g cuda.DevicePtr
-	if d.fused && dbias != nil && dout.DType == tensor.F32 && h != tensor.F32 {
-		g = d.castBiasGrad(dbias, dout, h, N, OC)
-		dbias = nil // summed by castBiasGrad
-	} else {
-		g = d.gemmOperand(dout, h, N*OC)
-	}
+	g, dbias := d.gradOperand(dout, dbias, h, N, OC)
 	if g == 0 {
 		return
 	}
@@ -423,6 +417,17 @@ func (d *Device) gemmOperand(dout *tensor.Tensor, h tensor.DType, n int) cuda.De
 		d.Cast(tensor.OnDevice(h, uintptr(g), n), dout)
 	}
 	return g
+}
+
+// gradOperand returns a linear layer's output gradient dout (N,OC) as a
+// GEMM operand of type h (gemmOperand) and the bias gradient the weight
+// gradient still has to add: dbias, or nil where the fused form cast an
+// fp32 dout and summed dbias in the same pass (castBiasGrad).
+func (d *Device) gradOperand(dout, dbias *tensor.Tensor, h tensor.DType, N, OC int) (cuda.DevicePtr, *tensor.Tensor) {
+	if d.fused && dbias != nil && dout.DType == tensor.F32 && h != tensor.F32 {
+		return d.castBiasGrad(dbias, dout, h, N, OC), nil
+	}
+	return d.gemmOperand(dout, h, N*OC), dbias
 }
 
 // castBiasRows is cast_bias_grad's rows per chunk (16 a warp): 128

@@ -118,7 +118,7 @@ func (d *Device) matmulDGELUKernel(op string, dpre, dpreBias, dweight, dbias, do
 	if _, ok := dataType(dweight.DType); !ok {
 		return false
 	}
-	g := d.gemmOperand(dout, h, N*OC)
+	g, dbias := d.gradOperand(dout, dbias, h, N, OC)
 	if g == 0 {
 		return true
 	}
@@ -218,7 +218,7 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 			return false
 		}
 	}
-	g := d.gemmOperand(dout, h, N*OC)
+	g, dbias := d.gradOperand(dout, dbias, h, N, OC)
 	if g == 0 {
 		return true
 	}
