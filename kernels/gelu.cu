@@ -232,8 +232,10 @@ extern "C" __global__ void gelu_backward_pass(int op, float* __restrict__ x2, fl
 #define GB_WARPS (GELU_BLOCK / 32)
 
 #ifdef DRUTO_EMU
-__device__ __forceinline__ float gb_ex2(float v) { return exp2f(v); }
-__device__ __forceinline__ float gb_rcp(float v) { return 1.0f / v; }
+// As the .ftz instructions: a result below 2^-126 (subnormal) is 0.
+__device__ __forceinline__ float gb_ftz(float v) { return fabsf(v) < 1.17549435e-38f ? copysignf(0.0f, v) : v; }
+__device__ __forceinline__ float gb_ex2(float v) { return gb_ftz(exp2f(v)); }
+__device__ __forceinline__ float gb_rcp(float v) { return gb_ftz(1.0f / v); }
 #else
 // gb_ex2 is 2^v (ex2.approx.ftz: results below 2^-126 are 0, +inf above 2^128).
 __device__ __forceinline__ float gb_ex2(float v) {
@@ -255,10 +257,14 @@ __device__ __forceinline__ float gelu_grad_lean(float x) {
 #else
     const float K = GELU_SCALE * 2.8853900817779268f; // 2u·log2(e) = x·(1 + c·x²)·K
     float x2 = x * x;
-    float e = gb_ex2(x * fmaf(x2, GELU_COEF * K, K)); // exp(2u); 0 or +inf at the ends
-    float r = gb_rcp(e + 1.0f);                      // 1/(e+1) in [0, 1]
+    // exp(2u), 0 at the left end; 2u·log2(e) capped at 64 (u > 22, where
+    // tanh(u) is 1 in fp32): above 2^126, 1/(e+1) would be subnormal and
+    // rcp.approx.ftz would flush it to 0, making e·r 0 instead of 1 (the H200
+    // gave gelu'(9.45) = 0 before the cap). NaN stays NaN through b below.
+    float e = gb_ex2(fminf(x * fmaf(x2, GELU_COEF * K, K), 64.0f));
+    float r = gb_rcp(e + 1.0f); // 1/(e+1) in [2^-64, 1]
     // 1 - r as e·r: no cancellation where r is near 1 (x < -3, where
-    // gelu' is tiny); e = +inf gives NaN, which fminf turns into 1
+    // gelu' is tiny)
     float om = fminf(e * r, 1.0f);
     // 2x·√(2/π)·(1 + 3c·x²), x² capped (|x| > 1000: om or r is 0 there) so
     // that om·q is 0, not 0·inf, up to |x| ~ 1e33 (NaN stays NaN)

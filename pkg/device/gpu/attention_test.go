@@ -62,6 +62,12 @@ func TestGPUAttention(t *testing.T) {
 				// the CPU's, in every dtype: at T 1024 an f16 output once
 				// landed 9 ulps off under racecheck.
 				scale := sqrtScale(T)
+				if dt != tensor.F32 && !fused {
+					// the decomposed form rounds the probabilities to the
+					// 16-bit type before att·v: a second rounding of every
+					// term (an f16 output at T 64 once landed 1.3x off)
+					scale *= 2
+				}
 				check(t, "attention", dt, fused, name, "out", toHost(t, g, out), wantOut, dt, scale)
 				gotAtt := toHost(t, g, att)
 				check(t, "attention", dt, fused, name, "att", gotAtt, wantAtt, dt, scale)
