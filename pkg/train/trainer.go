@@ -539,8 +539,9 @@ func (t *Trainer) optionsKey() string {
 
 // Save writes the model and the training state into dir, committed as one
 // unit (see pendingModel): a crash or an error at any point leaves the
-// previous pair or the new one, never a mix. Weights that are not finite are
-// refused, so a diverged run never overwrites its last good checkpoint.
+// previous pair or the new one, never a mix. Weights that are not finite,
+// or that give a loss that is not finite on the last batch, are refused, so
+// a diverged run never overwrites its last good checkpoint.
 func (t *Trainer) Save(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("train: %w", err)
@@ -552,6 +553,20 @@ func (t *Trainer) Save(dir string) error {
 	for i, v := range params {
 		if !finite(float64(v)) {
 			return fmt.Errorf("%w at step %d: parameter %d is %v; the checkpoint was not written (%s)", ErrDiverged, t.step, i, v, t.keptNote())
+		}
+	}
+	// Finite weights can still have blown up: the loss a step reports is
+	// that of the weights before its update, so weights that give NaN
+	// would only show at the next step, after they were saved. The weights
+	// are tried on the last batch first (one forward pass).
+	if t.step > 0 {
+		loss, err := t.Model.Forward(t.in, t.tg, t.opts.Batch, t.opts.Seq)
+		if err != nil {
+			return err
+		}
+		if !finite(float64(loss)) {
+			return fmt.Errorf("%w at step %d: the weights give a loss of %v on the step's batch under %s; the checkpoint was not written (%s); lower the learning rate or lengthen the warm-up",
+				ErrDiverged, t.step, loss, t.opts.Policy, t.keptNote())
 		}
 	}
 	m, v := tensor.New(tensor.F32, t.Opt.M.Numel()), tensor.New(tensor.F32, t.Opt.V.Numel())
