@@ -9,6 +9,32 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
+// The tiny preset's batch in the benchmarks below.
+const B, T = 8, 128
+
+// tinyBench returns the tiny preset on a CPU device under policy p and a
+// random batch, after one step that allocates the activations (outside
+// the timing).
+func tinyBench(b *testing.B, fused bool, p amp.Policy) (Config, *Model, []int32, []int32) {
+	cfg, _ := Preset("tiny")
+	m, err := New(cpu.New(device.Options{Fused: fused}), cfg, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Init(1); err != nil {
+		b.Fatal(err)
+	}
+	rng := tensor.NewRNG(2)
+	in, tg := make([]int32, B*T), make([]int32, B*T)
+	for i := range in {
+		in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
+	}
+	if _, err := m.Gradients(in, tg, B, T, 1); err != nil {
+		b.Fatal(err)
+	}
+	return cfg, m, in, tg
+}
+
 // BenchmarkTinyForwardBackward times one forward and backward of the tiny
 // preset at B 8, T 128 on the CPU (fused and decomposed), reporting tokens/s
 // and GFLOP/s by the 6N + 12·L·C·T formula.
@@ -21,21 +47,7 @@ func BenchmarkTinyForwardBackward(b *testing.B) {
 			name = "fused"
 		}
 		b.Run(name, func(b *testing.B) {
-			cfg, _ := Preset("tiny")
-			const B, T = 8, 128
-			m, err := New(cpu.New(device.Options{Fused: fused}), cfg, amp.FP32)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Init(1); err != nil {
-				b.Fatal(err)
-			}
-			rng := tensor.NewRNG(2)
-			in, tg := make([]int32, B*T), make([]int32, B*T)
-			for i := range in {
-				in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
-			}
-			m.Gradients(in, tg, B, T, 1) // allocate activations outside the timing
+			cfg, m, in, tg := tinyBench(b, fused, amp.FP32)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				m.ZeroGrad()
@@ -63,21 +75,7 @@ func BenchmarkTinyPolicies(b *testing.B) {
 		p    amp.Policy
 	}{{"fp32", amp.FP32}, {"bf16", amp.BF16}} {
 		b.Run(pol.name, func(b *testing.B) {
-			cfg, _ := Preset("tiny")
-			const B, T = 8, 128
-			m, err := New(cpu.New(device.Options{Fused: true}), cfg, pol.p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Init(1); err != nil {
-				b.Fatal(err)
-			}
-			rng := tensor.NewRNG(2)
-			in, tg := make([]int32, B*T), make([]int32, B*T)
-			for i := range in {
-				in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
-			}
-			m.Gradients(in, tg, B, T, 1) // allocate activations outside the timing
+			_, m, in, tg := tinyBench(b, true, pol.p)
 			b.ResetTimer()
 			cpu0 := benchCPUTime()
 			for i := 0; i < b.N; i++ {
