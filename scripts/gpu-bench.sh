@@ -77,21 +77,25 @@ runtest() {
 
 sanitize() {
   run=${SANITIZE_RUN:-TestGPU}
-  # synccheck leaves cuBLAS's own kernels out: instrumenting them costs
-  # most of its time (SANITIZE_EXCLUDE="" checks them too). racecheck keeps
-  # them: with them excluded it stopped on an internal sanitizer error at
-  # the first batched cuBLAS GEMM (H200, CUDA 13.0); its hazards inside
-  # NVIDIA's nvjet GEMMs are listed by kernel name, apart from druto's.
-  # memcheck and initcheck keep them: an out-of-bounds GEMM would be a
-  # wrong leading dimension of ours.
+  # synccheck and initcheck leave cuBLAS's own kernels out: instrumenting
+  # them costs most of their time (initcheck with them did not finish the
+  # -test.short suite in 390 s; SANITIZE_EXCLUDE="" checks them too), and
+  # an uninitialised GEMM input is one that a druto kernel (checked) or a
+  # memset wrote. racecheck keeps them: with them excluded it stopped on an
+  # internal sanitizer error at the first batched cuBLAS GEMM (H200, CUDA
+  # 13.0); its hazards inside NVIDIA's nvjet GEMMs are listed by kernel
+  # name, apart from druto's. memcheck keeps them: an out-of-bounds GEMM
+  # would be a wrong leading dimension of ours. racecheck runs -test.v, so
+  # that a process the tool stops shows the test it stopped in.
   excl=()
   for k in ${SANITIZE_EXCLUDE-nvjet xmma cutlass gemm gemv splitK cublas}; do excl+=(--kernel-name-exclude "kns=$k"); done
   # The four tools at once (each is a process of its own on the GPU).
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
     ( start=$(date +%s) x=()
-      case $tool in synccheck) x=("${excl[@]}") ;; esac
+      v=()
+      case $tool in synccheck|initcheck) x=("${excl[@]}") ;; racecheck) v=(-test.v) ;; esac
       (cd pkg/device/gpu && DRUTO_SANITIZER=$tool timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 9 "${x[@]}" \
-        "$ROOT/$B/device-gpu.test" -test.run "$run" -test.skip "${SANITIZE_SKIP:-^$}" -test.count=1 -test.short) > "$LOGS/sanitize-$tool.log" 2>&1
+        "$ROOT/$B/device-gpu.test" -test.run "$run" -test.skip "${SANITIZE_SKIP:-^$}" -test.count=1 -test.short "${v[@]}") > "$LOGS/sanitize-$tool.log" 2>&1
       echo "$tool: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^(ok|FAIL|PASS)$' "$LOGS/sanitize-$tool.log" | tr '\n' ' ')" > "$LOGS/san-$tool.txt"
       # Which kernels the reports name (racecheck's hazards inside cuBLAS
       # are NVIDIA's; druto's kernels must have none).
