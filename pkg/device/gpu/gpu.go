@@ -67,14 +67,15 @@ type Config struct {
 // and return at once; Sync waits and returns the first error. It is safe
 // for use by one goroutine at a time.
 type Device struct {
-	ctx      *cuda.Context
-	stream   *cuda.Stream
-	fused    bool
-	noFlash  bool // Config.NoFlash
-	flashV2  bool // the flash forward and backward of variant 2 (flash_attention2.cu) where built; off only for SelfTest and the micro-benchmarks
-	dgeluEpi bool // MatmulBackwardGELU's fused 16-bit form is cuBLASLt's DGELU_BGRAD epilogue, not a stored dgrad + gelu_bias_backward; env DRUTO_DGELU=epilogue
-	name     string
-	owns     bool // Close closes ctx
+	ctx          *cuda.Context
+	stream       *cuda.Stream
+	fused        bool
+	noFlash      bool // Config.NoFlash
+	flashV2      bool // the flash forward and backward of variant 2 (flash_attention2.cu) where built; off only for SelfTest and the micro-benchmarks
+	dgeluEpi     bool // MatmulBackwardGELU's fused 16-bit form is cuBLASLt's DGELU_BGRAD epilogue, not a stored dgrad + gelu_bias_backward; env DRUTO_DGELU=epilogue
+	dgeluNoBGrad bool // with dgeluEpi: the DGELU epilogue alone, the bias gradient from column sums of dpre; env DRUTO_DGELU=dgelu
+	name         string
+	owns         bool // Close closes ctx
 
 	nvrtc *cuda.NVRTC
 	blas  *cuda.BLASHandle
@@ -143,7 +144,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if _, err := gemmTuneEnv(); err != nil {
 		return nil, err
 	}
-	dgeluEpi, err := dgeluEnv()
+	dgeluEpi, dgeluNoBGrad, err := dgeluEnv()
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +167,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, dgeluNoBGrad: dgeluNoBGrad, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}

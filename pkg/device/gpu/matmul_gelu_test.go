@@ -26,13 +26,13 @@ func TestGPUMatmulBackwardGELU(t *testing.T) {
 	rng := testRNG(t)
 	shapes := [][3]int{{1, 1, 1}, {17, 1000, 17}, {1024, 3072, 768}, {33, 1000, 768}}
 	type form struct {
-		fused, epi bool
+		fused, epi, noBGrad bool
 	}
-	for _, f := range []form{{true, false}, {true, true}, {false, false}} {
+	for _, f := range []form{{true, false, false}, {true, true, false}, {true, true, true}, {false, false, false}} {
 		fused := f.fused
 		g, ref := gpuDev(t, fused), cpuRef(fused)
-		defer func(epi bool) { g.dgeluEpi = epi }(g.dgeluEpi)
-		g.dgeluEpi = f.epi
+		defer func(epi, nb bool) { g.dgeluEpi, g.dgeluNoBGrad = epi, nb }(g.dgeluEpi, g.dgeluNoBGrad)
+		g.dgeluEpi, g.dgeluNoBGrad = f.epi, f.noBGrad
 		for _, dt := range floatDTypes {
 			douts := []tensor.DType{dt}
 			if dt != tensor.F32 {
@@ -44,6 +44,9 @@ func TestGPUMatmulBackwardGELU(t *testing.T) {
 					name := fmt.Sprintf("N%d_C%d_OC%d_dout%s", N, C, OC, doutDT)
 					if f.epi {
 						name += "_epilogue"
+					}
+					if f.noBGrad {
+						name += "_nobgrad"
 					}
 					dout := dyadic(rng, doutDT, 8, 16, N, OC)
 					inp := dyadic(rng, dt, 8, 16, N, C)

@@ -138,11 +138,11 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	def, defEpi := fused.flashV2, fused.dgeluEpi // the flash variant and DGELU form New chose
+	def, defEpi, defNoBGrad := fused.flashV2, fused.dgeluEpi, fused.dgeluNoBGrad // the flash variant and DGELU form New chose
 	restore := func(d *Device) {
 		d.noFlash, d.flashV2, d.ltx.force = false, def, 0
 		if d == fused {
-			d.dgeluEpi = defEpi
+			d.dgeluEpi, d.dgeluNoBGrad = defEpi, defNoBGrad
 		}
 	}
 	defer restore(fused)
@@ -170,7 +170,10 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			if defEpi {
 				other = "fused-kernel"
 			}
-			forms = []form{forms[0], {fused, other, false, def, 0, !defEpi}, forms[1]}
+			forms = []form{forms[0], {fused, other, false, def, 0, !defEpi}, {fused, "fused-dgelu", false, def, 0, true}, forms[1]}
+			if defNoBGrad {
+				forms = []form{forms[0], {fused, "fused-kernel", false, def, 0, false}, {fused, "fused-epilogue", false, def, 0, true}, forms[3]}
+			}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
 			// fused: the default flash kernels (variant 2 where built);
 			// fused-v1: the first variant beside them.
@@ -188,6 +191,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			f.d.noFlash, f.d.flashV2, f.d.ltx.force = f.noFlash, f.flashV2, f.algo
 			if f.d == fused {
 				f.d.dgeluEpi = f.epi
+				f.d.dgeluNoBGrad = f.mode == "fused-dgelu" || (f.mode == "fused" && defNoBGrad)
 			}
 			caseName := name
 			if f.mode == "fused-store" {
