@@ -121,8 +121,9 @@ func (h *DNNHandle) Destroy() error {
 }
 
 // Numeric values of the backend API, from cuDNN 9's cudnn_graph.h (in 8.x:
-// cudnn_backend.h), cross-checked against a bindgen-generated Rust copy of
-// the cuDNN 9 header and a C copy of the 8.9/9.0 enums.
+// cudnn_backend.h): every one below checked against the cudnn_graph.h of
+// cuDNN 9.14.0 (the H200 machine's), and against a bindgen-generated Rust
+// copy of a cuDNN 9 header and a C copy of the 8.9/9.0 enums.
 
 // cudnnBackendDescriptorType_t
 const (

@@ -93,9 +93,10 @@ type SDPAPlan struct {
 	plan   uintptr
 	planWS uint64 // cuDNN's workspace bytes
 	// scalars holds the by-value scalars (scale, mask value, 1) that the
-	// variant pack points to: heap memory, pinned while the plan lives.
+	// variant pack points to: heap memory (Go's collector does not move
+	// it), kept alive by the plan through every execute; cuDNN copies the
+	// values into the kernels' parameters when it queues them.
 	scalars *[3]float32
-	pin     runtime.Pinner
 	// WorkspaceBytes is what Run needs: cuDNN's workspace and, backward,
 	// the row sums and the fp32 dQ accumulator after it (256-byte aligned).
 	WorkspaceBytes uint64
@@ -107,7 +108,6 @@ func (h *DNNHandle) NewSDPA(p SDPAParams) (*SDPAPlan, error) {
 		return nil, err
 	}
 	s := &SDPAPlan{h: h, p: p, scalars: &[3]float32{float32(1 / math.Sqrt(float64(p.HS))), dnnNegInf(h.l.ver), 1}}
-	s.pin.Pin(s.scalars)
 	err := h.c.Do(func() error {
 		s.g = newDNNGraph(h.l.api)
 		if p.Backward {
@@ -198,7 +198,9 @@ func (s *SDPAPlan) Run(st *Stream, a SDPAArgs) error {
 				return err
 			}
 		}
-		if err := dnnExecute(api, s.h.h, s.plan, uids, ptrs, a.Workspace); err != nil {
+		err := dnnExecute(api, s.h.h, s.plan, uids, ptrs, a.Workspace)
+		runtime.KeepAlive(s.scalars)
+		if err != nil {
 			return fmt.Errorf("cuda: cudnn sdpa %v: %w", p, err)
 		}
 		return nil
@@ -207,7 +209,6 @@ func (s *SDPAPlan) Run(st *Stream, a SDPAArgs) error {
 
 // Destroy frees the plan's descriptors.
 func (s *SDPAPlan) Destroy() error {
-	defer s.pin.Unpin()
 	if s.g == nil {
 		return nil
 	}
