@@ -53,6 +53,7 @@ func (p SDPAParams) validate() error {
 	return nil
 }
 
+// String names the shape, e.g. "forward B=16 NH=12 T=1024 hs=64 bf16".
 func (p SDPAParams) String() string {
 	dir := "forward"
 	if p.Backward {
