@@ -134,6 +134,11 @@ func (h *DNNHandle) NewSDPA(p SDPAParams) (*SDPAPlan, error) {
 	return s, nil
 }
 
+// dnnZeroesDQAcc is the first cuDNN version that zeroes the backward's fp32
+// dQ accumulator itself (9.6.0, as cudnn-frontend's SDPA backward node
+// assumes); before it Run queues a memset of it.
+const dnnZeroesDQAcc = 90600
+
 func align256(n uint64) uint64 { return (n + 255) &^ 255 }
 
 func (s *SDPAPlan) dotSumOffset() uint64 { return align256(s.planWS) }
@@ -153,9 +158,10 @@ type SDPAArgs struct {
 	WorkspaceBytes              uint64
 }
 
-// Run queues the attention on s: cudnnSetStream, then (backward) a
-// memset of the dQ accumulator and cudnnBackendExecute, nothing else: no
-// allocation and no synchronisation, so it can be captured in a CUDA graph.
+// Run queues the attention on s: cudnnSetStream, then (backward, before
+// cuDNN 9.6) a memset of the dQ accumulator and cudnnBackendExecute,
+// nothing else: no allocation and no synchronisation, so it can be
+// captured in a CUDA graph.
 func (s *SDPAPlan) Run(st *Stream, a SDPAArgs) error {
 	p := s.p
 	need := []DevicePtr{a.QKV, a.Out, a.Stats}
@@ -191,9 +197,9 @@ func (s *SDPAPlan) Run(st *Stream, a SDPAArgs) error {
 		if err := api.setStream(s.h.h, st.h); err != nil {
 			return err
 		}
-		if p.Backward {
+		if p.Backward && s.h.l.ver < dnnZeroesDQAcc {
 			// cuDNN before 9.6 wants the accumulator zeroed (cudnn-frontend
-			// memsets it there); zeroing it always costs one memset node.
+			// memsets it there; from 9.6 on it only hands cuDNN the memory)
 			acc := a.Workspace + DevicePtr(s.dqAccOffset())
 			if err := s.h.c.api.memsetD32(acc, 0, uint64(p.B*p.NH*p.T*p.HS), st.h); err != nil {
 				return err
