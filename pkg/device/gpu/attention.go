@@ -15,7 +15,9 @@ package gpu
 //     on sm_75 (the T4), and the backward at hs 128 where the GPU cannot
 //     give flash_bwd2kv_hs128 its shared memory (sm_86/89);
 //     the saved state is each query row's log-sum-exp, (B,NH,T) F32
-//     (device.LSEState), and no T×T matrix exists;
+//     (device.LSEState), and no T×T matrix exists. The forward and the
+//     store-form backward may instead run cuDNN's fused attention
+//     (cudnn.go, DRUTO_ATTENTION), with the same state;
 //   - cuBLAS (everything else: the decomposed twin, fp32, other head sizes,
 //     bf16 on sm_75, Config.NoFlash): described below; the saved state is the
 //     probabilities, (B,NH,T,T) (device.ProbState).
@@ -540,9 +542,8 @@ func (d *Device) flashBackward2(s attnShape, dqkv, dout, qkv, out, att *tensor.T
 
 // cudnnBackwardArgs checks what cuDNN's backward reads beyond attnArgs:
 // out (Attention's output) present in the dtype, every operand 16-byte
-// aligned;
-// false (nothing recorded) leaves the call to the own kernels, which
-// report what is wrong.
+// aligned; false (nothing recorded) leaves the call to the own kernels,
+// which report what is wrong.
 func (d *Device) cudnnBackwardArgs(s attnShape, dqkv, dout, out, att *tensor.Tensor) bool {
 	if out == nil || out.DType != s.dt || out.Numel() != s.B*s.T*s.C {
 		return false
