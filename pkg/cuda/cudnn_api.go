@@ -171,6 +171,8 @@ const (
 	dnnAttrOpPointwiseX      = 751
 	dnnAttrOpPointwiseB      = 752
 	dnnAttrOpPointwiseY      = 753
+	dnnAttrOpPointwiseAlpha1 = 754
+	dnnAttrOpPointwiseAlpha2 = 755
 	dnnAttrOpPointwiseT      = 758
 	dnnAttrOpGraphHandle     = 800
 	dnnAttrOpGraphOps        = 801
@@ -411,6 +413,9 @@ func (g *dnnGraph) pointwise(name string, mode DNNPointwise, prec DNNDataType, a
 		g.setDesc(op, name, dnnAttrOpPointwiseT, bt[1])
 	}
 	g.setDesc(op, name, dnnAttrOpPointwiseY, y)
+	one := float32(1) // alpha1 and alpha2, set as cudnn-frontend sets them
+	g.set(op, name, dnnAttrOpPointwiseAlpha1, dnnTypeFloat, 1, unsafe.Pointer(&one))
+	g.set(op, name, dnnAttrOpPointwiseAlpha2, dnnTypeFloat, 1, unsafe.Pointer(&one))
 	g.finalize(op, name)
 	g.ops = append(g.ops, op)
 }
