@@ -228,7 +228,15 @@ func TestSDPAParams(t *testing.T) {
 // fakeDNNHandle returns a handle over f in a fake context.
 func fakeDNNHandle(t *testing.T, f *fakeDNN) (*DNNHandle, *Stream) {
 	t.Helper()
-	c, err := fakeContext(newFakeDriver())
+	h, s, _ := fakeDNNHandleDriver(t, f)
+	return h, s
+}
+
+// fakeDNNHandleDriver is fakeDNNHandle that also returns the fake driver.
+func fakeDNNHandleDriver(t *testing.T, f *fakeDNN) (*DNNHandle, *Stream, *fakeDriver) {
+	t.Helper()
+	drv := newFakeDriver()
+	c, err := fakeContext(drv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +253,7 @@ func fakeDNNHandle(t *testing.T, f *fakeDNN) (*DNNHandle, *Stream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h, s
+	return h, s, drv
 }
 
 func eqI64(a, b []int64) bool {
@@ -422,5 +430,40 @@ func TestDNNDebug(t *testing.T) {
 	var e Error
 	if !errors.As(err, &e) || e.Code != 3000 || !strings.HasSuffix(err.Error(), ": why") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestSDPAZeroAccumulator: before cuDNN 9.6 the backward's run zeroes the
+// dQ accumulator first (cudnn-frontend's memset); from 9.6 on it does not.
+func TestSDPAZeroAccumulator(t *testing.T) {
+	for _, c := range []struct {
+		ver  uint64
+		want int
+	}{{90500, 1}, {91400, 0}} {
+		f := newFakeDNN()
+		f.ver = c.ver
+		h, st, drv := fakeDNNHandleDriver(t, f)
+		p, err := h.NewSDPA(SDPAParams{B: 1, NH: 1, T: 3, HS: 64, DType: R16BF, Backward: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Run(st, SDPAArgs{QKV: 0x10000, Out: 0x20000, Stats: 0x30000, DOut: 0x50000, DQKV: 0x60000, Workspace: 0x100000, WorkspaceBytes: p.WorkspaceBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		drv.mu.Lock()
+		for _, call := range drv.calls {
+			if call == "cuMemsetD32Async" {
+				n++
+			}
+		}
+		drv.mu.Unlock()
+		if n != c.want {
+			t.Errorf("cuDNN %d: %d memsets, want %d", c.ver, n, c.want)
+		}
+		if err := p.Destroy(); err != nil {
+			t.Error(err)
+		}
 	}
 }
