@@ -15,7 +15,9 @@ package gpu
 //     on sm_75 (the T4), and the backward at hs 128 where the GPU cannot
 //     give flash_bwd2kv_hs128 its shared memory (sm_86/89);
 //     the saved state is each query row's log-sum-exp, (B,NH,T) F32
-//     (device.LSEState), and no T×T matrix exists;
+//     (device.LSEState), and no T×T matrix exists. The forward and the
+//     store-form backward may instead run cuDNN's fused attention
+//     (cudnn.go, DRUTO_ATTENTION), with the same state;
 //   - cuBLAS (everything else: the decomposed twin, fp32, other head sizes,
 //     bf16 on sm_75, Config.NoFlash): described below; the saved state is the
 //     probabilities, (B,NH,T,T) (device.ProbState).
@@ -191,6 +193,10 @@ func (d *Device) Attention(out, att, qkv *tensor.Tensor, B, T, C, NH int) {
 	if !ok || B*T == 0 {
 		return
 	}
+	if p := d.dnnPlan(s, false); p != nil && d.ptr(att)%16 == 0 &&
+		d.dnnRun(s, false, p, cuda.SDPAArgs{QKV: d.ptr(qkv), Out: d.ptr(out), Stats: d.ptr(att)}) {
+		return
+	}
 	if s.flash {
 		k, rows, threads := d.flashFwd(s.dt, s.hs)
 		grid := cuda.Dim3{X: uint32(blocks(T, rows)), Y: uint32(B * NH), Z: 1}
@@ -297,6 +303,12 @@ func (d *Device) attentionBackward(c *device.Contract, store bool, dqkv, dout, q
 	s, ok := d.attnArgs(op, dout, att, qkv, B, T, C, NH)
 	if !ok || !d.checkDT(op, s.dt, dqkv) || B*T == 0 {
 		return
+	}
+	if s.flash && store {
+		if p := d.dnnPlan(s, true); p != nil && d.cudnnBackwardArgs(s, dqkv, dout, out, att) &&
+			d.dnnRun(s, true, p, cuda.SDPAArgs{QKV: d.ptr(qkv), Out: d.ptr(out), Stats: d.ptr(att), DOut: d.ptr(dout), DQKV: d.ptr(dqkv)}) {
+			return
+		}
 	}
 	if s.flash && store && d.flashBwd2Built(s.dt, s.hs) {
 		d.flashBackward(s, dqkv, dout, qkv, out, att, 1)
@@ -526,4 +538,15 @@ func (d *Device) flashBackward2(s attnShape, dqkv, dout, qkv, out, att *tensor.T
 			dx, x, g, lse, dd, T, C, NH, s.scale, store)
 		return nil
 	})
+}
+
+// cudnnBackwardArgs checks what cuDNN's backward reads beyond attnArgs:
+// out (Attention's output) present in the dtype, every operand 16-byte
+// aligned; false (nothing recorded) leaves the call to the own kernels,
+// which report what is wrong.
+func (d *Device) cudnnBackwardArgs(s attnShape, dqkv, dout, out, att *tensor.Tensor) bool {
+	if out == nil || out.DType != s.dt || out.Numel() != s.B*s.T*s.C {
+		return false
+	}
+	return d.ptr(dqkv)%16 == 0 && d.ptr(out)%16 == 0 && d.ptr(dout)%16 == 0 && d.ptr(att)%16 == 0
 }

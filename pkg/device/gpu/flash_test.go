@@ -198,6 +198,7 @@ func setFlashVariant(t *testing.T, g *Device, v int) {
 // 6 for the cuBLAS path's share of the same).
 func TestGPUFlash(t *testing.T) {
 	g := gpuDev(t, true)
+	ownAttention(t, g) // the own kernels (cuDNN's: TestGPUCuDNNAttention)
 	dts := flashDTypes(t, g)
 	ref := cpuRef(true)
 	rng := testRNG(t)
@@ -288,6 +289,7 @@ func TestGPUFlash(t *testing.T) {
 // function; for each flash variant (flashVariants: 1, 2).
 func TestGPUFlashParity(t *testing.T) {
 	g := gpuDev(t, true)
+	ownAttention(t, g)
 	dts := flashDTypes(t, g)
 	rng := testRNG(t)
 	const B, T, C, NH = 2, 256, 256, 4

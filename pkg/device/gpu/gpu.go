@@ -88,6 +88,7 @@ type Device struct {
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
+	dnn       dnnState          // cuDNN's fused attention, the second flash backend (cudnn.go)
 	ltx       ltExtra           // algorithm forcing, tracing and tuning of those (matmul.go)
 	tables    map[*tensor.Layout]layoutTable
 
@@ -148,6 +149,10 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	attnMode, err := attentionEnv()
+	if err != nil {
+		return nil, err
+	}
 	libs := cfg.Libs
 	if libs == nil {
 		libs = &cuda.Libraries{}
@@ -198,6 +203,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err = d.build(cfg); err != nil {
 		return nil, err
 	}
+	d.initDNN(cfg, attnMode)
 	rt := "embedded PTX"
 	if nvrtc != nil {
 		rt = "NVRTC " + nvrtc.Version()
@@ -258,6 +264,7 @@ func (d *Device) Close() error {
 		}
 	}
 	d.lts = map[ltKey]ltEntry{}
+	errs = append(errs, d.closeDNN())
 	pool := d.ctx.Pool()
 	for _, s := range d.scratches {
 		errs = append(errs, pool.Free(s.ptr))

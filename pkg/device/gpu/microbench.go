@@ -138,11 +138,11 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	defer ctx.Pool().Free(flush)
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	def, defEpi, defNoBGrad := fused.flashV2, fused.dgeluEpi, fused.dgeluNoBGrad // the flash variant and DGELU form New chose
+	def, defEpi, defNoBGrad, defDNN := fused.flashV2, fused.dgeluEpi, fused.dgeluNoBGrad, fused.dnn.on // the flash variant, DGELU form and attention backend New chose
 	restore := func(d *Device) {
 		d.noFlash, d.flashV2, d.ltx.force = false, def, 0
 		if d == fused {
-			d.dgeluEpi, d.dgeluNoBGrad = defEpi, defNoBGrad
+			d.dgeluEpi, d.dgeluNoBGrad, d.dnn.on = defEpi, defNoBGrad, defDNN
 		}
 	}
 	defer restore(fused)
@@ -153,16 +153,17 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		flashV2 bool
 		algo    int  // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
 		epi     bool // gemm_mlp_proj_bwd: MatmulBackwardGELU's epilogue form (Device.dgeluEpi)
+		cudnn   bool // attention rows: cuDNN's fused attention (cudnn.go); the other fused rows run the own kernels
 	}
 	for _, name := range ops {
-		forms := []form{{fused, "fused", false, def, 0, defEpi}, {plain, "decomposed", false, false, 0, false}}
+		forms := []form{{fused, "fused", false, def, 0, defEpi, defDNN}, {plain, "decomposed", false, false, 0, false, false}}
 		switch {
 		case name == "copy" || name == "launch" || name == "gemm_peak" || name == "gelu_bias_bwd":
 			forms = forms[:1] // one form
 		case strings.HasPrefix(name, "gemm_attn_proj"):
 			// the weak shape: every further candidate (microbench_gemm.go)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
-				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k, defEpi})
+				forms = append(forms, form{fused, fmt.Sprintf("fused-algo%d", k), false, def, k, defEpi, defDNN})
 			}
 		case name == "gemm_mlp_proj_bwd":
 			// MatmulBackwardGELU's other fused form beside the default
@@ -170,31 +171,37 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			if defEpi {
 				other = "fused-kernel"
 			}
-			forms = []form{forms[0], {fused, other, false, def, 0, !defEpi}, {fused, "fused-dgelu", false, def, 0, true}, forms[1]}
+			forms = []form{forms[0], {fused, other, false, def, 0, !defEpi, defDNN}, {fused, "fused-dgelu", false, def, 0, true, defDNN}, forms[1]}
 			if defNoBGrad {
-				forms = []form{forms[0], {fused, "fused-kernel", false, def, 0, false}, {fused, "fused-epilogue", false, def, 0, true}, forms[3]}
+				forms = []form{forms[0], {fused, "fused-kernel", false, def, 0, false, defDNN}, {fused, "fused-epilogue", false, def, 0, true, defDNN}, forms[3]}
 			}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
-			// fused: the default flash kernels (variant 2 where built);
-			// fused-v1: the first variant beside them.
-			forms = []form{{fused, "fused", false, def, 0, defEpi}, {fused, "fused-cublas", true, false, 0, defEpi}, {plain, "decomposed", false, false, 0, false}}
+			// fused: the own flash kernels (variant 2 where built);
+			// fused-v1: the first variant beside them; fused-cudnn:
+			// cuDNN's fused attention where it loaded.
+			forms = []form{{fused, "fused", false, def, 0, defEpi, false}, {fused, "fused-cublas", true, false, 0, defEpi, false}, {plain, "decomposed", false, false, 0, false, false}}
 			if def {
-				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false, 0, defEpi}}, forms[1:]...)...)
+				forms = append(forms[:1], append([]form{{fused, "fused-v1", false, false, 0, defEpi, false}}, forms[1:]...)...)
 			}
 			if name == "attention_bwd" {
 				// AttentionBackwardStore: the default kernels writing dqkv
 				// without reading it, no zeroing before (the model's form)
-				forms = append(forms[:1], append([]form{{fused, "fused-store", false, def, 0, defEpi}}, forms[1:]...)...)
+				forms = append(forms[:1], append([]form{{fused, "fused-store", false, def, 0, defEpi, false}}, forms[1:]...)...)
+			}
+			if fused.dnn.h != nil && fused.dnn.off == "" {
+				// cuDNN's fused attention (the store form for backward,
+				// the only backward it runs)
+				forms = append(forms[:1], append([]form{{fused, "fused-cudnn", false, def, 0, defEpi, true}}, forms[1:]...)...)
 			}
 		}
 		for _, f := range forms {
 			f.d.noFlash, f.d.flashV2, f.d.ltx.force = f.noFlash, f.flashV2, f.algo
 			if f.d == fused {
-				f.d.dgeluEpi = f.epi
+				f.d.dgeluEpi, f.d.dnn.on = f.epi, f.cudnn
 				f.d.dgeluNoBGrad = f.mode == "fused-dgelu" || (f.mode == "fused" && defNoBGrad)
 			}
 			caseName := name
-			if f.mode == "fused-store" {
+			if f.mode == "fused-store" || (f.mode == "fused-cudnn" && name == "attention_bwd") {
 				caseName += "_store"
 			}
 			kc, err := newKernelCase(caseName, f.d, o.Layout)
@@ -478,6 +485,9 @@ func newKernelCase(name string, d *Device, layout *tensor.Layout) (*kernelCase, 
 		path := "cuBLAS scores + softmax kernels, probabilities saved"
 		if len(st.Shape) == 3 {
 			path = "flash kernels, log-sum-exp saved"
+			if d.dnn.on {
+				path = "cuDNN fused attention (" + d.AttentionBackend() + "), log-sum-exp saved"
+			}
 		}
 		kc.shape = fmt.Sprintf("B=%d NH=%d T=%d hs=%d bf16 causal (%s)", B, NH, T, C/NH, path)
 		fwd := int64(2) * B * NH * T * T * int64(C/NH)

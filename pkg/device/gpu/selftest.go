@@ -31,32 +31,45 @@ type selfTestMode struct {
 	name                   string
 	fused, noFlash, flash2 bool
 	dgeluEpi               bool // MatmulBackwardGELU's cuBLASLt epilogue form, not the kernel form
+	cudnn                  bool // fused 16-bit flash attention through cuDNN (cudnn.go), not the own kernels
 	ops                    []string
 }
 
 // selfTestModes are the settings that together launch every kernel: the
 // fused and decomposed forms, the first flash variant (the fallback where
 // variant 2 is not built), the cuBLAS attention path of the fused form, and
-// MatmulBackwardGELU's epilogue form (the fused mode runs its kernel form).
+// MatmulBackwardGELU's epilogue form (the fused mode runs its kernel form),
+// and, where cuDNN loaded, attention through cuDNN (the other modes run the
+// own flash kernels).
 func (d *Device) selfTestModes() []selfTestMode {
-	return []selfTestMode{
+	modes := []selfTestMode{
 		{name: "fused", fused: true, flash2: true},
 		{name: "decomposed"},
 		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused dgelu epilogue", fused: true, flash2: true, dgeluEpi: true, ops: []string{"MatmulBackwardGELU"}},
 	}
+	if d.dnn.h != nil && d.dnn.off == "" {
+		modes = append(modes, selfTestMode{name: CuDNNSelfTestMode, fused: true, flash2: true, cudnn: true,
+			ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}})
+	}
+	return modes
 }
+
+// CuDNNSelfTestMode names SelfTest's mode of attention through cuDNN: its
+// results are "fused cudnn: <case>". A failing case turns cuDNN attention
+// off on the device (the own kernels run, AttentionBackend says why).
+const CuDNNSelfTestMode = "fused cudnn"
 
 // forModes runs fn for each mode with the device switched to it, and
 // restores the device's own settings after.
 func (d *Device) forModes(fn func(m selfTestMode)) {
-	fused, noFlash, flash2, epi := d.fused, d.noFlash, d.flashV2, d.dgeluEpi
+	fused, noFlash, flash2, epi, dnn := d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on
 	defer func() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi = fused, noFlash, flash2, epi
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on = fused, noFlash, flash2, epi, dnn && d.dnn.off == ""
 	}()
 	for _, m := range d.selfTestModes() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi = m.fused, m.noFlash, m.flash2, m.dgeluEpi
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on = m.fused, m.noFlash, m.flash2, m.dgeluEpi, m.cudnn
 		fn(m)
 	}
 }
@@ -95,6 +108,9 @@ func (d *Device) SelfTest(ref, refPlain device.Device, cases []devicetest.Case, 
 			d.trace = map[kernelKey]bool{}
 			res := devicetest.Run(d, r, c, seed+uint64(i))
 			res.Case = m.name + ": " + res.Case
+			if m.cudnn && !res.Pass && d.dnn.off == "" {
+				d.dnnOff(fmt.Sprintf("self-test %s: %s", res.Case, firstLine(res.Error)))
+			}
 			launched := d.trace
 			d.trace = nil
 			results = append(results, res)
