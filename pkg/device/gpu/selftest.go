@@ -31,32 +31,46 @@ type selfTestMode struct {
 	name                   string
 	fused, noFlash, flash2 bool
 	dgeluEpi               bool // MatmulBackwardGELU's cuBLASLt epilogue form, not the kernel form
+	lnAsync                bool // the layernorm kernels of layernorm_async.cu (DRUTO_LAYERNORM=async)
 	ops                    []string
 }
 
 // selfTestModes are the settings that together launch every kernel: the
 // fused and decomposed forms, the first flash variant (the fallback where
 // variant 2 is not built), the cuBLAS attention path of the fused form, and
-// MatmulBackwardGELU's epilogue form (the fused mode runs its kernel form).
+// MatmulBackwardGELU's epilogue form (the fused mode runs its kernel form),
+// and the layernorm kernels of the form the fused mode does not run
+// (layernorm.cu's or layernorm_async.cu's, DRUTO_LAYERNORM).
 func (d *Device) selfTestModes() []selfTestMode {
+	lnOps := []string{"LayerNorm", "ResidualLayerNorm", "LayerNormBackward"}
 	return []selfTestMode{
-		{name: "fused", fused: true, flash2: true},
+		{name: "fused", fused: true, flash2: true, lnAsync: d.lnAsync},
 		{name: "decomposed"},
 		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused dgelu epilogue", fused: true, flash2: true, dgeluEpi: true, ops: []string{"MatmulBackwardGELU"}},
+		{name: lnOther(d.lnAsync), fused: true, flash2: true, lnAsync: !d.lnAsync, ops: lnOps},
 	}
+}
+
+// lnOther names the self-test mode of the layernorm kernels the device
+// does not run by default.
+func lnOther(async bool) string {
+	if async {
+		return "fused layernorm sync"
+	}
+	return "fused layernorm async"
 }
 
 // forModes runs fn for each mode with the device switched to it, and
 // restores the device's own settings after.
 func (d *Device) forModes(fn func(m selfTestMode)) {
-	fused, noFlash, flash2, epi := d.fused, d.noFlash, d.flashV2, d.dgeluEpi
+	fused, noFlash, flash2, epi, lnAsync := d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.lnAsync
 	defer func() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi = fused, noFlash, flash2, epi
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.lnAsync = fused, noFlash, flash2, epi, lnAsync
 	}()
 	for _, m := range d.selfTestModes() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi = m.fused, m.noFlash, m.flash2, m.dgeluEpi
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.lnAsync = m.fused, m.noFlash, m.flash2, m.dgeluEpi, m.lnAsync
 		fn(m)
 	}
 }
