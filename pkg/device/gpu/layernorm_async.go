@@ -39,7 +39,8 @@ var lnAsyncBlock = kernels.MustBlock("layernorm_async.cu", "LN_ASYNC_BLOCK")
 
 // lnAsyncMaxSmem is the dynamic shared memory every async kernel is granted
 // (sm_86 and sm_89 allow 99 KB a block, sm_80 163 KB, sm_90 227 KB); a launch
-// takes fewer stages when its rows need more.
+// takes fewer stages when its rows need more, and layernorm.cu's kernel
+// when not even 2 fit (only the all-fp32 backward past C 980).
 const lnAsyncMaxSmem = 96 << 10
 
 // The async kernels' kinds: their slots hold x; a and b; x, dinp, dout and
