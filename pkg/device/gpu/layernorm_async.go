@@ -102,9 +102,21 @@ func (d *Device) lnAsyncPlan(kernel string, kind int, dt tensor.DType, N, C, rs 
 	if stages < 2 {
 		return 0, 0, 0, false
 	}
-	warps := lnAsyncBlock / 32
-	nb = max(1, min(d.residentBlocks(kernel, dt, lnAsyncBlock, smem)*d.sms(), (N+warps-1)/warps))
+	nb = lnAsyncGrid(N, d.residentBlocks(kernel, dt, lnAsyncBlock, smem)*d.sms())
 	return stages, smem, nb, true
+}
+
+// lnAsyncGrid is the persistent grid for N rows with at most resident
+// blocks: the fewest rows per warp that the resident warps allow, and then
+// the fewest blocks that give every warp that many rows (GPT-2's 16384 rows
+// on an H200 at 4 blocks of 4 warps per SM: 512 blocks of exactly 8 rows a
+// warp, not 528 blocks of 7 or 8, whose last round would run with three
+// quarters of the warps).
+func lnAsyncGrid(N, resident int) int {
+	warps := lnAsyncBlock / 32
+	resident = max(1, resident)
+	perWarp := max(1, (N+resident*warps-1)/(resident*warps))
+	return max(1, (N+warps*perWarp-1)/(warps*perWarp))
 }
 
 // kLayerNormForwardAsync launches layernorm_forward_async(_rf32) when

@@ -137,3 +137,23 @@ func TestLayerNormAsyncPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerNormAsyncGrid: the grid never exceeds the resident blocks,
+// covers every row, and gives no warp more rows than the resident grid
+// would.
+func TestLayerNormAsyncGrid(t *testing.T) {
+	if nb := lnAsyncGrid(16384, 528); nb != 512 {
+		t.Errorf("GPT-2 rows, 528 resident blocks: %d blocks, want 512", nb)
+	}
+	warps := lnAsyncBlock / 32
+	for _, N := range []int{1, 3, 4, 5, 100, 1000, 16384, 20000, 123457} {
+		for _, res := range []int{1, 7, 132, 528, 1056} {
+			nb := lnAsyncGrid(N, res)
+			per := (N + nb*warps - 1) / (nb * warps)
+			best := (N + res*warps - 1) / (res * warps)
+			if nb < 1 || nb > res || nb*warps*per < N || per != max(1, best) {
+				t.Errorf("N %d, %d resident: %d blocks, %d rows a warp (best %d)", N, res, nb, per, best)
+			}
+		}
+	}
+}
