@@ -20,10 +20,13 @@ package gpu
 // copies, untimed) and a buffer of at least four times the L2 is read
 // (gradnorm_partial2 over it: a read-only pass, writing one float64 per 16
 // KB), which evicts the op's data from L2 and leaves only clean lines
-// there. (Until December 2026 the flush was a write of that buffer, which
-// left the L2 full of dirty lines that the timed op then had to write back
-// to DRAM beside its own traffic: up to the L2's size, about 50 MB on the
-// H200, charged to ops of 75-180 MB. The "fused-dirty-l2" row of
+// there; the op is then charged the write-back of its own output lines
+// still dirty in L2 when it ends (the extra time of the same read flush
+// after it: timeKernel). (Until December 2026 the flush was a write of
+// that buffer, which left the L2 full of dirty lines that the timed op then
+// had to write back to DRAM beside its own traffic: up to the L2's size,
+// about 50 MB on the H200, charged to ops of 75-180 MB, while its own last
+// writes went uncharged. The "fused-dirty-l2" row of
 // layernorm_fwd times the default kernel after that old flush, so one run
 // shows the difference.) The flush, the start event, the op's
 // launches and the end event are queued in one hop to the context's thread
@@ -93,10 +96,14 @@ type KernelResult struct {
 	Bytes       int64   `json:"bytes"`
 	MsMin       float64 `json:"ms_min"`
 	MsMax       float64 `json:"ms_max"`
-	PctOfCeil   float64 `json:"pct_of_ceiling"`
-	Shape       string  `json:"shape"`
-	FLOPs       int64   `json:"flops,omitempty"`  // the op's FLOPs where it is compute-bound (attention: causal)
-	TFLOPs      float64 `json:"tflops,omitempty"` // FLOPs / median time
+	// MsClean is the median time of the op alone from a clean L2, without
+	// the write-back of its own lines left dirty at its end that Ms charges
+	// (see timeKernel); 0 for the dirty-l2 rows.
+	MsClean   float64 `json:"ms_clean,omitempty"`
+	PctOfCeil float64 `json:"pct_of_ceiling"`
+	Shape     string  `json:"shape"`
+	FLOPs     int64   `json:"flops,omitempty"`  // the op's FLOPs where it is compute-bound (attention: causal)
+	TFLOPs    float64 `json:"tflops,omitempty"` // FLOPs / median time
 	// PctOfPeak is TFLOPs as a share of the "gemm_peak" row's (fused) of
 	// the same run, where both were measured.
 	PctOfPeak float64 `json:"pct_of_peak_flops,omitempty"`
@@ -332,64 +339,110 @@ func finish(rs []KernelResult, ceiling float64) []KernelResult {
 	return rs
 }
 
-// timeKernel runs kc warmup+repeats times and returns the median. Before
-// each run the L2 is flushed by reading flush (dirty: by writing it, the
-// old flush that leaves dirty lines behind).
+// timeKernel runs kc warmup+repeats times and returns the median. Each
+// run starts from an L2 holding only clean lines (readFlush, twice: the
+// first writes back what the reset left dirty) and is charged its own
+// writes: the op's time from the start event to the end event, plus what
+// the read flush after it (B) takes longer than the same flush from a clean
+// L2 (A2, timed just before the op): the write-back of the op's output
+// lines still dirty in L2 when it ended, which a steady stream of ops pays
+// in the next one. (Timing the op alone would leave up to an L2 of its
+// writes uncharged; flushing by a write, the old way and the dirty form
+// here, charges it up to an L2 of someone else's.) r.MsClean is the median
+// of the op alone.
+//
+//	[reset] flush A1 | e0 | flush A2 | start | op | end | flush B | e3
+//	ms = (end - start) + ((e3 - end) - (start - e0))
 func timeKernel(d *Device, kc *kernelCase, flush cuda.DevicePtr, flushBytes uint64, dirty bool, o KernelOptions) (KernelResult, error) {
 	ctx, s := d.Context(), d.Stream()
-	start, err := ctx.NewEvent()
-	if err != nil {
-		return KernelResult{}, err
+	var evs [4]*cuda.Event // e0, start, end, e3
+	for k := range evs {
+		e, err := ctx.NewEvent()
+		if err != nil {
+			return KernelResult{}, err
+		}
+		defer e.Destroy()
+		evs[k] = e
 	}
-	defer start.Destroy()
-	end, err := ctx.NewEvent()
-	if err != nil {
-		return KernelResult{}, err
-	}
-	defer end.Destroy()
-	var ms []float64
+	e0, start, end, e3 := evs[0], evs[1], evs[2], evs[3]
+	var ms, clean []float64
 	for i := range o.Warmup + o.Repeats {
 		if kc.reset != nil {
 			kc.reset()
 		}
-		// The flush, the events and the op's launches are queued in one hop
-		// to the context's thread, while the GPU is still busy with the
+		// The flushes, the events and the op's launches are queued in one
+		// hop to the context's thread, while the GPU is still busy with the
 		// flush: the clock starts with the op's work already queued.
 		err := ctx.Do(func() error {
 			if dirty {
 				if err := s.Memset8(flush, uint8(i), flushBytes); err != nil {
 					return err
 				}
-			} else if !d.readFlush(flush, flushBytes) {
-				return fmt.Errorf("gpu: bench: L2 flush: %w", d.Sync())
+			} else {
+				if !d.readFlush(flush, flushBytes) {
+					return fmt.Errorf("gpu: bench: L2 flush: %w", d.Sync())
+				}
+				if err := e0.Record(s); err != nil {
+					return err
+				}
+				d.readFlush(flush, flushBytes)
 			}
 			if err := start.Record(s); err != nil {
 				return err
 			}
 			kc.run()
-			return end.Record(s)
+			if err := end.Record(s); err != nil {
+				return err
+			}
+			if !dirty {
+				d.readFlush(flush, flushBytes)
+				return e3.Record(s)
+			}
+			return nil
 		})
-		if err != nil {
-			return KernelResult{}, err
-		}
-		el, err := cuda.Elapsed(start, end)
 		if err != nil {
 			return KernelResult{}, err
 		}
 		if err := d.Sync(); err != nil {
 			return KernelResult{}, err
 		}
+		el, err := cuda.Elapsed(start, end)
+		if err != nil {
+			return KernelResult{}, err
+		}
+		op := float64(el) / float64(time.Millisecond)
+		charged := op
+		if !dirty {
+			a, err := cuda.Elapsed(e0, start)
+			if err != nil {
+				return KernelResult{}, err
+			}
+			b, err := cuda.Elapsed(end, e3)
+			if err != nil {
+				return KernelResult{}, err
+			}
+			charged += float64(b-a) / float64(time.Millisecond) // not clipped at 0: the median stays unbiased where there is nothing to write back
+		}
 		if i >= o.Warmup {
-			ms = append(ms, float64(el)/float64(time.Millisecond))
+			ms, clean = append(ms, charged), append(clean, op)
 		}
 	}
-	sort.Float64s(ms)
-	r := KernelResult{Bytes: kc.bytes, Shape: kc.shape, MsMin: ms[0], MsMax: ms[len(ms)-1]}
-	r.Ms = ms[len(ms)/2]
-	if len(ms)%2 == 0 {
-		r.Ms = (ms[len(ms)/2-1] + ms[len(ms)/2]) / 2
+	r := KernelResult{Bytes: kc.bytes, Shape: kc.shape}
+	r.Ms, r.MsMin, r.MsMax = median(ms)
+	if !dirty {
+		r.MsClean, _, _ = median(clean)
 	}
 	return r, nil
+}
+
+// median sorts xs and returns its median, minimum and maximum.
+func median(xs []float64) (med, lo, hi float64) {
+	sort.Float64s(xs)
+	med = xs[len(xs)/2]
+	if len(xs)%2 == 0 {
+		med = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
+	return med, xs[0], xs[len(xs)-1]
 }
 
 // readFlush queues a read of the flush buffer (bytes, 16-byte aligned):
