@@ -10,7 +10,7 @@ import (
 // TestLayerNormEnv: DRUTO_LAYERNORM picks the kernels; anything else is
 // one clear error.
 func TestLayerNormEnv(t *testing.T) {
-	for v, want := range map[string]bool{"": false, "sync": false, "async": true} {
+	for v, want := range map[string]bool{"": lnAsyncDefault, "sync": false, "async": true} {
 		t.Setenv(LayerNormEnv, v)
 		got, err := layerNormEnv()
 		if err != nil || got != want {
