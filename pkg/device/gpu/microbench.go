@@ -150,13 +150,13 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	}
 	ctx := fused.Context()
 	flushBytes := uint64(max(4*ctx.Device.L2Bytes, 256<<20))
-	flush, err := ctx.Pool().Alloc(flushBytes)
+	flush, err := ctx.Pool().Alloc(2 * flushBytes) // two regions: timeKernel's flushes A1, and A2 and B
 	if err != nil {
 		return nil, fmt.Errorf("gpu: bench: L2 flush buffer: %w", err)
 	}
 	defer ctx.Pool().Free(flush)
 	// defined contents (the read flush sums them); later runs only read it
-	if err := fused.Stream().Memset8(flush, 0, flushBytes); err != nil {
+	if err := fused.Stream().Memset8(flush, 0, 2*flushBytes); err != nil {
 		return nil, fmt.Errorf("gpu: bench: L2 flush buffer: %w", err)
 	}
 	var out []KernelResult
@@ -341,7 +341,9 @@ func finish(rs []KernelResult, ceiling float64) []KernelResult {
 
 // timeKernel runs kc warmup+repeats times and returns the median. Each
 // run starts from an L2 holding only clean lines (readFlush, twice: the
-// first writes back what the reset left dirty) and is charged its own
+// first, of the buffer's first region, writes back what the reset left
+// dirty; the second reads the other region, as the flush after the op
+// does, so that neither finds its region in L2) and is charged its own
 // writes: the op's time from the start event to the end event, plus what
 // the read flush after it (B) takes longer than the same flush from a clean
 // L2 (A2, timed just before the op): the write-back of the op's output
@@ -385,7 +387,7 @@ func timeKernel(d *Device, kc *kernelCase, flush cuda.DevicePtr, flushBytes uint
 				if err := e0.Record(s); err != nil {
 					return err
 				}
-				d.readFlush(flush, flushBytes)
+				d.readFlush(flush+cuda.DevicePtr(flushBytes), flushBytes)
 			}
 			if err := start.Record(s); err != nil {
 				return err
@@ -395,7 +397,7 @@ func timeKernel(d *Device, kc *kernelCase, flush cuda.DevicePtr, flushBytes uint
 				return err
 			}
 			if !dirty {
-				d.readFlush(flush, flushBytes)
+				d.readFlush(flush+cuda.DevicePtr(flushBytes), flushBytes)
 				return e3.Record(s)
 			}
 			return nil
