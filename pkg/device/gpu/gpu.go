@@ -74,6 +74,8 @@ type Device struct {
 	flashV2      bool // the flash forward and backward of variant 2 (flash_attention2.cu) where built; off only for SelfTest and the micro-benchmarks
 	dgeluEpi     bool // MatmulBackwardGELU's fused 16-bit form is cuBLASLt's DGELU_BGRAD epilogue, not a stored dgrad + gelu_bias_backward; env DRUTO_DGELU=epilogue
 	dgeluNoBGrad bool // with dgeluEpi: the DGELU epilogue alone, the bias gradient from column sums of dpre; env DRUTO_DGELU=dgelu
+	lnAsync      bool // the fused layernorm kernels of layernorm_async.cu (cp.async pipeline) where built; env DRUTO_LAYERNORM=async
+	lnStages     int  // layernorm_async.cu's rows per warp in flight + 1 (0: lnAsyncStages's default; the micro-benchmarks set it)
 	name         string
 	owns         bool // Close closes ctx
 
@@ -153,6 +155,10 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	lnAsync, err := layerNormEnv()
+	if err != nil {
+		return nil, err
+	}
 	libs := cfg.Libs
 	if libs == nil {
 		libs = &cuda.Libraries{}
@@ -172,7 +178,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, dgeluNoBGrad: dgeluNoBGrad, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, dgeluNoBGrad: dgeluNoBGrad, lnAsync: lnAsync, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}

@@ -94,11 +94,12 @@ func checkRel(t *testing.T, name string, got, want *tensor.Tensor, dt tensor.DTy
 // near 1e-7, under F32's 1e-5).
 func TestGPULayerNorm(t *testing.T) {
 	rng := testRNG(t)
-	for _, fused := range []bool{true, false} {
-		g, ref := gpuDev(t, fused), cpuRef(fused)
+	for _, f := range lnForms(t) {
+		g, ref, fused := f.g, cpuRef(f.fused), f.fused
+		restore := f.set()
 		for _, tp := range lnTypePairs {
 			h, r := tp[0], tp[1]
-			dts := h.String() + "/" + r.String()
+			dts := h.String() + "/" + r.String() + f.suffix
 			for _, sh := range shortTo(lnShapes, 9) {
 				N, C := sh[0], sh[1]
 				name := fmt.Sprintf("N%d_C%d", N, C)
@@ -131,6 +132,7 @@ func TestGPULayerNorm(t *testing.T) {
 				check(t, "residual_layernorm", h, fused, name+"_"+dts, "rstd", toHost(t, g, rstd), wr, tensor.F32, 1)
 			}
 		}
+		restore()
 	}
 }
 
@@ -142,11 +144,12 @@ func TestGPULayerNorm(t *testing.T) {
 // relative-error bound. The fused form must give the same bits twice.
 func TestGPULayerNormBackward(t *testing.T) {
 	rng := testRNG(t)
-	for _, fused := range []bool{true, false} {
-		g, ref := gpuDev(t, fused), cpuRef(fused)
+	for _, f := range lnForms(t) {
+		g, ref, fused := f.g, cpuRef(f.fused), f.fused
+		restore := f.set()
 		for _, tp := range lnTypePairs {
 			h, r := tp[0], tp[1]
-			dts := h.String() + "/" + r.String()
+			dts := h.String() + "/" + r.String() + f.suffix
 			for _, sh := range shortTo(lnShapes, 9) {
 				N, C := sh[0], sh[1]
 				name := fmt.Sprintf("N%d_C%d_%s", N, C, dts)
@@ -190,6 +193,94 @@ func TestGPULayerNormBackward(t *testing.T) {
 					check(t, "layernorm_backward", h, fused, name, "dbias", got[2], wantDb, tensor.F32, sumScale(N))
 					checkRel(t, "layernorm backward dweight "+name, got[1], wantDw, tensor.F32)
 					checkRel(t, "layernorm backward dbias "+name, got[2], wantDb, tensor.F32)
+				}
+			}
+		}
+		restore()
+	}
+}
+
+// lnForm is one form the layernorm tests run: the fused device with
+// layernorm.cu's kernels or (suffix "_async") layernorm_async.cu's, or the
+// decomposed device. set switches the device to it and returns the undo.
+type lnForm struct {
+	g      *Device
+	fused  bool
+	async  bool
+	suffix string
+}
+
+func (f lnForm) set() func() {
+	was := f.g.lnAsync
+	f.g.lnAsync = f.async
+	return func() { f.g.lnAsync = was }
+}
+
+// lnForms are the fused form with each kernel set (the async one where
+// layernorm_async.cu is built: sm_80+) and the decomposed form.
+func lnForms(t *testing.T) []lnForm {
+	t.Helper()
+	g := gpuDev(t, true)
+	forms := []lnForm{{g: g, fused: true}}
+	if g.built2(tensor.BF16, "layernorm_forward_async_rf32") {
+		forms = append(forms, lnForm{g: g, fused: true, async: true, suffix: "_async"})
+	} else {
+		t.Logf("layernorm_async.cu is not built on %s (sm_80+): its kernels are not tested", g.Name())
+	}
+	return append(forms, lnForm{g: gpuDev(t, false)})
+}
+
+// TestGPULayerNormAsyncSameBits checks that layernorm_async.cu's kernels
+// give the same bits as layernorm.cu's (the same arithmetic in the same
+// order: out, mean, rstd, res and dinp; dweight and dbias are summed over
+// another grid, so only close), at GPT-2's width with rows that wrap every
+// warp's slots several times, through each stage count, and in place
+// (res = a).
+func TestGPULayerNormAsyncSameBits(t *testing.T) {
+	g := gpuDev(t, true)
+	if !g.built2(tensor.BF16, "layernorm_forward_async_rf32") {
+		t.Skipf("layernorm_async.cu is not built on %s (sm_80+)", g.Name())
+	}
+	defer func(a bool, s int) { g.lnAsync, g.lnStages = a, s }(g.lnAsync, g.lnStages)
+	rng := testRNG(t)
+	for _, tp := range lnTypePairs {
+		h, r := tp[0], tp[1]
+		for _, sh := range [][2]int{{20000, 768}, {4099, 1024}, {777, 100}} {
+			N, C := sh[0], sh[1]
+			inp, w, b := toGPU(t, g, randHost(rng, r, 0.5, 2, N, C)), toGPU(t, g, randHost(rng, h, 1, 0.2, C)), toGPU(t, g, randHost(rng, h, 0, 0.1, C))
+			a, bb := randHost(rng, r, 0.5, 1.5, N, C), randHost(rng, h, 0, 1, N, C)
+			dout, dinp0 := toGPU(t, g, randHost(rng, h, 0, 1, N, C)), randHost(rng, r, 0, 1, N, C)
+			ga, gbb := toGPU(t, g, a), toGPU(t, g, bb)
+			// outputs of one form: out, mean, rstd, res, out2, mean2, rstd2, res in place, dinp, dweight, dbias
+			run := func(async bool, stages int) []*tensor.Tensor {
+				g.lnAsync, g.lnStages = async, stages
+				out, mean, rstd := poisoned(t, g, h, N, C), poisoned(t, g, tensor.F32, N), poisoned(t, g, tensor.F32, N)
+				g.LayerNorm(out, mean, rstd, inp, w, b, N, C)
+				res, out2, mean2, rstd2 := poisoned(t, g, r, N, C), poisoned(t, g, h, N, C), poisoned(t, g, tensor.F32, N), poisoned(t, g, tensor.F32, N)
+				g.ResidualLayerNorm(res, out2, mean2, rstd2, ga, gbb, w, b, N, C)
+				inplace := toGPU(t, g, a)
+				g.ResidualLayerNorm(inplace, poisoned(t, g, h, N, C), poisoned(t, g, tensor.F32, N), poisoned(t, g, tensor.F32, N), inplace, gbb, w, b, N, C)
+				dinp, dw, db := toGPU(t, g, dinp0), toGPU(t, g, tensor.New(tensor.F32, C)), toGPU(t, g, tensor.New(tensor.F32, C))
+				g.LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, C)
+				var hs []*tensor.Tensor
+				for _, x := range []*tensor.Tensor{out, mean, rstd, res, out2, mean2, rstd2, inplace, dinp, dw, db} {
+					hs = append(hs, toHost(t, g, x))
+				}
+				return hs
+			}
+			want := run(false, 0)
+			names := []string{"out", "mean", "rstd", "res", "residual out", "residual mean", "residual rstd", "res in place", "dinp", "dweight", "dbias"}
+			for _, stages := range []int{0, 2, 3, 4} {
+				got := run(true, stages)
+				for i, n := range names {
+					name := fmt.Sprintf("N%d_C%d_%s/%s stages %d: %s", N, C, h, r, stages, n)
+					if i >= 9 {
+						check(t, "layernorm_backward_async", h, true, name, n, got[i], want[i], tensor.F32, sumScale(N))
+						continue
+					}
+					if string(got[i].Raw()) != string(want[i].Raw()) {
+						t.Errorf("%s: the async kernels' bits differ from layernorm.cu's (relative error %.3g)", name, relErr(got[i].ToF32(), want[i].ToF32()))
+					}
 				}
 			}
 		}

@@ -89,7 +89,7 @@ func BenchmarkKernels(b *testing.B) {
 	}
 	rep := benchReport{Device: fx.ctx.Device.Name, Date: time.Now().UTC().Format(time.RFC3339), Git: "unknown",
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), Details: rs,
-		Method: "CUDA events around each op, L2 flushed (a write of 4x L2) before every run, 3 warm-up runs, median of 20; " +
+		Method: "CUDA events around each op, L2 flushed (a read of 4x L2: clean lines only) before every run and the op charged the write-back of its own lines left dirty (the extra time of the same flush after it), 3 warm-up runs, median of 20; " +
 			"bytes = each input read once + each output written once, the same for both forms; ceiling = the measured " +
 			"device copy bandwidth; " + fused.Name()}
 	if fx.libs.NVML != nil {
