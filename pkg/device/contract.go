@@ -83,8 +83,10 @@ type Param struct {
 	// Tol, when set, is this output's tolerance scale instead of the
 	// contract's. An output is held to its own dtype's tolerance, or the
 	// compute dtype's when Rounded (an fp32 sum of values rounded to it).
-	Tol     func(dt tensor.DType, s []int) float64
-	Rounded bool
+	// RelNorm also bounds ||got-want||/||want|| by the dtype's rtol: a long
+	// sum's element-wise scale cannot hide a wholesale error.
+	Tol              func(dt tensor.DType, s []int) float64
+	Rounded, RelNorm bool
 }
 
 // Contract is one op's arguments: its integer sizes (a name ending in "+"
@@ -250,7 +252,7 @@ var Ops = struct {
 	// exact cancellation; dweight and dbias sum N rows in different orders
 	// (k/16 ulps for k terms). The tests give mean and rstd of inp.
 	LayerNormBackward: Contract{Op: "LayerNormBackward", Sizes: []string{"N", "C+"},
-		Params: []Param{p("dinp", Float, Acc, prod(0, 1)), tol(p("dweight", Wide, Acc, prod(1)), rowSum), tol(p("dbias", Wide, Acc, prod(1)), rowSum),
+		Params: []Param{p("dinp", Float, Acc, prod(0, 1)), rowSum(p("dweight", Wide, Acc, prod(1))), rowSum(p("dbias", Wide, Acc, prod(1))),
 			p("dout", Float, In, prod(0, 1)), p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)),
 			p("mean", F32, In, prod(0)), gen(p("rstd", F32, In, prod(0)), Positive)},
 		Tol: func(_ tensor.DType, s []int) float64 { return map[bool]float64{true: 316.3, false: 1}[s[1] == 1] }},
@@ -379,8 +381,12 @@ func ceTol(_ tensor.DType, s []int) float64 { return max(2, math.Sqrt(float64(s[
 // ceGradTol: the gradient is one softmax element: the exp's 2e-6 in fp32.
 var ceGradTol = by16(2, 1)
 
-// rowSum is the scale of fp32 sums over N rows in different orders.
-func rowSum(_ tensor.DType, s []int) float64 { return max(1, float64(s[0])/16) }
+// rowSum is the scale of fp32 sums over N rows in different orders, with
+// the bound on the relative error of the whole.
+func rowSum(q Param) Param {
+	q.RelNorm = true
+	return tol(q, func(_ tensor.DType, s []int) float64 { return max(1, float64(s[0])/16) })
+}
 
 func rounded(q Param) Param { q.Rounded = true; return q }
 

@@ -189,10 +189,12 @@ func casesFor(dt tensor.DType, sh shapes) []Case {
 	for _, n := range sh.ew {
 		s := []int{n}
 		for _, mixed := range []bool{false, true} {
-			if !mixed || dt != F {
-				dts := map[bool]map[int]tensor.DType{true: {0: F, 1: F}}[mixed]
-				add(Case{Name: name(&o.Add, dt, s, "offset"), Contract: &o.Add, DType: dt, Sizes: s, DTypes: dts, Offset: true,
-					Call: none(func(d device.Device, t []*T) { d.Add(t[0], t[1], t[2], n) })})
+			for _, off := range []bool{false, true} {
+				if !mixed || dt != F {
+					dts := map[bool]map[int]tensor.DType{true: {0: F, 1: F}}[mixed]
+					add(Case{Name: name(&o.Add, dt, s, map[bool]string{true: "f32 residual"}[mixed]+map[bool]string{true: " offset"}[off]), Contract: &o.Add,
+						DType: dt, Sizes: s, DTypes: dts, Offset: off, Call: none(func(d device.Device, t []*T) { d.Add(t[0], t[1], t[2], n) })})
+				}
 			}
 		}
 		// Cast between every pair of float dtypes (a plain copy within one).

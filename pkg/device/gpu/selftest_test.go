@@ -101,13 +101,20 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 
 // TestGPUConformance runs every conformance case in every mode of the
 // device against the CPU reference of the same form (what druto detect
-// runs) and checks that every case passes and every kernel variant that
-// an op launches was launched and passed. Needs a GPU.
+// runs), and the Large cases but under -test.short (the compute-sanitizer
+// runs), and checks that every case passes and every kernel variant that
+// an op launches was launched and passed. Needs a GPU. The ops' GPU tests
+// are these cases (package devicetest): their shapes, dtypes, in-place
+// and unaligned calls and tolerances.
 func TestGPUConformance(t *testing.T) {
 	g := gpuDev(t, true)
 	ref := cpu.New(device.Options{Fused: true})
 	plain := cpu.New(device.Options{Fused: false})
-	results, verdicts := g.SelfTest(ref, plain, devicetest.Cases(), uint64(testRNG(t).Uint64()))
+	cases := devicetest.Cases()
+	if !testing.Short() {
+		cases = append(cases, devicetest.Large()...)
+	}
+	results, verdicts := g.SelfTest(ref, plain, cases, uint64(testRNG(t).Uint64()))
 	failed, unsupported := 0, 0
 	for _, r := range results {
 		t.Logf("RESULT conformance %s pass %v relerr %.3g %s", r.Case, r.Pass, r.MaxRelErr, r.Error)
