@@ -140,6 +140,15 @@ func (c *Contract) Check(s []int, ts ...*T) error {
 	return nil
 }
 
+// Numel is t's element count, 0 for nil: the size of an op whose sizes
+// are its tensors' (Check then reports the nil tensor).
+func Numel(t *T) int {
+	if t == nil {
+		return 0
+	}
+	return t.Numel()
+}
+
 // Contracts lists every op's contract (Ops): Device's, then GradStorer's,
 // then Stepper's.
 func Contracts() []*Contract {

@@ -99,13 +99,13 @@ func TestRunCatches(t *testing.T) {
 }
 
 // TestEveryOpChecksItsContract: on the CPU device, every op with any one
-// argument one element too long records an error wrapping ErrShape (no
-// panic, nothing written past the tensor). GradNorm and StepUpdate take
-// their sizes from their tensors: any length is theirs.
+// argument one element too long, or a required one nil, records an error
+// wrapping ErrShape (no panic, nothing written past the tensor). GradNorm
+// and StepUpdate take their sizes from their tensors: any length is theirs.
 func TestEveryOpChecksItsContract(t *testing.T) {
 	d := cpu.New(device.Options{Fused: true, Threads: 2})
 	for i, c := range Cases() {
-		if c.DType != tensor.F32 || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate {
+		if c.DType != tensor.F32 {
 			continue
 		}
 		host, err := inputs(c, uint64(i))
@@ -120,14 +120,19 @@ func TestEveryOpChecksItsContract(t *testing.T) {
 			}
 		}
 		for j, p := range c.Contract.Params {
-			if host[j] == nil || p.Numel == nil {
-				continue
-			}
-			bad := append([]*tensor.Tensor(nil), host...)
-			bad[j] = tensor.New(host[j].DType, host[j].Numel()+1)
-			_, err := c.Call(d, bad)
-			if err := errors.Join(err, d.Sync()); !errors.Is(err, tensor.ErrShape) {
-				t.Errorf("%s with a long %s: %v", c.Name, p.Name, err)
+			for _, long := range []bool{true, false} {
+				if host[j] == nil || (long && (p.Numel == nil || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate)) || (!long && p.Opt) {
+					continue
+				}
+				bad := append([]*tensor.Tensor(nil), host...)
+				bad[j] = nil
+				if long {
+					bad[j] = tensor.New(host[j].DType, host[j].Numel()+1)
+				}
+				_, err := c.Call(d, bad)
+				if err := errors.Join(err, d.Sync()); !errors.Is(err, tensor.ErrShape) {
+					t.Errorf("%s with a long (%v) or nil %s: %v", c.Name, long, p.Name, err)
+				}
 			}
 		}
 	}

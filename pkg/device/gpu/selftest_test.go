@@ -60,21 +60,26 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 			}
 			checkSigs(t, m.name+": "+c.Name, sigs, launches)
 			// The op checks its contract: any argument one element too
-			// long is an error (the sizes of GradNorm and StepUpdate are
-			// their tensors').
-			if m.name != "fused" || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate {
+			// long (the sizes of GradNorm and StepUpdate are their
+			// tensors'), or a required one nil, is an error.
+			if m.name != "fused" {
 				continue
 			}
 			for j, p := range c.Contract.Params {
-				if ts[j] == nil || p.Numel == nil {
-					continue
-				}
-				bad := append([]*tensor.Tensor(nil), ts...)
-				bad[j] = dev(ts[j].DType, ts[j].Numel()+1)
-				d.err = nil
-				_, _ = c.Call(d, bad)
-				if !errors.Is(d.err, tensor.ErrShape) {
-					t.Errorf("%s with a long %s: %v", c.Name, p.Name, d.err)
+				for _, long := range []bool{true, false} {
+					if ts[j] == nil || (long && (p.Numel == nil || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate)) || (!long && p.Opt) {
+						continue
+					}
+					bad := append([]*tensor.Tensor(nil), ts...)
+					bad[j] = nil
+					if long {
+						bad[j] = dev(ts[j].DType, ts[j].Numel()+1)
+					}
+					d.err = nil
+					_, _ = c.Call(d, bad)
+					if !errors.Is(d.err, tensor.ErrShape) {
+						t.Errorf("%s with a long (%v) or nil %s: %v", c.Name, long, p.Name, d.err)
+					}
 				}
 			}
 		}
