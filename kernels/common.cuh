@@ -116,6 +116,39 @@ __device__ __forceinline__ void store(float* p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store(bf16* p, size_t i, float v) { p[i] = from_f32<bf16>(v); }
 __device__ __forceinline__ void store(f16* p, size_t i, float v) { p[i] = from_f32<f16>(v); }
 
+// ---- 128-bit vectors of T -----------------------------------------------
+
+// vec16 is one 128-bit vector of T (16-byte loads and stores).
+union vec16 {
+    uint4 u;
+    T e[16 / sizeof(T)];
+};
+
+// pack16 rounds the 16/sizeof(T) values v to T into one 128-bit vector: two
+// at a time on sm_80+ (cvt.rn.bf16x2/f16x2), else one by one.
+__device__ __forceinline__ uint4 pack16(const float* v) {
+    vec16 r;
+#if DTYPE != DRUTO_F32 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned int w[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+#if DTYPE == DRUTO_BF16
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+#else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+#endif
+    }
+    r.u.x = w[0];
+    r.u.y = w[1];
+    r.u.z = w[2];
+    r.u.w = w[3];
+#else
+#pragma unroll
+    for (int e = 0; e < 16 / (int)sizeof(T); e++) store(r.e, e, v[e]);
+#endif
+    return r.u;
+}
+
 // ---- 4-wide vectors -----------------------------------------------------
 
 // F4 is four consecutive elements in fp32. Index v[] only with constants

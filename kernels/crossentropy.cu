@@ -29,12 +29,6 @@
 #define CE_NEG_INF __int_as_float(0xff800000)
 #define CE_NAN __int_as_float(0x7fc00000)
 
-// ce_pack is one 128-bit vector of T.
-union ce_pack {
-    uint4 u;
-    T e[16 / sizeof(T)];
-};
-
 __device__ __forceinline__ float ce_block_max(float v, float* red) {
     for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -161,30 +155,6 @@ __device__ __forceinline__ float ce_ex2(float v) {
     return r;
 }
 
-// ce_out rounds the eight (or four) values o to T into one 128-bit vector.
-__device__ __forceinline__ uint4 ce_out(const float* o) {
-    ce_pack r;
-#if DTYPE != DRUTO_F32 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned int w[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-#if DTYPE == DRUTO_BF16
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(o[2 * k + 1]), "f"(o[2 * k]));
-#else
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(o[2 * k + 1]), "f"(o[2 * k]));
-#endif
-    }
-    r.u.x = w[0];
-    r.u.y = w[1];
-    r.u.z = w[2];
-    r.u.w = w[3];
-#else
-#pragma unroll
-    for (int e = 0; e < CE_VEC; e++) store(r.e, e, o[e]);
-#endif
-    return r.u;
-}
-
 // losses (N) F32, logits (N,V) T, targets (N); vecok: the launcher checked
 // that logits is 16-byte aligned (V a multiple of CE_VEC is checked here)
 extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crossentropy_fused_l3(float* __restrict__ losses, T* __restrict__ logits,
@@ -207,14 +177,14 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
         // pass 1: the running (max, sum of exp(x - max)); group g+1's loads
         // are issued before group g is folded
         float m = CE_NEG_INF, s = 0.0f;
-        ce_pack p[CE3_UNROLL];
+        vec16 p[CE3_UNROLL];
 #pragma unroll
         for (int u = 0; u < CE3_UNROLL; u++) {
             int i = tid + u * CE3_THREADS;
             if (i < nv) p[u].u = xv[i];
         }
         for (int i0 = tid; i0 < nv; i0 += CE3_THREADS * CE3_UNROLL) {
-            ce_pack q[CE3_UNROLL];
+            vec16 q[CE3_UNROLL];
             const int n0 = i0 + CE3_THREADS * CE3_UNROLL;
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) {
@@ -281,7 +251,7 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
                     float o[CE_VEC];
 #pragma unroll
                     for (int e = 0; e < CE_VEC; e++) o[e] = ce_ex2(fmaf(load(p[u].e, e), L2E, -ml)) * sc;
-                    xv[i] = ce_out(o);
+                    xv[i] = pack16(o);
                 }
             }
         }

@@ -94,11 +94,6 @@ extern "C" __global__ void bias_add(T* __restrict__ out, const T* __restrict__ b
 // element: at 4.3 TB/s and 6 bytes an element that is near the issue limit;
 // the result is rounded to bf16/f16, 2^-9 and 2^-12 relative). fp32 keeps
 // tanhf and the CPU reference's rounding. vec: every pointer 16-byte aligned.
-union gb_pack {
-    uint4 u;
-    T e[16 / sizeof(T)];
-};
-
 __device__ __forceinline__ float gelu_grad_fast(float x) {
 #if DTYPE == DRUTO_F32
     return gelu_grad_f(x);
@@ -124,7 +119,7 @@ __device__ __forceinline__ float gelu_grad_fast(float x) {
 // n % W elements (W = 16/sizeof(T)), and every element when vec is 0
 // (not 16-byte aligned), take the scalar path.
 __device__ __forceinline__ uint4 gb_compute(uint4 xu, uint4 gu) {
-    gb_pack x, g, o;
+    vec16 x, g, o;
     x.u = xu;
     g.u = gu;
 #pragma unroll
@@ -279,7 +274,7 @@ __device__ __forceinline__ float gelu_grad_lean(float x) {
 // f16x2: one instruction a pair, where common.cuh's bf16 rounding takes
 // about six an element; the same round-to-nearest-even).
 __device__ __forceinline__ uint4 gb_row(uint4 xu, uint4 gu, float* acc) {
-    gb_pack x, g, o;
+    vec16 x, g;
     x.u = xu;
     g.u = gu;
     float v[GB_W];
@@ -288,25 +283,7 @@ __device__ __forceinline__ uint4 gb_row(uint4 xu, uint4 gu, float* acc) {
         v[j] = gelu_grad_lean(load(x.e, j)) * load(g.e, j);
         acc[j] += v[j];
     }
-#if DTYPE != DRUTO_F32 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned int w[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-#if DTYPE == DRUTO_BF16
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
-#else
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
-#endif
-    }
-    o.u.x = w[0];
-    o.u.y = w[1];
-    o.u.z = w[2];
-    o.u.w = w[3];
-#else
-#pragma unroll
-    for (int j = 0; j < GB_W; j++) store(o.e, j, v[j]);
-#endif
-    return o.u;
+    return pack16(v);
 }
 
 extern "C" __global__ void __launch_bounds__(GELU_BLOCK) gelu_bias_backward(T* dpre, const T* __restrict__ pre,

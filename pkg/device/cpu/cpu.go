@@ -108,7 +108,7 @@ func (d *Device) Zero(t *tensor.Tensor) {
 
 // Cast converts src into dst, rounding to nearest even.
 func (d *Device) Cast(dst, src *tensor.Tensor) {
-	if !d.check(&device.Ops.Cast, []int{dst.Numel()}, dst, src) {
+	if !d.check(&device.Ops.Cast, []int{device.Numel(dst)}, dst, src) {
 		return
 	}
 	if dst.DType == src.DType {

@@ -25,7 +25,7 @@ const gnChunk = 1 << 15
 // to float32, and whether every element was finite (when not, norm is Inf
 // or NaN). On invalid arguments it records an error and returns NaN, false.
 func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, finite bool) {
-	if grads == nil || !d.check(&device.Ops.GradNorm, []int{grads.Numel()}, grads) {
+	if !d.check(&device.Ops.GradNorm, []int{device.Numel(grads)}, grads) {
 		return float32(math.NaN()), false
 	}
 	s := d.sumSqGrads(grads)

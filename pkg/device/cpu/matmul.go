@@ -186,12 +186,7 @@ func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, d
 	if dinp != nil {
 		// dinp (N,C) += (or, store, =) dout (N,OC) · weight (OC,C)
 		w := d.gemmMat(weight)
-		var err error
-		if store {
-			err = d.gemmStore(dinp, false, false, N, C, OC, g, OC, w, C)
-		} else {
-			err = d.gemmAccumulate(dinp, false, false, N, C, OC, g, OC, w, C)
-		}
+		err := d.gemmInto(dinp, store, false, false, N, C, OC, g, OC, w, C)
 		releaseMat(weight, w)
 		if err != nil {
 			d.fail(fmt.Errorf("cpu: %s: dinp: %w", op, err))
@@ -201,7 +196,7 @@ func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, d
 	// dweight (OC,C) += doutᵀ (OC,N) · inp (N,C)
 	x := d.gemmMat(inp)
 	defer releaseMat(inp, x)
-	if err := d.gemmAccumulate(dweight, true, false, OC, C, N, g, OC, x, C); err != nil {
+	if err := d.gemmInto(dweight, false, true, false, OC, C, N, g, OC, x, C); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: dweight: %w", op, err))
 		return
 	}
@@ -210,34 +205,27 @@ func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, d
 	}
 }
 
-// gemmAccumulate computes t (m,n) += op(A)·op(B): one beta=1 GEMM into t's
-// memory when t is F32, else a GEMM into fp32 scratch that accumulateF32
-// then adds into t.
-func (d *Device) gemmAccumulate(t *tensor.Tensor, transA, transB bool, m, n, k int, a blas.Mat, lda int, b blas.Mat, ldb int) error {
+// gemmInto computes t (m,n) += op(A)·op(B), or t = op(A)·op(B) when store:
+// one GEMM (beta 1 or 0) into t's memory when t is F32, else a GEMM into
+// fp32 scratch that accumulateF32 adds into t or storeF32 rounds into it.
+func (d *Device) gemmInto(t *tensor.Tensor, store, transA, transB bool, m, n, k int, a blas.Mat, lda int, b blas.Mat, ldb int) error {
 	if t.DType == tensor.F32 {
-		return blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, 1, t.F32(), n)
+		beta := float32(1)
+		if store {
+			beta = 0
+		}
+		return blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, beta, t.F32(), n)
 	}
 	s := getScratch(m * n)
 	defer putScratch(s)
 	if err := blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, s, n); err != nil {
 		return err
 	}
-	d.accumulateF32(t, s)
-	return nil
-}
-
-// gemmStore computes t (m,n) = op(A)·op(B): one beta=0 GEMM into t's
-// memory when t is F32, else into fp32 scratch then rounded into t.
-func (d *Device) gemmStore(t *tensor.Tensor, transA, transB bool, m, n, k int, a blas.Mat, lda int, b blas.Mat, ldb int) error {
-	if t.DType == tensor.F32 {
-		return blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, t.F32(), n)
+	if store {
+		d.storeF32(t, s)
+	} else {
+		d.accumulateF32(t, s)
 	}
-	s := getScratch(m * n)
-	defer putScratch(s)
-	if err := blas.SgemmBF16(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, s, n); err != nil {
-		return err
-	}
-	d.storeF32(t, s)
 	return nil
 }
 

@@ -29,7 +29,7 @@ func (d *Device) CrossEntropyScaled(losses, logits, targets, state *tensor.Tenso
 // state (StateLen) F32, losses (N) F32, grads F32
 func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.StepConfig, hp device.AdamW) {
 	const op = "StepUpdate"
-	if losses == nil || grads == nil || !d.check(&device.Ops.StepUpdate, []int{losses.Numel(), grads.Numel()}, state, losses, grads) {
+	if !d.check(&device.Ops.StepUpdate, []int{device.Numel(losses), device.Numel(grads)}, state, losses, grads) {
 		return
 	}
 	if losses.Numel() == 0 {

@@ -1,13 +1,16 @@
 package devicetest
 
 // cases.go: the conformance cases, every op of device.Ops at each float
-// dtype, at small shapes (detect runs them all): odd row counts, a channel
-// count that is not a multiple of 4 beside one that is (the vectorised
-// paths), mixed f32 residual streams, and head size 64 for attention (the
-// flash kernels' size).
+// dtype, at small shapes (Cases: detect runs them all): odd row counts, a
+// channel count that is not a multiple of 4 beside one that is (the
+// vectorised paths), mixed f32 residual streams, views off the vector
+// alignment, in-place calls, head size 64 for attention (the flash
+// kernels' size); and at the sizes of GPT-2 and past the kernels'
+// persistent grids (Large: the GPU tests).
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
@@ -16,11 +19,50 @@ import (
 // T is the tensor type of the ops.
 type T = tensor.Tensor
 
+// shapes are the sizes of one set of cases, op family by op family.
+type shapes struct {
+	enc      bool    // the encoder's and attention's cases (Cases only)
+	rows     [][]int // N, C: the row ops, Add and GELUBackward over N·C
+	gelu     []int   // GELUBackward, also in place
+	ew       []int   // Add and Cast, also one element into their buffers
+	mm       [][]int // N, C, OC: the matmuls
+	ce       [][]int // N, V
+	norm     []int   // GradNorm and StepUpdate
+	adam     *tensor.Layout
+	specials bool // the cases of particular inputs (Cases only)
+}
+
+var small = shapes{enc: true, rows: [][]int{{17, 96}, {3, 37}, {5, 1}, {17, 1000}, {1, 1}, {20000, 8}}, gelu: []int{4099},
+	ew: []int{1, 1001, 4099}, mm: [][]int{{34, 96, 40}, {5, 37, 11}, {1, 1, 1}},
+	ce: [][]int{{17, 50}, {4, 1003}, {1, 1}, {3, 8}, {33, 257}, {5, 4100}}, norm: []int{1, 17, 1000, 4096, 4097, 70001},
+	adam: layout(), specials: true}
+
+// large: GPT-2's rows (768, 1024: the widest of the fast paths; 1028 just
+// over; 1601 past the register limit) and more rows than the backward's
+// persistent grid holds warps (4099, 8192, 20000); 3·2^20 and 8·2^20 + 5
+// elements (several vectors a thread of gelu_backward2's grid, a 5-element
+// tail); GPT-2's matmuls; its vocabulary (fp32 rows longer than the
+// register cache) and more rows than crossentropy_fused_l3's grid (280,
+// 300), a row ending one vector into a group of its loads (4100 = 512·8 +
+// 4); gradnorm_partial2's chunks of 4096 (a partial last one) and 9·2^20;
+// AdamW segments over several chunks at odd offsets.
+var large = shapes{rows: [][]int{{1, 768}, {3, 1024}, {7, 1028}, {64, 3}, {1024, 768}, {5, 1601}, {4099, 772}, {8192, 768}, {20000, 768}},
+	gelu: []int{3 << 20, 8<<20 + 5}, ew: []int{1 << 20, 1<<20 + 1},
+	mm: [][]int{{17, 1000, 17}, {1024, 768, 3072}, {33, 768, 1000}, {1024, 3072, 768}, {33, 1000, 768}},
+	ce: [][]int{{17, 1000}, {64, 50304}, {280, 4104}, {300, 1003}, {300, 50304}}, norm: []int{30*4096 + 5, 1<<20 + 3, 9 << 20},
+	adam: bigLayout()}
+
 // Cases returns every case, op by op, for f32, bf16 and f16.
-func Cases() []Case {
+func Cases() []Case { return set(small) }
+
+// Large returns the cases at large sizes (seconds of CPU reference time),
+// which the GPU tests run beside Cases.
+func Large() []Case { return set(large) }
+
+func set(sh shapes) []Case {
 	var out []Case
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
-		out = append(out, casesFor(dt)...)
+		out = append(out, casesFor(dt, sh)...)
 	}
 	return out
 }
@@ -56,12 +98,26 @@ var (
 )
 
 // layout is AdamW's parameter layout of the cases: a decayed matrix, an
-// undecayed vector and a gap left alone.
+// undecayed vector and a gap left alone (the work copy keeps its poison).
 func layout() *tensor.Layout {
 	l := &tensor.Layout{}
 	l.Add("w", true, 37, 5)
 	l.Add("b", false, 11)
 	l.Total += 4
+	return l
+}
+
+// bigLayout has segments of odd sizes and offsets (chunks start off the
+// 4-element alignment), one over several chunks, and a gap.
+func bigLayout() *tensor.Layout {
+	l := &tensor.Layout{}
+	l.Add("a", true, 1)
+	l.Add("b", false, 17)
+	l.Add("c", true, 768, 3)
+	l.Add("d", false, 1000)
+	l.Add("e", true, 3*768, 768)
+	l.Total += 5
+	l.Add("f", false, 5)
 	return l
 }
 
@@ -73,9 +129,275 @@ func state(t *T) {
 	device.StepScalars(st, 2.5, 40, stepCfg, hp) // finite: AdamWState updates
 }
 
-func casesFor(dt tensor.DType) []Case {
+func casesFor(dt tensor.DType, sh shapes) []Case {
 	o := &device.Ops
 	F := tensor.F32
+	var cs []Case
+	add := func(c Case) { cs = append(cs, c) }
+	none := func(f func(d device.Device, t []*T)) func(device.Device, []*T) ([]float32, error) {
+		return func(d device.Device, t []*T) ([]float32, error) { f(d, t); return nil, nil }
+	}
+	if sh.enc {
+		cs = append(cs, encAttnCases(dt)...)
+	}
+	// Row ops: N, C (one channel; past the fast backward's width too); on a
+	// 16-bit device also with an f32 residual stream.
+	for _, s := range sh.rows {
+		N, C := s[0], s[1]
+		for _, mixed := range []bool{false, true} {
+			if mixed && dt == F {
+				continue
+			}
+			note, ln, res, add2, bwd := "", map[int]tensor.DType(nil), map[int]tensor.DType(nil), map[int]tensor.DType(nil), map[int]tensor.DType(nil)
+			if mixed {
+				note = "f32 residual"
+				ln, res, add2, bwd = map[int]tensor.DType{3: F}, map[int]tensor.DType{0: F, 4: F}, map[int]tensor.DType{0: F, 1: F}, map[int]tensor.DType{0: F, 4: F}
+			}
+			add(Case{Name: name(&o.LayerNorm, dt, s, note), Contract: &o.LayerNorm, DType: dt, Sizes: s, DTypes: ln,
+				Call: none(func(d device.Device, t []*T) { d.LayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], N, C) })})
+			add(Case{Name: name(&o.ResidualLayerNorm, dt, s, note), Contract: &o.ResidualLayerNorm, DType: dt, Sizes: s, DTypes: res,
+				Call: none(func(d device.Device, t []*T) {
+					d.ResidualLayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C)
+				})})
+			add(Case{Name: name(&o.LayerNormBackward, dt, s, note), Contract: &o.LayerNormBackward, DType: dt, Sizes: s, DTypes: bwd,
+				Init: lnStats, Same: true,
+				Call: none(func(d device.Device, t []*T) {
+					d.LayerNormBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C)
+				})})
+			n := []int{N * C}
+			add(Case{Name: name(&o.Add, dt, n, note), Contract: &o.Add, DType: dt, Sizes: n, DTypes: add2,
+				Call: none(func(d device.Device, t []*T) { d.Add(t[0], t[1], t[2], n[0]) })})
+		}
+		n := []int{N * C}
+		add(Case{Name: name(&o.GELUBackward, dt, n, ""), Contract: &o.GELUBackward, DType: dt, Sizes: n,
+			Call: none(func(d device.Device, t []*T) { d.GELUBackward(t[0], t[1], t[2], n[0]) })})
+	}
+	// GELUBackward into dinp and in place (dinp = dout, as the model calls
+	// it), one element into its buffers at 4099 (the scalar path); Add and
+	// Cast one element in too.
+	for _, n := range sh.gelu {
+		s := []int{n}
+		for _, in := range []bool{false, true} {
+			c := Case{Name: name(&o.GELUBackward, dt, s, ""), Contract: &o.GELUBackward, DType: dt, Sizes: s, Offset: n == 4099,
+				Call: none(func(d device.Device, t []*T) { d.GELUBackward(t[0], t[1], t[2], n) })}
+			if in {
+				c.Name, c.Alias = c.Name+" in place", map[int]int{0: 2}
+			}
+			add(c)
+		}
+	}
+	for _, n := range sh.ew {
+		s := []int{n}
+		for _, mixed := range []bool{false, true} {
+			for _, off := range []bool{false, true} {
+				if !mixed || dt != F {
+					dts := map[bool]map[int]tensor.DType{true: {0: F, 1: F}}[mixed]
+					add(Case{Name: name(&o.Add, dt, s, map[bool]string{true: "f32 residual"}[mixed]+map[bool]string{true: " offset"}[off]), Contract: &o.Add,
+						DType: dt, Sizes: s, DTypes: dts, Offset: off, Call: none(func(d device.Device, t []*T) { d.Add(t[0], t[1], t[2], n) })})
+				}
+			}
+		}
+		// Cast between every pair of float dtypes (a plain copy within one).
+		for _, to := range []tensor.DType{F, tensor.BF16, tensor.F16} {
+			for _, off := range []bool{false, true} {
+				add(Case{Name: name(&o.Cast, dt, s, "to "+to.String()+map[bool]string{true: " offset"}[off]), Contract: &o.Cast, DType: dt, Sizes: s,
+					DTypes: map[int]tensor.DType{0: to}, Offset: off,
+					Call: none(func(d device.Device, t []*T) { d.Cast(t[0], t[1]) })})
+			}
+		}
+	}
+	// Matmul: N, C, OC with each epilogue, with and without bias.
+	for _, s := range sh.mm {
+		N, C, OC := s[0], s[1], s[2]
+		for _, act := range []device.Activation{device.None, device.GELU} {
+			for _, bias := range []bool{true, false} {
+				omit := map[int]bool{1: act == device.None, 4: !bias}
+				note := map[device.Activation]string{device.None: "", device.GELU: "gelu"}[act]
+				if !bias {
+					note += " no bias"
+				}
+				sz := []int{N, C, OC, int(act)}
+				add(Case{Name: name(&o.Matmul, dt, s, note), Contract: &o.Matmul, DType: dt, Sizes: sz, Omit: omit,
+					Call: none(func(d device.Device, t []*T) { d.Matmul(t[0], t[1], t[2], t[3], t[4], N, C, OC, act) })})
+			}
+		}
+		douts := []tensor.DType{dt}
+		if dt != F {
+			// The projections' form: dout is the fp32 residual gradient
+			// (the GPU casts it and sums the bias in one pass).
+			douts = append(douts, F)
+		}
+		for _, ddt := range douts {
+			note, dts := "", map[int]tensor.DType{3: ddt}
+			if ddt != dt {
+				note = "f32 dout"
+			}
+			add(Case{Name: name(&o.MatmulBackward, dt, s, note), Contract: &o.MatmulBackward, DType: dt, Sizes: s, DTypes: dts,
+				Call: none(func(d device.Device, t []*T) { d.MatmulBackward(t[0], t[1], t[2], t[3], t[4], t[5], N, C, OC) })})
+			add(Case{Name: name(&o.MatmulBackwardGELU, dt, s, note), Contract: &o.MatmulBackwardGELU, DType: dt, Sizes: s,
+				DTypes: map[int]tensor.DType{4: ddt},
+				Call: none(func(d device.Device, t []*T) {
+					d.MatmulBackwardGELU(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C, OC)
+				})})
+		}
+		add(Case{Name: name(&o.MatmulBackward, dt, s, "no dinp, no dbias"), Contract: &o.MatmulBackward, DType: dt, Sizes: s,
+			Omit: map[int]bool{0: true, 2: true},
+			Call: none(func(d device.Device, t []*T) { d.MatmulBackward(nil, t[1], nil, t[3], t[4], t[5], N, C, OC) })})
+		add(Case{Name: name(&o.MatmulBackwardStore, dt, s, ""), Contract: &o.MatmulBackwardStore, DType: dt, Sizes: s,
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				st, err := storer(d)
+				if err == nil {
+					st.MatmulBackwardStore(t[0], t[1], t[2], t[3], t[4], t[5], N, C, OC)
+				}
+				return nil, err
+			}})
+	}
+	// Cross-entropy: N, V, with and without the gradient.
+	for _, s := range sh.ce {
+		N, V := s[0], s[1]
+		for _, ds := range []float32{1 / float32(N), 0} {
+			note := "loss and gradient"
+			if ds == 0 {
+				note = "loss only"
+			}
+			add(Case{Name: name(&o.CrossEntropy, dt, s, note), Contract: &o.CrossEntropy, DType: dt, Sizes: s,
+				Call: none(func(d device.Device, t []*T) { d.CrossEntropy(t[0], t[1], t[2], N, V, ds) })})
+		}
+		add(Case{Name: name(&o.CrossEntropyScaled, dt, s, ""), Contract: &o.CrossEntropyScaled, DType: dt, Sizes: s,
+			Init: func(h []*T) { state(h[3]) },
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				st, err := stepper(d)
+				if err == nil {
+					st.CrossEntropyScaled(t[0], t[1], t[2], t[3], N, V, 1/float32(N*1024))
+				}
+				return nil, err
+			}})
+	}
+	// AdamW: the working copy in dt (none too), the step state's form; a
+	// gradient scale and none at a late step.
+	if l := sh.adam; l != nil {
+		for _, work := range []bool{true, false} {
+			note := "work " + dt.String()
+			if !work {
+				note = "no work"
+			}
+			for _, hp := range []device.AdamW{hp, {LR: 3e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 4321}} {
+				s := []int{l.Total, hp.Step}
+				add(Case{Name: name(&o.AdamWStep, dt, s, note), Contract: &o.AdamWStep, DType: dt, Sizes: s, Omit: map[int]bool{1: !work},
+					Call: none(func(d device.Device, t []*T) { d.AdamWStep(t[0], t[1], t[2], t[3], t[4], l, hp) })})
+			}
+			add(Case{Name: name(&o.AdamWState, dt, []int{l.Total}, note), Contract: &o.AdamWState, DType: dt, Sizes: []int{l.Total}, Omit: map[int]bool{1: !work},
+				Init: func(h []*T) { state(h[5]) },
+				Call: func(d device.Device, t []*T) ([]float32, error) {
+					st, err := stepper(d)
+					if err == nil {
+						st.AdamWState(t[0], t[1], t[2], t[3], t[4], l, hp, t[5])
+					}
+					return nil, err
+				}})
+		}
+	}
+	if dt != F { // the gradient norm and the step update run on the fp32 gradients
+		return cs
+	}
+	for _, n := range sh.norm {
+		s := []int{n}
+		for _, scale := range []float32{1, 1.0 / 1024, -0.5} {
+			add(Case{Name: name(&o.GradNorm, dt, s, fmt.Sprint("scale ", scale)), Contract: &o.GradNorm, DType: dt, Sizes: s,
+				Offset: n == 4097, Same: true, Call: gradNorm(scale)})
+		}
+		sz := []int{17, n}
+		add(Case{Name: name(&o.StepUpdate, dt, sz, ""), Contract: &o.StepUpdate, DType: dt, Sizes: sz,
+			Init: func(h []*T) { state(h[0]) },
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				st, err := stepper(d)
+				if err == nil {
+					st.StepUpdate(t[0], t[1], t[2], stepCfg, hp)
+				}
+				return nil, err
+			}})
+	}
+	if sh.specials {
+		cs = append(cs, specials()...)
+	}
+	return cs
+}
+
+func gradNorm(scale float32) func(d device.Device, t []*T) ([]float32, error) {
+	return func(d device.Device, t []*T) ([]float32, error) {
+		norm, finite := d.GradNorm(t[0], scale)
+		return []float32{norm, b2f(finite)}, nil
+	}
+}
+
+// lnStats sets LayerNormBackward's mean and rstd to inp's, as the forward
+// leaves them.
+func lnStats(h []*T) {
+	C := h[5].Numel()
+	x, mean, rstd := h[4].ToF32(), h[6].F32(), h[7].F32()
+	for r := range mean {
+		var m, v float64
+		for _, a := range x[r*C : (r+1)*C] {
+			m += float64(a) / float64(C)
+		}
+		for _, a := range x[r*C : (r+1)*C] {
+			v += (float64(a) - m) * (float64(a) - m) / float64(C)
+		}
+		mean[r], rstd[r] = float32(m), float32(1/math.Sqrt(v+1e-5))
+	}
+}
+
+// specials are the cases of particular inputs, f32 and 16-bit: a gradient
+// norm over an Inf, a -Inf or a NaN (reported, as the CPU reports it);
+// cross-entropy with a target logit 200 below its row's max (a finite
+// loss: log(sum) - (x[t] - max), never -log of a probability that
+// underflows to 0), and with masked (-inf) logits, also where every logit
+// one thread of crossentropy_fused_l3 reads first is -inf (exp(-inf -
+// -inf) must not make the sum NaN): nothing added to the softmax, a zero
+// gradient.
+func specials() []Case {
+	o := &device.Ops
+	var cs []Case
+	for _, bad := range []float64{math.Inf(1), math.Inf(-1), math.NaN()} {
+		s := []int{5000}
+		cs = append(cs, Case{Name: name(&o.GradNorm, tensor.F32, s, fmt.Sprint("with ", bad)), Contract: &o.GradNorm, DType: tensor.F32, Sizes: s,
+			Init: func(h []*T) { h[0].F32()[4321] = float32(bad) }, Call: gradNorm(1)})
+	}
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
+		for _, far := range []bool{true, false} {
+			N, V, note := 3, 4104, "masked"
+			if far {
+				N, V, note = 4, 1000, "far target"
+			}
+			cs = append(cs, Case{Name: name(&o.CrossEntropy, dt, []int{N, V}, note), Contract: &o.CrossEntropy, DType: dt, Sizes: []int{N, V}, Finite: true,
+				Init: func(h []*T) {
+					v := h[1].ToF32()
+					for i := range N {
+						if far {
+							v[i*V+3], v[i*V+500+i], h[2].I32()[i] = 100, -100, int32(500+i)
+							continue
+						}
+						h[2].I32()[i] = int32(100 + 37*i)
+						for j := range V {
+							if j%2048 < 8 || j >= 4096 {
+								v[i*V+j] = float32(math.Inf(-1))
+							}
+						}
+					}
+					_ = h[1].SetF32(v)
+				},
+				Call: func(d device.Device, t []*T) ([]float32, error) {
+					d.CrossEntropy(t[0], t[1], t[2], N, V, 1/float32(N))
+					return nil, nil
+				}})
+		}
+	}
+	return cs
+}
+
+// encAttnCases are the encoder's and attention's cases.
+func encAttnCases(dt tensor.DType) []Case {
+	o := &device.Ops
 	var cs []Case
 	add := func(c Case) { cs = append(cs, c) }
 	none := func(f func(d device.Device, t []*T)) func(device.Device, []*T) ([]float32, error) {
@@ -107,79 +429,6 @@ func casesFor(dt tensor.DType) []Case {
 			}
 		},
 		Call: none(func(d device.Device, t []*T) { d.EncoderBackward(t[0], t[1], t[2], t[3], sk[0], sk[1], sk[2]) })})
-	// Row ops: N, C (one channel; past the fast backward's width too; 20000
-	// narrow rows: more than every warp of a persistent grid holds in its
-	// slots, the GPU's async layernorm kernels wrap them); on a 16-bit
-	// device also with an f32 residual stream.
-	for _, s := range [][]int{{17, 96}, {3, 37}, {5, 1}, {17, 1000}, {20000, 8}} {
-		N, C := s[0], s[1]
-		for _, mixed := range []bool{false, true} {
-			if mixed && dt == F {
-				continue
-			}
-			note, ln, res, add2, bwd := "", map[int]tensor.DType(nil), map[int]tensor.DType(nil), map[int]tensor.DType(nil), map[int]tensor.DType(nil)
-			if mixed {
-				note = "f32 residual"
-				ln, res, add2, bwd = map[int]tensor.DType{3: F}, map[int]tensor.DType{0: F, 4: F}, map[int]tensor.DType{0: F, 1: F}, map[int]tensor.DType{0: F, 4: F}
-			}
-			add(Case{Name: name(&o.LayerNorm, dt, s, note), Contract: &o.LayerNorm, DType: dt, Sizes: s, DTypes: ln,
-				Call: none(func(d device.Device, t []*T) { d.LayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], N, C) })})
-			add(Case{Name: name(&o.ResidualLayerNorm, dt, s, note), Contract: &o.ResidualLayerNorm, DType: dt, Sizes: s, DTypes: res,
-				Call: none(func(d device.Device, t []*T) {
-					d.ResidualLayerNorm(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C)
-				})})
-			add(Case{Name: name(&o.LayerNormBackward, dt, s, note), Contract: &o.LayerNormBackward, DType: dt, Sizes: s, DTypes: bwd,
-				Call: none(func(d device.Device, t []*T) {
-					d.LayerNormBackward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C)
-				})})
-			n := []int{N * C}
-			add(Case{Name: name(&o.Add, dt, n, note), Contract: &o.Add, DType: dt, Sizes: n, DTypes: add2,
-				Call: none(func(d device.Device, t []*T) { d.Add(t[0], t[1], t[2], n[0]) })})
-		}
-		n := []int{N * C}
-		add(Case{Name: name(&o.GELUBackward, dt, n, ""), Contract: &o.GELUBackward, DType: dt, Sizes: n,
-			Call: none(func(d device.Device, t []*T) { d.GELUBackward(t[0], t[1], t[2], n[0]) })})
-	}
-	// Matmul: N, C, OC with each epilogue, with and without bias.
-	for _, s := range [][]int{{34, 96, 40}, {5, 37, 11}} {
-		N, C, OC := s[0], s[1], s[2]
-		for _, act := range []device.Activation{device.None, device.GELU} {
-			for _, bias := range []bool{true, false} {
-				omit := map[int]bool{1: act == device.None, 4: !bias}
-				note := map[device.Activation]string{device.None: "", device.GELU: "gelu"}[act]
-				if !bias {
-					note += " no bias"
-				}
-				sz := []int{N, C, OC, int(act)}
-				add(Case{Name: name(&o.Matmul, dt, s, note), Contract: &o.Matmul, DType: dt, Sizes: sz, Omit: omit,
-					Call: none(func(d device.Device, t []*T) { d.Matmul(t[0], t[1], t[2], t[3], t[4], N, C, OC, act) })})
-			}
-		}
-		add(Case{Name: name(&o.MatmulBackward, dt, s, ""), Contract: &o.MatmulBackward, DType: dt, Sizes: s,
-			Call: none(func(d device.Device, t []*T) { d.MatmulBackward(t[0], t[1], t[2], t[3], t[4], t[5], N, C, OC) })})
-		if dt != tensor.F32 {
-			// The projections' form: dout is the fp32 residual gradient
-			// (the GPU casts it and sums the bias in one pass).
-			add(Case{Name: name(&o.MatmulBackward, dt, s, "f32 dout"), Contract: &o.MatmulBackward, DType: dt, Sizes: s,
-				DTypes: map[int]tensor.DType{3: tensor.F32},
-				Call:   none(func(d device.Device, t []*T) { d.MatmulBackward(t[0], t[1], t[2], t[3], t[4], t[5], N, C, OC) })})
-		}
-		add(Case{Name: name(&o.MatmulBackward, dt, s, "no dinp, no dbias"), Contract: &o.MatmulBackward, DType: dt, Sizes: s,
-			Omit: map[int]bool{0: true, 2: true},
-			Call: none(func(d device.Device, t []*T) { d.MatmulBackward(nil, t[1], nil, t[3], t[4], t[5], N, C, OC) })})
-		add(Case{Name: name(&o.MatmulBackwardStore, dt, s, ""), Contract: &o.MatmulBackwardStore, DType: dt, Sizes: s,
-			Call: func(d device.Device, t []*T) ([]float32, error) {
-				st, err := storer(d)
-				if err == nil {
-					st.MatmulBackwardStore(t[0], t[1], t[2], t[3], t[4], t[5], N, C, OC)
-				}
-				return nil, err
-			}})
-		add(Case{Name: name(&o.MatmulBackwardGELU, dt, s, ""), Contract: &o.MatmulBackwardGELU, DType: dt, Sizes: s,
-			Call: none(func(d device.Device, t []*T) {
-				d.MatmulBackwardGELU(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], N, C, OC)
-			})})
-	}
 	// Attention: B, T, C, NH at head sizes 64, 32 and 128 (the flash
 	// kernels') and 24 (the cuBLAS path in every form).
 	for _, s := range [][]int{{2, 17, 128, 2}, {1, 9, 64, 2}, {1, 9, 128, 1}, {1, 9, 48, 2}} {
@@ -200,80 +449,6 @@ func casesFor(dt tensor.DType) []Case {
 				}
 				return nil, err
 			}})
-	}
-	// Cross-entropy: N, V, with and without the gradient.
-	for _, s := range [][]int{{17, 50}, {4, 1003}} {
-		N, V := s[0], s[1]
-		for _, ds := range []float32{0.25, 0} {
-			note := "loss and gradient"
-			if ds == 0 {
-				note = "loss only"
-			}
-			add(Case{Name: name(&o.CrossEntropy, dt, s, note), Contract: &o.CrossEntropy, DType: dt, Sizes: s,
-				Call: none(func(d device.Device, t []*T) { d.CrossEntropy(t[0], t[1], t[2], N, V, ds) })})
-		}
-		add(Case{Name: name(&o.CrossEntropyScaled, dt, s, ""), Contract: &o.CrossEntropyScaled, DType: dt, Sizes: s,
-			Init: func(h []*T) { state(h[3]) },
-			Call: func(d device.Device, t []*T) ([]float32, error) {
-				st, err := stepper(d)
-				if err == nil {
-					st.CrossEntropyScaled(t[0], t[1], t[2], t[3], N, V, 1/float32(N*1024))
-				}
-				return nil, err
-			}})
-	}
-	// AdamW: the working copy in dt (none too), the step state's form.
-	l := layout()
-	for _, work := range []bool{true, false} {
-		note := "work " + dt.String()
-		if !work {
-			note = "no work"
-		}
-		s := []int{l.Total, hp.Step}
-		add(Case{Name: name(&o.AdamWStep, dt, s[:1], note), Contract: &o.AdamWStep, DType: dt, Sizes: s, Omit: map[int]bool{1: !work},
-			Call: none(func(d device.Device, t []*T) { d.AdamWStep(t[0], t[1], t[2], t[3], t[4], l, hp) })})
-		add(Case{Name: name(&o.AdamWState, dt, s[:1], note), Contract: &o.AdamWState, DType: dt, Sizes: s[:1], Omit: map[int]bool{1: !work},
-			Init: func(h []*T) { state(h[5]) },
-			Call: func(d device.Device, t []*T) ([]float32, error) {
-				st, err := stepper(d)
-				if err == nil {
-					st.AdamWState(t[0], t[1], t[2], t[3], t[4], l, hp, t[5])
-				}
-				return nil, err
-			}})
-	}
-	// Cast between dt and f32 both ways (a plain copy when dt is f32).
-	for _, n := range []int{1001, 4096} {
-		s := []int{n}
-		add(Case{Name: name(&o.Cast, dt, s, "from f32"), Contract: &o.Cast, DType: dt, Sizes: s, DTypes: map[int]tensor.DType{1: F},
-			Call: none(func(d device.Device, t []*T) { d.Cast(t[0], t[1]) })})
-		if dt != F {
-			other := map[tensor.DType]tensor.DType{tensor.BF16: tensor.F16, tensor.F16: tensor.BF16}[dt]
-			for _, to := range []tensor.DType{F, other} {
-				add(Case{Name: name(&o.Cast, dt, s, "to "+to.String()), Contract: &o.Cast, DType: dt, Sizes: s, DTypes: map[int]tensor.DType{0: to},
-					Call: none(func(d device.Device, t []*T) { d.Cast(t[0], t[1]) })})
-			}
-		}
-	}
-	if dt == F { // the gradient norm and the step update run on the fp32 gradients
-		for _, n := range []int{1000, 70001} {
-			s := []int{n}
-			add(Case{Name: name(&o.GradNorm, dt, s, ""), Contract: &o.GradNorm, DType: dt, Sizes: s,
-				Call: func(d device.Device, t []*T) ([]float32, error) {
-					norm, finite := d.GradNorm(t[0], 0.5)
-					return []float32{norm, b2f(finite)}, nil
-				}})
-			sz := []int{17, n}
-			add(Case{Name: name(&o.StepUpdate, dt, sz, ""), Contract: &o.StepUpdate, DType: dt, Sizes: sz,
-				Init: func(h []*T) { state(h[0]) },
-				Call: func(d device.Device, t []*T) ([]float32, error) {
-					st, err := stepper(d)
-					if err == nil {
-						st.StepUpdate(t[0], t[1], t[2], stepCfg, hp)
-					}
-					return nil, err
-				}})
-		}
 	}
 	return cs
 }

@@ -32,6 +32,14 @@ type Case struct {
 	// open (the encoder's tables); Omit lists arguments passed as nil.
 	Numel map[int]int
 	Omit  map[int]bool
+	// Alias passes argument i as argument Alias[i]'s tensor (in place).
+	Alias map[int]int
+	// Offset allocates every tensor one element into a larger buffer (off
+	// the vector alignment: the kernels' scalar paths).
+	Offset bool
+	// Same runs the op twice on the device: the outputs must be the same
+	// bits (deterministic). Finite: every output must be finite.
+	Same, Finite bool
 	// Init adjusts the host inputs after the random fill (a step state).
 	Init func(host []*tensor.Tensor)
 	// Call runs the op on d; it returns the op's scalar results, if any
@@ -67,6 +75,12 @@ func Run(dev, ref device.Device, c Case, seed uint64) Result {
 		return r
 	}
 	got, gotS, err := onDevice(dev, c, host)
+	if err == nil && c.Same {
+		again, againS, err2 := onDevice(dev, c, host)
+		if err = err2; err == nil && (!sameBits(got, again) || fmt.Sprint(gotS) != fmt.Sprint(againS)) {
+			err = errors.New("two runs of the same inputs gave different bits")
+		}
+	}
 	if errors.Is(err, device.ErrUnsupported) {
 		r.Pass, r.Unsupported, r.Error = true, true, err.Error()
 		return r
@@ -75,25 +89,36 @@ func Run(dev, ref device.Device, c Case, seed uint64) Result {
 		r.Error = err.Error()
 		return r
 	}
-	tol := c.Contract.Tol(c.DType, c.Sizes)
 	var errs []error
-	compare := func(name string, g, w []float32) {
+	compare := func(name string, g, w []float32, dt tensor.DType, tol float64, norm bool) {
 		e := tensor.RelErr(finitePairs(g, w))
 		if math.IsNaN(e) || math.IsInf(e, 0) {
 			e = math.MaxFloat64
 		}
 		r.MaxRelErr = max(r.MaxRelErr, e)
-		if err := tensor.CloseF32(g, w, c.DType, tol); err != nil {
+		if err := tensor.CloseF32(g, w, dt, tol); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w (relative error %.3g)", name, err, e))
+		} else if c.Finite && !finite(g) {
+			errs = append(errs, fmt.Errorf("%s: not finite", name))
+		} else if _, rtol := tensor.Tolerance(dt); norm && e > rtol {
+			errs = append(errs, fmt.Errorf("%s: relative error %.3g over %.3g", name, e, rtol))
 		}
 	}
 	for i, p := range c.Contract.Params {
-		if want[i] != nil {
-			compare(p.Name, got[i].ToF32(), want[i].ToF32())
+		if want[i] == nil {
+			continue
 		}
+		tol, dt := c.Contract.Tol, c.DTypeOf(i) // an output's own dtype
+		if p.Tol != nil {
+			tol = p.Tol
+		}
+		if p.Rounded {
+			dt = c.DType
+		}
+		compare(p.Name, got[i].ToF32(), want[i].ToF32(), dt, tol(c.DType, c.Sizes), p.RelNorm)
 	}
 	if len(wantS) > 0 {
-		compare("result", gotS, wantS)
+		compare("result", gotS, wantS, c.DType, c.Contract.Tol(c.DType, c.Sizes), false)
 	}
 	r.Pass = len(errs) == 0
 	if err := errors.Join(errs...); err != nil {
@@ -128,6 +153,25 @@ func finitePairs(g, w []float32) ([]float32, []float32) {
 	return g, w
 }
 
+func finite(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameBits reports whether two runs' outputs hold the same bytes.
+func sameBits(a, b []*tensor.Tensor) bool {
+	for i := range a {
+		if a[i] != nil && string(a[i].Raw()) != string(b[i].Raw()) {
+			return false
+		}
+	}
+	return true
+}
+
 // DTypeOf returns argument i's dtype in c.
 func (c Case) DTypeOf(i int) tensor.DType {
 	if dt, ok := c.DTypes[i]; ok {
@@ -160,7 +204,7 @@ func inputs(c Case, seed uint64) ([]*tensor.Tensor, error) {
 	ps := c.Contract.Params
 	host := make([]*tensor.Tensor, len(ps))
 	for i, p := range ps {
-		if c.Omit[i] || p.Role == device.State {
+		if _, alias := c.Alias[i]; alias || c.Omit[i] || p.Role == device.State {
 			continue
 		}
 		n := c.NumelOf(i)
@@ -189,6 +233,8 @@ func inputs(c Case, seed uint64) ([]*tensor.Tensor, error) {
 				v[k] = float32(0.5 + 1.5*rng.Float64())
 			case device.Small:
 				v[k] = float32(rng.NormFloat64() / 4)
+			case device.Dyadic4, device.Dyadic16, device.Dyadic64:
+				v[k] = float32(rng.IntN(17)-8) / []float32{4, 16, 64}[p.Gen-device.Dyadic4]
 			default:
 				v[k] = float32(rng.NormFloat64())
 			}
@@ -215,9 +261,9 @@ func poison(t *tensor.Tensor) {
 // downloaded (nil for inputs) and the scalar results.
 func onDevice(d device.Device, c Case, host []*tensor.Tensor) (outs []*tensor.Tensor, scalars []float32, err error) {
 	ps := c.Contract.Params
-	ts := make([]*tensor.Tensor, len(ps))
+	ts, bases := make([]*tensor.Tensor, len(ps)), make([]*tensor.Tensor, len(ps))
 	defer func() {
-		for _, t := range ts {
+		for _, t := range bases {
 			if t != nil {
 				d.Free(t)
 			}
@@ -234,10 +280,15 @@ func onDevice(d device.Device, c Case, host []*tensor.Tensor) (outs []*tensor.Te
 		if h == nil {
 			continue
 		}
-		if ts[i], err = d.Alloc(h.DType, h.Shape...); err != nil {
+		off := map[bool]int{true: 1}[c.Offset]
+		if bases[i], err = d.Alloc(h.DType, off+h.Numel()); err != nil {
 			return nil, nil, err
 		}
+		ts[i] = bases[i].MustView(off, h.Shape...)
 		d.Upload(ts[i], h)
+	}
+	for i, j := range c.Alias {
+		ts[i] = ts[j]
 	}
 	if err := d.Sync(); err != nil {
 		return nil, nil, fmt.Errorf("upload: %w", err)

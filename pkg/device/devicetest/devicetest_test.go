@@ -46,7 +46,7 @@ func TestEveryOpHasCases(t *testing.T) {
 }
 
 // badDevice wraps the CPU device and breaks one op: it leaves LayerNorm's
-// rstd unwritten, and scales Matmul's output.
+// rstd unwritten, and moves one element of Matmul's output.
 type badDevice struct{ device.Device }
 
 func (b badDevice) LayerNorm(out, mean, rstd, inp, weight, bias *tensor.Tensor, N, C int) {
@@ -57,7 +57,7 @@ func (b badDevice) LayerNorm(out, mean, rstd, inp, weight, bias *tensor.Tensor, 
 func (b badDevice) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
 	b.Device.Matmul(out, pre, inp, weight, bias, N, C, OC, act)
 	v := out.ToF32()
-	v[len(v)/2] *= 1.01
+	v[len(v)/2] = v[len(v)/2]*1.01 + 1e-3
 	_ = out.SetF32(v)
 }
 
@@ -99,13 +99,13 @@ func TestRunCatches(t *testing.T) {
 }
 
 // TestEveryOpChecksItsContract: on the CPU device, every op with any one
-// argument one element too long records an error wrapping ErrShape (no
-// panic, nothing written past the tensor). GradNorm and StepUpdate take
-// their sizes from their tensors: any length is theirs.
+// argument one element too long, or a required one nil, records an error
+// wrapping ErrShape (no panic, nothing written past the tensor). GradNorm
+// and StepUpdate take their sizes from their tensors: any length is theirs.
 func TestEveryOpChecksItsContract(t *testing.T) {
 	d := cpu.New(device.Options{Fused: true, Threads: 2})
 	for i, c := range Cases() {
-		if c.DType != tensor.F32 || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate {
+		if c.DType != tensor.F32 {
 			continue
 		}
 		host, err := inputs(c, uint64(i))
@@ -120,14 +120,19 @@ func TestEveryOpChecksItsContract(t *testing.T) {
 			}
 		}
 		for j, p := range c.Contract.Params {
-			if host[j] == nil || p.Numel == nil {
-				continue
-			}
-			bad := append([]*tensor.Tensor(nil), host...)
-			bad[j] = tensor.New(host[j].DType, host[j].Numel()+1)
-			_, err := c.Call(d, bad)
-			if err := errors.Join(err, d.Sync()); !errors.Is(err, tensor.ErrShape) {
-				t.Errorf("%s with a long %s: %v", c.Name, p.Name, err)
+			for _, long := range []bool{true, false} {
+				if host[j] == nil || (long && (p.Numel == nil || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate)) || (!long && p.Opt) {
+					continue
+				}
+				bad := append([]*tensor.Tensor(nil), host...)
+				bad[j] = nil
+				if long {
+					bad[j] = tensor.New(host[j].DType, host[j].Numel()+1)
+				}
+				_, err := c.Call(d, bad)
+				if err := errors.Join(err, d.Sync()); !errors.Is(err, tensor.ErrShape) {
+					t.Errorf("%s with a long (%v) or nil %s: %v", c.Name, long, p.Name, err)
+				}
 			}
 		}
 	}

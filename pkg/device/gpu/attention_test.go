@@ -24,7 +24,7 @@ var attnShapes = []struct {
 // Tolerances: 16-bit forward outputs by their dtype. The 16-bit backward at
 // scale 6: dqkv accumulates into random 16-bit values, and cuBLAS rounds
 // each product α·A·B to the 16-bit type before adding β·C (see
-// TestGPUMatmulBackward), so an element near zero can differ from the
+// device.Ops.MatmulBackward), so an element near zero can differ from the
 // CPU's single rounding by half an ulp of its gradient term (|term| up to
 // ~3 here: 0.0078 in bf16, 5 atol); the GPU also rounds the score gradient
 // dpre to the GEMM type (the CPU keeps it fp32). The model test bounds the

@@ -16,10 +16,7 @@ import (
 // rounding to nearest even.
 func (d *Device) Cast(dst, src *tensor.Tensor) {
 	const op = "cast"
-	if dst == nil || !d.check(&device.Ops.Cast, []int{dst.Numel()}, dst, src) {
-		if dst == nil {
-			d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
-		}
+	if !d.check(&device.Ops.Cast, []int{device.Numel(dst)}, dst, src) {
 		return
 	}
 	n := src.Numel()

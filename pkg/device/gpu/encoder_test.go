@@ -30,9 +30,6 @@ var encoderShapes = []encoderShape{{1, 1, 1, 1, "uniform"}, {3, 17, 96, 3, "unif
 	{2, 300, 1100, 70, "hot"}, {2, 1024, 96, 50304, "uniform"}, {32, 1024, 8, 50304, "zipf"}, {4, 1024, 24, 50304, "one"},
 	{65, 1031, 4, 1 << 20, "uniform"}}
 
-// randTokens returns n tokens in [0,V).
-func randTokens(rng *tensor.RNG, n, V int) *tensor.Tensor { return encoderTokens(rng, n, V, "uniform") }
-
 // encoderTokens returns n tokens in [0,V) drawn as dist says.
 func encoderTokens(rng *tensor.RNG, n, V int, dist string) *tensor.Tensor {
 	tok := tensor.New(tensor.I32, n)

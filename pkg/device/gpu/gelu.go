@@ -17,8 +17,6 @@ package gpu
 // buffers, as autograd of the composite would.
 
 import (
-	"fmt"
-
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
@@ -30,22 +28,12 @@ const (
 	geluBackwardPasses = 9
 )
 
-// geluArgs validates an elementwise GELU op over n elements of one dtype
-// (GELUBackward's contract; the forward is Matmul's epilogue).
-func (d *Device) geluArgs(op string, n int, ts ...*tensor.Tensor) bool {
-	c := &device.Ops.GELUBackward
-	if len(ts) == 2 {
-		c = &device.Ops.Cast // out, inp: n float elements each
-	}
-	return d.check(c, []int{n}, ts...) && d.checkDT(op, ts[0].DType, ts...)
-}
-
 // GELUBackward computes dinp = gelu'(inp)·dout elementwise over n elements,
 // overwriting dinp (which may be dout).
 // dinp (n), inp (n), dout (n), all T
 func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 	const op = "gelu backward"
-	if !d.geluArgs(op, n, dinp, inp, dout) || n == 0 {
+	if !d.check(&device.Ops.GELUBackward, []int{n}, dinp, inp, dout) || !d.checkDT(op, inp.DType, dinp, dout) || n == 0 {
 		return
 	}
 	dt := inp.DType
@@ -77,12 +65,9 @@ func (d *Device) GELUBackward(dinp, inp, dout *tensor.Tensor, n int) {
 }
 
 // geluForward computes out = gelu(inp) over n elements in one pass (out may
-// be inp). out (n), inp (n), both T. It records an error and reports false
-// on failure.
+// be inp). out (n), inp (n), both T, as Matmul checked them. It records an
+// error and reports false on failure.
 func (d *Device) geluForward(out, inp *tensor.Tensor, n int) bool {
-	if !d.geluArgs("gelu", n, out, inp) {
-		return false
-	}
 	if n == 0 {
 		return true
 	}
@@ -95,12 +80,9 @@ func (d *Device) geluForward(out, inp *tensor.Tensor, n int) bool {
 // geluForwardDecomposed computes out = gelu(inp) over n elements as the
 // composite's eight elementwise passes (x³, ×0.044715, +x, ×√(2/π), tanh,
 // +1, ×x, ×0.5) through an fp32 scratch buffer; out is written by the last
-// pass only, so it may be inp. It records an error and reports false on
-// failure.
+// pass only, so it may be inp. Arguments as geluForward's. It records an
+// error and reports false on failure.
 func (d *Device) geluForwardDecomposed(out, inp *tensor.Tensor, n int) bool {
-	if !d.geluArgs("gelu", n, out, inp) {
-		return false
-	}
 	if n == 0 {
 		return true
 	}
@@ -120,20 +102,9 @@ func (d *Device) geluForwardDecomposed(out, inp *tensor.Tensor, n int) bool {
 }
 
 // biasAdd adds bias to every row of out in place: out (N,OC) += bias (OC),
-// rounded to T; out and bias are T. It records an error and reports false
-// on failure.
+// rounded to T; out and bias are T, as Matmul checked them. It records an
+// error and reports false on failure.
 func (d *Device) biasAdd(out, bias *tensor.Tensor, N, OC int) bool {
-	const op = "bias add"
-	if N < 0 || OC <= 0 || out == nil || bias == nil || out.Numel() != N*OC || bias.Numel() != OC {
-		d.fail(fmt.Errorf("gpu: %s: N=%d OC=%d, out %s, bias %s: %w", op, N, OC, desc(out), desc(bias), tensor.ErrShape))
-		return false
-	}
-	if !out.DType.Float() || !d.checkDT(op, out.DType, bias) {
-		if !out.DType.Float() {
-			d.unsupported(op, out.DType, bias.DType)
-		}
-		return false
-	}
 	if N == 0 {
 		return true
 	}

@@ -207,6 +207,27 @@ func check(t *testing.T, op string, dt tensor.DType, fused bool, shape, output s
 	}
 }
 
+// trim drops the largest size under -test.short (the compute-sanitizer
+// run, where every access is checked).
+func trim[S any](sizes []S) []S {
+	if testing.Short() && len(sizes) > 2 {
+		return sizes[:len(sizes)-1]
+	}
+	return sizes
+}
+
+// shortTo keeps the first n sizes under -test.short: racecheck and
+// synccheck instrument every shared-memory access, and at the largest
+// sizes of these tables they run for tens of minutes. The sizes kept still
+// take every kernel and every code path (tails, several tiles, several
+// blocks a row); the full tables run without -test.short.
+func shortTo[S any](sizes []S, n int) []S {
+	if testing.Short() && len(sizes) > n {
+		return sizes[:n]
+	}
+	return sizes
+}
+
 // sqrtScale is the tolerance scale of an fp32 result that sums k terms in
 // an order that differs between cuBLAS and the CPU GEMM: the rounding
 // errors of such sums grow like √k ulps of the terms, and the inputs are

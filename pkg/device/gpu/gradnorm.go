@@ -28,11 +28,7 @@ var gnChunk = kernels.MustDefine("gradnorm.cu", "GN_CHUNK")
 func (d *Device) GradNorm(grads *tensor.Tensor, scale float32) (norm float32, finite bool) {
 	const op = "gradnorm"
 	bad := float32(math.NaN())
-	if grads == nil {
-		d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
-		return bad, false
-	}
-	if !d.check(&device.Ops.GradNorm, []int{grads.Numel()}, grads) {
+	if !d.check(&device.Ops.GradNorm, []int{device.Numel(grads)}, grads) {
 		return bad, false
 	}
 	if grads.DType != tensor.F32 {

@@ -226,21 +226,6 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	if !d.check(&device.Ops.Matmul, []int{N, C, OC, int(act)}, out, pre, inp, weight, bias) {
 		return
 	}
-	switch act {
-	case device.None:
-		if pre != nil {
-			d.fail(fmt.Errorf("gpu: %s: pre must be nil without GELU", op))
-			return
-		}
-	case device.GELU:
-		if pre == nil {
-			d.fail(fmt.Errorf("gpu: %s: GELU needs pre for the pre-activation", op))
-			return
-		}
-	default:
-		d.fail(fmt.Errorf("gpu: %s: activation %d: %w", op, act, device.ErrUnsupported))
-		return
-	}
 	dt := out.DType
 	ct, ok := dataType(dt)
 	if !ok || inp.DType != dt || weight.DType != dt || (pre != nil && pre.DType != dt) || (bias != nil && bias.DType != dt) {

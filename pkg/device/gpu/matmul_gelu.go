@@ -59,10 +59,6 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 	if !d.check(&device.Ops.MatmulBackwardGELU, []int{N, C, OC}, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight) {
 		return
 	}
-	if dpreBias != nil && dpreBias.DType != tensor.F32 {
-		d.unsupported(op+" (dpreBias F32)", dpreBias.DType)
-		return
-	}
 	if N == 0 {
 		d.MatmulBackward(nil, dweight, dbias, dout, inp, weight, N, C, OC) // checks the arguments, queues nothing
 		return
@@ -108,6 +104,16 @@ func dgeluEnv() (epi, noBGrad bool, err error) {
 	}
 }
 
+// dgeluOperands returns the GEMM type of MatmulBackwardGELU's fused forms
+// and whether the operands fit them (else MatmulBackward's sequence
+// reports what is wrong).
+func dgeluOperands(dweight, dbias, dout, inp, weight *tensor.Tensor) (cuda.DataType, bool) {
+	h := weight.DType
+	ht, ok := dataType(h)
+	_, okW := dataType(dweight.DType)
+	return ht, ok && okW && inp.DType == h && (dout.DType == h || dout.DType == tensor.F32) && (dbias == nil || dbias.DType == tensor.F32)
+}
+
 // matmulDGELUKernel runs the kernel form: dpre = dout·weight stored by a
 // plain GEMM (cuBLASLt, else cuBLAS, β 0), gelu_bias_backward over it
 // (geluBiasBackward), then the weight gradient. It reports false (nothing
@@ -115,12 +121,8 @@ func dgeluEnv() (epi, noBGrad bool, err error) {
 // reports what is wrong).
 func (d *Device) matmulDGELUKernel(op string, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *tensor.Tensor, N, C, OC int) bool {
 	h := weight.DType
-	ht, ok := dataType(h)
-	if !ok || inp == nil || dweight == nil || inp.DType != h || (dout.DType != h && dout.DType != tensor.F32) ||
-		(dbias != nil && dbias.DType != tensor.F32) {
-		return false
-	}
-	if _, ok := dataType(dweight.DType); !ok {
+	ht, ok := dgeluOperands(dweight, dbias, dout, inp, weight)
+	if !ok {
 		return false
 	}
 	g, dbias := d.gradOperand(dout, dbias, h, N, OC)
@@ -188,12 +190,8 @@ func (d *Device) geluBiasBackward(dpre, pre, dbias *tensor.Tensor, N, C int) {
 // the operands do not fit it or cuBLASLt has no algorithm for it.
 func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *tensor.Tensor, N, C, OC int) bool {
 	h := weight.DType
-	ht, ok := dataType(h)
-	if !ok || inp == nil || dweight == nil || inp.DType != h || (dout.DType != h && dout.DType != tensor.F32) ||
-		(dbias != nil && dbias.DType != tensor.F32) {
-		return false // MatmulBackward reports what is wrong
-	}
-	if _, ok := dataType(dweight.DType); !ok {
+	ht, ok := dgeluOperands(dweight, dbias, dout, inp, weight)
+	if !ok {
 		return false
 	}
 	// dpre (N,C) = dout (N,OC)·weight (OC,C): M=C, N=N, K=OC, A=weight (ld C), B=dout (ld OC), D=dpre (ld C).

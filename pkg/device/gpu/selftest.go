@@ -31,6 +31,7 @@ type selfTestMode struct {
 	name                   string
 	fused, noFlash, flash2 bool
 	dgeluEpi               bool // MatmulBackwardGELU's cuBLASLt epilogue form, not the kernel form
+	dgeluNoBGrad           bool // with dgeluEpi: the DGELU epilogue alone, the bias gradient as column sums
 	cudnn                  bool // fused 16-bit flash attention through cuDNN (cudnn.go), not the own kernels
 	lnAsync                bool // the layernorm kernels of layernorm_async.cu (DRUTO_LAYERNORM=async)
 	ops                    []string
@@ -51,6 +52,7 @@ func (d *Device) selfTestModes() []selfTestMode {
 		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused dgelu epilogue", fused: true, flash2: true, dgeluEpi: true, ops: []string{"MatmulBackwardGELU"}},
+		{name: "fused dgelu epilogue no bgrad", fused: true, flash2: true, dgeluEpi: true, dgeluNoBGrad: true, ops: []string{"MatmulBackwardGELU"}},
 		{name: lnOther(d.lnAsync), fused: true, flash2: true, lnAsync: !d.lnAsync, ops: lnOps},
 	}
 	if d.dnn.h != nil && d.dnn.off == "" {
@@ -77,12 +79,12 @@ func lnOther(async bool) string {
 // forModes runs fn for each mode with the device switched to it, and
 // restores the device's own settings after.
 func (d *Device) forModes(fn func(m selfTestMode)) {
-	fused, noFlash, flash2, epi, dnn, lnAsync := d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on, d.lnAsync
+	fused, noFlash, flash2, epi, nobg, dnn, lnAsync := d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dgeluNoBGrad, d.dnn.on, d.lnAsync
 	defer func() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on, d.lnAsync = fused, noFlash, flash2, epi, dnn && d.dnn.off == "", lnAsync
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dgeluNoBGrad, d.dnn.on, d.lnAsync = fused, noFlash, flash2, epi, nobg, dnn && d.dnn.off == "", lnAsync
 	}()
 	for _, m := range d.selfTestModes() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on, d.lnAsync = m.fused, m.noFlash, m.flash2, m.dgeluEpi, m.cudnn, m.lnAsync
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dgeluNoBGrad, d.dnn.on, d.lnAsync = m.fused, m.noFlash, m.flash2, m.dgeluEpi, m.dgeluNoBGrad, m.cudnn, m.lnAsync
 		fn(m)
 	}
 }

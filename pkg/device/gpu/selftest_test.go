@@ -60,21 +60,26 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 			}
 			checkSigs(t, m.name+": "+c.Name, sigs, launches)
 			// The op checks its contract: any argument one element too
-			// long is an error (the sizes of GradNorm and StepUpdate are
-			// their tensors').
-			if m.name != "fused" || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate {
+			// long (the sizes of GradNorm and StepUpdate are their
+			// tensors'), or a required one nil, is an error.
+			if m.name != "fused" {
 				continue
 			}
 			for j, p := range c.Contract.Params {
-				if ts[j] == nil || p.Numel == nil {
-					continue
-				}
-				bad := append([]*tensor.Tensor(nil), ts...)
-				bad[j] = dev(ts[j].DType, ts[j].Numel()+1)
-				d.err = nil
-				_, _ = c.Call(d, bad)
-				if !errors.Is(d.err, tensor.ErrShape) {
-					t.Errorf("%s with a long %s: %v", c.Name, p.Name, d.err)
+				for _, long := range []bool{true, false} {
+					if ts[j] == nil || (long && (p.Numel == nil || c.Contract == &device.Ops.GradNorm || c.Contract == &device.Ops.StepUpdate)) || (!long && p.Opt) {
+						continue
+					}
+					bad := append([]*tensor.Tensor(nil), ts...)
+					bad[j] = nil
+					if long {
+						bad[j] = dev(ts[j].DType, ts[j].Numel()+1)
+					}
+					d.err = nil
+					_, _ = c.Call(d, bad)
+					if !errors.Is(d.err, tensor.ErrShape) {
+						t.Errorf("%s with a long (%v) or nil %s: %v", c.Name, long, p.Name, d.err)
+					}
 				}
 			}
 		}
@@ -101,13 +106,20 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 
 // TestGPUConformance runs every conformance case in every mode of the
 // device against the CPU reference of the same form (what druto detect
-// runs) and checks that every case passes and every kernel variant that
-// an op launches was launched and passed. Needs a GPU.
+// runs), and the Large cases but under -test.short (the compute-sanitizer
+// runs), and checks that every case passes and every kernel variant that
+// an op launches was launched and passed. Needs a GPU. The ops' GPU tests
+// are these cases (package devicetest): their shapes, dtypes, in-place
+// and unaligned calls and tolerances.
 func TestGPUConformance(t *testing.T) {
 	g := gpuDev(t, true)
 	ref := cpu.New(device.Options{Fused: true})
 	plain := cpu.New(device.Options{Fused: false})
-	results, verdicts := g.SelfTest(ref, plain, devicetest.Cases(), uint64(testRNG(t).Uint64()))
+	cases := devicetest.Cases()
+	if !testing.Short() {
+		cases = append(cases, devicetest.Large()...)
+	}
+	results, verdicts := g.SelfTest(ref, plain, cases, uint64(testRNG(t).Uint64()))
 	failed, unsupported := 0, 0
 	for _, r := range results {
 		t.Logf("RESULT conformance %s pass %v relerr %.3g %s", r.Case, r.Pass, r.MaxRelErr, r.Error)

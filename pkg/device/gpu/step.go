@@ -62,11 +62,7 @@ func (d *Device) CrossEntropyScaled(losses, logits, targets, state *tensor.Tenso
 // state (StateLen) F32, losses (N) F32, grads F32
 func (d *Device) StepUpdate(state, losses, grads *tensor.Tensor, cfg device.StepConfig, hp device.AdamW) {
 	const op = "step update"
-	if losses == nil || grads == nil {
-		d.fail(fmt.Errorf("gpu: %s: nil tensor: %w", op, tensor.ErrShape))
-		return
-	}
-	if !d.check(&device.Ops.StepUpdate, []int{losses.Numel(), grads.Numel()}, state, losses, grads) {
+	if !d.check(&device.Ops.StepUpdate, []int{device.Numel(losses), device.Numel(grads)}, state, losses, grads) {
 		return
 	}
 	n, nl := grads.Numel(), losses.Numel()
