@@ -133,10 +133,6 @@ func TestVariants(t *testing.T) {
 			if v.MinArch != 80 { // cp.async and bf16/f16 mma.m16n8k16: sm_80, both dtypes
 				t.Errorf("%s: MinArch %d, want 80", v, v.MinArch)
 			}
-		} else if v.File == "layernorm_async.cu" {
-			if v.MinArch != 80 { // cp.async: sm_80, every dtype (layernorm.cu's kernels run before)
-				t.Errorf("%s: MinArch %d, want 80", v, v.MinArch)
-			}
 		} else if v.MinArch != DefaultMinArch {
 			t.Errorf("%s: MinArch %d, want %d", v, v.MinArch, DefaultMinArch)
 		}

@@ -67,17 +67,14 @@ type Config struct {
 // and return at once; Sync waits and returns the first error. It is safe
 // for use by one goroutine at a time.
 type Device struct {
-	ctx          *cuda.Context
-	stream       *cuda.Stream
-	fused        bool
-	noFlash      bool // Config.NoFlash
-	flashV2      bool // the flash forward and backward of variant 2 (flash_attention2.cu) where built; off only for SelfTest and the micro-benchmarks
-	dgeluEpi     bool // MatmulBackwardGELU's fused 16-bit form is cuBLASLt's DGELU_BGRAD epilogue, not a stored dgrad + gelu_bias_backward; env DRUTO_DGELU=epilogue
-	dgeluNoBGrad bool // with dgeluEpi: the DGELU epilogue alone, the bias gradient from column sums of dpre; env DRUTO_DGELU=dgelu
-	lnAsync      bool // the fused layernorm kernels of layernorm_async.cu (cp.async pipeline) where built; env DRUTO_LAYERNORM=async
-	lnStages     int  // layernorm_async.cu's rows per warp in flight + 1 (0: lnAsyncStages's default; the micro-benchmarks set it)
-	name         string
-	owns         bool // Close closes ctx
+	ctx      *cuda.Context
+	stream   *cuda.Stream
+	fused    bool
+	noFlash  bool // Config.NoFlash
+	flashV2  bool // the flash forward and backward of variant 2 (flash_attention2.cu) where built; off only for SelfTest and the micro-benchmarks
+	dgeluEpi bool // MatmulBackwardGELU's fused 16-bit form is cuBLASLt's DGELU_BGRAD epilogue, not a stored dgrad + gelu_bias_backward; env DRUTO_DGELU=epilogue
+	name     string
+	owns     bool // Close closes ctx
 
 	nvrtc *cuda.NVRTC
 	blas  *cuda.BLASHandle
@@ -147,15 +144,11 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if _, err := gemmTuneEnv(); err != nil {
 		return nil, err
 	}
-	dgeluEpi, dgeluNoBGrad, err := dgeluEnv()
+	dgeluEpi, err := dgeluEnv()
 	if err != nil {
 		return nil, err
 	}
 	attnMode, err := attentionEnv()
-	if err != nil {
-		return nil, err
-	}
-	lnAsync, err := layerNormEnv()
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +171,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, dgeluNoBGrad: dgeluNoBGrad, lnAsync: lnAsync, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}

@@ -104,6 +104,10 @@ func params(t *testing.T, tr *train.Trainer) []float32 {
 // is captured once. The host step is logged beside them.
 func TestGPUGraphBitIdentical(t *testing.T) {
 	const B, T, n = 8, 128, 50
+	// cuDNN's backward sums dq in an order that varies from run to run
+	// (graph and plain steps differed in a last bit on the H200):
+	// bit-identity holds for the own kernels
+	ownAttention(t, gpuDev(t, true))
 	var notices []string
 	g := graphTrainer(t, amp.BF16, train.StepGraph, B, T, n, nil, &notices)
 	defer g.Close()

@@ -24,6 +24,7 @@ func TestGPUGraphChunkedHead(t *testing.T) {
 	// T 1024 spans several key tiles: bit-identity needs flash variant 2's
 	// backward (its dq pass has no atomics), which runs wherever it is built.
 	d := gpuDev(t, true)
+	ownAttention(t, d)
 	cfg := gpt.Config{Vocab: 50304, MaxSeq: 1024, Layers: 1, Heads: 12, Channels: 768}
 	if r := gpt.HeadRows(cfg.Vocab, B*T, amp.BF16.Half(), true); r != 2048 {
 		t.Fatalf("HeadRows = %d, want 2048 (the test needs two chunks)", r)

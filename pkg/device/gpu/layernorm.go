@@ -11,8 +11,7 @@ package gpu
 // mean, rstd, dweight and dbias are F32. Other combinations record
 // device.ErrUnsupported.
 //
-// Fused: one kernel per op (forward: a warp per row; with
-// DRUTO_LAYERNORM=async, layernorm_async.go's kernels where they apply; backward: one pass
+// Fused: one kernel per op (forward: a warp per row; backward: one pass
 // over the rows into per-block partials of dweight and dbias, then
 // layernorm_reduce, 32 columns × 32 slices of partial rows per block). The backward grid is as many blocks as
 // are resident at once (a persistent grid), so every block sums the same
@@ -264,9 +263,6 @@ func (d *Device) kLayerNormForward(sfx string, dt tensor.DType, out, mean, rstd,
 	if C%4 == 0 {
 		vec = vec4(d.ptr(out), dt.Size(), d.ptr(inp), inp.DType.Size(), d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
 	}
-	if d.kLayerNormForwardAsync(sfx, dt, out, mean, rstd, inp, weight, bias, N, C, vec) {
-		return
-	}
 	d.run("layernorm_forward"+sfx, dt, grid1((N+lnRowBlock/32-1)/(lnRowBlock/32)), cuda.D1(lnRowBlock), 0,
 		d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, vec)
 }
@@ -279,9 +275,6 @@ func (d *Device) kResidualLayerNorm(sfx string, dt tensor.DType, res, out, mean,
 		rs := res.DType.Size()
 		vec = vec4(d.ptr(res), rs, d.ptr(out), dt.Size(), d.ptr(a), rs, d.ptr(b), dt.Size(),
 			d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
-	}
-	if d.kResidualLayerNormAsync(sfx, dt, res, out, mean, rstd, a, b, weight, bias, N, C, vec) {
-		return
 	}
 	d.run("residual_layernorm_forward"+sfx, dt, grid1((N+lnRowBlock/32-1)/(lnRowBlock/32)), cuda.D1(lnRowBlock), 0,
 		d.ptr(res), d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b), d.ptr(weight), d.ptr(bias), N, C, vec)
@@ -328,9 +321,6 @@ func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweig
 	if C%4 == 0 && C <= lnFastMaxC {
 		rs := inp.DType.Size()
 		vec = vec4(d.ptr(dinp), rs, d.ptr(inp), rs, d.ptr(dout), dt.Size(), d.ptr(weight), dt.Size())
-	}
-	if d.layerNormBackwardAsync(sfx, dt, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, vec) {
-		return
 	}
 	rowsPerBlock := 1 // the general path: a block per row
 	if vec == 1 {

@@ -3,8 +3,7 @@ package gpu
 // matmul_gelu.go: MatmulBackwardGELU, the MLP projection's backward with
 // the GELU's backward and the fc layer's bias gradient folded into it, in
 // one of two fused forms (DGELUEnv picks; `druto bench --kernels` times both
-// as gemm_mlp_proj_bwd "fused" and "fused-epilogue" / "fused-kernel", and
-// the epilogue without the bias gradient as "fused-dgelu"):
+// as gemm_mlp_proj_bwd "fused" and "fused-epilogue" / "fused-kernel"):
 //
 //   - kernel (the default): a plain dgrad GEMM stores dpre = dout·weight in
 //     dpre's dtype (β 0, as MatmulBackwardStore), then gelu.cu's
@@ -85,22 +84,20 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 // DGELUEnv names the environment variable that picks MatmulBackwardGELU's
 // fused form (see the file comment): "kernel" or unset (the default), the
 // stored dgrad GEMM and gelu_bias_backward; "epilogue", cuBLASLt's
-// DGELU_BGRAD epilogue; "dgelu", its DGELU epilogue alone and the bias
-// gradient as column sums of dpre (the reduction out of the GEMM).
+// DGELU_BGRAD epilogue. (The DGELU epilogue alone with the bias gradient as
+// column sums lost to both on the H200: 0.525 ms against the kernel form's
+// 0.346 at gpt2-124M's shape, bench/results/dev/gpu6-run2.)
 const DGELUEnv = "DRUTO_DGELU"
 
-// dgeluEnv reads DGELUEnv: whether an epilogue form is chosen, and whether
-// it leaves the bias gradient out of the epilogue.
-func dgeluEnv() (epi, noBGrad bool, err error) {
+// dgeluEnv reads DGELUEnv: whether the epilogue form is chosen.
+func dgeluEnv() (bool, error) {
 	switch v := os.Getenv(DGELUEnv); v {
 	case "", "kernel":
-		return false, false, nil
+		return false, nil
 	case "epilogue":
-		return true, false, nil
-	case "dgelu":
-		return true, true, nil
+		return true, nil
 	default:
-		return false, false, fmt.Errorf("gpu: %s=%q: want kernel, epilogue or dgelu (MatmulBackwardGELU's fused form) or unset", DGELUEnv, v)
+		return false, fmt.Errorf("gpu: %s=%q: want kernel or epilogue (MatmulBackwardGELU's fused form) or unset", DGELUEnv, v)
 	}
 }
 
@@ -207,7 +204,7 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 	// gradient is), else matmul.cu's column sums of dpre.
 	var m *cuda.LtMatmul
 	bias16 := false
-	if dpreBias != nil && !d.dgeluNoBGrad {
+	if dpreBias != nil {
 		q := p
 		q.Epilogue, q.BiasF32 = cuda.EpilogueDGELUBGrad, true
 		if m = d.ltMatmul(q); m == nil {

@@ -161,11 +161,11 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	}
 	var out []KernelResult
 	ceiling := o.CeilingGBps
-	def, defEpi, defNoBGrad, defDNN, defLN := fused.flashV2, fused.dgeluEpi, fused.dgeluNoBGrad, fused.dnn.on, fused.lnAsync // the flash variant, DGELU form, attention backend and layernorm kernels New chose
+	def, defEpi, defDNN := fused.flashV2, fused.dgeluEpi, fused.dnn.on // the flash variant, DGELU form and attention backend New chose
 	restore := func(d *Device) {
 		d.noFlash, d.flashV2, d.ltx.force = false, def, 0
 		if d == fused {
-			d.dgeluEpi, d.dgeluNoBGrad, d.dnn.on, d.lnAsync, d.lnStages = defEpi, defNoBGrad, defDNN, defLN, 0
+			d.dgeluEpi, d.dnn.on = defEpi, defDNN
 		}
 	}
 	defer restore(fused)
@@ -177,36 +177,19 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		algo    int  // GEMM rows: run candidate algo-1 of every cuBLASLt matmul (0: the chosen one)
 		epi     bool // gemm_mlp_proj_bwd: MatmulBackwardGELU's epilogue form (Device.dgeluEpi)
 		cudnn   bool // attention rows: cuDNN's fused attention (cudnn.go); the other fused rows run the own kernels
-		lnAsync bool // the layernorm rows: layernorm_async.cu's kernels (Device.lnAsync)
-		stages  int  // and their stages (0: the default)
 		dirty   bool // the old write flush (L2 left dirty) before each run
 	}
-	lnAsyncBuilt := fused.built2(tensor.BF16, "layernorm_forward_async_rf32")
 	for _, name := range ops {
-		forms := []form{{d: fused, mode: "fused", flashV2: def, epi: defEpi, lnAsync: defLN, cudnn: defDNN}, {d: plain, mode: "decomposed"}}
+		forms := []form{{d: fused, mode: "fused", flashV2: def, epi: defEpi, cudnn: defDNN}, {d: plain, mode: "decomposed"}}
 		switch {
 		case name == "copy" || name == "launch" || name == "gemm_peak" || name == "gelu_bias_bwd":
 			forms = forms[:1] // one form
 		case strings.HasPrefix(name, "gemm_attn_proj"):
 			// the weak shape: every further candidate (microbench_gemm.go)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
-				forms = append(forms, form{d: fused, mode: fmt.Sprintf("fused-algo%d", k), flashV2: def, algo: k, epi: defEpi, lnAsync: defLN, cudnn: defDNN})
+				forms = append(forms, form{d: fused, mode: fmt.Sprintf("fused-algo%d", k), flashV2: def, algo: k, epi: defEpi, cudnn: defDNN})
 			}
 		case name == "layernorm_fwd" || name == "residual_layernorm_fwd" || name == "layernorm_bwd":
-			// the other layernorm kernels beside the default (DRUTO_LAYERNORM):
-			// layernorm.cu's ("fused-sync") or layernorm_async.cu's at their
-			// default stages ("fused-async") and at 2 ("fused-async-s2")
-			if lnAsyncBuilt {
-				f := forms[0]
-				other := f
-				other.lnAsync, other.mode = !defLN, "fused-async"
-				if defLN {
-					other.mode = "fused-sync"
-				}
-				s2 := f
-				s2.lnAsync, s2.stages, s2.mode = true, 2, "fused-async-s2"
-				forms = []form{f, other, s2, forms[1]}
-			}
 			if name == "layernorm_fwd" {
 				old := forms[0]
 				old.dirty, old.mode = true, "fused-dirty-l2"
@@ -218,35 +201,31 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			if defEpi {
 				other = "fused-kernel"
 			}
-			forms = []form{forms[0], {d: fused, mode: other, flashV2: def, epi: !defEpi, lnAsync: defLN, cudnn: defDNN}, {d: fused, mode: "fused-dgelu", flashV2: def, epi: true, lnAsync: defLN, cudnn: defDNN}, forms[1]}
-			if defNoBGrad {
-				forms = []form{forms[0], {d: fused, mode: "fused-kernel", flashV2: def, lnAsync: defLN, cudnn: defDNN}, {d: fused, mode: "fused-epilogue", flashV2: def, epi: true, lnAsync: defLN, cudnn: defDNN}, forms[3]}
-			}
+			forms = []form{forms[0], {d: fused, mode: other, flashV2: def, epi: !defEpi, cudnn: defDNN}, forms[1]}
 		case strings.HasPrefix(name, "attention_") && fused.flash(tensor.BF16, 64):
 			// fused: the own flash kernels (variant 2 where built);
 			// fused-v1: the first variant beside them; fused-cudnn:
 			// cuDNN's fused attention where it loaded.
-			forms = []form{{d: fused, mode: "fused", flashV2: def, epi: defEpi, lnAsync: defLN}, {d: fused, mode: "fused-cublas", noFlash: true, epi: defEpi, lnAsync: defLN}, {d: plain, mode: "decomposed"}}
+			forms = []form{{d: fused, mode: "fused", flashV2: def, epi: defEpi}, {d: fused, mode: "fused-cublas", noFlash: true, epi: defEpi}, {d: plain, mode: "decomposed"}}
 			if def {
-				forms = append(forms[:1], append([]form{{d: fused, mode: "fused-v1", epi: defEpi, lnAsync: defLN}}, forms[1:]...)...)
+				forms = append(forms[:1], append([]form{{d: fused, mode: "fused-v1", epi: defEpi}}, forms[1:]...)...)
 			}
 			if name == "attention_bwd" {
 				// AttentionBackwardStore: the default kernels writing dqkv
 				// without reading it, no zeroing before (the model's form)
-				forms = append(forms[:1], append([]form{{d: fused, mode: "fused-store", flashV2: def, epi: defEpi, lnAsync: defLN}}, forms[1:]...)...)
+				forms = append(forms[:1], append([]form{{d: fused, mode: "fused-store", flashV2: def, epi: defEpi}}, forms[1:]...)...)
 			}
 			if fused.dnn.h != nil && fused.dnn.off == "" {
 				// cuDNN's fused attention (the store form for backward,
 				// the only backward it runs)
-				forms = append(forms[:1], append([]form{{d: fused, mode: "fused-cudnn", flashV2: def, epi: defEpi, lnAsync: defLN, cudnn: true}}, forms[1:]...)...)
+				forms = append(forms[:1], append([]form{{d: fused, mode: "fused-cudnn", flashV2: def, epi: defEpi, cudnn: true}}, forms[1:]...)...)
 			}
 		}
 		var opBytes int64 // the op's bytes, for its copy-same-bytes row
 		for _, f := range forms {
 			f.d.noFlash, f.d.flashV2, f.d.ltx.force = f.noFlash, f.flashV2, f.algo
 			if f.d == fused {
-				f.d.dgeluEpi, f.d.dnn.on, f.d.lnAsync, f.d.lnStages = f.epi, f.cudnn, f.lnAsync, f.stages
-				f.d.dgeluNoBGrad = f.mode == "fused-dgelu" || (f.mode == "fused" && defNoBGrad)
+				f.d.dgeluEpi, f.d.dnn.on = f.epi, f.cudnn
 			}
 			caseName := name
 			if f.mode == "fused-store" || (f.mode == "fused-cudnn" && name == "attention_bwd") {

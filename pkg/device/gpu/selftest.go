@@ -31,9 +31,7 @@ type selfTestMode struct {
 	name                   string
 	fused, noFlash, flash2 bool
 	dgeluEpi               bool // MatmulBackwardGELU's cuBLASLt epilogue form, not the kernel form
-	dgeluNoBGrad           bool // with dgeluEpi: the DGELU epilogue alone, the bias gradient as column sums
 	cudnn                  bool // fused 16-bit flash attention through cuDNN (cudnn.go), not the own kernels
-	lnAsync                bool // the layernorm kernels of layernorm_async.cu (DRUTO_LAYERNORM=async)
 	ops                    []string
 }
 
@@ -42,18 +40,14 @@ type selfTestMode struct {
 // variant 2 is not built), the cuBLAS attention path of the fused form, and
 // MatmulBackwardGELU's epilogue form (the fused mode runs its kernel form),
 // and, where cuDNN loaded, attention through cuDNN (the other modes run the
-// own flash kernels), and the layernorm kernels of the form the fused mode
-// does not run (layernorm.cu's or layernorm_async.cu's, DRUTO_LAYERNORM).
+// own flash kernels).
 func (d *Device) selfTestModes() []selfTestMode {
-	lnOps := []string{"LayerNorm", "ResidualLayerNorm", "LayerNormBackward"}
 	modes := []selfTestMode{
-		{name: "fused", fused: true, flash2: true, lnAsync: d.lnAsync},
+		{name: "fused", fused: true, flash2: true},
 		{name: "decomposed"},
 		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused dgelu epilogue", fused: true, flash2: true, dgeluEpi: true, ops: []string{"MatmulBackwardGELU"}},
-		{name: "fused dgelu epilogue no bgrad", fused: true, flash2: true, dgeluEpi: true, dgeluNoBGrad: true, ops: []string{"MatmulBackwardGELU"}},
-		{name: lnOther(d.lnAsync), fused: true, flash2: true, lnAsync: !d.lnAsync, ops: lnOps},
 	}
 	if d.dnn.h != nil && d.dnn.off == "" {
 		modes = append(modes, selfTestMode{name: CuDNNSelfTestMode, fused: true, flash2: true, cudnn: true,
@@ -67,24 +61,15 @@ func (d *Device) selfTestModes() []selfTestMode {
 // off on the device (the own kernels run, AttentionBackend says why).
 const CuDNNSelfTestMode = "fused cudnn"
 
-// lnOther names the self-test mode of the layernorm kernels the device
-// does not run by default.
-func lnOther(async bool) string {
-	if async {
-		return "fused layernorm sync"
-	}
-	return "fused layernorm async"
-}
-
 // forModes runs fn for each mode with the device switched to it, and
 // restores the device's own settings after.
 func (d *Device) forModes(fn func(m selfTestMode)) {
-	fused, noFlash, flash2, epi, nobg, dnn, lnAsync := d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dgeluNoBGrad, d.dnn.on, d.lnAsync
+	fused, noFlash, flash2, epi, dnn := d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on
 	defer func() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dgeluNoBGrad, d.dnn.on, d.lnAsync = fused, noFlash, flash2, epi, nobg, dnn && d.dnn.off == "", lnAsync
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on = fused, noFlash, flash2, epi, dnn && d.dnn.off == ""
 	}()
 	for _, m := range d.selfTestModes() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dgeluNoBGrad, d.dnn.on, d.lnAsync = m.fused, m.noFlash, m.flash2, m.dgeluEpi, m.dgeluNoBGrad, m.cudnn, m.lnAsync
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on = m.fused, m.noFlash, m.flash2, m.dgeluEpi, m.cudnn
 		fn(m)
 	}
 }
