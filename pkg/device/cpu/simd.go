@@ -511,3 +511,19 @@ func geluBackwardMixGo(dst []uint16, y []float32, x []uint16) {
 		}
 	}
 }
+
+// roundKeepBF16 sets dst[i] = bf16(x[i]) and x[i] to that value widened,
+// over len(x): f32ToBF16s then bf16ToF32s back, in one pass.
+func roundKeepBF16(dst []uint16, x []float32) {
+	dst = dst[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			roundKeepBF16AVX2(&dst[0], &x[0], n)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		dst[i] = tensor.BF16FromF32(x[i])
+		x[i] = tensor.BF16ToF32(dst[i])
+	}
+}

@@ -81,3 +81,6 @@ func biasGeluBF16AVX2(pre, out *uint16, y, b *float32, n int)
 
 //go:noescape
 func geluBackwardMixAVX2(dst *uint16, y *float32, x *uint16, n int)
+
+//go:noescape
+func roundKeepBF16AVX2(dst *uint16, x *float32, n int)

@@ -1068,3 +1068,28 @@ gmloop:
 gmdone:
 	VZEROUPPER
 	RET
+
+// func roundKeepBF16AVX2(dst *uint16, x *float32, n int)
+// dst[i] = bf16(x[i]) and x[i] = dst[i] widened, over n, a multiple of 8:
+// a rounding store and the load of what it stored, in one pass.
+TEXT ·roundKeepBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   rkdone
+rkloop:
+	VMOVUPS   (SI), Y0
+	ROUNDBF(Y0, Y2, Y3, Y4)
+	VPSLLD    $16, Y0, Y1
+	VMOVUPS   Y1, (SI)
+	VPACKUSDW Y0, Y0, Y0
+	VPERMQ    $0x08, Y0, Y0
+	VMOVDQU   X0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	DECQ      CX
+	JNZ       rkloop
+rkdone:
+	VZEROUPPER
+	RET

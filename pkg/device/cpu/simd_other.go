@@ -73,3 +73,6 @@ func biasGeluBF16AVX2(pre, out *uint16, y, b *float32, n int) {
 func geluBackwardMixAVX2(dst *uint16, y *float32, x *uint16, n int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+func roundKeepBF16AVX2(dst *uint16, x *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}

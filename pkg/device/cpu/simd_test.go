@@ -545,10 +545,12 @@ func TestSIMDMatmulGELUBF16(t *testing.T) {
 }
 
 // TestSIMDFusedBF16Epilogues checks the one-pass bf16 kernels of the fused
-// linear layers (biasRoundBF16, biasGeluBF16, geluBackwardMix) against
+// linear layers (biasRoundBF16, biasGeluBF16, geluBackwardMix) and of the
+// attention's probabilities (roundKeepBF16) against
 // their pure-Go references bit for bit on every tail and on special values,
 // the outputs NaN-poisoned, and the references against the passes they
-// replace (add32, the rounding store, geluForward, geluBackwardSlice).
+// replace (add32, the rounding store, geluForward, geluBackwardSlice, the
+// widening load).
 func TestSIMDFusedBF16Epilogues(t *testing.T) {
 	withISA(t, true, func() {
 		r := ntRNG(23)
@@ -591,6 +593,8 @@ func TestSIMDFusedBF16Epilogues(t *testing.T) {
 			geluBackwardSlice(wantY, xw, wantY)
 			wantD := make([]uint16, n)
 			f32ToBF16s(wantD, wantY)
+			wantR16 := make([]uint16, n)
+			f32ToBF16s(wantR16, y)
 			for _, avx2 := range []bool{false, true} {
 				useAVX2 = avx2
 				what := fmt.Sprintf("n=%d avx2=%v", n, avx2)
@@ -601,6 +605,12 @@ func TestSIMDFusedBF16Epilogues(t *testing.T) {
 				biasGeluBF16(pre, out, y, b)
 				same16("biasGeluBF16 pre "+what, pre, wantPre)
 				same16("biasGeluBF16 out "+what, out, wantOut)
+				rk, r16 := append([]float32(nil), y...), poison16(n)
+				roundKeepBF16(r16, rk)
+				wantRK := make([]float32, n)
+				bf16ToF32s(wantRK, wantR16)
+				same16("roundKeepBF16 dst "+what, r16, wantR16)
+				sameBits(t, "roundKeepBF16 x "+what, y, rk, wantRK)
 				yy, d16 := append([]float32(nil), y...), poison16(n)
 				geluBackwardMix(d16, yy, x16)
 				sameBits(t, "geluBackwardMix y "+what, y, yy, wantY)
