@@ -188,6 +188,10 @@ func roundProbs(hd attnHead, att *tensor.Tensor, p []float32, r0, r1 int) {
 		return
 	}
 	blk := p[r0*hd.T : r1*hd.T]
+	if att.DType == tensor.BF16 { // one pass
+		roundKeepBF16(att.U16()[hd.a+r0*hd.T:], blk)
+		return
+	}
 	store(att, hd.a+r0*hd.T, blk)
 	load(blk, att, hd.a+r0*hd.T)
 }

@@ -99,6 +99,18 @@ func (d *Device) matmulEpilogue(out, target *tensor.Tensor, y, b []float32, N, O
 // (scratch of at least (r1-r0)·OC elements when out is 16-bit).
 func (d *Device) matmulEpilogueRows(out, target *tensor.Tensor, y, b []float32, r0, r1, OC int, act device.Activation, ob []float32) {
 	blk := y[r0*OC : r1*OC]
+	if b != nil && target.DType == tensor.BF16 && (act == device.None || out.DType == tensor.BF16) {
+		// One pass per row: bias, rounding store (and GELU rounded into out).
+		for r := r0; r < r1; r++ {
+			row, t := blk[(r-r0)*OC:(r-r0+1)*OC], target.U16()[r*OC:(r+1)*OC]
+			if act == device.GELU {
+				biasGeluBF16(t, out.U16()[r*OC:(r+1)*OC], row, b)
+			} else {
+				biasRoundBF16(t, row, b)
+			}
+		}
+		return
+	}
 	if b != nil {
 		for r := range r1 - r0 {
 			add32(blk[r*OC:(r+1)*OC], b)
@@ -193,16 +205,25 @@ func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, d
 			return
 		}
 	}
+	d.weightGrads(op, dweight, dbias, g, inp, N, C, OC)
+}
+
+// weightGrads accumulates dweight (OC,C) += doutᵀ·inp and, when dbias is
+// not nil, dbias (OC) += Σ_rows dout, from g, dout (N,OC) as a GEMM operand
+// (gemmMat), so that a caller that needs dout widened for another product
+// widens it once; it reports whether the GEMM ran.
+func (d *Device) weightGrads(op string, dweight, dbias *tensor.Tensor, g blas.Mat, inp *tensor.Tensor, N, C, OC int) bool {
 	// dweight (OC,C) += doutᵀ (OC,N) · inp (N,C)
 	x := d.gemmMat(inp)
 	defer releaseMat(inp, x)
 	if err := d.gemmInto(dweight, false, true, false, OC, C, N, g, OC, x, C); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: dweight: %w", op, err))
-		return
+		return false
 	}
 	if dbias != nil {
 		d.columnSumMat(dbias, g, N, OC)
 	}
+	return true
 }
 
 // gemmInto computes t (m,n) += op(A)·op(B), or t = op(A)·op(B) when store:

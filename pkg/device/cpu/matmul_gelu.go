@@ -39,16 +39,29 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 		}
 		return
 	}
-	d.MatmulBackward(nil, dweight, dbias, dout, inp, weight, N, C, OC)
 	blas.SetThreads(d.threads)
-	g, w := d.gemmMat(dout), d.gemmMat(weight)
+	g := d.gemmMat(dout) // widened once for dweight, dbias and dpre
 	defer releaseMat(dout, g)
+	if !d.weightGrads(op, dweight, dbias, g, inp, N, C, OC) {
+		return
+	}
+	w := d.gemmMat(weight)
 	defer releaseMat(weight, w)
 	y := outF32(dpre) // (N,C) fp32: dpre's memory when F32, else scratch
 	defer releaseF32(dpre, y)
 	// y (N,C) = dout (N,OC) · weight (OC,C)
 	if err := blas.SgemmBF16(false, false, N, C, OC, 1, g, OC, w, C, 0, y, C); err != nil {
 		d.fail(fmt.Errorf("cpu: %s: %w", op, err))
+		return
+	}
+	if pre.DType == tensor.BF16 && dpre.DType == tensor.BF16 {
+		// One pass: widen pre, y = gelu'(pre)·y, round y into dpre.
+		d.parallel(N*C, 1<<13, func(lo, hi int) {
+			geluBackwardMix(dpre.U16()[lo:hi], y[lo:hi], pre.U16()[lo:hi])
+		})
+		if dpreBias != nil {
+			d.columnSumInto(dpreBias, y, N, C)
+		}
 		return
 	}
 	d.parallel(N*C, 1<<13, func(lo, hi int) {

@@ -436,3 +436,94 @@ func addInto(t *tensor.Tensor, off int, v []float32) {
 		store(t, off+lo, cur)
 	}
 }
+
+// biasRoundBF16 sets dst[i] = bf16(y[i] + b[i]) over len(y): add32 then
+// f32ToBF16s in one pass, the same bits.
+func biasRoundBF16(dst []uint16, y, b []float32) {
+	dst, b = dst[:len(y)], b[:len(y)]
+	n := 0
+	if useAVX2 {
+		if n = len(y) &^ 7; n > 0 {
+			biasRoundBF16AVX2(&dst[0], &y[0], &b[0], n)
+		}
+	}
+	for i := n; i < len(y); i++ {
+		dst[i] = tensor.BF16FromF32(y[i] + b[i])
+	}
+}
+
+// biasGeluBF16 sets, with v = y[i] + b[i], pre[i] = bf16(v) and out[i] =
+// bf16(gelu(v)) over len(y): add32, the rounding store of pre and
+// geluForward rounded into out in one pass, the same bits.
+func biasGeluBF16(pre, out []uint16, y, b []float32) {
+	pre, out, b = pre[:len(y)], out[:len(y)], b[:len(y)]
+	n := 0
+	if useAVX2 {
+		if n = len(y) &^ 7; n > 0 {
+			biasGeluBF16AVX2(&pre[0], &out[0], &y[0], &b[0], n)
+		}
+	}
+	biasGeluBF16Go(pre[n:], out[n:], y[n:], b[n:])
+}
+
+// biasGeluBF16Go is biasGeluBF16's pure-Go reference.
+func biasGeluBF16Go(pre, out []uint16, y, b []float32) {
+	var buf [64]float32
+	for lo := 0; lo < len(y); lo += len(buf) {
+		v := buf[:min(len(buf), len(y)-lo)]
+		for i := range v {
+			v[i] = y[lo+i] + b[lo+i]
+			pre[lo+i] = tensor.BF16FromF32(v[i])
+		}
+		geluForwardGo(v, v)
+		for i, g := range v {
+			out[lo+i] = tensor.BF16FromF32(g)
+		}
+	}
+}
+
+// geluBackwardMix sets y[i] = gelu'(x[i])·y[i], x widened from bf16, and
+// dst[i] = bf16(y[i]) over len(y): widening, geluBackwardSlice and the
+// rounding store in one pass, the same bits.
+func geluBackwardMix(dst []uint16, y []float32, x []uint16) {
+	dst, x = dst[:len(y)], x[:len(y)]
+	n := 0
+	if useAVX2 {
+		if n = len(y) &^ 7; n > 0 {
+			geluBackwardMixAVX2(&dst[0], &y[0], &x[0], n)
+		}
+	}
+	geluBackwardMixGo(dst[n:], y[n:], x[n:])
+}
+
+// geluBackwardMixGo is geluBackwardMix's pure-Go reference.
+func geluBackwardMixGo(dst []uint16, y []float32, x []uint16) {
+	var buf [64]float32
+	for lo := 0; lo < len(y); lo += len(buf) {
+		hi := min(lo+len(buf), len(y))
+		xw := buf[:hi-lo]
+		for i := range xw {
+			xw[i] = tensor.BF16ToF32(x[lo+i])
+		}
+		geluBackwardGo(y[lo:hi], xw, y[lo:hi])
+		for i, v := range y[lo:hi] {
+			dst[lo+i] = tensor.BF16FromF32(v)
+		}
+	}
+}
+
+// roundKeepBF16 sets dst[i] = bf16(x[i]) and x[i] to that value widened,
+// over len(x): f32ToBF16s then bf16ToF32s back, in one pass.
+func roundKeepBF16(dst []uint16, x []float32) {
+	dst = dst[:len(x)]
+	n := 0
+	if useAVX2 {
+		if n = len(x) &^ 7; n > 0 {
+			roundKeepBF16AVX2(&dst[0], &x[0], n)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		dst[i] = tensor.BF16FromF32(x[i])
+		x[i] = tensor.BF16ToF32(dst[i])
+	}
+}

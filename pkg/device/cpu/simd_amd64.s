@@ -951,3 +951,145 @@ lsdone:
 	VMOVUPD      Y3, 96(DI)
 	VZEROUPPER
 	RET
+
+// func biasRoundBF16AVX2(dst *uint16, y, b *float32, n int)
+// dst[i] = bf16(y[i] + b[i]) (round to nearest even) over n, a multiple of
+// 8: the fused Matmul's bias add and rounding store in one pass.
+TEXT ·biasRoundBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ y+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   brdone
+brloop:
+	VMOVUPS   (SI), Y0
+	VADDPS    (DX), Y0, Y0
+	ROUNDBF(Y0, Y2, Y3, Y4)
+	VPACKUSDW Y0, Y0, Y0
+	VPERMQ    $0x08, Y0, Y0
+	VMOVDQU   X0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DX
+	ADDQ      $16, DI
+	DECQ      CX
+	JNZ       brloop
+brdone:
+	VZEROUPPER
+	RET
+
+// func biasGeluBF16AVX2(pre, out *uint16, y, b *float32, n int)
+// With v = y[i] + b[i]: pre[i] = bf16(v) and out[i] = bf16(gelu(v)), gelu
+// as geluForwardAVX2 on the unrounded v, over n, a multiple of 8: the fused
+// Matmul's bias, pre-activation store and GELU in one pass.
+TEXT ·biasGeluBF16AVX2(SB), NOSPLIT, $0-40
+	MOVQ pre+0(FP), DI
+	MOVQ out+8(FP), R8
+	MOVQ y+16(FP), SI
+	MOVQ b+24(FP), DX
+	MOVQ n+32(FP), CX
+	SHRQ $3, CX
+	JZ   bgdone
+bgloop:
+	VMOVUPS   (SI), Y0
+	VADDPS    (DX), Y0, Y0
+	VMOVAPS   Y0, Y9
+	ROUNDBF(Y9, Y2, Y3, Y4)
+	VPACKUSDW Y9, Y9, Y9
+	VPERMQ    $0x08, Y9, Y9
+	VMOVDQU   X9, (DI)
+	VMULPS    Y0, Y0, Y1
+	VMULPS    Y0, Y1, Y1
+	VMULPS    vc_gcoef<>(SB), Y1, Y1
+	VADDPS    Y0, Y1, Y1
+	VMULPS    vc_gscale<>(SB), Y1, Y1
+	TANH(Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8)
+	VADDPS    vc_one<>(SB), Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMULPS    vc_half<>(SB), Y1, Y1
+	ROUNDBF(Y1, Y2, Y3, Y4)
+	VPACKUSDW Y1, Y1, Y1
+	VPERMQ    $0x08, Y1, Y1
+	VMOVDQU   X1, (R8)
+	ADDQ      $32, SI
+	ADDQ      $32, DX
+	ADDQ      $16, DI
+	ADDQ      $16, R8
+	DECQ      CX
+	JNZ       bgloop
+bgdone:
+	VZEROUPPER
+	RET
+
+// func geluBackwardMixAVX2(dst *uint16, y *float32, x *uint16, n int)
+// y[i] = gelu'(x[i])·y[i] (geluBackwardAVX2 with x widened from bf16 on
+// load) and dst[i] = bf16(y[i]), over n, a multiple of 8: the fused
+// MatmulBackwardGELU's derivative and rounding store in one pass, y kept
+// in fp32 for the bias gradient.
+TEXT ·geluBackwardMixAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ y+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   gmdone
+gmloop:
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VMULPS    Y0, Y0, Y1
+	VMULPS    Y0, Y1, Y2
+	VMULPS    vc_gcoef<>(SB), Y2, Y2
+	VADDPS    Y0, Y2, Y2
+	VMULPS    vc_gscale<>(SB), Y2, Y2
+	TANH(Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9)
+	VADDPS    vc_one<>(SB), Y2, Y3
+	VMULPS    vc_half<>(SB), Y3, Y3
+	VMULPS    Y2, Y2, Y4
+	VMOVUPS   vc_one<>(SB), Y5
+	VSUBPS    Y4, Y5, Y5
+	VMULPS    vc_half<>(SB), Y0, Y4
+	VMULPS    Y5, Y4, Y4
+	VMULPS    vc_gscale<>(SB), Y4, Y4
+	VMULPS    vc_g3coef<>(SB), Y1, Y1
+	VADDPS    vc_one<>(SB), Y1, Y1
+	VMULPS    Y1, Y4, Y4
+	VADDPS    Y4, Y3, Y3
+	VMULPS    (DX), Y3, Y3
+	VMOVUPS   Y3, (DX)
+	ROUNDBF(Y3, Y4, Y5, Y6)
+	VPACKUSDW Y3, Y3, Y3
+	VPERMQ    $0x08, Y3, Y3
+	VMOVDQU   X3, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DX
+	ADDQ      $16, DI
+	DECQ      CX
+	JNZ       gmloop
+gmdone:
+	VZEROUPPER
+	RET
+
+// func roundKeepBF16AVX2(dst *uint16, x *float32, n int)
+// dst[i] = bf16(x[i]) and x[i] = dst[i] widened, over n, a multiple of 8:
+// a rounding store and the load of what it stored, in one pass.
+TEXT ·roundKeepBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   rkdone
+rkloop:
+	VMOVUPS   (SI), Y0
+	ROUNDBF(Y0, Y2, Y3, Y4)
+	VPSLLD    $16, Y0, Y1
+	VMOVUPS   Y1, (SI)
+	VPACKUSDW Y0, Y0, Y0
+	VPERMQ    $0x08, Y0, Y0
+	VMOVDQU   X0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	DECQ      CX
+	JNZ       rkloop
+rkdone:
+	VZEROUPPER
+	RET

@@ -64,3 +64,15 @@ func dot8AVX2(a, b *float32, n int, sums *[8]float32) {
 func lnBwdSumsAVX2(x, w, gr *float32, n int, m, s float32, sums *[16]float64) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+func biasRoundBF16AVX2(dst *uint16, y, b *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func biasGeluBF16AVX2(pre, out *uint16, y, b *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func geluBackwardMixAVX2(dst *uint16, y *float32, x *uint16, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func roundKeepBF16AVX2(dst *uint16, x *float32, n int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}

@@ -543,3 +543,79 @@ func TestSIMDMatmulGELUBF16(t *testing.T) {
 		}
 	})
 }
+
+// TestSIMDFusedBF16Epilogues checks the one-pass bf16 kernels of the fused
+// linear layers (biasRoundBF16, biasGeluBF16, geluBackwardMix) and of the
+// attention's probabilities (roundKeepBF16) against
+// their pure-Go references bit for bit on every tail and on special values,
+// the outputs NaN-poisoned, and the references against the passes they
+// replace (add32, the rounding store, geluForward, geluBackwardSlice, the
+// widening load).
+func TestSIMDFusedBF16Epilogues(t *testing.T) {
+	withISA(t, true, func() {
+		r := ntRNG(23)
+		poison16 := func(n int) []uint16 {
+			s := make([]uint16, n)
+			for i := range s {
+				s[i] = 0x7fc1
+			}
+			return s
+		}
+		nan16 := func(h uint16) bool { return h&0x7f80 == 0x7f80 && h&0x7f != 0 }
+		// same16 compares bf16 bits, all NaNs equal (as sameBits: which
+		// operand's NaN an x86 multiply returns differs from Go's order).
+		same16 := func(what string, got, want []uint16) {
+			t.Helper()
+			for i := range want {
+				if got[i] != want[i] && !(nan16(got[i]) && nan16(want[i])) {
+					t.Fatalf("%s: element %d of %d: %#x, want %#x", what, i, len(want), got[i], want[i])
+				}
+			}
+		}
+		for _, n := range append(simdLengths, 8193) {
+			y, b := simdInputs(r, n), simdInputs(r, n)
+			x16 := make([]uint16, n)
+			for i, v := range simdInputs(r, n) {
+				x16[i] = tensor.BF16FromF32(v)
+			}
+			// The passes each kernel replaces, in the pure-Go loops.
+			v := append([]float32(nil), y...)
+			useAVX2 = false
+			add32(v, b)
+			wantPre, wantOut := make([]uint16, n), make([]uint16, n)
+			f32ToBF16s(wantPre, v)
+			gv := make([]float32, n)
+			geluForward(gv, v)
+			f32ToBF16s(wantOut, gv)
+			xw := make([]float32, n)
+			bf16ToF32s(xw, x16)
+			wantY := append([]float32(nil), y...)
+			geluBackwardSlice(wantY, xw, wantY)
+			wantD := make([]uint16, n)
+			f32ToBF16s(wantD, wantY)
+			wantR16 := make([]uint16, n)
+			f32ToBF16s(wantR16, y)
+			for _, avx2 := range []bool{false, true} {
+				useAVX2 = avx2
+				what := fmt.Sprintf("n=%d avx2=%v", n, avx2)
+				dst := poison16(n)
+				biasRoundBF16(dst, y, b)
+				same16("biasRoundBF16 "+what, dst, wantPre)
+				pre, out := poison16(n), poison16(n)
+				biasGeluBF16(pre, out, y, b)
+				same16("biasGeluBF16 pre "+what, pre, wantPre)
+				same16("biasGeluBF16 out "+what, out, wantOut)
+				rk, r16 := append([]float32(nil), y...), poison16(n)
+				roundKeepBF16(r16, rk)
+				wantRK := make([]float32, n)
+				bf16ToF32s(wantRK, wantR16)
+				same16("roundKeepBF16 dst "+what, r16, wantR16)
+				sameBits(t, "roundKeepBF16 x "+what, y, rk, wantRK)
+				yy, d16 := append([]float32(nil), y...), poison16(n)
+				geluBackwardMix(d16, yy, x16)
+				sameBits(t, "geluBackwardMix y "+what, y, yy, wantY)
+				same16("geluBackwardMix dst "+what, d16, wantD)
+			}
+		}
+	})
+}
