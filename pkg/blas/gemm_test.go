@@ -2,6 +2,7 @@ package blas
 
 import (
 	"fmt"
+	"github.com/druto/druto/internal/cputime"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -245,7 +246,7 @@ func BenchmarkModelGemm(b *testing.B) {
 				var cpu0 time.Duration
 				for b.Loop() {
 					if cpu0 == 0 {
-						cpu0 = cpuTime() // after b.Loop resets the timer
+						cpu0 = cputime.Now() // after b.Loop resets the timer
 					}
 					if !s.serial && im.be.serial() && p > 1 && s.m*s.n*s.k >= splitMin {
 						split(im.be, p, s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
@@ -257,7 +258,7 @@ func BenchmarkModelGemm(b *testing.B) {
 				b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				// Per CPU-second (all threads): the work each core gets done,
 				// less moved by other processes' load than the wall clock.
-				if cpu := cpuTime() - cpu0; cpu0 != 0 && cpu > 0 {
+				if cpu := cputime.Now() - cpu0; cpu0 != 0 && cpu > 0 {
 					b.ReportMetric(flop/cpu.Seconds()/1e9, "GFLOP/cpu-s")
 				}
 			})
@@ -284,7 +285,7 @@ func BenchmarkAttnBlocks(b *testing.B) {
 	var cpu [2]time.Duration
 	for b.Loop() {
 		for i, be := range impls {
-			c0 := cpuTime()
+			c0 := cputime.Now()
 			for r0 := 0; r0 < T; r0 += blk {
 				r1, m := r0+blk, blk
 				be.sgemm(false, true, m, r1, hs, 0.17, qkv[r0*ld:], ld, qkv[128:], ld, 0, p[r0*T:], T)
@@ -294,7 +295,7 @@ func BenchmarkAttnBlocks(b *testing.B) {
 				be.sgemm(false, false, m, hs, r1, 1, dp[r0*T:], T, qkv[128:], ld, 1, dx[r0*ld:], ld)
 				be.sgemm(true, false, r1, hs, m, 1, dp[r0*T:], T, qkv[r0*ld:], ld, 1, dx[128:], ld)
 			}
-			cpu[i] += cpuTime() - c0
+			cpu[i] += cputime.Now() - c0
 		}
 	}
 	b.ReportMetric(float64(cpu[0].Microseconds())/float64(b.N), "fallback-cpu-µs")

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"github.com/druto/druto/internal/cputime"
 	"runtime/pprof"
 	"sort"
 	"testing"
@@ -86,7 +87,7 @@ func BenchmarkTrainStepBF16VsFP32(b *testing.B) {
 	cpu := make([]time.Duration, len(pols))
 	for b.Loop() {
 		for i, p := range pols {
-			c0 := cpuTime()
+			c0 := cputime.Now()
 			start := time.Now()
 			pprof.Do(context.Background(), pprof.Labels("policy", p.String()), func(context.Context) {
 				if _, err := trs[i].Step(); err != nil {
@@ -94,7 +95,7 @@ func BenchmarkTrainStepBF16VsFP32(b *testing.B) {
 				}
 			})
 			times[i] = append(times[i], float64(time.Since(start).Microseconds())/1000)
-			cpu[i] += cpuTime() - c0
+			cpu[i] += cputime.Now() - c0
 		}
 	}
 	med := make([]float64, len(pols))

@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"github.com/druto/druto/internal/cputime"
 	"math"
 	"runtime/pprof"
 	"testing"
@@ -364,9 +365,9 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 					func() { fusedBF16 = true; step(bfs) },
 					func() { fusedBF16 = false; step(bfs) },
 				} {
-					c0 := cpuTime()
+					c0 := cputime.Now()
 					run()
-					cpu[i] += cpuTime() - c0
+					cpu[i] += cputime.Now() - c0
 				}
 			}
 			if err := d.Sync(); err != nil {
@@ -485,10 +486,10 @@ func BenchmarkStepBF16Paths(b *testing.B) {
 			func() { fusedBF16 = true; step(bf) },
 			func() { fusedBF16 = false; step(bf) },
 		} {
-			c0 := cpuTime()
+			c0 := cputime.Now()
 			// Labelled for -cpuprofile: go tool pprof -tagfocus path=bf16-fused
 			pprof.Do(context.Background(), pprof.Labels("path", paths[i]), func(context.Context) { run() })
-			cpu[i] += cpuTime() - c0
+			cpu[i] += cputime.Now() - c0
 		}
 	}
 	for i, name := range paths {

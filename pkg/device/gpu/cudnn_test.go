@@ -13,9 +13,6 @@ import (
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
-	"github.com/druto/druto/pkg/data"
-	"github.com/druto/druto/pkg/gpt"
-	"github.com/druto/druto/pkg/optim"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
@@ -180,26 +177,7 @@ func cudnnRan(t *testing.T, g *Device, name string, k dnnKey, runs int64) {
 // device, bf16.
 func cudnnTrainer(t *testing.T, mode train.StepMode, B, T, steps int, notices *[]string) *train.Trainer {
 	t.Helper()
-	d := gpuDev(t, true)
-	cfg, err := gpt.Preset("small")
-	if err != nil {
-		t.Fatal(err)
-	}
-	toks, err := data.Encode(data.Corpus(1, 256<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	oc := optim.Defaults(steps)
-	oc.Warmup = 5
-	o := train.Options{Config: cfg, Policy: amp.BF16, Batch: B, Seq: T, Optim: oc, Seed: 3, Step: mode, LogEvery: 10}
-	if notices != nil {
-		o.Notice = func(s string) { *notices = append(*notices, s) }
-	}
-	tr, err := train.New(d, o, toks, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return presetTrainer(t, "small", amp.BF16, mode, B, T, steps, nil, notices)
 }
 
 // TestGPUCuDNNStep: 20 steps of the small model (fused bf16, B4 T256, hs

@@ -58,8 +58,14 @@ func TestLaunchSignaturesStep(t *testing.T) {
 // graphTrainer builds a trainer of the tiny preset on the fused GPU device.
 func graphTrainer(t *testing.T, pol amp.Policy, mode train.StepMode, B, T, steps int, inject func(int) float32, notices *[]string) *train.Trainer {
 	t.Helper()
+	return presetTrainer(t, "tiny", pol, mode, B, T, steps, inject, notices)
+}
+
+// presetTrainer builds a trainer of a preset on the fused GPU device.
+func presetTrainer(t *testing.T, preset string, pol amp.Policy, mode train.StepMode, B, T, steps int, inject func(int) float32, notices *[]string) *train.Trainer {
+	t.Helper()
 	d := gpuDev(t, true)
-	cfg, err := gpt.Preset("tiny")
+	cfg, err := gpt.Preset(preset)
 	if err != nil {
 		t.Fatal(err)
 	}

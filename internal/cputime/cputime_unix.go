@@ -1,14 +1,13 @@
 //go:build unix
 
-package cpu
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime returns the CPU time (user + system) the process has used so far.
-func cpuTime() time.Duration {
+func now() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

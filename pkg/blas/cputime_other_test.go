@@ -1,8 +1,0 @@
-//go:build !unix
-
-package blas
-
-import "time"
-
-// cpuTime is not measured on this system (the CPU metric is left out).
-func cpuTime() time.Duration { return 0 }
