@@ -8,7 +8,9 @@
 #   detect    env.log (device, driver, date, revision; detect cold, cached),
 #             detect.json
 #   tests     tests.log: every test binary of build/gpu (BINS: some) under
-#             DRUTO_REQUIRE_GPU=1 (GPU skips fail); a summary line each
+#             DRUTO_REQUIRE_GPU=1 (GPU skips fail); a summary line each;
+#             TEST_TIMEOUT (default 500 s) a binary: device-gpu took over
+#             300 s on the H200 once TestGPUConformance ran the Large cases
 #   checks    tests and sanitize at once
 #   sanitize  sanitize.log: compute-sanitizer memcheck, racecheck, initcheck
 #             and synccheck over the GPU tests of package gpu (SANITIZE_RUN
@@ -67,7 +69,7 @@ runtest() {
   name=$1; t=$B/$name.test
   dir=$(cat "$B/$name.dir" 2>/dev/null || echo .)
   start=$(date +%s)
-  (cd "$dir" && timeout "${TEST_TIMEOUT:-300}" "$ROOT/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"} ${SKIP:+-test.skip "$SKIP"}) > "$LOGS/test-$name.log" 2>&1
+  (cd "$dir" && timeout "${TEST_TIMEOUT:-500}" "$ROOT/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"} ${SKIP:+-test.skip "$SKIP"}) > "$LOGS/test-$name.log" 2>&1
   rc=$?
   pass=$(grep -c -- '--- PASS' "$LOGS/test-$name.log"); fail=$(grep -c -- '--- FAIL' "$LOGS/test-$name.log")
   skip=$(grep -c -- '--- SKIP' "$LOGS/test-$name.log")
