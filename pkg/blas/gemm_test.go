@@ -20,12 +20,12 @@ func hasAsm() bool {
 }
 
 // packedKernels are the micro-kernels the blocked driver is tested on: the
-// portable Go one everywhere, and this CPU's assembly one.
+// portable Go one everywhere, and every assembly one this CPU runs (AVX2
+// and, where the CPU has it, AVX-512).
 func packedKernels(t testing.TB) map[string]gemm.Kernel {
-	ks := map[string]gemm.Kernel{"go": gemm.KernGo}
-	if kern, isa, ok := gemm.Asm(); ok {
-		ks[isa] = kern
-	} else {
+	ks := gemm.AsmAll()
+	ks["go"] = gemm.KernGo
+	if len(ks) == 1 {
 		t.Logf("no assembly micro-kernel on this CPU/architecture: testing the driver on the Go kernel only")
 	}
 	return ks
@@ -201,7 +201,8 @@ func modelShapes() []modelShape {
 }
 
 // BenchmarkModelGemm times the model's GEMMs through Sgemm's threading on
-// each implementation: "fallback" (the assembly SGEMM), "native" (OpenBLAS,
+// each implementation: "fallback" (the assembly SGEMM; "fallback-AVX2FMA"
+// its AVX2 kernel where the CPU has AVX-512), "native" (OpenBLAS,
 // when it loads) and "gonum", on the same operands; GFLOP/s is reported.
 // Compare implementations within one run: the machine's load moves the
 // absolute numbers. -short keeps the square and the forward shapes only.
@@ -215,6 +216,16 @@ func BenchmarkModelGemm(b *testing.B) {
 			name string
 			be   backend
 		}{"fallback", fb})
+		// The other assembly kernels of this CPU (AVX2 where the fallback
+		// runs AVX-512), to compare them on the same operands.
+		for isa, kern := range gemm.AsmAll() {
+			if isa != fb.isa {
+				impls = append(impls, struct {
+					name string
+					be   backend
+				}{"fallback-" + strings.NewReplacer("+", "", "-", "").Replace(isa), packedBackend{kern: kern, isa: isa}})
+			}
+		}
 	}
 	if Native() {
 		impls = append(impls, struct {

@@ -11,13 +11,11 @@ import (
 // give the same bits as Sgemm on fp32 copies of them: for every
 // transposition, with A, B or both in bf16, on shapes that cover partial
 // tiles, several KC blocks, in-place and packed A, and padded strides, on
-// the portable kernel and (where the CPU has it) the assembly one. C holds
+// the portable kernel and every assembly one this CPU runs. C holds
 // NaN outside the product and (beta 0) inside it, which must not leak.
 func TestSgemmSrcBF16(t *testing.T) {
-	kerns := map[string]Kernel{"go": KernGo}
-	if k, isa, ok := Asm(); ok {
-		kerns[isa] = k
-	}
+	kerns := AsmAll()
+	kerns["go"] = KernGo
 	r := rand.New(rand.NewPCG(3, 4))
 	bf := func(n int) ([]uint16, []float32) {
 		h, f := make([]uint16, n), make([]float32, n)

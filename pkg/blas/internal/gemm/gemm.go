@@ -163,13 +163,25 @@ type aBlock struct {
 
 // macro runs the micro-kernel over an mb×nb block of C (c is its first
 // element) from the A block and the packed B block (in w.b) of kb steps.
+//
+// With a two-tile kernel (wideOf: AVX-512), pairs of full B panels go
+// through it, tile rows that are full, two tiles per call; edge tiles and a
+// last single panel go through kern, whose arithmetic is the same.
 func macro(kern Kernel, mb, nb, kb int, alpha, beta float32, blk aBlock, w *work, c []float32, ldc int) {
 	tile := &w.tile
+	wide := wideOf(kern)
 	for jr := 0; jr < nb; jr += nr {
 		nn := min(nr, nb-jr)
 		bp := &w.b[jr*kb]
+		// pair: this panel and the next are full (wide computes both);
+		// paired: this one is that next panel (its full tiles are done).
+		pair := wide != nil && jr%(2*nr) == 0 && nb-jr >= 2*nr
+		paired := wide != nil && jr%(2*nr) == nr && nn == nr
 		for ir := 0; ir < mb; ir += mr {
 			mm := min(mr, mb-ir)
+			if paired && mm == mr {
+				continue
+			}
 			var ap *float32
 			rsa, csa := 1, mr
 			switch {
@@ -181,6 +193,10 @@ func macro(kern Kernel, mb, nb, kb int, alpha, beta float32, blk aBlock, w *work
 				ap, rsa, csa = &blk.buf[ir*blk.lda], blk.lda, 1
 			default:
 				ap = &w.edge[0] // the block's last rows, packed (rsa 1, csa mr)
+			}
+			if mm == mr && pair {
+				wide(kb, ap, rsa, csa, bp, &c[ir*ldc+jr], ldc, alpha, beta)
+				continue
 			}
 			if mm == mr && nn == nr {
 				kern(kb, ap, rsa, csa, bp, &c[ir*ldc+jr], ldc, alpha, beta)

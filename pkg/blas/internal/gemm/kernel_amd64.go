@@ -2,7 +2,12 @@
 
 package gemm
 
-import "golang.org/x/sys/cpu"
+import (
+	"os"
+	"reflect"
+
+	"golang.org/x/sys/cpu"
+)
 
 // kern6x16AVX2 is the AVX2 + FMA micro-kernel (kernel_amd64.s): see
 // Kernel for its contract, with mr = 6 and nr = 16.
@@ -22,17 +27,74 @@ func packBT16AVX2(b *float32, ldb int, n8 int, d *float32)
 //go:noescape
 func packBN16AVX2(b *float32, ldb int, kb int, d *float32)
 
+// kern6x16AVX512 is the AVX-512F micro-kernel (kernel_avx512_amd64.s):
+// kern6x16AVX2's tile, arithmetic and results, with each row of the tile in
+// one zmm register.
+//
+//go:noescape
+func kern6x16AVX512(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32)
+
+// kern6x32AVX512 computes two adjacent 6x16 tiles of C from two adjacent
+// packed B panels (the second at b + 16·k), each element with the 6x16
+// kernels' FMAs in their order (kernel_avx512_amd64.s).
+//
+//go:noescape
+func kern6x32AVX512(k int, a *float32, rsa, csa int, b, c *float32, ldc int, alpha, beta float32)
+
+// kern6x16AVX512PC identifies kern6x16AVX512 among Kernel values (Go func
+// values cannot be compared; their code pointers can).
+var kern6x16AVX512PC = reflect.ValueOf(kern6x16AVX512).Pointer()
+
+// wideOf returns the kernel that computes two adjacent tiles at once for
+// kern (kern6x32AVX512 for kern6x16AVX512), or nil.
+func wideOf(kern Kernel) Kernel {
+	if hasAVX512 && reflect.ValueOf(kern).Pointer() == kern6x16AVX512PC {
+		return kern6x32AVX512
+	}
+	return nil
+}
+
 // hasAVX2 reports whether the CPU and the OS support AVX2 and FMA (x/sys/cpu
 // checks that the OS saves the YMM state).
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
 
+// EnvISA names the environment variable (shared with pkg/device/cpu) whose
+// values "avx2" and "generic" keep Asm on the AVX2 kernel where the CPU has
+// AVX-512 too (the tests run both paths).
+const EnvISA = "DRUTO_CPU_ISA"
+
+// hasAVX512 reports whether the CPU and the OS support AVX-512F (x/sys/cpu
+// checks that the OS saves the ZMM and opmask state).
+var hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F
+
+// useAVX512 selects the AVX-512 micro-kernel in Asm.
+var useAVX512 = hasAVX512 && os.Getenv(EnvISA) != "avx2" && os.Getenv(EnvISA) != "generic"
+
 // Asm returns the assembly micro-kernel of this CPU and its instruction set,
-// or false when there is none.
+// or false when there is none: AVX-512F where the CPU has it (unless
+// DRUTO_CPU_ISA is "avx2" or "generic"), else AVX2 + FMA. Both give the
+// same bits (same FMAs in the same order).
 func Asm() (Kernel, string, bool) {
-	if !hasAVX2 {
-		return nil, "", false
+	switch {
+	case useAVX512:
+		return kern6x16AVX512, "AVX-512F", true
+	case hasAVX2:
+		return kern6x16AVX2, "AVX2+FMA", true
 	}
-	return kern6x16AVX2, "AVX2+FMA", true
+	return nil, "", false
+}
+
+// AsmAll returns every assembly micro-kernel this CPU runs, by instruction
+// set (for tests and benchmarks; empty without any).
+func AsmAll() map[string]Kernel {
+	ks := map[string]Kernel{}
+	if hasAVX2 {
+		ks["AVX2+FMA"] = kern6x16AVX2
+	}
+	if hasAVX512 {
+		ks["AVX-512F"] = kern6x16AVX512
+	}
+	return ks
 }
 
 // packBT16Asm packs steps [0, 8·(kb/8)) of packBT16's panel with AVX2 and

@@ -6,6 +6,12 @@ package gemm
 // micro-kernel.
 func Asm() (Kernel, string, bool) { return nil, "", false }
 
+// AsmAll returns no kernels here.
+func AsmAll() map[string]Kernel { return map[string]Kernel{} }
+
+// wideOf returns nil: no two-tile kernel here.
+func wideOf(kern Kernel) Kernel { return nil }
+
 // packBT16Asm packs nothing here: packBT16 does it in Go.
 func packBT16Asm(b []float32, ldb, base, kb int, d []float32) int { return 0 }
 
