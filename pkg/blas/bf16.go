@@ -39,12 +39,24 @@ func FusedBF16() bool {
 	return ok
 }
 
+// PreferFusedBF16 reports whether SgemmBF16's fused path is the better
+// choice for bf16 operands even with a native library loaded: where druto's
+// kernel is the AVX-512 one. On the tiny step (issue 20, 2-core Zen 4 EPYC
+// with OpenBLAS 0.3.21, BenchmarkStepBF16Paths, three runs) bf16 took
+// 1.06-1.08x fp32's CPU time fused against 1.09-1.10x with fp32 copies for
+// OpenBLAS; with the AVX2 kernel the two were even (1.07-1.12x both).
+func PreferFusedBF16() bool {
+	_, isa, ok := gemm.Asm()
+	return ok && isa == gemm.ISAAVX512
+}
+
 // SgemmBF16 is Sgemm with operands that may be bf16 (Mat.BF16). With
 // FusedBF16, a product with a bf16 operand runs druto's assembly SGEMM
 // (even when a native library is loaded: Debian's OpenBLAS has no bf16
 // product), which widens those operands exactly as it packs them, so no
 // fp32 copy is made; it is spread over goroutines as Sgemm spreads a large
-// product. Otherwise bf16 operands are widened into fp32 copies for Sgemm.
+// product. Its micro-kernel is AVX-512F where the CPU has it (the default
+// choice for bf16 operands there, see PreferFusedBF16), else AVX2 + FMA. Otherwise bf16 operands are widened into fp32 copies for Sgemm.
 // Both operands fp32: Sgemm itself. The result is the fp32 product of the
 // widened operands (bf16·bf16 products are exact in fp32).
 func SgemmBF16(transA, transB bool, m, n, k int, alpha float32, a Mat, lda int, b Mat, ldb int, beta float32, c []float32, ldc int) error {

@@ -7,9 +7,10 @@ package cpu
 // 16-bit numbers are exact in fp32, so an fp32 GEMM of widened operands is
 // what a GPU's 16-bit matmul with fp32 accumulation computes. bf16 operands
 // are widened into pooled fp32 copies for Sgemm (OpenBLAS has no bf16
-// product here), or, without a native library or with
-// DRUTO_CPU_BF16_GEMM=fused, go to blas.SgemmBF16 as they are, which widens
-// them inside the packing of druto's assembly SGEMM (no fp32 copy).
+// product here), or, without a native library, on CPUs where druto's kernel
+// is AVX-512, or with DRUTO_CPU_BF16_GEMM=fused, go to blas.SgemmBF16 as
+// they are, which widens them inside the packing of druto's assembly SGEMM
+// (no fp32 copy).
 //
 // Matmul, fused form: one GEMM, then one epilogue pass over each block of
 // output rows that adds the bias, stores the pre-activation (GELU) and
@@ -277,14 +278,16 @@ func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 // EnvBF16GEMM names the environment variable that picks how the linear
 // layers multiply bf16 tensors: "fused" hands them to blas.SgemmBF16, which
 // widens them inside the packing of druto's assembly SGEMM (where the CPU
-// has it, blas.FusedBF16), with no fp32 copy; anything else, or none, makes
-// pooled fp32 copies of them for pkg/blas's Sgemm (OpenBLAS when
-// installed). The copies are the default with a native library: on the
-// tiny step (issue 20, 2-core EPYC, CPU time per step interleaved,
-// BenchmarkStepBF16Paths, nine runs) bf16 took 1.02-1.07x fp32 with them
-// and 1.02-1.12x fused, and OpenBLAS's kernel outruns druto's on larger
-// products. Without a native library both run druto's kernel and "fused"
-// saves the copies (1.03-1.09x against 1.06-1.12x).
+// has it, blas.FusedBF16), with no fp32 copy; "widen" makes pooled fp32
+// copies of them for pkg/blas's Sgemm (OpenBLAS when installed); anything
+// else, or none, picks by the CPU and the library. With a native library the copies
+// are the default on AVX2-only CPUs: on the tiny step (issue 20, 2-core
+// EPYC, CPU time per step interleaved, BenchmarkStepBF16Paths, nine runs)
+// bf16 took 1.02-1.07x fp32 with them and 1.02-1.12x fused. Where druto's
+// kernel is AVX-512 (blas.PreferFusedBF16) "fused" is the default: there it
+// took 1.06-1.08x against 1.09-1.10x with the copies (three runs). Without a
+// native library both run druto's kernel and "fused" saves the copies
+// (1.03-1.09x against 1.06-1.12x).
 const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
 
 // fusedBF16 selects blas.SgemmBF16 for bf16 operands: set by loadBLAS
@@ -293,10 +296,10 @@ const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
 var fusedBF16 bool
 
 // bf16Policy returns fusedBF16's setting: EnvBF16GEMM's choice, by default
-// the fused packing only without a native library.
+// the fused packing without a native library or with druto's AVX-512 kernel.
 func bf16Policy() bool {
 	env := os.Getenv(EnvBF16GEMM)
-	return blas.FusedBF16() && (env == "fused" || !blas.Native() && env != "widen")
+	return blas.FusedBF16() && (env == "fused" || env != "widen" && (!blas.Native() || blas.PreferFusedBF16()))
 }
 
 // gemmMat returns t as a GEMM operand: its bf16 bits as they are when

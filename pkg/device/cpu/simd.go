@@ -43,7 +43,7 @@ var useAVX2 = haveAVX2 && os.Getenv(EnvISA) != "generic"
 func ISA() string {
 	switch {
 	case useAVX2 && haveAVX512:
-		return "avx2+fma (the cpu also has avx512f, unused)"
+		return "avx2+fma (avx512f: in the fallback GEMM only)"
 	case useAVX2:
 		return "avx2+fma"
 	case haveAVX2:

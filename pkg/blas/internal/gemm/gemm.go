@@ -44,6 +44,9 @@ const (
 	packMinN = 16 * nr
 )
 
+// ISAAVX512 is the instruction set Asm names for the AVX-512 micro-kernel.
+const ISAAVX512 = "AVX-512F"
+
 // Kernel computes one mr×nr tile: C = alpha·(A·Bp) + beta·C, where
 // A[i][p] (i < mr, p < k) is at a[i·rsa + p·csa] (a packed panel has rsa 1
 // and csa mr; rows of a row-major A, rsa lda and csa 1), Bp is a k×nr panel

@@ -77,7 +77,7 @@ var useAVX512 = hasAVX512 && os.Getenv(EnvISA) != "avx2" && os.Getenv(EnvISA) !=
 func Asm() (Kernel, string, bool) {
 	switch {
 	case useAVX512:
-		return kern6x16AVX512, "AVX-512F", true
+		return kern6x16AVX512, ISAAVX512, true
 	case hasAVX2:
 		return kern6x16AVX2, "AVX2+FMA", true
 	}
@@ -92,7 +92,7 @@ func AsmAll() map[string]Kernel {
 		ks["AVX2+FMA"] = kern6x16AVX2
 	}
 	if hasAVX512 {
-		ks["AVX-512F"] = kern6x16AVX512
+		ks[ISAAVX512] = kern6x16AVX512
 	}
 	return ks
 }
