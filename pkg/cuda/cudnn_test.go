@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -256,18 +257,6 @@ func fakeDNNHandleDriver(t *testing.T, f *fakeDNN) (*DNNHandle, *Stream, *fakeDr
 	return h, s, drv
 }
 
-func eqI64(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestSDPAForwardGraph: the forward graph's operations in cudnn-frontend's
 // order, druto's strides for Q, Kᵀ, V, O and Stats, the heuristics' fall
 // back from mode A to FALLBACK, and the variant pack of a run.
@@ -299,7 +288,7 @@ func TestSDPAForwardGraph(t *testing.T) {
 		{sdpaScale, []int64{1, 1, 1, 1}, []int64{1, 1, 1, 1}, DNNFloat},
 	} {
 		d := f.tensor(t, c.uid)
-		if !eqI64(f.i64s(d, dnnAttrTensorDims), c.dims) || !eqI64(f.i64s(d, dnnAttrTensorStrides), c.strides) ||
+		if !slices.Equal(f.i64s(d, dnnAttrTensorDims), c.dims) || !slices.Equal(f.i64s(d, dnnAttrTensorStrides), c.strides) ||
 			DNNDataType(f.i32(d, dnnAttrTensorDataType)) != c.dt || len(f.attrs[d][dnnAttrTensorVirtual]) != 0 {
 			t.Errorf("tensor %d: dims %v strides %v type %d virtual %v", c.uid, f.i64s(d, dnnAttrTensorDims),
 				f.i64s(d, dnnAttrTensorStrides), f.i32(d, dnnAttrTensorDataType), f.attrs[d][dnnAttrTensorVirtual])
@@ -382,7 +371,7 @@ func TestSDPABackwardGraph(t *testing.T) {
 	if got := f.ops(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("ops\n%v\nwant\n%v", got, want)
 	}
-	if d := f.tensor(t, sdpaV); !eqI64(f.i64s(d, dnnAttrTensorDims), []int64{B, NH, HS, T}) || DNNDataType(f.i32(d, dnnAttrTensorDataType)) != DNNHalf {
+	if d := f.tensor(t, sdpaV); !slices.Equal(f.i64s(d, dnnAttrTensorDims), []int64{B, NH, HS, T}) || DNNDataType(f.i32(d, dnnAttrTensorDataType)) != DNNHalf {
 		t.Errorf("V is not the f16 transposed view: %v", f.i64s(d, dnnAttrTensorDims))
 	}
 	wantWS := uint64(1024 + 256 + B*NH*T*HS*4) // plan 1000 → 1024, row sums 40 B → 256

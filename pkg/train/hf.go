@@ -16,6 +16,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,7 +197,7 @@ func fromTransformers(path string, ts []stTensor, meta map[string]string) ([]stT
 	if wte == nil || len(wte.Shape) != 2 {
 		return nil, nil, fmt.Errorf("%s: %w: no 2-D transformer.wte.weight (is this a GPT-2 model file?)", path, ErrCorrupt)
 	}
-	if lmHead != nil && !equalF32(lmHead.Data, wte.Data) {
+	if lmHead != nil && !slices.Equal(lmHead.Data, wte.Data) {
 		return nil, nil, fmt.Errorf("%s is not a GPT-2 checkpoint druto can run: lm_head.weight differs from wte (an untied output head; druto ties lm_head to wte)", path)
 	}
 	// The config: metadata first (druto's keys), then config.json.
@@ -227,18 +228,6 @@ func fromTransformers(path string, ts []stTensor, meta map[string]string) ([]stT
 	}
 	m["vocab_size"] = strconv.Itoa(Vp)
 	return out, m, nil
-}
-
-func equalF32(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Metadata keys of the tokenizer a checkpoint was trained with.

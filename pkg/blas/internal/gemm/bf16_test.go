@@ -32,14 +32,7 @@ func TestSgemmSrcBF16(t *testing.T) {
 			for _, ta := range []bool{false, true} {
 				for _, tb := range []bool{false, true} {
 					for _, which := range []string{"A", "B", "AB"} {
-						lda, ldb, ldc := k+3, n+2, n+1
-						ar, br := m, k
-						if ta {
-							lda, ar = m+3, k
-						}
-						if tb {
-							ldb, br = k+2, n
-						}
+						lda, ldb, ldc, ar, br := paddedLayout(m, n, k, ta, tb)
 						ah, af := bf(ar * lda)
 						bh, bfv := bf(br * ldb)
 						want := make([]float32, m*ldc)

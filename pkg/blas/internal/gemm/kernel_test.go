@@ -164,14 +164,7 @@ func TestAsmDriversAgree(t *testing.T) {
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
 				for _, beta := range []float32{0, 1, -0.5} {
-					lda, ldb, ldc := k+3, n+2, n+1
-					ar, br := m, k
-					if ta {
-						lda, ar = m+3, k
-					}
-					if tb {
-						ldb, br = k+2, n
-					}
+					lda, ldb, ldc, ar, br := paddedLayout(m, n, k, ta, tb)
 					a, b := make([]float32, ar*lda), make([]float32, br*ldb)
 					for i := range a {
 						a[i] = float32(r.NormFloat64())
@@ -210,4 +203,18 @@ func TestAsmDriversAgree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// paddedLayout returns the leading dimensions of an m×n×k product's A, B
+// and C with every row padded (k+3, n+2, n+1; transposed A m+3, transposed
+// B k+2) and the stored rows of A and B: the strided layouts the tests run.
+func paddedLayout(m, n, k int, ta, tb bool) (lda, ldb, ldc, ar, br int) {
+	lda, ldb, ldc, ar, br = k+3, n+2, n+1, m, k
+	if ta {
+		lda, ar = m+3, k
+	}
+	if tb {
+		ldb, br = k+2, n
+	}
+	return lda, ldb, ldc, ar, br
 }
