@@ -14,7 +14,8 @@
 #   checks    tests and sanitize at once
 #   sanitize  sanitize.log: compute-sanitizer memcheck, racecheck, initcheck
 #             and synccheck over the GPU tests of package gpu (SANITIZE_RUN
-#             picks them, default every TestGPU test; SANITIZE_SKIP leaves some out),
+#             picks them, default every TestGPU test; SANITIZE_SKIP leaves some out;
+#             SANITIZE_SHARDS processes a tool, default 3),
 #             in -test.short: the largest sizes of the shape tables left out (every
 #             kernel and code path kept), which the full tests section runs
 #   kernels   kernels.log, kernels-h200.json: druto bench --kernels, and
@@ -93,31 +94,41 @@ sanitize() {
   # sanitized processes is more than the machine has.
   excl=()
   for k in ${SANITIZE_EXCLUDE-nvjet xmma cutlass gemm gemv splitK cublas}; do excl+=(--kernel-name-exclude "kns=$k"); done
-  # The four tools at once (each is a process of its own on the GPU).
+  # The four tools at once, each over SANITIZE_SHARDS (default 3) shards of
+  # the tests (round robin over -test.list): a process of its own on the
+  # GPU each, so the suite finishes within one call.
+  shards=${SANITIZE_SHARDS:-3}
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
-    ( start=$(date +%s) x=()
-      skip=${SANITIZE_SKIP:-^TestGPUAddPast2G\$}
-      case $tool in
-        # cuDNN's wgmma attention kernels (NVIDIA's) sync through mbarriers
-        # that racecheck and synccheck do not follow: 186 "hazards" and 32
-        # barrier errors, all inside cudnn_generated_*sdpa*, on the H200
-        # (CUDA 13.0, cuDNN 9.14); druto's kernels stay checked.
-        synccheck) x=("${excl[@]}" --kernel-name-exclude kns=cudnn) ;;
-        # racecheck stops the process at the first CUDA graph launch (H200,
-        # CUDA 13.0: TestGPUGraphBitIdentical); the graphs run the same
-        # kernels that the other tests racecheck outside a graph.
-        racecheck) skip="$skip|^TestGPUGraph"; x=(--kernel-name-exclude kns=cudnn) ;;
-        # initcheck: the TestGPU tests matching INITCHECK_RUN (default all);
-        # the whole -test.short suite takes it longer than one call allows.
-        initcheck) run=${INITCHECK_RUN:-$run} ;;
-      esac
-      (cd pkg/device/gpu && DRUTO_SANITIZER=$tool timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 9 "${x[@]}" \
-        "$ROOT/$B/device-gpu.test" -test.run "$run" -test.skip "$skip" -test.count=1 -test.short -test.v) > "$LOGS/sanitize-$tool.log" 2>&1
-      echo "$tool: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^(ok|FAIL|PASS)$' "$LOGS/sanitize-$tool.log" | tr '\n' ' ')" > "$LOGS/san-$tool.txt"
-      echo "  $tool tests: $(grep -c -- '^--- PASS' "$LOGS/sanitize-$tool.log") passed, $(grep -c -- '^--- FAIL' "$LOGS/sanitize-$tool.log") failed, last started: $(grep '^=== RUN' "$LOGS/sanitize-$tool.log" | tail -n 1)" >> "$LOGS/san-$tool.txt"
-      # Which kernels the reports name (racecheck's hazards inside cuBLAS
-      # are NVIDIA's; druto's kernels must have none).
-      grep -oE 'in (void )?[A-Za-z_][A-Za-z0-9_:<>, ]*\(' "$LOGS/sanitize-$tool.log" | sort | uniq -c | sort -rn | head -20 | sed "s/^/  $tool kernel: /" >> "$LOGS/san-$tool.txt" ) &
+    x=() trun=$run
+    # Left out by default: TestGPUAddPast2G (above), and the two timing
+    # tests, whose kernels the other tests run.
+    skip=${SANITIZE_SKIP:-^TestGPU(AddPast2G|GEMMBench|StreamRows)\$}
+    case $tool in
+      # cuDNN's wgmma attention kernels (NVIDIA's) sync through mbarriers
+      # that racecheck and synccheck do not follow: 186 "hazards" and 32
+      # barrier errors, all inside cudnn_generated_*sdpa*, on the H200
+      # (CUDA 13.0, cuDNN 9.14); druto's kernels stay checked.
+      synccheck) x=("${excl[@]}" --kernel-name-exclude kns=cudnn) ;;
+      # racecheck stops the process at the first CUDA graph launch (H200,
+      # CUDA 13.0: TestGPUGraphBitIdentical); the graphs run the same
+      # kernels that the other tests racecheck outside a graph.
+      racecheck) skip="$skip|^TestGPUGraph"; x=(--kernel-name-exclude kns=cudnn) ;;
+      initcheck) trun=${INITCHECK_RUN:-$run} ;;
+    esac
+    mapfile -t names < <((cd pkg/device/gpu && "$ROOT/$B/device-gpu.test" -test.list "$trun") | grep -E '^Test' | grep -Ev "$skip")
+    for ((sh = 0; sh < shards; sh++)); do
+      pick=()
+      for ((i = sh; i < ${#names[@]}; i += shards)); do pick+=("${names[$i]}"); done
+      [ ${#pick[@]} -eq 0 ] && continue
+      re="^($(IFS='|'; echo "${pick[*]}"))\$"
+      ( start=$(date +%s) log="$LOGS/sanitize-$tool-$sh.log"
+        (cd pkg/device/gpu && DRUTO_SANITIZER=$tool timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 9 "${x[@]}" \
+          "$ROOT/$B/device-gpu.test" -test.run "$re" -test.count=1 -test.short -test.v) > "$log" 2>&1
+        echo "$tool/$sh: rc=$? $(( $(date +%s) - start ))s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^(ok|FAIL|PASS)$' "$log" | tr '\n' ' ')" > "$LOGS/san-$tool-$sh.txt"
+        echo "  $tool/$sh tests ($re): $(grep -c -- '^--- PASS' "$log") passed, $(grep -c -- '^--- FAIL' "$log") failed, $(grep -c -- '^--- SKIP' "$log") skipped, last started: $(grep '^=== RUN' "$log" | tail -n 1)" >> "$LOGS/san-$tool-$sh.txt"
+        # Which kernels the reports name (druto's kernels must have none).
+        grep -oE 'in (void )?[A-Za-z_][A-Za-z0-9_:<>, ]*\(' "$log" | sort | uniq -c | sort -rn | head -20 | sed "s/^/  $tool kernel: /" >> "$LOGS/san-$tool-$sh.txt" ) &
+    done
   done
   wait
   { stamp; echo "tests: $run"; cat "$LOGS"/san-*.txt; } > "$LOGS/sanitize.log" 2>&1

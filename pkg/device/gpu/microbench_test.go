@@ -117,3 +117,50 @@ func BenchmarkKernels(b *testing.B) {
 	}
 	b.Logf("wrote %s", path)
 }
+
+// TestStreamLaunches: a stream row moves at least streamBytes where 8
+// launches suffice, and runs 2 to 8 launches.
+func TestStreamLaunches(t *testing.T) {
+	for _, c := range []struct {
+		bytes int64
+		want  int
+	}{{1, 8}, {75 << 20, 7}, {streamBytes / 2, 2}, {streamBytes, 2}, {4 << 30, 2}} {
+		if got := streamLaunches(c.bytes); got != c.want {
+			t.Errorf("streamLaunches(%d) = %d, want %d", c.bytes, got, c.want)
+		}
+	}
+}
+
+// TestGPUStreamRows: layernorm forward gets its stream rows beside the
+// single launch, each reporting the bytes of one launch, and the copy of
+// the same bytes as a stream too.
+func TestGPUStreamRows(t *testing.T) {
+	g, p := gpuDev(t, true), gpuDev(t, false)
+	rs, err := BenchKernels(g, p, KernelOptions{Warmup: 1, Repeats: 3, Ops: []string{"copy", "layernorm_fwd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", KernelTable(rs))
+	rows := map[string]KernelResult{}
+	for _, r := range rs {
+		if r.Name == "layernorm_fwd" {
+			rows[r.Mode] = r
+		}
+	}
+	one := rows["fused"]
+	for _, m := range []string{"fused-stream", "copy-stream", "copy-same-bytes"} {
+		r, ok := rows[m]
+		if !ok {
+			t.Fatalf("no layernorm_fwd %s row: %v", m, rs)
+		}
+		if r.Ms <= 0 || r.GBps <= 0 || r.PctOfCeil <= 0 {
+			t.Errorf("%s: %v ms, %v GB/s, %v%%", m, r.Ms, r.GBps, r.PctOfCeil)
+		}
+		if d := r.Bytes - one.Bytes; d < -32 || d > 0 {
+			t.Errorf("%s: %d bytes a launch, the op moves %d", m, r.Bytes, one.Bytes)
+		}
+	}
+	if !strings.Contains(rows["fused-stream"].Shape, "launches back to back") {
+		t.Errorf("fused-stream shape %q", rows["fused-stream"].Shape)
+	}
+}
