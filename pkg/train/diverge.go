@@ -51,7 +51,7 @@ func (t *Trainer) keptNote() string {
 	case t.opts.OutDir == "":
 		return "no checkpoint is kept (no output folder)"
 	case t.saved < 0:
-		return "no checkpoint was written"
+		return "there is no earlier checkpoint"
 	}
 	return fmt.Sprintf("the checkpoint of step %d in %s is kept", t.saved, t.opts.OutDir)
 }

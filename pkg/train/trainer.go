@@ -552,7 +552,7 @@ func (t *Trainer) Save(dir string) error {
 	}
 	for i, v := range params {
 		if !finite(float64(v)) {
-			return fmt.Errorf("%w at step %d: parameter %d is %v; the checkpoint was not written (%s)", ErrDiverged, t.step, i, v, t.keptNote())
+			return fmt.Errorf("%w at step %d: parameter %d is %v; this step's checkpoint was not written (%s)", ErrDiverged, t.step, i, v, t.keptNote())
 		}
 	}
 	// Finite weights can still have blown up: the loss a step reports is
@@ -565,7 +565,7 @@ func (t *Trainer) Save(dir string) error {
 			return err
 		}
 		if !finite(float64(loss)) {
-			return fmt.Errorf("%w at step %d: the weights give a loss of %v on the step's batch under %s; the checkpoint was not written (%s); lower the learning rate or lengthen the warm-up",
+			return fmt.Errorf("%w at step %d: the weights give a loss of %v on the step's batch under %s; this step's checkpoint was not written (%s); lower the learning rate or lengthen the warm-up",
 				ErrDiverged, t.step, loss, t.opts.Policy, t.keptNote())
 		}
 	}

@@ -188,6 +188,13 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if d.ws, err = ctx.Pool().Alloc(WorkspaceBytes); err != nil {
 		return nil, fmt.Errorf("gpu: workspace: %w", err)
 	}
+	// Zeroed once: cuBLASLt's split-K reduction reads partial-sum slots its
+	// GEMM kernel left unwritten (compute-sanitizer initcheck on the H200,
+	// cublasLt::splitKreduce_kernel in the chunked LM head's GEMMs), so
+	// their contents are defined, the same in every run and process.
+	if err = d.stream.Memset8(d.ws, 0, WorkspaceBytes); err != nil {
+		return nil, fmt.Errorf("gpu: workspace: %w", err)
+	}
 	if d.blas, err = blas.NewHandle(ctx, d.stream, d.ws, WorkspaceBytes); err != nil {
 		return nil, fmt.Errorf("gpu: cuBLAS handle: %w", err)
 	}

@@ -86,10 +86,13 @@ func TestLaunchAttentionBackwardStore(t *testing.T) {
 // values) within the flash tolerance, and the same bits as the GPU's own
 // Zero + AttentionBackward, on every path: variant 2 (the default, its
 // kernels take the store flag), variant 1 and the cuBLAS path (zeroed, then
-// accumulated), at GPT-2's head size and a T past one tile.
+// accumulated), at GPT-2's head size and a T past one tile. The own
+// kernels: cuDNN's backward (the default where it loads) sums dq in an
+// order that varies from run to run (TestGPUCuDNNAttention checks it).
 func TestGPUAttentionBackwardStore(t *testing.T) {
 	rng := testRNG(t)
 	g := gpuDev(t, true)
+	ownAttention(t, g)
 	def, defNo := g.flashV2, g.noFlash
 	defer func() { g.flashV2, g.noFlash = def, defNo }()
 	const B, T, NH, hs = 2, 300, 4, 64
