@@ -311,6 +311,26 @@ func BenchmarkMatmul(b *testing.B) {
 	}
 }
 
+// timeBF16Paths runs the three paths of the bf16 benchmarks in turn each
+// iteration of b: f32 (on fp32 tensors), then bf (on bf16 tensors) with
+// blas.SgemmBF16's fused packing and with the widened copies. It reports
+// and returns each path's CPU time (all threads), labelled for
+// -cpuprofile (go tool pprof -tagfocus path=bf16-fused).
+func timeBF16Paths(b *testing.B, f32, bf func()) (cpu [3]time.Duration) {
+	paths := []string{"fp32", "bf16-fused", "bf16-widen"}
+	for b.Loop() {
+		for i, run := range []func(){f32, func() { fusedBF16 = true; bf() }, func() { fusedBF16 = false; bf() }} {
+			c0 := cputime.Now()
+			pprof.Do(context.Background(), pprof.Labels("path", paths[i]), func(context.Context) { run() })
+			cpu[i] += cputime.Now() - c0
+		}
+	}
+	for i, name := range paths {
+		b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
+	}
+	return cpu
+}
+
 // BenchmarkMatmulBF16Paths times forward + backward of the tiny preset's
 // linear layers (as BenchmarkMatmul, fused form) three ways, interleaved in
 // rounds so that each sees the same load from other processes: fp32
@@ -358,23 +378,9 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 					d.MatmulBackward(s.dinp, s.dw, s.db, s.dout, s.inp, s.w, N, sh.C, sh.OC)
 				}
 			}
-			var cpu [3]time.Duration
-			for b.Loop() {
-				for i, run := range []func(){
-					func() { step(f32s) },
-					func() { fusedBF16 = true; step(bfs) },
-					func() { fusedBF16 = false; step(bfs) },
-				} {
-					c0 := cputime.Now()
-					run()
-					cpu[i] += cputime.Now() - c0
-				}
-			}
+			timeBF16Paths(b, func() { step(f32s) }, func() { step(bfs) })
 			if err := d.Sync(); err != nil {
 				b.Fatal(err)
-			}
-			for i, name := range []string{"fp32", "bf16-fused", "bf16-widen"} {
-				b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
 			}
 		})
 	}
@@ -478,23 +484,7 @@ func BenchmarkStepBF16Paths(b *testing.B) {
 	}
 	step(f32)
 	step(bf)
-	paths := []string{"fp32", "bf16-fused", "bf16-widen"}
-	var cpu [3]time.Duration
-	for b.Loop() {
-		for i, run := range []func(){
-			func() { step(f32) },
-			func() { fusedBF16 = true; step(bf) },
-			func() { fusedBF16 = false; step(bf) },
-		} {
-			c0 := cputime.Now()
-			// Labelled for -cpuprofile: go tool pprof -tagfocus path=bf16-fused
-			pprof.Do(context.Background(), pprof.Labels("path", paths[i]), func(context.Context) { run() })
-			cpu[i] += cputime.Now() - c0
-		}
-	}
-	for i, name := range paths {
-		b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
-	}
+	cpu := timeBF16Paths(b, func() { step(f32) }, func() { step(bf) })
 	b.ReportMetric(cpu[1].Seconds()/cpu[0].Seconds(), "fused/fp32")
 	b.ReportMetric(cpu[2].Seconds()/cpu[0].Seconds(), "widen/fp32")
 }
