@@ -3,17 +3,13 @@ package druto
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/device/gpu"
 )
-
-// requireGPU reports whether this run must find a usable GPU
-// (DRUTO_REQUIRE_GPU=1, set on the GPU machine).
-func requireGPU() bool { return os.Getenv("DRUTO_REQUIRE_GPU") == "1" }
 
 // checkKernels asserts that every kernel came the expected way and has a
 // passing self-test (or is unused by every op), that every conformance
@@ -85,7 +81,7 @@ func TestDetect(t *testing.T) {
 		t.Fatalf("backend %q reason %q time %q host %+v", r.Backend, r.Reason, r.Time, r.Host)
 	}
 	if !r.GPUUsable {
-		if requireGPU() {
+		if gputest.Required() {
 			t.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %s; errors %q", r.Reason, r.Errors)
 		}
 		if r.Backend != BackendCPU || !strings.Contains(r.Reason, "using the CPU") {
@@ -118,7 +114,7 @@ func TestDetectCacheAndPTX(t *testing.T) {
 	forget() // TestDetect's verdict, kept in this process, has the same key
 	first := DetectWith(context.Background(), Options{CacheDir: dir, Fused: true})
 	if !first.GPUUsable {
-		if requireGPU() {
+		if gputest.Required() {
 			t.Fatalf("no usable GPU: %s", first.Reason)
 		}
 		t.Skipf("no usable GPU: %s", first.Reason)

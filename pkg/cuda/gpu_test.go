@@ -12,13 +12,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -42,10 +42,7 @@ func gpuContext(t *testing.T) (*Libraries, *Context) {
 		}
 	})
 	if gpuErr != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but: %v", gpuErr)
-		}
-		t.Skipf("no GPU: %v", gpuErr)
+		gputest.Skip(t, gpuErr)
 	}
 	c, err := gpuLibs.Driver.NewContext(0)
 	if err != nil {
@@ -65,10 +62,7 @@ func nvrtcOnly(t *testing.T) *NVRTC {
 	t.Helper()
 	n, err := LoadNVRTC(LoadOptions{})
 	if err != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no NVRTC: %v", err)
+		gputest.Skip(t, err)
 	}
 	return n
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
@@ -42,10 +43,7 @@ func fusedGPU(t *testing.T) *gpu.Device {
 		gpuOnce.dev, gpuOnce.err = gpu.NewWith(ctx, gpu.Config{Options: device.Options{Fused: true}, Libs: libs})
 	})
 	if gpuOnce.err != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %v", gpuOnce.err)
-		}
-		t.Skipf("no usable GPU, GPU test skipped: %v", gpuOnce.err)
+		gputest.Skip(t, gpuOnce.err)
 	}
 	return gpuOnce.dev
 }
