@@ -156,20 +156,7 @@ func TestRefStateFile(t *testing.T) {
 	}
 
 	// loss = mean over positions of -log softmax(logits)[target], in float64.
-	var sum float64
-	for i := 0; i < bt; i++ {
-		row := s.Logits[i*s.V : (i+1)*s.V]
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, float64(v))
-		}
-		var z float64
-		for _, v := range row {
-			z += math.Exp(float64(v) - mx)
-		}
-		sum += mx + math.Log(z) - float64(row[s.Targets[i]])
-	}
-	loss := sum / float64(bt)
+	loss := meanCrossEntropy(s.Logits[:bt*s.V], s.Targets, s.V)
 	// F32 tolerance at scale 0.1: |d| <= 1e-7 + 1e-6·|loss|.
 	if err := tensor.Close([]float64{float64(s.Loss)}, []float64{loss}, tensor.F32, 0.1); err != nil {
 		t.Fatalf("stored loss %.9g vs %.9g recomputed from the logits: %v", s.Loss, loss, err)
@@ -231,4 +218,24 @@ func TestReadRefStateRejects(t *testing.T) {
 	if _, err := readRefState(filepath.Join(dir, "missing.bin")); err == nil || errors.Is(err, errRefState) {
 		t.Errorf("missing file: err = %v, want a read error", err)
 	}
+}
+
+// meanCrossEntropy is the mean over rows of -log softmax(row)[target], in
+// float64, of the rows of V logits.
+func meanCrossEntropy(logits []float32, targets []int32, V int) float64 {
+	var sum float64
+	n := len(logits) / V
+	for i := range n {
+		row := logits[i*V : (i+1)*V]
+		mx := math.Inf(-1)
+		for _, v := range row {
+			mx = math.Max(mx, float64(v))
+		}
+		var z float64
+		for _, v := range row {
+			z += math.Exp(float64(v) - mx)
+		}
+		sum += mx + math.Log(z) - float64(row[targets[i]])
+	}
+	return sum / float64(n)
 }
