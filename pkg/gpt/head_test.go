@@ -39,18 +39,22 @@ func poisonWork(t *testing.T, m *Model, B, T int) {
 	if err := m.ensure(B, T); err != nil {
 		t.Fatal(err)
 	}
-	w := m.acts.work
-	nan := make([]float32, w.Numel())
+	poison(m, m.acts.work)
+}
+
+// poison fills x, a tensor on m's device, with NaN.
+func poison(m *Model, x *tensor.Tensor) {
+	nan := make([]float32, x.Numel())
 	for i := range nan {
 		nan[i] = float32(math.NaN())
 	}
-	h, _ := tensor.FromF32(nan, w.Numel())
-	if w.DType != tensor.F32 {
-		c := tensor.New(w.DType, w.Numel())
+	h, _ := tensor.FromF32(nan, x.Numel())
+	if x.DType != tensor.F32 {
+		c := tensor.New(x.DType, x.Numel())
 		cpu.New(device.Options{}).Cast(c, h)
 		h = c
 	}
-	m.dev.Upload(w, h)
+	m.dev.Upload(x, h)
 }
 
 // eachForm runs fn on the fused and the decomposed form under every

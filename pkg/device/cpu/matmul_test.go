@@ -267,6 +267,14 @@ func TestMatmulName(t *testing.T) {
 	}
 }
 
+// tinyLinears are the tiny preset's linear layers, as the benchmarks time
+// them.
+var tinyLinears = []struct {
+	name  string
+	C, OC int
+	act   device.Activation
+}{{"qkv", 128, 384, device.None}, {"attproj", 128, 128, device.None}, {"fc_gelu", 128, 512, device.GELU}, {"proj", 512, 128, device.None}}
+
 // BenchmarkMatmul times forward + backward of the tiny preset's linear
 // layers (N = B·T = 1024): qkv 128→384, attention proj 128→128, MLP fc
 // 128→512 with GELU, MLP proj 512→128; GFLOP/s counts 6·N·C·OC.
@@ -274,14 +282,9 @@ func BenchmarkMatmul(b *testing.B) {
 	defer func(p bool) { poisonScratch = p }(poisonScratch)
 	poisonScratch = false // time the op, not the test poison
 	const N = 1024
-	shapes := []struct {
-		name  string
-		C, OC int
-		act   device.Activation
-	}{{"qkv", 128, 384, device.None}, {"attproj", 128, 128, device.None}, {"fc_gelu", 128, 512, device.GELU}, {"proj", 512, 128, device.None}}
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
 		for _, f := range ntForms {
-			for _, s := range shapes {
+			for _, s := range tinyLinears {
 				b.Run(fmt.Sprintf("%s/%s/%s_C%d_OC%d", dt, f.name, s.name, s.C, s.OC), func(b *testing.B) {
 					r := ntRNG(1)
 					d := ntDev(f.fused, 0)
@@ -346,11 +349,6 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 		b.Skip("no assembly SGEMM on this CPU: SgemmBF16 widens into copies")
 	}
 	const N = 1024
-	shapes := []struct {
-		name  string
-		C, OC int
-		act   device.Activation
-	}{{"qkv", 128, 384, device.None}, {"attproj", 128, 128, device.None}, {"fc_gelu", 128, 512, device.GELU}, {"proj", 512, 128, device.None}}
 	type set struct{ inp, w, bias, dout, out, pre, dinp, dw, db *tensor.Tensor }
 	d := ntDev(true, 0)
 	mk := func(b *testing.B, dt tensor.DType, C, OC int, act device.Activation) set {
@@ -367,7 +365,7 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 		s.dinp, s.dw, s.db = tensor.New(dt, N, C), tensor.New(tensor.F32, OC, C), tensor.New(tensor.F32, OC)
 		return s
 	}
-	for _, sh := range shapes {
+	for _, sh := range tinyLinears {
 		b.Run(fmt.Sprintf("%s_C%d_OC%d", sh.name, sh.C, sh.OC), func(b *testing.B) {
 			f32s, bfs := mk(b, tensor.F32, sh.C, sh.OC, sh.act), mk(b, tensor.BF16, sh.C, sh.OC, sh.act)
 			step := func(s set) {
