@@ -24,6 +24,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,8 +91,11 @@ type Report struct {
 	// Graphs says whether the training step runs as a CUDA graph here:
 	// "available", or "unavailable: why" (training then uses plain launches).
 	Graphs string `json:"graphs,omitempty"`
-	// StepChecksCached says the verdict came from an earlier run of this
-	// program on this GPU and driver (this process or the cache on disk).
+	// OpTestsCached and StepChecksCached say the verdict came from an
+	// earlier run of this program on this GPU and driver (this process or
+	// the cache on disk, stepcache.go). Detect runs the op tests afresh;
+	// Open reuses a passing verdict.
+	OpTestsCached    bool `json:"op_tests_cached,omitempty"`
 	StepChecksCached bool `json:"step_checks_cached,omitempty"`
 	// Attention says which attention path the GPU runs for the 16-bit
 	// policies: the flash kernels or the cuBLAS score GEMMs.
@@ -157,7 +161,7 @@ func Detect(ctx context.Context) Report { return DetectWith(ctx, Options{}) }
 // DetectWith is Detect with the library search, kernel cache and CPU
 // reference configured by o.
 func DetectWith(ctx context.Context, o Options) Report {
-	r, dev := detect(ctx, o, false)
+	r, dev := detect(ctx, o, false, true)
 	if dev != nil {
 		if err := dev.Close(); err != nil {
 			r.Errors = append(r.Errors, err.Error())
@@ -168,14 +172,15 @@ func DetectWith(ctx context.Context, o Options) Report {
 
 // detect is DetectWith; with keep it also returns the GPU device it built
 // when the GPU is usable (the caller closes it, which closes its context).
-func detect(ctx context.Context, o Options, keep bool) (Report, *gpu.Device) {
+// fresh runs the op tests even when a cached verdict has them.
+func detect(ctx context.Context, o Options, keep, fresh bool) (Report, *gpu.Device) {
 	start := time.Now()
 	r := Report{
 		Backend: BackendCPU, Time: start.UTC().Format(time.RFC3339), Revision: revision(),
 		Host: Host{OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), CPUs: runtime.NumCPU()},
 		CPU:  cpu.New(device.Options{Threads: o.Threads}).Describe(),
 	}
-	dev := r.detectGPU(ctx, o)
+	dev := r.detectGPU(ctx, o, fresh)
 	switch {
 	case !r.GPUSupport:
 		r.Reason = "no GPU support in this build (built with CGO_ENABLED=0); using the CPU"
@@ -205,7 +210,7 @@ func detect(ctx context.Context, o Options, keep bool) (Report, *gpu.Device) {
 
 // detectGPU fills the driver, library, device and kernel parts and returns
 // the GPU device it built (which owns its context), or nil.
-func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
+func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Device {
 	m, dev, errs := gpu.Probe(ctx, gpu.Config{Options: device.Options{Fused: o.Fused, Threads: o.Threads},
 		Load: o.Load, CacheDir: o.CacheDir, NoCache: o.NoCache})
 	r.GPUSupport, r.Libraries = m.Support, m.Libraries
@@ -227,16 +232,31 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 	}
 	r.Attention = attentionPath(dev)
 	usable := true
-	var verdicts map[string]*gpu.KernelTest
+	for _, k := range dev.Kernels() {
+		// A kernel for newer GPUs (flash attention needs sm_80, ErrArch):
+		// the op runs its other path here, so the GPU stays usable.
+		if k.Err != nil && !errors.Is(k.Err, gpu.ErrArch) {
+			usable = false
+		}
+		r.Kernels = append(r.Kernels, kernelReport(k))
+	}
+	// The verdict is cached per process and beside the kernel cache
+	// (stepcache.go), keyed by the program, GPU, driver and build; detect
+	// (fresh) runs the op tests again and refreshes it.
+	key := verdictKey(r, o.Fused)
+	var v verdict
 	if ctx.Err() == nil {
 		// Every op's conformance cases in every form, against the CPU
 		// reference of that form: each kernel's verdict is that of the
 		// cases that launched it.
-		ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
-		plain := cpu.New(device.Options{Fused: false, Threads: o.Threads})
-		// A fixed seed: the same inputs every detect, so a verdict is
-		// reproducible and never flips with the draw.
-		r.OpTests, verdicts = dev.SelfTest(ref, plain, devicetest.Cases(), selfTestSeed)
+		v, r.OpTestsCached = opVerdict(o, key, fresh, func() ([]devicetest.Result, map[string]*gpu.KernelTest) {
+			ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
+			plain := cpu.New(device.Options{Fused: false, Threads: o.Threads})
+			// A fixed seed: the same inputs every detect, so a verdict is
+			// reproducible and never flips with the draw.
+			return dev.SelfTest(ref, plain, devicetest.Cases(), selfTestSeed)
+		})
+		r.OpTests = slices.Clone(v.OpTests)
 		failed, dnnFailed := 0, 0
 		for _, t := range r.OpTests {
 			switch {
@@ -261,45 +281,34 @@ func (r *Report) detectGPU(ctx context.Context, o Options) *gpu.Device {
 		case failed > 0:
 			usable = false
 		}
-	}
-	for _, k := range dev.Kernels() {
-		kr := kernelReport(k)
-		switch {
-		case errors.Is(k.Err, gpu.ErrArch):
-			// A kernel for newer GPUs (flash attention needs sm_80): the op
-			// runs its other path here, so the GPU stays usable.
-		case k.Err != nil:
-			usable = false
-		case verdicts != nil:
-			kr.SelfTest = verdicts[k.Kernel+"/"+k.DType.String()]
-			if kr.SelfTest == nil {
-				kr.SelfTest = &gpu.KernelTest{Pass: true, Unused: true}
+		for i := range r.Kernels {
+			if r.Kernels[i].Error != "" {
+				continue
 			}
+			t := gpu.KernelTest{Pass: true, Unused: true}
+			if kt := v.Kernels[r.Kernels[i].Name+"/"+r.Kernels[i].DType]; kt != nil {
+				t = *kt
+			}
+			r.Kernels[i].SelfTest = &t
 		}
-		r.Kernels = append(r.Kernels, kr)
 	}
 	if usable && ctx.Err() == nil {
 		// Every kernel built and passed: one training step per policy
 		// against the CPU reference of the same form checks them together.
-		// The verdict is cached per process and beside the kernel cache
-		// (stepcache.go), keyed by the program, GPU, driver and build.
-		key := stepKey(r, o.Fused)
-		v, ok := cachedSteps(o, key)
-		if !ok {
+		r.StepChecksCached = len(v.Checks) > 0
+		if !r.StepChecksCached {
 			ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
-			v.Key = key
 			v.Checks, v.Usable, v.Notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
 			if v.Usable && ctx.Err() == nil {
 				v.Graphs = graphCheck(dev)
 			}
-			if !v.Usable {
-				v.Key = "" // a failure is checked again next time, never cached
-			}
-			if err := keepSteps(o, v); err != nil {
+		}
+		if !r.OpTestsCached || !r.StepChecksCached {
+			if err := keepVerdict(o, v); err != nil { // only a whole pass is kept
 				r.Errors = append(r.Errors, err.Error())
 			}
 		}
-		r.StepChecks, usable, r.StepChecksCached, r.Graphs = v.Checks, v.Usable, ok, v.Graphs
+		r.StepChecks, usable, r.Graphs = v.Checks, v.Usable, v.Graphs
 		r.Errors = append(r.Errors, v.Notes...)
 	}
 	if err := ctx.Err(); err != nil {
@@ -479,6 +488,8 @@ func kernelReport(k *gpu.Built) Kernel {
 // (*gpu.Device).Close when done (device.Device has no Close; a process that
 // exits needs none). DRUTO_FUSED=0 in the environment turns fusion off, as
 // it does for the CLI, so a notebook run with it measures the baseline.
+// Unlike Detect, Open reuses a passing self-test verdict of an earlier run
+// of this program on this GPU, driver and build (stepcache.go).
 func Open(o Options) (device.Device, Report, error) {
 	if os.Getenv("DRUTO_FUSED") == "0" {
 		o.Fused = false
@@ -491,13 +502,13 @@ func Open(o Options) (device.Device, Report, error) {
 		r.CPU = d.Describe()
 		return d, r, nil
 	case "", BackendAuto:
-		r, dev := detect(context.Background(), o, true)
+		r, dev := detect(context.Background(), o, true, false)
 		if dev != nil {
 			return dev, r, nil
 		}
 		return cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads}), r, nil
 	case BackendGPU:
-		r, dev := detect(context.Background(), o, true)
+		r, dev := detect(context.Background(), o, true, false)
 		if dev != nil {
 			return dev, r, nil
 		}

@@ -3,17 +3,13 @@ package druto
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/device/gpu"
 )
-
-// requireGPU reports whether this run must find a usable GPU
-// (DRUTO_REQUIRE_GPU=1, set on the GPU machine).
-func requireGPU() bool { return os.Getenv("DRUTO_REQUIRE_GPU") == "1" }
 
 // checkKernels asserts that every kernel came the expected way and has a
 // passing self-test (or is unused by every op), that every conformance
@@ -85,7 +81,7 @@ func TestDetect(t *testing.T) {
 		t.Fatalf("backend %q reason %q time %q host %+v", r.Backend, r.Reason, r.Time, r.Host)
 	}
 	if !r.GPUUsable {
-		if requireGPU() {
+		if gputest.Required() {
 			t.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %s; errors %q", r.Reason, r.Errors)
 		}
 		if r.Backend != BackendCPU || !strings.Contains(r.Reason, "using the CPU") {
@@ -109,7 +105,8 @@ func TestDetect(t *testing.T) {
 }
 
 // TestDetectCacheAndPTX: a second detection with the same cache loads the
-// cached cubins and the cached step-check verdict; with NVRTC hidden every
+// cached cubins and the cached step-check verdict but runs the op tests
+// again; Open then reuses the whole verdict; with NVRTC hidden every
 // kernel is JIT-compiled from the embedded PTX and still passes (a new
 // build kind, so the step checks run again).
 func TestDetectCacheAndPTX(t *testing.T) {
@@ -117,7 +114,7 @@ func TestDetectCacheAndPTX(t *testing.T) {
 	forget() // TestDetect's verdict, kept in this process, has the same key
 	first := DetectWith(context.Background(), Options{CacheDir: dir, Fused: true})
 	if !first.GPUUsable {
-		if requireGPU() {
+		if gputest.Required() {
 			t.Fatalf("no usable GPU: %s", first.Reason)
 		}
 		t.Skipf("no usable GPU: %s", first.Reason)
@@ -131,7 +128,29 @@ func TestDetectCacheAndPTX(t *testing.T) {
 	if !second.StepChecksCached {
 		t.Errorf("second detection ran the step checks again (not cached)")
 	}
+	if first.OpTestsCached || second.OpTestsCached {
+		t.Errorf("detect reused the op tests (first %v, second %v): it must run them afresh", first.OpTestsCached, second.OpTestsCached)
+	}
 	t.Logf("detect: first %.1f ms (NVRTC, step checks), second %.1f ms (cache)", first.Millis, second.Millis)
+
+	// Open (train, each bench mode) reuses the whole verdict from disk: no
+	// conformance case and no step check runs.
+	forget()
+	dev, open, err := Open(Options{Backend: BackendGPU, CacheDir: dir, Fused: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.(*gpu.Device).Close(); err != nil {
+		t.Error(err)
+	}
+	checkKernels(t, open, gpu.FromCache)
+	if !open.OpTestsCached || !open.StepChecksCached {
+		t.Errorf("Open ran the self-test again: op tests cached %v, step checks cached %v", open.OpTestsCached, open.StepChecksCached)
+	}
+	if open.Millis > second.Millis {
+		t.Errorf("Open with a cached verdict took %.1f ms, longer than detect's %.1f ms", open.Millis, second.Millis)
+	}
+	t.Logf("Open with the cached verdict: %.1f ms (detect: %.1f ms)", open.Millis, second.Millis)
 
 	ptx := DetectWith(context.Background(), Options{CacheDir: dir, Fused: true, Load: gpu.LoadOptions{NoNVRTC: true}})
 	checkKernels(t, ptx, gpu.FromPTX)

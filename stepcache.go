@@ -1,44 +1,69 @@
 package druto
 
-// stepcache.go: the step checks' verdict, kept once per process and on disk
-// beside the kernel cache, so that `druto train` and each mode of
+// stepcache.go: the self-test's verdict (the op tests with each kernel's
+// verdict, the step checks and the graph check), kept once per process and
+// on disk beside the kernel cache, so that `druto train` and each mode of
 // `druto bench` (which opens the device once per mode) do not repeat the
-// three training steps and their CPU reference (about 2 s on an H200).
+// conformance cases (about 2 s on an H200) and the three training steps
+// with their CPU reference (about 2 s more). `druto detect` runs the op
+// tests afresh every time and refreshes the record.
 //
 // The key covers everything the verdict depends on: the program itself
 // (the sha256 of the running executable: Go launchers, embedded kernel
-// sources and PTX), the GPU (name, PCI bus, memory, architecture), the driver's CUDA
-// version, how the kernels were built (NVRTC version or embedded PTX), and
-// the fused/decomposed form. A new build, driver or GPU gives a new key, so a
+// sources and PTX, the conformance cases), the GPU (name, PCI bus, memory,
+// architecture), the driver's CUDA version, how the kernels were built
+// (NVRTC version or embedded PTX), the attention backend (cuDNN's version
+// or why it is off), the environment that changes the GPU's paths, and the
+// fused/decomposed form. A new build, driver or GPU gives a new key, so a
 // stale verdict is never reused; NoCache skips the disk and keeps only the
-// per-process copy.
+// per-process copy. Only a verdict that passed everything is kept: a
+// failure is never hidden behind an older pass.
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/druto/druto/internal/atomicfile"
+	"github.com/druto/druto/pkg/device/devicetest"
 	"github.com/druto/druto/pkg/device/gpu"
+	"github.com/druto/druto/pkg/gpt"
 )
 
-// stepVerdict is what stepChecks decided, as cached.
-type stepVerdict struct {
-	Key    string      `json:"key"`
-	Checks []StepCheck `json:"step_checks"`
-	Usable bool        `json:"usable"`
-	Notes  []string    `json:"notes,omitempty"`
-	Graphs string      `json:"graphs,omitempty"` // Report.Graphs
+// verdict is what the self-test decided, as cached.
+type verdict struct {
+	Key     string                     `json:"key"`
+	OpTests []devicetest.Result        `json:"op_tests"`
+	Kernels map[string]*gpu.KernelTest `json:"kernel_tests,omitempty"` // by "name/dtype"
+	Checks  []StepCheck                `json:"step_checks"`
+	Usable  bool                       `json:"usable"`
+	Notes   []string                   `json:"notes,omitempty"`
+	Graphs  string                     `json:"graphs,omitempty"` // Report.Graphs
+}
+
+// opsPass says every op test passed (cuDNN's included).
+func opsPass(rs []devicetest.Result) bool {
+	for _, t := range rs {
+		if !t.Pass {
+			return false
+		}
+	}
+	return len(rs) > 0
+}
+
+// whole says v passed everything and can be kept or reused.
+func (v verdict) whole(key string) bool {
+	return key != "" && v.Key == key && v.Usable && opsPass(v.OpTests) && len(v.Checks) > 0
 }
 
 var (
-	stepMu    sync.Mutex
-	stepCache = map[string]stepVerdict{} // this process's verdicts by key
+	verdictMu sync.Mutex
+	verdicts  = map[string]verdict{} // this process's verdicts by key
 
 	exeOnce sync.Once
 	exeHash string // sha256 of the running executable, "" when unreadable
@@ -64,17 +89,26 @@ func executableHash() string {
 	return exeHash
 }
 
-// stepKey is the cache key of the step checks for the device described by
-// r (detection has filled Driver, Devices and Kernels) under fused. It is
-// "" when the program's file cannot be read (then nothing is cached).
-func stepKey(r *Report, fused bool) string {
+// keyEnv are the variables that change which GPU path an op or the step
+// takes (DRUTO_ATTENTION is in the attention backend).
+var keyEnv = []string{gpu.GEMMTuneEnv, gpu.DGELUEnv, gpt.HeadRowsEnv}
+
+// verdictKey is the cache key of the self-test for the device described
+// by r (detection has filled Driver, Devices, Kernels and Attention, before
+// the op tests) under fused. It is "" when the program's file cannot be
+// read (then nothing is cached).
+func verdictKey(r *Report, fused bool) string {
 	exe := executableHash()
 	if exe == "" || r.Driver == nil || len(r.Devices) == 0 {
 		return ""
 	}
 	d := r.Devices[0]
 	h := sha256.New()
-	fmt.Fprintf(h, "druto step checks v1\nexe %s\ndevice %s pci %d mem %d %s\ncuda %s\nfused %v\n", exe, d.Name, d.PCIBus, d.TotalMem, d.Arch, r.Driver.CUDA, fused)
+	fmt.Fprintf(h, "druto self-test v2\nexe %s\ndevice %s pci %d mem %d %s\ncuda %s\nfused %v\nattention %s\n",
+		exe, d.Name, d.PCIBus, d.TotalMem, d.Arch, r.Driver.CUDA, fused, r.Attention)
+	for _, e := range keyEnv {
+		fmt.Fprintf(h, "env %s=%s\n", e, os.Getenv(e))
+	}
 	for _, k := range r.Kernels { // how each kernel was built: NVRTC (which version) or PTX
 		fmt.Fprintf(h, "kernel %s/%s %s %s\n", k.Name, k.DType, k.Arch, buildKind(k.Status))
 	}
@@ -93,9 +127,9 @@ func buildKind(f gpu.From) string {
 	return string(f)
 }
 
-// stepCacheFile is where the verdict for key lives on disk, or "" when the
+// verdictFile is where the verdict for key lives on disk, or "" when the
 // disk cache is off.
-func stepCacheFile(o Options, key string) string {
+func verdictFile(o Options, key string) string {
 	if o.NoCache || key == "" {
 		return ""
 	}
@@ -106,77 +140,99 @@ func stepCacheFile(o Options, key string) string {
 			return ""
 		}
 	}
-	return filepath.Join(dir, "stepchecks", key+".json")
+	return filepath.Join(dir, "selftest", key+".json")
 }
 
-// cachedSteps returns a verdict for key from this process or the disk.
-func cachedSteps(o Options, key string) (stepVerdict, bool) {
+// cachedVerdict returns a whole verdict for key from this process or the
+// disk.
+func cachedVerdict(o Options, key string) (verdict, bool) {
 	if key == "" {
-		return stepVerdict{}, false
+		return verdict{}, false
 	}
-	stepMu.Lock()
-	defer stepMu.Unlock()
-	if v, ok := stepCache[key]; ok {
+	verdictMu.Lock()
+	defer verdictMu.Unlock()
+	if v, ok := verdicts[key]; ok {
 		return v, true
 	}
-	f := stepCacheFile(o, key)
+	f := verdictFile(o, key)
 	if f == "" {
-		return stepVerdict{}, false
+		return verdict{}, false
 	}
 	b, err := os.ReadFile(f)
 	if err != nil {
-		return stepVerdict{}, false
+		return verdict{}, false
 	}
-	var v stepVerdict
-	if json.Unmarshal(b, &v) != nil || v.Key != key || len(v.Checks) == 0 {
-		return stepVerdict{}, false // unreadable or foreign: run the checks again
+	var v verdict
+	if json.Unmarshal(b, &v) != nil || !v.whole(key) {
+		return verdict{}, false // unreadable, foreign or not a pass: test again
 	}
-	stepCache[key] = v
+	verdicts[key] = v
 	return v, true
 }
 
-// keepSteps remembers a verdict in this process and, when the disk cache
-// is on, writes it atomically beside the kernel cache. The caller keeps
-// only passing verdicts (a failure may be transient, e.g. memory taken by
-// another process, and is checked again next time).
-func keepSteps(o Options, v stepVerdict) error {
-	if v.Key == "" {
+// keepVerdict remembers a whole verdict in this process and, when the disk
+// cache is on, writes it atomically beside the kernel cache. Anything short
+// of a pass is not kept (a failure may be transient, e.g. memory taken by
+// another process, and is tested again next time).
+func keepVerdict(o Options, v verdict) error {
+	if !v.whole(v.Key) {
 		return nil
 	}
-	stepMu.Lock()
-	stepCache[v.Key] = v
-	stepMu.Unlock()
-	f := stepCacheFile(o, v.Key)
+	verdictMu.Lock()
+	verdicts[v.Key] = v
+	verdictMu.Unlock()
+	f := verdictFile(o, v.Key)
 	if f == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("druto: self-test cache: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-		return fmt.Errorf("druto: step-check cache: %w", err)
+		return fmt.Errorf("druto: self-test cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(f), ".stepchecks-*")
-	if err != nil {
-		return fmt.Errorf("druto: step-check cache: %w", err)
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("druto: step-check cache: %w", errors.Join(werr, cerr))
-	}
-	if err := os.Rename(tmp.Name(), f); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("druto: step-check cache: %w", err)
+	if err := atomicfile.WriteFile(f, b); err != nil {
+		return fmt.Errorf("druto: self-test cache: %w", err)
 	}
 	return nil
 }
 
+// dropVerdict forgets the verdict for key here and on disk: a fresh run
+// failed where it had passed.
+func dropVerdict(o Options, key string) {
+	verdictMu.Lock()
+	delete(verdicts, key)
+	verdictMu.Unlock()
+	if f := verdictFile(o, key); f != "" {
+		_ = os.Remove(f)
+	}
+}
+
+// opVerdict returns the op tests' verdict for key: the cached one unless
+// fresh (`druto detect`, which proves the kernels work), else run's. A
+// fresh run keeps the cached step checks when its op tests all pass and
+// drops the cached record when one fails. cached says the op tests came
+// from the cache.
+func opVerdict(o Options, key string, fresh bool, run func() ([]devicetest.Result, map[string]*gpu.KernelTest)) (v verdict, cached bool) {
+	v, ok := cachedVerdict(o, key)
+	if ok && !fresh {
+		return v, true
+	}
+	ops, kernels := run()
+	if !opsPass(ops) {
+		if ok {
+			dropVerdict(o, key)
+		}
+		return verdict{Key: key, OpTests: ops, Kernels: kernels}, false
+	}
+	v.Key, v.OpTests, v.Kernels = key, ops, kernels
+	return v, false
+}
+
 // forget drops this process's verdicts (tests: only the disk copy is left).
 func forget() {
-	stepMu.Lock()
-	clear(stepCache)
-	stepMu.Unlock()
+	verdictMu.Lock()
+	clear(verdicts)
+	verdictMu.Unlock()
 }

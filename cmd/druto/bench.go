@@ -127,6 +127,9 @@ func runBench(args []string) error {
 	open := func(fused bool) (device.Device, error) {
 		*be.fused = fused
 		dev, _, err := be.open()
+		if r := be.report; err == nil && r.Backend == druto.BackendGPU { // each mode opens the device: the self-test's verdict is cached
+			fmt.Fprintf(os.Stderr, "druto bench: GPU opened in %.0f ms (op tests cached %v, step checks cached %v)\n", r.Millis, r.OpTestsCached, r.StepChecksCached)
+		}
 		return dev, err
 	}
 	o := bench.Options{Warmup: *warmup, Steps: *steps}

@@ -2,11 +2,11 @@ package bench
 
 import (
 	"math"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
@@ -32,10 +32,7 @@ func gpuBenchDev(t *testing.T) *gpu.Device {
 		ctx, err = libs.Driver.NewContext(0)
 	}
 	if err != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %v", err)
-		}
-		t.Skipf("no usable GPU, GPU test skipped: %v", err)
+		gputest.Skip(t, err)
 	}
 	d, err := gpu.NewWith(ctx, gpu.Config{Options: device.Options{Fused: true}, Libs: libs})
 	if err != nil {

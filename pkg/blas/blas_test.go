@@ -79,13 +79,13 @@ func gemmCases() []gemmCase {
 
 // runCase calls sgemm (one backend) on padded operands and checks the m×n
 // block against the float64 loop, and that C's padding is untouched.
-func runCase(t *testing.T, r *rand.Rand, g gemmCase, sgemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error) {
+func runCase(t *testing.T, r *rand.Rand, g gemmCase, sgemm sgemmFunc) {
 	t.Helper()
 	runCasePad(t, r, g, [3]int{3, 1, 2}, sgemm)
 }
 
 // runCasePad is runCase with the padding of lda, ldb and ldc given.
-func runCasePad(t *testing.T, r *rand.Rand, g gemmCase, pad [3]int, sgemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error) {
+func runCasePad(t *testing.T, r *rand.Rand, g gemmCase, pad [3]int, sgemm sgemmFunc) {
 	t.Helper()
 	ar, ac := g.m, g.k
 	if g.ta {
@@ -138,21 +138,7 @@ func TestSgemmNaive(t *testing.T) {
 // TestGonumNaive checks the pure-Go path directly, whatever Name reports.
 func TestGonumNaive(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	gb := gonumBackend{}
-	call := func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error {
-		if err := check(transA, transB, m, n, k, a, lda, b, ldb, c, ldc); err != nil {
-			return err
-		}
-		if m == 0 || n == 0 {
-			return nil
-		}
-		if k == 0 || alpha == 0 {
-			scale(m, n, beta, c, ldc)
-			return nil
-		}
-		gb.sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-		return nil
-	}
+	call := sgemmCall(gonumBackend{}.sgemm)
 	for _, g := range gemmCases() {
 		runCase(t, r, g, call)
 	}

@@ -31,9 +31,11 @@ func packedKernels(t testing.TB) map[string]gemm.Kernel {
 	return ks
 }
 
-// packedCall is Sgemm's argument handling around the blocked driver.
-func packedCall(kern gemm.Kernel) func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error {
-	be := packedBackend{kern: kern}
+// sgemmFunc is Sgemm's signature.
+type sgemmFunc = func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error
+
+// sgemmCall is Sgemm's argument handling around one backend's sgemm.
+func sgemmCall(sgemm func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)) sgemmFunc {
 	return func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error {
 		if err := check(transA, transB, m, n, k, a, lda, b, ldb, c, ldc); err != nil {
 			return err
@@ -45,10 +47,13 @@ func packedCall(kern gemm.Kernel) func(transA, transB bool, m, n, k int, alpha f
 			scale(m, n, beta, c, ldc)
 			return nil
 		}
-		be.sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return nil
 	}
 }
+
+// packedCall is Sgemm's argument handling around the blocked driver.
+func packedCall(kern gemm.Kernel) sgemmFunc { return sgemmCall(packedBackend{kern: kern}.sgemm) }
 
 // TestPackedNaive checks the blocked SGEMM on each kernel against the
 // float64 loop: the fixed cases, the edges of every block size (mr, nr,

@@ -12,13 +12,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -42,10 +42,7 @@ func gpuContext(t *testing.T) (*Libraries, *Context) {
 		}
 	})
 	if gpuErr != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but: %v", gpuErr)
-		}
-		t.Skipf("no GPU: %v", gpuErr)
+		gputest.Skip(t, gpuErr)
 	}
 	c, err := gpuLibs.Driver.NewContext(0)
 	if err != nil {
@@ -65,10 +62,7 @@ func nvrtcOnly(t *testing.T) *NVRTC {
 	t.Helper()
 	n, err := LoadNVRTC(LoadOptions{})
 	if err != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no NVRTC: %v", err)
+		gputest.Skip(t, err)
 	}
 	return n
 }
@@ -552,24 +546,7 @@ func TestGPUGemmEx(t *testing.T) {
 // TestGPULtMatmul checks cublasLtMatmul with the bias epilogue (fp32) and
 // the GELU+bias epilogue (bf16) against the CPU.
 func TestGPULtMatmul(t *testing.T) {
-	l, c := gpuContext(t)
-	if l.BLASLt == nil {
-		t.Fatalf("cuBLASLt not loaded: %+v", l.Info[2])
-	}
-	s, _ := c.NewStream()
-	defer s.Destroy()
-	h, err := l.BLASLt.NewHandle(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Destroy()
-	pool := c.Pool()
-	const wsBytes = 32 << 20
-	ws, err := pool.Alloc(wsBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Free(ws)
+	s, h, pool, ws := ltSetup(t)
 	const N, C, OC = 64, 128, 96
 	for _, tc := range []struct {
 		dt  tensor.DType
@@ -588,11 +565,11 @@ func TestGPULtMatmul(t *testing.T) {
 			t.Fatal(err)
 		}
 		mm, err := h.NewMatmul(LtParams{TransA: true, M: OC, N: N, K: C, AType: tc.typ, BType: tc.typ, CType: tc.typ,
-			LDA: C, LDB: C, LDC: OC, Compute: Compute32F, Epilogue: tc.epi, MaxWorkspace: wsBytes})
+			LDA: C, LDB: C, LDC: OC, Compute: Compute32F, Epilogue: tc.epi, MaxWorkspace: ltWorkspace})
 		if err != nil {
 			t.Fatalf("%v: %v", tc.dt, err)
 		}
-		err = mm.Run(s, LtArgs{Alpha: 1, A: dW, B: dIn, D: dOut, Bias: dB, Workspace: ws, WorkspaceBytes: wsBytes})
+		err = mm.Run(s, LtArgs{Alpha: 1, A: dW, B: dIn, D: dOut, Bias: dB, Workspace: ws, WorkspaceBytes: ltWorkspace})
 		if err != nil {
 			t.Fatalf("%v: %v", tc.dt, err)
 		}

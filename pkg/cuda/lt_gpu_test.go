@@ -10,6 +10,33 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
+// ltWorkspace is the tests' cuBLASLt workspace, in bytes.
+const ltWorkspace = 32 << 20
+
+// ltSetup returns a stream, a cuBLASLt handle, the context's pool and a
+// workspace of ltWorkspace bytes on the test GPU, released when t ends.
+func ltSetup(t *testing.T) (*Stream, *LtHandle, *Pool, DevicePtr) {
+	t.Helper()
+	l, c := gpuContext(t)
+	if l.BLASLt == nil {
+		t.Fatalf("cuBLASLt not loaded: %+v", l.Info[2])
+	}
+	s, _ := c.NewStream()
+	t.Cleanup(func() { s.Destroy() })
+	h, err := l.BLASLt.NewHandle(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Destroy() })
+	pool := c.Pool()
+	ws, err := pool.Alloc(ltWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Free(ws) })
+	return s, h, pool, ws
+}
+
 // TestGPULtGradEpilogues checks the backward epilogues the model uses, in
 // the row-major terms of pkg/device/gpu/matmul.go, against float64:
 //
@@ -21,24 +48,7 @@ import (
 // It logs the candidates and which bias type ran, the facts the H200 run
 // is for.
 func TestGPULtGradEpilogues(t *testing.T) {
-	l, c := gpuContext(t)
-	if l.BLASLt == nil {
-		t.Fatalf("cuBLASLt not loaded: %+v", l.Info[2])
-	}
-	s, _ := c.NewStream()
-	defer s.Destroy()
-	h, err := l.BLASLt.NewHandle(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Destroy()
-	pool := c.Pool()
-	const wsBytes = 32 << 20
-	ws, err := pool.Alloc(wsBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Free(ws)
+	s, h, pool, ws := ltSetup(t)
 	const N, C, OC = 64, 256, 96
 	bf := tensor.BF16
 	dout, doutRaw := randMatrix(N, OC, 1, bf)
@@ -86,7 +96,7 @@ func TestGPULtGradEpilogues(t *testing.T) {
 	}
 
 	p := LtParams{M: C, N: N, K: OC, AType: R16BF, BType: R16BF, CType: R16BF, LDA: C, LDB: OC, LDC: C,
-		Compute: Compute32F, Epilogue: EpilogueDGELUBGrad, AuxLD: C, MaxWorkspace: wsBytes, BiasF32: true}
+		Compute: Compute32F, Epilogue: EpilogueDGELUBGrad, AuxLD: C, MaxWorkspace: ltWorkspace, BiasF32: true}
 	mm, err := h.NewMatmul(p)
 	bias32 := err == nil
 	if err != nil {
@@ -99,7 +109,7 @@ func TestGPULtGradEpilogues(t *testing.T) {
 	for i := range mm.Algos() {
 		t.Logf("DGELU_BGRAD candidate %d: %s", i, mm.AlgoInfo(i))
 	}
-	if err := mm.Run(s, LtArgs{Alpha: 1, A: dW, B: dDout, D: dDpre, Bias: dBias, Aux: dPre, Workspace: ws, WorkspaceBytes: wsBytes}); err != nil {
+	if err := mm.Run(s, LtArgs{Alpha: 1, A: dW, B: dDout, D: dDpre, Bias: dBias, Aux: dPre, Workspace: ws, WorkspaceBytes: ltWorkspace}); err != nil {
 		t.Fatal(err)
 	}
 	gotPre := tensor.New(bf, N, C)
@@ -132,7 +142,7 @@ func TestGPULtGradEpilogues(t *testing.T) {
 		}
 	}
 	q := LtParams{TransB: true, M: C, N: OC, K: N, AType: R16BF, BType: R16BF, CType: R32F, LDA: C, LDB: OC, LDC: C,
-		Compute: Compute32F, Epilogue: EpilogueBGradB, MaxWorkspace: wsBytes}
+		Compute: Compute32F, Epilogue: EpilogueBGradB, MaxWorkspace: ltWorkspace}
 	mb, err := h.NewMatmul(q)
 	if err != nil {
 		t.Fatalf("BGRADB: %v", err)
@@ -148,7 +158,7 @@ func TestGPULtGradEpilogues(t *testing.T) {
 		if err := errors.Join(s.Memset8(dDw, 0xff, OC*C*4), s.Memset8(dBias, 0xff, C*4)); err != nil {
 			t.Fatal(err)
 		}
-		if err := mb.Run(s, LtArgs{Alpha: 1, A: dInp, B: dDout, D: dDw, Bias: dBias, Workspace: ws, WorkspaceBytes: wsBytes}); err != nil {
+		if err := mb.Run(s, LtArgs{Alpha: 1, A: dInp, B: dDout, D: dDw, Bias: dBias, Workspace: ws, WorkspaceBytes: ltWorkspace}); err != nil {
 			t.Errorf("BGRADB candidate %d: %v", i, err)
 			continue
 		}

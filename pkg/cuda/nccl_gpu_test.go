@@ -14,16 +14,15 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/druto/druto/internal/gputest"
 )
 
 func TestGPUNCCLAllReduce(t *testing.T) {
 	libs, c0 := gpuContext(t)
 	n, err := LoadNCCL(LoadOptions{})
 	if err != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no NCCL: %v", err)
+		gputest.Skip(t, err)
 	}
 	t.Logf("NCCL %s at %s; %s=%s", n.Info().Version, n.Info().Path, EnvNCCLNVLS, os.Getenv(EnvNCCLNVLS))
 	if os.Getenv(EnvNCCLNVLS) != "0" && os.Getenv(EnvNCCLNVLS) != "1" {

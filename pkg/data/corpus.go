@@ -245,6 +245,29 @@ func (g *generator) owned() *noun {
 
 func pick[T any](r *rng, xs []T) T { return xs[r.intn(len(xs))] }
 
+// cat appends the parts to b.
+func cat(b []byte, parts ...string) []byte {
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// either returns a when cond, else b.
+func either(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// bnExists ends a Bangla sentence of having or being somewhere: "৩টি বই
+// আছে।", or "ছিল।" in the past.
+func (g *generator) bnExists(k int, n *noun, st numStyle, isPast bool) {
+	g.bn = appendBnCount(g.bn, k, n.human, st)
+	g.bn = cat(g.bn, " ", n.bn, either(isPast, " ছিল।", " আছে।"))
+}
+
 // ---- templates ----
 
 // possession: "Rina has 3 books." / "রিনার ৩টি বই আছে।"
@@ -253,28 +276,11 @@ func (g *generator) possession() {
 	isPast := g.r.chance(1, 4)
 	st := g.style(k)
 
-	g.en = append(g.en, s.en...)
-	switch {
-	case isPast:
-		g.en = append(g.en, " had "...)
-	case s.sg3:
-		g.en = append(g.en, " has "...)
-	default:
-		g.en = append(g.en, " have "...)
-	}
-	g.en = appendEnCount(g.en, k, n, st)
-	g.en = append(g.en, '.')
+	g.en = cat(g.en, s.en, either(isPast, " had ", either(s.sg3, " has ", " have ")))
+	g.en = append(appendEnCount(g.en, k, n, st), '.')
 
-	g.bn = append(g.bn, s.bnGen...)
-	g.bn = append(g.bn, ' ')
-	g.bn = appendBnCount(g.bn, k, n.human, st)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, n.bn...)
-	if isPast {
-		g.bn = append(g.bn, " ছিল।"...)
-	} else {
-		g.bn = append(g.bn, " আছে।"...)
-	}
+	g.bn = cat(g.bn, s.bnGen, " ")
+	g.bnExists(k, n, st, isPast)
 }
 
 // action: "Rina bought 4 mangoes yesterday." / "রিনা গতকাল ৪টি আম কিনল।"
@@ -284,28 +290,11 @@ func (g *generator) action() {
 	t := times[g.r.intn(len(times))]
 	st := g.style(k)
 
-	g.en = append(g.en, s.en...)
-	g.en = append(g.en, ' ')
-	g.en = enVerb(g.en, v, s, t.tense)
-	g.en = append(g.en, ' ')
-	g.en = appendEnCount(g.en, k, n, st)
-	g.en = append(g.en, ' ')
-	g.en = append(g.en, t.en...)
-	g.en = append(g.en, '.')
+	g.en = cat(enVerb(cat(g.en, s.en, " "), v, s, t.tense), " ")
+	g.en = cat(appendEnCount(g.en, k, n, st), " ", t.en, ".")
 
-	g.bn = append(g.bn, s.bn...)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, t.bn...)
-	g.bn = append(g.bn, ' ')
-	g.bn = appendBnCount(g.bn, k, n.human, st)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, n.bn...)
-	if n.human {
-		g.bn = append(g.bn, "কে"...)
-	}
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, v.bn[t.tense][s.person]...)
-	g.bn = append(g.bn, "।"...)
+	g.bn = appendBnCount(cat(g.bn, s.bn, " ", t.bn, " "), k, n.human, st)
+	g.bn = cat(g.bn, " ", n.bn, either(n.human, "কে", ""), " ", v.bn[t.tense][s.person], "।")
 }
 
 // going: "Rina goes to school every day." / "রিনা প্রতিদিন স্কুলে যায়।"
@@ -314,23 +303,8 @@ func (g *generator) going() {
 	d := destinations[g.r.intn(len(destinations))]
 	t := times[g.r.intn(len(times))]
 
-	g.en = append(g.en, s.en...)
-	g.en = append(g.en, ' ')
-	g.en = enVerb(g.en, &goVerb, s, t.tense)
-	g.en = append(g.en, ' ')
-	g.en = append(g.en, d.en...)
-	g.en = append(g.en, ' ')
-	g.en = append(g.en, t.en...)
-	g.en = append(g.en, '.')
-
-	g.bn = append(g.bn, s.bn...)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, t.bn...)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, d.bn...)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, goVerb.bn[t.tense][s.person]...)
-	g.bn = append(g.bn, "।"...)
+	g.en = cat(enVerb(cat(g.en, s.en, " "), &goVerb, s, t.tense), " ", d.en, " ", t.en, ".")
+	g.bn = cat(g.bn, s.bn, " ", t.bn, " ", d.bn, " ", goVerb.bn[t.tense][s.person], "।")
 }
 
 // existence: "There are 3 cows in the field." / "মাঠে ৩টি গরু আছে।"
@@ -340,31 +314,14 @@ func (g *generator) existence() {
 	isPast := g.r.chance(1, 5)
 	st := g.style(k)
 
-	switch {
-	case isPast && k == 1:
-		g.en = append(g.en, "There was "...)
-	case isPast:
-		g.en = append(g.en, "There were "...)
-	case k == 1:
-		g.en = append(g.en, "There is "...)
-	default:
-		g.en = append(g.en, "There are "...)
-	}
-	g.en = appendEnCount(g.en, k, n, st)
-	g.en = append(g.en, ' ')
-	g.en = append(g.en, p.en...)
-	g.en = append(g.en, '.')
-
-	g.bn = append(g.bn, p.bn...)
-	g.bn = append(g.bn, ' ')
-	g.bn = appendBnCount(g.bn, k, n.human, st)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, n.bn...)
+	there := either(k == 1, "There is ", "There are ")
 	if isPast {
-		g.bn = append(g.bn, " ছিল।"...)
-	} else {
-		g.bn = append(g.bn, " আছে।"...)
+		there = either(k == 1, "There was ", "There were ")
 	}
+	g.en = cat(appendEnCount(cat(g.en, there), k, n, st), " ", p.en, ".")
+
+	g.bn = cat(g.bn, p.bn, " ")
+	g.bnExists(k, n, st, isPast)
 }
 
 // description: "The book is new." / "বইটি নতুন।", "Rina's mangoes are
@@ -379,33 +336,18 @@ func (g *generator) description() {
 	}
 
 	if owner != nil {
-		g.en = append(g.en, owner.en...)
-		g.en = append(g.en, "'s "...)
+		g.en = cat(g.en, owner.en, "'s ")
+		g.bn = cat(g.bn, owner.bnGen, " ")
 	} else {
-		g.en = append(g.en, "The "...)
+		g.en = cat(g.en, "The ")
 	}
 	if plural {
-		g.en = append(g.en, n.pl...)
-		g.en = append(g.en, " are "...)
+		g.en = cat(g.en, n.pl, " are ")
 	} else {
-		g.en = append(g.en, n.sg...)
-		g.en = append(g.en, " is "...)
+		g.en = cat(g.en, n.sg, " is ")
 	}
-	g.en = append(g.en, a.en...)
-	g.en = append(g.en, '.')
-
-	if owner != nil {
-		g.bn = append(g.bn, owner.bnGen...)
-		g.bn = append(g.bn, ' ')
-	}
-	g.bn = append(g.bn, n.bn...)
-	if plural {
-		g.bn = append(g.bn, "গুলো "...)
-	} else {
-		g.bn = append(g.bn, "টি "...)
-	}
-	g.bn = append(g.bn, a.bn...)
-	g.bn = append(g.bn, "।"...)
+	g.en = cat(g.en, a.en, ".")
+	g.bn = cat(g.bn, n.bn, either(plural, "গুলো ", "টি "), a.bn, "।")
 }
 
 // liking: "Mitu likes mangoes." / "মিতু আম পছন্দ করে।", "I do not like
@@ -417,84 +359,45 @@ func (g *generator) liking() {
 	}
 	neg := g.r.chance(1, 3)
 
-	g.en = append(g.en, s.en...)
-	switch {
-	case neg && s.sg3:
-		g.en = append(g.en, " does not like "...)
-	case neg:
-		g.en = append(g.en, " do not like "...)
-	case s.sg3:
-		g.en = append(g.en, " likes "...)
-	default:
-		g.en = append(g.en, " like "...)
-	}
-	g.en = append(g.en, n.pl...)
-	g.en = append(g.en, '.')
-
-	g.bn = append(g.bn, s.bn...)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, n.bn...)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, likeForms[s.person]...)
+	like := either(s.sg3, " likes ", " like ")
 	if neg {
-		g.bn = append(g.bn, " না"...)
+		like = either(s.sg3, " does not like ", " do not like ")
 	}
-	g.bn = append(g.bn, "।"...)
+	g.en = cat(g.en, s.en, like, n.pl, ".")
+	g.bn = cat(g.bn, s.bn, " ", n.bn, " ", likeForms[s.person], either(neg, " না", ""), "।")
+}
+
+// arithWords are the words of arithmetic's sums, differences and
+// products: English's operator, and Bangla's operator, "is" and ending.
+var arithWords = [3]struct{ en, bn, bnIs, bnEnd string }{
+	{" plus ", " আর ", " মিলে ", ""},
+	{" minus ", " থেকে ", " বাদ দিলে ", " থাকে"},
+	{" times ", " গুণ ", " সমান ", ""},
 }
 
 // arithmetic: "2 plus 3 is 5." / "২ আর ৩ মিলে ৫।", "7 minus 2 is 5." / "৭
 // থেকে ২ বাদ দিলে ৫ থাকে।", "3 times 4 is 12." / "৩ গুণ ৪ সমান ১২।"
 func (g *generator) arithmetic() {
-	var a, b, c int
-	op := g.r.intn(10)
-	switch {
-	case op < 5:
+	var a, b, c, op int
+	switch k := g.r.intn(10); {
+	case k < 5:
 		a, b = g.r.between(0, 20), g.r.between(0, 20)
 		c = a + b
-	case op < 8:
+	case k < 8:
 		a = g.r.between(1, 30)
 		b = g.r.between(0, a)
-		c = a - b
+		c, op = a-b, 1
 	default:
 		a, b = g.r.between(1, 10), g.r.between(1, 10)
-		c = a * b
+		c, op = a*b, 2
 	}
 	st := g.style(max(a, b, c))
+	w := arithWords[op]
 
-	g.en = appendEnNum(g.en, a, st)
-	switch {
-	case op < 5:
-		g.en = append(g.en, " plus "...)
-	case op < 8:
-		g.en = append(g.en, " minus "...)
-	default:
-		g.en = append(g.en, " times "...)
-	}
-	g.en = appendEnNum(g.en, b, st)
-	g.en = append(g.en, " is "...)
-	g.en = appendEnNum(g.en, c, st)
-	g.en = append(g.en, '.')
-
-	g.bn = appendBnNum(g.bn, a, st)
-	switch {
-	case op < 5:
-		g.bn = append(g.bn, " আর "...)
-		g.bn = appendBnNum(g.bn, b, st)
-		g.bn = append(g.bn, " মিলে "...)
-		g.bn = appendBnNum(g.bn, c, st)
-	case op < 8:
-		g.bn = append(g.bn, " থেকে "...)
-		g.bn = appendBnNum(g.bn, b, st)
-		g.bn = append(g.bn, " বাদ দিলে "...)
-		g.bn = appendBnNum(g.bn, c, st)
-		g.bn = append(g.bn, " থাকে"...)
-	default:
-		g.bn = append(g.bn, " গুণ "...)
-		g.bn = appendBnNum(g.bn, b, st)
-		g.bn = append(g.bn, " সমান "...)
-		g.bn = appendBnNum(g.bn, c, st)
-	}
-	g.bn = append(g.bn, "।"...)
+	g.en = appendEnNum(cat(appendEnNum(g.en, a, st), w.en), b, st)
+	g.en = cat(appendEnNum(cat(g.en, " is "), c, st), ".")
+	g.bn = appendBnNum(cat(appendBnNum(g.bn, a, st), w.bn), b, st)
+	g.bn = cat(appendBnNum(cat(g.bn, w.bnIs), c, st), w.bnEnd, "।")
 }
 
 // storyProblem: two people and a sum or a difference.
@@ -516,29 +419,14 @@ func (g *generator) storyProblem() {
 		x, y := g.r.between(1, 10), g.r.between(1, 10)
 		st := g.style(x + y)
 
-		g.en = append(g.en, a.en...)
-		g.en = append(g.en, " has "...)
-		g.en = appendEnCount(g.en, x, n, st)
-		g.en = append(g.en, " and "...)
-		g.en = append(g.en, b.en...)
-		g.en = append(g.en, " has "...)
-		g.en = appendEnNum(g.en, y, st)
-		g.en = append(g.en, ", so they have "...)
-		g.en = appendEnNum(g.en, x+y, st)
-		g.en = append(g.en, " in all."...)
+		g.en = appendEnCount(cat(g.en, a.en, " has "), x, n, st)
+		g.en = appendEnNum(cat(g.en, " and ", b.en, " has "), y, st)
+		g.en = cat(appendEnNum(cat(g.en, ", so they have "), x+y, st), " in all.")
 
-		g.bn = append(g.bn, a.bnGen...)
-		g.bn = append(g.bn, ' ')
-		g.bn = appendBnCount(g.bn, x, n.human, st)
-		g.bn = append(g.bn, " আর "...)
-		g.bn = append(g.bn, b.bnGen...)
-		g.bn = append(g.bn, ' ')
-		g.bn = appendBnCount(g.bn, y, n.human, st)
-		g.bn = append(g.bn, ' ')
-		g.bn = append(g.bn, n.bn...)
-		g.bn = append(g.bn, " আছে, মোট "...)
-		g.bn = appendBnCount(g.bn, x+y, n.human, st)
-		g.bn = append(g.bn, "।"...)
+		g.bn = appendBnCount(cat(g.bn, a.bnGen, " "), x, n.human, st)
+		g.bn = appendBnCount(cat(g.bn, " আর ", b.bnGen, " "), y, n.human, st)
+		g.bn = appendBnCount(cat(g.bn, " ", n.bn, " আছে, মোট "), x+y, n.human, st)
+		g.bn = cat(g.bn, "।")
 		return
 	}
 
@@ -549,33 +437,14 @@ func (g *generator) storyProblem() {
 	y := g.r.between(1, x-1)
 	st := g.style(x)
 
-	g.en = append(g.en, a.en...)
-	g.en = append(g.en, " had "...)
-	g.en = appendEnCount(g.en, x, n, st)
-	g.en = append(g.en, " and gave "...)
-	g.en = appendEnNum(g.en, y, st)
-	g.en = append(g.en, " to "...)
-	g.en = append(g.en, b.en...)
-	if a.female {
-		g.en = append(g.en, ", so she has "...)
-	} else {
-		g.en = append(g.en, ", so he has "...)
-	}
-	g.en = appendEnNum(g.en, x-y, st)
-	g.en = append(g.en, " left."...)
+	g.en = appendEnCount(cat(g.en, a.en, " had "), x, n, st)
+	g.en = appendEnNum(cat(g.en, " and gave "), y, st)
+	g.en = cat(g.en, " to ", b.en, either(a.female, ", so she has ", ", so he has "))
+	g.en = cat(appendEnNum(g.en, x-y, st), " left.")
 
-	g.bn = append(g.bn, a.bnGen...)
-	g.bn = append(g.bn, ' ')
-	g.bn = appendBnCount(g.bn, x, false, st)
-	g.bn = append(g.bn, ' ')
-	g.bn = append(g.bn, n.bn...)
-	g.bn = append(g.bn, " ছিল, সে "...)
-	g.bn = append(g.bn, b.bnObj...)
-	g.bn = append(g.bn, ' ')
-	g.bn = appendBnCount(g.bn, y, false, st)
-	g.bn = append(g.bn, " দিল, এখন তার "...)
-	g.bn = appendBnCount(g.bn, x-y, false, st)
-	g.bn = append(g.bn, " বাকি আছে।"...)
+	g.bn = appendBnCount(cat(g.bn, a.bnGen, " "), x, false, st)
+	g.bn = appendBnCount(cat(g.bn, " ", n.bn, " ছিল, সে ", b.bnObj, " "), y, false, st)
+	g.bn = cat(appendBnCount(cat(g.bn, " দিল, এখন তার "), x-y, false, st), " বাকি আছে।")
 }
 
 // counting: "Count from 3 to 7: 3, 4, 5, 6, 7." / "৩ থেকে ৭ পর্যন্ত গোনো:
@@ -585,61 +454,26 @@ func (g *generator) counting() {
 	to := from + g.r.between(3, 6)
 	st := g.style(to)
 
-	g.en = append(g.en, "Count from "...)
-	g.en = appendEnNum(g.en, from, st)
-	g.en = append(g.en, " to "...)
-	g.en = appendEnNum(g.en, to, st)
-	g.en = append(g.en, ": "...)
+	g.en = appendEnNum(cat(appendEnNum(cat(g.en, "Count from "), from, st), " to "), to, st)
+	g.bn = appendBnNum(cat(appendBnNum(g.bn, from, st), " থেকে "), to, st)
+	g.en, g.bn = cat(g.en, ": "), cat(g.bn, " পর্যন্ত গোনো: ")
 	for k := from; k <= to; k++ {
 		if k > from {
-			g.en = append(g.en, ", "...)
+			g.en, g.bn = cat(g.en, ", "), cat(g.bn, ", ")
 		}
-		g.en = appendEnNum(g.en, k, st)
+		g.en, g.bn = appendEnNum(g.en, k, st), appendBnNum(g.bn, k, st)
 	}
-	g.en = append(g.en, '.')
-
-	g.bn = appendBnNum(g.bn, from, st)
-	g.bn = append(g.bn, " থেকে "...)
-	g.bn = appendBnNum(g.bn, to, st)
-	g.bn = append(g.bn, " পর্যন্ত গোনো: "...)
-	for k := from; k <= to; k++ {
-		if k > from {
-			g.bn = append(g.bn, ", "...)
-		}
-		g.bn = appendBnNum(g.bn, k, st)
-	}
-	g.bn = append(g.bn, "।"...)
+	g.en, g.bn = cat(g.en, "."), cat(g.bn, "।")
 }
 
 // weekdays: "If today is Monday, tomorrow is Tuesday." / "আজ সোমবার হলে
 // আগামীকাল মঙ্গলবার।" and the same with yesterday.
 func (g *generator) weekdays() {
 	d := g.r.intn(len(enDays))
-	if g.r.chance(1, 2) {
-		next := (d + 1) % len(enDays)
-		g.en = append(g.en, "If today is "...)
-		g.en = append(g.en, enDays[d]...)
-		g.en = append(g.en, ", tomorrow is "...)
-		g.en = append(g.en, enDays[next]...)
-		g.en = append(g.en, '.')
-
-		g.bn = append(g.bn, "আজ "...)
-		g.bn = append(g.bn, bnDays[d]...)
-		g.bn = append(g.bn, " হলে আগামীকাল "...)
-		g.bn = append(g.bn, bnDays[next]...)
-		g.bn = append(g.bn, "।"...)
-		return
+	other, en, bn := (d+1)%len(enDays), ", tomorrow is ", " হলে আগামীকাল "
+	if !g.r.chance(1, 2) {
+		other, en, bn = (d+len(enDays)-1)%len(enDays), ", yesterday was ", " হলে গতকাল ছিল "
 	}
-	prev := (d + len(enDays) - 1) % len(enDays)
-	g.en = append(g.en, "If today is "...)
-	g.en = append(g.en, enDays[d]...)
-	g.en = append(g.en, ", yesterday was "...)
-	g.en = append(g.en, enDays[prev]...)
-	g.en = append(g.en, '.')
-
-	g.bn = append(g.bn, "আজ "...)
-	g.bn = append(g.bn, bnDays[d]...)
-	g.bn = append(g.bn, " হলে গতকাল ছিল "...)
-	g.bn = append(g.bn, bnDays[prev]...)
-	g.bn = append(g.bn, "।"...)
+	g.en = cat(g.en, "If today is ", enDays[d], en, enDays[other], ".")
+	g.bn = cat(g.bn, "আজ ", bnDays[d], bn, bnDays[other], "।")
 }

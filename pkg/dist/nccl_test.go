@@ -158,7 +158,7 @@ func TestNCCLReducerHostLogic(t *testing.T) {
 	}
 	dev := cpu.New(device.Options{Threads: 1}) // unused by the fake opener
 	for step := range 2 {
-		errs := each(groupsOfN(rs), func(r int, _ *Group) error { return rs[r].AllReduceMean(dev, grads[r]) })
+		errs := each(groupsOf(rs), func(r int, _ *Group) error { return rs[r].AllReduceMean(dev, grads[r]) })
 		noErrors(t, errs)
 		if step == 0 {
 			for r := range world {
@@ -188,7 +188,7 @@ func TestNCCLReducerHostLogic(t *testing.T) {
 		}
 	}
 	losses := make([]float32, world)
-	noErrors(t, each(groupsOfN(rs), func(r int, _ *Group) error {
+	noErrors(t, each(groupsOf(rs), func(r int, _ *Group) error {
 		var err error
 		losses[r], err = rs[r].MeanLoss(float32(r) + 1.5)
 		return err
@@ -196,14 +196,6 @@ func TestNCCLReducerHostLogic(t *testing.T) {
 	if losses[0] != 2 || math.Float32bits(losses[1]) != math.Float32bits(losses[0]) {
 		t.Fatalf("mean losses %v, want 2 on both", losses)
 	}
-}
-
-func groupsOfN(rs []*NCCLReducer) []*Group {
-	gs := make([]*Group, len(rs))
-	for i, r := range rs {
-		gs[i] = r.Group()
-	}
-	return gs
 }
 
 // TestNCCLReducerErrors: gradients on the host, of another dtype or size,

@@ -156,7 +156,8 @@ func TestRingDeterministic(t *testing.T) {
 	}
 }
 
-func groupsOf(rs []*Ring) []*Group {
+// groupsOf returns the groups of the ranks' reducers.
+func groupsOf[R interface{ Group() *Group }](rs []R) []*Group {
 	gs := make([]*Group, len(rs))
 	for i, r := range rs {
 		gs[i] = r.Group()

@@ -24,11 +24,7 @@ func tinyBench(b *testing.B, fused bool, p amp.Policy) (Config, *Model, []int32,
 	if err := m.Init(1); err != nil {
 		b.Fatal(err)
 	}
-	rng := tensor.NewRNG(2)
-	in, tg := make([]int32, B*T), make([]int32, B*T)
-	for i := range in {
-		in[i], tg[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
-	}
+	in, tg := randomTokens(tensor.NewRNG(2), B*T, cfg.Vocab)
 	if _, err := m.Gradients(in, tg, B, T, 1); err != nil {
 		b.Fatal(err)
 	}

@@ -107,14 +107,8 @@ func CompareStep(dev, ref device.Device, cfg Config, p amp.Policy, B, T int, see
 		return d, fmt.Errorf("gpt: CompareStep: batch %d x %d does not fit %v", B, T, cfg)
 	}
 	rng := tensor.NewRNG(seed)
-	inputs, targets := make([]int32, B*T), make([]int32, B*T)
-	for i := range inputs {
-		inputs[i], targets[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
-	}
-	scale := float32(1)
-	if p.NeedsScaler() {
-		scale = 1024
-	}
+	inputs, targets := randomTokens(rng, B*T, cfg.Vocab)
+	scale := checkScale(p)
 	var loss [2]float32
 	var grads [2][]float32
 	var norms [2]float32
@@ -238,4 +232,22 @@ func finite(x float64) float64 {
 		return math.MaxFloat64
 	}
 	return x
+}
+
+// randomTokens draws n inputs and n targets below vocab from rng.
+func randomTokens(rng *tensor.RNG, n, vocab int) (inputs, targets []int32) {
+	inputs, targets = make([]int32, n), make([]int32, n)
+	for i := range inputs {
+		inputs[i], targets[i] = int32(rng.Intn(vocab)), int32(rng.Intn(vocab))
+	}
+	return inputs, targets
+}
+
+// checkScale is the loss scale of a checked step under p: 1024 where p
+// needs a scaler, else 1.
+func checkScale(p amp.Policy) float32 {
+	if p.NeedsScaler() {
+		return 1024
+	}
+	return 1
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
@@ -42,10 +43,7 @@ func fusedGPU(t *testing.T) *gpu.Device {
 		gpuOnce.dev, gpuOnce.err = gpu.NewWith(ctx, gpu.Config{Options: device.Options{Fused: true}, Libs: libs})
 	})
 	if gpuOnce.err != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %v", gpuOnce.err)
-		}
-		t.Skipf("no usable GPU, GPU test skipped: %v", gpuOnce.err)
+		gputest.Skip(t, gpuOnce.err)
 	}
 	return gpuOnce.dev
 }
@@ -65,16 +63,9 @@ func TestGPUHeadChunked(t *testing.T) {
 	cfg := Config{Vocab: 50304, MaxSeq: 1024, Layers: 1, Heads: 12, Channels: 768}
 	const B, T = 5, 1024
 	N := B * T
-	rng := tensor.NewRNG(uint64(os.Getpid()))
-	inputs, targets := make([]int32, N), make([]int32, N)
-	for i := range inputs {
-		inputs[i], targets[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
-	}
+	inputs, targets := randomTokens(tensor.NewRNG(uint64(os.Getpid())), N, cfg.Vocab)
 	for _, p := range []amp.Policy{amp.BF16, amp.FP16, amp.FP32} {
-		scale := float32(1)
-		if p.NeedsScaler() {
-			scale = 1024
-		}
+		scale := checkScale(p)
 		var loss [2]float32
 		var grads [2][]float32
 		var peak [2]int64

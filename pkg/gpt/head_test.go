@@ -39,18 +39,36 @@ func poisonWork(t *testing.T, m *Model, B, T int) {
 	if err := m.ensure(B, T); err != nil {
 		t.Fatal(err)
 	}
-	w := m.acts.work
-	nan := make([]float32, w.Numel())
+	poison(m, m.acts.work)
+}
+
+// poison fills x, a tensor on m's device, with NaN.
+func poison(m *Model, x *tensor.Tensor) {
+	nan := make([]float32, x.Numel())
 	for i := range nan {
 		nan[i] = float32(math.NaN())
 	}
-	h, _ := tensor.FromF32(nan, w.Numel())
-	if w.DType != tensor.F32 {
-		c := tensor.New(w.DType, w.Numel())
+	h, _ := tensor.FromF32(nan, x.Numel())
+	if x.DType != tensor.F32 {
+		c := tensor.New(x.DType, x.Numel())
 		cpu.New(device.Options{}).Cast(c, h)
 		h = c
 	}
-	m.dev.Upload(w, h)
+	m.dev.Upload(x, h)
+}
+
+// eachForm runs fn on the fused and the decomposed form under every
+// policy, with a name for messages ("bf16", "bf16/decomposed").
+func eachForm(fn func(fused bool, p amp.Policy, name string)) {
+	for _, fused := range []bool{true, false} {
+		for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
+			name := p.String()
+			if !fused {
+				name += "/decomposed"
+			}
+			fn(fused, p, name)
+		}
+	}
 }
 
 // TestHeadChunked: a step whose LM head runs in chunks (16 rows of 60,
@@ -63,109 +81,84 @@ func poisonWork(t *testing.T, m *Model, B, T int) {
 func TestHeadChunked(t *testing.T) {
 	cfg := CheckConfig.Config
 	const B, T, rows = 3, 20, 16
-	rng := tensor.NewRNG(11)
-	inputs, targets := make([]int32, B*T), make([]int32, B*T)
-	for i := range inputs {
-		inputs[i], targets[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
-	}
-	for _, fused := range []bool{true, false} {
-		for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
-			name := p.String()
-			if !fused {
-				name += "/decomposed"
-			}
-			dev := cpu.New(device.Options{Fused: fused, Threads: 2})
-			chunked, whole := headPair(t, dev, cfg, p, rows, 5)
-			scale := float32(1)
-			if p.NeedsScaler() {
-				scale = 1024
-			}
-			var loss [2]float32
-			var grads [2][]float32
-			for k, m := range []*Model{chunked, whole} {
-				poisonWork(t, m, B, T)
-				m.ZeroGrad()
-				var err error
-				if loss[k], err = m.Gradients(inputs, targets, B, T, scale); err != nil {
-					t.Fatal(err)
-				}
-				if grads[k], err = m.GradValues(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if chunked.acts.rows != rows || whole.acts.rows != B*T {
-				t.Fatalf("%s: head rows %d and %d, want %d and %d", name, chunked.acts.rows, whole.acts.rows, rows, B*T)
-			}
-			for _, g := range grads[0] {
-				if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
-					t.Fatalf("%s: a chunked gradient is %v: a poisoned buffer was read", name, g)
-				}
-			}
-			if loss[0] != loss[1] {
-				t.Errorf("%s: loss chunked %v, whole %v: a row's loss does not depend on its chunk", name, loss[0], loss[1])
-			}
-			if e := tensor.RelErr(grads[0], grads[1]); e > 1e-6 || e > StepLimit(p) {
-				t.Errorf("%s: gradients rel err %.3g between the chunked and the whole head", name, e)
-			}
-			wte := cfg.Layout().Segments[0]
-			if wte.Name != "wte" {
-				t.Fatalf("the layout starts with %s, not wte", wte.Name)
-			}
-			if e := tensor.RelErr(grads[0][:wte.Numel()], grads[1][:wte.Numel()]); e > 1e-6 {
-				t.Errorf("%s: wte gradient rel err %.3g", name, e)
-			}
-			// Forward only: the evaluation loss, then the logits on demand.
-			var eval [2]float32
-			var logits [2][]float32
-			for k, m := range []*Model{chunked, whole} {
-				var err error
-				if eval[k], err = m.Forward(inputs, targets, B, T); err != nil {
-					t.Fatal(err)
-				}
-				if logits[k], err = m.Logits(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if eval[0] != eval[1] || eval[0] != loss[0] {
-				t.Errorf("%s: evaluation loss chunked %v, whole %v, step %v", name, eval[0], eval[1], loss[0])
-			}
-			if len(logits[0]) != B*T*cfg.Vocab {
-				t.Fatalf("%s: %d logits, want %d", name, len(logits[0]), B*T*cfg.Vocab)
-			}
-			if err := tensor.CloseF32(logits[0], logits[1], p.Half(), 1); err != nil {
-				t.Errorf("%s: logits chunked vs whole: %v", name, err)
-			}
-			// The loss from the downloaded logits (fp32 log-softmax).
-			var sum float64
-			for i := 0; i < B*T; i++ {
-				row := logits[0][i*cfg.Vocab : (i+1)*cfg.Vocab]
-				mx := math.Inf(-1)
-				for _, v := range row {
-					mx = math.Max(mx, float64(v))
-				}
-				var z float64
-				for _, v := range row {
-					z += math.Exp(float64(v) - mx)
-				}
-				sum += math.Log(z) + mx - float64(row[targets[i]])
-			}
-			if err := tensor.Close([]float64{sum / float64(B*T)}, []float64{float64(eval[0])}, tensor.F32, 1); err != nil {
-				t.Errorf("%s: the loss of the logits %.6f, Forward's %v: %v", name, sum/float64(B*T), eval[0], err)
-			}
-			// LogitsAt: the rows asked for, in their order, across chunks
-			// (a one-row GEMM sums in another order than the chunk's).
-			at := []int{59, 0, 17, 16, 59}
-			got, err := chunked.LogitsAt(at...)
-			if err != nil {
+	inputs, targets := randomTokens(tensor.NewRNG(11), B*T, cfg.Vocab)
+	eachForm(func(fused bool, p amp.Policy, name string) {
+		dev := cpu.New(device.Options{Fused: fused, Threads: 2})
+		chunked, whole := headPair(t, dev, cfg, p, rows, 5)
+		scale := checkScale(p)
+		var loss [2]float32
+		var grads [2][]float32
+		for k, m := range []*Model{chunked, whole} {
+			poisonWork(t, m, B, T)
+			m.ZeroGrad()
+			var err error
+			if loss[k], err = m.Gradients(inputs, targets, B, T, scale); err != nil {
 				t.Fatal(err)
 			}
-			for i, r := range at {
-				if err := tensor.CloseF32(got[i*cfg.Vocab:(i+1)*cfg.Vocab], logits[0][r*cfg.Vocab:(r+1)*cfg.Vocab], p.Half(), 1); err != nil {
-					t.Errorf("%s: LogitsAt(%d): %v", name, r, err)
-				}
+			if grads[k], err = m.GradValues(); err != nil {
+				t.Fatal(err)
 			}
 		}
-	}
+		if chunked.acts.rows != rows || whole.acts.rows != B*T {
+			t.Fatalf("%s: head rows %d and %d, want %d and %d", name, chunked.acts.rows, whole.acts.rows, rows, B*T)
+		}
+		for _, g := range grads[0] {
+			if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
+				t.Fatalf("%s: a chunked gradient is %v: a poisoned buffer was read", name, g)
+			}
+		}
+		if loss[0] != loss[1] {
+			t.Errorf("%s: loss chunked %v, whole %v: a row's loss does not depend on its chunk", name, loss[0], loss[1])
+		}
+		if e := tensor.RelErr(grads[0], grads[1]); e > 1e-6 || e > StepLimit(p) {
+			t.Errorf("%s: gradients rel err %.3g between the chunked and the whole head", name, e)
+		}
+		wte := cfg.Layout().Segments[0]
+		if wte.Name != "wte" {
+			t.Fatalf("the layout starts with %s, not wte", wte.Name)
+		}
+		if e := tensor.RelErr(grads[0][:wte.Numel()], grads[1][:wte.Numel()]); e > 1e-6 {
+			t.Errorf("%s: wte gradient rel err %.3g", name, e)
+		}
+		// Forward only: the evaluation loss, then the logits on demand.
+		var eval [2]float32
+		var logits [2][]float32
+		for k, m := range []*Model{chunked, whole} {
+			var err error
+			if eval[k], err = m.Forward(inputs, targets, B, T); err != nil {
+				t.Fatal(err)
+			}
+			if logits[k], err = m.Logits(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if eval[0] != eval[1] || eval[0] != loss[0] {
+			t.Errorf("%s: evaluation loss chunked %v, whole %v, step %v", name, eval[0], eval[1], loss[0])
+		}
+		if len(logits[0]) != B*T*cfg.Vocab {
+			t.Fatalf("%s: %d logits, want %d", name, len(logits[0]), B*T*cfg.Vocab)
+		}
+		if err := tensor.CloseF32(logits[0], logits[1], p.Half(), 1); err != nil {
+			t.Errorf("%s: logits chunked vs whole: %v", name, err)
+		}
+		// The loss from the downloaded logits (fp32 log-softmax).
+		ce := meanCrossEntropy(logits[0], targets, cfg.Vocab)
+		if err := tensor.Close([]float64{ce}, []float64{float64(eval[0])}, tensor.F32, 1); err != nil {
+			t.Errorf("%s: the loss of the logits %.6f, Forward's %v: %v", name, ce, eval[0], err)
+		}
+		// LogitsAt: the rows asked for, in their order, across chunks
+		// (a one-row GEMM sums in another order than the chunk's).
+		at := []int{59, 0, 17, 16, 59}
+		got, err := chunked.LogitsAt(at...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range at {
+			if err := tensor.CloseF32(got[i*cfg.Vocab:(i+1)*cfg.Vocab], logits[0][r*cfg.Vocab:(r+1)*cfg.Vocab], p.Half(), 1); err != nil {
+				t.Errorf("%s: LogitsAt(%d): %v", name, r, err)
+			}
+		}
+	})
 }
 
 // TestHeadErrors: logits are refused where no Forward's output is at hand

@@ -48,32 +48,10 @@ type refState struct {
 	ParamsAfter []float32 // (P) parameters after one AdamW step
 }
 
-// refLayout is druto's flat parameter layout for the given sizes, written out
-// here so that the file can be checked without the model package: wte, wpe,
-// per layer ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj
-// (weights (out,in)), then ln_f; decay on 2-D tensors only.
-func refLayout(V, maxT, L, C int) *tensor.Layout {
-	var l tensor.Layout
-	l.Add("wte", true, V, C)
-	l.Add("wpe", true, maxT, C)
-	for i := 0; i < L; i++ {
-		p := fmt.Sprintf("h.%d.", i)
-		l.Add(p+"ln_1.weight", false, C)
-		l.Add(p+"ln_1.bias", false, C)
-		l.Add(p+"attn.c_attn.weight", true, 3*C, C)
-		l.Add(p+"attn.c_attn.bias", false, 3*C)
-		l.Add(p+"attn.c_proj.weight", true, C, C)
-		l.Add(p+"attn.c_proj.bias", false, C)
-		l.Add(p+"ln_2.weight", false, C)
-		l.Add(p+"ln_2.bias", false, C)
-		l.Add(p+"mlp.c_fc.weight", true, 4*C, C)
-		l.Add(p+"mlp.c_fc.bias", false, 4*C)
-		l.Add(p+"mlp.c_proj.weight", true, C, 4*C)
-		l.Add(p+"mlp.c_proj.bias", false, C)
-	}
-	l.Add("ln_f.weight", false, C)
-	l.Add("ln_f.bias", false, C)
-	return &l
+// refLayout is the state file's flat parameter layout: druto's, which the
+// parity test (torch_test.go) proves against PyTorch's numbers.
+func refLayout(s *refState) *tensor.Layout {
+	return Config{Vocab: s.V, MaxSeq: s.MaxT, Layers: s.L, Channels: s.C}.Layout()
 }
 
 // readRefState reads and validates the state file at path: magic, version,
@@ -114,7 +92,7 @@ func parseRefState(raw []byte) (*refState, error) {
 	if s.C%s.NH != 0 || s.T > s.MaxT {
 		return nil, fmt.Errorf("%w: C=%d NH=%d T=%d maxT=%d", errRefState, s.C, s.NH, s.T, s.MaxT)
 	}
-	if n := refLayout(s.V, s.MaxT, s.L, s.C).Total; n != s.P {
+	if n := refLayout(s).Total; n != s.P {
 		return nil, fmt.Errorf("%w: P=%d but the layout of V=%d maxT=%d L=%d C=%d has %d", errRefState, s.P, s.V, s.MaxT, s.L, s.C, n)
 	}
 	bt := s.B * s.T
@@ -178,20 +156,7 @@ func TestRefStateFile(t *testing.T) {
 	}
 
 	// loss = mean over positions of -log softmax(logits)[target], in float64.
-	var sum float64
-	for i := 0; i < bt; i++ {
-		row := s.Logits[i*s.V : (i+1)*s.V]
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, float64(v))
-		}
-		var z float64
-		for _, v := range row {
-			z += math.Exp(float64(v) - mx)
-		}
-		sum += mx + math.Log(z) - float64(row[s.Targets[i]])
-	}
-	loss := sum / float64(bt)
+	loss := meanCrossEntropy(s.Logits[:bt*s.V], s.Targets, s.V)
 	// F32 tolerance at scale 0.1: |d| <= 1e-7 + 1e-6·|loss|.
 	if err := tensor.Close([]float64{float64(s.Loss)}, []float64{loss}, tensor.F32, 0.1); err != nil {
 		t.Fatalf("stored loss %.9g vs %.9g recomputed from the logits: %v", s.Loss, loss, err)
@@ -203,7 +168,7 @@ func TestRefStateFile(t *testing.T) {
 	// p' = p·(1-lr·wd) - lr·ĝ/(|ĝ|+eps), ĝ = m/(1-β1) = g, sqrt(v/(1-β2)) = |g|.
 	want := make([]float64, s.P)
 	got := make([]float64, s.P)
-	for _, seg := range refLayout(s.V, s.MaxT, s.L, s.C).Segments {
+	for _, seg := range refLayout(s).Segments {
 		wd := 0.0
 		if seg.Decay {
 			wd = float64(s.WeightDecay)
@@ -253,4 +218,24 @@ func TestReadRefStateRejects(t *testing.T) {
 	if _, err := readRefState(filepath.Join(dir, "missing.bin")); err == nil || errors.Is(err, errRefState) {
 		t.Errorf("missing file: err = %v, want a read error", err)
 	}
+}
+
+// meanCrossEntropy is the mean over rows of -log softmax(row)[target], in
+// float64, of the rows of V logits.
+func meanCrossEntropy(logits []float32, targets []int32, V int) float64 {
+	var sum float64
+	n := len(logits) / V
+	for i := range n {
+		row := logits[i*V : (i+1)*V]
+		mx := math.Inf(-1)
+		for _, v := range row {
+			mx = math.Max(mx, float64(v))
+		}
+		var z float64
+		for _, v := range row {
+			z += math.Exp(float64(v) - mx)
+		}
+		sum += mx + math.Log(z) - float64(row[targets[i]])
+	}
+	return sum / float64(n)
 }

@@ -27,75 +27,51 @@ var _ device.GradStorer = (*cpu.Device)(nil)
 func TestBackwardStoreForms(t *testing.T) {
 	cfg := CheckConfig.Config
 	const B, T = 2, 20
-	rng := tensor.NewRNG(5)
-	inputs, targets := make([]int32, B*T), make([]int32, B*T)
-	for i := range inputs {
-		inputs[i], targets[i] = int32(rng.Intn(cfg.Vocab)), int32(rng.Intn(cfg.Vocab))
-	}
-	for _, fused := range []bool{true, false} {
-		for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
-			name := p.String()
-			if !fused {
-				name += "/decomposed"
+	inputs, targets := randomTokens(tensor.NewRNG(5), B*T, cfg.Vocab)
+	eachForm(func(fused bool, p amp.Policy, name string) {
+		base := cpu.New(device.Options{Fused: fused, Threads: 2})
+		scale := checkScale(p)
+		var loss [2]float32
+		var grads [2][]float32
+		for k, dev := range []device.Device{base, noStore{base}} {
+			m, err := New(dev, cfg, p)
+			if err != nil {
+				t.Fatal(err)
 			}
-			base := cpu.New(device.Options{Fused: fused, Threads: 2})
-			scale := float32(1)
-			if p.NeedsScaler() {
-				scale = 1024
+			defer m.Close()
+			if err := m.Init(9); err != nil {
+				t.Fatal(err)
 			}
-			var loss [2]float32
-			var grads [2][]float32
-			for k, dev := range []device.Device{base, noStore{base}} {
-				m, err := New(dev, cfg, p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer m.Close()
-				if err := m.Init(9); err != nil {
-					t.Fatal(err)
-				}
-				poisonWork(t, m, B, T)
-				dln := m.acts.dln
-				nan := make([]float32, dln.Numel())
-				for i := range nan {
-					nan[i] = float32(math.NaN())
-				}
-				h, _ := tensor.FromF32(nan, dln.Numel())
-				if dln.DType != tensor.F32 {
-					c := tensor.New(dln.DType, dln.Numel())
-					base.Cast(c, h)
-					h = c
-				}
-				m.dev.Upload(dln, h)
-				m.ZeroGrad()
-				if loss[k], err = m.Gradients(inputs, targets, B, T, scale); err != nil {
-					t.Fatal(err)
-				}
-				if grads[k], err = m.GradValues(); err != nil {
-					t.Fatal(err)
-				}
+			poisonWork(t, m, B, T)
+			poison(m, m.acts.dln)
+			m.ZeroGrad()
+			if loss[k], err = m.Gradients(inputs, targets, B, T, scale); err != nil {
+				t.Fatal(err)
 			}
-			if loss[0] != loss[1] {
-				t.Errorf("%s: loss with the store forms %v, without %v", name, loss[0], loss[1])
-			}
-			if len(grads[0]) != len(grads[1]) || len(grads[0]) == 0 {
-				t.Fatalf("%s: %d and %d gradients", name, len(grads[0]), len(grads[1]))
-			}
-			bad := 0
-			for i, g := range grads[0] {
-				if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
-					t.Fatalf("%s: gradient %d is %v with the store forms: a poisoned buffer was read", name, i, g)
-				}
-				if g != grads[1][i] { // == : a -0 stored is a +0 accumulated
-					if bad == 0 {
-						t.Errorf("%s: gradient %d = %v with the store forms, %v without", name, i, g, grads[1][i])
-					}
-					bad++
-				}
-			}
-			if bad > 0 {
-				t.Errorf("%s: %d of %d gradients differ", name, bad, len(grads[0]))
+			if grads[k], err = m.GradValues(); err != nil {
+				t.Fatal(err)
 			}
 		}
-	}
+		if loss[0] != loss[1] {
+			t.Errorf("%s: loss with the store forms %v, without %v", name, loss[0], loss[1])
+		}
+		if len(grads[0]) != len(grads[1]) || len(grads[0]) == 0 {
+			t.Fatalf("%s: %d and %d gradients", name, len(grads[0]), len(grads[1]))
+		}
+		bad := 0
+		for i, g := range grads[0] {
+			if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
+				t.Fatalf("%s: gradient %d is %v with the store forms: a poisoned buffer was read", name, i, g)
+			}
+			if g != grads[1][i] { // == : a -0 stored is a +0 accumulated
+				if bad == 0 {
+					t.Errorf("%s: gradient %d = %v with the store forms, %v without", name, i, g, grads[1][i])
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d gradients differ", name, bad, len(grads[0]))
+		}
+	})
 }

@@ -590,16 +590,7 @@ func TestSamplerChecks(t *testing.T) {
 	if _, err := Generate(tr.Model, rng, nil, 1, float32(math.NaN())); err == nil {
 		t.Error("NaN temperature accepted")
 	}
-	params, err := tr.Model.Params()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range params {
-		params[i] = float32(math.NaN())
-	}
-	if err := tr.Model.SetParams(params); err != nil {
-		t.Fatal(err)
-	}
+	poison(t, tr)
 	for _, temp := range []float32{0, 0.8} {
 		s, err := NewSampler(tr.Model, nil, SampleOptions{Temperature: temp})
 		if err != nil {

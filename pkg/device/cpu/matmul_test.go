@@ -267,6 +267,14 @@ func TestMatmulName(t *testing.T) {
 	}
 }
 
+// tinyLinears are the tiny preset's linear layers, as the benchmarks time
+// them.
+var tinyLinears = []struct {
+	name  string
+	C, OC int
+	act   device.Activation
+}{{"qkv", 128, 384, device.None}, {"attproj", 128, 128, device.None}, {"fc_gelu", 128, 512, device.GELU}, {"proj", 512, 128, device.None}}
+
 // BenchmarkMatmul times forward + backward of the tiny preset's linear
 // layers (N = B·T = 1024): qkv 128→384, attention proj 128→128, MLP fc
 // 128→512 with GELU, MLP proj 512→128; GFLOP/s counts 6·N·C·OC.
@@ -274,14 +282,9 @@ func BenchmarkMatmul(b *testing.B) {
 	defer func(p bool) { poisonScratch = p }(poisonScratch)
 	poisonScratch = false // time the op, not the test poison
 	const N = 1024
-	shapes := []struct {
-		name  string
-		C, OC int
-		act   device.Activation
-	}{{"qkv", 128, 384, device.None}, {"attproj", 128, 128, device.None}, {"fc_gelu", 128, 512, device.GELU}, {"proj", 512, 128, device.None}}
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
 		for _, f := range ntForms {
-			for _, s := range shapes {
+			for _, s := range tinyLinears {
 				b.Run(fmt.Sprintf("%s/%s/%s_C%d_OC%d", dt, f.name, s.name, s.C, s.OC), func(b *testing.B) {
 					r := ntRNG(1)
 					d := ntDev(f.fused, 0)
@@ -311,6 +314,26 @@ func BenchmarkMatmul(b *testing.B) {
 	}
 }
 
+// timeBF16Paths runs the three paths of the bf16 benchmarks in turn each
+// iteration of b: f32 (on fp32 tensors), then bf (on bf16 tensors) with
+// blas.SgemmBF16's fused packing and with the widened copies. It reports
+// and returns each path's CPU time (all threads), labelled for
+// -cpuprofile (go tool pprof -tagfocus path=bf16-fused).
+func timeBF16Paths(b *testing.B, f32, bf func()) (cpu [3]time.Duration) {
+	paths := []string{"fp32", "bf16-fused", "bf16-widen"}
+	for b.Loop() {
+		for i, run := range []func(){f32, func() { fusedBF16 = true; bf() }, func() { fusedBF16 = false; bf() }} {
+			c0 := cputime.Now()
+			pprof.Do(context.Background(), pprof.Labels("path", paths[i]), func(context.Context) { run() })
+			cpu[i] += cputime.Now() - c0
+		}
+	}
+	for i, name := range paths {
+		b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
+	}
+	return cpu
+}
+
 // BenchmarkMatmulBF16Paths times forward + backward of the tiny preset's
 // linear layers (as BenchmarkMatmul, fused form) three ways, interleaved in
 // rounds so that each sees the same load from other processes: fp32
@@ -326,11 +349,6 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 		b.Skip("no assembly SGEMM on this CPU: SgemmBF16 widens into copies")
 	}
 	const N = 1024
-	shapes := []struct {
-		name  string
-		C, OC int
-		act   device.Activation
-	}{{"qkv", 128, 384, device.None}, {"attproj", 128, 128, device.None}, {"fc_gelu", 128, 512, device.GELU}, {"proj", 512, 128, device.None}}
 	type set struct{ inp, w, bias, dout, out, pre, dinp, dw, db *tensor.Tensor }
 	d := ntDev(true, 0)
 	mk := func(b *testing.B, dt tensor.DType, C, OC int, act device.Activation) set {
@@ -347,7 +365,7 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 		s.dinp, s.dw, s.db = tensor.New(dt, N, C), tensor.New(tensor.F32, OC, C), tensor.New(tensor.F32, OC)
 		return s
 	}
-	for _, sh := range shapes {
+	for _, sh := range tinyLinears {
 		b.Run(fmt.Sprintf("%s_C%d_OC%d", sh.name, sh.C, sh.OC), func(b *testing.B) {
 			f32s, bfs := mk(b, tensor.F32, sh.C, sh.OC, sh.act), mk(b, tensor.BF16, sh.C, sh.OC, sh.act)
 			step := func(s set) {
@@ -358,23 +376,9 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 					d.MatmulBackward(s.dinp, s.dw, s.db, s.dout, s.inp, s.w, N, sh.C, sh.OC)
 				}
 			}
-			var cpu [3]time.Duration
-			for b.Loop() {
-				for i, run := range []func(){
-					func() { step(f32s) },
-					func() { fusedBF16 = true; step(bfs) },
-					func() { fusedBF16 = false; step(bfs) },
-				} {
-					c0 := cputime.Now()
-					run()
-					cpu[i] += cputime.Now() - c0
-				}
-			}
+			timeBF16Paths(b, func() { step(f32s) }, func() { step(bfs) })
 			if err := d.Sync(); err != nil {
 				b.Fatal(err)
-			}
-			for i, name := range []string{"fp32", "bf16-fused", "bf16-widen"} {
-				b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
 			}
 		})
 	}
@@ -478,23 +482,7 @@ func BenchmarkStepBF16Paths(b *testing.B) {
 	}
 	step(f32)
 	step(bf)
-	paths := []string{"fp32", "bf16-fused", "bf16-widen"}
-	var cpu [3]time.Duration
-	for b.Loop() {
-		for i, run := range []func(){
-			func() { step(f32) },
-			func() { fusedBF16 = true; step(bf) },
-			func() { fusedBF16 = false; step(bf) },
-		} {
-			c0 := cputime.Now()
-			// Labelled for -cpuprofile: go tool pprof -tagfocus path=bf16-fused
-			pprof.Do(context.Background(), pprof.Labels("path", paths[i]), func(context.Context) { run() })
-			cpu[i] += cputime.Now() - c0
-		}
-	}
-	for i, name := range paths {
-		b.ReportMetric(cpu[i].Seconds()*1e3/float64(b.N), name+"-cpu-ms")
-	}
+	cpu := timeBF16Paths(b, func() { step(f32) }, func() { step(bf) })
 	b.ReportMetric(cpu[1].Seconds()/cpu[0].Seconds(), "fused/fp32")
 	b.ReportMetric(cpu[2].Seconds()/cpu[0].Seconds(), "widen/fp32")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -20,7 +21,7 @@ func TestGPUAddPast2G(t *testing.T) {
 		t.Fatal(err)
 	}
 	if need := uint64(3 * 4 * n); free < need+(1<<30) {
-		skipOrFail(t, fmt.Errorf("%.1f GB free on %s, this test needs %.1f GB", float64(free)/1e9, g.Context().Device.Name, float64(need)/1e9))
+		gputest.Skip(t, fmt.Errorf("%.1f GB free on %s, this test needs %.1f GB", float64(free)/1e9, g.Context().Device.Name, float64(need)/1e9))
 	}
 	ha, hb := tensor.New(tensor.F32, n), tensor.New(tensor.F32, n)
 	a, b := ha.F32(), hb.F32()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
 )
@@ -31,10 +32,7 @@ func buildCtx(t *testing.T) (*cuda.Libraries, *cuda.Context) {
 		}
 	}
 	if err != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no GPU: %v", err)
+		gputest.Skip(t, err)
 	}
 	c, err := libs.Driver.NewContext(0)
 	if err != nil {
@@ -126,10 +124,7 @@ func TestGPUPTXJIT(t *testing.T) {
 func TestNVRTCCompileOnly(t *testing.T) {
 	n, err := cuda.LoadNVRTC(cuda.LoadOptions{})
 	if err != nil {
-		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-			t.Fatalf("DRUTO_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no NVRTC: %v", err)
+		gputest.Skip(t, err)
 	}
 	vs, err := kernels.Variants()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
@@ -62,7 +63,7 @@ func cudnnDev(t *testing.T) *Device {
 	t.Helper()
 	g := gpuDev(t, true)
 	if g.dnn.h == nil {
-		skipOrFail(t, fmt.Errorf("cuDNN attention unavailable: %s", g.AttentionBackend()))
+		gputest.Skip(t, fmt.Errorf("cuDNN attention unavailable: %s", g.AttentionBackend()))
 	}
 	on, mode := g.dnn.on, g.dnn.mode
 	g.dnn.on, g.dnn.mode = true, AttentionCuDNN

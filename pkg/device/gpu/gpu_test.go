@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/druto/druto/internal/gputest"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
@@ -71,21 +72,12 @@ func (f *fixture) setup() {
 	}
 }
 
-// skipOrFail skips (or, with DRUTO_REQUIRE_GPU=1, fails) without a GPU.
-func skipOrFail(t *testing.T, err error) {
-	t.Helper()
-	if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
-		t.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %v", err)
-	}
-	t.Skipf("no usable GPU, GPU test skipped: %v", err)
-}
-
 // gpuDev returns the shared fused or decomposed device.
 func gpuDev(t *testing.T, fused bool) *Device {
 	t.Helper()
 	fx.once.Do(fx.setup)
 	if fx.err != nil {
-		skipOrFail(t, fx.err)
+		gputest.Skip(t, fx.err)
 	}
 	if fused {
 		return fx.fused
