@@ -147,9 +147,6 @@ func TestDetectCacheAndPTX(t *testing.T) {
 	if !open.OpTestsCached || !open.StepChecksCached {
 		t.Errorf("Open ran the self-test again: op tests cached %v, step checks cached %v", open.OpTestsCached, open.StepChecksCached)
 	}
-	if open.Millis > second.Millis {
-		t.Errorf("Open with a cached verdict took %.1f ms, longer than detect's %.1f ms", open.Millis, second.Millis)
-	}
 	t.Logf("Open with the cached verdict: %.1f ms (detect: %.1f ms)", open.Millis, second.Millis)
 
 	ptx := DetectWith(context.Background(), Options{CacheDir: dir, Fused: true, Load: gpu.LoadOptions{NoNVRTC: true}})
