@@ -84,9 +84,9 @@ func TestLaunchAttentionBackwardStore(t *testing.T) {
 // TestGPUAttentionBackwardStore: AttentionBackwardStore into a
 // NaN-poisoned dqkv gives the CPU's store (Zero + AttentionBackward's
 // values) within the flash tolerance, and the same bits as the GPU's own
-// Zero + AttentionBackward, on every path: variant 2 (the default, its
-// kernels take the store flag), variant 1 and the cuBLAS path (zeroed, then
-// accumulated), at GPT-2's head size and a T past one tile. The own
+// Zero + AttentionBackward on the deterministic paths: variant 2 (the
+// default, its kernels take the store flag) and the cuBLAS path (zeroed,
+// then accumulated); variant 1 (dq by fp32 atomics) against the CPU only, at GPT-2's head size and a T past one tile. The own
 // kernels: cuDNN's backward (the default where it loads) sums dq in an
 // order that varies from run to run (TestGPUCuDNNAttention checks it).
 func TestGPUAttentionBackwardStore(t *testing.T) {
@@ -114,7 +114,10 @@ func TestGPUAttentionBackwardStore(t *testing.T) {
 			g.Zero(acc)
 			g.AttentionBackward(acc, gdo, gq, out, att, B, T, C, NH)
 			a, s := toHost(t, g, acc), toHost(t, g, stored)
-			if string(a.Raw()) != string(s.Raw()) {
+			// variant 1 adds dq with fp32 atomics, in an order that varies
+			// (compute-sanitizer racecheck's timing showed it): its store
+			// form is checked against the CPU only
+			if p.name != "v1" && string(a.Raw()) != string(s.Raw()) {
 				t.Errorf("attention_backward_store %s %s: dqkv differs from Zero + AttentionBackward", dt, p.name)
 			}
 			// against the CPU's store (its own forward's probabilities)
