@@ -86,9 +86,10 @@ func TestLaunchAttentionBackwardStore(t *testing.T) {
 // values) within the flash tolerance, and the same bits as the GPU's own
 // Zero + AttentionBackward on the deterministic paths: variant 2 (the
 // default, its kernels take the store flag) and the cuBLAS path (zeroed,
-// then accumulated); variant 1 (dq by fp32 atomics) against the CPU only, at GPT-2's head size and a T past one tile. The own
-// kernels: cuDNN's backward (the default where it loads) sums dq in an
-// order that varies from run to run (TestGPUCuDNNAttention checks it).
+// then accumulated); variant 1 (dq by fp32 atomics) against the CPU only.
+// At GPT-2's head size and a T past one tile. The own kernels: cuDNN's
+// backward (the default where it loads) sums dq in an order that varies
+// from run to run (TestGPUCuDNNAttention checks it).
 func TestGPUAttentionBackwardStore(t *testing.T) {
 	rng := testRNG(t)
 	g := gpuDev(t, true)
