@@ -269,7 +269,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 				{"fused-stream", func() (*kernelCase, error) { return newKernelCase(name, fused, o.Layout) }},
 				{"copy-stream", func() (*kernelCase, error) { return newCopyCase(fused, opBytes) }},
 			} {
-				kc, err := streamCase(k, st.mk)
+				kc, err := streamCase(fused, k, st.mk)
 				if err != nil {
 					restore(fused)
 					return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, st.mode, err)
@@ -313,17 +313,24 @@ func streamLaunches(bytes int64) int {
 	return int(min(max((streamBytes+bytes-1)/bytes, 2), 8))
 }
 
-// streamCase is k cases of one op, each on buffers of its own, run back to
-// back as one timed op: the op as the step meets it, in a stream of
-// kernels on other data, where a launch's ramp-up and drain sit beside its
-// neighbours' and the write-back of its dirty lines is paid during the
-// next one, rather than alone after an idle GPU. The "fused-stream" and
-// "copy-stream" rows report its time and bytes per launch (the write-back
-// of the last launch's lines still charged); the single-launch rows stay
-// beside them, so one run shows both.
-func streamCase(k int, mk func() (*kernelCase, error)) (*kernelCase, error) {
+// streamCase is k cases of one op, each on buffers of its own, captured
+// as one CUDA graph and timed as one op: the op as the step meets it, a
+// node of a graph among kernels on other data, where a launch's ramp-up
+// and drain sit beside its neighbours' and the write-back of its dirty
+// lines is paid during the next one, rather than alone after an idle GPU.
+// The "fused-stream" and "copy-stream" rows report its time and bytes per
+// launch (the write-back of the last launch's lines still charged); the
+// single-launch rows stay beside them, so one run shows both. Where the
+// capture fails the k launches are queued plainly (the shape says so).
+func streamCase(d *Device, k int, mk func() (*kernelCase, error)) (*kernelCase, error) {
 	cs := make([]*kernelCase, 0, k)
+	var g device.Graph
 	all := &kernelCase{free: func() {
+		if g != nil {
+			if err := g.Close(); err != nil {
+				d.fail(err)
+			}
+		}
 		for _, c := range cs {
 			c.free()
 		}
@@ -337,10 +344,29 @@ func streamCase(k int, mk func() (*kernelCase, error)) (*kernelCase, error) {
 		cs = append(cs, c)
 		all.bytes += c.bytes
 	}
-	all.shape = fmt.Sprintf("%s; %d launches back to back, each on its own buffers", cs[0].shape, k)
-	all.run = func() {
+	each := func() {
 		for _, c := range cs {
 			c.run()
+		}
+	}
+	// One plain run first: what an op sets up on its first call (a chunk
+	// table upload, a GEMM algorithm choice) cannot happen in a capture.
+	each()
+	err := d.Sync()
+	if err == nil {
+		g, err = d.Capture(func() error { each(); return nil })
+	}
+	how := "captured as one CUDA graph"
+	if err != nil {
+		g, how = nil, fmt.Sprintf("queued one by one (no graph: %v)", err)
+	}
+	all.shape = fmt.Sprintf("%s; %d launches back to back, each on its own buffers, %s", cs[0].shape, k, how)
+	all.run = each
+	if g != nil {
+		all.run = func() {
+			if err := g.Launch(); err != nil {
+				d.fail(err)
+			}
 		}
 	}
 	if cs[0].reset != nil {

@@ -160,7 +160,7 @@ func TestGPUStreamRows(t *testing.T) {
 			t.Errorf("%s: %d bytes a launch, the op moves %d", m, r.Bytes, one.Bytes)
 		}
 	}
-	if !strings.Contains(rows["fused-stream"].Shape, "launches back to back") {
+	if !strings.Contains(rows["fused-stream"].Shape, "captured as one CUDA graph") {
 		t.Errorf("fused-stream shape %q", rows["fused-stream"].Shape)
 	}
 }
