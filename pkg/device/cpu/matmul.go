@@ -23,7 +23,10 @@ package cpu
 // GEMMs straight into fp32 gradients (16-bit ones get an fp32 GEMM that is
 // then accumulated), and dbias += the column sums of dout, parallel over
 // columns and summed in row order, so the bits do not depend on the number of
-// threads.
+// threads. An fp32 dout (the residual gradient) against bf16 weights is
+// rounded to bf16 for the GEMMs (gradMat: the AMP policy's 16-bit matmul,
+// as on the GPU), which also lets two bf16 operands run blas.SgemmBF16's
+// AVX512_BF16 pair kernel where the CPU has one.
 
 import (
 	"fmt"
@@ -31,6 +34,7 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"unsafe"
 
 	"github.com/druto/druto/pkg/blas"
 	"github.com/druto/druto/pkg/device"
@@ -194,8 +198,8 @@ func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, d
 		return
 	}
 	blas.SetThreads(d.threads)
-	g := d.gemmMat(dout) // (N,OC)
-	defer releaseMat(dout, g)
+	g, rounded := d.gradMat(dout, weight.DType) // (N,OC)
+	defer releaseGrad(dout, g, rounded)
 	if dinp != nil {
 		// dinp (N,C) += (or, store, =) dout (N,OC) · weight (OC,C)
 		w := d.gemmMat(weight)
@@ -206,7 +210,64 @@ func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, d
 			return
 		}
 	}
+	if rounded && !d.fused && dbias != nil {
+		// Decomposed, as on the GPU: dbias sums the fp32 dout itself.
+		if d.weightGrads(op, dweight, nil, g, inp, N, C, OC) {
+			d.columnSumInto(dbias, dout.F32(), N, OC)
+		}
+		return
+	}
 	d.weightGrads(op, dweight, dbias, g, inp, N, C, OC)
+}
+
+// gradMat returns a linear layer's output gradient dout as a GEMM operand
+// against weights of dtype h: gemmMat's, except for an fp32 dout (the
+// residual gradient) against BF16 weights, which is rounded to bf16 first
+// (rounded true; pooled scratch, give it back with releaseGrad). The AMP
+// policy runs matmuls in the 16-bit type: PyTorch's autocast has a bf16
+// output gradient there, and the GPU casts dout the same way (gpu's
+// gemmOperand); it also makes both operands bf16 for blas.SgemmBF16's
+// AVX512_BF16 pair kernel. The fused form's dbias then sums the rounded
+// values, as the GPU's does.
+func (d *Device) gradMat(dout *tensor.Tensor, h tensor.DType) (blas.Mat, bool) {
+	if dout.DType != tensor.F32 || h != tensor.BF16 {
+		return d.gemmMat(dout), false
+	}
+	n := dout.Numel()
+	u := getScratch16(n)
+	src := dout.F32()
+	d.parallel(n, 1<<14, func(lo, hi int) { f32ToBF16s(u[lo:hi], src[lo:hi]) })
+	if fusedBF16 {
+		return blas.Mat{BF16: u}, true
+	}
+	v := getScratch(n) // fp32 copies for Sgemm: the rounded values widened
+	d.parallel(n, 1<<14, func(lo, hi int) { bf16ToF32s(v[lo:hi], u[lo:hi]) })
+	putScratch16(u)
+	return blas.Mat{F32: v}, true
+}
+
+// releaseGrad gives back an operand from gradMat.
+func releaseGrad(dout *tensor.Tensor, m blas.Mat, rounded bool) {
+	switch {
+	case !rounded:
+		releaseMat(dout, m)
+	case m.BF16 != nil:
+		putScratch16(m.BF16)
+	default:
+		putScratch(m.F32)
+	}
+}
+
+// getScratch16 returns a uint16 slice of length n and undefined contents,
+// from getScratch's pools.
+func getScratch16(n int) []uint16 {
+	f := getScratch((n + 1) / 2)
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(f))), 2*cap(f))[:n]
+}
+
+// putScratch16 gives u, from getScratch16, back to its pool.
+func putScratch16(u []uint16) {
+	putScratch(unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(u))), cap(u)/2))
 }
 
 // weightGrads accumulates dweight (OC,C) += doutᵀ·inp and, when dbias is
