@@ -164,6 +164,10 @@ func pair(lo, hi uint16) uint32 { return uint32(lo) | uint32(hi)<<16 }
 func packADot(trans bool, a []uint16, lda, ic, pc, mb, kb int, dst []uint32) {
 	kp := (kb + 1) / 2
 	ke := kb &^ 1 // the steps of full pairs
+	done := 0     // full panels the assembly packed (transposed A)
+	if trans && ke > 0 {
+		done = packATDotAsm(a, lda, pc*lda+ic, mb/mr, ke/2, dst, mr*kp)
+	}
 	for ir := 0; ir < mb; ir += mr {
 		mm := min(mr, mb-ir)
 		d := dst[ir*kp : ir*kp+mr*kp]
@@ -172,12 +176,14 @@ func packADot(trans bool, a []uint16, lda, ic, pc, mb, kb int, dst []uint32) {
 		}
 		if trans {
 			// A is stored k×m: a pair's halves are in consecutive rows.
-			for q := range kb / 2 {
-				r0 := a[(pc+2*q)*lda+ic+ir:][:mm]
-				r1 := a[(pc+2*q+1)*lda+ic+ir:][:mm]
-				o := d[q*mr : q*mr+mm]
-				for i := range o {
-					o[i] = pair(r0[i], r1[i])
+			if ir/mr >= done {
+				for q := range kb / 2 {
+					r0 := a[(pc+2*q)*lda+ic+ir:][:mm]
+					r1 := a[(pc+2*q+1)*lda+ic+ir:][:mm]
+					o := d[q*mr : q*mr+mm]
+					for i := range o {
+						o[i] = pair(r0[i], r1[i])
+					}
 				}
 			}
 			if ke < kb {

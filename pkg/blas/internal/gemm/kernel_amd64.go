@@ -221,3 +221,31 @@ func packBNDotAsm(b []uint16, ldb, base, np int, d []uint32) bool {
 	packBNDotAVX2(&b[base], ldb, np, &d[0])
 	return true
 }
+
+// packATDotAVX2 packs nq pair steps of np full panels of a transposed bf16
+// A into pair panels (kernel_dot_amd64.s): see packATDotAsm.
+//
+//go:noescape
+func packATDotAVX2(a *uint16, lda int, np int, nq int, d *uint32, pstride int)
+
+// packATDotAsm packs pair steps [0, nq) of the first np full 6-row panels
+// of a transposed bf16 A (stored k×m, row stride lda; panel p's row i of
+// step q from a[base + 2q·lda + 6p + i] and the next row) into d (panel
+// stride pstride dwords) with AVX2, and returns how many panels it packed:
+// fewer than np where the last one's reads (two values past the panel)
+// would leave a, 0 without AVX2.
+func packATDotAsm(a []uint16, lda, base, np, nq int, d []uint32, pstride int) int {
+	if !hasAVX2 || np == 0 || nq == 0 {
+		return 0
+	}
+	if base+(2*nq-1)*lda+mr*np+1 >= len(a) {
+		np-- // the last panel's over-read would leave a
+	}
+	if np == 0 {
+		return 0
+	}
+	_ = a[base+(2*nq-1)*lda+mr*np+1]
+	_ = d[(np-1)*pstride+nq*mr-1]
+	packATDotAVX2(&a[base], lda, np, nq, &d[0], pstride)
+	return np
+}

@@ -335,3 +335,42 @@ ploop:
 	DECQ CX
 	JNZ  ploop
 	RET
+
+// func packATDotAVX2(a *uint16, lda int, np int, nq int, d *uint32, pstride int)
+//
+// Packs nq pair steps of np full 6-row panels of a transposed bf16 A
+// (stored k×m, row stride lda; a at panel 0's first element of step 0):
+// d[p·pstride + q·6 + i] = a[2q·lda + 6p + i] | a[(2q+1)·lda + 6p + i]<<16.
+// Each panel's step reads 8 values of both rows (two past the panel).
+TEXT ·packATDotAVX2(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), SI
+	MOVQ lda+8(FP), BX
+	SHLQ $1, BX // A's row stride in bytes
+	MOVQ np+16(FP), R8
+	MOVQ nq+24(FP), CX
+	MOVQ d+32(FP), DI
+	MOVQ pstride+40(FP), R9
+	SHLQ $2, R9 // the panels' stride in bytes
+
+aqloop:
+	MOVQ SI, R10 // step q's even row at panel 0
+	MOVQ DI, R11 // panel 0's dwords of step q
+	MOVQ R8, DX
+
+aploop:
+	VMOVDQU (R10), X0 // the even row's 8 values from the panel's first
+	VMOVDQU (R10)(BX*1), X1 // the odd row's
+	VPUNPCKLWD X1, X0, X2 // rows 0-3: the even value in the low word
+	VPUNPCKHWD X1, X0, X3 // rows 4-7 (4 and 5 stored)
+	VMOVDQU X2, (R11)
+	VMOVQ X3, 16(R11)
+	ADDQ $12, R10
+	ADDQ R9, R11
+	DECQ DX
+	JNZ  aploop
+
+	LEAQ (SI)(BX*2), SI
+	ADDQ $24, DI
+	DECQ CX
+	JNZ  aqloop
+	RET

@@ -32,3 +32,6 @@ func DotAsmAll() (kern, wide DotKernel, ok bool) { return nil, nil, false }
 
 // packBNDotAsm packs nothing here: packBDot does it in Go.
 func packBNDotAsm(b []uint16, ldb, base, np int, d []uint32) bool { return false }
+
+// packATDotAsm packs nothing here: packADot does it in Go.
+func packATDotAsm(a []uint16, lda, base, np, nq int, d []uint32, pstride int) int { return 0 }
