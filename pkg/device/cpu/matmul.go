@@ -363,6 +363,18 @@ func bf16Policy() bool {
 	return blas.FusedBF16() && (env == "fused" || env != "widen" && (!blas.Native() || blas.PreferFusedBF16()))
 }
 
+// bf16GemmName says how the linear layers multiply bf16 tensors (after
+// loadBLAS has set fusedBF16).
+func bf16GemmName() string {
+	if !fusedBF16 {
+		return "on fp32 copies"
+	}
+	if isa, ok := blas.DotBF16(); ok {
+		return isa + " pair kernel (VDPBF16PS)"
+	}
+	return "widened in the packing of druto's kernel"
+}
+
 // gemmMat returns t as a GEMM operand: its bf16 bits as they are when
 // fusedBF16, else gemmF32's fp32 (give it back with releaseMat).
 func (d *Device) gemmMat(t *tensor.Tensor) blas.Mat {
