@@ -8,6 +8,7 @@
 // spelled out as its EVEX bytes (from GNU as 2.40, checked with objdump):
 // VDPBF16PS.BCST addr, Zb, Zacc = vdpbf16ps addr{1to16}, %zmmb, %zmmacc,
 // the A pair broadcast from memory as one dword to all 16 lanes.
+// TestDotEncodings checks each against GNU as where binutils are installed.
 
 // VDPBF16PS.BCST (SI), Z0, Z4
 #define DP0_Z0_Z4 BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x58; BYTE $0x52; BYTE $0x26
