@@ -348,7 +348,9 @@ func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 // kernel is AVX-512 (blas.PreferFusedBF16) "fused" is the default: there it
 // took 1.06-1.08x against 1.09-1.10x with the copies (three runs). Without a
 // native library both run druto's kernel and "fused" saves the copies
-// (1.03-1.09x against 1.06-1.12x).
+// (1.03-1.09x against 1.06-1.12x). On CPUs with AVX512_BF16, "fused" runs
+// two bf16 operands on blas.SgemmBF16's pair kernel (VDPBF16PS): the tiny
+// step then took 0.76-0.79x fp32's CPU time (issue 20, session 16).
 const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
 
 // fusedBF16 selects blas.SgemmBF16 for bf16 operands: set by loadBLAS
