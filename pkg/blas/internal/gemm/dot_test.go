@@ -23,7 +23,8 @@ func dotKernels() map[string][2]DotKernel {
 // against a float64 product of the same bf16 values, within the rounding
 // of fp32 sums (pkg/blas's bf16 tolerance: |got - want| <= 1e-4·√k·(1 +
 // |want|)): every transposition, odd and even m, n, k (an odd k pads the
-// last pair), several KC blocks with an odd last one, A in place and
+// last pair), several KC blocks with an odd last one, several NC blocks
+// of columns, A in place and
 // packed, padded strides (odd and even ldb), beta 0 on NaN-poisoned C and
 // beta 0.5. C outside the product must stay NaN.
 func TestSgemmDot(t *testing.T) {
@@ -35,7 +36,7 @@ func TestSgemmDot(t *testing.T) {
 		}
 		return h
 	}
-	shapes := [][3]int{{1, 1, 1}, {6, 16, 2}, {7, 17, 9}, {6, 32, 8}, {13, 300, 270}, {150, 40, 520}, {64, 256, 33}, {20, 70, 1037}, {9, 48, 1024}}
+	shapes := [][3]int{{1, 1, 1}, {6, 16, 2}, {7, 17, 9}, {6, 32, 8}, {13, 300, 270}, {150, 40, 520}, {64, 256, 33}, {20, 70, 1037}, {9, 48, 1024}, {7, ncBlock + 37, 20}}
 	for name, kk := range dotKernels() {
 		for _, s := range shapes {
 			m, n, k := s[0], s[1], s[2]
