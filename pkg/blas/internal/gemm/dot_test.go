@@ -24,9 +24,9 @@ func dotKernels() map[string][2]DotKernel {
 // of fp32 sums (pkg/blas's bf16 tolerance: |got - want| <= 1e-4·√k·(1 +
 // |want|)): every transposition, odd and even m, n, k (an odd k pads the
 // last pair), several KC blocks with an odd last one, several NC blocks
-// of columns, A in place and
-// packed, padded strides (odd and even ldb), beta 0 on NaN-poisoned C and
-// beta 0.5. C outside the product must stay NaN.
+// of columns, A in place and packed, padded strides (odd and even ldb),
+// beta 0 on NaN-poisoned C and beta 0.5. C outside the product must stay
+// NaN.
 func TestSgemmDot(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	bf := func(n int) []uint16 {
