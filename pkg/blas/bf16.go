@@ -39,6 +39,13 @@ func FusedBF16() bool {
 	return ok
 }
 
+// DotBF16 reports whether SgemmBF16 multiplies two bf16 operands with the
+// AVX512_BF16 pair kernel (VDPBF16PS), and names its instruction set.
+func DotBF16() (string, bool) {
+	_, _, isa, ok := gemm.DotAsm()
+	return isa, ok
+}
+
 // PreferFusedBF16 reports whether SgemmBF16's fused path is the better
 // choice for bf16 operands even with a native library loaded: where druto's
 // kernel is the AVX-512 one. On the tiny step (issue 20, 2-core Zen 4 EPYC
@@ -56,9 +63,19 @@ func PreferFusedBF16() bool {
 // product), which widens those operands exactly as it packs them, so no
 // fp32 copy is made; it is spread over goroutines as Sgemm spreads a large
 // product. Its micro-kernel is AVX-512F where the CPU has it (the default
-// choice for bf16 operands there, see PreferFusedBF16), else AVX2 + FMA. Otherwise bf16 operands are widened into fp32 copies for Sgemm.
-// Both operands fp32: Sgemm itself. The result is the fp32 product of the
+// choice for bf16 operands there, see PreferFusedBF16), else AVX2 + FMA.
+// Otherwise bf16 operands are widened into fp32 copies for Sgemm. Both
+// operands fp32: Sgemm itself. The result is the fp32 product of the
 // widened operands (bf16·bf16 products are exact in fp32).
+//
+// When both operands are bf16 and the CPU has AVX512_BF16 (DotBF16), the
+// product runs a kernel that takes k two steps at a time (VDPBF16PS) on
+// operands packed as bf16 pairs: the same exact products, summed in fp32 in
+// a different order (a pair at a time, denormals flushed to zero), so
+// within fp32 rounding of the widening kernel's result, not bit for bit.
+// DRUTO_CPU_ISA=avx512 keeps such products on the widening AVX-512F kernel.
+// An fp32 operand is never rounded to bf16: a product with one goes through
+// the widening kernels.
 func SgemmBF16(transA, transB bool, m, n, k int, alpha float32, a Mat, lda int, b Mat, ldb int, beta float32, c []float32, ldc int) error {
 	if a.BF16 == nil && b.BF16 == nil || a.F32 != nil && b.F32 != nil {
 		return Sgemm(transA, transB, m, n, k, alpha, a.F32, lda, b.F32, ldb, beta, c, ldc)
@@ -88,7 +105,12 @@ func SgemmBF16(transA, transB bool, m, n, k int, alpha float32, a Mat, lda int, 
 	if p == 0 {
 		p = runtime.GOMAXPROCS(0)
 	}
+	dk, dw, _, dot := gemm.DotAsm()
 	run := func(transA, transB bool, m, n, k int, a Mat, b Mat, c []float32) {
+		if dot && a.BF16 != nil && b.BF16 != nil {
+			gemm.SgemmDot(dk, dw, transA, transB, m, n, k, alpha, a.BF16, lda, b.BF16, ldb, beta, c, ldc)
+			return
+		}
 		gemm.SgemmSrc(kern, transA, transB, m, n, k, alpha, gemm.Src{F32: a.F32, BF16: a.BF16}, lda, gemm.Src{F32: b.F32, BF16: b.BF16}, ldb, beta, c, ldc)
 	}
 	if p < 2 || float64(m)*float64(n)*float64(k) < splitMin {

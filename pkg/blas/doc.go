@@ -27,6 +27,12 @@
 // pool would spin between calls and take cores from the Go code that runs
 // between GEMMs. The assembly fallback is threaded the same way.
 //
+// bf16: SgemmBF16 multiplies bf16 operands (Mat) on druto's kernels even
+// with OpenBLAS loaded (it has no bf16 product): two bf16 operands on an
+// AVX512_BF16 pair kernel (VDPBF16PS: two steps of k per instruction, about
+// twice the fp32 kernels' rate) where the CPU has one (DotBF16), otherwise
+// widened to fp32 inside the packing of the fp32 kernels.
+//
 // This is the only package of the CPU path that uses cgo; dl_cgo.go holds
 // every dlopen and dlsym call.
 package blas

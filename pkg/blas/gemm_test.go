@@ -242,6 +242,15 @@ func BenchmarkModelGemm(b *testing.B) {
 		name string
 		be   backend
 	}{"gonum", gonumBackend{}})
+	// "dot-bf16": SgemmBF16 on bf16 copies of the operands, where it runs
+	// the AVX512_BF16 pair kernel (threaded as SgemmBF16 does).
+	isaDot, dot := DotBF16()
+	if dot {
+		impls = append(impls, struct {
+			name string
+			be   backend
+		}{"dot-bf16", nil})
+	}
 	p := runtime.GOMAXPROCS(0)
 	for _, s := range modelShapes() {
 		if testing.Short() && !(s.name == "square1024_NN" || strings.HasSuffix(s.name, "_fwd_NT") || s.serial) {
@@ -259,12 +268,21 @@ func BenchmarkModelGemm(b *testing.B) {
 				r := rand.New(rand.NewPCG(1, 1))
 				a, bm := randSlice(r, s.m*s.k), randSlice(r, s.k*s.n)
 				c := make([]float32, s.m*s.n)
+				var ah, bh []uint16
+				if im.be == nil {
+					ah, bh = toBF16(a), toBF16(bm)
+					b.Log(isaDot)
+				}
 				var cpu0 time.Duration
 				for b.Loop() {
 					if cpu0 == 0 {
 						cpu0 = cputime.Now() // after b.Loop resets the timer
 					}
-					if !s.serial && im.be.serial() && p > 1 && s.m*s.n*s.k >= splitMin {
+					if im.be == nil {
+						if err := SgemmBF16(s.ta, s.tb, s.m, s.n, s.k, 1, Mat{BF16: ah}, lda, Mat{BF16: bh}, ldb, 0, c, s.n); err != nil {
+							b.Fatal(err)
+						}
+					} else if !s.serial && im.be.serial() && p > 1 && s.m*s.n*s.k >= splitMin {
 						split(im.be, p, s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
 					} else {
 						im.be.sgemm(s.ta, s.tb, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, s.n)
@@ -316,4 +334,14 @@ func BenchmarkAttnBlocks(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpu[0].Microseconds())/float64(b.N), "fallback-cpu-µs")
 	b.ReportMetric(float64(cpu[1].Microseconds())/float64(b.N), "native-cpu-µs")
+}
+
+// toBF16 returns the bf16 bit patterns of x (truncated: the benchmarks only
+// need bf16 operands of the same magnitudes).
+func toBF16(x []float32) []uint16 {
+	h := make([]uint16, len(x))
+	for i, v := range x {
+		h[i] = uint16(math.Float32bits(v) >> 16)
+	}
+	return h
 }

@@ -58,9 +58,10 @@ func (d *Device) Name() string {
 }
 
 // Describe says which CPU path runs, for druto detect: the GEMM library,
-// the instruction set of the elementwise kernels and the worker threads.
+// how bf16 linear layers multiply, the instruction set of the elementwise
+// kernels and the worker threads.
 func (d *Device) Describe() string {
-	return fmt.Sprintf("GEMM %s; elementwise kernels %s; %d threads", gemmName(), ISA(), d.threads)
+	return fmt.Sprintf("GEMM %s; bf16 GEMMs %s; elementwise kernels %s; %d threads", gemmName(), bf16GemmName(), ISA(), d.threads)
 }
 
 // Fused reports whether the fused forms run.

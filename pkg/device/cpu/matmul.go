@@ -23,7 +23,10 @@ package cpu
 // GEMMs straight into fp32 gradients (16-bit ones get an fp32 GEMM that is
 // then accumulated), and dbias += the column sums of dout, parallel over
 // columns and summed in row order, so the bits do not depend on the number of
-// threads.
+// threads. An fp32 dout (the residual gradient) against bf16 weights is
+// rounded to bf16 for the GEMMs (gradMat: the AMP policy's 16-bit matmul,
+// as on the GPU), which also lets two bf16 operands run blas.SgemmBF16's
+// AVX512_BF16 pair kernel where the CPU has one.
 
 import (
 	"fmt"
@@ -31,6 +34,7 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"unsafe"
 
 	"github.com/druto/druto/pkg/blas"
 	"github.com/druto/druto/pkg/device"
@@ -194,8 +198,8 @@ func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, d
 		return
 	}
 	blas.SetThreads(d.threads)
-	g := d.gemmMat(dout) // (N,OC)
-	defer releaseMat(dout, g)
+	g, rounded := d.gradMat(dout, weight.DType) // (N,OC)
+	defer releaseGrad(dout, g, rounded)
 	if dinp != nil {
 		// dinp (N,C) += (or, store, =) dout (N,OC) · weight (OC,C)
 		w := d.gemmMat(weight)
@@ -206,7 +210,64 @@ func (d *Device) matmulBackward(c *device.Contract, store bool, dinp, dweight, d
 			return
 		}
 	}
+	if rounded && !d.fused && dbias != nil {
+		// Decomposed, as on the GPU: dbias sums the fp32 dout itself.
+		if d.weightGrads(op, dweight, nil, g, inp, N, C, OC) {
+			d.columnSumInto(dbias, dout.F32(), N, OC)
+		}
+		return
+	}
 	d.weightGrads(op, dweight, dbias, g, inp, N, C, OC)
+}
+
+// gradMat returns a linear layer's output gradient dout as a GEMM operand
+// against weights of dtype h: gemmMat's, except for an fp32 dout (the
+// residual gradient) against BF16 weights, which is rounded to bf16 first
+// (rounded true; pooled scratch, give it back with releaseGrad). The AMP
+// policy runs matmuls in the 16-bit type: PyTorch's autocast has a bf16
+// output gradient there, and the GPU casts dout the same way (gpu's
+// gemmOperand); it also makes both operands bf16 for blas.SgemmBF16's
+// AVX512_BF16 pair kernel. The fused form's dbias then sums the rounded
+// values, as the GPU's does.
+func (d *Device) gradMat(dout *tensor.Tensor, h tensor.DType) (blas.Mat, bool) {
+	if dout.DType != tensor.F32 || h != tensor.BF16 {
+		return d.gemmMat(dout), false
+	}
+	n := dout.Numel()
+	u := getScratch16(n)
+	src := dout.F32()
+	d.parallel(n, 1<<14, func(lo, hi int) { f32ToBF16s(u[lo:hi], src[lo:hi]) })
+	if fusedBF16 {
+		return blas.Mat{BF16: u}, true
+	}
+	v := getScratch(n) // fp32 copies for Sgemm: the rounded values widened
+	d.parallel(n, 1<<14, func(lo, hi int) { bf16ToF32s(v[lo:hi], u[lo:hi]) })
+	putScratch16(u)
+	return blas.Mat{F32: v}, true
+}
+
+// releaseGrad gives back an operand from gradMat.
+func releaseGrad(dout *tensor.Tensor, m blas.Mat, rounded bool) {
+	switch {
+	case !rounded:
+		releaseMat(dout, m)
+	case m.BF16 != nil:
+		putScratch16(m.BF16)
+	default:
+		putScratch(m.F32)
+	}
+}
+
+// getScratch16 returns a uint16 slice of length n and undefined contents,
+// from getScratch's pools.
+func getScratch16(n int) []uint16 {
+	f := getScratch((n + 1) / 2)
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(f))), 2*cap(f))[:n]
+}
+
+// putScratch16 gives u, from getScratch16, back to its pool.
+func putScratch16(u []uint16) {
+	putScratch(unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(u))), cap(u)/2))
 }
 
 // weightGrads accumulates dweight (OC,C) += doutᵀ·inp and, when dbias is
@@ -287,7 +348,9 @@ func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 // kernel is AVX-512 (blas.PreferFusedBF16) "fused" is the default: there it
 // took 1.06-1.08x against 1.09-1.10x with the copies (three runs). Without a
 // native library both run druto's kernel and "fused" saves the copies
-// (1.03-1.09x against 1.06-1.12x).
+// (1.03-1.09x against 1.06-1.12x). On CPUs with AVX512_BF16, "fused" runs
+// two bf16 operands on blas.SgemmBF16's pair kernel (VDPBF16PS): the tiny
+// step then took 0.76-0.79x fp32's CPU time (issue 20, session 16).
 const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
 
 // fusedBF16 selects blas.SgemmBF16 for bf16 operands: set by loadBLAS
@@ -300,6 +363,18 @@ var fusedBF16 bool
 func bf16Policy() bool {
 	env := os.Getenv(EnvBF16GEMM)
 	return blas.FusedBF16() && (env == "fused" || env != "widen" && (!blas.Native() || blas.PreferFusedBF16()))
+}
+
+// bf16GemmName says how the linear layers multiply bf16 tensors (after
+// loadBLAS has set fusedBF16).
+func bf16GemmName() string {
+	if !fusedBF16 {
+		return "on fp32 copies"
+	}
+	if isa, ok := blas.DotBF16(); ok {
+		return isa + " pair kernel (VDPBF16PS)"
+	}
+	return "widened in the packing of druto's kernel"
 }
 
 // gemmMat returns t as a GEMM operand: its bf16 bits as they are when

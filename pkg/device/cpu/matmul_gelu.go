@@ -40,8 +40,8 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 		return
 	}
 	blas.SetThreads(d.threads)
-	g := d.gemmMat(dout) // widened once for dweight, dbias and dpre
-	defer releaseMat(dout, g)
+	g, rounded := d.gradMat(dout, weight.DType) // once for dweight, dbias and dpre
+	defer releaseGrad(dout, g, rounded)
 	if !d.weightGrads(op, dweight, dbias, g, inp, N, C, OC) {
 		return
 	}

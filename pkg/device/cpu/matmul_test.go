@@ -486,3 +486,66 @@ func BenchmarkStepBF16Paths(b *testing.B) {
 	b.ReportMetric(cpu[1].Seconds()/cpu[0].Seconds(), "fused/fp32")
 	b.ReportMetric(cpu[2].Seconds()/cpu[0].Seconds(), "widen/fp32")
 }
+
+// TestMatmulBackwardF32Dout checks the AMP rule for an fp32 residual
+// gradient against bf16 weights (gradMat): dout is rounded to bf16 for the
+// GEMMs, so dinp, dweight and dpre are bit for bit those of the same call
+// with dout stored as a BF16 tensor, on both GEMM paths (fusedBF16) and in
+// both forms; the fused form's bias gradients sum the rounded values too
+// (as the GPU's cast_bias_grad), the decomposed form's the fp32 dout.
+func TestMatmulBackwardF32Dout(t *testing.T) {
+	loadBLAS() // sets fusedBF16 once: switch it after
+	defer func(f bool) { fusedBF16 = f }(fusedBF16)
+	const N, C, OC, bt = 37, 64, 48, tensor.BF16
+	r := ntRNG(91)
+	inp, _ := ntTensor(t, bt, ntNormal(r, N*C, 1, 0), N, C)
+	pre, _ := ntTensor(t, bt, ntNormal(r, N*C, 1, 0), N, C)
+	w, _ := ntTensor(t, bt, ntNormal(r, OC*C, 0.3, 0), OC, C)
+	gv := ntNormal(r, N*OC, 1, 0)
+	d32, g32 := ntTensor(t, tensor.F32, gv, N, OC)
+	d16, _ := ntTensor(t, bt, gv, N, OC) // the same values rounded
+	type res struct{ dinp, dw, db, dpre, dpb, dw2, db2 *tensor.Tensor }
+	run := func(d *Device, dout *tensor.Tensor) res {
+		s := res{dinp: tensor.New(bt, N, C), dpre: tensor.New(bt, N, C), dw: tensor.New(tensor.F32, OC, C), db: tensor.New(tensor.F32, OC),
+			dw2: tensor.New(tensor.F32, OC, C), db2: tensor.New(tensor.F32, OC), dpb: tensor.New(tensor.F32, C)}
+		ntPoison(s.dpre)
+		d.MatmulBackward(s.dinp, s.dw, s.db, dout, inp, w, N, C, OC)
+		d.MatmulBackwardGELU(s.dpre, s.dpb, s.dw2, s.db2, dout, inp, pre, w, N, C, OC)
+		ntSync(t, d)
+		return s
+	}
+	// The column sums of the fp32 dout (the decomposed form's dbias).
+	sums := make([]float64, OC)
+	for i := range N {
+		for o := range OC {
+			sums[o] += g32[i*OC+o]
+		}
+	}
+	for _, fb := range []bool{false, true} {
+		if fb && !blas.FusedBF16() {
+			continue
+		}
+		fusedBF16 = fb
+		for _, fused := range []bool{true, false} {
+			d := ntDev(fused, 2)
+			a, b := run(d, d32), run(d, d16)
+			name := fmt.Sprintf("fusedBF16=%v fused=%v", fb, fused)
+			for _, p := range []struct {
+				what string
+				x, y *tensor.Tensor
+			}{{"dinp", a.dinp, b.dinp}, {"dweight", a.dw, b.dw}, {"dpre", a.dpre, b.dpre}, {"dweight (GELU)", a.dw2, b.dw2}, {"dpre bias", a.dpb, b.dpb}} {
+				if !ntSameBits(p.x, p.y) {
+					t.Errorf("%s: %s with an fp32 dout differs from the bf16-rounded dout's", name, p.what)
+				}
+			}
+			if fused {
+				if !ntSameBits(a.db, b.db) || !ntSameBits(a.db2, b.db2) {
+					t.Errorf("%s: dbias does not sum the rounded dout", name)
+				}
+				continue
+			}
+			ntClose(t, name+" dbias", ntF64(a.db), sums, tensor.F32, math.Sqrt(N))
+			ntClose(t, name+" dbias (GELU)", ntF64(a.db2), sums, tensor.F32, math.Sqrt(N))
+		}
+	}
+}

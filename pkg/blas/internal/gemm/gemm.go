@@ -10,6 +10,9 @@
 // applies beta; later ones accumulate (beta 1). Tiles cut by the edges of C
 // go through a small buffer, so every kernel call is a full mr×nr tile.
 //
+// SgemmSrc takes bf16 operands too, widened as they are packed; SgemmDot
+// (dot.go) multiplies two bf16 operands on AVX512_BF16 pair kernels.
+//
 // Sgemm is serial: pkg/blas splits large products over goroutines by rows
 // (or columns) of C, each part packing its own blocks, as it does for
 // OpenBLAS set to one thread.

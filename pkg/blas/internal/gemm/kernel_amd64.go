@@ -159,3 +159,93 @@ func widenAsm(d []float32, s []uint16) int {
 	widenAVX2(&d[0], &s[0], n8)
 	return 8 * n8
 }
+
+// kernDot6x16 is the AVX512_BF16 pair kernel (kernel_dot_amd64.s): see
+// DotKernel, with mr = 6 and nr = 16.
+//
+//go:noescape
+func kernDot6x16(kp int, a *uint16, rsa, csa int, b *uint32, c *float32, ldc int, alpha, beta float32)
+
+// kernDot6x32 computes two adjacent 6x16 tiles from two adjacent packed
+// pair panels (the second at b + 16·kp), with kernDot6x16's arithmetic.
+//
+//go:noescape
+func kernDot6x32(kp int, a *uint16, rsa, csa int, b *uint32, c *float32, ldc int, alpha, beta float32)
+
+// packBNDotAVX2 interleaves np pairs of rows of 16 bf16 columns (row
+// stride ldb) into a pair panel: d[q·16 + j] = b[2q·ldb + j] | b[(2q+1)·ldb + j]<<16.
+//
+//go:noescape
+func packBNDotAVX2(b *uint16, ldb int, np int, d *uint32)
+
+// ISADot names the AVX512_BF16 pair kernels (DotAsm).
+const ISADot = "AVX512_BF16"
+
+// hasAVX512BF16 reports whether the CPU has VDPBF16PS (CPUID leaf 7
+// subleaf 1, EAX bit 5) with the AVX-512 state saved by the OS.
+var hasAVX512BF16 = hasAVX512 && cpu.X86.HasAVX512BF16
+
+// useDot selects the pair kernels in DotAsm: DRUTO_CPU_ISA "avx512" keeps
+// the bf16 products on the AVX-512F widening kernel, "avx2" and "generic"
+// on the AVX2 one (useAVX512 is false then).
+var useDot = hasAVX512BF16 && useAVX512 && os.Getenv(EnvISA) != "avx512"
+
+// DotAsm returns the pair kernels of this CPU (one tile, two tiles) and
+// their instruction set, or false when there are none or DRUTO_CPU_ISA
+// asks for an older kernel.
+func DotAsm() (kern, wide DotKernel, isa string, ok bool) {
+	if !useDot {
+		return nil, nil, "", false
+	}
+	return kernDot6x16, kernDot6x32, ISADot, true
+}
+
+// DotAsmAll returns the pair kernels this CPU runs, whatever DRUTO_CPU_ISA
+// says (for tests and benchmarks).
+func DotAsmAll() (kern, wide DotKernel, ok bool) {
+	if !hasAVX512BF16 {
+		return nil, nil, false
+	}
+	return kernDot6x16, kernDot6x32, true
+}
+
+// packBNDotAsm packs np pair steps of a full panel of a row-major bf16 B
+// (from b[base], row stride ldb) into d with AVX2 and reports whether it
+// did (false without AVX2).
+func packBNDotAsm(b []uint16, ldb, base, np int, d []uint32) bool {
+	if !hasAVX2 {
+		return false
+	}
+	_ = b[base+(2*np-1)*ldb+nr-1] // the last odd row's last element
+	_ = d[np*nr-1]
+	packBNDotAVX2(&b[base], ldb, np, &d[0])
+	return true
+}
+
+// packATDotAVX2 packs nq pair steps of np full panels of a transposed bf16
+// A into pair panels (kernel_dot_amd64.s): see packATDotAsm.
+//
+//go:noescape
+func packATDotAVX2(a *uint16, lda int, np int, nq int, d *uint32, pstride int)
+
+// packATDotAsm packs pair steps [0, nq) of the first np full 6-row panels
+// of a transposed bf16 A (stored k×m, row stride lda; panel p's row i of
+// step q from a[base + 2q·lda + 6p + i] and the next row) into d (panel
+// stride pstride dwords) with AVX2, and returns how many panels it packed:
+// fewer than np where the last one's reads (two values past the panel)
+// would leave a, 0 without AVX2.
+func packATDotAsm(a []uint16, lda, base, np, nq int, d []uint32, pstride int) int {
+	if !hasAVX2 || np == 0 || nq == 0 {
+		return 0
+	}
+	if base+(2*nq-1)*lda+mr*np+1 >= len(a) {
+		np-- // the last panel's over-read would leave a
+	}
+	if np == 0 {
+		return 0
+	}
+	_ = a[base+(2*nq-1)*lda+mr*np+1]
+	_ = d[(np-1)*pstride+nq*mr-1]
+	packATDotAVX2(&a[base], lda, np, nq, &d[0], pstride)
+	return np
+}

@@ -23,3 +23,15 @@ func widenBN16Asm(b []uint16, ldb, base, kb int, d []float32) bool { return fals
 
 // widenAsm widens nothing here: widen does it in Go.
 func widenAsm(d []float32, s []uint16) int { return 0 }
+
+// DotAsm reports that there are no pair kernels here.
+func DotAsm() (kern, wide DotKernel, isa string, ok bool) { return nil, nil, "", false }
+
+// DotAsmAll returns no pair kernels here.
+func DotAsmAll() (kern, wide DotKernel, ok bool) { return nil, nil, false }
+
+// packBNDotAsm packs nothing here: packBDot does it in Go.
+func packBNDotAsm(b []uint16, ldb, base, np int, d []uint32) bool { return false }
+
+// packATDotAsm packs nothing here: packADot does it in Go.
+func packATDotAsm(a []uint16, lda, base, np, nq int, d []uint32, pstride int) int { return 0 }
