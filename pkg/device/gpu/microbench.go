@@ -265,7 +265,6 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			for _, st := range []struct {
 				mode  string
 				mk    func() (*kernelCase, error)
-			}{
 				graph bool
 			}{
 				{"fused-stream", func() (*kernelCase, error) { return newKernelCase(name, fused, o.Layout) }, true},
