@@ -9,7 +9,9 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,6 +130,7 @@ type Report struct {
 	Git       string   `json:"git"`
 	GoVersion string   `json:"go"`
 	CPUs      int      `json:"cpus"`
+	CPU       string   `json:"cpu,omitempty"`        // the processor's model name (/proc/cpuinfo), where known
 	PeakFLOPs float64  `json:"peak_flops,omitempty"` // the MFU denominator, measured or quoted
 	PeakNote  string   `json:"peak_note,omitempty"`
 	CopyGBps  float64  `json:"copy_gbps,omitempty"` // the bandwidth profiles compare with (CopyBandwidth)
@@ -137,7 +140,45 @@ type Report struct {
 // NewReport starts a report for device name.
 func NewReport(deviceName string) *Report {
 	return &Report{Device: deviceName, Date: time.Now().UTC().Format(time.RFC3339), Git: GitRevision(),
-		GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), CPU: cpuModel()}
+}
+
+// cpuModel returns the first "model name" of /proc/cpuinfo with the x86
+// vector extensions the CPU kernels choose between, or "" where there is
+// no such file.
+func cpuModel() string {
+	raw, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	var name string
+	var flags []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "model name":
+			if name == "" {
+				name = strings.TrimSpace(v)
+			}
+		case "flags":
+			if flags == nil {
+				flags = strings.Fields(v)
+			}
+		}
+	}
+	var isa []string
+	for _, f := range []string{"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16"} {
+		if slices.Contains(flags, f) {
+			isa = append(isa, f)
+		}
+	}
+	if len(isa) > 0 {
+		name += " (" + strings.Join(isa, " ") + ")"
+	}
+	return name
 }
 
 // GitRevision returns the VCS revision the binary was built from (with

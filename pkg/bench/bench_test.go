@@ -186,3 +186,20 @@ func TestStepTimesPeak(t *testing.T) {
 		t.Fatalf("a device that does not measure: peak %d, %v", r.PeakBytes, err)
 	}
 }
+
+// TestCPUModel: on Linux the report names the processor, with the vector
+// extensions /proc/cpuinfo lists among those the kernels choose between.
+func TestCPUModel(t *testing.T) {
+	raw, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Skipf("no /proc/cpuinfo: %v", err)
+	}
+	got := NewReport("cpu").CPU
+	if strings.Contains(string(raw), "model name") && got == "" {
+		t.Fatal("the report names no CPU where /proc/cpuinfo has a model name")
+	}
+	if strings.Contains(string(raw), " avx2 ") && !strings.Contains(got, "avx2") {
+		t.Errorf("CPU %q: avx2 missing", got)
+	}
+	t.Logf("cpu: %s", got)
+}
