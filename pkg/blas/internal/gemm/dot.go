@@ -140,17 +140,7 @@ func dotMacro(kern, wide DotKernel, mb, nb int, alpha, beta float32, blk dotBloc
 				continue
 			}
 			kern(kp, ap, rsa, csa, bp, &tile[0], nr, alpha, 0)
-			for i := range mm {
-				row := c[(ir+i)*ldc+jr : (ir+i)*ldc+jr+nn]
-				src := tile[i*nr : i*nr+nn]
-				if beta == 0 {
-					copy(row, src)
-					continue
-				}
-				for j, v := range src {
-					row[j] = v + beta*row[j]
-				}
-			}
+			storeEdge(c[ir*ldc+jr:], ldc, tile[:], mm, nn, beta)
 		}
 	}
 }

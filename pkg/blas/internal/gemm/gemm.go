@@ -211,17 +211,23 @@ func macro(kern Kernel, mb, nb, kb int, alpha, beta float32, blk aBlock, w *work
 			// An edge tile: the kernel writes a full tile to the buffer,
 			// then its mm×nn corner goes to C.
 			kern(kb, ap, rsa, csa, bp, &tile[0], nr, alpha, 0)
-			for i := range mm {
-				row := c[(ir+i)*ldc+jr : (ir+i)*ldc+jr+nn]
-				src := tile[i*nr : i*nr+nn]
-				if beta == 0 {
-					copy(row, src)
-					continue
-				}
-				for j, v := range src {
-					row[j] = v + beta*row[j]
-				}
-			}
+			storeEdge(c[ir*ldc+jr:], ldc, tile[:], mm, nn, beta)
+		}
+	}
+}
+
+// storeEdge writes the mm×nn corner of an edge tile (rows of nr in tile)
+// to c (row stride ldc): c = tile + beta·c, or the tile where beta is 0.
+func storeEdge(c []float32, ldc int, tile []float32, mm, nn int, beta float32) {
+	for i := range mm {
+		row := c[i*ldc : i*ldc+nn]
+		src := tile[i*nr : i*nr+nn]
+		if beta == 0 {
+			copy(row, src)
+			continue
+		}
+		for j, v := range src {
+			row[j] = v + beta*row[j]
 		}
 	}
 }
