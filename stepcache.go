@@ -91,7 +91,7 @@ func executableHash() string {
 
 // keyEnv are the variables that change which GPU path an op or the step
 // takes (DRUTO_ATTENTION is in the attention backend).
-var keyEnv = []string{gpu.GEMMTuneEnv, gpu.DGELUEnv, gpt.HeadRowsEnv}
+var keyEnv = []string{gpu.GEMMTuneEnv, gpu.DGELUEnv, gpt.HeadRowsEnv, gpu.PDLEnv}
 
 // verdictKey is the cache key of the self-test for the device described
 // by r (detection has filled Driver, Devices, Kernels and Attention, before

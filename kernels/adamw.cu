@@ -9,6 +9,7 @@
 //   p += step · (m / (sqrt(v)/sqrt(1-β2ᵗ) + eps)),  step = -lr/(1-β1ᵗ)
 //
 // druto:kernel adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work
+// druto:pdl adamw_fused2 adamw_fused_state2
 // druto:dtypes f32 bf16 f16
 //
 // The scalars are computed on the host in float64 and rounded, as torch's
@@ -130,6 +131,7 @@ __device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __res
 
 // master, grads, m, v (total) fp32; work (total) T or null; chunks (nchunks, 2)
 extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
+    pdl_enter();
     AdamC c;
     c.gs = gs;
     c.scaled = scaled;
@@ -160,6 +162,7 @@ extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
         int small, float b2, float w2, float eps, int vec
 
 extern "C" __global__ void adamw_fused_state2(ADAMW_STATE_ARGS) {
+    pdl_enter();
     if (st[ST_FINITE] == 0.0f) return;
     AdamC c;
     c.gs = st[ST_GRADSCALE];

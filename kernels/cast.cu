@@ -2,6 +2,7 @@
 // (pkg/device/gpu/cast.go; a same-type Cast is a device copy).
 //
 // druto:kernel cast_f32_bf16 cast_f32_f16 cast_bf16_f32 cast_f16_f32 cast_bf16_f16 cast_f16_bf16
+// druto:pdl cast_f32_bf16 cast_f32_f16 cast_bf16_f32 cast_f16_f32 cast_bf16_f16 cast_f16_bf16
 // druto:dtypes f32
 //
 // cast_S_D: dst (n) D = src (n) S, through fp32 (exact for every source),
@@ -30,6 +31,7 @@ __device__ __forceinline__ void cast_body(D* __restrict__ dst, const S* __restri
 
 #define CAST(name, D, S)                                                                      \
     extern "C" __global__ void name(D* __restrict__ dst, const S* __restrict__ src, long long n, int vec) { \
+        pdl_enter();                                                                          \
         cast_body<D, S>(dst, src, (size_t)n, vec);                                            \
     }
 

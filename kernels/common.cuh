@@ -217,4 +217,27 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// ---- programmatic dependent launch ---------------------------------------
+
+// pdl_enter is the first statement of every kernel a file's "// druto:pdl"
+// line names. On sm_90 and newer, such a kernel may be launched as a
+// programmatic dependent launch (pkg/device/gpu: cuLaunchKernelEx with
+// programmatic stream serialization), which lets its blocks be scheduled
+// while the kernel before it on the stream is still running:
+//   - griddepcontrol.wait blocks until every prerequisite grid has
+//     completed and its memory operations are visible, so nothing the
+//     kernel reads or writes before it can race with its predecessor;
+//   - griddepcontrol.launch_dependents then lets the next such launch be
+//     scheduled as soon as every block of this grid has started (or
+//     exited), so its launch and block start-up overlap this kernel's tail
+//     instead of following its last write.
+// Launched normally, or on older GPUs (where it compiles to nothing), both
+// are no-ops.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 #endif // DRUTO_COMMON_CUH

@@ -3,6 +3,7 @@
 //
 // druto:kernel crossentropy_fused_l3
 // druto:kernel ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad
+// druto:pdl crossentropy_fused_l3
 // druto:dtypes f32 bf16 f16
 //
 // Fused (crossentropy_fused_l3): per row, Σ exp(x - max) in fp32; thread 0 writes
@@ -160,6 +161,7 @@ __device__ __forceinline__ float ce_ex2(float v) {
 extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crossentropy_fused_l3(float* __restrict__ losses, T* __restrict__ logits,
                                                                                const int* __restrict__ targets, int N, int V,
                                                                                float dscale, int vecok, const float* __restrict__ dscale_mul) {
+    pdl_enter();
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
     __shared__ float red[64];
     const int tid = threadIdx.x;

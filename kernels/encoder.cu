@@ -2,6 +2,7 @@
 //
 // druto:kernel encoder_forward encoder_gather_tokens encoder_gather_positions encoder_add_positions
 // druto:kernel encoder_sort_count encoder_sort_pass encoder_backward encoder_backward_fixup encoder_sum_positions
+// druto:pdl encoder_forward
 // druto:dtypes f32 bf16 f16
 //
 // Forward, fused: encoder_forward, out[bt,c] = wte[tok,c] + wpe[t,c], four
@@ -91,6 +92,7 @@
 // out (BT,C) F32, wte (V,C), wpe (maxT,C), tokens (BT); vec: C % 4 == 0 and aligned pointers
 extern "C" __global__ void encoder_forward(float* __restrict__ out, const T* __restrict__ wte, const T* __restrict__ wpe,
                                            const int* __restrict__ tokens, int BT, int Tn, int C, int V, int vec) {
+    pdl_enter();
     size_t stride = (size_t)gridDim.x * blockDim.x;
     if (vec) {
         int C4 = C / 4;

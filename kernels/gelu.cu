@@ -4,6 +4,7 @@
 //
 // druto:kernel gelu_forward gelu_forward_pass bias_add gelu_backward2 gelu_backward_pass
 // druto:kernel gelu_bias_backward
+// druto:pdl gelu_forward bias_add gelu_backward2 gelu_bias_backward
 // druto:dtypes f32 bf16 f16
 //
 //   gelu(x)  = 0.5·x·(1 + tanh(a)), a = √(2/π)·(x + 0.044715·x³)
@@ -54,6 +55,7 @@ __device__ __forceinline__ float gelu_grad_f(float x) {
 
 // out (n) = gelu(inp (n))
 extern "C" __global__ void gelu_forward(T* out, const T* inp, long long n, int vec) {
+    pdl_enter();
     const size_t N = (size_t)n, stride = (size_t)gridDim.x * blockDim.x * 4;
     for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < N; i += stride) {
         if (vec && i + 4 <= N) {
@@ -85,6 +87,7 @@ extern "C" __global__ void gelu_forward_pass(int op, float* __restrict__ t, cons
 
 // out (N,OC) += bias (OC), rounded to T
 extern "C" __global__ void bias_add(T* __restrict__ out, const T* __restrict__ bias, int N, int OC) {
+    pdl_enter();
     EW_LOOP((size_t)N * OC) store(out, i, load(out, i) + load(bias, (int)(i % OC)));
 }
 
@@ -129,6 +132,7 @@ __device__ __forceinline__ uint4 gb_compute(uint4 xu, uint4 gu) {
 
 extern "C" __global__ void __launch_bounds__(GELU_BLOCK) gelu_backward2(T* dinp, const T* __restrict__ inp, const T* dout,
                                                                        long long n, int vec) {
+    pdl_enter();
     const int W = 16 / sizeof(T);
     const size_t N = (size_t)n, stride = (size_t)gridDim.x * GELU_BLOCK;
     const size_t first = (size_t)blockIdx.x * GELU_BLOCK + threadIdx.x;
@@ -289,6 +293,7 @@ __device__ __forceinline__ uint4 gb_row(uint4 xu, uint4 gu, float* acc) {
 extern "C" __global__ void __launch_bounds__(GELU_BLOCK) gelu_bias_backward(T* dpre, const T* __restrict__ pre,
                                                                            float* __restrict__ part, int N, int C, int rows,
                                                                            int vec) {
+    pdl_enter();
     __shared__ float red[GB_WARPS][32 * GB_W];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int strip = blockIdx.x * 32 * GB_W;

@@ -3,6 +3,7 @@
 // norm = sqrt(Σ g²)·|scale|, finite = every g finite.
 //
 // druto:kernel gradnorm_partial2 gradnorm_final
+// druto:pdl gradnorm_partial2 gradnorm_final
 // druto:dtypes f32
 //
 // One pass over the buffer and a deterministic two-stage reduction, no
@@ -52,6 +53,7 @@ __device__ __forceinline__ double sum_block(double s, double* sh) {
 extern "C" __global__ void __launch_bounds__(GN_THREADS) gradnorm_partial2(double* __restrict__ part,
                                                                           const float* __restrict__ g, long long n,
                                                                           int vec) {
+    pdl_enter();
     const size_t N = (size_t)n;
     const long long chunks = (n + GN_CHUNK - 1) / GN_CHUNK;
     const int lane = threadIdx.x & 31;
@@ -89,6 +91,7 @@ extern "C" __global__ void __launch_bounds__(GN_THREADS) gradnorm_partial2(doubl
 // out (2) fp32: [norm, finite]; part (nparts) float64
 extern "C" __global__ void gradnorm_final(float* __restrict__ out, const double* __restrict__ part, int nparts,
                                           float scale) {
+    pdl_enter();
     __shared__ double sh[GN_THREADS];
     double s = 0.0;
     // in order per thread; unrolled so that 8 loads are in flight (gradnorm_partial2

@@ -58,6 +58,11 @@ type Variant struct {
 	// without one): the embedded PTX is made for compute_<MinArch>, and
 	// older devices report the kernel unavailable without compiling it.
 	MinArch int
+	// PDL: the kernel begins with pdl_enter() (common.cuh) and is named on
+	// its file's "// druto:pdl" line, so on sm_90 and newer it may be
+	// launched as a programmatic dependent launch (cuda.Function.LaunchPDL):
+	// its blocks start while the previous kernel drains, and wait for it.
+	PDL bool
 }
 
 // DefaultMinArch is the PTX target of files without a druto:arch line
@@ -168,9 +173,10 @@ func Variants() ([]Variant, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kernels: %s: %w", f, err)
 		}
+		pdl := PDLKernels(src)
 		for _, k := range names {
 			for _, dt := range dtypes {
-				out = append(out, Variant{Kernel: k, File: f, DType: dt, MinArch: archs[dt]})
+				out = append(out, Variant{Kernel: k, File: f, DType: dt, MinArch: archs[dt], PDL: pdl[k]})
 			}
 		}
 	}
@@ -232,6 +238,22 @@ func directives(src []byte) (kernels []string, dtypes []DType, archs map[DType]i
 		}
 	}
 	return kernels, dtypes, archs, nil
+}
+
+// PDLKernels returns the kernels a source's "// druto:pdl NAME..." lines
+// name: those whose body begins with pdl_enter() (TestPDLKernelsWait).
+func PDLKernels(src []byte) map[string]bool {
+	out := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(src))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "// druto:pdl "); ok {
+			for _, k := range strings.Fields(rest) {
+				out[k] = true
+			}
+		}
+	}
+	return out
 }
 
 // SourceHash returns the hex sha256 of a source file's bytes, as gen-ptx.sh

@@ -3,6 +3,8 @@ package kernels
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -182,4 +184,70 @@ func TestExpand(t *testing.T) {
 			t.Fatalf("%s: expanded source still includes %v", v, Includes(s))
 		}
 	}
+}
+
+// TestPDLKernelsWait checks that every kernel a "// druto:pdl" line names
+// is declared on a druto:kernel line and begins with pdl_enter(): launched
+// as a programmatic dependent launch, a kernel that touched memory before
+// griddepcontrol.wait would race with the kernel before it.
+func TestPDLKernelsWait(t *testing.T) {
+	vs, err := Variants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	for _, v := range vs {
+		declared[v.File+":"+v.Kernel] = true
+	}
+	files, err := fs.Glob(sources, "*.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		src, err := sources.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(src)
+		for k := range PDLKernels(src) {
+			n++
+			if !declared[f+":"+k] {
+				t.Errorf("%s: druto:pdl names %s, which no druto:kernel line declares", f, k)
+				continue
+			}
+			if !beginsWithPDL(text, k) {
+				t.Errorf("%s: %s is on the druto:pdl line but does not begin with pdl_enter();", f, k)
+			}
+		}
+	}
+	late := "extern \"C\" __global__ void k1(float* p) {\n    p[0] = 1;\n    pdl_enter();\n}\n"
+	if beginsWithPDL(late, "k1") || !beginsWithPDL(strings.Replace(late, "p[0] = 1;\n    pdl_enter();", "pdl_enter();", 1), "k1") {
+		t.Error("beginsWithPDL does not tell a kernel that writes before pdl_enter() from one that begins with it")
+	}
+	if n < 20 {
+		t.Errorf("only %d kernels are launched as programmatic dependent launches; want the fused step's (at least 20)", n)
+	}
+	for _, v := range vs {
+		if v.Kernel == "layernorm_forward_rf32" && !v.PDL {
+			t.Errorf("%s: Variant.PDL is false", v)
+		}
+	}
+}
+
+// beginsWithPDL reports whether kernel k's body in src starts with
+// pdl_enter(); (directly, or in the body of the macro that defines it).
+func beginsWithPDL(src, k string) bool {
+	body := regexp.MustCompile(`__global__ void(?: __launch_bounds__\([^)]*\))?\s+` + k + `\(([^{;]*)\)\s*\{\s*pdl_enter\(\);`)
+	if body.MatchString(src) {
+		return true
+	}
+	// A macro: NAME(k, ...) expanded from `#define NAME(name, ...)` whose
+	// kernel body begins with pdl_enter().
+	call := regexp.MustCompile(`(?m)^([A-Z_][A-Z0-9_]*)\(` + k + `\b`).FindStringSubmatch(src)
+	if call == nil {
+		return false
+	}
+	def := regexp.MustCompile(`#define ` + call[1] + `\(name[^)]*\)[\s\\]*extern "C" __global__ void name\([^{;]*\)\s*\{[\s\\]*pdl_enter\(\);`)
+	return def.MatchString(src)
 }

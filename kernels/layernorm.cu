@@ -9,6 +9,7 @@
 // druto:kernel layernorm_normalise layernorm_normalise_rf32 layernorm_affine
 // druto:kernel layernorm_colsum layernorm_colsum_f32 layernorm_mul_dout layernorm_dnorm layernorm_mul
 // druto:kernel layernorm_dinp layernorm_dinp_rf32
+// druto:pdl layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_backward layernorm_backward_rf32 layernorm_reduce add add_rf32
 // druto:dtypes f32 bf16 f16
 //
 // Types: out, weight, bias and dout are T (the policy's working type). The
@@ -171,6 +172,7 @@ __device__ __forceinline__ void ln_forward(T* out, float* mean, float* rstd, con
 extern "C" __global__ void layernorm_forward(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
                                              const T* __restrict__ inp, const T* __restrict__ weight,
                                              const T* __restrict__ bias, int N, int C, int vec) {
+    pdl_enter();
     ln_forward<T>(out, mean, rstd, inp, weight, bias, N, C, vec);
 }
 
@@ -178,6 +180,7 @@ extern "C" __global__ void layernorm_forward_rf32(T* __restrict__ out, float* __
                                                   float* __restrict__ rstd, const float* __restrict__ inp,
                                                   const T* __restrict__ weight, const T* __restrict__ bias, int N,
                                                   int C, int vec) {
+    pdl_enter();
     ln_forward<float>(out, mean, rstd, inp, weight, bias, N, C, vec);
 }
 
@@ -195,6 +198,7 @@ extern "C" __global__ void residual_layernorm_forward(T* res, T* __restrict__ ou
                                                       float* __restrict__ rstd, const T* a, const T* __restrict__ b,
                                                       const T* __restrict__ weight, const T* __restrict__ bias,
                                                       int N, int C, int vec) {
+    pdl_enter();
     ln_residual_forward<T>(res, out, mean, rstd, a, b, weight, bias, N, C, vec);
 }
 
@@ -202,6 +206,7 @@ extern "C" __global__ void residual_layernorm_forward_rf32(float* res, T* __rest
                                                            float* __restrict__ rstd, const float* a,
                                                            const T* __restrict__ b, const T* __restrict__ weight,
                                                            const T* __restrict__ bias, int N, int C, int vec) {
+    pdl_enter();
     ln_residual_forward<float>(res, out, mean, rstd, a, b, weight, bias, N, C, vec);
 }
 
@@ -372,6 +377,7 @@ extern "C" __global__ void layernorm_backward(T* __restrict__ dinp, float* __res
                                               const T* __restrict__ dout, const T* __restrict__ inp,
                                               const T* __restrict__ weight, const float* __restrict__ mean,
                                               const float* __restrict__ rstd, int N, int C, int vec) {
+    pdl_enter();
     ln_backward<T>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
@@ -379,6 +385,7 @@ extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, flo
                                                    const T* __restrict__ dout, const float* __restrict__ inp,
                                                    const T* __restrict__ weight, const float* __restrict__ mean,
                                                    const float* __restrict__ rstd, int N, int C, int vec) {
+    pdl_enter();
     ln_backward<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
 }
 
@@ -388,6 +395,7 @@ extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, flo
 // slice 0 adds the slices in order.
 extern "C" __global__ void layernorm_reduce(float* __restrict__ d0, float* __restrict__ d1,
                                             const float* __restrict__ part, int nb, int C) {
+    pdl_enter();
     __shared__ float sh[32][33];
     const int width = d1 != 0 ? 2 * C : C;
     const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5, slices = blockDim.x >> 5;
@@ -426,10 +434,12 @@ __device__ __forceinline__ void add_body(R* out, const R* a, const T* b, size_t 
 }
 
 extern "C" __global__ void add(T* out, const T* a, const T* b, long long n, int vec) {
+    pdl_enter();
     add_body<T>(out, a, b, (size_t)n, vec);
 }
 
 extern "C" __global__ void add_rf32(float* out, const float* a, const T* b, long long n, int vec) {
+    pdl_enter();
     add_body<float>(out, a, b, (size_t)n, vec);
 }
 

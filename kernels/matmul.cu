@@ -2,6 +2,7 @@
 // (pkg/device/gpu/matmul.go).
 //
 // druto:kernel matmul_bias_grad add_f32 cast_bias_grad
+// druto:pdl matmul_bias_grad add_f32 cast_bias_grad
 // druto:dtypes f32 bf16 f16
 //
 // matmul_bias_grad: dbias[oc] += Σ_n dout[n,oc], fp32 sums, deterministic:
@@ -43,6 +44,7 @@
 
 // dbias (OC) F32, dout (N,OC) T
 extern "C" __global__ void matmul_bias_grad(float* __restrict__ dbias, const T* __restrict__ dout, int N, int OC) {
+    pdl_enter();
     __shared__ float part[32][33]; // [warp][lane], padded
     int lane = threadIdx.x & 31;
     int warp = threadIdx.x >> 5;
@@ -63,6 +65,7 @@ extern "C" __global__ void matmul_bias_grad(float* __restrict__ dbias, const T* 
 
 // dst (n) F32, src (n) F32; grid-stride with 64-bit indices (n may pass 2^31)
 extern "C" __global__ void add_f32(float* __restrict__ dst, const float* __restrict__ src, long long n) {
+    pdl_enter();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)n; i += (size_t)gridDim.x * blockDim.x)
         dst[i] += src[i];
 }
@@ -71,6 +74,7 @@ extern "C" __global__ void add_f32(float* __restrict__ dst, const float* __restr
 // dout 16-byte and g 4-element aligned
 extern "C" __global__ void __launch_bounds__(CAST_BIAS_BLOCK)
     cast_bias_grad(T* __restrict__ g, float* __restrict__ part, const float* __restrict__ dout, int N, int OC, int rows, int vec) {
+    pdl_enter();
     __shared__ float red[CB_WARPS][128];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int strip = blockIdx.x * 128;

@@ -3,6 +3,7 @@
 // so that no host round trip sits between the backward pass and AdamW.
 //
 // druto:kernel step_update
+// druto:pdl step_update
 // druto:dtypes f32
 //
 // step_update: one block of ST_THREADS. It adds the per-token losses (in
@@ -59,6 +60,7 @@ extern "C" __global__ void step_update(float* __restrict__ st, const float* __re
                                        const double* __restrict__ part, int nparts, int scaler, float growth,
                                        float backoff, int interval, float clip_norm, float beta1, float beta2,
                                        float wd) {
+    pdl_enter();
     __shared__ double sh[ST_THREADS];
     double ls = 0.0;
     for (int i = threadIdx.x; i < n; i += ST_THREADS) ls += (double)losses[i];

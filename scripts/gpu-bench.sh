@@ -18,8 +18,13 @@
 #             SANITIZE_SHARDS processes a tool, default 3),
 #             in -test.short: the largest sizes of the shape tables left out (every
 #             kernel and code path kept), which the full tests section runs
-#   kernels   kernels.log, kernels-h200.json: druto bench --kernels, and
-#             the PyTorch kernel anchor (torch_kernel_bench.py) beside it
+#   kernels   kernels.log, kernels-h200.json: druto bench --kernels (KOPS:
+#             some of the micro-benchmarks, comma-separated), and the
+#             PyTorch kernel anchor (torch_kernel_bench.py) beside it
+#   ncu       ncu.log: Nsight Compute (--clock-control none) on one launch
+#             of each memory-bound kernel of the step, as druto bench
+#             --kernels runs it: DRAM bytes and throughput, L2 hit rates,
+#             occupancy, warp stall reasons (NCU_OPS: op=kernel pairs)
 #   bench     bench.log, bench-*.json: training steps of every mode, and
 #             the PyTorch step anchor (torch_gpt_bench.py) beside it
 #   train     train.log: 300 tiny steps in bf16 on the GPU, druto eval of the
@@ -68,6 +73,9 @@ detect() {
 # go test runs it; a summary line, then its failures and skips.
 runtest() {
   name=$1; t=$B/$name.test
+  case $name in *@*) # NAME@REGEX: some tests of the binary NAME (a shard)
+    t=$B/${name%%@*}.test TESTS=${name#*@} name=${name%%@*}-$(echo "${name#*@}" | cksum | cut -c1-6) ;;
+  esac
   dir=$(cat "$B/$name.dir" 2>/dev/null || echo .)
   start=$(date +%s)
   (cd "$dir" && timeout "${TEST_TIMEOUT:-500}" "$ROOT/$t" -test.v -test.count=1 ${TESTS:+-test.run "$TESTS"} ${SKIP:+-test.skip "$SKIP"}) > "$LOGS/test-$name.log" 2>&1
@@ -161,19 +169,51 @@ tests() {
   # The GPU-heavy binaries first; the CPU ones beside them.
   # BINS names some binaries (default: every one).
   bins=${BINS:-$(ls $B/*.test | xargs -n1 basename | sed 's/\.test$//' | sort -r)}
-  printf '%s\n' $bins | xargs -P "${TEST_JOBS:-6}" -I{} bash -c 'runtest {}'
+  # TEST_SHARDS (default 3) processes for device-gpu's tests, a round robin
+  # over -test.list, beside the other binaries: one process took over 300 s.
+  shards=${TEST_SHARDS:-3}
+  if [ "$shards" -gt 1 ] && printf '%s\n' $bins | grep -qx device-gpu; then
+    mapfile -t names < <((cd pkg/device/gpu && "$ROOT/$B/device-gpu.test" -test.list "${TESTS:-.}") | grep -E '^(Test|Example)')
+    sh_bins=()
+    for ((sh = 0; sh < shards; sh++)); do
+      pick=()
+      for ((i = sh; i < ${#names[@]}; i += shards)); do pick+=("${names[$i]}"); done
+      [ ${#pick[@]} -gt 0 ] && sh_bins+=("device-gpu@^($(IFS='|'; echo "${pick[*]}"))\$")
+    done
+    bins="$(printf '%s\n' "${sh_bins[@]}") $(printf '%s\n' $bins | grep -vx device-gpu)"
+  fi
+  printf '%s\n' $bins | xargs -P "${TEST_JOBS:-6}" -I{} bash -c 'runtest "$1"' _ {}
   { stamp; cat "$LOGS"/sum-*.txt; } > "$LOGS/tests.log" 2>&1
 }
 
 kernels() {
   {
     stamp
-    timeout 180 $B/druto bench --backend gpu --kernels --json "$LOGS/kernels-h200.json"; echo "kernels rc=$?"
+    timeout 180 $B/druto bench --backend gpu --kernels ${KOPS:+--ops "$KOPS"} --json "$LOGS/kernels-h200.json"; echo "kernels rc=$?"
     if [ "${ANCHORS:-1}" = 1 ]; then
       echo "## PyTorch anchor: torch_kernel_bench.py"
       timeout "${KANCHOR_TIMEOUT:-240}" python3 $A/torch_kernel_bench.py; echo "anchor rc=$?"
     fi
   } > "$LOGS/kernels.log" 2>&1
+}
+
+# ncu: one launch of each kernel (the third: after the op's first
+# untimed runs), profiled from the druto bench --kernels run of its op
+# alone; the sections that say where a memory-bound kernel's time goes.
+ncu() {
+  {
+    stamp
+    for pair in ${NCU_OPS:-layernorm_fwd=layernorm_forward_rf32 residual_layernorm_fwd=residual_layernorm_forward_rf32 layernorm_bwd=layernorm_backward_rf32 crossentropy_fused_classifier=crossentropy_fused_l3 gelu_bias_bwd=gelu_bias_backward adamw=adamw_fused2}; do
+      op=${pair%%=*} k=${pair#*=}
+      echo "## $op: $k"
+      timeout "${NCU_TIMEOUT:-120}" command ncu --clock-control none -k "regex:^$k\$" -s 2 -c 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section SchedulerStats \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
+        $B/druto bench --backend gpu --kernels --ops "$op" 2>&1 | grep -v '^==PROF=='
+      echo "ncu rc=${PIPESTATUS[0]}"
+    done
+  } > "$LOGS/ncu.log" 2>&1
 }
 
 bench() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -88,6 +89,7 @@ func runBench(args []string) error {
 	warmup := fs.Int("warmup", 3, "untimed warm-up steps")
 	out := fs.String("json", "", "write the report here (JSON)")
 	kernelsOnly := fs.Bool("kernels", false, "GPU kernel micro-benchmarks (L2 flushed, CUDA events) instead of training steps")
+	ops := fs.String("ops", "", "with --kernels: the micro-benchmarks to run, comma-separated (default all: "+strings.Join(gpu.KernelOps, ",")+")")
 	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the timed steps to this file")
 	be := backendFlags(fs)
@@ -97,8 +99,15 @@ func runBench(args []string) error {
 	if *steps < 1 || *warmup < 0 {
 		return fmt.Errorf("--steps %d must be >= 1 and --warmup %d >= 0", *steps, *warmup)
 	}
+	if *ops != "" && !*kernelsOnly {
+		return fmt.Errorf("--ops %s needs --kernels (it picks kernel micro-benchmarks)", *ops)
+	}
 	if *kernelsOnly {
-		return benchKernels(be, *out)
+		names, err := kernelOps(*ops)
+		if err != nil {
+			return err
+		}
+		return benchKernels(be, *out, names)
 	}
 	if r, err := gpt.HeadRowsOverride(); err != nil {
 		return err
@@ -223,10 +232,27 @@ func utilText(r bench.Record) string {
 	return ""
 }
 
+// kernelOps parses --ops: kernel micro-benchmark names, comma-separated
+// (nil for all), each one of gpu.KernelOps.
+func kernelOps(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(gpu.KernelOps, n) {
+			return nil, fmt.Errorf("--ops: no kernel micro-benchmark %q; the names are %s", n, strings.Join(gpu.KernelOps, ", "))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // benchKernels times each fused op against its decomposed form on the GPU
 // (shapes of gpt2-124M at B16 T1024 under bf16) and reports GB/s against
 // the copy-bandwidth ceiling.
-func benchKernels(be *backend, out string) error {
+func benchKernels(be *backend, out string, ops []string) error {
 	open := func(fused bool) (*gpu.Device, error) {
 		*be.fused = fused
 		dev, why, err := be.open()
@@ -250,7 +276,7 @@ func benchKernels(be *backend, out string) error {
 	}
 	defer plain.Close()
 	cfg, _ := gpt.Preset("gpt2-124M")
-	rs, err := gpu.BenchKernels(fused, plain, gpu.KernelOptions{Layout: cfg.Layout()})
+	rs, err := gpu.BenchKernels(fused, plain, gpu.KernelOptions{Layout: cfg.Layout(), Ops: ops})
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,8 @@ func TestBadInput(t *testing.T) {
 		{"bad flag", []string{"train", "--stepz", "3"}, "stepz"},
 		{"bad bench mode", []string{"bench", "--backend", "cpu", "--modes", "fused"}, "--modes"},
 		{"bad bench config", []string{"bench", "--backend", "cpu", "--configs", "tiny:0x8"}, "--configs"},
+		{"ops without kernels", []string{"bench", "--backend", "cpu", "--ops", "layernorm_fwd"}, "--kernels"},
+		{"unknown kernel op", []string{"bench", "--kernels", "--ops", "layernorm_fwd,softmax"}, "softmax"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin, c.args...)

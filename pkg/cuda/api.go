@@ -59,8 +59,12 @@ type driverAPI interface {
 	funcGetAttribute(attr int, f uintptr) (int, error)
 	funcSetAttribute(f uintptr, attr, value int) error
 	// launchKernel copies the packed argument bytes into C memory and
-	// passes pointers to each argument (at offs) as kernelParams.
-	launchKernel(f uintptr, grid, block Dim3, shmem uint32, s uintptr, packed []byte, offs []int32) error
+	// passes pointers to each argument (at offs) as kernelParams; with pdl,
+	// through cuLaunchKernelEx with programmatic stream serialization
+	// allowed (CUDA_ERROR_NOT_SUPPORTED where the driver lacks it).
+	launchKernel(f uintptr, grid, block Dim3, shmem uint32, s uintptr, packed []byte, offs []int32, pdl bool) error
+	// hasLaunchEx reports whether the driver has cuLaunchKernelEx.
+	hasLaunchEx() bool
 	// threadID returns the calling OS thread's id.
 	threadID() int
 }

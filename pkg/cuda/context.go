@@ -294,6 +294,11 @@ func (c *Context) MemInfo() (free, total uint64, err error) {
 	return
 }
 
+// PDL reports whether the driver has cuLaunchKernelEx, which
+// Function.LaunchPDL needs (CUDA 12.0 and newer). The device must also be
+// sm_90 or newer for the launch to overlap anything.
+func (c *Context) PDL() bool { return c.api.hasLaunchEx() }
+
 // Pool returns the context's caching allocator.
 func (c *Context) Pool() *Pool { return c.pool }
 

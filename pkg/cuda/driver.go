@@ -133,6 +133,43 @@ static CUresult c_cuLaunchKernel(void* fn, CUfunction f, unsigned gx, unsigned g
 	for (int i = 0; i < nargs; i++) params[i] = buf + offs[i];
 	return T(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shmem, s, nargs > 0 ? params : NULL, NULL);
 }
+
+// cuLaunchKernelEx (CUDA 12.0) with one attribute,
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (6) allowed: the
+// kernel may start while the previous kernel of the stream drains, and
+// waits for it with griddepcontrol.wait (programmatic dependent launch).
+// The structs as CUDA 12's cuda.h lays them out: CUlaunchAttribute is the
+// id, 4 bytes of padding and a 64-byte value union.
+typedef struct {
+	unsigned int id;
+	char pad[4];
+	union {
+		char pad[64];
+		int programmaticStreamSerializationAllowed;
+	} value;
+} druto_CUlaunchAttribute;
+typedef struct {
+	unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+	CUstream hStream;
+	druto_CUlaunchAttribute* attrs;
+	unsigned int numAttrs;
+} druto_CUlaunchConfig;
+typedef CUresult (*cuLaunchKernelEx_t)(const druto_CUlaunchConfig*, CUfunction, void**, void**);
+static CUresult c_cuLaunchKernelPDL(void* fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+	unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream s,
+	const unsigned char* packed, size_t size, const int* offs, int nargs) {
+	unsigned char buf[4096] __attribute__((aligned(16)));
+	void* params[1024];
+	if (size > sizeof buf || nargs > 1024) return 1; // CUDA_ERROR_INVALID_VALUE
+	if (size > 0) memcpy(buf, packed, size);
+	for (int i = 0; i < nargs; i++) params[i] = buf + offs[i];
+	druto_CUlaunchAttribute attr;
+	memset(&attr, 0, sizeof attr);
+	attr.id = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+	attr.value.programmaticStreamSerializationAllowed = 1;
+	druto_CUlaunchConfig cfg = {gx, gy, gz, bx, by, bz, shmem, s, &attr, 1};
+	return T(cuLaunchKernelEx)(&cfg, f, nargs > 0 ? params : NULL, NULL);
+}
 */
 import "C"
 
@@ -144,7 +181,7 @@ import (
 type cgoDriver struct{ f driverFns }
 
 type driverFns struct {
-	cuDriverGetVersion, cuInit, cuGetErrorName, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceGetAttribute, cuDeviceTotalMem_v2, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease_v2, cuCtxSetCurrent, cuCtxSynchronize, cuMemAlloc_v2, cuMemFree_v2, cuMemGetInfo_v2, cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, cuMemcpyDtoDAsync_v2, cuMemsetD8Async, cuMemsetD32Async, cuStreamCreate, cuStreamDestroy_v2, cuStreamSynchronize, cuStreamWaitEvent, cuEventCreate, cuEventDestroy_v2, cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuStreamBeginCapture_v2, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy, cuMemHostAlloc, cuMemFreeHost, cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction, cuFuncGetAttribute, cuFuncSetAttribute, cuLaunchKernel unsafe.Pointer
+	cuDriverGetVersion, cuInit, cuGetErrorName, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceGetAttribute, cuDeviceTotalMem_v2, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease_v2, cuCtxSetCurrent, cuCtxSynchronize, cuMemAlloc_v2, cuMemFree_v2, cuMemGetInfo_v2, cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, cuMemcpyDtoDAsync_v2, cuMemsetD8Async, cuMemsetD32Async, cuStreamCreate, cuStreamDestroy_v2, cuStreamSynchronize, cuStreamWaitEvent, cuEventCreate, cuEventDestroy_v2, cuEventRecord, cuEventSynchronize, cuEventElapsedTime, cuStreamBeginCapture_v2, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy, cuMemHostAlloc, cuMemFreeHost, cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction, cuFuncGetAttribute, cuFuncSetAttribute, cuLaunchKernel, cuLaunchKernelEx unsafe.Pointer
 }
 
 // driverSymbols lists every function druto needs from libcuda, in the
@@ -193,6 +230,7 @@ var driverSymbols = []string{
 	"cuFuncGetAttribute",
 	"cuFuncSetAttribute",
 	"cuLaunchKernel",
+	"cuLaunchKernelEx",
 }
 
 // optionalDriverSymbols may be missing: a driver without them has no
@@ -202,6 +240,7 @@ var optionalDriverSymbols = map[string]bool{
 	"cuStreamBeginCapture_v2": true, "cuStreamEndCapture": true, "cuGraphInstantiateWithFlags": true,
 	"cuGraphLaunch": true, "cuGraphExecDestroy": true, "cuGraphDestroy": true,
 	"cuMemHostAlloc": true, "cuMemFreeHost": true,
+	"cuLaunchKernelEx": true, // CUDA 12.0: without it, no programmatic dependent launch
 }
 
 // missing is the error of a call to an optional function the driver lacks.
@@ -468,7 +507,7 @@ func (d *cgoDriver) funcSetAttribute(f uintptr, attr, value int) error {
 	return d.check("cuFuncSetAttribute", C.c_cuFuncSetAttribute(d.f.cuFuncSetAttribute, C.CUfunction(f), C.int(attr), C.int(value)))
 }
 
-func (d *cgoDriver) launchKernel(f uintptr, grid, block Dim3, shmem uint32, s uintptr, packed []byte, offs []int32) error {
+func (d *cgoDriver) launchKernel(f uintptr, grid, block Dim3, shmem uint32, s uintptr, packed []byte, offs []int32, pdl bool) error {
 	var pp *C.uchar
 	if len(packed) > 0 {
 		pp = (*C.uchar)(unsafe.Pointer(&packed[0]))
@@ -477,9 +516,19 @@ func (d *cgoDriver) launchKernel(f uintptr, grid, block Dim3, shmem uint32, s ui
 	if len(offs) > 0 {
 		op = (*C.int)(unsafe.Pointer(&offs[0]))
 	}
+	if pdl {
+		if d.f.cuLaunchKernelEx == nil {
+			return missing("cuLaunchKernelEx")
+		}
+		return d.check("cuLaunchKernelEx", C.c_cuLaunchKernelPDL(d.f.cuLaunchKernelEx, C.CUfunction(f),
+			C.uint(grid.X), C.uint(grid.Y), C.uint(grid.Z), C.uint(block.X), C.uint(block.Y), C.uint(block.Z),
+			C.uint(shmem), stream(s), pp, C.size_t(len(packed)), op, C.int(len(offs))))
+	}
 	return d.check("cuLaunchKernel", C.c_cuLaunchKernel(d.f.cuLaunchKernel, C.CUfunction(f),
 		C.uint(grid.X), C.uint(grid.Y), C.uint(grid.Z), C.uint(block.X), C.uint(block.Y), C.uint(block.Z),
 		C.uint(shmem), stream(s), pp, C.size_t(len(packed)), op, C.int(len(offs))))
 }
+
+func (d *cgoDriver) hasLaunchEx() bool { return d.f.cuLaunchKernelEx != nil }
 
 func (d *cgoDriver) threadID() int { return osThreadID() }

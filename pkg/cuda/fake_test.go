@@ -209,10 +209,14 @@ func (f *fakeDriver) funcGetAttribute(int, uintptr) (int, error) {
 	return 32, f.note("cuFuncGetAttribute")
 }
 func (f *fakeDriver) funcSetAttribute(uintptr, int, int) error { return f.note("cuFuncSetAttribute") }
-func (f *fakeDriver) launchKernel(uintptr, Dim3, Dim3, uint32, uintptr, []byte, []int32) error {
+func (f *fakeDriver) launchKernel(_ uintptr, _, _ Dim3, _ uint32, _ uintptr, _ []byte, _ []int32, pdl bool) error {
+	if pdl {
+		return f.note("cuLaunchKernelEx")
+	}
 	return f.note("cuLaunchKernel")
 }
-func (f *fakeDriver) threadID() int { return syscall.Gettid() }
+func (f *fakeDriver) hasLaunchEx() bool { return true }
+func (f *fakeDriver) threadID() int     { return syscall.Gettid() }
 
 // fakeContext returns a Context over a fake driver.
 func fakeContext(f *fakeDriver) (*Context, error) {

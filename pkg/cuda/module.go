@@ -154,6 +154,20 @@ const MaxArgBytes = 4096
 // their values at launch, so they may change right after. Any other type
 // is an error, and so is a zero extent.
 func (f *Function) Launch(s *Stream, grid, block Dim3, shmem int, args ...any) error {
+	return f.launch(s, grid, block, shmem, false, args)
+}
+
+// LaunchPDL is Launch as a programmatic dependent launch (sm_90 and newer,
+// CUDA 12): the kernel may start while the kernel before it on s is still
+// draining, so it must begin with griddepcontrol.wait (which returns once
+// that kernel has completed and its writes are visible) before it touches
+// memory the earlier kernel writes. Context.PDL reports whether the
+// driver can; where it cannot, LaunchPDL returns CUDA_ERROR_NOT_SUPPORTED.
+func (f *Function) LaunchPDL(s *Stream, grid, block Dim3, shmem int, args ...any) error {
+	return f.launch(s, grid, block, shmem, true, args)
+}
+
+func (f *Function) launch(s *Stream, grid, block Dim3, shmem int, pdl bool, args []any) error {
 	packed, offs, err := packArgs(args)
 	if err != nil {
 		return fmt.Errorf("cuda: launch %s: %w", f.Name, err)
@@ -165,7 +179,7 @@ func (f *Function) Launch(s *Stream, grid, block Dim3, shmem int, args ...any) e
 		return fmt.Errorf("cuda: launch %s: negative shared memory %d", f.Name, shmem)
 	}
 	err = f.c.Do(func() error {
-		return f.c.api.launchKernel(f.h, grid, block, uint32(shmem), s.h, packed, offs)
+		return f.c.api.launchKernel(f.h, grid, block, uint32(shmem), s.h, packed, offs, pdl)
 	})
 	if err != nil {
 		return fmt.Errorf("cuda: launch %s grid %v block %v: %w", f.Name, grid, block, err)

@@ -27,6 +27,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -84,6 +85,7 @@ type Device struct {
 	built []*Built
 	funcs map[kernelKey]*cuda.Function
 	errs  map[kernelKey]error // why a kernel is unavailable
+	pdl   map[kernelKey]bool  // launched as programmatic dependent launches (pdlOK)
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
@@ -152,6 +154,10 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	pdlOn, err := pdlEnv()
+	if err != nil {
+		return nil, err
+	}
 	libs := cfg.Libs
 	if libs == nil {
 		libs = &cuda.Libraries{}
@@ -172,7 +178,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	}
 	d := &Device{
 		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
-		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{},
+		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}
 	ok := false
@@ -206,7 +212,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if d.lt, err = lt.NewHandle(ctx); err != nil {
 		return nil, fmt.Errorf("gpu: cuBLASLt handle: %w", err)
 	}
-	if err = d.build(cfg); err != nil {
+	if err = d.build(cfg, pdlOn); err != nil {
 		return nil, err
 	}
 	d.initDNN(cfg, attnMode)
@@ -222,7 +228,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 // build makes every kernel ready (builder.buildAll). A variant that cannot
 // be built is recorded in d.errs (the op that needs it records the error
 // when it runs); New fails only when nothing built.
-func (d *Device) build(cfg Config) error {
+func (d *Device) build(cfg Config, pdlOn bool) error {
 	b := &builder{Ctx: d.ctx, NVRTC: d.nvrtc, CacheDir: cfg.CacheDir, NoCache: cfg.NoCache}
 	built, err := b.buildAll()
 	if err != nil {
@@ -245,6 +251,9 @@ func (d *Device) build(cfg Config) error {
 			continue
 		}
 		d.funcs[key] = k.Func
+		if pdlOn && d.fused && pdlOK(k, d.ctx.Device.Major, d.ctx.PDL()) {
+			d.pdl[key] = true
+		}
 	}
 	if len(d.funcs) == 0 {
 		return fmt.Errorf("gpu: no kernel could be built: %s", strings.Join(msgs, "; "))
@@ -304,7 +313,7 @@ func (d *Device) Close() error {
 	for _, k := range d.modules() {
 		errs = append(errs, k.Unload())
 	}
-	d.funcs, d.built = map[kernelKey]*cuda.Function{}, nil
+	d.funcs, d.built, d.pdl = map[kernelKey]*cuda.Function{}, nil, map[kernelKey]bool{}
 	if d.owns {
 		errs = append(errs, d.ctx.Close())
 	}
@@ -553,12 +562,49 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 		return false
 	}
 	d.launches.Add(1)
-	if err := f.Launch(d.stream, grid, block, shmem, args...); err != nil {
+	launch := f.Launch
+	if d.pdl[kernelKey{name, dt}] {
+		launch = f.LaunchPDL
+	}
+	if err := launch(d.stream, grid, block, shmem, args...); err != nil {
 		d.fail(fmt.Errorf("gpu: %s/%s grid (%d,%d,%d): %w", name, dt, grid.X, grid.Y, grid.Z, err))
 		return false
 	}
 	return true
 }
+
+// PDLEnv turns programmatic dependent launch off ("off") or leaves it on
+// ("on" or unset): on sm_90 and newer, the fused device launches the
+// kernels that begin with pdl_enter() (kernels/common.cuh) so that each may
+// be scheduled while the kernel before it drains, and waits for it on the
+// GPU (griddepcontrol.wait) rather than behind the stream's launch order.
+const PDLEnv = "DRUTO_PDL"
+
+// pdlEnv reads PDLEnv: whether programmatic dependent launch may be used.
+func pdlEnv() (bool, error) {
+	switch v := os.Getenv(PDLEnv); v {
+	case "", "on":
+		return true, nil
+	case "off":
+		return false, nil
+	default:
+		return false, fmt.Errorf("gpu: %s=%q: want on or off (programmatic dependent launch) or unset", PDLEnv, v)
+	}
+}
+
+// pdlOK reports whether kernel k may be launched as a programmatic
+// dependent launch on a device of compute capability major.x whose driver
+// has cuLaunchKernelEx (launchEx): the kernel begins with pdl_enter and was
+// compiled by NVRTC for this sm_90+ device. The embedded PTX is made for
+// compute_75 or _80, where pdl_enter compiles to nothing, so a kernel
+// JIT-compiled from it must keep the stream's full serialisation.
+func pdlOK(k *Built, major int, launchEx bool) bool {
+	return k.PDL && launchEx && major >= 9 && (k.From == FromNVRTC || k.From == FromCache)
+}
+
+// PDLKernels returns how many kernels the device launches as programmatic
+// dependent launches (0 where it cannot or PDLEnv is off).
+func (d *Device) PDLKernels() int { return len(d.pdl) }
 
 // CUDA's launch limits (every architecture since sm_30).
 const (

@@ -268,13 +268,24 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 				graph bool
 			}{
 				{"fused-stream", func() (*kernelCase, error) { return newKernelCase(name, fused, o.Layout) }, true},
+				// the same stream with every launch a plain one: what
+				// programmatic dependent launch (PDLEnv) gains, in one run
+				{"fused-stream-nopdl", func() (*kernelCase, error) { return newKernelCase(name, fused, o.Layout) }, true},
 				// not in a graph: a captured device-to-device copy becomes a
 				// memcpy node, which the H200 ran at 2.5-2.7 TB/s (the copy
 				// engines?) where the same copies queued on the stream ran at
 				// the 1 GiB copy's speed
 				{"copy-stream", func() (*kernelCase, error) { return newCopyCase(fused, opBytes) }, false},
 			} {
+				if st.mode == "fused-stream-nopdl" && len(fused.pdl) == 0 {
+					continue // no PDL on this device: the fused-stream row is this one
+				}
+				pdl := fused.pdl
+				if st.mode == "fused-stream-nopdl" {
+					fused.pdl = map[kernelKey]bool{} // for the capture: the graph keeps each launch's attributes
+				}
 				kc, err := streamCase(fused, k, st.graph, st.mk)
+				fused.pdl = pdl
 				if err != nil {
 					restore(fused)
 					return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, st.mode, err)
