@@ -100,6 +100,9 @@ type Report struct {
 	// Attention says which attention path the GPU runs for the 16-bit
 	// policies: the flash kernels or the cuBLAS score GEMMs.
 	Attention string `json:"attention,omitempty"`
+	// Launch says how the fused kernels are launched: as programmatic
+	// dependent launches (sm_90 and newer) or plainly, and why.
+	Launch string `json:"launch,omitempty"`
 	// Fallback says what a missing or failing kernel means for training.
 	Fallback string   `json:"fallback,omitempty"`
 	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
@@ -231,6 +234,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 		return nil
 	}
 	r.Attention = attentionPath(dev)
+	r.Launch = dev.PDLStatus()
 	usable := true
 	for _, k := range dev.Kernels() {
 		// A kernel for newer GPUs (flash attention needs sm_80, ErrArch):

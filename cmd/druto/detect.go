@@ -142,6 +142,9 @@ func printReport(w io.Writer, r druto.Report) {
 		fmt.Fprintf(w, "  %-4s %s  loss rel err %.2g  gradients %.2g  worst %s %.2g  norm %.2g  (limit %.2g)  AdamW %.2g  working copy %.2g\n",
 			s.Policy, verdict, s.LossRelErr, s.GradRelErr, s.Worst, s.WorstErr, s.NormRelErr, s.Limit, s.OptimRelErr, s.WorkRelErr)
 	}
+	if r.Launch != "" {
+		fmt.Fprintf(w, "launches  %s\n", r.Launch)
+	}
 	if r.Attention != "" {
 		fmt.Fprintf(w, "attention %s\n", r.Attention)
 	}

@@ -606,6 +606,29 @@ func pdlOK(k *Built, major int, launchEx bool) bool {
 // dependent launches (0 where it cannot or PDLEnv is off).
 func (d *Device) PDLKernels() int { return len(d.pdl) }
 
+// PDLStatus says in a line whether the device's kernels are launched as
+// programmatic dependent launches, and if not, why.
+func (d *Device) PDLStatus() string {
+	if n := len(d.pdl); n > 0 {
+		return fmt.Sprintf("programmatic dependent launch for %d kernel builds: each starts while the kernel before it drains (%s=off: plain launches)", n, PDLEnv)
+	}
+	on, _ := pdlEnv()
+	why := ""
+	switch {
+	case !on:
+		why = PDLEnv + "=off"
+	case !d.fused:
+		why = "the decomposed form"
+	case d.ctx.Device.Major < 9:
+		why = "it needs sm_90 or newer (this GPU is " + d.ctx.Device.Arch() + ")"
+	case !d.ctx.PDL():
+		why = "the driver has no cuLaunchKernelEx (CUDA 12.0)"
+	default:
+		why = "the kernels were not compiled by NVRTC for this GPU (the embedded PTX has no griddepcontrol)"
+	}
+	return "plain launches (" + why + ")"
+}
+
 // CUDA's launch limits (every architecture since sm_30).
 const (
 	maxGridX   = 1<<31 - 1
