@@ -49,8 +49,20 @@ func (m *Mismatch) Error() string {
 // (Both NaN passes, for ops whose reference result is NaN: callers that
 // poison outputs with NaN check separately that every element was written.)
 func Close(got, want []float64, dt DType, scale float64) error {
+	return closeScaled(got, want, dt, scale, 1)
+}
+
+// CloseSum is Close for the elements of a long sum (a gradient summed over
+// rows): its absolute tolerance is also scaled by absScale (at least 1),
+// the magnitude of what was summed, since an element whose terms cancel
+// keeps the rounding of its partial sums, not a share of its small value.
+func CloseSum(got, want []float64, dt DType, scale, absScale float64) error {
+	return closeScaled(got, want, dt, scale, max(1, absScale))
+}
+
+func closeScaled(got, want []float64, dt DType, scale, absScale float64) error {
 	atol, rtol := Tolerance(dt)
-	atol *= scale
+	atol *= scale * absScale
 	rtol *= scale
 	if len(got) != len(want) {
 		return fmt.Errorf("%w: %d values compared with %d", ErrShape, len(got), len(want))

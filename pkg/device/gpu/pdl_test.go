@@ -55,7 +55,7 @@ func TestGPUPDLChain(t *testing.T) {
 	const n, k = 1<<22 + 5, 96
 	x0, y := randHost(rng, tensor.F32, 0, 1, n), randHost(rng, tensor.BF16, 0, 1, n)
 	want := clone(x0)
-	yv := y.F32()
+	yv := y.ToF32()
 	for range k {
 		w := want.F32()
 		for i := range w {
