@@ -74,11 +74,16 @@ __device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j,
 // is rescaled once per group when the max grows, so one pass gives both);
 // the block merges the pairs (pass 2's first loads are already in flight);
 // pass 2 reads the row again and writes the gradient over it. The launcher
-// sizes a persistent grid of a few blocks per SM (rows ≈ 2·SMs in flight,
-// 26 MB of bf16 GPT-2 rows), so the second read of a row, issued a few
-// microseconds after the first, hits the 50 MB L2: DRAM sees the logits
-// read once and written once, while the other blocks of the SM stream
-// during one block's reductions.
+// sizes a persistent grid of the blocks resident at once (2 an SM for
+// bf16), so that the other block of an SM streams during one block's
+// reductions. Where the row fits in shared memory beside that many blocks
+// (rowsmem: V·sizeof(T) bytes a block, 100.6 KB for GPT-2's bf16 rows),
+// pass 1 also stores it there and pass 2 reads it back from there: DRAM
+// sees the logits read once and written once. Otherwise pass 2 reads the
+// row again from L2, issued a few microseconds after the first read; that
+// missed often enough on the H200 (Nsight Compute: 1.94 GB read from DRAM
+// for 1.65 GB of bf16 logits, L2 hit rate 55%, 937 µs) to cost the kernel
+// about 8% of its time.
 //
 // The work per logit is about 10 instructions (its predecessor
 // crossentropy_fused_l2 spent about 25 and measured 61.1% of copy
@@ -156,11 +161,19 @@ __device__ __forceinline__ float ce_ex2(float v) {
     return r;
 }
 
+// ce_row is the row held in shared memory (rowsmem): V·sizeof(T) bytes of
+// dynamic shared memory.
+extern __shared__ uint4 ce_row[];
+
 // losses (N) F32, logits (N,V) T, targets (N); vecok: the launcher checked
-// that logits is 16-byte aligned (V a multiple of CE_VEC is checked here)
+// that logits is 16-byte aligned (V a multiple of CE_VEC is checked here);
+// rowsmem: the launch gave V·sizeof(T) bytes of dynamic shared memory
+// (with vecok and dscale != 0 only), and pass 1 keeps the row there for
+// pass 2 instead of reading it again from L2.
 extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crossentropy_fused_l3(float* __restrict__ losses, T* __restrict__ logits,
                                                                                const int* __restrict__ targets, int N, int V,
-                                                                               float dscale, int vecok, const float* __restrict__ dscale_mul) {
+                                                                               float dscale, int vecok, const float* __restrict__ dscale_mul,
+                                                                               int rowsmem) {
     pdl_enter();
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
     __shared__ float red[64];
@@ -197,6 +210,7 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) {
                 if (i0 + u * CE3_THREADS < nv) {
+                    if (rowsmem) ce_row[i0 + u * CE3_THREADS] = p[u].u;
 #pragma unroll
                     for (int e = 0; e < CE_VEC; e++) lm = fmaxf(lm, load(p[u].e, e));
                 }
@@ -224,7 +238,8 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
             }
         }
         // pass 2's first loads, in flight during the block's reduction
-        if (dscale != 0.0f) {
+        // (from L2; none where the row is in shared memory)
+        if (dscale != 0.0f && !rowsmem) {
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) {
                 int i = tid + u * CE3_THREADS;
@@ -237,9 +252,17 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
         __syncthreads(); // thread 0 has read x[tgt] before anyone overwrites it
         const float ml = m * L2E, inv = 1.0f / s, sc = dscale / s;
 
-        // pass 2: the row again (from L2); exp(x - m)·dscale/sum over it
+        // pass 2: the row again (from shared memory, else from L2);
+        // exp(x - m)·dscale/sum over it. (The block reduction's barrier has
+        // made every thread's shared-memory stores of pass 1 visible.)
         for (int i0 = tid; i0 < nv; i0 += CE3_THREADS * CE3_UNROLL) {
-            if (i0 != tid) {
+            if (rowsmem) {
+#pragma unroll
+                for (int u = 0; u < CE3_UNROLL; u++) {
+                    int i = i0 + u * CE3_THREADS;
+                    if (i < nv) p[u].u = ce_row[i];
+                }
+            } else if (i0 != tid) {
 #pragma unroll
                 for (int u = 0; u < CE3_UNROLL; u++) {
                     int i = i0 + u * CE3_THREADS;
@@ -260,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
         if (!vec) {
             for (int j = tid; j < V; j += CE3_THREADS) store(x, j, ce_grad_of(load(x, j), ml, inv, j, tgt, dscale));
         } else {
-            __syncthreads(); // the target's vector is written
+            __syncthreads(); // the target's vector is written; every read of ce_row is done before the next row's pass 1
             if (tid == 0 && ok) store(x, tgt, (ce_ex2(fmaf(xt, L2E, -ml)) * inv - 1.0f) * dscale);
         }
     }

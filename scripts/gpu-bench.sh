@@ -197,7 +197,7 @@ kernels() {
   } > "$LOGS/kernels.log" 2>&1
 }
 
-# ncu: one launch of each kernel (the third: after the op's first
+# ncu: one launch of each kernel (the ninth, NCU_SKIP+1: after the op's first
 # untimed runs), profiled from the druto bench --kernels run of its op
 # alone; the sections that say where a memory-bound kernel's time goes.
 ncu() {
@@ -208,7 +208,7 @@ ncu() {
     for pair in ${NCU_OPS:-layernorm_fwd=layernorm_forward_rf32 residual_layernorm_fwd=residual_layernorm_forward_rf32 layernorm_bwd=layernorm_backward_rf32 crossentropy_fused_classifier=crossentropy_fused_l3 gelu_bias_bwd=gelu_bias_backward adamw=adamw_fused2}; do
       op=${pair%%=*} k=${pair#*=}
       echo "## $op: $k"
-      timeout "${NCU_TIMEOUT:-120}" "$(type -P ncu)" --clock-control none -k "regex:^$k\$" -s 2 -c 1 \
+      timeout "${NCU_TIMEOUT:-120}" "$(type -P ncu)" --clock-control none -k "regex:^$k\$" -s "${NCU_SKIP:-8}" -c 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section Occupancy \
         --section LaunchStats --section WarpStateStats --section SchedulerStats \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
