@@ -284,7 +284,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
         for (int row = blockIdx.x * LN_BACK_WARPS + warp; row < N; row += step) {
             const size_t off = (size_t)row * C;
             const float m = mean[row], s = rstd[row];
-            F4 x[LN_G], di[LN_G];
+            F4 x[LN_G];
             Raw4 gv[LN_G];
 #pragma unroll
             for (int k = 0; k < LN_G; k++) {
@@ -292,7 +292,6 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                 if (g < ng) {
                     x[k] = ld4(inp + off + 4 * g);
                     gv[k] = ldraw4(dout + off + 4 * g);
-                    di[k] = ld4(dinp + off + 4 * g);
                 }
             }
             float sdn = 0.0f, sdnn = 0.0f;
@@ -314,7 +313,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
             for (int k = 0; k < LN_G; k++) {
                 int g = lane + 32 * k;
                 if (g < ng) {
-                    F4 wv = ld4(weight + 4 * g);
+                    F4 wv = ld4(weight + 4 * g), di = ld4(dinp + off + 4 * g);
                     float4 aw = *reinterpret_cast<float4*>(acc + 4 * g);
                     float4 ab = *reinterpret_cast<float4*>(acc + C + 4 * g);
                     float nv[4], gg[4];
@@ -323,7 +322,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                         gg[j] = raw4_at(gv[k], j);
                         float n = s * (x[k].v[j] - m), dn = wv.v[j] * gg[j];
                         nv[j] = n * gg[j];
-                        di[k].v[j] = di[k].v[j] + s * (dn - mdn - n * mdnn);
+                        di.v[j] = di.v[j] + s * (dn - mdn - n * mdnn);
                     }
                     aw.x += nv[0];
                     aw.y += nv[1];
@@ -335,7 +334,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                     ab.w += gg[3];
                     *reinterpret_cast<float4*>(acc + 4 * g) = aw;
                     *reinterpret_cast<float4*>(acc + C + 4 * g) = ab;
-                    st4(dinp + off + 4 * g, di[k]);
+                    st4(dinp + off + 4 * g, di);
                 }
             }
         }
@@ -407,7 +406,7 @@ extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, flo
 // this kernel, which this SM's L1 may hold stale.
 __device__ __forceinline__ float ld_cg(const float* p) {
     float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
     return v;
 }
 
@@ -449,8 +448,18 @@ extern "C" __global__ void layernorm_reduce(float* __restrict__ d0, float* __res
     if (!last) return;
     __threadfence();
     if (slice == 0 && c < width) {
+        // 16 groups' sums loaded at a time (past L1: other SMs wrote
+        // them), then added in order
         float u = 0.0f;
-        for (int y = 0; y < (int)gridDim.y; y++) u += ld_cg(sums + (size_t)y * width + c); // past L1: written by other SMs
+        for (int y0 = 0; y0 < (int)gridDim.y; y0 += 16) {
+            float v[16];
+#pragma unroll
+            for (int k = 0; k < 16; k++) v[k] = y0 + k < (int)gridDim.y ? ld_cg(sums + (size_t)(y0 + k) * width + c) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < 16; k++) {
+                if (y0 + k < (int)gridDim.y) u += v[k];
+            }
+        }
         if (c < C) d0[c] += u;
         else d1[c - C] += u;
     }

@@ -42,7 +42,7 @@ func (d *Device) ceRowSmem(dt tensor.DType, V, vec int, grad bool) (smem, perSM 
 	const k = "crossentropy_fused_l3"
 	plain := d.residentBlocks(k, dt, ce3Block, 0)
 	bytes := V * dt.Size()
-	if vec == 0 || !grad || bytes > d.rowSmemMax[kernelKey{k, dt}] {
+	if vec == 0 || !grad || d.noRowSmem || bytes > d.rowSmemMax[kernelKey{k, dt}] {
 		return 0, plain
 	}
 	with := d.residentBlocks(k, dt, ce3Block, bytes)

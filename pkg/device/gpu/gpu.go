@@ -89,6 +89,7 @@ type Device struct {
 	// rowSmemMax is the dynamic shared memory a kernel of rowSmemKernels
 	// may take per block (its limit raised at build).
 	rowSmemMax map[kernelKey]int
+	noRowSmem  bool // the micro-benchmarks' fused-l2 form: crossentropy_fused_l3 reads the row again from L2
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
