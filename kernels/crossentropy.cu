@@ -74,16 +74,11 @@ __device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j,
 // is rescaled once per group when the max grows, so one pass gives both);
 // the block merges the pairs (pass 2's first loads are already in flight);
 // pass 2 reads the row again and writes the gradient over it. The launcher
-// sizes a persistent grid of the blocks resident at once (2 an SM for
-// bf16), so that the other block of an SM streams during one block's
-// reductions. Where the row fits in shared memory beside that many blocks
-// (rowsmem: V·sizeof(T) bytes a block, 100.6 KB for GPT-2's bf16 rows),
-// pass 1 also stores it there and pass 2 reads it back from there: DRAM
-// sees the logits read once and written once. Otherwise pass 2 reads the
-// row again from L2, issued a few microseconds after the first read; that
-// missed often enough on the H200 (Nsight Compute: 1.94 GB read from DRAM
-// for 1.65 GB of bf16 logits, L2 hit rate 55%, 937 µs) to cost the kernel
-// about 8% of its time.
+// sizes a persistent grid of a few blocks per SM (rows ≈ 2·SMs in flight,
+// 26 MB of bf16 GPT-2 rows), so the second read of a row, issued a few
+// microseconds after the first, hits the 50 MB L2: DRAM sees the logits
+// read once and written once, while the other blocks of the SM stream
+// during one block's reductions.
 //
 // The work per logit is about 10 instructions (its predecessor
 // crossentropy_fused_l2 spent about 25 and measured 61.1% of copy
@@ -161,185 +156,17 @@ __device__ __forceinline__ float ce_ex2(float v) {
     return r;
 }
 
-// ce_row is the row held in shared memory (rowsmem): V·sizeof(T) bytes of
-// dynamic shared memory.
-extern __shared__ uint4 ce_row[];
-
-// ---- the packed path: 16-bit logits on sm_80 and newer ----------------
-//
-// Nsight Compute on the H200 counted about 19 instructions a logit in the
-// general path below, whose issue slots were half busy (the group copies of
-// its software pipeline, a predicate per vector, every element widened
-// twice): the kernel was bound by issue and latency, not by DRAM (70% of
-// its peak). The packed path spends about 8: the group's max by packed
-// max.bf16x2/f16x2 (half an instruction a logit), each logit widened once
-// (one instruction), then one FMA, one ex2 and one add into two running
-// sums; groups without predicates but the last; pass 2 folds dscale/sum
-// into the exponent (exp(x - m)·sc = 2^(x·log2e - (m·log2e - log2 sc)):
-// one FMA and one ex2 a logit, two rounded and packed by one cvt) for a
-// positive sc. The exponent's rounding adds a relative error of about
-// |x·log2e - m·log2e + log2 sc|·6e-8 (under 4e-6 for GPT-2's logits and
-// scales), far inside a 16-bit gradient's rounding.
-#if DTYPE != DRUTO_F32 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define CE_PACKED 1
-#define CE_PU 6 // vectors a group, 64 logits a thread
-
-// ce_hmax2 is the elementwise max of two packed pairs (NaN dropped, as fmaxf).
-__device__ __forceinline__ unsigned int ce_hmax2(unsigned int a, unsigned int b) {
-    unsigned int d;
-#if DTYPE == DRUTO_BF16
-    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-    return d;
-}
-
-// ce_lo and ce_hi widen the low and the high element of a packed pair;
-// CE_NINF2 is a pair of -inf.
-#if DTYPE == DRUTO_BF16
-__device__ __forceinline__ float ce_lo(unsigned int w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float ce_hi(unsigned int w) { return __uint_as_float(w & 0xffff0000u); }
-#define CE_NINF2 0xff80ff80u
-#else
-__device__ __forceinline__ float ce_lo(unsigned int w) { return f16_bits_to_f32((unsigned short)(w & 0xffffu)); }
-__device__ __forceinline__ float ce_hi(unsigned int w) { return f16_bits_to_f32((unsigned short)(w >> 16)); }
-#define CE_NINF2 0xfc00fc00u
-#endif
-
-// ce_max4 folds the four pairs of q into the packed max mw.
-__device__ __forceinline__ unsigned int ce_max4(unsigned int mw, const uint4& q) {
-    return ce_hmax2(ce_hmax2(mw, q.x), ce_hmax2(ce_hmax2(q.y, q.z), q.w));
-}
-
-// ce_grad16 is exp(x - m)·sc for the vector q, packed (see ce_pass2).
-template <bool FOLD>
-__device__ __forceinline__ uint4 ce_grad16(const uint4& q, float mls, float sc) {
-    const float L2E = 1.4426950408889634f;
-    const unsigned int w[4] = {q.x, q.y, q.z, q.w};
-    float o[8];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        o[2 * k] = ce_ex2(fmaf(ce_lo(w[k]), L2E, -mls));
-        o[2 * k + 1] = ce_ex2(fmaf(ce_hi(w[k]), L2E, -mls));
-        if (!FOLD) {
-            o[2 * k] *= sc;
-            o[2 * k + 1] *= sc;
-        }
-    }
-    return pack16(o);
-}
-
-// ce_pass2 writes exp(x - m)·sc over the row (xv, nv vectors), reading it
-// from ce_row (SMEM) or again from memory. FOLD: sc is folded into the
-// exponent, mls = m·log2e - log2(sc); else mls = m·log2e and the result
-// is multiplied by sc.
-template <bool FOLD, bool SMEM>
-__device__ __forceinline__ void ce_pass2(uint4* xv, int nv, float mls, float sc) {
-    const uint4* src = SMEM ? (const uint4*)ce_row : (const uint4*)xv;
-    int i0 = threadIdx.x;
-    for (; i0 + (CE_PU - 1) * CE3_THREADS < nv; i0 += CE3_THREADS * CE_PU) {
-        uint4 q[CE_PU];
-#pragma unroll
-        for (int u = 0; u < CE_PU; u++) q[u] = src[i0 + u * CE3_THREADS];
-#pragma unroll
-        for (int u = 0; u < CE_PU; u++) xv[i0 + u * CE3_THREADS] = ce_grad16<FOLD>(q[u], mls, sc);
-    }
-    for (; i0 < nv; i0 += CE3_THREADS) xv[i0] = ce_grad16<FOLD>(src[i0], mls, sc);
-}
-
-// ce_fold folds n vectors p, whose packed max is mw, into the running max
-// m and the two running sums of exp(x - m).
-__device__ __forceinline__ void ce_fold(float& m, float& s0, float& s1, unsigned int mw, const uint4* p, const int n) {
-    const float L2E = 1.4426950408889634f;
-    const float lm = fmaxf(ce_lo(mw), ce_hi(mw));
-    if (lm > m) {
-        const float r = ce_ex2(fmaf(m, L2E, -lm * L2E)); // exp(m - lm); 0 while m is -inf
-        s0 *= r;
-        s1 *= r;
-        m = lm;
-    }
-    const float ml = ce_ml(m);
-#pragma unroll
-    for (int u = 0; u < n; u++) {
-        const unsigned int w[4] = {p[u].x, p[u].y, p[u].z, p[u].w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            s0 += ce_ex2(fmaf(ce_lo(w[k]), L2E, -ml));
-            s1 += ce_ex2(fmaf(ce_hi(w[k]), L2E, -ml));
-        }
-    }
-}
-
-// ce_packed_row is one row of crossentropy_fused_l3 on the packed path:
-// losses[row], and with dscale != 0 the gradient over the row but the
-// target's element (the caller's). red: the block reduction's 64 floats.
-__device__ __forceinline__ void ce_packed_row(float* losses, T* x, int row, int nv, int tgt, bool ok, float xt,
-                                              float dscale, int rowsmem, float* red) {
-    const int tid = threadIdx.x;
-    uint4* xv = (uint4*)x;
-    const float L2E = 1.4426950408889634f;
-    float m = CE_NEG_INF, s0 = 0.0f, s1 = 0.0f;
-    int i0 = tid;
-    // full groups of CE_PU vectors a thread: no predicates
-    for (; i0 + (CE_PU - 1) * CE3_THREADS < nv; i0 += CE3_THREADS * CE_PU) {
-        uint4 p[CE_PU];
-        const uint4* g = xv + i0; // one base address, the group's vectors at constant offsets
-#pragma unroll
-        for (int u = 0; u < CE_PU; u++) p[u] = g[u * CE3_THREADS];
-        if (rowsmem) {
-            uint4* r = ce_row + i0;
-#pragma unroll
-            for (int u = 0; u < CE_PU; u++) r[u * CE3_THREADS] = p[u];
-        }
-        unsigned int mw = CE_NINF2;
-#pragma unroll
-        for (int u = 0; u < CE_PU; u++) mw = ce_max4(mw, p[u]);
-        ce_fold(m, s0, s1, mw, p, CE_PU);
-    }
-    // the rest: a vector at a time
-    for (; i0 < nv; i0 += CE3_THREADS) {
-        uint4 p[1] = {xv[i0]};
-        if (rowsmem) ce_row[i0] = p[0];
-        ce_fold(m, s0, s1, ce_max4(CE_NINF2, p[0]), p, 1);
-    }
-    float s = s0 + s1;
-    ce_block_lse(m, s, red);
-    if (tid == 0) losses[row] = ok ? logf(s) - (xt - m) : CE_NAN;
-    if (dscale == 0.0f) return;
-    const float ml = m * L2E, sc = dscale / s;
-    const bool fold = sc > 0.0f && sc <= 3.4e38f;
-    const float mls = fold ? ml - log2f(sc) : ml;
-    if (rowsmem) {
-        if (fold) ce_pass2<true, true>(xv, nv, mls, sc);
-        else ce_pass2<false, true>(xv, nv, mls, sc);
-    } else {
-        if (fold) ce_pass2<true, false>(xv, nv, mls, sc);
-        else ce_pass2<false, false>(xv, nv, mls, sc);
-    }
-    __syncthreads(); // the target's vector is written; every read of ce_row is done before the next row's pass 1
-    if (tid == 0 && ok) store(x, tgt, (ce_ex2(fmaf(xt, L2E, -ml)) * (1.0f / s) - 1.0f) * dscale);
-}
-#else
-#define CE_PACKED 0
-#endif
-
 // losses (N) F32, logits (N,V) T, targets (N); vecok: the launcher checked
-// that logits is 16-byte aligned (V a multiple of CE_VEC is checked here);
-// rowsmem: the launch gave V·sizeof(T) bytes of dynamic shared memory
-// (with vecok and dscale != 0 only), and pass 1 keeps the row there for
-// pass 2 instead of reading it again from L2.
+// that logits is 16-byte aligned (V a multiple of CE_VEC is checked here)
 extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crossentropy_fused_l3(float* __restrict__ losses, T* __restrict__ logits,
                                                                                const int* __restrict__ targets, int N, int V,
-                                                                               float dscale, int vecok, const float* __restrict__ dscale_mul,
-                                                                               int rowsmem) {
+                                                                               float dscale, int vecok, const float* __restrict__ dscale_mul) {
     pdl_enter();
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
     __shared__ float red[64];
     const int tid = threadIdx.x;
     const bool vec = vecok != 0 && (V % CE_VEC) == 0;
     const int nv = vec ? V / CE_VEC : 0;
-    const int nvg = nv; // the general path's vectors (its vector code is not built where the packed path is)
     const float L2E = 1.4426950408889634f;
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         T* x = logits + (size_t)row * V;
@@ -348,36 +175,28 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
         float xt = 0.0f;
         if (tid == 0 && ok) xt = load(x, tgt); // before any thread writes the row
         uint4* xv = (uint4*)x;
-#if CE_PACKED
-        if (vec) {
-            ce_packed_row(losses, x, row, nv, tgt, ok, xt, dscale, rowsmem, red);
-            continue;
-        }
-#endif
 
         // pass 1: the running (max, sum of exp(x - max)); group g+1's loads
         // are issued before group g is folded
         float m = CE_NEG_INF, s = 0.0f;
-#if !CE_PACKED // (the packed path takes every vectorised row)
         vec16 p[CE3_UNROLL];
 #pragma unroll
         for (int u = 0; u < CE3_UNROLL; u++) {
             int i = tid + u * CE3_THREADS;
-            if (i < nvg) p[u].u = xv[i];
+            if (i < nv) p[u].u = xv[i];
         }
-        for (int i0 = tid; i0 < nvg; i0 += CE3_THREADS * CE3_UNROLL) {
+        for (int i0 = tid; i0 < nv; i0 += CE3_THREADS * CE3_UNROLL) {
             vec16 q[CE3_UNROLL];
             const int n0 = i0 + CE3_THREADS * CE3_UNROLL;
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) {
                 int i = n0 + u * CE3_THREADS;
-                if (i < nvg) q[u].u = xv[i];
+                if (i < nv) q[u].u = xv[i];
             }
             float lm = CE_NEG_INF;
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) {
-                if (i0 + u * CE3_THREADS < nvg) {
-                    if (rowsmem) ce_row[i0 + u * CE3_THREADS] = p[u].u;
+                if (i0 + u * CE3_THREADS < nv) {
 #pragma unroll
                     for (int e = 0; e < CE_VEC; e++) lm = fmaxf(lm, load(p[u].e, e));
                 }
@@ -389,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
             const float ml = ce_ml(m);
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) {
-                if (i0 + u * CE3_THREADS < nvg) {
+                if (i0 + u * CE3_THREADS < nv) {
 #pragma unroll
                     for (int e = 0; e < CE_VEC; e++) s += ce_ex2(fmaf(load(p[u].e, e), L2E, -ml));
                 }
@@ -397,7 +216,6 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) p[u] = q[u];
         }
-#endif
         if (!vec) {
             for (int j = tid; j < V; j += CE3_THREADS) {
                 float v = load(x, j);
@@ -405,45 +223,33 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
                 s += ce_exp(v, ce_ml(m));
             }
         }
-#if !CE_PACKED
         // pass 2's first loads, in flight during the block's reduction
-        // (from L2; none where the row is in shared memory)
-        if (dscale != 0.0f && !rowsmem) {
+        if (dscale != 0.0f) {
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) {
                 int i = tid + u * CE3_THREADS;
-                if (i < nvg) p[u].u = xv[i];
+                if (i < nv) p[u].u = xv[i];
             }
         }
-#endif
         ce_block_lse(m, s, red);
         if (tid == 0) losses[row] = ok ? logf(s) - (xt - m) : CE_NAN;
         if (dscale == 0.0f) continue;
         __syncthreads(); // thread 0 has read x[tgt] before anyone overwrites it
         const float ml = m * L2E, inv = 1.0f / s, sc = dscale / s;
 
-#if !CE_PACKED
-        // pass 2: the row again (from shared memory, else from L2);
-        // exp(x - m)·dscale/sum over it. (The block reduction's barrier has
-        // made every thread's shared-memory stores of pass 1 visible.)
-        for (int i0 = tid; i0 < nvg; i0 += CE3_THREADS * CE3_UNROLL) {
-            if (rowsmem) {
+        // pass 2: the row again (from L2); exp(x - m)·dscale/sum over it
+        for (int i0 = tid; i0 < nv; i0 += CE3_THREADS * CE3_UNROLL) {
+            if (i0 != tid) {
 #pragma unroll
                 for (int u = 0; u < CE3_UNROLL; u++) {
                     int i = i0 + u * CE3_THREADS;
-                    if (i < nvg) p[u].u = ce_row[i];
-                }
-            } else if (i0 != tid) {
-#pragma unroll
-                for (int u = 0; u < CE3_UNROLL; u++) {
-                    int i = i0 + u * CE3_THREADS;
-                    if (i < nvg) p[u].u = xv[i];
+                    if (i < nv) p[u].u = xv[i];
                 }
             }
 #pragma unroll
             for (int u = 0; u < CE3_UNROLL; u++) {
                 int i = i0 + u * CE3_THREADS;
-                if (i < nvg) {
+                if (i < nv) {
                     float o[CE_VEC];
 #pragma unroll
                     for (int e = 0; e < CE_VEC; e++) o[e] = ce_ex2(fmaf(load(p[u].e, e), L2E, -ml)) * sc;
@@ -451,11 +257,10 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
                 }
             }
         }
-#endif
         if (!vec) {
             for (int j = tid; j < V; j += CE3_THREADS) store(x, j, ce_grad_of(load(x, j), ml, inv, j, tgt, dscale));
         } else {
-            __syncthreads(); // the target's vector is written; every read of ce_row is done before the next row's pass 1
+            __syncthreads(); // the target's vector is written
             if (tid == 0 && ok) store(x, tgt, (ce_ex2(fmaf(xt, L2E, -ml)) * inv - 1.0f) * dscale);
         }
     }

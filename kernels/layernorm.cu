@@ -284,7 +284,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
         for (int row = blockIdx.x * LN_BACK_WARPS + warp; row < N; row += step) {
             const size_t off = (size_t)row * C;
             const float m = mean[row], s = rstd[row];
-            F4 x[LN_G];
+            F4 x[LN_G], di[LN_G];
             Raw4 gv[LN_G];
 #pragma unroll
             for (int k = 0; k < LN_G; k++) {
@@ -292,6 +292,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                 if (g < ng) {
                     x[k] = ld4(inp + off + 4 * g);
                     gv[k] = ldraw4(dout + off + 4 * g);
+                    di[k] = ld4(dinp + off + 4 * g);
                 }
             }
             float sdn = 0.0f, sdnn = 0.0f;
@@ -313,7 +314,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
             for (int k = 0; k < LN_G; k++) {
                 int g = lane + 32 * k;
                 if (g < ng) {
-                    F4 wv = ld4(weight + 4 * g), di = ld4(dinp + off + 4 * g);
+                    F4 wv = ld4(weight + 4 * g);
                     float4 aw = *reinterpret_cast<float4*>(acc + 4 * g);
                     float4 ab = *reinterpret_cast<float4*>(acc + C + 4 * g);
                     float nv[4], gg[4];
@@ -322,7 +323,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                         gg[j] = raw4_at(gv[k], j);
                         float n = s * (x[k].v[j] - m), dn = wv.v[j] * gg[j];
                         nv[j] = n * gg[j];
-                        di.v[j] = di.v[j] + s * (dn - mdn - n * mdnn);
+                        di[k].v[j] = di[k].v[j] + s * (dn - mdn - n * mdnn);
                     }
                     aw.x += nv[0];
                     aw.y += nv[1];
@@ -334,7 +335,7 @@ __device__ __forceinline__ void ln_backward(R* dinp, float* part, const T* dout,
                     ab.w += gg[3];
                     *reinterpret_cast<float4*>(acc + 4 * g) = aw;
                     *reinterpret_cast<float4*>(acc + C + 4 * g) = ab;
-                    st4(dinp + off + 4 * g, di);
+                    st4(dinp + off + 4 * g, di[k]);
                 }
             }
         }
@@ -389,81 +390,29 @@ extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, flo
 }
 
 // d0 (C) += Σ_b part[b, 0:C] and, when d1 is not null, d1 (C) += Σ_b part[b, C:2C];
-// part (nb, C or 2C) fp32. Grid (column groups of 32, row groups G): block
-// (x, y) has 32 columns × (blockDim.x/32) slices, at most 32; slice s sums
-// the partial rows b = y·R + s, +slices, ... below min(nb, (y+1)·R) in
-// increasing b, then slice 0 adds the slices in order: the group's sum.
-// With G = 1 it is added into d0/d1 at once. Otherwise it is stored in
-// sums[y, c] (G × width fp32), and the block of column group x that
-// finishes last (count[x], an integer the block resets to 0 for the next
-// launch: it must start at 0) adds sums[0..G-1, c] in order into d0/d1.
-// The order of every addition is fixed by nb, R and the block shape, never
-// by which block finishes last: the bits do not change between runs. (One
-// block row over all nb partial rows, the form before, left 84 of the
-// H200's 132 SMs idle and waited on DRAM: 10 µs for layernorm_backward's
-// 3.3 MB of partials.)
-// ld_cg loads through L2 only (ld.global.cg): data other SMs wrote during
-// this kernel, which this SM's L1 may hold stale.
-__device__ __forceinline__ float ld_cg(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
-    return v;
-}
-
+// part (nb, C or 2C) fp32. Block: 32 columns × (blockDim.x/32) slices, at
+// most 32; slice s sums rows b ≡ s (mod slices) in increasing b, then
+// slice 0 adds the slices in order.
 extern "C" __global__ void layernorm_reduce(float* __restrict__ d0, float* __restrict__ d1,
-                                            const float* __restrict__ part, float* __restrict__ sums,
-                                            unsigned int* __restrict__ count, int nb, int C, int R) {
+                                            const float* __restrict__ part, int nb, int C) {
     pdl_enter();
     __shared__ float sh[32][33];
-    __shared__ int last;
     const int width = d1 != 0 ? 2 * C : C;
     const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5, slices = blockDim.x >> 5;
     const int c = blockIdx.x * 32 + lane;
-    const int b1 = min(nb, (int)(blockIdx.y + 1) * R);
     float s = 0.0f;
     if (c < width) {
 #pragma unroll 4
-        for (int b = blockIdx.y * R + slice; b < b1; b += slices) s += part[(size_t)b * width + c];
+        for (int b = slice; b < nb; b += slices) s += part[(size_t)b * width + c];
     }
     sh[slice][lane] = s;
     __syncthreads();
-    float t = 0.0f;
-    if (slice == 0) {
-        for (int i = 0; i < slices; i++) t += sh[i][lane];
-    }
-    if (gridDim.y == 1) {
-        if (slice == 0 && c < width) {
-            if (c < C) d0[c] += t;
-            else d1[c - C] += t;
-        }
-        return;
-    }
-    if (slice == 0) {
-        if (c < width) sums[(size_t)blockIdx.y * width + c] = t;
-        __threadfence(); // the group's sums are visible before the count says so
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&count[blockIdx.x], 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
     if (slice == 0 && c < width) {
-        // 16 groups' sums loaded at a time (past L1: other SMs wrote
-        // them), then added in order
-        float u = 0.0f;
-        for (int y0 = 0; y0 < (int)gridDim.y; y0 += 16) {
-            float v[16];
-#pragma unroll
-            for (int k = 0; k < 16; k++) v[k] = y0 + k < (int)gridDim.y ? ld_cg(sums + (size_t)(y0 + k) * width + c) : 0.0f;
-#pragma unroll
-            for (int k = 0; k < 16; k++) {
-                if (y0 + k < (int)gridDim.y) u += v[k];
-            }
-        }
-        if (c < C) d0[c] += u;
-        else d1[c - C] += u;
+        float t = 0.0f;
+        for (int i = 0; i < slices; i++) t += sh[i][lane];
+        if (c < C) d0[c] += t;
+        else d1[c - C] += t;
     }
-    if (threadIdx.x == 0) count[blockIdx.x] = 0;
 }
 
 // ---- add ----------------------------------------------------------------

@@ -99,7 +99,6 @@ const (
 	funcPTXVersion     = 5
 	funcBinaryVersion  = 6
 	funcMaxDynamicSmem = 8
-	funcSmemCarveout   = 9
 )
 
 // Attributes returns the kernel's resource usage.
@@ -129,13 +128,6 @@ func (f *Function) Attributes() (FuncAttributes, error) {
 // for more than 48 KiB per block.
 func (f *Function) SetMaxDynamicShared(bytes int) error {
 	return f.c.Do(func() error { return f.c.api.funcSetAttribute(f.h, funcMaxDynamicSmem, bytes) })
-}
-
-// SetSharedCarveout sets the share of the L1/shared memory the kernel
-// prefers as shared memory, in percent (100: the most shared memory, for
-// kernels whose blocks each hold a large buffer there).
-func (f *Function) SetSharedCarveout(percent int) error {
-	return f.c.Do(func() error { return f.c.api.funcSetAttribute(f.h, funcSmemCarveout, percent) })
 }
 
 // Dim3 is a grid or block extent.

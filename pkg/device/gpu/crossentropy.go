@@ -18,39 +18,15 @@ import (
 )
 
 // ceRowsPerSM is how many rows crossentropy_fused_l3 keeps in flight per SM
-// (blocks of its persistent grid) at most: enough that one block streams
-// while another reduces, few enough that every row in flight (2·132 GPT-2
-// bf16 rows of 100 KB: 26 MB) can stay in the 50 MB L2 until its second
-// read where it is not kept in shared memory. Its 64 registers × 512
-// threads (__launch_bounds__(512, 2)) allow two blocks per SM anyway.
+// (blocks of its persistent grid): enough that one block streams while
+// another reduces, few enough that every row in flight (2·132 GPT-2 bf16
+// rows of 100 KB: 26 MB) stays in the 50 MB L2 until its second read. Its
+// 64 registers × 512 threads (__launch_bounds__(512, 2)) allow two blocks
+// per SM anyway.
 const ceRowsPerSM = 2
 
-// ceGrid is crossentropy_fused_l3's grid for N rows on sms SMs with
-// perSM blocks resident on each (at most ceRowsPerSM).
-func ceGrid(N, sms, perSM int) int {
-	return max(1, min(N, min(ceRowsPerSM, max(1, perSM))*max(1, sms)))
-}
-
-// ceRowSmem returns the dynamic shared memory crossentropy_fused_l3 is
-// launched with to keep each row of V elements of dt in shared memory
-// between its two passes (its rowsmem flag), and the blocks per SM that
-// run then: 0 (and the blocks without it) where the row does not fit
-// beside as many blocks as run without it, where the kernel's shared
-// memory limit could not be raised (rowSmemMax), or without the 128-bit
-// path (vec) or a gradient to write.
-func (d *Device) ceRowSmem(dt tensor.DType, V, vec int, grad bool) (smem, perSM int) {
-	const k = "crossentropy_fused_l3"
-	plain := d.residentBlocks(k, dt, ce3Block, 0)
-	bytes := V * dt.Size()
-	if vec == 0 || !grad || d.noRowSmem || bytes > d.rowSmemMax[kernelKey{k, dt}] {
-		return 0, plain
-	}
-	with := d.residentBlocks(k, dt, ce3Block, bytes)
-	if with < min(plain, ceRowsPerSM) {
-		return 0, plain
-	}
-	return bytes, with
-}
+// ceGrid is crossentropy_fused_l3's grid for N rows on sms SMs.
+func ceGrid(N, sms int) int { return max(1, min(N, ceRowsPerSM*max(1, sms))) }
 
 // CrossEntropy computes losses[i] = -log softmax(logits[i])[targets[i]] in
 // fp32 and, when dscale != 0, overwrites logits with
@@ -83,8 +59,7 @@ func (d *Device) crossEntropy(losses, logits, targets *tensor.Tensor, N, V int, 
 		if es := dt.Size(); V%(16/es) == 0 && uint64(x)%16 == 0 {
 			vec = 1
 		}
-		smem, perSM := d.ceRowSmem(dt, V, vec, dscale != 0)
-		d.launch("crossentropy_fused_l3", dt, grid1(ceGrid(N, d.sms(), perSM)), cuda.D1(ce3Block), smem, l, x, t, N, V, dscale, vec, mul, b2i(smem > 0))
+		d.launch("crossentropy_fused_l3", dt, grid1(ceGrid(N, d.sms())), cuda.D1(ce3Block), 0, l, x, t, N, V, dscale, vec, mul)
 		return
 	}
 	probs := d.scratch("ce.probs", N*V*4)

@@ -86,10 +86,6 @@ type Device struct {
 	funcs map[kernelKey]*cuda.Function
 	errs  map[kernelKey]error // why a kernel is unavailable
 	pdl   map[kernelKey]bool  // launched as programmatic dependent launches (pdlOK)
-	// rowSmemMax is the dynamic shared memory a kernel of rowSmemKernels
-	// may take per block (its limit raised at build).
-	rowSmemMax map[kernelKey]int
-	noRowSmem  bool // the micro-benchmarks' fused-l2 form: crossentropy_fused_l3 reads the row again from L2
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
@@ -182,7 +178,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	}
 	d := &Device{
 		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
-		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, rowSmemMax: map[kernelKey]int{},
+		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}
 	ok := false
@@ -255,9 +251,6 @@ func (d *Device) build(cfg Config, pdlOn bool) error {
 			continue
 		}
 		d.funcs[key] = k.Func
-		if rowSmemKernels[k.Kernel] {
-			d.rowSmemMax[key] = raiseRowSmem(k, d.ctx.Device.SharedPerBlock)
-		}
 		if pdlOn && d.fused && pdlOK(k, d.ctx.Device.Major, d.ctx.PDL()) {
 			d.pdl[key] = true
 		}
@@ -578,27 +571,6 @@ func (d *Device) launch(name string, dt tensor.DType, grid, block cuda.Dim3, shm
 		return false
 	}
 	return true
-}
-
-// rowSmemKernels may keep a row in dynamic shared memory of a size known
-// only at launch (crossentropy_fused_l3: V elements): their limit is
-// raised at build to what a block can have (raiseRowSmem).
-var rowSmemKernels = map[string]bool{"crossentropy_fused_l3": true}
-
-// raiseRowSmem raises k's dynamic shared memory limit to the most a block
-// can opt in to (optin bytes on this GPU, less its static shared memory),
-// prefers the largest shared-memory carveout for it, and returns the
-// limit: 48 KiB less the static memory where the raise fails (the default).
-func raiseRowSmem(k *Built, optin int) int {
-	def := 48<<10 - k.Attr.SharedStatic
-	n := optin - k.Attr.SharedStatic
-	if n <= def || k.Func.SetMaxDynamicShared(n) != nil {
-		return max(0, def)
-	}
-	if k.Func.SetSharedCarveout(100) != nil {
-		return max(0, def) // without the carveout the raised limit may not be met at the occupancy planned
-	}
-	return n
 }
 
 // PDLEnv turns programmatic dependent launch off ("off") or leaves it on

@@ -95,12 +95,9 @@ func TestEwGridAndCeGrid(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []struct{ N, sms, perSM, want int }{
-		{1, 132, 2, 1}, {200, 132, 2, 200}, {16384, 132, 2, 264}, {5, 0, 2, 2},
-		{16384, 132, 1, 132}, {16384, 132, 4, 264}, {16384, 132, 0, 132},
-	} {
-		if g := ceGrid(c.N, c.sms, c.perSM); g != min(c.want, c.N) {
-			t.Errorf("ceGrid(%d, %d, %d) = %d, want %d", c.N, c.sms, c.perSM, g, c.want)
+	for _, c := range []struct{ N, sms, want int }{{1, 132, 1}, {200, 132, 200}, {16384, 132, 264}, {5, 0, 2}} {
+		if g := ceGrid(c.N, c.sms); g != min(c.want, c.N) {
+			t.Errorf("ceGrid(%d, %d) = %d, want %d", c.N, c.sms, g, c.want)
 		}
 	}
 }

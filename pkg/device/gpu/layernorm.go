@@ -13,15 +13,13 @@ package gpu
 //
 // Fused: one kernel per op (forward: a warp per row; backward: one pass
 // over the rows into per-block partials of dweight and dbias, then
-// layernorm_reduce, 32 columns × 32 slices of partial rows per block, a block
-// row per 64 partial rows). The backward grid is as many blocks as
+// layernorm_reduce, 32 columns × 32 slices of partial rows per block). The backward grid is as many blocks as
 // are resident at once (a persistent grid), so every block sums the same
 // number of rows and the partials are few.
 // Decomposed: the CPU reference's passes, one kernel each, through fp32
 // scratch buffers (xhat, products, row means) reused across calls.
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -70,25 +68,6 @@ func (d *Device) buf(name string, bytes int) cuda.DevicePtr {
 		return hookAddr
 	}
 	return d.scratch(name, bytes)
-}
-
-// zeroedBuf is buf whose every new allocation is zeroed on the stream
-// before its first use (counters that the kernels using them leave zero).
-func (d *Device) zeroedBuf(name string, bytes int) cuda.DevicePtr {
-	if launchHook != nil {
-		return hookAddr
-	}
-	if s, ok := d.scratches[name]; ok && s.bytes >= bytes {
-		return s.ptr
-	}
-	p := d.scratch(name, bytes)
-	if p != 0 {
-		if err := d.stream.Memset8(p, 0, uint64(bytes)); err != nil {
-			d.fail(fmt.Errorf("gpu: scratch %s: %w", name, err))
-			return 0
-		}
-	}
-	return p
 }
 
 // batch runs fn, a sequence of launches, in one hop to the context's
@@ -365,33 +344,14 @@ func (d *Device) kLayerNormBackward(kernel string, dt tensor.DType, nb int, dinp
 		d.ptr(dinp), part, d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd), N, C, vec)
 }
 
-// lnReduceRows is the partial rows one block of layernorm_reduce sums
-// (two a thread of its 32 slices): enough blocks to keep the SMs busy.
-const lnReduceRows = 64
-
 // kReduce launches layernorm_reduce: d0 (C) += Σ_b part[b,0:C] and, when
-// d1 != 0, d1 (C) += Σ_b part[b,C:2C], over nb partial rows: a block per
-// 32 columns and lnReduceRows partial rows, the row groups' sums added by
-// the last block of each column group (scratch layernorm.sums, and
-// layernorm.count, zeroed when allocated and left zero by every launch).
+// d1 != 0, d1 (C) += Σ_b part[b,C:2C], over nb partial rows.
 func (d *Device) kReduce(dt tensor.DType, d0, d1, part cuda.DevicePtr, nb, C int) bool {
 	width := C
 	if d1 != 0 {
 		width = 2 * C
 	}
-	groups := min(max(1, (nb+lnReduceRows-1)/lnReduceRows), maxGridYZ)
-	R := (nb + groups - 1) / groups
-	cols := (width + 31) / 32
-	var sums, count cuda.DevicePtr
-	if groups > 1 {
-		sums = d.buf("layernorm.sums", groups*width*4)
-		count = d.zeroedBuf("layernorm.count", cols*4)
-		if sums == 0 || count == 0 {
-			return false
-		}
-	}
-	return d.run("layernorm_reduce", dt, cuda.Dim3{X: uint32(cols), Y: uint32(groups), Z: 1}, cuda.D1(lnReduceBlock), 0,
-		d0, d1, part, sums, count, nb, C, R)
+	return d.run("layernorm_reduce", dt, grid1((width+31)/32), cuda.D1(lnReduceBlock), 0, d0, d1, part, nb, C)
 }
 
 // colsumGrid is layernorm_colsum's grid: 128 columns a block in x, and in
