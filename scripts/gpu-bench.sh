@@ -224,7 +224,8 @@ bench() {
     stamp
     $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes "${BIG_MODES:-$modes}" --steps 20 --warmup 5 \
       --json "$LOGS/bench-gpt2-124M.json" || echo "bench gpt2-124M failed: $?"
-    $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16,fused+bf16+graph --steps 3 --warmup 2 --profile \
+    # BENCH_QUICK=1: gpt2-124M only (BIG_MODES) and the anchor: no profiles, no tiny and small
+    [ "${BENCH_QUICK:-0}" = 1 ] || $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16,fused+bf16+graph --steps 3 --warmup 2 --profile \
       --json "$LOGS/profile-gpt2-124M.json" || echo "profile gpt2-124M failed: $?"
     # The same step under other kernel choices (GPT2_VARIANTS: NAME=VALUE
     # settings, one run each, none by default), e.g. DRUTO_GEMM_TUNE=1.
@@ -232,10 +233,12 @@ bench() {
       env "$v" $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16,fused+bf16+graph --steps 20 --warmup 5 \
         --json "$LOGS/bench-gpt2-124M-$(echo "${v#DRUTO_}" | tr 'A-Z=_' 'a-z--').json" || echo "bench gpt2-124M $v failed: $?"
     done
-    $B/druto bench --backend gpu --configs small:32x256,tiny:8x128 --modes fused+bf16,fused+bf16+graph --steps 3 --warmup 2 --profile \
-      --json "$LOGS/profile-small-tiny.json" || echo "profile small/tiny failed: $?"
-    $B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "${SMALL_MODES:-$modes}" --steps 50 --warmup 10 \
-      --json "$LOGS/bench-tiny-small.json" || echo "bench tiny/small failed: $?"
+    if [ "${BENCH_QUICK:-0}" != 1 ]; then
+      $B/druto bench --backend gpu --configs small:32x256,tiny:8x128 --modes fused+bf16,fused+bf16+graph --steps 3 --warmup 2 --profile \
+        --json "$LOGS/profile-small-tiny.json" || echo "profile small/tiny failed: $?"
+      $B/druto bench --backend gpu --configs tiny:8x128,small:32x256 --modes "${SMALL_MODES:-$modes}" --steps 50 --warmup 10 \
+        --json "$LOGS/bench-tiny-small.json" || echo "bench tiny/small failed: $?"
+    fi
     if [ "${ANCHORS:-1}" = 1 ]; then
       # The PyTorch modes a user would pick, on the same configs (all of
       # them: python3 build/gpu/anchors/torch_gpt_bench.py).
