@@ -18,4 +18,11 @@
 // score GEMMs with softmax kernels everywhere else (the decomposed twin,
 // fp32, bf16 on sm_75, Config.NoFlash), which save the (B,NH,T,T)
 // probabilities. Device.AttentionState says which.
+//
+// Launches (gpu.go): on sm_90 and newer the fused device launches the
+// kernels that begin with pdl_enter() (a file's "// druto:pdl" line) as
+// programmatic dependent launches when NVRTC built them, so that a
+// kernel's blocks are scheduled while the kernel before it drains and wait
+// for it on the GPU; PDLEnv (DRUTO_PDL=off) turns that off and
+// Device.PDLStatus says which and why.
 package gpu
