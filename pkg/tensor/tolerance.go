@@ -106,15 +106,21 @@ func closeScaled(got, want []float64, dt DType, scale, absScale float64) error {
 
 // CloseF32 is Close for float32 slices.
 func CloseF32(got, want []float32, dt DType, scale float64) error {
-	g := make([]float64, len(got))
-	w := make([]float64, len(want))
-	for i, v := range got {
-		g[i] = float64(v)
+	return Close(widen(got), widen(want), dt, scale)
+}
+
+// CloseSumF32 is CloseSum for float32 slices.
+func CloseSumF32(got, want []float32, dt DType, scale, absScale float64) error {
+	return CloseSum(widen(got), widen(want), dt, scale, absScale)
+}
+
+// widen returns v as float64s.
+func widen(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
 	}
-	for i, v := range want {
-		w[i] = float64(v)
-	}
-	return Close(g, w, dt, scale)
+	return out
 }
 
 // RelErr returns ||got-want|| / ||want|| (Euclidean norms), the summary

@@ -101,7 +101,7 @@ func Run(dev, ref device.Device, c Case, seed uint64) Result {
 			// a long sum (RelNorm): its elements' absolute tolerance at
 			// the scale of the whole output (its RMS), which bounds what
 			// was summed where an element's terms cancel
-			err = tensor.CloseSum(f64(g), f64(w), dt, tol, rms(w))
+			err = tensor.CloseSumF32(g, w, dt, tol, rms(w))
 		} else {
 			err = tensor.CloseF32(g, w, dt, tol)
 		}
@@ -134,15 +134,6 @@ func Run(dev, ref device.Device, c Case, seed uint64) Result {
 		r.Error = err.Error()
 	}
 	return r
-}
-
-// f64 widens v.
-func f64(v []float32) []float64 {
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
-	}
-	return out
 }
 
 // rms is the root mean square of v's finite elements (0 for none).
