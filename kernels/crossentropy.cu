@@ -1,12 +1,13 @@
 // crossentropy.cu: softmax cross-entropy over the vocabulary, the "fused
 // classifier" (pkg/device/gpu/crossentropy.go).
 //
-// druto:kernel crossentropy_fused_l3
+// druto:kernel crossentropy_fused_l3 crossentropy_fused_tma
 // druto:kernel ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad
-// druto:pdl crossentropy_fused_l3
+// druto:pdl crossentropy_fused_l3 crossentropy_fused_tma
 // druto:dtypes f32 bf16 f16
 //
-// Fused (crossentropy_fused_l3): per row, Σ exp(x - max) in fp32; thread 0 writes
+// Fused (crossentropy_fused_tma on sm_90, crossentropy_fused_l3 elsewhere,
+// both described below): per row, Σ exp(x - max) in fp32; thread 0 writes
 // losses[row] = log(sum) - (x[target] - max); when dscale != 0 the row is
 // overwritten with (exp(x - max)/sum - onehot)·dscale in T. No probability
 // buffer exists. Bytes: the logits read once and, with dscale != 0, written
@@ -264,6 +265,152 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
             if (tid == 0 && ok) store(x, tgt, (ce_ex2(fmaf(xt, L2E, -ml)) * inv - 1.0f) * dscale);
         }
     }
+}
+
+// ---- crossentropy_fused_tma: rows brought into shared memory by TMA --
+//
+// Nsight Compute on the H200 found crossentropy_fused_l3 bound by issue
+// and latency (about 19 instructions a logit, the loads in flight limited
+// by what registers and L1 can hold) and reading 1.94 GB from DRAM for 1.65
+// GB of logits (pass 2's L2 re-reads miss); keeping the row in shared
+// memory with ordinary loads cost more than it saved (9b12e3c, 3cffc4d:
+// the loads staged through registers, and L1 shrunk to make room).
+// crossentropy_fused_tma has Hopper's bulk copy engine (cp.async.bulk, one
+// instruction for a whole row, completion counted in bytes on an mbarrier)
+// bring each row into shared memory, two row buffers a block: while the
+// block works on row r in one buffer, row r + gridDim.x streams into the
+// other. Pass 1 (the row's max and Σ exp) and pass 2 (the gradient,
+// written to global memory over the logits) read shared memory only, so
+// DRAM sees each logit read once and written once, and a thread issues
+// about 3 instructions a logit a pass.
+//
+// One block of CE_TMA_THREADS an SM (2·V·sizeof(T) bytes of dynamic shared
+// memory: 196.5 KB for GPT-2's bf16 rows), a persistent grid. sm_90 and
+// newer, built by NVRTC 12 or newer (PTX ISA 8.0; the embedded PTX, made by
+// nvcc 11.8, has an empty body: the launcher never picks it); V a multiple of the 16-byte vector,
+// logits 16-byte aligned. The same results as crossentropy_fused_l3 but
+// for the order of the sums (loss within fp32 rounding; the gradient from
+// the same formulas).
+
+// druto:block CE_TMA_THREADS crossentropy_fused_tma
+#define CE_TMA_THREADS 1024
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDACC_VER_MAJOR__ >= 12
+#define CE_HAVE_TMA 1
+
+extern __shared__ __align__(128) unsigned char ce_tma_rows[];
+
+// ce_bar_init makes the mbarrier at shared address bar expect one arrival a phase.
+__device__ __forceinline__ void ce_bar_init(unsigned bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+
+// ce_bulk_load copies bytes (a multiple of 16) from global src to shared
+// dst (both 16-byte aligned); the mbarrier's current phase completes when
+// they have landed.
+__device__ __forceinline__ void ce_bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+// ce_bar_wait returns once the mbarrier's phase of the given parity has completed.
+__device__ __forceinline__ void ce_bar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+#endif
+
+// losses (N) F32, logits (N,V) T, targets (N); dynamic shared memory 2·V·sizeof(T)
+extern "C" __global__ void __launch_bounds__(CE_TMA_THREADS, 1) crossentropy_fused_tma(float* __restrict__ losses, T* __restrict__ logits,
+                                                                               const int* __restrict__ targets, int N, int V,
+                                                                               float dscale, const float* __restrict__ dscale_mul) {
+    pdl_enter();
+#ifdef CE_HAVE_TMA
+    if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
+    __shared__ float red[64];
+    __shared__ __align__(8) unsigned long long bars[2];
+    const int tid = threadIdx.x;
+    const int nv = V / CE_VEC;
+    const unsigned rowBytes = (unsigned)V * (unsigned)sizeof(T);
+    const unsigned rows0 = (unsigned)__cvta_generic_to_shared(ce_tma_rows);
+    const unsigned bar0 = (unsigned)__cvta_generic_to_shared(&bars[0]);
+    const float L2E = 1.4426950408889634f;
+    if (tid == 0) {
+        ce_bar_init(bar0);
+        ce_bar_init(bar0 + 8);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (tid == 0 && blockIdx.x < N) ce_bulk_load(rows0, logits + (size_t)blockIdx.x * V, rowBytes, bar0);
+    int k = 0;
+    for (int row = blockIdx.x; row < N; row += gridDim.x, k++) {
+        const int b = k & 1;
+        // The other buffer's last reader was the previous row, which every
+        // thread finished before the barrier that ended it.
+        const int next = row + gridDim.x;
+        if (tid == 0 && next < N) ce_bulk_load(rows0 + (b ^ 1) * rowBytes, logits + (size_t)next * V, rowBytes, bar0 + 8 * (b ^ 1));
+        const int tgt = targets[row];
+        const bool ok = tgt >= 0 && tgt < V;
+        const uint4* sv = reinterpret_cast<const uint4*>(ce_tma_rows + b * rowBytes);
+        ce_bar_wait(bar0 + 8 * b, (k >> 1) & 1);
+
+        // pass 1: the running (max, sum of exp(x - max)), two vectors a step
+        float m = CE_NEG_INF, s = 0.0f;
+        for (int i = tid; i < nv; i += 2 * CE_TMA_THREADS) {
+            vec16 p[2];
+            const bool two = i + CE_TMA_THREADS < nv;
+            p[0].u = sv[i];
+            if (two) p[1].u = sv[i + CE_TMA_THREADS];
+            float lm = CE_NEG_INF;
+#pragma unroll
+            for (int e = 0; e < CE_VEC; e++) lm = fmaxf(lm, load(p[0].e, e));
+            if (two) {
+#pragma unroll
+                for (int e = 0; e < CE_VEC; e++) lm = fmaxf(lm, load(p[1].e, e));
+            }
+            if (lm > m) {
+                s *= ce_ex2(fmaf(m, L2E, -lm * L2E)); // exp(m - lm); 0 while m is -inf
+                m = lm;
+            }
+            const float ml = ce_ml(m);
+#pragma unroll
+            for (int e = 0; e < CE_VEC; e++) s += ce_ex2(fmaf(load(p[0].e, e), L2E, -ml));
+            if (two) {
+#pragma unroll
+                for (int e = 0; e < CE_VEC; e++) s += ce_ex2(fmaf(load(p[1].e, e), L2E, -ml));
+            }
+        }
+        ce_block_lse(m, s, red);
+        const float xt = ok ? load(reinterpret_cast<const T*>(sv), tgt) : 0.0f;
+        if (tid == 0) losses[row] = ok ? logf(s) - (xt - m) : CE_NAN;
+        if (dscale != 0.0f) {
+            // pass 2: exp(x - m)·dscale/sum from shared memory over the
+            // logits in global memory; the target's (p - 1)·dscale in place
+            const float ml = m * L2E, inv = 1.0f / s, sc = dscale / s;
+            const int tv = ok ? tgt / CE_VEC : -1;
+            uint4* xv = reinterpret_cast<uint4*>(logits + (size_t)row * V);
+            for (int i = tid; i < nv; i += CE_TMA_THREADS) {
+                vec16 p;
+                p.u = sv[i];
+                float o[CE_VEC];
+#pragma unroll
+                for (int e = 0; e < CE_VEC; e++) o[e] = ce_ex2(fmaf(load(p.e, e), L2E, -ml)) * sc;
+                xv[i] = pack16(o);
+                // the target over it, by the same thread (so after it); o[tgt % CE_VEC]
+                // would index registers by a variable and put o in local memory
+                if (i == tv) store(logits + (size_t)row * V, tgt, (ce_ex2(fmaf(xt, L2E, -ml)) * inv - 1.0f) * dscale);
+            }
+        }
+        __syncthreads(); // buffer b is read; it is refilled two rows on
+    }
+#endif
 }
 
 // mx (N) F32 = max_j logits[i,j]; one block per row

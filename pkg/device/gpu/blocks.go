@@ -24,6 +24,7 @@ var (
 	gnBlock        = kernels.MustBlock("gradnorm.cu", "GN_THREADS")
 	stepBlock      = kernels.MustBlock("step.cu", "ST_THREADS")
 	ce3Block       = kernels.MustBlock("crossentropy.cu", "CE3_THREADS")
+	ceTMABlock     = kernels.MustBlock("crossentropy.cu", "CE_TMA_THREADS")
 	ceEWBlock      = kernels.MustBlock("crossentropy.cu", "CE_EW_BLOCK")
 	encBlock       = kernels.MustBlock("encoder.cu", "ENC_BLOCK")
 	encThreads     = kernels.MustBlock("encoder.cu", "ENC_THREADS") // the backward's sort, segment and fixup kernels

@@ -86,6 +86,11 @@ type Device struct {
 	funcs map[kernelKey]*cuda.Function
 	errs  map[kernelKey]error // why a kernel is unavailable
 	pdl   map[kernelKey]bool  // launched as programmatic dependent launches (pdlOK)
+	// tmaSmem is the dynamic shared memory crossentropy_fused_tma may take
+	// a block, where it runs (tmaOK); noTMA: the micro-benchmarks'
+	// fused-l3 form, crossentropy_fused_l3 where the TMA kernel would run.
+	tmaSmem map[kernelKey]int
+	noTMA   bool
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
@@ -178,7 +183,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	}
 	d := &Device{
 		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
-		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{},
+		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, tmaSmem: map[kernelKey]int{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}
 	ok := false
@@ -251,6 +256,12 @@ func (d *Device) build(cfg Config, pdlOn bool) error {
 			continue
 		}
 		d.funcs[key] = k.Func
+		if k.Kernel == kernCETMA && d.nvrtc != nil && tmaOK(k, d.ctx.Device.Major, d.nvrtc.Major) {
+			// its rows take what shared memory a block can have
+			if n := d.ctx.Device.SharedPerBlock - k.Attr.SharedStatic; n > 0 && k.Func.SetMaxDynamicShared(n) == nil {
+				d.tmaSmem[key] = n
+			}
+		}
 		if pdlOn && d.fused && pdlOK(k, d.ctx.Device.Major, d.ctx.PDL()) {
 			d.pdl[key] = true
 		}
@@ -598,6 +609,13 @@ func pdlEnv() (bool, error) {
 // compiled by NVRTC for this sm_90+ device. The embedded PTX is made for
 // compute_75 or _80, where pdl_enter compiles to nothing, so a kernel
 // JIT-compiled from it must keep the stream's full serialisation.
+// tmaOK reports whether k has its Hopper bulk-copy (TMA) code: sm_90 or
+// newer, built there by NVRTC 12 or newer (PTX ISA 8.0). The embedded PTX,
+// made by nvcc 11.8, and older NVRTCs compile an empty body in its place.
+func tmaOK(k *Built, major, nvrtcMajor int) bool {
+	return major >= 9 && nvrtcMajor >= 12 && (k.From == FromNVRTC || k.From == FromCache)
+}
+
 func pdlOK(k *Built, major int, launchEx bool) bool {
 	return k.PDL && launchEx && major >= 9 && (k.From == FromNVRTC || k.From == FromCache)
 }

@@ -163,7 +163,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	ceiling := o.CeilingGBps
 	def, defEpi, defDNN := fused.flashV2, fused.dgeluEpi, fused.dnn.on // the flash variant, DGELU form and attention backend New chose
 	restore := func(d *Device) {
-		d.noFlash, d.flashV2, d.ltx.force = false, def, 0
+		d.noFlash, d.flashV2, d.ltx.force, d.noTMA = false, def, 0, false
 		if d == fused {
 			d.dgeluEpi, d.dnn.on = defEpi, defDNN
 		}
@@ -178,6 +178,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		epi     bool // gemm_mlp_proj_bwd: MatmulBackwardGELU's epilogue form (Device.dgeluEpi)
 		cudnn   bool // attention rows: cuDNN's fused attention (cudnn.go); the other fused rows run the own kernels
 		dirty   bool // the old write flush (L2 left dirty) before each run
+		noTMA   bool // crossentropy: crossentropy_fused_l3 where the TMA kernel runs (Device.noTMA)
 	}
 	for _, name := range ops {
 		forms := []form{{d: fused, mode: "fused", flashV2: def, epi: defEpi, cudnn: defDNN}, {d: plain, mode: "decomposed"}}
@@ -195,6 +196,9 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 				old.dirty, old.mode = true, "fused-dirty-l2"
 				forms = append(forms, old)
 			}
+		case name == "crossentropy_fused_classifier" && len(fused.tmaSmem) > 0:
+			// the TMA kernel (fused) beside the one it replaces
+			forms = []form{forms[0], {d: fused, mode: "fused-l3", flashV2: def, epi: defEpi, cudnn: defDNN, noTMA: true}, forms[1]}
 		case name == "gemm_mlp_proj_bwd":
 			// MatmulBackwardGELU's other fused form beside the default
 			other := "fused-epilogue"
@@ -223,7 +227,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		}
 		var opBytes int64 // the op's bytes, for its copy-same-bytes row
 		for _, f := range forms {
-			f.d.noFlash, f.d.flashV2, f.d.ltx.force = f.noFlash, f.flashV2, f.algo
+			f.d.noFlash, f.d.flashV2, f.d.ltx.force, f.d.noTMA = f.noFlash, f.flashV2, f.algo, f.noTMA
 			if f.d == fused {
 				f.d.dgeluEpi, f.d.dnn.on = f.epi, f.cudnn
 			}
