@@ -116,6 +116,50 @@ __device__ __forceinline__ void store(float* p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store(bf16* p, size_t i, float v) { p[i] = from_f32<bf16>(v); }
 __device__ __forceinline__ void store(f16* p, size_t i, float v) { p[i] = from_f32<f16>(v); }
 
+// ---- Hopper bulk copies (TMA) --------------------------------------------
+//
+// DRUTO_HAVE_TMA is defined where the bulk-copy instructions exist: sm_90
+// and newer, compiled by a CUDA 12+ compiler (PTX ISA 8.0). The embedded
+// PTX (nvcc 11.8) and older NVRTCs compile without it; the launchers only
+// pick the kernels that need it where tmaOK (pkg/device/gpu) holds.
+// Addresses of shared memory are 32-bit shared-window addresses
+// (__cvta_generic_to_shared); mbarriers are 8-byte aligned.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDACC_VER_MAJOR__ >= 12
+#define DRUTO_HAVE_TMA 1
+
+// tma_bar_init makes the mbarrier at bar expect one arrival a phase; after
+// the inits, one tma_bar_fence, then a barrier of the block.
+__device__ __forceinline__ void tma_bar_init(unsigned bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void tma_bar_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+// tma_expect arrives on bar's phase, which then completes when bytes have
+// landed by tma_load's copies counted on it.
+__device__ __forceinline__ void tma_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// tma_load copies bytes (a multiple of 16) from global src to shared dst,
+// both 16-byte aligned, counted on bar.
+__device__ __forceinline__ void tma_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+// tma_bar_wait returns once bar's phase of the given parity has completed.
+__device__ __forceinline__ void tma_bar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+#endif
+
 // ---- 128-bit vectors of T -----------------------------------------------
 
 // vec16 is one 128-bit vector of T (16-byte loads and stores).

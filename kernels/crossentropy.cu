@@ -295,36 +295,8 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
 // druto:block CE_TMA_THREADS crossentropy_fused_tma
 #define CE_TMA_THREADS 1024
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDACC_VER_MAJOR__ >= 12
-#define CE_HAVE_TMA 1
-
+#ifdef DRUTO_HAVE_TMA
 extern __shared__ __align__(128) unsigned char ce_tma_rows[];
-
-// ce_bar_init makes the mbarrier at shared address bar expect one arrival a phase.
-__device__ __forceinline__ void ce_bar_init(unsigned bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
-
-// ce_bulk_load copies bytes (a multiple of 16) from global src to shared
-// dst (both 16-byte aligned); the mbarrier's current phase completes when
-// they have landed.
-__device__ __forceinline__ void ce_bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-
-// ce_bar_wait returns once the mbarrier's phase of the given parity has completed.
-__device__ __forceinline__ void ce_bar_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
 #endif
 
 // losses (N) F32, logits (N,V) T, targets (N); dynamic shared memory 2·V·sizeof(T)
@@ -332,7 +304,7 @@ extern "C" __global__ void __launch_bounds__(CE_TMA_THREADS, 1) crossentropy_fus
                                                                                const int* __restrict__ targets, int N, int V,
                                                                                float dscale, const float* __restrict__ dscale_mul) {
     pdl_enter();
-#ifdef CE_HAVE_TMA
+#ifdef DRUTO_HAVE_TMA
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
     __shared__ float red[64];
     __shared__ __align__(8) unsigned long long bars[2];
@@ -343,23 +315,29 @@ extern "C" __global__ void __launch_bounds__(CE_TMA_THREADS, 1) crossentropy_fus
     const unsigned bar0 = (unsigned)__cvta_generic_to_shared(&bars[0]);
     const float L2E = 1.4426950408889634f;
     if (tid == 0) {
-        ce_bar_init(bar0);
-        ce_bar_init(bar0 + 8);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        tma_bar_init(bar0);
+        tma_bar_init(bar0 + 8);
+        tma_bar_fence();
     }
     __syncthreads();
-    if (tid == 0 && blockIdx.x < N) ce_bulk_load(rows0, logits + (size_t)blockIdx.x * V, rowBytes, bar0);
+    if (tid == 0 && blockIdx.x < N) {
+        tma_expect(bar0, rowBytes);
+        tma_load(rows0, logits + (size_t)blockIdx.x * V, rowBytes, bar0);
+    }
     int k = 0;
     for (int row = blockIdx.x; row < N; row += gridDim.x, k++) {
         const int b = k & 1;
         // The other buffer's last reader was the previous row, which every
         // thread finished before the barrier that ended it.
         const int next = row + gridDim.x;
-        if (tid == 0 && next < N) ce_bulk_load(rows0 + (b ^ 1) * rowBytes, logits + (size_t)next * V, rowBytes, bar0 + 8 * (b ^ 1));
+        if (tid == 0 && next < N) {
+            tma_expect(bar0 + 8 * (b ^ 1), rowBytes);
+            tma_load(rows0 + (b ^ 1) * rowBytes, logits + (size_t)next * V, rowBytes, bar0 + 8 * (b ^ 1));
+        }
         const int tgt = targets[row];
         const bool ok = tgt >= 0 && tgt < V;
         const uint4* sv = reinterpret_cast<const uint4*>(ce_tma_rows + b * rowBytes);
-        ce_bar_wait(bar0 + 8 * b, (k >> 1) & 1);
+        tma_bar_wait(bar0 + 8 * b, (k >> 1) & 1);
 
         // pass 1: the running (max, sum of exp(x - max)), two vectors a step
         float m = CE_NEG_INF, s = 0.0f;

@@ -3,13 +3,13 @@
 //
 // druto:kernel layernorm_forward layernorm_forward_rf32
 // druto:kernel residual_layernorm_forward residual_layernorm_forward_rf32
-// druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce
+// druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce layernorm_backward_tma_rf32
 // druto:kernel add add_rf32
 // druto:kernel layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
 // druto:kernel layernorm_normalise layernorm_normalise_rf32 layernorm_affine
 // druto:kernel layernorm_colsum layernorm_colsum_f32 layernorm_mul_dout layernorm_dnorm layernorm_mul
 // druto:kernel layernorm_dinp layernorm_dinp_rf32
-// druto:pdl layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_backward layernorm_backward_rf32 layernorm_reduce add add_rf32
+// druto:pdl layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_backward layernorm_backward_rf32 layernorm_reduce add add_rf32 layernorm_backward_tma_rf32
 // druto:dtypes f32 bf16 f16
 //
 // Types: out, weight, bias and dout are T (the policy's working type). The
@@ -43,7 +43,9 @@
 //     block per row, each column owned by one thread, summed straight into
 //     the block's partial. layernorm_reduce then adds the partials in block
 //     order into dweight and dbias. No atomics: for a given grid the bits
-//     do not change between runs. (A variant with the next row's loads in
+//     do not change between runs. On sm_90, layernorm_backward_tma_rf32
+//     (below) does the same with the rows brought into shared memory by
+//     the bulk-copy engine. (A variant with the next row's loads in
 //     flight, layernorm_backward3, measured 62.3% of copy bandwidth against
 //     this kernel's 65.2% on the H200, and is gone.)
 //
@@ -387,6 +389,154 @@ extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, flo
                                                    const float* __restrict__ rstd, int N, int C, int vec) {
     pdl_enter();
     ln_backward<float>(dinp, part, dout, inp, weight, mean, rstd, N, C, vec);
+}
+
+// ---- layernorm_backward_tma_rf32: rows brought into shared memory by TMA
+//
+// layernorm_backward_rf32 holds each row's x, dout and dinp in registers
+// (126 of them, 16 warps an SM): the bytes an SM has in flight are bounded
+// by its registers and L1, and Nsight Compute found it latency-bound at
+// about 85% of the copy bandwidth inside the kernel. Here Hopper's
+// bulk-copy engine (common.cuh, tma_load) brings chunks of LN_TMA_ROWS
+// consecutive rows (x, dinp and dout: three copies, one mbarrier) into a
+// ring of `stages` shared-memory buffers, stages - 1 chunks ahead of the
+// one the block works on; warp w takes row w of a chunk, each lane the
+// same float4 groups as layernorm_backward_rf32 (l, l + 32, ...), the row's
+// two sums in the same order (dinp is bit-identical to it), and keeps its
+// columns' dweight and dbias sums in registers across its rows. The block
+// then adds its warps' sums in warp order into part[blockIdx.x] (the same
+// layout, so layernorm_reduce adds them). One block an SM, a persistent
+// grid; chunk c of block b is b + c·gridDim.x.
+//
+// Needs: DRUTO_HAVE_TMA (sm_90, NVRTC 12+: the launcher checks), C % 8 == 0
+// and C <= 128·LN_G, 16-byte aligned rows; dynamic shared memory
+// stages · LN_TMA_ROWS · C · (8 + sizeof(T)) bytes.
+
+// druto:block LN_TMA_BLOCK layernorm_backward_tma_rf32
+#define LN_TMA_BLOCK 256
+#define LN_TMA_ROWS (LN_TMA_BLOCK / 32)
+#define LN_TMA_MAX_STAGES 4
+
+#ifdef DRUTO_HAVE_TMA
+extern __shared__ __align__(128) unsigned char ln_tma_rows[];
+#endif
+
+extern "C" __global__ void __launch_bounds__(LN_TMA_BLOCK, 1) layernorm_backward_tma_rf32(
+    float* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout, const float* __restrict__ inp,
+    const T* __restrict__ weight, const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C, int stages) {
+    pdl_enter();
+#ifdef DRUTO_HAVE_TMA
+    __shared__ __align__(8) unsigned long long bars[LN_TMA_MAX_STAGES];
+    stages = max(1, min(stages, LN_TMA_MAX_STAGES)); // the launcher's (lnTMAMaxStages); fewer fit its memory too
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int ng = C >> 2;
+    const int nchunks = (N + LN_TMA_ROWS - 1) / LN_TMA_ROWS;
+    // a stage: [x: ROWS·C f32][dinp: ROWS·C f32][dout: ROWS·C T]
+    const unsigned xBytes = LN_TMA_ROWS * C * 4, stageBytes = 2 * xBytes + LN_TMA_ROWS * C * (unsigned)sizeof(T);
+    const unsigned rows0 = (unsigned)__cvta_generic_to_shared(ln_tma_rows);
+    const unsigned bar0 = (unsigned)__cvta_generic_to_shared(&bars[0]);
+    if (tid == 0) {
+        for (int s = 0; s < stages; s++) tma_bar_init(bar0 + 8 * s);
+        tma_bar_fence();
+    }
+    __syncthreads();
+    // issue brings chunk j of this block (if any) into stage j % stages.
+    auto issue = [&](int j) {
+        const int c = blockIdx.x + j * gridDim.x;
+        if (c >= nchunks) return;
+        const int r0 = c * LN_TMA_ROWS, nr = min(LN_TMA_ROWS, N - r0);
+        const unsigned st = rows0 + (unsigned)(j % stages) * stageBytes, bar = bar0 + 8 * (j % stages);
+        const unsigned fb = (unsigned)(nr * C) * 4, tb = (unsigned)(nr * C) * (unsigned)sizeof(T);
+        tma_expect(bar, 2 * fb + tb);
+        tma_load(st, inp + (size_t)r0 * C, fb, bar);
+        tma_load(st + xBytes, dinp + (size_t)r0 * C, fb, bar);
+        tma_load(st + 2 * xBytes, dout + (size_t)r0 * C, tb, bar);
+    };
+    if (tid == 0) {
+        for (int j = 0; j < stages - 1; j++) issue(j);
+    }
+    float aw[4 * LN_G], ab[4 * LN_G];
+#pragma unroll
+    for (int i = 0; i < 4 * LN_G; i++) aw[i] = ab[i] = 0.0f;
+    for (int j = 0;; j++) {
+        const int c = blockIdx.x + j * gridDim.x;
+        if (c >= nchunks) break;
+        // stage (j - 1) % stages was last read in iteration j - 1, which
+        // every thread finished before the barrier that ended it
+        if (tid == 0) issue(j + stages - 1);
+        const int s = j % stages;
+        tma_bar_wait(bar0 + 8 * s, (unsigned)(j / stages) & 1u);
+        const int row = c * LN_TMA_ROWS + warp;
+        if (row < N) {
+            const unsigned char* st = ln_tma_rows + (size_t)s * stageBytes;
+            const float* xs = reinterpret_cast<const float*>(st) + (size_t)warp * C;
+            const float* ds = reinterpret_cast<const float*>(st + xBytes) + (size_t)warp * C;
+            const T* gs = reinterpret_cast<const T*>(st + 2 * xBytes) + (size_t)warp * C;
+            const float m = mean[row], sd = rstd[row];
+            float sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    float4 xv = *reinterpret_cast<const float4*>(xs + 4 * g);
+                    Raw4 gv = *reinterpret_cast<const Raw4*>(gs + 4 * g);
+                    F4 wv = ld4(weight + 4 * g);
+                    const float xa[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float n = sd * (xa[e] - m), dn = wv.v[e] * raw4_at(gv, e);
+                        sdn += dn;
+                        sdnn += dn * n;
+                    }
+                }
+            }
+            const float mdn = warp_sum(sdn) / (float)C, mdnn = warp_sum(sdnn) / (float)C;
+            const size_t off = (size_t)row * C;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                int g = lane + 32 * k;
+                if (g < ng) {
+                    float4 xv = *reinterpret_cast<const float4*>(xs + 4 * g);
+                    float4 dv = *reinterpret_cast<const float4*>(ds + 4 * g);
+                    Raw4 gv = *reinterpret_cast<const Raw4*>(gs + 4 * g);
+                    F4 wv = ld4(weight + 4 * g);
+                    const float xa[4] = {xv.x, xv.y, xv.z, xv.w};
+                    F4 di;
+                    di.v[0] = dv.x, di.v[1] = dv.y, di.v[2] = dv.z, di.v[3] = dv.w;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float gg = raw4_at(gv, e);
+                        float n = sd * (xa[e] - m), dn = wv.v[e] * gg;
+                        aw[4 * k + e] += n * gg;
+                        ab[4 * k + e] += gg;
+                        di.v[e] = di.v[e] + sd * (dn - mdn - n * mdnn);
+                    }
+                    st4(dinp + off + 4 * g, di);
+                }
+            }
+        }
+        __syncthreads(); // stage s is read; it is refilled stages - 1 chunks on
+    }
+    // The block's partial: each warp's sums into the (now idle) stage
+    // memory, 2C floats a warp, then added in warp order.
+    float* acc = reinterpret_cast<float*>(ln_tma_rows) + (size_t)warp * 2 * C;
+#pragma unroll
+    for (int k = 0; k < LN_G; k++) {
+        int g = lane + 32 * k;
+        if (g < ng) {
+            *reinterpret_cast<float4*>(acc + 4 * g) = make_float4(aw[4 * k], aw[4 * k + 1], aw[4 * k + 2], aw[4 * k + 3]);
+            *reinterpret_cast<float4*>(acc + C + 4 * g) = make_float4(ab[4 * k], ab[4 * k + 1], ab[4 * k + 2], ab[4 * k + 3]);
+        }
+    }
+    __syncthreads();
+    const float* all = reinterpret_cast<const float*>(ln_tma_rows);
+    float* pb = part + (size_t)blockIdx.x * 2 * C;
+    for (int i = tid; i < 2 * C; i += LN_TMA_BLOCK) {
+        float t = all[i];
+        for (int w = 1; w < LN_TMA_ROWS; w++) t += all[(size_t)w * 2 * C + i];
+        pb[i] = t;
+    }
+#endif
 }
 
 // d0 (C) += Σ_b part[b, 0:C] and, when d1 is not null, d1 (C) += Σ_b part[b, C:2C];

@@ -86,9 +86,9 @@ type Device struct {
 	funcs map[kernelKey]*cuda.Function
 	errs  map[kernelKey]error // why a kernel is unavailable
 	pdl   map[kernelKey]bool  // launched as programmatic dependent launches (pdlOK)
-	// tmaSmem is the dynamic shared memory crossentropy_fused_tma may take
-	// a block, where it runs (tmaOK); noTMA: the micro-benchmarks'
-	// fused-l3 form, crossentropy_fused_l3 where the TMA kernel would run.
+	// tmaSmem is the dynamic shared memory a kernel of tmaKernels may take
+	// a block, where it runs (tmaOK); noTMA: the micro-benchmarks' forms
+	// without them (fused-l3, fused-plain).
 	tmaSmem map[kernelKey]int
 	noTMA   bool
 
@@ -256,7 +256,7 @@ func (d *Device) build(cfg Config, pdlOn bool) error {
 			continue
 		}
 		d.funcs[key] = k.Func
-		if k.Kernel == kernCETMA && d.nvrtc != nil && tmaOK(k, d.ctx.Device.Major, d.nvrtc.Major) {
+		if tmaKernels[k.Kernel] && d.nvrtc != nil && tmaOK(k, d.ctx.Device.Major, d.nvrtc.Major) {
 			// its rows take what shared memory a block can have
 			if n := d.ctx.Device.SharedPerBlock - k.Attr.SharedStatic; n > 0 && k.Func.SetMaxDynamicShared(n) == nil {
 				d.tmaSmem[key] = n
@@ -609,6 +609,10 @@ func pdlEnv() (bool, error) {
 // compiled by NVRTC for this sm_90+ device. The embedded PTX is made for
 // compute_75 or _80, where pdl_enter compiles to nothing, so a kernel
 // JIT-compiled from it must keep the stream's full serialisation.
+// tmaKernels need DRUTO_HAVE_TMA (kernels/common.cuh) and take what shared
+// memory a block can have.
+var tmaKernels = map[string]bool{kernCETMA: true, kernLNBackTMA: true}
+
 // tmaOK reports whether k has its Hopper bulk-copy (TMA) code: sm_90 or
 // newer, built there by NVRTC 12 or newer (PTX ISA 8.0). The embedded PTX,
 // made by nvcc 11.8, and older NVRTCs compile an empty body in its place.

@@ -15,7 +15,11 @@ package gpu
 // over the rows into per-block partials of dweight and dbias, then
 // layernorm_reduce, 32 columns × 32 slices of partial rows per block). The backward grid is as many blocks as
 // are resident at once (a persistent grid), so every block sums the same
-// number of rows and the partials are few.
+// number of rows and the partials are few. On sm_90 (NVRTC 12+) the
+// backward of fp32 rows with C % 8 == 0 is layernorm_backward_tma_rf32:
+// the bulk-copy engine brings chunks of 8 rows into a ring of shared-memory
+// stages (lnTMAStages), one block an SM; H200, GPT-2's 16384 × 768: 59.0
+// µs against layernorm_backward_rf32's 62.8 in the same run.
 // Decomposed: the CPU reference's passes, one kernel each, through fp32
 // scratch buffers (xhat, products, row means) reused across calls.
 
@@ -322,6 +326,21 @@ func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweig
 		rs := inp.DType.Size()
 		vec = vec4(d.ptr(dinp), rs, d.ptr(inp), rs, d.ptr(dout), dt.Size(), d.ptr(weight), dt.Size())
 	}
+	if stages, smem := d.lnTMAStages(sfx, dt, C, vec); stages > 0 {
+		// layernorm_backward_tma_rf32: one block an SM
+		nb := min(d.sms(), blocks(N, lnTMARows))
+		part := d.buf("layernorm.part", nb*2*C*4)
+		if part == 0 {
+			return
+		}
+		d.batch(func() {
+			if d.run(kernLNBackTMA, dt, grid1(nb), cuda.D1(lnTMABlock), smem,
+				d.ptr(dinp), part, d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd), N, C, stages) {
+				d.kReduce(dt, d.ptr(dweight), d.ptr(dbias), part, nb, C)
+			}
+		})
+		return
+	}
 	rowsPerBlock := 1 // the general path: a block per row
 	if vec == 1 {
 		rowsPerBlock = lnBackThreads / 32 // a warp per row
@@ -336,6 +355,31 @@ func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweig
 			d.kReduce(dt, d.ptr(dweight), d.ptr(dbias), part, nb, C)
 		}
 	})
+}
+
+// lnTMAMaxStages is the most stages layernorm_backward_tma_rf32 takes
+// (LN_TMA_MAX_STAGES: the kernel clamps to it).
+const lnTMAMaxStages = 4
+
+// kernLNBackTMA is the layernorm backward whose rows the bulk-copy engine
+// brings into shared memory (sm_90, fp32 rows, the fast path's rows).
+const kernLNBackTMA = "layernorm_backward_tma_rf32"
+
+// lnTMAStages returns the shared-memory stages layernorm_backward_tma_rf32
+// runs with for rows of C and the dynamic shared memory they take, or 0
+// where it does not run: not built with its TMA code (tmaOK), not the
+// fp32-row form (sfx), C not a multiple of 8 or past the fast path, rows
+// not aligned (vec), fewer than two stages fit, or the bench's plain form.
+func (d *Device) lnTMAStages(sfx string, dt tensor.DType, C, vec int) (stages, smem int) {
+	if sfx != "_rf32" || vec != 1 || C%8 != 0 || C > lnFastMaxC || d.noTMA {
+		return 0, 0
+	}
+	stage := lnTMARows * C * (8 + dt.Size())
+	stages = min(lnTMAMaxStages, d.tmaSmem[kernelKey{kernLNBackTMA, dt}]/stage)
+	if stages < 2 {
+		return 0, 0
+	}
+	return stages, stages * stage
 }
 
 // kLayerNormBackward launches kernel (layernorm_backward(_rf32)) on nb blocks.

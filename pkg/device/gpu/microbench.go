@@ -190,6 +190,9 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
 				forms = append(forms, form{d: fused, mode: fmt.Sprintf("fused-algo%d", k), flashV2: def, algo: k, epi: defEpi, cudnn: defDNN})
 			}
+		case name == "layernorm_bwd" && fused.tmaSmem[kernelKey{kernLNBackTMA, tensor.BF16}] > 0:
+			// the TMA kernel (fused) beside layernorm_backward_rf32
+			forms = []form{forms[0], {d: fused, mode: "fused-plain", flashV2: def, epi: defEpi, cudnn: defDNN, noTMA: true}, forms[1]}
 		case name == "layernorm_fwd" || name == "residual_layernorm_fwd" || name == "layernorm_bwd":
 			if name == "layernorm_fwd" {
 				old := forms[0]

@@ -32,10 +32,11 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 		launches = append(launches, launch{kernel, dt, append([]any(nil), args...)})
 	}
 	defer func() { launchHook = nil }()
-	// crossentropy_fused_tma as on an sm_90 GPU with NVRTC 12+ (tmaOK)
+	// the TMA kernels as on an sm_90 GPU with NVRTC 12+ (tmaOK)
 	tma := map[kernelKey]int{}
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
 		tma[kernelKey{kernCETMA, dt}] = 227 << 10
+		tma[kernelKey{kernLNBackTMA, dt}] = 227 << 10
 	}
 	d := &Device{fused: true, flashV2: true, tmaSmem: tma}
 	cases := devicetest.Cases()

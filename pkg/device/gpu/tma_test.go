@@ -1,10 +1,12 @@
 package gpu
 
-// crossentropy_test.go: the classifier kernel whose rows the bulk-copy
-// engine brings into shared memory (crossentropy_fused_tma, sm_90) against
-// crossentropy_fused_l3, the kernel it replaces, at GPT-2's vocabulary:
-// rows of 100 KB, three or more rows a block (both row buffers, each
-// refilled), masked logits, targets at the row's ends and out of range.
+// tma_test.go: the kernels whose rows Hopper's bulk-copy engine brings into
+// shared memory (tmaKernels, sm_90 with NVRTC 12+) against the kernels they
+// replace, at GPT-2's shapes. crossentropy_fused_tma against
+// crossentropy_fused_l3 at GPT-2's vocabulary: rows of 100 KB, three or
+// more rows a block (both row buffers, each refilled), masked logits,
+// targets at the row's ends and out of range. layernorm_backward_tma_rf32
+// against layernorm_backward_rf32 (TestGPULayerNormBackwardTMA).
 
 import (
 	"math"
@@ -92,6 +94,60 @@ func TestGPUCrossEntropyTMA(t *testing.T) {
 		for i, v := range xo {
 			if v != xv[i] && !(math.IsNaN(float64(v)) && math.IsNaN(float64(xv[i]))) {
 				t.Fatalf("%s: the loss-only launch changed logit [%d, %d]: %v, was %v", dt, i/V, i%V, v, xv[i])
+			}
+		}
+	}
+}
+
+// TestGPULayerNormBackwardTMA: layernorm_backward_tma_rf32 against
+// layernorm_backward_rf32 at GPT-2's width, with more chunks than a block's
+// ring holds and a partial last chunk: dinp bit for bit (the same per-row
+// arithmetic), dweight and dbias within fp32 rounding (the rows are summed
+// in another order).
+func TestGPULayerNormBackwardTMA(t *testing.T) {
+	g := gpuDev(t, true)
+	if g.tmaSmem[kernelKey{kernLNBackTMA, tensor.BF16}] == 0 {
+		t.Skipf("%s has no layernorm_backward_tma_rf32 (it needs sm_90 or newer and the kernels compiled by NVRTC 12 or newer)", g.Name())
+	}
+	rng := testRNG(t)
+	const C = 768
+	N := 5*lnTMARows*g.sms() + 5
+	dout, inp := randHost(rng, tensor.BF16, 0, 1, N, C), randHost(rng, tensor.F32, 0.5, 2, N, C)
+	w, mean, rstd := randHost(rng, tensor.BF16, 1, 0.2, C), randHost(rng, tensor.F32, 0.5, 0.1, N), randHost(rng, tensor.F32, 1, 0.1, N)
+	dinp0, dw0, db0 := randHost(rng, tensor.F32, 0, 1, N, C), randHost(rng, tensor.F32, 0, 1, C), randHost(rng, tensor.F32, 0, 1, C)
+	run := func(noTMA bool) (dinp, dw, db []float32) {
+		g.noTMA = noTMA
+		defer func() { g.noTMA = false }()
+		di, dwd, dbd := toGPU(t, g, dinp0), toGPU(t, g, dw0), toGPU(t, g, db0)
+		g.LayerNormBackward(di, dwd, dbd, toGPU(t, g, dout), toGPU(t, g, inp), toGPU(t, g, w), toGPU(t, g, mean), toGPU(t, g, rstd), N, C)
+		return toHost(t, g, di).F32(), toHost(t, g, dwd).F32(), toHost(t, g, dbd).F32()
+	}
+	ti, tw, tb := run(false)
+	pi, pw, pb := run(true)
+	bad := 0
+	for i := range ti {
+		if math.Float32bits(ti[i]) != math.Float32bits(pi[i]) {
+			if bad++; bad <= 5 {
+				t.Errorf("dinp[%d, %d]: %v, layernorm_backward_rf32 %v", i/C, i%C, ti[i], pi[i])
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("dinp: %d of %d elements differ", bad, len(ti))
+	}
+	for _, p := range []struct {
+		name      string
+		got, want []float32
+	}{{"dweight", tw, pw}, {"dbias", tb, pb}} {
+		var rms float64
+		for _, v := range p.want {
+			rms += float64(v) * float64(v)
+		}
+		rms = math.Sqrt(rms / float64(len(p.want)))
+		for i := range p.got {
+			if d := math.Abs(float64(p.got[i] - p.want[i])); d > 1e-5*rms || math.IsNaN(float64(p.got[i])) {
+				t.Errorf("%s[%d]: %v, layernorm_backward_rf32 %v (rms %.3g)", p.name, i, p.got[i], p.want[i], rms)
+				break
 			}
 		}
 	}
