@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -75,8 +74,16 @@ func TestCheckpointLoadsInPyTorch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, self, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(self), "..", "..", "scripts", "torch_eval.py")
+	// From the package directory, where go test and scripts/gpu-bench.sh run
+	// a test binary (runtime.Caller's build-time path is absent where the
+	// binary was built in another tree, as on the GPU machine).
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "torch_eval.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Fatalf("torch_eval.py: %v (run the test from pkg/train)", err)
+	}
 	out, err := exec.Command(py, script, "--checkpoint", filepath.Join(dir, ModelFile), "--data", dataPath, "--batch", "4", "--seq", "32").Output()
 	if err != nil {
 		t.Fatalf("torch_eval.py: %v\n%s", err, out)
