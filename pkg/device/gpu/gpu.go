@@ -603,12 +603,6 @@ func pdlEnv() (bool, error) {
 	}
 }
 
-// pdlOK reports whether kernel k may be launched as a programmatic
-// dependent launch on a device of compute capability major.x whose driver
-// has cuLaunchKernelEx (launchEx): the kernel begins with pdl_enter and was
-// compiled by NVRTC for this sm_90+ device. The embedded PTX is made for
-// compute_75 or _80, where pdl_enter compiles to nothing, so a kernel
-// JIT-compiled from it must keep the stream's full serialisation.
 // tmaKernels need DRUTO_HAVE_TMA (kernels/common.cuh) and take what shared
 // memory a block can have.
 var tmaKernels = map[string]bool{kernCETMA: true, kernLNBackTMA: true}
@@ -620,6 +614,12 @@ func tmaOK(k *Built, major, nvrtcMajor int) bool {
 	return major >= 9 && nvrtcMajor >= 12 && (k.From == FromNVRTC || k.From == FromCache)
 }
 
+// pdlOK reports whether kernel k may be launched as a programmatic
+// dependent launch on a device of compute capability major.x whose driver
+// has cuLaunchKernelEx (launchEx): the kernel begins with pdl_enter and was
+// compiled by NVRTC for this sm_90+ device. The embedded PTX is made for
+// compute_75 or _80, where pdl_enter compiles to nothing, so a kernel
+// JIT-compiled from it must keep the stream's full serialisation.
 func pdlOK(k *Built, major int, launchEx bool) bool {
 	return k.PDL && launchEx && major >= 9 && (k.From == FromNVRTC || k.From == FromCache)
 }

@@ -178,7 +178,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		epi     bool // gemm_mlp_proj_bwd: MatmulBackwardGELU's epilogue form (Device.dgeluEpi)
 		cudnn   bool // attention rows: cuDNN's fused attention (cudnn.go); the other fused rows run the own kernels
 		dirty   bool // the old write flush (L2 left dirty) before each run
-		noTMA   bool // crossentropy: crossentropy_fused_l3 where the TMA kernel runs (Device.noTMA)
+		noTMA   bool // the kernel a TMA kernel replaces (fused-l3, fused-plain; Device.noTMA)
 	}
 	for _, name := range ops {
 		forms := []form{{d: fused, mode: "fused", flashV2: def, epi: defEpi, cudnn: defDNN}, {d: plain, mode: "decomposed"}}
