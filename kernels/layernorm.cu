@@ -406,7 +406,10 @@ extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, flo
 // columns' dweight and dbias sums in registers across its rows. The block
 // then adds its warps' sums in warp order into part[blockIdx.x] (the same
 // layout, so layernorm_reduce adds them). One block an SM, a persistent
-// grid; chunk c of block b is b + c·gridDim.x.
+// grid; block b takes the rows [b·N/G, (b+1)·N/G) of the G blocks, in
+// chunks from the first (each block's share within a row of the others',
+// where whole chunks dealt round the blocks left half of them a chunk
+// longer), and loads each row's mean and rstd a chunk ahead.
 //
 // Needs: DRUTO_HAVE_TMA (sm_90, NVRTC 12+: the launcher checks), C % 8 == 0
 // and C <= 128·LN_G, 16-byte aligned rows; dynamic shared memory
@@ -430,7 +433,10 @@ extern "C" __global__ void __launch_bounds__(LN_TMA_BLOCK, 1) layernorm_backward
     stages = max(1, min(stages, LN_TMA_MAX_STAGES)); // the launcher's (lnTMAMaxStages); fewer fit its memory too
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int ng = C >> 2;
-    const int nchunks = (N + LN_TMA_ROWS - 1) / LN_TMA_ROWS;
+    // this block's rows [lo, hi): N split evenly over the grid, so that every
+    // block ends within a row of the others (no tail of whole chunks)
+    const int lo = (int)((long long)blockIdx.x * N / gridDim.x), hi = (int)((long long)(blockIdx.x + 1) * N / gridDim.x);
+    const int nchunks = (hi - lo + LN_TMA_ROWS - 1) / LN_TMA_ROWS;
     // a stage: [x: ROWS·C f32][dinp: ROWS·C f32][dout: ROWS·C T]
     const unsigned xBytes = LN_TMA_ROWS * C * 4, stageBytes = 2 * xBytes + LN_TMA_ROWS * C * (unsigned)sizeof(T);
     const unsigned rows0 = (unsigned)__cvta_generic_to_shared(ln_tma_rows);
@@ -442,9 +448,8 @@ extern "C" __global__ void __launch_bounds__(LN_TMA_BLOCK, 1) layernorm_backward
     __syncthreads();
     // issue brings chunk j of this block (if any) into stage j % stages.
     auto issue = [&](int j) {
-        const int c = blockIdx.x + j * gridDim.x;
-        if (c >= nchunks) return;
-        const int r0 = c * LN_TMA_ROWS, nr = min(LN_TMA_ROWS, N - r0);
+        if (j >= nchunks) return;
+        const int r0 = lo + j * LN_TMA_ROWS, nr = min(LN_TMA_ROWS, hi - r0);
         const unsigned st = rows0 + (unsigned)(j % stages) * stageBytes, bar = bar0 + 8 * (j % stages);
         const unsigned fb = (unsigned)(nr * C) * 4, tb = (unsigned)(nr * C) * (unsigned)sizeof(T);
         tma_expect(bar, 2 * fb + tb);
@@ -458,21 +463,25 @@ extern "C" __global__ void __launch_bounds__(LN_TMA_BLOCK, 1) layernorm_backward
     float aw[4 * LN_G], ab[4 * LN_G];
 #pragma unroll
     for (int i = 0; i < 4 * LN_G; i++) aw[i] = ab[i] = 0.0f;
+    // the row's mean and rstd, loaded a chunk ahead (their latency hidden
+    // behind the chunk before, not paid after each stage arrives)
+    float m = 0.0f, sd = 0.0f;
+    if (lo + warp < hi) m = mean[lo + warp], sd = rstd[lo + warp];
     for (int j = 0;; j++) {
-        const int c = blockIdx.x + j * gridDim.x;
-        if (c >= nchunks) break;
+        if (j >= nchunks) break;
         // stage (j - 1) % stages was last read in iteration j - 1, which
         // every thread finished before the barrier that ended it
         if (tid == 0) issue(j + stages - 1);
         const int s = j % stages;
+        const int row = lo + j * LN_TMA_ROWS + warp;
+        float mNext = 0.0f, sdNext = 0.0f;
+        if (row + LN_TMA_ROWS < hi) mNext = mean[row + LN_TMA_ROWS], sdNext = rstd[row + LN_TMA_ROWS];
         tma_bar_wait(bar0 + 8 * s, (unsigned)(j / stages) & 1u);
-        const int row = c * LN_TMA_ROWS + warp;
-        if (row < N) {
+        if (row < hi) {
             const unsigned char* st = ln_tma_rows + (size_t)s * stageBytes;
             const float* xs = reinterpret_cast<const float*>(st) + (size_t)warp * C;
             const float* ds = reinterpret_cast<const float*>(st + xBytes) + (size_t)warp * C;
             const T* gs = reinterpret_cast<const T*>(st + 2 * xBytes) + (size_t)warp * C;
-            const float m = mean[row], sd = rstd[row];
             float sdn = 0.0f, sdnn = 0.0f;
 #pragma unroll
             for (int k = 0; k < LN_G; k++) {
@@ -515,6 +524,7 @@ extern "C" __global__ void __launch_bounds__(LN_TMA_BLOCK, 1) layernorm_backward
                 }
             }
         }
+        m = mNext, sd = sdNext;
         __syncthreads(); // stage s is read; it is refilled stages - 1 chunks on
     }
     // The block's partial: each warp's sums into the (now idle) stage
