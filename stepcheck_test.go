@@ -52,10 +52,19 @@ func TestStepChecks(t *testing.T) {
 		t.Fatalf("reference vs itself: usable %v, %d checks, notes %q", usable, len(checks), notes)
 	}
 	// The device under test runs its LM head in chunks (gpt.CompareStep):
-	// wte's gradient sums its rows in another order, nothing else differs.
+	// wte's gradient sums its rows in another order, and a native BLAS may
+	// compute a row of a chunk's product with another micro-kernel than the
+	// same row of the whole (OpenBLAS 0.3.21 on an AMD EPYC: its edge
+	// kernels add k in another order), an ulp of fp32 in dx. Under fp32
+	// that stays below 1e-6; under a 16-bit policy it can flip the rounding
+	// of the 16-bit activation gradients, one ulp of the working type
+	// (fp16 gave 1.2e-4 here, 4.9e-4 the worst tensor). A bug in the chunks
+	// is far larger: each policy gets one ulp of its working type.
+	ulp := map[string]float64{"fp32": 1e-6, "bf16": 0x1p-7, "fp16": 0x1p-10}
 	for _, c := range checks {
-		if !c.Pass || c.Error != "" || c.GradRelErr > 1e-6 {
-			t.Errorf("%+v", c)
+		lim, ok := ulp[c.Policy]
+		if !ok || !c.Pass || c.Error != "" || c.GradRelErr > lim {
+			t.Errorf("%+v (limit %g)", c, lim)
 		}
 	}
 
