@@ -410,10 +410,9 @@ extern "C" __global__ void layernorm_backward_rf32(float* __restrict__ dinp, flo
 // columns' dweight and dbias sums in registers across its rows. The block
 // then adds its warps' sums in warp order into part[blockIdx.x] (the same
 // layout, so layernorm_reduce adds them). One block an SM, a persistent
-// grid; block b takes the rows [b·N/G, (b+1)·N/G) of the G blocks, in
-// chunks from the first (each block's share within a row of the others',
-// where whole chunks dealt round the blocks left half of them a chunk
-// longer), and loads each row's mean and rstd a chunk ahead.
+// grid; block b of G takes the contiguous rows [b·N/G, (b+1)·N/G) in
+// chunks (the blocks' shares differ by at most a row), and loads each
+// row's mean and rstd a chunk ahead.
 //
 // Needs: DRUTO_HAVE_TMA (sm_90, NVRTC 12+: the launcher checks), C % 8 == 0
 // and C <= 128·LN_G, 16-byte aligned rows; dynamic shared memory
