@@ -14,7 +14,10 @@ package gpu
 // of half its bytes (so the same bytes read plus written) timed the same
 // way, the share of the large copy's bandwidth that a transfer of that size
 // reaches with its launch, ramp-up and drain (a 20 µs op pays a few µs of
-// those, which belong to it: the ceiling stays the 1 GiB copy's).
+// those, which belong to it: the ceiling stays the 1 GiB copy's). Their
+// stream rows add "cast-stream": cast_f32_bf16 over the op's bytes, a
+// kernel that only moves them, in a graph like the op's "fused-stream":
+// the share of the ceiling a launch of that size reaches at all.
 //
 // Timing: before each run the inputs an op overwrites are restored (device
 // copies, untimed) and a buffer of at least four times the L2 is read
@@ -283,6 +286,11 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 				// engines?) where the same copies queued on the stream ran at
 				// the 1 GiB copy's speed
 				{"copy-stream", func() (*kernelCase, error) { return newCopyCase(fused, opBytes) }, false},
+				// a kernel that moves the op's bytes and does nothing else
+				// (cast_f32_bf16: read two thirds, write one), in the same
+				// kind of graph as fused-stream: what a launch of this size
+				// reaches on this GPU without the copy engine's overheads
+				{"cast-stream", func() (*kernelCase, error) { return newCastCase(fused, opBytes) }, true},
 			} {
 				if st.mode == "fused-stream-nopdl" && len(fused.pdl) == 0 {
 					continue // no PDL on this device: the fused-stream row is this one
@@ -432,6 +440,25 @@ func newCopyCase(d *Device, bytes int64) (*kernelCase, error) {
 			d.fail(fmt.Errorf("gpu: bench: copy: %w", err))
 		}
 	}
+	return kc, nil
+}
+
+// newCastCase is cast_f32_bf16 over bytes/6 elements: bytes moved, two
+// thirds read (fp32) and one third written (bf16), as layernorm forward
+// moves its rows.
+func newCastCase(d *Device, bytes int64) (*kernelCase, error) {
+	n := int(bytes / 6 &^ 3)
+	a := &allocs{d: d, rng: tensor.NewRNG(uint64(time.Now().UnixNano()))}
+	src, dst := a.rand(tensor.F32, 0, 1, n), a.zeros(tensor.BF16, n)
+	kc := &kernelCase{shape: fmt.Sprintf("cast_f32_bf16 of %d elements (%.1f MB read, %.1f MB written)", n, float64(4*n)/1e6, float64(2*n)/1e6), bytes: 6 * int64(n), free: a.free}
+	if err := d.Sync(); err != nil || a.err != nil {
+		a.free()
+		if err == nil {
+			err = a.err
+		}
+		return nil, err
+	}
+	kc.run = func() { d.Cast(dst, src) }
 	return kc, nil
 }
 

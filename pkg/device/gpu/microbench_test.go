@@ -148,7 +148,7 @@ func TestGPUStreamRows(t *testing.T) {
 		}
 	}
 	one := rows["fused"]
-	for _, m := range []string{"fused-stream", "copy-stream", "copy-same-bytes"} {
+	for _, m := range []string{"fused-stream", "copy-stream", "cast-stream", "copy-same-bytes"} {
 		r, ok := rows[m]
 		if !ok {
 			t.Fatalf("no layernorm_fwd %s row: %v", m, rs)
