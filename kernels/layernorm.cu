@@ -4,12 +4,14 @@
 // druto:kernel layernorm_forward layernorm_forward_rf32
 // druto:kernel residual_layernorm_forward residual_layernorm_forward_rf32
 // druto:kernel layernorm_backward layernorm_backward_rf32 layernorm_reduce layernorm_backward_tma_rf32
+// druto:kernel layernorm_forward_rf32_c128 residual_layernorm_forward_rf32_c128 layernorm_backward_rf32_c128 layernorm_forward_rf32_c256 residual_layernorm_forward_rf32_c256 layernorm_backward_rf32_c256 layernorm_forward_rf32_c512 residual_layernorm_forward_rf32_c512 layernorm_backward_rf32_c512 layernorm_forward_rf32_c768 residual_layernorm_forward_rf32_c768 layernorm_backward_rf32_c768 layernorm_forward_rf32_c1024 residual_layernorm_forward_rf32_c1024
 // druto:kernel add add_rf32
 // druto:kernel layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
 // druto:kernel layernorm_normalise layernorm_normalise_rf32 layernorm_affine
 // druto:kernel layernorm_colsum layernorm_colsum_f32 layernorm_mul_dout layernorm_dnorm layernorm_mul
 // druto:kernel layernorm_dinp layernorm_dinp_rf32
 // druto:pdl layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_backward layernorm_backward_rf32 layernorm_reduce add add_rf32 layernorm_backward_tma_rf32
+// druto:pdl layernorm_forward_rf32_c128 residual_layernorm_forward_rf32_c128 layernorm_backward_rf32_c128 layernorm_forward_rf32_c256 residual_layernorm_forward_rf32_c256 layernorm_backward_rf32_c256 layernorm_forward_rf32_c512 residual_layernorm_forward_rf32_c512 layernorm_backward_rf32_c512 layernorm_forward_rf32_c768 residual_layernorm_forward_rf32_c768 layernorm_backward_rf32_c768 layernorm_forward_rf32_c1024 residual_layernorm_forward_rf32_c1024
 // druto:dtypes f32 bf16 f16
 //
 // Types: out, weight, bias and dout are T (the policy's working type). The
@@ -68,7 +70,7 @@
 #define LN_G 8
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
-// druto:block LN_ROW_BLOCK layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
+// druto:block LN_ROW_BLOCK layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_forward_rf32_c128 residual_layernorm_forward_rf32_c128 layernorm_forward_rf32_c256 residual_layernorm_forward_rf32_c256 layernorm_forward_rf32_c512 residual_layernorm_forward_rf32_c512 layernorm_forward_rf32_c768 residual_layernorm_forward_rf32_c768 layernorm_forward_rf32_c1024 residual_layernorm_forward_rf32_c1024 layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
 // 128 threads (4 rows a block, up to 16 blocks an SM): on the H200 at
 // GPT-2's 16384 x 768 the forward's stream rows were 78.8/77.8% of copy
 // against 77.8/77.7% with 256, the residual form 82.7/82.3 against
@@ -232,6 +234,273 @@ __device__ __forceinline__ float raw4_at(const Raw4& r, int j) {
     return to_f32(h);
 }
 #endif
+
+// ---- fixed-width forms: rows of fp32, C = 128·G --------------------------
+//
+// The kernels above take C at run time and keep LN_G = 8 float4 groups a
+// lane in registers, of which a row of C uses C/128. These are the same
+// arithmetic for one C known at compile time (every lane exactly G groups,
+// no predicates), with the loads of a row issued before anything that waits
+// on them (bench/results/dev/gpu12-lab, H200, 16384 x 768, graph streams):
+//   layernorm_forward_rf32_cC: weight and bias loaded with the row, not
+//     after the sums (where each group's load waited on the store before it):
+//     91.2% of the copy bandwidth against 82.3%, the bits unchanged;
+//   residual_layernorm_forward_rf32_cC: also every load of a and b before
+//     the first store of res: 93.8% against 86.4%, the bits unchanged;
+//   layernorm_backward_rf32_cC: layernorm_backward_rf32's warp per row with
+//     the row's x, dout and dinp in registers, blocks of LN_CBWD_BLOCK
+//     threads (one an SM at C = 768: 128 registers a thread), the warps'
+//     dweight/dbias sums in dynamic shared memory (LN_CBWD_BLOCK/32 · 2C
+//     floats); a persistent grid, layernorm_reduce after: 87.9% against the
+//     TMA kernel's 77.5% (dinp bit-identical; dweight and dbias summed over
+//     other partials, so rounded differently).
+// The launchers use them where the rows are fp32, aligned, and C is one of
+// lnCWidths; for DTYPE f32 they serve rows of T = fp32 as well.
+
+template <int G>
+__device__ __forceinline__ void lnc_forward(float* res, T* out, float* mean, float* rstd, const float* a, const T* b,
+                                            const T* weight, const T* bias, int N, bool RES) {
+    const int C = 128 * G; // a constant expression (NVRTC compiles without C++11)
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const size_t off = (size_t)row * C;
+    F4 xv[G];
+    Raw4 bq[G], wr[G], br[G];
+#pragma unroll
+    for (int k = 0; k < G; k++) {
+        const int g = lane + 32 * k;
+        xv[k] = ld4(a + off + 4 * g);
+        if (RES) bq[k] = ldraw4(b + off + 4 * g);
+    }
+#pragma unroll
+    for (int k = 0; k < G; k++) {
+        wr[k] = ldraw4(weight + 4 * (lane + 32 * k));
+        br[k] = ldraw4(bias + 4 * (lane + 32 * k));
+    }
+    if (RES) {
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) xv[k].v[j] = round_to<float>(xv[k].v[j] + raw4_at(bq[k], j));
+            st4(res + off + 4 * (lane + 32 * k), xv[k]);
+        }
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < G; k++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) sum += xv[k].v[j];
+    const float m = warp_sum(sum) / (float)C;
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < G; k++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float d = xv[k].v[j] - m;
+            sq += d * d;
+        }
+    const float s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
+#pragma unroll
+    for (int k = 0; k < G; k++) {
+        F4 ov;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float n = __fmul_rn(s, __fsub_rn(xv[k].v[j], m));
+            ov.v[j] = __fadd_rn(__fmul_rn(n, raw4_at(wr[k], j)), raw4_at(br[k], j));
+        }
+        st4(out + off + 4 * (lane + 32 * k), ov);
+    }
+    if (lane == 0) {
+        if (mean != 0) mean[row] = m;
+        if (rstd != 0) rstd[row] = s;
+    }
+}
+
+// druto:block LN_CBWD_BLOCK layernorm_backward_rf32_c128 layernorm_backward_rf32_c256 layernorm_backward_rf32_c512 layernorm_backward_rf32_c768
+#define LN_CBWD_BLOCK 512
+#define LN_CBWD_WARPS (LN_CBWD_BLOCK / 32)
+
+extern __shared__ __align__(16) float lnc_acc[]; // LN_CBWD_WARPS · 2C floats
+
+template <int G>
+__device__ __forceinline__ void lnc_backward(float* __restrict__ dinp, float* __restrict__ part,
+                                             const T* __restrict__ dout, const float* __restrict__ inp,
+                                             const T* __restrict__ weight, const float* __restrict__ mean,
+                                             const float* __restrict__ rstd, int N) {
+    const int C = 128 * G; // a constant expression (NVRTC compiles without C++11)
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float* acc = lnc_acc + warp * 2 * C;
+#pragma unroll
+    for (int k = 0; k < G; k++) {
+        const int g = lane + 32 * k;
+        *reinterpret_cast<float4*>(acc + 4 * g) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *reinterpret_cast<float4*>(acc + C + 4 * g) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    const int step = gridDim.x * LN_CBWD_WARPS;
+    for (int row = blockIdx.x * LN_CBWD_WARPS + warp; row < N; row += step) {
+        const size_t off = (size_t)row * C;
+        const float m = mean[row], s = rstd[row];
+        F4 x[G], di[G];
+        Raw4 gv[G];
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+            const int g = lane + 32 * k;
+            x[k] = ld4(inp + off + 4 * g);
+            gv[k] = ldraw4(dout + off + 4 * g);
+            di[k] = ld4(dinp + off + 4 * g);
+        }
+        float sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+            F4 wv = ld4(weight + 4 * (lane + 32 * k));
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float n = s * (x[k].v[j] - m), dn = wv.v[j] * raw4_at(gv[k], j);
+                sdn += dn;
+                sdnn += dn * n;
+            }
+        }
+        const float mdn = warp_sum(sdn) / (float)C, mdnn = warp_sum(sdnn) / (float)C;
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+            const int g = lane + 32 * k;
+            F4 wv = ld4(weight + 4 * g);
+            float4 aw = *reinterpret_cast<float4*>(acc + 4 * g);
+            float4 ab = *reinterpret_cast<float4*>(acc + C + 4 * g);
+            float nv[4], gg[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                gg[j] = raw4_at(gv[k], j);
+                float n = s * (x[k].v[j] - m), dn = wv.v[j] * gg[j];
+                nv[j] = n * gg[j];
+                di[k].v[j] = di[k].v[j] + s * (dn - mdn - n * mdnn);
+            }
+            aw.x += nv[0];
+            aw.y += nv[1];
+            aw.z += nv[2];
+            aw.w += nv[3];
+            ab.x += gg[0];
+            ab.y += gg[1];
+            ab.z += gg[2];
+            ab.w += gg[3];
+            *reinterpret_cast<float4*>(acc + 4 * g) = aw;
+            *reinterpret_cast<float4*>(acc + C + 4 * g) = ab;
+            st4(dinp + off + 4 * g, di[k]);
+        }
+    }
+    __syncthreads();
+    // The block's partial: the warps' sums added in warp order.
+    float* pb = part + (size_t)blockIdx.x * 2 * C;
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+        float t = lnc_acc[c];
+        for (int w = 1; w < LN_CBWD_WARPS; w++) t += lnc_acc[w * 2 * C + c];
+        pb[c] = t;
+    }
+}
+
+// The kernels, C = 128·G. The widths (pkg/device/gpu/layernorm.go:
+// lnCWidths, which TestLNWidths checks against these names): tiny, small,
+// 512, GPT-2 124M and (forward only: at 1024 the backward's registers spill
+// at LN_CBWD_BLOCK threads, and C = 1024 keeps the TMA kernel) 350M.
+
+extern "C" __global__ void layernorm_forward_rf32_c128(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                                     const float* __restrict__ inp, const T* __restrict__ weight,
+                                                     const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<1>((float*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, false);
+}
+extern "C" __global__ void residual_layernorm_forward_rf32_c128(float* res, T* __restrict__ out, float* __restrict__ mean,
+                                                              float* __restrict__ rstd, const float* a,
+                                                              const T* __restrict__ b, const T* __restrict__ weight,
+                                                              const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<1>(res, out, mean, rstd, a, b, weight, bias, N, true);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_CBWD_BLOCK) layernorm_backward_rf32_c128(
+    float* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout, const float* __restrict__ inp,
+    const T* __restrict__ weight, const float* __restrict__ mean, const float* __restrict__ rstd, int N) {
+    pdl_enter();
+    lnc_backward<1>(dinp, part, dout, inp, weight, mean, rstd, N);
+}
+
+extern "C" __global__ void layernorm_forward_rf32_c256(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                                     const float* __restrict__ inp, const T* __restrict__ weight,
+                                                     const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<2>((float*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, false);
+}
+extern "C" __global__ void residual_layernorm_forward_rf32_c256(float* res, T* __restrict__ out, float* __restrict__ mean,
+                                                              float* __restrict__ rstd, const float* a,
+                                                              const T* __restrict__ b, const T* __restrict__ weight,
+                                                              const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<2>(res, out, mean, rstd, a, b, weight, bias, N, true);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_CBWD_BLOCK) layernorm_backward_rf32_c256(
+    float* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout, const float* __restrict__ inp,
+    const T* __restrict__ weight, const float* __restrict__ mean, const float* __restrict__ rstd, int N) {
+    pdl_enter();
+    lnc_backward<2>(dinp, part, dout, inp, weight, mean, rstd, N);
+}
+
+extern "C" __global__ void layernorm_forward_rf32_c512(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                                     const float* __restrict__ inp, const T* __restrict__ weight,
+                                                     const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<4>((float*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, false);
+}
+extern "C" __global__ void residual_layernorm_forward_rf32_c512(float* res, T* __restrict__ out, float* __restrict__ mean,
+                                                              float* __restrict__ rstd, const float* a,
+                                                              const T* __restrict__ b, const T* __restrict__ weight,
+                                                              const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<4>(res, out, mean, rstd, a, b, weight, bias, N, true);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_CBWD_BLOCK) layernorm_backward_rf32_c512(
+    float* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout, const float* __restrict__ inp,
+    const T* __restrict__ weight, const float* __restrict__ mean, const float* __restrict__ rstd, int N) {
+    pdl_enter();
+    lnc_backward<4>(dinp, part, dout, inp, weight, mean, rstd, N);
+}
+
+extern "C" __global__ void layernorm_forward_rf32_c768(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                                     const float* __restrict__ inp, const T* __restrict__ weight,
+                                                     const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<6>((float*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, false);
+}
+extern "C" __global__ void residual_layernorm_forward_rf32_c768(float* res, T* __restrict__ out, float* __restrict__ mean,
+                                                              float* __restrict__ rstd, const float* a,
+                                                              const T* __restrict__ b, const T* __restrict__ weight,
+                                                              const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<6>(res, out, mean, rstd, a, b, weight, bias, N, true);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_CBWD_BLOCK) layernorm_backward_rf32_c768(
+    float* __restrict__ dinp, float* __restrict__ part, const T* __restrict__ dout, const float* __restrict__ inp,
+    const T* __restrict__ weight, const float* __restrict__ mean, const float* __restrict__ rstd, int N) {
+    pdl_enter();
+    lnc_backward<6>(dinp, part, dout, inp, weight, mean, rstd, N);
+}
+
+extern "C" __global__ void layernorm_forward_rf32_c1024(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                                     const float* __restrict__ inp, const T* __restrict__ weight,
+                                                     const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<8>((float*)0, out, mean, rstd, inp, (const T*)0, weight, bias, N, false);
+}
+extern "C" __global__ void residual_layernorm_forward_rf32_c1024(float* res, T* __restrict__ out, float* __restrict__ mean,
+                                                              float* __restrict__ rstd, const float* a,
+                                                              const T* __restrict__ b, const T* __restrict__ weight,
+                                                              const T* __restrict__ bias, int N) {
+    pdl_enter();
+    lnc_forward<8>(res, out, mean, rstd, a, b, weight, bias, N, true);
+}
 
 // ---- backward -----------------------------------------------------------
 

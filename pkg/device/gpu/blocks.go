@@ -15,6 +15,7 @@ var (
 	lnRowBlock    = kernels.MustBlock("layernorm.cu", "LN_ROW_BLOCK")    // a warp per row: the forward and the decomposed row means
 	lnBackThreads = kernels.MustBlock("layernorm.cu", "LN_BWD_BLOCK")    // layernorm_backward
 	lnTMABlock    = kernels.MustBlock("layernorm.cu", "LN_TMA_BLOCK")    // layernorm_backward_tma_rf32
+	lnCBackBlock  = kernels.MustBlock("layernorm.cu", "LN_CBWD_BLOCK")   // layernorm_backward_rf32_cC
 	lnTMARows     = lnTMABlock / 32                                      // rows a stage: a warp each
 	lnReduceBlock = kernels.MustBlock("layernorm.cu", "LN_REDUCE_BLOCK") // layernorm_reduce
 	lnColsumBlock = kernels.MustBlock("layernorm.cu", "LN_COLSUM_BLOCK") // layernorm_colsum(_f32)

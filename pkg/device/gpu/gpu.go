@@ -88,9 +88,13 @@ type Device struct {
 	pdl   map[kernelKey]bool  // launched as programmatic dependent launches (pdlOK)
 	// tmaSmem is the dynamic shared memory a kernel of tmaKernels may take
 	// a block, where it runs (tmaOK); noTMA: the micro-benchmarks' forms
-	// without them (fused-l3, fused-plain).
+	// without them (fused-l3, fused-generic).
 	tmaSmem map[kernelKey]int
 	noTMA   bool
+	// noFixed: the layernorm kernels of run-time C instead of the
+	// fixed-width ones (lnFixed), for the micro-benchmarks' generic forms
+	// and the tests that compare the two.
+	noFixed bool
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)

@@ -15,15 +15,23 @@ package gpu
 // over the rows into per-block partials of dweight and dbias, then
 // layernorm_reduce, 32 columns × 32 slices of partial rows per block). The backward grid is as many blocks as
 // are resident at once (a persistent grid), so every block sums the same
-// number of rows and the partials are few. On sm_90 (NVRTC 12+) the
-// backward of fp32 rows with C % 8 == 0 is layernorm_backward_tma_rf32:
-// the bulk-copy engine brings chunks of 8 rows into a ring of shared-memory
-// stages (lnTMAStages), one block an SM; H200, GPT-2's 16384 × 768: 59.0
-// µs against layernorm_backward_rf32's 62.8 in the same run.
+// number of rows and the partials are few. Rows of fp32 whose C is one of
+// lnCWidths (128, 256, 512, 768, 1024; the backward to 768) take the
+// fixed-width kernels, the same arithmetic with C known at compile time and
+// every load of a row issued first (lnFixed; H200, GPT-2's 16384 × 768 as
+// graph streams: forward 91% of the copy bandwidth against 82%, residual +
+// layernorm 94 against 86, backward with its reduce 88 against the TMA
+// kernel's 78: bench/results/dev/gpu12-lab). Other widths: on sm_90 (NVRTC
+// 12+) the backward of fp32 rows with C % 8 == 0 is
+// layernorm_backward_tma_rf32: the bulk-copy engine brings chunks of 8 rows
+// into a ring of shared-memory stages (lnTMAStages), one block an SM.
 // Decomposed: the CPU reference's passes, one kernel each, through fp32
 // scratch buffers (xhat, products, row means) reused across calls.
 
 import (
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -267,8 +275,54 @@ func (d *Device) kLayerNormForward(sfx string, dt tensor.DType, out, mean, rstd,
 	if C%4 == 0 {
 		vec = vec4(d.ptr(out), dt.Size(), d.ptr(inp), inp.DType.Size(), d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
 	}
-	d.run("layernorm_forward"+sfx, dt, grid1((N+lnRowBlock/32-1)/(lnRowBlock/32)), cuda.D1(lnRowBlock), 0,
+	grid := grid1((N + lnRowBlock/32 - 1) / (lnRowBlock / 32))
+	if k := d.lnFixed("layernorm_forward_rf32", dt, inp.DType == tensor.F32, C, vec); k != "" {
+		d.run(k, dt, grid, cuda.D1(lnRowBlock), 0, d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(inp), d.ptr(weight), d.ptr(bias), N)
+		return
+	}
+	d.run("layernorm_forward"+sfx, dt, grid, cuda.D1(lnRowBlock), 0,
 		d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, vec)
+}
+
+// lnCWidths are the C of the fixed-width kernels (kernels/layernorm.cu,
+// LN_C_KERNELS: layernorm_forward_rf32_cC, residual_layernorm_forward_rf32_cC),
+// and lnCBackMax the widest with a fixed-width backward (LN_C_BACKWARD:
+// layernorm_backward_rf32_cC). TestLNWidths checks them against the source.
+var lnCWidths = []int{128, 256, 512, 768, 1024}
+
+const lnCBackMax = 768
+
+// lnFixed returns base + "_c" + C, the fixed-width kernel for rows of C,
+// where it applies: fp32 rows (rowsF32), aligned (vec), C one of
+// lnCWidths, the kernel built (on sm_75 the backward's shared memory may
+// not be granted), and not switched off (noFixed: the micro-benchmarks'
+// generic forms and the tests that compare with them); else "".
+func (d *Device) lnFixed(base string, dt tensor.DType, rowsF32 bool, C, vec int) string {
+	if !rowsF32 || vec != 1 || d.noFixed || !slices.Contains(lnCWidths, C) {
+		return ""
+	}
+	if strings.HasPrefix(base, "layernorm_backward") && C > lnCBackMax {
+		return ""
+	}
+	k := base + "_c" + strconv.Itoa(C)
+	if launchHook == nil && d.funcs[kernelKey{k, dt}] == nil {
+		return ""
+	}
+	return k
+}
+
+// lnCBackSmem is the dynamic shared memory of layernorm_backward_rf32_cC:
+// every warp's dweight and dbias sums, 2C floats.
+func lnCBackSmem(C int) int { return lnCBackBlock / 32 * 2 * C * 4 }
+
+func init() {
+	// the fixed-width backward's sums can pass the 48 KB a block gets
+	// without asking (build: SetMaxDynamicShared)
+	for _, C := range lnCWidths {
+		if C <= lnCBackMax {
+			dynamicSmem["layernorm_backward_rf32_c"+strconv.Itoa(C)] = lnCBackSmem(C)
+		}
+	}
 }
 
 // kResidualLayerNorm launches residual_layernorm_forward(_rf32), a warp per
@@ -280,7 +334,13 @@ func (d *Device) kResidualLayerNorm(sfx string, dt tensor.DType, res, out, mean,
 		vec = vec4(d.ptr(res), rs, d.ptr(out), dt.Size(), d.ptr(a), rs, d.ptr(b), dt.Size(),
 			d.ptr(weight), dt.Size(), d.ptr(bias), dt.Size())
 	}
-	d.run("residual_layernorm_forward"+sfx, dt, grid1((N+lnRowBlock/32-1)/(lnRowBlock/32)), cuda.D1(lnRowBlock), 0,
+	grid := grid1((N + lnRowBlock/32 - 1) / (lnRowBlock / 32))
+	if k := d.lnFixed("residual_layernorm_forward_rf32", dt, res.DType == tensor.F32, C, vec); k != "" {
+		d.run(k, dt, grid, cuda.D1(lnRowBlock), 0,
+			d.ptr(res), d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b), d.ptr(weight), d.ptr(bias), N)
+		return
+	}
+	d.run("residual_layernorm_forward"+sfx, dt, grid, cuda.D1(lnRowBlock), 0,
 		d.ptr(res), d.ptr(out), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b), d.ptr(weight), d.ptr(bias), N, C, vec)
 }
 
@@ -325,6 +385,22 @@ func (d *Device) layerNormBackwardFused(sfx string, dt tensor.DType, dinp, dweig
 	if C%4 == 0 && C <= lnFastMaxC {
 		rs := inp.DType.Size()
 		vec = vec4(d.ptr(dinp), rs, d.ptr(inp), rs, d.ptr(dout), dt.Size(), d.ptr(weight), dt.Size())
+	}
+	if k := d.lnFixed("layernorm_backward_rf32", dt, inp.DType == tensor.F32, C, vec); k != "" {
+		// a persistent grid of lnCBackBlock-thread blocks
+		smem := lnCBackSmem(C)
+		nb := max(1, min(d.residentBlocks(k, dt, lnCBackBlock, smem)*d.sms(), (N+lnCBackBlock/32-1)/(lnCBackBlock/32)))
+		part := d.buf("layernorm.part", nb*2*C*4)
+		if part == 0 {
+			return
+		}
+		d.batch(func() {
+			if d.run(k, dt, grid1(nb), cuda.D1(lnCBackBlock), smem,
+				d.ptr(dinp), part, d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd), N) {
+				d.kReduce(dt, d.ptr(dweight), d.ptr(dbias), part, nb, C)
+			}
+		})
+		return
 	}
 	if stages, smem := d.lnTMAStages(sfx, dt, C, vec); stages > 0 {
 		// layernorm_backward_tma_rf32: one block an SM

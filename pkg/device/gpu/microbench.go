@@ -166,7 +166,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	ceiling := o.CeilingGBps
 	def, defEpi, defDNN := fused.flashV2, fused.dgeluEpi, fused.dnn.on // the flash variant, DGELU form and attention backend New chose
 	restore := func(d *Device) {
-		d.noFlash, d.flashV2, d.ltx.force, d.noTMA = false, def, 0, false
+		d.noFlash, d.flashV2, d.ltx.force, d.noTMA, d.noFixed = false, def, 0, false, false
 		if d == fused {
 			d.dgeluEpi, d.dnn.on = defEpi, defDNN
 		}
@@ -181,7 +181,8 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		epi     bool // gemm_mlp_proj_bwd: MatmulBackwardGELU's epilogue form (Device.dgeluEpi)
 		cudnn   bool // attention rows: cuDNN's fused attention (cudnn.go); the other fused rows run the own kernels
 		dirty   bool // the old write flush (L2 left dirty) before each run
-		noTMA   bool // the kernel a TMA kernel replaces (fused-l3, fused-plain; Device.noTMA)
+		noTMA   bool // the kernel a TMA kernel replaces (fused-l3, fused-generic; Device.noTMA)
+		noFixed bool // the layernorm kernels of run-time C (fused-generic, fused-tma; Device.noFixed)
 	}
 	for _, name := range ops {
 		forms := []form{{d: fused, mode: "fused", flashV2: def, epi: defEpi, cudnn: defDNN}, {d: plain, mode: "decomposed"}}
@@ -193,10 +194,16 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			for k := 2; k <= cuda.LtMaxCandidates; k++ {
 				forms = append(forms, form{d: fused, mode: fmt.Sprintf("fused-algo%d", k), flashV2: def, algo: k, epi: defEpi, cudnn: defDNN})
 			}
-		case name == "layernorm_bwd" && fused.tmaSmem[kernelKey{kernLNBackTMA, tensor.BF16}] > 0:
-			// the TMA kernel (fused) beside layernorm_backward_rf32
-			forms = []form{forms[0], {d: fused, mode: "fused-plain", flashV2: def, epi: defEpi, cudnn: defDNN, noTMA: true}, forms[1]}
 		case name == "layernorm_fwd" || name == "residual_layernorm_fwd" || name == "layernorm_bwd":
+			// fused: the fixed-width kernel of C = 768 (lnFixed) where
+			// built; fused-generic: the kernel of run-time C it replaces
+			// (layernorm_backward_rf32 for the backward); fused-tma: the
+			// backward's TMA kernel, the default before the fixed-width one
+			generic := form{d: fused, mode: "fused-generic", flashV2: def, epi: defEpi, cudnn: defDNN, noFixed: true, noTMA: true}
+			forms = []form{forms[0], generic, forms[1]}
+			if name == "layernorm_bwd" && fused.tmaSmem[kernelKey{kernLNBackTMA, tensor.BF16}] > 0 {
+				forms = slices.Insert(forms, 1, form{d: fused, mode: "fused-tma", flashV2: def, epi: defEpi, cudnn: defDNN, noFixed: true})
+			}
 			if name == "layernorm_fwd" {
 				old := forms[0]
 				old.dirty, old.mode = true, "fused-dirty-l2"
@@ -233,7 +240,7 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 		}
 		var opBytes int64 // the op's bytes, for its copy-same-bytes row
 		for _, f := range forms {
-			f.d.noFlash, f.d.flashV2, f.d.ltx.force, f.d.noTMA = f.noFlash, f.flashV2, f.algo, f.noTMA
+			f.d.noFlash, f.d.flashV2, f.d.ltx.force, f.d.noTMA, f.d.noFixed = f.noFlash, f.flashV2, f.algo, f.noTMA, f.noFixed
 			if f.d == fused {
 				f.d.dgeluEpi, f.d.dnn.on = f.epi, f.cudnn
 			}

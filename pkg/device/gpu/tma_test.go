@@ -116,8 +116,10 @@ func TestGPULayerNormBackwardTMA(t *testing.T) {
 	w, mean, rstd := randHost(rng, tensor.BF16, 1, 0.2, C), randHost(rng, tensor.F32, 0.5, 0.1, N), randHost(rng, tensor.F32, 1, 0.1, N)
 	dinp0, dw0, db0 := randHost(rng, tensor.F32, 0, 1, N, C), randHost(rng, tensor.F32, 0, 1, C), randHost(rng, tensor.F32, 0, 1, C)
 	run := func(noTMA bool) (dinp, dw, db []float32) {
-		g.noTMA = noTMA
-		defer func() { g.noTMA = false }()
+		// the TMA kernel against layernorm_backward_rf32, not the
+		// fixed-width kernel that C = 768 takes by default
+		g.noTMA, g.noFixed = noTMA, true
+		defer func() { g.noTMA, g.noFixed = false, false }()
 		di, dwd, dbd := toGPU(t, g, dinp0), toGPU(t, g, dw0), toGPU(t, g, db0)
 		g.LayerNormBackward(di, dwd, dbd, toGPU(t, g, dout), toGPU(t, g, inp), toGPU(t, g, w), toGPU(t, g, mean), toGPU(t, g, rstd), N, C)
 		return toHost(t, g, di).F32(), toHost(t, g, dwd).F32(), toHost(t, g, dbd).F32()
