@@ -142,8 +142,8 @@ func TestGPULayerNormFixedWidth(t *testing.T) {
 			for i, nf := range []bool{false, true} {
 				out, mean, rstd := toGPU(t, g, tensor.New(H, N, C)), toGPU(t, g, tensor.New(F, N)), toGPU(t, g, tensor.New(F, N))
 				run(nf, func() { g.LayerNorm(out, mean, rstd, toGPU(t, g, a), toGPU(t, g, w), toGPU(t, g, bias), N, C) })
-				outs[i] = toHost(t, g, out).F32()
-				stats[i] = append(toHost(t, g, mean).F32(), toHost(t, g, rstd).F32()...)
+				outs[i] = toHost(t, g, out).ToF32()
+				stats[i] = append(toHost(t, g, mean).ToF32(), toHost(t, g, rstd).ToF32()...)
 			}
 			same("layernorm out", outs[0], outs[1])
 			same("layernorm mean, rstd", stats[0], stats[1])
@@ -157,7 +157,7 @@ func TestGPULayerNormFixedWidth(t *testing.T) {
 				run(nf, func() {
 					g.ResidualLayerNorm(res, out, mean, rstd, toGPU(t, g, a), toGPU(t, g, b), toGPU(t, g, w), toGPU(t, g, bias), N, C)
 				})
-				got[i] = slices.Concat(toHost(t, g, res).F32(), toHost(t, g, out).F32(), toHost(t, g, mean).F32(), toHost(t, g, rstd).F32())
+				got[i] = slices.Concat(toHost(t, g, res).ToF32(), toHost(t, g, out).ToF32(), toHost(t, g, mean).ToF32(), toHost(t, g, rstd).ToF32())
 			}
 			same("residual layernorm res, out, mean, rstd", got[0], got[1])
 		}
@@ -173,8 +173,8 @@ func TestGPULayerNormFixedWidth(t *testing.T) {
 					defer func() { g.noTMA = false }()
 					g.LayerNormBackward(dinp, dw, db, toGPU(t, g, b), toGPU(t, g, a), toGPU(t, g, w), toGPU(t, g, mean), toGPU(t, g, rstd), N, C)
 				})
-				di[i] = toHost(t, g, dinp).F32()
-				dwb[i] = append(toHost(t, g, dw).F32(), toHost(t, g, db).F32()...)
+				di[i] = toHost(t, g, dinp).ToF32()
+				dwb[i] = append(toHost(t, g, dw).ToF32(), toHost(t, g, db).ToF32()...)
 			}
 			same("layernorm backward dinp", di[0], di[1])
 			var rms float64
