@@ -92,5 +92,5 @@ func ExampleSpeedUp() {
 	files, _ := filepath.Glob(filepath.Join(dir, "*"))
 	fmt.Println(len(b.Records), "records;", len(files), "files;", p.Title.Text)
 	// Output:
-	// 6 records; 3 files; Speed-up over the baseline
+	// 16 records; 3 files; Speed-up over the baseline
 }
