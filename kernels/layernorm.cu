@@ -51,6 +51,11 @@
 //     flight, layernorm_backward3, measured 62.3% of copy bandwidth against
 //     this kernel's 65.2% on the H200, and is gone.)
 //
+// Fixed-width forms (layernorm_forward_rf32_cC, residual_layernorm_forward_rf32_cC,
+// layernorm_backward_rf32_cC; the section "fixed-width forms" below): the same
+// arithmetic for fp32 rows of one C known at compile time, every load of a
+// row issued first; the launchers prefer them where C is one of their widths.
+//
 // Decomposed forms (what plain PyTorch runs, each a full pass):
 //   forward: layernorm_mean, layernorm_rstd (variance about the fp32 mean),
 //     layernorm_normalise into an fp32 (N,C) xhat, layernorm_affine; the
