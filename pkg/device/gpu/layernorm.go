@@ -18,10 +18,11 @@ package gpu
 // number of rows and the partials are few. Rows of fp32 whose C is one of
 // lnCWidths (128, 256, 512, 768, 1024; the backward to 768) take the
 // fixed-width kernels, the same arithmetic with C known at compile time and
-// every load of a row issued first (lnFixed; H200, GPT-2's 16384 × 768 as
-// graph streams: forward 91% of the copy bandwidth against 82%, residual +
-// layernorm 94 against 86, backward with its reduce 88 against the TMA
-// kernel's 78: bench/results/dev/gpu12-lab). Other widths: on sm_90 (NVRTC
+// every load of a row issued first (lnFixed; H200, GPT-2's 16384 × 768,
+// druto bench --kernels stream rows: forward 87.5% of the copy bandwidth
+// against 79%, residual + layernorm 88.3 against 82.6, backward with its
+// reduce 86.0 against the TMA kernel's 75.5: bench/results/dev/gpu12-ab).
+// Other widths: on sm_90 (NVRTC
 // 12+) the backward of fp32 rows with C % 8 == 0 is
 // layernorm_backward_tma_rf32: the bulk-copy engine brings chunks of 8 rows
 // into a ring of shared-memory stages (lnTMAStages), one block an SM.
@@ -285,9 +286,10 @@ func (d *Device) kLayerNormForward(sfx string, dt tensor.DType, out, mean, rstd,
 }
 
 // lnCWidths are the C of the fixed-width kernels (kernels/layernorm.cu,
-// LN_C_KERNELS: layernorm_forward_rf32_cC, residual_layernorm_forward_rf32_cC),
-// and lnCBackMax the widest with a fixed-width backward (LN_C_BACKWARD:
-// layernorm_backward_rf32_cC). TestLNWidths checks them against the source.
+// its "fixed-width forms": layernorm_forward_rf32_cC and
+// residual_layernorm_forward_rf32_cC), and lnCBackMax the widest with a
+// fixed-width backward (layernorm_backward_rf32_cC). TestLNWidths checks
+// them against the source.
 var lnCWidths = []int{128, 256, 512, 768, 1024}
 
 const lnCBackMax = 768
