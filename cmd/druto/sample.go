@@ -5,7 +5,14 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/druto/druto/internal/boundedread"
+	"github.com/druto/druto/internal/hostmem"
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device/cpu"
 
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/gpt"
@@ -18,9 +25,23 @@ func init() {
 }
 
 // loadCheckpoint opens a device and loads a model checkpoint (druto's, or
-// a GPT-2 that transformers wrote) onto it. The tokenizer is spec when not
-// empty, else the one the checkpoint records or implies.
+// a GPT-2 that transformers wrote) onto it in fp32. The tokenizer is spec
+// when not empty, else the one the checkpoint records or implies.
 func loadCheckpoint(path, spec string, be *backend) (*gpt.Model, data.Tokenizer, error) {
+	ck, tok, err := readCheckpoint(path, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, _, err := be.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := ck.Open(dev)
+	return m, tok, err
+}
+
+// readCheckpoint reads a checkpoint and settles its tokenizer (loadCheckpoint).
+func readCheckpoint(path, spec string) (*train.Checkpoint, data.Tokenizer, error) {
 	if path == "" {
 		return nil, nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train)")
 	}
@@ -40,40 +61,39 @@ func loadCheckpoint(path, spec string, be *backend) (*gpt.Model, data.Tokenizer,
 	if tok == nil {
 		return nil, nil, fmt.Errorf("%s records no tokenizer and its vocabulary of %d is neither bytes nor GPT-2's: pass --tokenizer", path, ck.Config.Vocab)
 	}
-	dev, _, err := be.open()
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := ck.Open(dev)
-	return m, tok, err
+	return ck, tok, nil
 }
 
 func runSample(args []string) error {
 	fs := newFlags("sample")
 	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors from druto train, or a transformers GPT-2)")
 	prompt := fs.String("prompt", "\n", "text to continue")
+	prompts := fs.String("prompts", "", "file of prompts, one a line, continued in batches of --batch (instead of --prompt)")
+	batch := fs.Int("batch", 0, "sequences generated together (0: every prompt of --prompts at once, else 1; with --prompt, N draws of it with seeds seed, seed+1, ...)")
 	n := fs.Int("tokens", 200, "tokens to generate")
 	temp := fs.Float64("temperature", 0.8, "sampling temperature (0: greedy)")
 	topK := fs.Int("top-k", 0, "draw among the K most likely tokens only (0: all)")
 	topP := fs.Float64("top-p", 0, "draw among the fewest most likely tokens whose probability reaches P (0 or 1: all)")
-	seed := fs.Uint64("seed", 1, "sampling seed")
-	stream := fs.Bool("stream", true, "print the text as it is generated (--stream=false: all at the end)")
+	seed := fs.Uint64("seed", 1, "sampling seed (sequence b of a batch draws with seed+b)")
+	prec := fs.String("amp", "fp32", "precision policy: fp32, bf16 or fp16 (the weights and the key/value cache in its working type)")
+	stream := fs.Bool("stream", true, "print the text as it is generated, for one sequence (--stream=false: all at the end)")
+	stats := fs.Bool("stats", false, "print the time to the first token and the tokens per second to stderr")
+	dryRun := fs.Bool("dry-run", false, "print the memory generation needs (weights, key/value cache) and exit")
 	spec := tokenizerFlag(fs, "default: the one the checkpoint records")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *n < 0 {
-		return fmt.Errorf("--tokens %d must not be negative", *n)
-	}
-	if *n > maxSampleTokens {
-		return fmt.Errorf("--tokens %d is more than %d; generate in several runs", *n, maxSampleTokens)
-	}
-	if !utf8.ValidString(*prompt) {
-		return fmt.Errorf("--prompt is not valid UTF-8; pass UTF-8 text")
-	}
-	o := train.SampleOptions{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed}
+	started := time.Now()
 	switch {
+	case *n < 1:
+		return fmt.Errorf("--tokens %d must be at least 1", *n)
+	case *n > maxSampleTokens:
+		return fmt.Errorf("--tokens %d is more than %d; generate in several runs", *n, maxSampleTokens)
+	case *batch < 0 || *batch > maxSampleBatch:
+		return fmt.Errorf("--batch %d must be in [0, %d]", *batch, maxSampleBatch)
+	case !utf8.ValidString(*prompt):
+		return fmt.Errorf("--prompt is not valid UTF-8; pass UTF-8 text")
 	case !(*temp >= 0 && *temp <= math.MaxFloat32):
 		return fmt.Errorf("--temperature %g must be a finite number >= 0 (0: greedy)", *temp)
 	case *topK < 0:
@@ -81,31 +101,133 @@ func runSample(args []string) error {
 	case !(*topP >= 0 && *topP <= 1):
 		return fmt.Errorf("--top-p %g must be in [0, 1] (0 or 1: off)", *topP)
 	}
-	m, tok, err := loadCheckpoint(*ckpt, *spec, be)
+	policy, err := amp.ParsePolicy(*prec)
+	if err != nil {
+		return fmt.Errorf("--amp: %w", err)
+	}
+	texts := []string{*prompt}
+	if *prompts != "" {
+		if texts, err = readPrompts(*prompts); err != nil {
+			return err
+		}
+	}
+	B := *batch
+	switch {
+	case B == 0 && *prompts != "":
+		B = len(texts)
+	case B == 0:
+		B = 1
+	case *prompts == "": // N draws of one prompt
+		for len(texts) < B {
+			texts = append(texts, *prompt)
+		}
+	}
+	B = min(B, len(texts))
+	ck, tok, err := readCheckpoint(*ckpt, *spec)
 	if err != nil {
 		return err
 	}
+	need := int64(ck.Config.NumParams())*4*2 + gpt.DecodeBytes(ck.Config, B, policy) // fp32 weights and their gradient buffer
+	if policy.Mixed() {
+		need += int64(ck.Config.NumParams()) * int64(policy.Half().Size())
+	}
+	if *dryRun {
+		fmt.Printf("%s, %s, batch %d: weights %.1f MiB, key/value cache %.1f MiB (%d positions a sequence), decode buffers %.1f MiB, total %.1f MiB\n",
+			ck.Config, policy, B, float64(int64(ck.Config.NumParams())*4)/(1<<20),
+			float64(gpt.KVCacheBytes(ck.Config, B, ck.Config.MaxSeq, policy))/(1<<20), ck.Config.MaxSeq,
+			float64(gpt.DecodeBytes(ck.Config, B, policy)-gpt.KVCacheBytes(ck.Config, B, ck.Config.MaxSeq, policy))/(1<<20),
+			float64(need)/(1<<20))
+		return nil
+	}
+	dev, _, err := be.open()
+	if err != nil {
+		return err
+	}
+	if _, host := dev.(*cpu.Device); host { // Go cannot recover from running out of memory: check first
+		if err := hostmem.Check(fmt.Sprintf("generating %d sequences at once with %s", B, ck.Config), need); err != nil {
+			return fmt.Errorf("%w: lower --batch", err)
+		}
+	}
+	m, err := ck.OpenAs(dev, policy)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	loaded := time.Since(started)
+	o := train.SampleOptions{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed}
 	s, err := train.NewSampler(m, tok, o)
 	if err != nil {
 		return err
 	}
-	var w io.Writer
-	if *stream {
-		w = os.Stdout
-		fmt.Print(*prompt)
+	defer s.Close()
+	one := len(texts) == 1 && *stream
+	var emit func(int, string) error
+	if one {
+		fmt.Print(texts[0])
+		emit = func(_ int, piece string) error { _, err := io.WriteString(os.Stdout, piece); return err }
 	}
-	text, err := s.Sample(*prompt, *n, w)
-	if *stream {
-		fmt.Println() // also before an error, which then starts its own line
-	}
-	if err != nil {
-		return err
-	}
-	if !*stream {
-		fmt.Println(*prompt + text)
+	for lo := 0; lo < len(texts); lo += B {
+		group := texts[lo:min(lo+B, len(texts))]
+		ids := make([][]int32, len(group))
+		for i, t := range group {
+			if ids[i], err = tok.Encode([]byte(t)); err != nil {
+				return fmt.Errorf("prompt %d: %w", lo+i+1, err)
+			}
+		}
+		out, err := s.GenerateBatch(ids, *n, emit)
+		if one {
+			fmt.Println() // also before an error, which then starts its own line
+		}
+		if err != nil {
+			return err
+		}
+		if !one {
+			for i, t := range group {
+				if lo+i > 0 {
+					fmt.Println("----")
+				}
+				fmt.Println(t + data.DecodeText(tok, out[i]))
+			}
+		}
+		if *stats {
+			st := s.Stats()
+			how := "recomputing the window each token"
+			if st.Cached {
+				how = "key/value cache"
+			}
+			fmt.Fprintf(os.Stderr, "load %.2f s, time to first token %.3f s (prefill of %d prompts), decode %.1f tokens/s (%d sequences × %d tokens, %s, %s, %s)\n",
+				loaded.Seconds(), (loaded + st.Prefill).Seconds(), len(group), st.DecodeRate(), st.Batch, st.Tokens, how, policy, dev.Name())
+		}
 	}
 	return nil
 }
+
+// readPrompts reads a file of prompts, one a line (a trailing newline and
+// CR line ends ignored; \n inside a line is not unescaped).
+func readPrompts(path string) ([]string, error) {
+	b, err := boundedread.ReadFile(path, maxPromptsBytes)
+	if err != nil {
+		return nil, fmt.Errorf("--prompts: %w", err)
+	}
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("--prompts %s is not valid UTF-8; save it as UTF-8 text", path)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if l = strings.TrimSuffix(l, "\r"); l != "" {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--prompts %s holds no prompt; write one prompt a line", path)
+	}
+	return out, nil
+}
+
+const (
+	maxSampleBatch  = 4096     // bounds --batch (and the sequences of one --prompts batch)
+	maxPromptsBytes = 64 << 20 // bounds the --prompts file
+)
 
 // maxSampleTokens bounds druto sample --tokens.
 const maxSampleTokens = 1 << 20

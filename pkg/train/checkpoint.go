@@ -3,8 +3,10 @@ package train
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/druto/druto/pkg/gpt"
 )
@@ -29,12 +31,24 @@ func hfName(name string) (string, bool) {
 
 func transpose(v []float32, rows, cols int) []float32 {
 	out := make([]float32, len(v))
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			out[c*rows+r] = v[r*cols+c]
+	transposeInto(out, v, rows, cols)
+	return out
+}
+
+// transposeInto writes the (cols, rows) transpose of v (rows, cols) into
+// out, in tiles that stay in cache.
+func transposeInto(out, v []float32, rows, cols int) {
+	const tile = 32
+	for r0 := 0; r0 < rows; r0 += tile {
+		for c0 := 0; c0 < cols; c0 += tile {
+			for r := r0; r < min(r0+tile, rows); r++ {
+				row := v[r*cols : (r+1)*cols]
+				for c := c0; c < min(c0+tile, cols); c++ {
+					out[c*rows+r] = row[c]
+				}
+			}
 		}
 	}
-	return out
 }
 
 // configMeta is the model configuration as Hugging Face GPT2Config keys.
@@ -141,22 +155,40 @@ func modelFromTensors(ts []stTensor, meta map[string]string) (gpt.Config, []floa
 		if fmt.Sprint(t.Shape) != fmt.Sprint(want) {
 			return cfg, nil, fmt.Errorf("%w: tensor %s has shape %v, the config needs %v", ErrCorrupt, name, t.Shape, want)
 		}
-		for i, v := range t.Data {
-			if !finite(float64(v)) {
-				return cfg, nil, fmt.Errorf("tensor %s holds %v at element %d: the weights are not finite, so the model cannot be used (saved from a diverged run?)", name, v, i)
-			}
+		if i := nonFinite(t.Data); i >= 0 {
+			return cfg, nil, fmt.Errorf("tensor %s holds %v at element %d: the weights are not finite, so the model cannot be used (saved from a diverged run?)", name, t.Data[i], i)
 		}
 	}
 	params := make([]float32, l.Total)
-	for _, s := range l.Segments {
+	var wg sync.WaitGroup
+	for _, s := range l.Segments { // the large ones in parallel
 		name, conv := hfName(s.Name)
-		v := by[name].Data
-		if conv {
-			v = transpose(v, s.Shape[1], s.Shape[0])
+		v, dst := by[name].Data, params[s.Offset:s.Offset+s.Numel()]
+		put := func() {
+			if conv {
+				transposeInto(dst, v, s.Shape[1], s.Shape[0])
+			} else {
+				copy(dst, v)
+			}
 		}
-		copy(params[s.Offset:], v)
+		if len(v) < 1<<16 {
+			put()
+		} else {
+			wg.Go(put)
+		}
 	}
+	wg.Wait()
 	return cfg, params, nil
+}
+
+// nonFinite returns the index of the first NaN or infinite value of v, or -1.
+func nonFinite(v []float32) int {
+	for i, x := range v {
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
+			return i
+		}
+	}
+	return -1
 }
 
 // configFromMeta reads the model configuration from a checkpoint's

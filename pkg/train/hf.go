@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/druto/druto/internal/boundedread"
 	"github.com/druto/druto/pkg/data"
@@ -39,22 +40,45 @@ func dtypeSize(dt string) int64 {
 	return 0
 }
 
-// decodeFloats converts little-endian F32, F16 or BF16 data to float32.
+// decodeFloats converts little-endian F32, F16 or BF16 data to float32. On
+// a little-endian machine aligned F32 data are returned as they are, a view
+// of b (which the caller then must not change).
 func decodeFloats(dt string, b []byte) []float32 {
 	n := int64(len(b)) / dtypeSize(dt)
-	v := make([]float32, n)
-	for i := range v {
-		switch dt {
-		case "F32":
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		case "F16":
+	if n == 0 {
+		return []float32{}
+	}
+	var v []float32
+	if dt != "F32" || !nativeLittle || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 != 0 {
+		v = make([]float32, n)
+	}
+	switch dt {
+	case "F32":
+		if nativeLittle && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 == 0 {
+			return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), n) // the file's bytes are the values: no copy
+		}
+		if nativeLittle {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*n), b)
+		} else {
+			for i := range v {
+				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+			}
+		}
+	case "F16":
+		for i := range v {
 			v[i] = tensor.F16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
-		case "BF16":
+		}
+	case "BF16":
+		for i := range v {
 			v[i] = tensor.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 	}
 	return v
 }
+
+// nativeLittle reports a little-endian machine, where an F32 tensor's bytes
+// copy as they are.
+var nativeLittle = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
 // isBuffer reports the causal-mask buffers that older transformers versions
 // saved with GPT-2's weights (attn.bias, a bool or uint8 triangle, and

@@ -201,8 +201,12 @@ func OpenCheckpoint(dev device.Device, path string) (*gpt.Model, *Checkpoint, er
 
 // Open builds the checkpoint's model on dev, in fp32 (what sample, eval
 // and generation use), with its weights.
-func (c *Checkpoint) Open(dev device.Device) (*gpt.Model, error) {
-	m, err := gpt.New(dev, c.Config, amp.FP32)
+func (c *Checkpoint) Open(dev device.Device) (*gpt.Model, error) { return c.OpenAs(dev, amp.FP32) }
+
+// OpenAs is Open under precision policy p: the model computes in p's
+// working dtype (16-bit weights and activations under BF16 and FP16).
+func (c *Checkpoint) OpenAs(dev device.Device, p amp.Policy) (*gpt.Model, error) {
+	m, err := gpt.New(dev, c.Config, p)
 	if err != nil {
 		return nil, err
 	}

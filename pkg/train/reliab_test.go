@@ -575,7 +575,7 @@ func TestSamplerChecks(t *testing.T) {
 	rng := tensor.NewRNG(1)
 	stop := errors.New("enough")
 	pieces := 0
-	_, err := newSampler(tr.Model, data.Bytes{}, SampleOptions{Temperature: 0.8}, rng).Generate([]int32{'a'}, 50, func(string) error {
+	_, err := newSampler(tr.Model, data.Bytes{}, SampleOptions{Temperature: 0.8}, rng.Uint64()).Generate([]int32{'a'}, 50, func(string) error {
 		if pieces++; pieces == 7 {
 			return stop
 		}

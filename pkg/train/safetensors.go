@@ -114,12 +114,24 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 		}
 		delete(raw, "__metadata__")
 	}
+	// The checksum is computed beside the checks and the decoding below
+	// (a checkpoint's load is otherwise one core's work), and waited for
+	// before anything is returned.
+	sumOK := make(chan bool, 1)
 	if want, ok := meta[checksumKey]; ok {
-		sum := sha256.Sum256(data)
-		if hex.EncodeToString(sum[:]) != want {
-			return nil, nil, fmt.Errorf("%w: checksum mismatch (the file was truncated or modified)", ErrCorrupt)
-		}
+		go func() {
+			sum := sha256.Sum256(data)
+			sumOK <- hex.EncodeToString(sum[:]) == want
+		}()
+	} else {
+		sumOK <- true
 	}
+	checked := false
+	defer func() {
+		if !checked {
+			<-sumOK // no goroutine outlives the call
+		}
+	}()
 	// Check every entry before allocating anything: each tensor's data lie
 	// inside the data section and no two tensors share bytes, so the
 	// decoded tensors never take more than twice the file's memory (F32 as
@@ -179,6 +191,10 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 	out := make([]stTensor, 0, len(spans))
 	for _, sp := range spans {
 		out = append(out, stTensor{Name: sp.name, Shape: sp.shape, Data: decodeFloats(sp.dtype, data[sp.lo:sp.hi])})
+	}
+	checked = true
+	if !<-sumOK {
+		return nil, nil, fmt.Errorf("%w: checksum mismatch (the file was truncated or modified)", ErrCorrupt)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, meta, nil

@@ -1,12 +1,14 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
-	"sort"
+	"time"
 
 	"github.com/druto/druto/pkg/data"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -32,20 +34,52 @@ func (o SampleOptions) Validate() error {
 	return nil
 }
 
-// Sampler generates text from a model one token at a time. It only ever
-// draws a token whose bytes continue valid UTF-8 (the others are masked out
-// before the draw, as are ids that the tokenizer cannot decode, such as the
-// padding of a GPT-2 vocabulary), and in the last steps only tokens that
-// leave room to finish the character, so the text never ends inside one.
+// Sampler generates text from a model. On a device with the decode ops
+// (device.Decoder) it runs each prompt once into a key/value cache and then
+// one row per sequence a token, with the LM head and the draw fused on the
+// device; elsewhere it recomputes the window of the last MaxSeq tokens for
+// every token. Both draw by device.SampleRow: a token is allowed only when
+// its bytes continue valid UTF-8 (and the tokenizer can decode it, which
+// rules out the padding of a GPT-2 vocabulary), and in the last steps only
+// when it leaves room to finish the character, so text never ends inside
+// one. Each sequence b has its own stream of draws, from the seed plus b.
+//
+// Past the context: when a sequence's cache is full, its last MaxSeq/2
+// tokens are run again as a new prompt (GPT-2's positions are absolute, so
+// the cache cannot roll), and generation goes on from there.
 type Sampler struct {
 	m    *gpt.Model
 	tok  data.Tokenizer
 	opts SampleOptions
-	rng  *tensor.RNG
+	seed uint64
 
-	masks map[utf8State]*stateMask
-	order []int     // candidate ids, sorted by logit for top-k/top-p
-	probs []float64 // scratch
+	states []utf8State       // the sampling table's rows, by index
+	index  map[utf8State]int // and their indexes
+	table  []int32           // len(states)·V entries (device.TableEntry)
+	cache  *gpt.KVCache      // for the last batch size, nil before the first use
+	sent   int               // table rows the cache holds
+	host   bool              // the device has no decode ops: recompute windows
+	sc     device.SampleScratch
+	stats  SampleStats
+}
+
+// SampleStats are the timings of a Sampler's last Generate.
+type SampleStats struct {
+	Batch   int           // sequences
+	Prefill time.Duration // from the start to the first token of every sequence (prompts in, first draw out)
+	Decode  time.Duration // from then to the last token
+	Tokens  int           // tokens generated per sequence
+	Cached  bool          // generated over a key/value cache
+	Slides  int           // times a full cache was refilled from the last MaxSeq/2 tokens
+}
+
+// DecodeRate returns the tokens per second of the decode phase over every
+// sequence (the first token of each, which prefill yields, not counted).
+func (s SampleStats) DecodeRate() float64 {
+	if s.Tokens < 2 || s.Decode <= 0 {
+		return 0
+	}
+	return float64(s.Batch*(s.Tokens-1)) / s.Decode.Seconds()
 }
 
 // NewSampler returns a sampler of model m whose tokens are tok's (nil: a
@@ -60,11 +94,22 @@ func NewSampler(m *gpt.Model, tok data.Tokenizer, o SampleOptions) (*Sampler, er
 	if tok.Vocab() > m.Config.Vocab {
 		return nil, fmt.Errorf("train: the %s tokenizer has %d tokens, more than the model's vocabulary of %d", tok.Name(), tok.Vocab(), m.Config.Vocab)
 	}
-	return newSampler(m, tok, o, tensor.NewRNG(o.Seed)), nil
+	return newSampler(m, tok, o, o.Seed), nil
 }
 
-func newSampler(m *gpt.Model, tok data.Tokenizer, o SampleOptions, rng *tensor.RNG) *Sampler {
-	return &Sampler{m: m, tok: tok, opts: o, rng: rng, masks: map[utf8State]*stateMask{}}
+func newSampler(m *gpt.Model, tok data.Tokenizer, o SampleOptions, seed uint64) *Sampler {
+	return &Sampler{m: m, tok: tok, opts: o, seed: seed, index: map[utf8State]int{}}
+}
+
+// Stats returns the timings of the last Generate or GenerateBatch.
+func (s *Sampler) Stats() SampleStats { return s.stats }
+
+// Close frees the sampler's key/value cache (the model is the caller's).
+func (s *Sampler) Close() {
+	if s.cache != nil {
+		s.cache.Close()
+		s.cache = nil
+	}
 }
 
 // Sample continues prompt by n tokens and returns the text generated (the
@@ -87,135 +132,283 @@ func (s *Sampler) Sample(prompt string, n int, stream io.Writer) (string, error)
 }
 
 // Generate continues the prompt tokens by n tokens and returns them. emit,
-// when not nil, receives the text as it forms whole characters. The context
-// is the last MaxSeq tokens, padded after its end: attention is causal, so
-// padding does not change the logits at the last real position.
+// when not nil, receives the text as it forms whole characters.
 func (s *Sampler) Generate(prompt []int32, n int, emit func(string) error) ([]int32, error) {
-	if n < 0 {
-		return nil, fmt.Errorf("train: %d tokens to generate must not be negative", n)
+	var e func(int, string) error
+	if emit != nil {
+		e = func(_ int, piece string) error { return emit(piece) }
 	}
-	m := s.m
-	T, V := m.Config.MaxSeq, m.Config.Vocab
-	for i, t := range prompt {
-		if t < 0 || int(t) >= V {
-			return nil, fmt.Errorf("train: prompt token %d at %d is outside the model's vocabulary of %d", t, i, V)
-		}
+	out, err := s.GenerateBatch([][]int32{prompt}, n, e)
+	if err != nil {
+		return nil, err
 	}
-	out := append([]int32(nil), prompt...)
-	if len(out) == 0 {
-		nl, err := s.tok.Encode([]byte("\n"))
-		if err != nil || len(nl) == 0 {
-			nl = []int32{0}
-		}
-		out = append(out, nl...)
-	}
-	start := len(out)
-	// The prompt may itself end inside a character.
-	st := utf8State{}
-	for _, t := range out {
-		st = st.advance(s.tok.Token(t))
-	}
-	var pending []byte
-	ctx := make([]int32, T)
-	for i := 0; i < n; i++ {
-		window := out
-		if len(window) > T {
-			window = window[len(window)-T:]
-		}
-		clear(ctx)
-		copy(ctx, window)
-		if _, err := m.Forward(ctx, nil, 1, T); err != nil {
-			return nil, err
-		}
-		// Only the last position's logits: no (T, V) buffer.
-		row, err := m.LogitsAt(len(window) - 1)
-		if err != nil {
-			return nil, err
-		}
-		for j, v := range row {
-			if !finite(float64(v)) {
-				return nil, fmt.Errorf("train: the model's logit %d is %v at generated token %d: its outputs are not finite, so nothing can be sampled", j, v, i+1)
-			}
-		}
-		id, err := s.pick(row, st, n-i-1)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, int32(id))
-		b := s.tok.Token(int32(id))
-		st = st.advance(b)
-		pending = append(pending, b...)
-		if emit != nil && st.need == 0 && len(pending) > 0 {
-			if err := emit(string(pending)); err != nil {
-				return nil, fmt.Errorf("train: stream: %w", err)
-			}
-			pending = pending[:0]
-		}
-	}
-	if emit != nil && len(pending) > 0 { // a prompt ending inside a character
-		if err := emit(string(pending)); err != nil {
-			return nil, fmt.Errorf("train: stream: %w", err)
-		}
-	}
-	return out[start:], nil
+	return out[0], nil
 }
 
-// pick draws the next token from row among the tokens allowed after state
-// st with left tokens to come after this one.
-func (s *Sampler) pick(row []float32, st utf8State, left int) (int, error) {
-	mk := s.mask(st)
-	ok := func(id int) bool { return mk.allowed[id] && int(mk.need[id]) <= left }
-	best := -1
-	for id := range mk.allowed {
-		if ok(id) && (best < 0 || row[id] > row[best]) {
-			best = id
-		}
+// GenerateBatch continues every prompt by n tokens, all in one batch, and
+// returns each one's tokens. Prompts may differ in length; an empty one
+// starts from a newline. emit, when not nil, receives each sequence's text
+// as it forms whole characters.
+func (s *Sampler) GenerateBatch(prompts [][]int32, n int, emit func(b int, piece string) error) ([][]int32, error) {
+	m := s.m
+	V := m.Config.Vocab
+	B := len(prompts)
+	switch {
+	case n < 0:
+		return nil, fmt.Errorf("train: %d tokens to generate must not be negative", n)
+	case B == 0:
+		return nil, fmt.Errorf("train: no prompt to continue")
 	}
-	if best < 0 {
-		return 0, fmt.Errorf("train: no token of the %s tokenizer continues valid UTF-8 here", s.tok.Name())
-	}
-	o := s.opts
-	if o.Temperature <= 0 {
-		return best, nil
-	}
-	s.order = s.order[:0]
-	for id := range mk.allowed {
-		if ok(id) {
-			s.order = append(s.order, id)
-		}
-	}
-	filter := o.TopK > 0 && o.TopK < len(s.order) || o.TopP > 0 && o.TopP < 1
-	if filter {
-		sort.SliceStable(s.order, func(a, b int) bool { return row[s.order[a]] > row[s.order[b]] })
-		if o.TopK > 0 && o.TopK < len(s.order) {
-			s.order = s.order[:o.TopK]
-		}
-	}
-	s.probs = s.probs[:0]
-	var sum float64
-	for _, id := range s.order {
-		p := math.Exp(float64(row[id]-row[best]) / float64(o.Temperature))
-		s.probs = append(s.probs, p)
-		sum += p
-	}
-	if o.TopP > 0 && o.TopP < 1 {
-		var c float64
-		for i, p := range s.probs {
-			c += p
-			if c >= float64(o.TopP)*sum {
-				s.order, s.probs, sum = s.order[:i+1], s.probs[:i+1], c
-				break
+	seqs := make([]*sequence, B)
+	for b, p := range prompts {
+		for i, t := range p {
+			if t < 0 || int(t) >= V {
+				return nil, fmt.Errorf("train: prompt %d: token %d at %d is outside the model's vocabulary of %d", b, t, i, V)
 			}
 		}
+		q := &sequence{toks: append([]int32(nil), p...)}
+		if len(q.toks) == 0 {
+			nl, err := s.tok.Encode([]byte("\n"))
+			if err != nil || len(nl) == 0 {
+				nl = []int32{0}
+			}
+			q.toks = nl
+		}
+		q.start = len(q.toks)
+		for _, t := range q.toks { // the prompt may itself end inside a character
+			q.st = q.st.advance(s.tok.Token(t))
+		}
+		s.stateIndex(q.st)
+		seqs[b] = q
 	}
-	r := s.rng.Float64() * sum
-	for i, p := range s.probs {
-		r -= p
-		if r < 0 {
-			return s.order[i], nil
+	s.stats = SampleStats{Batch: B, Tokens: n}
+	if n > 0 {
+		start := time.Now()
+		var err error
+		if !s.host {
+			err = s.decode(seqs, n, emit, start)
+			if errors.Is(err, gpt.ErrNoDecoder) {
+				s.host = true
+			}
+		}
+		if s.host {
+			err = s.recompute(seqs, n, emit, start)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	return s.order[len(s.order)-1], nil
+	out := make([][]int32, B)
+	for b, q := range seqs {
+		if emit != nil && len(q.pending) > 0 { // a prompt ending inside a character
+			if err := emit(b, string(q.pending)); err != nil {
+				return nil, fmt.Errorf("train: stream: %w", err)
+			}
+		}
+		out[b] = q.toks[q.start:]
+	}
+	return out, nil
+}
+
+// sequence is one prompt's generation: its tokens so far, where its text
+// stands in UTF-8, and the bytes not yet emitted.
+type sequence struct {
+	toks    []int32
+	start   int
+	st      utf8State
+	pending []byte
+}
+
+// took records a generated token and emits whole characters.
+func (s *Sampler) took(b int, q *sequence, id int32, emit func(int, string) error) error {
+	q.toks = append(q.toks, id)
+	bs := s.tok.Token(id)
+	q.st = q.st.advance(bs)
+	q.pending = append(q.pending, bs...)
+	if emit != nil && q.st.need == 0 && len(q.pending) > 0 {
+		if err := emit(b, string(q.pending)); err != nil {
+			return fmt.Errorf("train: stream: %w", err)
+		}
+		q.pending = q.pending[:0]
+	}
+	return nil
+}
+
+// checkID turns SampleRow's non-token answers into errors.
+func (s *Sampler) checkID(id int32, b, i int) error {
+	switch id {
+	case device.SampleNotFinite:
+		return fmt.Errorf("train: a logit of sequence %d is not finite at generated token %d: the model's outputs are not finite, so nothing can be sampled", b, i+1)
+	case device.SampleNone:
+		return fmt.Errorf("train: no token of the %s tokenizer continues valid UTF-8 here", s.tok.Name())
+	}
+	if id < 0 {
+		return fmt.Errorf("train: the device drew token %d", id)
+	}
+	return nil
+}
+
+// sampling returns the options as SampleRow takes them.
+func (s *Sampler) sampling() device.Sampling {
+	o := s.opts
+	return device.Sampling{Temperature: o.Temperature, TopK: o.TopK, TopP: o.TopP}
+}
+
+// decode generates over the key/value cache.
+func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, start time.Time) error {
+	B, S := len(seqs), s.m.Config.MaxSeq
+	if s.cache == nil || s.cache.B != B {
+		s.Close()
+		c, err := s.m.NewKVCache(B)
+		if err != nil {
+			return err
+		}
+		s.cache, s.sent = c, 0
+	}
+	c := s.cache
+	if s.sent != len(s.states) {
+		if err := c.SetTable(s.table, len(s.states)); err != nil {
+			return err
+		}
+		s.sent = len(s.states)
+	}
+	rows := make([]int32, B*device.RowLen)
+	for b, q := range seqs {
+		r := rows[b*device.RowLen:]
+		seed := s.seed + uint64(b)
+		r[device.RowState], r[device.RowLeft] = int32(s.index[q.st]), int32(n-1)
+		r[device.RowSeedLo], r[device.RowSeedHi] = int32(uint32(seed)), int32(uint32(seed>>32))
+		window := q.toks[max(0, len(q.toks)-S):]
+		if err := c.Prefill(b, window); err != nil {
+			return err
+		}
+	}
+	if err := c.SetRows(rows); err != nil {
+		return err
+	}
+	s.stats.Cached = true
+	var first time.Time
+	for i := range n {
+		ids, err := c.Sample(s.sampling())
+		if err != nil {
+			return err
+		}
+		for b, id := range ids {
+			if err := s.checkID(id, b, i); err != nil {
+				return err
+			}
+			if err := s.took(b, seqs[b], id, emit); err != nil {
+				return err
+			}
+		}
+		if i == 0 {
+			first = time.Now()
+			s.stats.Prefill = first.Sub(start)
+		}
+		if i == n-1 {
+			break
+		}
+		for b, q := range seqs {
+			if c.Full(b) { // refill from the last S/2 tokens before the one just drawn
+				hist := q.toks[:len(q.toks)-1]
+				if err := c.Prefill(b, hist[len(hist)-S/2:]); err != nil {
+					return err
+				}
+				s.stats.Slides++
+			}
+		}
+		if err := c.Step(nil); err != nil {
+			return err
+		}
+	}
+	s.stats.Decode = time.Since(first)
+	return nil
+}
+
+// recompute generates by running the last MaxSeq tokens of each sequence
+// through the model for every token (padded after their end: attention is
+// causal, so padding does not change the logits at the last real
+// position), drawing on the host by the same rule as SampleHead.
+func (s *Sampler) recompute(seqs []*sequence, n int, emit func(int, string) error, start time.Time) error {
+	m := s.m
+	T, V := m.Config.MaxSeq, m.Config.Vocab
+	ctx := make([]int32, T)
+	var first time.Time
+	for i := range n {
+		for b, q := range seqs {
+			window := q.toks[max(0, len(q.toks)-T):]
+			clear(ctx)
+			copy(ctx, window)
+			if _, err := m.Forward(ctx, nil, 1, T); err != nil {
+				return err
+			}
+			row, err := m.LogitsAt(len(window) - 1) // only the last position's logits
+			if err != nil {
+				return err
+			}
+			st := s.index[q.st]
+			u := device.Uniform(s.seed+uint64(b), uint32(i))
+			id, e := device.SampleRow(row, s.table[st*V:(st+1)*V], n-i-1, s.sampling(), u, &s.sc)
+			if err := s.checkID(int32(id), b, i); err != nil {
+				return err
+			}
+			_ = e
+			if err := s.took(b, q, int32(id), emit); err != nil {
+				return err
+			}
+		}
+		if i == 0 {
+			first = time.Now()
+			s.stats.Prefill = first.Sub(start)
+		}
+	}
+	s.stats.Decode = time.Since(first)
+	return nil
+}
+
+// stateIndex returns the table row of state st, adding the rows of every
+// state reachable from it first.
+func (s *Sampler) stateIndex(st utf8State) int {
+	if i, ok := s.index[st]; ok {
+		return i
+	}
+	V := s.m.Config.Vocab
+	todo := []utf8State{st}
+	s.index[st] = len(s.states)
+	s.states = append(s.states, st)
+	for len(todo) > 0 {
+		cur := todo[0]
+		todo = todo[1:]
+		row := make([]int32, V)
+		for id := range V {
+			row[id] = device.TableNo
+			b := s.tok.Token(int32(id))
+			if len(b) == 0 || id >= s.tok.Vocab() {
+				continue
+			}
+			e := cur
+			for _, c := range b {
+				if e = e.step(c); e.bad {
+					break
+				}
+			}
+			if e.bad {
+				continue
+			}
+			j, ok := s.index[e]
+			if !ok {
+				j = len(s.states)
+				s.index[e] = j
+				s.states = append(s.states, e)
+				todo = append(todo, e)
+			}
+			row[id] = device.TableEntry(j, int(e.need))
+		}
+		// rows are appended in index order: states are added to todo in
+		// the order of their indexes
+		s.table = append(s.table, row...)
+	}
+	return s.index[st]
 }
 
 // utf8State is where a byte stream stands in UTF-8: need more continuation
@@ -272,36 +465,6 @@ func (st utf8State) advance(b []byte) utf8State {
 	return st
 }
 
-// stateMask is, for one state, which tokens may follow and how many
-// continuation bytes each then leaves due.
-type stateMask struct {
-	allowed []bool
-	need    []int8
-}
-
-func (s *Sampler) mask(st utf8State) *stateMask {
-	if mk, ok := s.masks[st]; ok {
-		return mk
-	}
-	V := s.m.Config.Vocab
-	mk := &stateMask{allowed: make([]bool, V), need: make([]int8, V)}
-	for id := 0; id < V; id++ {
-		b := s.tok.Token(int32(id))
-		if len(b) == 0 {
-			continue
-		}
-		e := st
-		for _, c := range b {
-			if e = e.step(c); e.bad {
-				break
-			}
-		}
-		mk.allowed[id], mk.need[id] = !e.bad, e.need
-	}
-	s.masks[st] = mk
-	return mk
-}
-
 // Generate continues prompt by n tokens with model m, drawing from the
 // softmax at temperature (0 picks the most likely token) with rng. A model
 // of vocabulary 256 is taken as byte-level and emits only valid UTF-8 (see
@@ -315,7 +478,9 @@ func Generate(m *gpt.Model, rng *tensor.RNG, prompt []int32, n int, temperature 
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return newSampler(m, tok, o, rng).Generate(prompt, n, nil)
+	s := newSampler(m, tok, o, rng.Uint64())
+	defer s.Close()
+	return s.Generate(prompt, n, nil)
 }
 
 // allTokens stands for a tokenizer not known: every id is allowed (as one

@@ -80,7 +80,7 @@ func TestSampleValidUTF8(t *testing.T) {
 		t.Fatal("Generate on a byte model gave invalid UTF-8")
 	}
 	// Unmasked, the same model breaks UTF-8: the mask is doing the work.
-	raw, err := newSampler(m, allTokens(256), SampleOptions{Temperature: 1}, tensor.NewRNG(5)).Generate(nil, 3000, nil)
+	raw, err := newSampler(m, allTokens(256), SampleOptions{Temperature: 1}, 5).Generate(nil, 3000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

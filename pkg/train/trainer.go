@@ -341,7 +341,9 @@ func EvalLoss(m *gpt.Model, l *data.Loader, B, T, batches int) (float32, error) 
 // temperature (0 picks the most likely token) with the trainer's RNG; the
 // tokens continue valid UTF-8 (see Sampler).
 func (t *Trainer) Sample(prompt []int32, n int, temperature float32) ([]int32, error) {
-	return newSampler(t.Model, t.tokenizer(), SampleOptions{Temperature: temperature}, t.rng).Generate(prompt, n, nil)
+	s := newSampler(t.Model, t.tokenizer(), SampleOptions{Temperature: temperature}, t.rng.Uint64())
+	defer s.Close()
+	return s.Generate(prompt, n, nil)
 }
 
 // tokenizer returns the run's tokenizer (bytes when the options name none).

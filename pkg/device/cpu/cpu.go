@@ -18,6 +18,8 @@ type Device struct {
 	threads int
 	err     error       // first error since the last Sync
 	records [][]float32 // state snapshots (step.go)
+
+	sampleScratch []*device.SampleScratch // SampleHead's, one a row
 }
 
 var _ device.Device = (*Device)(nil)

@@ -61,16 +61,22 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	if bias != nil {
 		b = f32(bias)
 	}
-	blas.SetThreads(d.threads)
-	w := d.gemmMat(weight)
-	defer releaseMat(weight, w)
 	y := outF32(target) // (N,OC) fp32: target's memory when F32, else scratch
 	defer releaseF32(target, y)
-	x := d.gemmMat(inp)
-	defer releaseMat(inp, x)
-	if err := blas.SgemmBF16(false, true, N, OC, C, 1, x, C, w, C, 0, y, OC); err != nil {
-		d.fail(fmt.Errorf("cpu: %s: %w", op, err))
-		return
+	if d.gemvOK(N, weight) { // a few rows (decoding): each weight read once
+		xb := scratch32(inp, N*C)
+		d.gemv(y, in32(inp, 0, N*C, xb), weight, N, C, OC)
+		putScratch(xb)
+	} else {
+		blas.SetThreads(d.threads)
+		w := d.gemmMat(weight)
+		defer releaseMat(weight, w)
+		x := d.gemmMat(inp)
+		defer releaseMat(inp, x)
+		if err := blas.SgemmBF16(false, true, N, OC, C, 1, x, C, w, C, 0, y, OC); err != nil {
+			d.fail(fmt.Errorf("cpu: %s: %w", op, err))
+			return
+		}
 	}
 	if d.fused {
 		d.matmulEpilogue(out, target, y, b, N, OC, act)

@@ -84,3 +84,9 @@ func geluBackwardMixAVX2(dst *uint16, y *float32, x *uint16, n int)
 
 //go:noescape
 func roundKeepBF16AVX2(dst *uint16, x *float32, n int)
+
+//go:noescape
+func gemv4F32AVX2(w *float32, ldw int, x *float32, n int, acc *[32]float32)
+
+//go:noescape
+func gemv4BF16AVX2(w *uint16, ldw int, x *float32, n int, acc *[32]float32)

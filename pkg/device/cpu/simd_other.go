@@ -76,3 +76,10 @@ func geluBackwardMixAVX2(dst *uint16, y *float32, x *uint16, n int) {
 func roundKeepBF16AVX2(dst *uint16, x *float32, n int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+
+func gemv4F32AVX2(w *float32, ldw int, x *float32, n int, acc *[32]float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+func gemv4BF16AVX2(w *uint16, ldw int, x *float32, n int, acc *[32]float32) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}

@@ -1,0 +1,83 @@
+package cpu
+
+// gemv.go: the linear layer of a few rows, as decoding runs it (one row a
+// sequence). A GEMM would pack (copy) the weights before multiplying, which
+// for a row or two reads them twice or more; here every weight is read once,
+// four weight rows at a time against each input row while those rows sit in
+// L1, and the weight rows are split into contiguous ranges over the worker
+// goroutines. Decoding is bound by the weights' bytes, so this is the
+// loop that sets its speed.
+
+import (
+	"math"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// gemvMaxRows is the most rows of input that Matmul sends to gemv (above
+// it a GEMM's blocking reuses each weight enough to win).
+const gemvMaxRows = 8
+
+// gemvOK reports whether Matmul of N rows against weight w takes the gemv
+// path: the fused form, few rows, fp32 or bf16 weights.
+func (d *Device) gemvOK(N int, w *tensor.Tensor) bool {
+	return d.fused && N <= gemvMaxRows && (w.DType == tensor.F32 || w.DType == tensor.BF16)
+}
+
+// gemv computes y (N,OC) = x (N,C) · wᵀ with fp32 accumulation; w (OC,C) is
+// F32 or BF16.
+func (d *Device) gemv(y, x []float32, w *tensor.Tensor, N, C, OC int) {
+	quads := (OC + 3) / 4
+	grain := max(4, (1<<15)/max(C, 1)) // ≥ ~128 KiB of fp32 weights a chunk
+	d.parallel(quads, grain, func(lo, hi int) {
+		var acc [32]float32
+		for q := lo; q < hi; q++ {
+			o := 4 * q
+			nr := min(4, OC-o)
+			for r := range N {
+				xr := x[r*C : (r+1)*C]
+				gemvQuad(y[r*OC+o:r*OC+o+nr], w, o, nr, xr, &acc)
+			}
+		}
+	})
+}
+
+// gemvQuad computes out[j] = w[o+j,:]·xr for j < nr (at most 4).
+func gemvQuad(out []float32, w *tensor.Tensor, o, nr int, xr []float32, acc *[32]float32) {
+	C := len(xr)
+	k := 0
+	if useAVX2 && nr == 4 && C >= 8 {
+		k = C &^ 7
+		if w.DType == tensor.F32 {
+			gemv4F32AVX2(&w.F32()[o*C], C, &xr[0], k, acc)
+		} else {
+			gemv4BF16AVX2(&w.U16()[o*C], C, &xr[0], k, acc)
+		}
+		for j := range 4 {
+			a := acc[8*j : 8*j+8]
+			out[j] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+		}
+	} else {
+		clear(out)
+	}
+	for j := range nr {
+		out[j] += dotRow(w, (o+j)*C, xr, k)
+	}
+}
+
+// dotRow returns Σ w[base+i]·xr[i] over i in [from, len(xr)) in fp32.
+func dotRow(w *tensor.Tensor, base int, xr []float32, from int) float32 {
+	var s float32
+	if w.DType == tensor.F32 {
+		wr := w.F32()[base : base+len(xr)]
+		for i := from; i < len(xr); i++ {
+			s += wr[i] * xr[i]
+		}
+		return s
+	}
+	wr := w.U16()[base : base+len(xr)]
+	for i := from; i < len(xr); i++ {
+		s += math.Float32frombits(uint32(wr[i])<<16) * xr[i]
+	}
+	return s
+}

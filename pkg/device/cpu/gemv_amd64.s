@@ -1,0 +1,91 @@
+// gemv_amd64.s: the AVX2 + FMA kernels of gemv.go: four rows of a weight
+// matrix against one input row, streaming the rows once.
+
+#include "textflag.h"
+
+// func gemv4F32AVX2(w *float32, ldw int, x *float32, n int, acc *[32]float32)
+// acc[8r+k] = Σ w[r·ldw+i]·x[i] over i < n (a multiple of 8) with i%8 == k,
+// for rows r < 4, each step a fused multiply-add.
+TEXT ·gemv4F32AVX2(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), SI
+	MOVQ   ldw+8(FP), BX
+	SHLQ   $2, BX
+	MOVQ   x+16(FP), DX
+	MOVQ   n+24(FP), CX
+	MOVQ   acc+32(FP), DI
+	LEAQ   (SI)(BX*1), R8
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	SHRQ   $3, CX
+	JZ     g4fdone
+g4floop:
+	VMOVUPS     (DX), Y4
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS (R8), Y4, Y1
+	VFMADD231PS (R9), Y4, Y2
+	VFMADD231PS (R10), Y4, Y3
+	ADDQ        $32, SI
+	ADDQ        $32, R8
+	ADDQ        $32, R9
+	ADDQ        $32, R10
+	ADDQ        $32, DX
+	DECQ        CX
+	JNZ         g4floop
+g4fdone:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VZEROUPPER
+	RET
+
+// func gemv4BF16AVX2(w *uint16, ldw int, x *float32, n int, acc *[32]float32)
+// gemv4F32AVX2 with bf16 weights, widened exactly in registers.
+TEXT ·gemv4BF16AVX2(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), SI
+	MOVQ   ldw+8(FP), BX
+	SHLQ   $1, BX
+	MOVQ   x+16(FP), DX
+	MOVQ   n+24(FP), CX
+	MOVQ   acc+32(FP), DI
+	LEAQ   (SI)(BX*1), R8
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	SHRQ   $3, CX
+	JZ     g4bdone
+g4bloop:
+	VMOVUPS     (DX), Y4
+	VPMOVZXWD   (SI), Y5
+	VPMOVZXWD   (R8), Y6
+	VPMOVZXWD   (R9), Y7
+	VPMOVZXWD   (R10), Y8
+	VPSLLD      $16, Y5, Y5
+	VPSLLD      $16, Y6, Y6
+	VPSLLD      $16, Y7, Y7
+	VPSLLD      $16, Y8, Y8
+	VFMADD231PS Y5, Y4, Y0
+	VFMADD231PS Y6, Y4, Y1
+	VFMADD231PS Y7, Y4, Y2
+	VFMADD231PS Y8, Y4, Y3
+	ADDQ        $16, SI
+	ADDQ        $16, R8
+	ADDQ        $16, R9
+	ADDQ        $16, R10
+	ADDQ        $32, DX
+	DECQ        CX
+	JNZ         g4bloop
+g4bdone:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VZEROUPPER
+	RET

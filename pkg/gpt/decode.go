@@ -1,0 +1,331 @@
+package gpt
+
+// decode.go: generation over a key/value cache. A prompt runs once through
+// the model (Prefill: the training forward's ops over its real length),
+// and every layer's keys and values are kept in the cache; each new token
+// then runs one row per sequence through the model (Step), attending to the
+// cache, and the LM head and the sampling run fused (Sample), so that only
+// the chosen ids leave the device.
+
+import (
+	"fmt"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// ErrNoDecoder is returned (wrapped) by NewKVCache on a device without the
+// decode ops (device.Decoder); generation then recomputes the window.
+var ErrNoDecoder = fmt.Errorf("gpt: the device has no key/value-cache ops: %w", device.ErrUnsupported)
+
+// KVCache is the key/value cache of B sequences of up to MaxSeq positions
+// each, with the buffers of prefill (one sequence of up to MaxSeq tokens)
+// and of a decode step (one row a sequence). It allocates everything once;
+// Prefill, Step and Sample allocate nothing on the device.
+type KVCache struct {
+	m    *Model
+	dec  device.Decoder
+	B, S int
+
+	k, v []*tensor.Tensor // per layer (B,NH,S,hs), the activation dtype
+	pos  []int            // the cached positions of each sequence
+
+	step  rowBufs        // B rows
+	pre   rowBufs        // S rows
+	att   *tensor.Tensor // prefill's attention state, room for S positions
+	zero  *tensor.Tensor // (1) I32 0: prefill writes from position 0
+	posT  *tensor.Tensor // (B) I32 positions of the decode step
+	hostP *tensor.Tensor // (B) I32 host staging of the positions
+	hostI *tensor.Tensor // (B) I32 host copy of the chosen ids
+	logit *tensor.Tensor // (B,V) F32
+	table *tensor.Tensor // (NS,V) I32 sampling table (SetTable)
+	rows  *tensor.Tensor // (B,RowLen) I32 sampling state
+	ns    int
+}
+
+// rowBufs are the activations of one run of n rows through the layers:
+// x is the residual stream, ln a layernorm's output (the final one at the
+// end), the rest scratch that every layer reuses.
+type rowBufs struct {
+	n                                           int
+	tok, x, ln, qkv, atty, proj, res, fch, fchG *tensor.Tensor
+	mean, rstd                                  *tensor.Tensor
+}
+
+// KVCacheBytes is the bytes of the keys and values of B sequences of S
+// positions of cfg under policy p: 2·L·B·S·C values of the activation dtype.
+func KVCacheBytes(cfg Config, B, S int, p amp.Policy) int64 {
+	return 2 * int64(cfg.Layers) * int64(B) * int64(S) * int64(cfg.Channels) * int64(p.DType(amp.Activation).Size())
+}
+
+// DecodeBytes is every byte NewKVCache allocates for B sequences: the cache,
+// the prefill buffers of MaxSeq rows (with the attention state of the CPU,
+// the largest), the decode step's and the sampling's.
+func DecodeBytes(cfg Config, B int, p amp.Policy) int64 {
+	S, C, V := cfg.MaxSeq, int64(cfg.Channels), int64(cfg.Vocab)
+	a := int64(p.DType(amp.Activation).Size())
+	rowsBytes := func(n int64) int64 { return n*(4+2*4) + n*C*a*14 } // tok, mean, rstd; x ln qkv(3) atty proj res fch(4) fchG(4)
+	att := int64(device.ProbState(p.DType(amp.Activation), 1, S, cfg.Heads).Numel()) * a
+	return KVCacheBytes(cfg, B, S, p) + rowsBytes(int64(S)) + rowsBytes(int64(B)) + att + int64(B)*(V*4+8+4*device.RowLen)
+}
+
+// NewKVCache allocates the cache of B sequences for m. It fails with
+// ErrNoDecoder on a device without the decode ops.
+func (m *Model) NewKVCache(B int) (*KVCache, error) {
+	dec, ok := m.dev.(device.Decoder)
+	if !ok {
+		return nil, ErrNoDecoder
+	}
+	if B < 1 {
+		return nil, fmt.Errorf("gpt: a key/value cache needs at least one sequence, not %d", B)
+	}
+	cfg := m.Config
+	c := &KVCache{m: m, dec: dec, B: B, S: cfg.MaxSeq, pos: make([]int, B)}
+	if err := c.alloc(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *KVCache) alloc() error {
+	d, cfg := c.m.dev, c.m.Config
+	dt := c.m.Policy.DType(amp.Activation)
+	C, NH, L := cfg.Channels, cfg.Heads, cfg.Layers
+	var err error
+	a := func(dt tensor.DType, shape ...int) *tensor.Tensor {
+		if err != nil {
+			return nil
+		}
+		var t *tensor.Tensor
+		t, err = d.Alloc(dt, shape...)
+		return t
+	}
+	for range L {
+		c.k = append(c.k, a(dt, c.B, NH, c.S, C/NH))
+		c.v = append(c.v, a(dt, c.B, NH, c.S, C/NH))
+	}
+	bufs := func(n int) rowBufs {
+		return rowBufs{n: n, tok: a(tensor.I32, n), x: a(dt, n, C), ln: a(dt, n, C), qkv: a(dt, n, 3*C),
+			atty: a(dt, n, C), proj: a(dt, n, C), res: a(dt, n, C), fch: a(dt, n, 4*C), fchG: a(dt, n, 4*C),
+			mean: a(tensor.F32, n), rstd: a(tensor.F32, n)}
+	}
+	c.step, c.pre = bufs(c.B), bufs(c.S)
+	st := d.AttentionState(dt, 1, c.S, C, NH)
+	c.att = a(st.DType, st.Numel())
+	c.zero, c.posT = a(tensor.I32, 1), a(tensor.I32, c.B)
+	c.hostP, c.hostI = tensor.New(tensor.I32, c.B), tensor.New(tensor.I32, c.B)
+	c.logit = a(tensor.F32, c.B, cfg.Vocab)
+	c.rows = a(tensor.I32, c.B, device.RowLen)
+	if err != nil {
+		return fmt.Errorf("gpt: key/value cache of %d sequences (%.1f MiB): %w", c.B, float64(DecodeBytes(cfg, c.B, c.m.Policy))/(1<<20), err)
+	}
+	return c.SetTable(nil, 1)
+}
+
+// Close frees the cache's device memory.
+func (c *KVCache) Close() {
+	d := c.m.dev
+	for _, t := range c.all() {
+		if t != nil {
+			d.Free(t)
+		}
+	}
+	c.k, c.v = nil, nil
+}
+
+func (c *KVCache) all() []*tensor.Tensor {
+	ts := append(append([]*tensor.Tensor{}, c.k...), c.v...)
+	for _, b := range []rowBufs{c.step, c.pre} {
+		ts = append(ts, b.tok, b.x, b.ln, b.qkv, b.atty, b.proj, b.res, b.fch, b.fchG, b.mean, b.rstd)
+	}
+	return append(ts, c.att, c.zero, c.posT, c.logit, c.table, c.rows)
+}
+
+// Len returns the number of positions cached for sequence b.
+func (c *KVCache) Len(b int) int { return c.pos[b] }
+
+// Prefill runs the prompt tokens of sequence b through the model over their
+// real length, keeping every layer's keys and values in the cache from
+// position 0 on (whatever b held before is dropped), and leaves the final
+// layernorm of the prompt's last position in row b of the step's output, so
+// that Sample draws b's next token from it. The prompt must have 1 to
+// MaxSeq tokens.
+func (c *KVCache) Prefill(b int, tokens []int32) error {
+	P := len(tokens)
+	if b < 0 || b >= c.B {
+		return fmt.Errorf("gpt: sequence %d outside the cache's %d", b, c.B)
+	}
+	if P < 1 || P > c.S {
+		return fmt.Errorf("gpt: a prompt of %d tokens; the model takes 1 to %d", P, c.S)
+	}
+	if err := c.m.checkTokens(tokens); err != nil {
+		return err
+	}
+	m, d := c.m, c.m.dev
+	C, NH := m.Config.Channels, m.Config.Heads
+	host, _ := tensor.FromI32(tokens, P)
+	pb := c.pre.rows(P)
+	d.Upload(pb.tok, host)
+	d.Zero(c.zero)
+	d.Encoder(pb.x, m.wp.wte, m.wp.wpe, pb.tok, 1, P, C)
+	st := d.AttentionState(pb.qkv.DType, 1, P, C, NH)
+	att := c.att.MustView(0, st.Shape...)
+	c.layers(pb, func(l int) {
+		c.dec.KVAppend(c.slot(c.k[l], b), c.slot(c.v[l], b), pb.qkv, c.zero, 1, P, C, NH, c.S)
+		d.Attention(pb.atty, att, pb.qkv, 1, P, C, NH)
+	})
+	d.Cast(rowsOf(c.step.ln, b, 1), rowsOf(pb.ln, P-1, 1))
+	c.pos[b] = P
+	return d.Sync()
+}
+
+// slot returns sequence b's part (1,NH,S,hs) of a layer's cache.
+func (c *KVCache) slot(t *tensor.Tensor, b int) *tensor.Tensor {
+	n := t.Numel() / c.B
+	return t.MustView(b*n, append([]int{1}, t.Shape[1:]...)...)
+}
+
+// rows returns the first n rows of the buffers.
+func (r rowBufs) rows(n int) rowBufs {
+	v := func(t *tensor.Tensor) *tensor.Tensor { return rowsOf(t, 0, n) }
+	return rowBufs{n: n, tok: v(r.tok), x: v(r.x), ln: v(r.ln), qkv: v(r.qkv), atty: v(r.atty), proj: v(r.proj),
+		res: v(r.res), fch: v(r.fch), fchG: v(r.fchG), mean: v(r.mean), rstd: v(r.rstd)}
+}
+
+// layers queues the blocks over the rows of r, from x (the encoder's
+// output) to ln (the final layernorm's); attend(l) queues layer l's
+// attention from r.qkv into r.atty.
+func (c *KVCache) layers(r rowBufs, attend func(l int)) {
+	m, d := c.m, c.m.dev
+	p, N := m.wp, r.n
+	C, L := m.Config.Channels, m.Config.Layers
+	d.LayerNorm(r.ln, r.mean, r.rstd, r.x, p.layers[0].ln1w, p.layers[0].ln1b, N, C)
+	for l := range L {
+		w := p.layers[l]
+		d.Matmul(r.qkv, nil, r.ln, w.qkvw, w.qkvb, N, C, 3*C, device.None)
+		attend(l)
+		d.Matmul(r.proj, nil, r.atty, w.attprojw, w.attprojb, N, C, C, device.None)
+		d.ResidualLayerNorm(r.res, r.ln, r.mean, r.rstd, r.x, r.proj, w.ln2w, w.ln2b, N, C)
+		d.Matmul(r.fchG, r.fch, r.ln, w.fcw, w.fcb, N, C, 4*C, device.GELU)
+		d.Matmul(r.proj, nil, r.fchG, w.fcprojw, w.fcprojb, N, 4*C, C, device.None)
+		nw, nb := p.lnfw, p.lnfb
+		if l+1 < L {
+			nw, nb = p.layers[l+1].ln1w, p.layers[l+1].ln1b
+		}
+		d.ResidualLayerNorm(r.x, r.ln, r.mean, r.rstd, r.res, r.proj, nw, nb, N, C)
+	}
+}
+
+// Step runs one token of every sequence through the model at its next
+// position: tokens (B ids) when given, else the ids the last Sample chose.
+// Each sequence's key and value are appended to the cache, and the final
+// layernorm of each row is left for Sample. A sequence whose cache is full
+// must be prefilled again first (Full).
+func (c *KVCache) Step(tokens []int32) error {
+	m, d := c.m, c.m.dev
+	C, NH := m.Config.Channels, m.Config.Heads
+	for b, p := range c.pos {
+		if p < 1 || p >= c.S {
+			return fmt.Errorf("gpt: sequence %d holds %d positions: prefill it (1 to %d tokens) before a step", b, p, c.S-1)
+		}
+	}
+	r := c.step
+	if tokens != nil {
+		if len(tokens) != c.B {
+			return fmt.Errorf("gpt: %d tokens for a step of %d sequences: %w", len(tokens), c.B, tensor.ErrShape)
+		}
+		if err := m.checkTokens(tokens); err != nil {
+			return err
+		}
+		host, _ := tensor.FromI32(tokens, c.B)
+		d.Upload(r.tok, host)
+	} // else r.tok holds the ids the last Sample chose
+	ps := c.hostP.I32()
+	for b, p := range c.pos {
+		ps[b] = int32(p)
+	}
+	d.Upload(c.posT, c.hostP)
+	c.dec.EncoderAt(r.x, m.wp.wte, m.wp.wpe, r.tok, c.posT, c.B, C)
+	c.layers(r, func(l int) {
+		c.dec.KVAppend(c.k[l], c.v[l], r.qkv, c.posT, c.B, 1, C, NH, c.S)
+		c.dec.AttentionDecode(r.atty, r.qkv, c.k[l], c.v[l], c.posT, c.B, C, NH, c.S)
+	})
+	for b := range c.pos {
+		c.pos[b]++
+	}
+	return nil
+}
+
+// Full reports whether sequence b's cache has no room for another step.
+func (c *KVCache) Full(b int) bool { return c.pos[b] >= c.S }
+
+// Logits returns the (B,V) logits of the rows the last Prefill or Step left,
+// in fp32 (for tests and for callers that sample on the host).
+func (c *KVCache) Logits() ([]float32, error) {
+	m := c.m
+	V, C := m.Config.Vocab, m.Config.Channels
+	m.dev.Matmul(c.logit, nil, c.step.ln, m.wp.wte, nil, c.B, C, V, device.None)
+	return m.download(c.logit)
+}
+
+// SetTable sets the sampling table (NS rows of V entries, device.TableEntry
+// or TableNo; nil: one row allowing every token).
+func (c *KVCache) SetTable(table []int32, ns int) error {
+	V := c.m.Config.Vocab
+	if table == nil {
+		table, ns = make([]int32, V), 1
+	}
+	if ns < 1 || len(table) != ns*V {
+		return fmt.Errorf("gpt: a sampling table of %d entries for %d states of %d tokens: %w", len(table), ns, V, tensor.ErrShape)
+	}
+	if c.table == nil || c.ns != ns {
+		if c.table != nil {
+			c.m.dev.Free(c.table)
+		}
+		var err error
+		if c.table, err = c.m.dev.Alloc(tensor.I32, ns, V); err != nil {
+			return err
+		}
+		c.ns = ns
+	}
+	host, _ := tensor.FromI32(table, ns, V)
+	c.m.dev.Upload(c.table, host)
+	return c.m.dev.Sync()
+}
+
+// SetRows sets the sampling state of every sequence (B·RowLen values,
+// the device.Row* slots).
+func (c *KVCache) SetRows(rows []int32) error {
+	if len(rows) != c.B*device.RowLen {
+		return fmt.Errorf("gpt: %d sampling-state values for %d sequences: %w", len(rows), c.B, tensor.ErrShape)
+	}
+	host, _ := tensor.FromI32(rows, c.B, device.RowLen)
+	c.m.dev.Upload(c.rows, host)
+	return nil
+}
+
+// Sample runs the LM head and the sampling over the rows the last Prefill
+// or Step left and returns each sequence's token (-1 where the table allows
+// none); they are also the tokens of the next Step (Step(nil)).
+func (c *KVCache) Sample(o device.Sampling) ([]int32, error) {
+	m := c.m
+	c.dec.SampleHead(c.step.tok, c.logit, c.step.ln, m.wp.wte, c.table, c.rows, c.B, m.Config.Channels, m.Config.Vocab, c.ns, o)
+	m.dev.Download(c.hostI, c.step.tok)
+	if err := m.dev.Sync(); err != nil {
+		return nil, err
+	}
+	return append([]int32(nil), c.hostI.I32()...), nil
+}
+
+// checkTokens reports a token outside the vocabulary.
+func (m *Model) checkTokens(tokens []int32) error {
+	V := int32(m.Config.Vocab)
+	for i, t := range tokens {
+		if t < 0 || t >= V {
+			return fmt.Errorf("gpt: token %d at %d outside the vocabulary [0,%d)", t, i, V)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package gpt
+
+import (
+	"testing"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// decodeConfig is a small model whose context the tests fill.
+var decodeConfig = Config{Vocab: 67, MaxSeq: 24, Layers: 2, Heads: 2, Channels: 32}
+
+func decodeModel(t *testing.T, p amp.Policy, seed uint64) *Model {
+	t.Helper()
+	m, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), decodeConfig, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Init(seed); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// fullLogits returns the logits at the last position of seq from the
+// training forward over the whole sequence (no cache).
+func fullLogits(t *testing.T, m *Model, seq []int32) []float32 {
+	t.Helper()
+	if _, err := m.Forward(seq, nil, 1, len(seq)); err != nil {
+		t.Fatal(err)
+	}
+	row, err := m.LogitsAt(len(seq) - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return row
+}
+
+func randTokens(rng *tensor.RNG, n, V int) []int32 {
+	s := make([]int32, n)
+	for i := range s {
+		s[i] = int32(rng.Intn(V))
+	}
+	return s
+}
+
+// TestKVCacheMatchesForward: at every step, prefill and then decode with the
+// cache give the logits of the full forward over the same tokens, within
+// the tolerance rule of the policy's activation dtype, up to a full context.
+func TestKVCacheMatchesForward(t *testing.T) {
+	for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
+		m := decodeModel(t, p, 3)
+		c, err := m.NewKVCache(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := tensor.NewRNG(9)
+		seq := randTokens(rng, 5, decodeConfig.Vocab)
+		if err := c.Prefill(0, seq); err != nil {
+			t.Fatal(err)
+		}
+		dt := p.DType(amp.Activation)
+		// 16-bit: the cache path keeps the attention probabilities in fp32
+		// where the training forward rounds them, and each layer's output is
+		// rounded again: a few roundings of the dtype through two layers.
+		scale := map[tensor.DType]float64{tensor.F32: 4, tensor.BF16: 8, tensor.F16: 8}[dt]
+		for step := 0; ; step++ {
+			got, err := c.Logits()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fullLogits(t, m, seq)
+			if err := tensor.CloseF32(got, want, dt, scale); err != nil {
+				t.Fatalf("%s: step %d (%d positions): %v", p, step, len(seq), err)
+			}
+			if c.Full(0) {
+				break
+			}
+			next := int32(rng.Intn(decodeConfig.Vocab))
+			seq = append(seq, next)
+			if err := c.Step([]int32{next}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(seq) != decodeConfig.MaxSeq {
+			t.Fatalf("%s: compared up to %d positions, want the whole context %d", p, len(seq), decodeConfig.MaxSeq)
+		}
+		c.Close()
+	}
+}
+
+// TestKVCacheBatched: sequences of different lengths decoded in one batch
+// give the logits each gives alone, bit for bit (every row's ops are the
+// same computation whatever the batch).
+func TestKVCacheBatched(t *testing.T) {
+	m := decodeModel(t, amp.FP32, 5)
+	rng := tensor.NewRNG(11)
+	prompts := [][]int32{randTokens(rng, 3, 67), randTokens(rng, 9, 67), randTokens(rng, 1, 67)}
+	steps := make([][]int32, 6)
+	for i := range steps {
+		steps[i] = randTokens(rng, len(prompts), 67)
+	}
+	run := func(c *KVCache, rows []int) [][]float32 {
+		var out [][]float32
+		for j, b := range rows {
+			if err := c.Prefill(j, prompts[b]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for s := 0; s <= len(steps); s++ {
+			l, err := c.Logits()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, l)
+			if s == len(steps) {
+				break
+			}
+			toks := make([]int32, len(rows))
+			for j, b := range rows {
+				toks[j] = steps[s][b]
+			}
+			if err := c.Step(toks); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	all, err := m.NewKVCache(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batched := run(all, []int{0, 1, 2})
+	V := decodeConfig.Vocab
+	for b := range prompts {
+		one, err := m.NewKVCache(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone := run(one, []int{b})
+		for s := range alone {
+			got, want := batched[s][b*V:(b+1)*V], alone[s]
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("sequence %d step %d logit %d: batched %v, alone %v", b, s, i, got[i], want[i])
+				}
+			}
+		}
+		one.Close()
+	}
+}
+
+// TestKVCacheErrors: bad calls are refused with errors, never a panic.
+func TestKVCacheErrors(t *testing.T) {
+	m := decodeModel(t, amp.FP32, 1)
+	c, err := m.NewKVCache(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Step([]int32{1, 2}); err == nil {
+		t.Error("a step before any prefill was accepted")
+	}
+	if err := c.Prefill(0, nil); err == nil {
+		t.Error("an empty prompt was accepted")
+	}
+	if err := c.Prefill(2, []int32{1}); err == nil {
+		t.Error("sequence 2 of a cache of 2 was accepted")
+	}
+	if err := c.Prefill(0, make([]int32, decodeConfig.MaxSeq+1)); err == nil {
+		t.Error("a prompt longer than the context was accepted")
+	}
+	if err := c.Prefill(0, []int32{67}); err == nil {
+		t.Error("a token outside the vocabulary was accepted")
+	}
+	if _, err := m.NewKVCache(0); err == nil {
+		t.Error("a cache of 0 sequences was accepted")
+	}
+}
