@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -79,12 +81,27 @@ func runSample(args []string) error {
 	stream := fs.Bool("stream", true, "print the text as it is generated, for one sequence (--stream=false: all at the end)")
 	stats := fs.Bool("stats", false, "print the time to the first token and the tokens per second to stderr")
 	dryRun := fs.Bool("dry-run", false, "print the memory generation needs (weights, key/value cache) and exit")
+	ids := fs.Bool("ids", false, "print the prompt's and the generated token ids as JSON instead of text, drawn from every id (no UTF-8 rule)")
+	promptIDs := fs.String("prompt-ids", "", "the prompt as comma-separated token ids (instead of --prompt)")
 	spec := tokenizerFlag(fs, "default: the one the checkpoint records")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	started := time.Now()
+	var pids []int32
+	if *promptIDs != "" {
+		for i, f := range strings.Split(*promptIDs, ",") {
+			v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+			if err != nil || v < 0 {
+				return fmt.Errorf("--prompt-ids: item %d %q is not a token id (a number >= 0)", i+1, f)
+			}
+			pids = append(pids, int32(v))
+		}
+		if *prompts != "" {
+			return fmt.Errorf("--prompt-ids and --prompts both given: use one")
+		}
+	}
 	switch {
 	case *n < 1:
 		return fmt.Errorf("--tokens %d must be at least 1", *n)
@@ -155,11 +172,56 @@ func runSample(args []string) error {
 	defer m.Close()
 	loaded := time.Since(started)
 	o := train.SampleOptions{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed}
+	if *ids {
+		tok = train.Unmasked(m.Config.Vocab)
+	}
 	s, err := train.NewSampler(m, tok, o)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	report := func(group int) {
+		if !*stats {
+			return
+		}
+		st := s.Stats()
+		how := "recomputing the window each token"
+		if st.Cached {
+			how = "key/value cache"
+		}
+		fmt.Fprintf(os.Stderr, "load %.2f s, time to first token %.3f s (prefill of %d prompts), decode %.1f tokens/s (%d sequences × %d tokens, %s, %s, %s)\n",
+			loaded.Seconds(), (loaded + st.Prefill).Seconds(), group, st.DecodeRate(), st.Batch, st.Tokens, how, policy, dev.Name())
+	}
+	if *ids || pids != nil {
+		if pids == nil {
+			if pids, err = ck.Tokenizer.Encode([]byte(*prompt)); err != nil {
+				return fmt.Errorf("--prompt: %w", err)
+			}
+		}
+		prompts := make([][]int32, B)
+		for i := range prompts {
+			prompts[i] = pids
+		}
+		out, err := s.GenerateBatch(prompts, *n, nil)
+		if err != nil {
+			return err
+		}
+		if *ids {
+			for _, g := range out {
+				j, _ := json.Marshal(map[string][]int32{"prompt_ids": pids, "generated_ids": g})
+				fmt.Println(string(j))
+			}
+		} else {
+			for i, g := range out {
+				if i > 0 {
+					fmt.Println("----")
+				}
+				fmt.Println(data.DecodeText(tok, append(append([]int32{}, pids...), g...)))
+			}
+		}
+		report(B)
+		return nil
+	}
 	one := len(texts) == 1 && *stream
 	var emit func(int, string) error
 	if one {
@@ -189,15 +251,7 @@ func runSample(args []string) error {
 				fmt.Println(t + data.DecodeText(tok, out[i]))
 			}
 		}
-		if *stats {
-			st := s.Stats()
-			how := "recomputing the window each token"
-			if st.Cached {
-				how = "key/value cache"
-			}
-			fmt.Fprintf(os.Stderr, "load %.2f s, time to first token %.3f s (prefill of %d prompts), decode %.1f tokens/s (%d sequences × %d tokens, %s, %s, %s)\n",
-				loaded.Seconds(), (loaded + st.Prefill).Seconds(), len(group), st.DecodeRate(), st.Batch, st.Tokens, how, policy, dev.Name())
-		}
+		report(len(group))
 	}
 	return nil
 }

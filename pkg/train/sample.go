@@ -483,6 +483,11 @@ func Generate(m *gpt.Model, rng *tensor.RNG, prompt []int32, n int, temperature 
 	return s.Generate(prompt, n, nil)
 }
 
+// Unmasked returns a tokenizer of V ids that allows every id at every step
+// (no UTF-8 rule): for sampling token ids whose text does not matter, as a
+// comparison with another program's argmax does.
+func Unmasked(V int) data.Tokenizer { return allTokens(V) }
+
 // allTokens stands for a tokenizer not known: every id is allowed (as one
 // ASCII byte, which keeps the UTF-8 state between characters).
 type allTokens int

@@ -166,3 +166,98 @@ func TestSampleBPEAndGPT2(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheMatchesRecompute: within the context, greedy generation over the
+// key/value cache gives the tokens of recomputing the window every token
+// (fp32, CPU), for a byte model with its UTF-8 masks and a model with none.
+func TestCacheMatchesRecompute(t *testing.T) {
+	m := randomModel(t, testCfg, 7)
+	for _, tok := range []data.Tokenizer{data.Bytes{}, allTokens(testCfg.Vocab)} {
+		gen := func(host bool) []int32 {
+			s := newSampler(m, tok, SampleOptions{}, 1)
+			defer s.Close()
+			s.host = host
+			out, err := s.Generate([]int32{'T', 'h', 'e'}, testCfg.MaxSeq-3, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := s.Stats(); st.Cached == host || st.Slides != 0 {
+				t.Fatalf("host %v: stats %+v", host, st)
+			}
+			return out
+		}
+		cached, recomputed := gen(false), gen(true)
+		if !slices.Equal(cached, recomputed) {
+			t.Fatalf("%s: cache %v\nrecompute %v", tok.Name(), cached, recomputed)
+		}
+	}
+}
+
+// TestSlidingWindow: past the context, a full cache is refilled from the
+// last MaxSeq/2 tokens, and what follows is what a fresh generation from
+// those tokens gives; the generation never stops or emits garbage.
+func TestSlidingWindow(t *testing.T) {
+	m := randomModel(t, testCfg, 8)
+	S := testCfg.MaxSeq
+	tok := allTokens(testCfg.Vocab)
+	s := newSampler(m, tok, SampleOptions{}, 1)
+	defer s.Close()
+	prompt := []int32{1, 2, 3}
+	n := 2*S + 5
+	out, err := s.Generate(prompt, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != n || s.Stats().Slides < 2 {
+		t.Fatalf("%d tokens (want %d), %d slides", len(out), n, s.Stats().Slides)
+	}
+	all := append(append([]int32{}, prompt...), out...)
+	// The first slide comes when the cache holds S positions: the token
+	// drawn then (index S of all) is appended after the last S/2 before it.
+	first := S
+	window := all[first-S/2 : first+1]
+	fresh := newSampler(m, tok, SampleOptions{}, 1)
+	defer fresh.Close()
+	k := S/2 - 2
+	cont, err := fresh.Generate(window, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cont, all[first+1:first+1+k]) {
+		t.Fatalf("after the slide: %v\nfresh from the window: %v", all[first+1:first+1+k], cont)
+	}
+}
+
+// TestBatchedEqualsAlone: prompts of different lengths generated in one
+// batch give, with temperature and top-k, the tokens each gives alone with
+// the seed of its row (seed + b).
+func TestBatchedEqualsAlone(t *testing.T) {
+	m := randomModel(t, testCfg, 9)
+	o := SampleOptions{Temperature: 1, TopK: 20, Seed: 40}
+	prompts := [][]int32{{'a'}, {'T', 'h', 'e', ' ', 'c'}, {}}
+	s, err := NewSampler(m, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	batch, err := s.GenerateBatch(prompts, 40, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, p := range prompts {
+		ob := o
+		ob.Seed = o.Seed + uint64(b)
+		one, err := NewSampler(m, nil, ob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, err := one.Generate(p, 40, nil)
+		one.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(batch[b], alone) {
+			t.Errorf("prompt %d: batched %v\nalone %v", b, batch[b], alone)
+		}
+	}
+}

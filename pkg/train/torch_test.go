@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,4 +100,80 @@ func TestCheckpointLoadsInPyTorch(t *testing.T) {
 	if rel > 1e-4 {
 		t.Errorf("PyTorch's loss %.6f differs from druto's %.6f by %.2g > 1e-4", res.Loss, want, rel)
 	}
+}
+
+// TestGreedyMatchesPyTorch: greedy generation over druto's key/value cache
+// gives the token ids of PyTorch's (../shared/anchors/torch_sample_bench.py,
+// with and without its cache) on the same checkpoint and prompt. The weights
+// are GPT-2's initialisation times 4, so that the argmax moves around
+// rather than repeating one token.
+func TestGreedyMatchesPyTorch(t *testing.T) {
+	py := torchPython(t)
+	script, err := filepath.Abs("../../../shared/anchors/torch_sample_bench.py")
+	if err == nil {
+		_, err = os.Stat(script)
+	}
+	if err != nil {
+		if os.Getenv("DRUTO_TORCH_TESTS") == "require" {
+			t.Fatalf("the PyTorch anchor is missing: %v", err)
+		}
+		t.Skipf("the PyTorch anchor is missing: %v", err)
+	}
+	cfg := gpt.Config{Vocab: 300, MaxSeq: 64, Layers: 2, Heads: 2, Channels: 32}
+	params := gpt.InitParams(cfg, 4)
+	for i := range params {
+		params[i] *= 4
+	}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	if _, err := SaveModel(path, cfg, params); err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpt.New(cpu.New(device.Options{Fused: true, Threads: 2}), cfg, amp.FP32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.SetParams(params); err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{5, 17, 250, 3, 99, 42, 7}
+	const n = 48
+	s, err := NewSampler(m, Unmasked(cfg.Vocab), SampleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Generate(prompt, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(prompt))
+	for i, p := range prompt {
+		ids[i] = strconv.Itoa(int(p))
+	}
+	cmd := exec.Command(py, script, path, strconv.Itoa(n), "0", "1")
+	cmd.Env = append(os.Environ(), "PROMPT_IDS="+strings.Join(ids, ","), "DEV=cpu", "DTYPE=fp32")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var res struct {
+		Equal bool    `json:"greedy_tokens_equal"`
+		IDs   []int32 `json:"generated_ids"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("%s printed %q: %v", script, out, err)
+	}
+	distinct := map[int32]bool{}
+	for _, id := range res.IDs {
+		distinct[id] = true
+	}
+	if !res.Equal || len(distinct) < 4 {
+		t.Fatalf("PyTorch's own paths disagree (%v) or its greedy output repeats (%d distinct ids): %v", res.Equal, len(distinct), res.IDs)
+	}
+	if !slices.Equal(got, res.IDs) {
+		t.Fatalf("druto %v\nPyTorch %v", got, res.IDs)
+	}
+	t.Logf("%d greedy tokens equal, %d distinct", n, len(distinct))
 }
