@@ -38,6 +38,11 @@ const (
 	msgProfileTitle
 	msgMsPerStep
 	msgOfCeiling
+	msgGenerationTitle
+	msgDecodeTokS
+	msgWeightBound
+	msgKVCache
+	msgRecompute
 	msgCount // number of messages; keep last
 )
 
@@ -73,6 +78,11 @@ var messages = [msgCount][2]string{
 	msgProfileTitle:    {"Where a training step's time goes", "একটি প্রশিক্ষণ ধাপের সময় কোথায় যায়"},
 	msgMsPerStep:       {"time per step (ms)", "প্রতি ধাপে সময় (মিলিসেকেন্ড)"},
 	msgOfCeiling:       {"%s of ceiling", "সর্বোচ্চের %s"},
+	msgGenerationTitle: {"Text generation speed", "লেখা তৈরির গতি"},
+	msgDecodeTokS:      {"new tokens per second", "প্রতি সেকেন্ডে নতুন টোকেন"},
+	msgWeightBound:     {"bound: weights read once a token", "সীমা: প্রতি টোকেনে ওজন একবার পড়া"},
+	msgKVCache:         {"KV cache", "KV ক্যাশ"},
+	msgRecompute:       {"no cache", "ক্যাশ ছাড়া"},
 }
 
 // locale turns messages and numbers into the strings of one language.

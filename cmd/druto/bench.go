@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -10,9 +11,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/druto/druto"
+	"github.com/druto/druto/internal/hostmem"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/train"
@@ -92,9 +95,20 @@ func runBench(args []string) error {
 	ops := fs.String("ops", "", "with --kernels: the micro-benchmarks to run, comma-separated (default all: "+strings.Join(gpu.KernelOps, ",")+")")
 	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the timed steps to this file")
+	sample := fs.Bool("sample", false, "benchmark generation instead of training: --configs preset:BxP is B prompts of P tokens, each continued by --tokens tokens over the key/value cache (greedy); --steps rounds, median")
+	newTokens := fs.Int("tokens", 128, "with --sample: tokens generated per prompt")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *sample {
+		rounds := 3
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "steps" {
+				rounds = *steps
+			}
+		})
+		return benchSample(be, *configs, *modes, *newTokens, rounds, *out)
 	}
 	if *steps < 1 || *warmup < 0 {
 		return fmt.Errorf("--steps %d must be >= 1 and --warmup %d >= 0", *steps, *warmup)
@@ -321,4 +335,82 @@ func stamp(rep *bench.Report, be *backend) {
 	if d := be.report.Driver; d != nil && d.Version != "" {
 		rep.Driver = d.Version + " (CUDA " + d.CUDA + ")"
 	}
+}
+
+// benchSample is druto bench --sample: generation's prefill time and decode
+// rate per config and mode, beside the bound of reading the weights once a
+// step at the copy bandwidth measured in the same run.
+func benchSample(be *backend, configs, modes string, newTokens, rounds int, out string) error {
+	switch {
+	case newTokens < 2 || newTokens > maxSampleTokens:
+		return fmt.Errorf("--tokens %d must be in [2, %d] for --sample", newTokens, maxSampleTokens)
+	case rounds < 1 || rounds > 1000:
+		return fmt.Errorf("--steps %d must be in [1, 1000] for --sample (rounds of generation)", rounds)
+	}
+	if configs == "tiny:8x128" { // the training default: one prompt of 16 tokens instead
+		configs = "tiny:1x16"
+	}
+	if modes == "decomposed+fp32,fused+fp32,fused+bf16" {
+		modes = "fused+fp32,fused+bf16"
+	}
+	ms, err := parseModes(modes)
+	if err != nil {
+		return err
+	}
+	cs, err := parseCases(configs)
+	if err != nil {
+		return err
+	}
+	dev, _, err := be.open()
+	if err != nil {
+		return err
+	}
+	threads := 1
+	if c, ok := dev.(*cpu.Device); ok {
+		threads = c.Threads()
+	}
+	bw, err := bench.SampleCopyBandwidth(dev, threads)
+	if err != nil {
+		return fmt.Errorf("copy bandwidth: %w", err)
+	}
+	rep := bench.NewReport(dev.Name())
+	stamp(rep, be)
+	rep.CopyGBps = bw
+	fmt.Fprintf(os.Stderr, "druto bench --sample on %s; copy bandwidth %.1f GB/s (%d threads, measured now)\n", dev.Name(), bw, threads)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "config\tB\tprompt\tnew\tmode\tprefill ms\tdecode tok/s\tbound tok/s\tof bound\t")
+	for _, c := range cs {
+		for _, m := range ms {
+			if m.Step != 0 || !m.Fused {
+				return fmt.Errorf("--modes %s: generation runs the fused ops on the host-driven path; use fused+fp32, fused+bf16 or fused+fp16", m)
+			}
+			if err := be.report.PolicyError(m.Policy); err != nil {
+				fmt.Fprintf(os.Stderr, "druto bench: skipping %s: %v\n", m, err)
+				continue
+			}
+			if err := hostFits(dev, gpt.DecodeBytes(c.Config, c.Batch, m.Policy)+int64(c.Config.NumParams())*4, c); err != nil {
+				return err
+			}
+			r, err := bench.Sample(dev, c, m, newTokens, rounds, bw)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", c.Name, m, err)
+			}
+			rep.Sample = append(rep.Sample, r)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.0f%%\t\n", r.Config, r.Batch, r.PromptTokens, r.NewTokens, r.Mode,
+				r.PrefillMs, r.DecodeTokS, r.BoundTokS, 100*r.DecodeTokS/r.BoundTokS)
+		}
+	}
+	tw.Flush()
+	if out != "" {
+		return rep.Save(out)
+	}
+	return nil
+}
+
+// hostFits refuses a case whose memory does not fit the host, on the CPU.
+func hostFits(dev device.Device, need int64, c bench.Case) error {
+	if _, ok := dev.(*cpu.Device); !ok {
+		return nil
+	}
+	return hostmem.Check(fmt.Sprintf("%s at batch %d", c.Name, c.Batch), need)
 }

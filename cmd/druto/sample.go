@@ -144,7 +144,7 @@ func runSample(args []string) error {
 	if err != nil {
 		return err
 	}
-	need := int64(ck.Config.NumParams())*4*2 + gpt.DecodeBytes(ck.Config, B, policy) // fp32 weights and their gradient buffer
+	need := int64(ck.Config.NumParams())*4 + gpt.DecodeBytes(ck.Config, B, policy) // fp32 weights
 	if policy.Mixed() {
 		need += int64(ck.Config.NumParams()) * int64(policy.Half().Size())
 	}

@@ -135,6 +135,8 @@ type Report struct {
 	PeakNote  string   `json:"peak_note,omitempty"`
 	CopyGBps  float64  `json:"copy_gbps,omitempty"` // the bandwidth profiles compare with (CopyBandwidth)
 	Records   []Record `json:"records"`
+	// Sample holds the generation benchmark's records (druto bench --sample).
+	Sample []SampleRecord `json:"sample,omitempty"`
 }
 
 // NewReport starts a report for device name.

@@ -61,6 +61,9 @@ func (m *Model) Gradients(inputs, targets []int32, B, T int, lossScale float32) 
 	if targets == nil {
 		return 0, fmt.Errorf("gpt: Gradients needs targets")
 	}
+	if m.grads == nil {
+		return 0, errInference
+	}
 	if lossScale == 0 || math.IsNaN(float64(lossScale)) || math.IsInf(float64(lossScale), 0) {
 		return 0, fmt.Errorf("gpt: Gradients: loss scale %v must be finite and nonzero", lossScale)
 	}

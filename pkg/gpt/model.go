@@ -73,6 +73,17 @@ func cut(l *tensor.Layout, flat *tensor.Tensor) (params, error) {
 // New allocates a model with zero parameters on dev; call Init or
 // SetParams before use.
 func New(dev device.Device, cfg Config, policy amp.Policy) (*Model, error) {
+	return newModel(dev, cfg, policy, true)
+}
+
+// NewInference is New without the gradient buffer, for a model that only
+// runs forward (evaluation, generation): it holds a third less memory in
+// fp32, and Gradients returns an error.
+func NewInference(dev device.Device, cfg Config, policy amp.Policy) (*Model, error) {
+	return newModel(dev, cfg, policy, false)
+}
+
+func newModel(dev device.Device, cfg Config, policy amp.Policy, train bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -81,6 +92,17 @@ func New(dev device.Device, cfg Config, policy amp.Policy) (*Model, error) {
 	var err error
 	if m.master, err = dev.Alloc(tensor.F32, n); err != nil {
 		return nil, err
+	}
+	if !train {
+		working := m.master
+		if policy.Mixed() {
+			if m.work, err = dev.Alloc(policy.Half(), n); err != nil {
+				return nil, err
+			}
+			working = m.work
+		}
+		m.wp, err = cut(m.layout, working)
+		return m, err
 	}
 	if m.grads, err = dev.Alloc(tensor.F32, n); err != nil {
 		return nil, err
@@ -113,7 +135,8 @@ func (m *Model) Master() *tensor.Tensor { return m.master }
 // Work returns the 16-bit working copy of the parameters, nil under FP32.
 func (m *Model) Work() *tensor.Tensor { return m.work }
 
-// Grads returns the fp32 gradient buffer (device memory).
+// Grads returns the fp32 gradient buffer (device memory), nil for a model
+// of NewInference.
 func (m *Model) Grads() *tensor.Tensor { return m.grads }
 
 // InitParams returns GPT-2's initialisation for cfg as a host slice in
@@ -164,7 +187,7 @@ func (m *Model) SetParams(p []float32) error {
 	if len(p) != m.layout.Total {
 		return fmt.Errorf("gpt: %d parameters given, the model has %d: %w", len(p), m.layout.Total, tensor.ErrShape)
 	}
-	host, _ := tensor.FromF32(p, len(p))
+	host, _ := tensor.ViewF32(p, len(p))
 	m.dev.Upload(m.master, host)
 	m.SyncWork()
 	return m.dev.Sync()
@@ -182,7 +205,15 @@ func (m *Model) SyncWork() {
 func (m *Model) Params() ([]float32, error) { return m.download(m.master) }
 
 // GradValues downloads the fp32 gradients in layout order.
-func (m *Model) GradValues() ([]float32, error) { return m.download(m.grads) }
+func (m *Model) GradValues() ([]float32, error) {
+	if m.grads == nil {
+		return nil, errInference
+	}
+	return m.download(m.grads)
+}
+
+// errInference is the error of a training call on a model of NewInference.
+var errInference = fmt.Errorf("gpt: the model was built for inference (NewInference): it has no gradients")
 
 func (m *Model) download(t *tensor.Tensor) ([]float32, error) {
 	host := tensor.New(t.DType, t.Shape...)
@@ -194,7 +225,11 @@ func (m *Model) download(t *tensor.Tensor) ([]float32, error) {
 }
 
 // ZeroGrad sets every gradient to zero (backward accumulates).
-func (m *Model) ZeroGrad() { m.dev.Zero(m.grads) }
+func (m *Model) ZeroGrad() {
+	if m.grads != nil {
+		m.dev.Zero(m.grads)
+	}
+}
 
 // Close frees the model's device memory; the model must not be used after.
 func (m *Model) Close() {

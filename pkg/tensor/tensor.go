@@ -77,6 +77,19 @@ func FromF32(v []float32, shape ...int) (*Tensor, error) {
 	return t, nil
 }
 
+// ViewF32 returns a host F32 tensor over v's memory (no copy: writes to
+// either show in both), with the given shape.
+func ViewF32(v []float32, shape ...int) (*Tensor, error) {
+	if Shape(shape).Numel() != len(v) {
+		return nil, fmt.Errorf("%w: %d values for shape %v", ErrShape, len(v), Shape(shape))
+	}
+	var b []byte
+	if len(v) > 0 {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+	}
+	return &Tensor{DType: F32, Shape: append(Shape(nil), shape...), host: b}, nil
+}
+
 // FromI32 returns a host I32 tensor holding a copy of v with the given shape.
 func FromI32(v []int32, shape ...int) (*Tensor, error) {
 	if Shape(shape).Numel() != len(v) {

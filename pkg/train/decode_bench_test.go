@@ -13,7 +13,7 @@ import (
 // second of the decode phase (b.N tokens after a 16-token prompt), per
 // preset, on the CPU with 2 threads.
 func BenchmarkDecode(b *testing.B) {
-	for _, name := range []string{"tiny", "small"} {
+	for _, name := range []string{"tiny", "small", "gpt2-124M"} {
 		b.Run(name, func(b *testing.B) {
 			cfg, _ := gpt.Preset(name)
 			m, err := gpt.New(cpu.New(device.Options{Fused: true, Threads: 2}), cfg, amp.FP32)

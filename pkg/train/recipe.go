@@ -206,7 +206,7 @@ func (c *Checkpoint) Open(dev device.Device) (*gpt.Model, error) { return c.Open
 // OpenAs is Open under precision policy p: the model computes in p's
 // working dtype (16-bit weights and activations under BF16 and FP16).
 func (c *Checkpoint) OpenAs(dev device.Device, p amp.Policy) (*gpt.Model, error) {
-	m, err := gpt.New(dev, c.Config, p)
+	m, err := gpt.NewInference(dev, c.Config, p)
 	if err != nil {
 		return nil, err
 	}
