@@ -107,29 +107,15 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 			base := bh * S * hs
 			mx := float32(math.Inf(-1))
 			for j := range n {
-				k := in32(kc, base+j*hs, hs, kb)
-				var s float32
-				for c := range hs {
-					s += q[c] * k[c]
-				}
-				s *= scale
+				s := dotF32(q, in32(kc, base+j*hs, hs, kb)) * scale
 				att[j] = s
 				mx = max(mx, s)
 			}
-			var sum float32
-			for j := range n {
-				e := float32(math.Exp(float64(att[j] - mx)))
-				att[j] = e
-				sum += e
-			}
+			sum := expSubSum(att[:n], mx)
 			o := ob[:hs]
 			clear(o)
 			for j := range n {
-				v := in32(vc, base+j*hs, hs, kb)
-				p := att[j]
-				for c := range hs {
-					o[c] += p * v[c]
-				}
+				axpyFMA(o, in32(vc, base+j*hs, hs, kb), att[j])
 			}
 			inv := 1 / sum
 			for c := range hs {
@@ -181,4 +167,34 @@ func (d *Device) SampleHead(ids, logits, x, wte, table, rows *tensor.Tensor, B, 
 			r[device.RowStep]++
 		}
 	})
+}
+
+// dotF32 returns Σ a[i]·b[i] over len(a) in fp32 (fused multiply-adds in
+// 8 lanes where the CPU has them).
+func dotF32(a, b []float32) float32 {
+	b = b[:len(a)]
+	k := 0
+	var s float32
+	if useAVX2 && len(a) >= 8 {
+		k = len(a) &^ 7
+		s = dotFMAAVX2(&a[0], &b[0], k)
+	}
+	for i := k; i < len(a); i++ {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// axpyFMA sets y[i] += a·x[i] over len(y) (fused multiply-adds where the
+// CPU has them).
+func axpyFMA(y, x []float32, a float32) {
+	x = x[:len(y)]
+	k := 0
+	if useAVX2 && len(y) >= 8 {
+		k = len(y) &^ 7
+		axpyAVX2(&y[0], &x[0], a, k)
+	}
+	for i := k; i < len(y); i++ {
+		y[i] += a * x[i]
+	}
 }

@@ -89,3 +89,62 @@ g4bdone:
 	VMOVUPS Y3, 96(DI)
 	VZEROUPPER
 	RET
+
+// func dotFMAAVX2(a, b *float32, n int) float32
+// Σ a[i]·b[i] over i < n (a multiple of 8): two 8-lane fused multiply-add
+// chains, added lane-wise and then as (l0+l4)+(l1+l5)... at the end.
+TEXT ·dotFMAAVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DX
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	SHRQ   $3, CX
+	JZ     dfdone
+	TESTQ  $1, CX
+	JZ     dfpairs
+	VMOVUPS     (SI), Y2
+	VFMADD231PS (DX), Y2, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DX
+	DECQ        CX
+	JZ          dfdone
+dfpairs:
+	VMOVUPS     (SI), Y2
+	VMOVUPS     32(SI), Y3
+	VFMADD231PS (DX), Y2, Y0
+	VFMADD231PS 32(DX), Y3, Y1
+	ADDQ        $64, SI
+	ADDQ        $64, DX
+	SUBQ        $2, CX
+	JNZ         dfpairs
+dfdone:
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func axpyAVX2(y, x *float32, a float32, n int)
+// y[i] += a·x[i] over i < n (a multiple of 8), fused multiply-adds.
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	VBROADCASTSS a+16(FP), Y1
+	MOVQ         n+24(FP), CX
+	SHRQ         $3, CX
+	JZ           axdone
+axloop:
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y1, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	DECQ        CX
+	JNZ         axloop
+axdone:
+	VZEROUPPER
+	RET

@@ -90,3 +90,9 @@ func gemv4F32AVX2(w *float32, ldw int, x *float32, n int, acc *[32]float32)
 
 //go:noescape
 func gemv4BF16AVX2(w *uint16, ldw int, x *float32, n int, acc *[32]float32)
+
+//go:noescape
+func dotFMAAVX2(a, b *float32, n int) float32
+
+//go:noescape
+func axpyAVX2(y, x *float32, a float32, n int)
