@@ -33,10 +33,12 @@ type Decoder interface {
 	// out (B,C), qkv (B,3C), kc (B,NH,S,hs), vc (B,NH,S,hs), pos (B) I32
 	AttentionDecode(out, qkv, kc, vc, pos *T, B, C, NH, S int)
 	// SampleHead is the LM head fused with sampling: logits[b,:] = x[b,:]·wteᵀ
-	// in fp32 (kept in logits, which the caller may read), then one token a
-	// row chosen by SampleRow under o with the row's state rows[b,:] and the
-	// token table, written to ids[b]; rows[b,:] is advanced (SampleRow).
-	// ids (B) I32, logits (B,V) F32, x (B,C), wte (V,C), table (NS,V) I32, rows (B,RowLen) I32
+	// with fp32 accumulation, rounded to logits' dtype (x's and wte's, as the
+	// training step's head), then one token a row chosen by SampleRow from
+	// those values under o with the row's state rows[b,:] and the token
+	// table, written to ids[b]; rows[b,:] is advanced: its state to the
+	// token's next, RowLeft down and RowStep up by one.
+	// ids (B) I32, logits (B,V), x (B,C), wte (V,C), table (NS,V) I32, rows (B,RowLen) I32
 	SampleHead(ids, logits, x, wte, table, rows *T, B, C, V, NS int, o Sampling)
 }
 
@@ -220,7 +222,7 @@ var DecodeOps = struct {
 		Tol: one, Rule: decodeRule(1, 2)},
 	// B, C, V, NS
 	SampleHead: Contract{Op: "SampleHead", Sizes: []string{"B", "C+", "V+", "NS+"},
-		Params: []Param{p("ids", I32, Out, prod(0)), p("logits", F32, Out, prod(0, 2)), p("x", Float, In, prod(0, 1)),
+		Params: []Param{p("ids", I32, Out, prod(0)), p("logits", Float, Out, prod(0, 2)), p("x", Float, In, prod(0, 1)),
 			p("wte", Float, In, prod(2, 1)), p("table", I32, In, prod(3, 2)),
 			p("rows", I32, Acc, func(s []int) int { return s[0] * RowLen })},
 		Tol: one},

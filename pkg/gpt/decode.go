@@ -38,7 +38,7 @@ type KVCache struct {
 	posT  *tensor.Tensor // (B) I32 positions of the decode step
 	hostP *tensor.Tensor // (B) I32 host staging of the positions
 	hostI *tensor.Tensor // (B) I32 host copy of the chosen ids
-	logit *tensor.Tensor // (B,V) F32
+	logit *tensor.Tensor // (B,V) logits, the activation dtype
 	table *tensor.Tensor // (NS,V) I32 sampling table (SetTable)
 	rows  *tensor.Tensor // (B,RowLen) I32 sampling state
 	ns    int
@@ -65,9 +65,10 @@ func KVCacheBytes(cfg Config, B, S int, p amp.Policy) int64 {
 func DecodeBytes(cfg Config, B int, p amp.Policy) int64 {
 	S, C, V := cfg.MaxSeq, int64(cfg.Channels), int64(cfg.Vocab)
 	a := int64(p.DType(amp.Activation).Size())
-	rowsBytes := func(n int64) int64 { return n*(4+2*4) + n*C*a*14 } // tok, mean, rstd; x ln qkv(3) atty proj res fch(4) fchG(4)
+	r := int64(p.DType(amp.Residual).Size())
+	rowsBytes := func(n int64) int64 { return n*(4+2*4) + n*C*(a*12+r*2) } // tok, mean, rstd; ln qkv(3) atty proj fch(4) fchG(4); x res
 	att := int64(device.ProbState(p.DType(amp.Activation), 1, S, cfg.Heads).Numel()) * a
-	return KVCacheBytes(cfg, B, S, p) + rowsBytes(int64(S)) + rowsBytes(int64(B)) + att + int64(B)*(V*4+8+4*device.RowLen)
+	return KVCacheBytes(cfg, B, S, p) + rowsBytes(int64(S)) + rowsBytes(int64(B)) + att + int64(B)*(V*a+8+4*device.RowLen)
 }
 
 // NewKVCache allocates the cache of B sequences for m. It fails with
@@ -91,7 +92,7 @@ func (m *Model) NewKVCache(B int) (*KVCache, error) {
 
 func (c *KVCache) alloc() error {
 	d, cfg := c.m.dev, c.m.Config
-	dt := c.m.Policy.DType(amp.Activation)
+	dt, rdt := c.m.Policy.DType(amp.Activation), c.m.Policy.DType(amp.Residual)
 	C, NH, L := cfg.Channels, cfg.Heads, cfg.Layers
 	var err error
 	a := func(dt tensor.DType, shape ...int) *tensor.Tensor {
@@ -107,8 +108,11 @@ func (c *KVCache) alloc() error {
 		c.v = append(c.v, a(dt, c.B, NH, c.S, C/NH))
 	}
 	bufs := func(n int) rowBufs {
-		return rowBufs{n: n, tok: a(tensor.I32, n), x: a(dt, n, C), ln: a(dt, n, C), qkv: a(dt, n, 3*C),
-			atty: a(dt, n, C), proj: a(dt, n, C), res: a(dt, n, C), fch: a(dt, n, 4*C), fchG: a(dt, n, 4*C),
+		// The dtypes of the training step's buffers (activationSpecs): the
+		// residual stream in the policy's Residual type, the rest in its
+		// Activation type.
+		return rowBufs{n: n, tok: a(tensor.I32, n), x: a(rdt, n, C), ln: a(dt, n, C), qkv: a(dt, n, 3*C),
+			atty: a(dt, n, C), proj: a(dt, n, C), res: a(rdt, n, C), fch: a(dt, n, 4*C), fchG: a(dt, n, 4*C),
 			mean: a(tensor.F32, n), rstd: a(tensor.F32, n)}
 	}
 	c.step, c.pre = bufs(c.B), bufs(c.S)
@@ -116,7 +120,7 @@ func (c *KVCache) alloc() error {
 	c.att = a(st.DType, st.Numel())
 	c.zero, c.posT = a(tensor.I32, 1), a(tensor.I32, c.B)
 	c.hostP, c.hostI = tensor.New(tensor.I32, c.B), tensor.New(tensor.I32, c.B)
-	c.logit = a(tensor.F32, c.B, cfg.Vocab)
+	c.logit = a(dt, c.B, cfg.Vocab)
 	c.rows = a(tensor.I32, c.B, device.RowLen)
 	if err != nil {
 		return fmt.Errorf("gpt: key/value cache of %d sequences (%.1f MiB): %w", c.B, float64(DecodeBytes(cfg, c.B, c.m.Policy))/(1<<20), err)
@@ -262,12 +266,18 @@ func (c *KVCache) Step(tokens []int32) error {
 func (c *KVCache) Full(b int) bool { return c.pos[b] >= c.S }
 
 // Logits returns the (B,V) logits of the rows the last Prefill or Step left,
-// in fp32 (for tests and for callers that sample on the host).
+// as fp32 values of the activation dtype (for tests and for callers that
+// sample on the host).
 func (c *KVCache) Logits() ([]float32, error) {
 	m := c.m
 	V, C := m.Config.Vocab, m.Config.Channels
 	m.dev.Matmul(c.logit, nil, c.step.ln, m.wp.wte, nil, c.B, C, V, device.None)
-	return m.download(c.logit)
+	host := tensor.New(c.logit.DType, c.logit.Shape...)
+	m.dev.Download(host, c.logit)
+	if err := m.dev.Sync(); err != nil {
+		return nil, err
+	}
+	return host.ToF32(), nil
 }
 
 // SetTable sets the sampling table (NS rows of V entries, device.TableEntry

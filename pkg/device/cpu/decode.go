@@ -140,13 +140,19 @@ func (d *Device) SampleHead(ids, logits, x, wte, table, rows *tensor.Tensor, B, 
 			return
 		}
 	}
-	y := logits.F32()
+	y := outF32(logits)
+	defer releaseF32(logits, y)
 	if d.gemvOK(B, wte) {
 		xb := scratch32(x, B*C)
 		d.gemv(y, in32(x, 0, B*C, xb), wte, B, C, V)
 		putScratch(xb)
+		if logits.DType != tensor.F32 { // sample from the stored (rounded) logits
+			store(logits, 0, y)
+			load(y, logits, 0)
+		}
 	} else {
 		d.Matmul(logits, nil, x, wte, nil, B, C, V, device.None)
+		load(y, logits, 0)
 	}
 	for len(d.sampleScratch) < B {
 		d.sampleScratch = append(d.sampleScratch, &device.SampleScratch{})
