@@ -8,6 +8,7 @@ package gpt
 // the chosen ids leave the device.
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/druto/druto/pkg/amp"
@@ -42,6 +43,13 @@ type KVCache struct {
 	table *tensor.Tensor // (NS,V) I32 sampling table (SetTable)
 	rows  *tensor.Tensor // (B,RowLen) I32 sampling state
 	ns    int
+
+	// The decode step and the draw as one graph (Next), on a device that
+	// captures graphs, for the sampling options it was captured with.
+	graph    device.Graph
+	graphO   device.Sampling
+	noGraph  bool   // capture failed once: run plainly
+	GraphWhy string // why Next runs without a graph, "" while it uses one (or has not run)
 }
 
 // rowBufs are the activations of one run of n rows through the layers:
@@ -131,6 +139,10 @@ func (c *KVCache) alloc() error {
 // Close frees the cache's device memory.
 func (c *KVCache) Close() {
 	d := c.m.dev
+	if c.graph != nil {
+		c.graph.Close()
+		c.graph = nil
+	}
 	for _, t := range c.all() {
 		if t != nil {
 			d.Free(t)
@@ -228,38 +240,111 @@ func (c *KVCache) layers(r rowBufs, attend func(l int)) {
 // layernorm of each row is left for Sample. A sequence whose cache is full
 // must be prefilled again first (Full).
 func (c *KVCache) Step(tokens []int32) error {
-	m, d := c.m, c.m.dev
-	C, NH := m.Config.Channels, m.Config.Heads
-	for b, p := range c.pos {
-		if p < 1 || p >= c.S {
-			return fmt.Errorf("gpt: sequence %d holds %d positions: prefill it (1 to %d tokens) before a step", b, p, c.S-1)
-		}
+	if err := c.stepPositions(); err != nil {
+		return err
 	}
-	r := c.step
 	if tokens != nil {
 		if len(tokens) != c.B {
 			return fmt.Errorf("gpt: %d tokens for a step of %d sequences: %w", len(tokens), c.B, tensor.ErrShape)
 		}
-		if err := m.checkTokens(tokens); err != nil {
+		if err := c.m.checkTokens(tokens); err != nil {
 			return err
 		}
 		host, _ := tensor.FromI32(tokens, c.B)
-		d.Upload(r.tok, host)
-	} // else r.tok holds the ids the last Sample chose
+		c.m.dev.Upload(c.step.tok, host)
+	} // else step.tok holds the ids the last Sample chose
+	c.queueStep()
+	c.advance()
+	return nil
+}
+
+// stepPositions checks that every sequence has room for a step and queues
+// the upload of the positions the step writes at.
+func (c *KVCache) stepPositions() error {
 	ps := c.hostP.I32()
 	for b, p := range c.pos {
+		if p < 1 || p >= c.S {
+			return fmt.Errorf("gpt: sequence %d holds %d positions: prefill it (1 to %d tokens) before a step", b, p, c.S-1)
+		}
 		ps[b] = int32(p)
 	}
-	d.Upload(c.posT, c.hostP)
+	c.m.dev.Upload(c.posT, c.hostP)
+	return nil
+}
+
+// queueStep queues a decode step's device work from step.tok and posT (no
+// upload, no wait: a graph captures it).
+func (c *KVCache) queueStep() {
+	m := c.m
+	r := c.step
+	C, NH := m.Config.Channels, m.Config.Heads
 	c.dec.EncoderAt(r.x, m.wp.wte, m.wp.wpe, r.tok, c.posT, c.B, C)
 	c.layers(r, func(l int) {
 		c.dec.KVAppend(c.k[l], c.v[l], r.qkv, c.posT, c.B, 1, C, NH, c.S)
 		c.dec.AttentionDecode(r.atty, r.qkv, c.k[l], c.v[l], c.posT, c.B, C, NH, c.S)
 	})
+}
+
+// queueSample queues the LM head and the draw (SampleHead).
+func (c *KVCache) queueSample(o device.Sampling) {
+	m := c.m
+	c.dec.SampleHead(c.step.tok, c.logit, c.step.ln, m.wp.wte, c.table, c.rows, c.B, m.Config.Channels, m.Config.Vocab, c.ns, o)
+}
+
+func (c *KVCache) advance() {
 	for b := range c.pos {
 		c.pos[b]++
 	}
-	return nil
+}
+
+// Next is Step(nil) followed by Sample(o): a decode step from the tokens
+// the last Sample or Next chose, then the next tokens drawn. On a device
+// that captures graphs (device.Grapher) the step and the draw are one graph,
+// captured at the first call (after a plain run) and replayed for every
+// later token: one launch a token, with only the positions going in and the
+// ids coming out.
+func (c *KVCache) Next(o device.Sampling) ([]int32, error) {
+	if err := c.stepPositions(); err != nil {
+		return nil, err
+	}
+	g, graphs := c.m.dev.(device.Grapher)
+	switch {
+	case graphs && !c.noGraph && c.graph != nil && c.graphO == o:
+		err := c.graph.Launch()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, device.ErrGraphStale) {
+			return nil, err
+		}
+		c.graph.Close() // a buffer moved (a larger prefill grew a scratch): run plainly, capture again
+		c.graph = nil
+		fallthrough
+	default:
+		c.queueStep()
+		c.queueSample(o)
+		if graphs && !c.noGraph { // capture for the next tokens
+			if c.graph != nil {
+				c.graph.Close()
+				c.graph = nil
+			}
+			if err := c.m.dev.Sync(); err != nil {
+				return nil, err
+			}
+			gr, err := g.Capture(func() error {
+				c.queueStep()
+				c.queueSample(o)
+				return nil
+			})
+			if err != nil {
+				c.noGraph, c.GraphWhy = true, err.Error()
+			} else {
+				c.graph, c.graphO = gr, o
+			}
+		}
+	}
+	c.advance()
+	return c.readIDs()
 }
 
 // Full reports whether sequence b's cache has no room for another step.
@@ -320,10 +405,14 @@ func (c *KVCache) SetRows(rows []int32) error {
 // or Step left and returns each sequence's token (-1 where the table allows
 // none); they are also the tokens of the next Step (Step(nil)).
 func (c *KVCache) Sample(o device.Sampling) ([]int32, error) {
-	m := c.m
-	c.dec.SampleHead(c.step.tok, c.logit, c.step.ln, m.wp.wte, c.table, c.rows, c.B, m.Config.Channels, m.Config.Vocab, c.ns, o)
-	m.dev.Download(c.hostI, c.step.tok)
-	if err := m.dev.Sync(); err != nil {
+	c.queueSample(o)
+	return c.readIDs()
+}
+
+// readIDs downloads the ids the last draw chose, waiting for the device.
+func (c *KVCache) readIDs() ([]int32, error) {
+	c.m.dev.Download(c.hostI, c.step.tok)
+	if err := c.m.dev.Sync(); err != nil {
 		return nil, err
 	}
 	return append([]int32(nil), c.hostI.I32()...), nil

@@ -1,6 +1,7 @@
 package gpt
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
@@ -177,5 +178,98 @@ func TestKVCacheErrors(t *testing.T) {
 	}
 	if _, err := m.NewKVCache(0); err == nil {
 		t.Error("a cache of 0 sequences was accepted")
+	}
+}
+
+// replayDev is a CPU device that "captures" a graph by keeping the function
+// and replays it by running it again: what a CUDA graph does, on the CPU,
+// so that Next's graph path runs here.
+type replayDev struct {
+	*cpu.Device
+	captures, launches int
+}
+
+type replayGraph struct {
+	d  *replayDev
+	fn func() error
+}
+
+func (g *replayGraph) Launch() error { g.d.launches++; return g.fn() }
+func (g *replayGraph) Close() error  { return nil }
+
+func (d *replayDev) Capture(fn func() error) (device.Graph, error) {
+	d.captures++
+	return &replayGraph{d, fn}, nil
+}
+
+// TestKVCacheNextGraph: Next through a graph (captured once, replayed for
+// every later token) draws what Step and Sample draw without one, and a
+// change of the sampling options captures again.
+func TestKVCacheNextGraph(t *testing.T) {
+	run := func(dev device.Device, o []device.Sampling) [][]int32 {
+		m, err := New(dev, decodeConfig, amp.FP32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.Init(4); err != nil {
+			t.Fatal(err)
+		}
+		c, err := m.NewKVCache(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for b, p := range [][]int32{{1, 2, 3}, {9}} {
+			if err := c.Prefill(b, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows := make([]int32, 2*device.RowLen)
+		rows[device.RowLeft], rows[device.RowLen+device.RowLeft] = 100, 100
+		rows[device.RowSeedLo], rows[device.RowLen+device.RowSeedLo] = 5, 6
+		if err := c.SetRows(rows); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := c.Sample(o[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := [][]int32{ids}
+		for i := 1; i < len(o); i++ {
+			if _, graphs := dev.(*replayDev); graphs {
+				ids, err = c.Next(o[i])
+			} else {
+				if err = c.Step(nil); err == nil {
+					ids, err = c.Sample(o[i])
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ids)
+		}
+		return out
+	}
+	var o []device.Sampling
+	for i := range 12 {
+		s := device.Sampling{Temperature: 1, TopK: 10}
+		if i >= 7 {
+			s.Temperature = 0.5
+		}
+		o = append(o, s)
+	}
+	rd := &replayDev{Device: cpu.New(device.Options{Fused: true, Threads: 2})}
+	got := run(rd, o)
+	want := run(cpu.New(device.Options{Fused: true, Threads: 2}), o)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("token %d: through the graph %v, plainly %v", i, got[i], want[i])
+		}
+	}
+	// Captured at the first Next and again when the temperature changed;
+	// replayed for the other tokens.
+	if rd.captures != 2 || rd.launches != 11-2 {
+		t.Errorf("%d captures and %d launches, want 2 and 9", rd.captures, rd.launches)
 	}
 }

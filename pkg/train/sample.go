@@ -289,7 +289,13 @@ func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, 
 	s.stats.Cached = true
 	var first time.Time
 	for i := range n {
-		ids, err := c.Sample(s.sampling())
+		var ids []int32
+		var err error
+		if i == 0 {
+			ids, err = c.Sample(s.sampling())
+		} else {
+			ids, err = c.Next(s.sampling())
+		}
 		if err != nil {
 			return err
 		}
@@ -316,9 +322,6 @@ func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, 
 				}
 				s.stats.Slides++
 			}
-		}
-		if err := c.Step(nil); err != nil {
-			return err
 		}
 	}
 	s.stats.Decode = time.Since(first)

@@ -1,0 +1,319 @@
+// decode.cu: generation over a key/value cache (pkg/device/gpu/decode.go,
+// the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
+//
+// druto:kernel encoder_at kv_append attention_decode attention_decode_combine sample_rows
+// druto:dtypes f32 bf16 f16
+//
+// encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
+// element; out is the fp32 residual stream.
+// kv_append: row t of sequence b of qkv (B,T,3C) goes to position pos[b]+t
+// of the caches (B,NH,S,hs), one thread an element of k and of v.
+// attention_decode (flash-decoding): one query row a sequence against its
+// cached positions [0, pos[b]], the positions cut into splits of
+// DEC_CHUNK; block (split, b·NH+h) scores its chunk one warp a position
+// (the lanes read a key row together), takes the softmax's max and sum over
+// the chunk, and writes its unnormalised output and (max, sum) to the
+// partials; attention_decode_combine merges a pair's splits with the
+// log-sum-exp rule and rounds once into out. The grid depends on S only, so
+// a graph replays it for any lengths.
+// sample_rows: device.SampleRow for each row of the logits, one block a row:
+// the allowed tokens' argmax (ties to the smallest id), then for a
+// temperature the top-k cut (the K-th largest allowed logit, found by
+// bisection over the order-preserving integer keys of the floats: exact),
+// the top-p cut (the largest logit θ whose kept weights at or above it reach
+// P of the total, bisection again: weights grow with the logit), and the
+// draw: the first kept id by id whose running sum of weights exceeds u
+// times their total (weights exp((l - max)/T) in double, as the CPU twin).
+// The row's state advances as SampleHead documents.
+
+#include "common.cuh"
+
+// druto:block DEC_BLOCK encoder_at kv_append
+#define DEC_BLOCK 256
+// druto:block DEC_ATT_BLOCK attention_decode attention_decode_combine
+#define DEC_ATT_BLOCK 128
+#define DEC_CHUNK 256 // cached positions a split of attention_decode scores (read by the launcher)
+// druto:block DEC_SAMPLE_BLOCK sample_rows
+#define DEC_SAMPLE_BLOCK 1024
+
+// The slots of a row's sampling state (device.Row*).
+#define ROW_STATE 0
+#define ROW_LEFT 1
+#define ROW_STEP 2
+#define ROW_SEED_LO 3
+#define ROW_SEED_HI 4
+#define ROW_LEN 5
+
+extern "C" __global__ void __launch_bounds__(DEC_BLOCK) encoder_at(float* __restrict__ out, const T* __restrict__ wte,
+        const T* __restrict__ wpe, const int* __restrict__ tok, const int* __restrict__ pos, int N, int C, int V, int S) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)N * C) return;
+    int r = (int)(i / C), c = (int)(i % C);
+    int t = tok[r], p = pos[r];
+    if (t < 0 || t >= V || p < 0 || p >= S) { out[i] = __int_as_float(0x7fc00000); return; } // NaN: the host validated them
+    out[i] = load(wte, (size_t)t * C + c) + load(wpe, (size_t)p * C + c);
+}
+
+extern "C" __global__ void __launch_bounds__(DEC_BLOCK) kv_append(T* __restrict__ kc, T* __restrict__ vc,
+        const T* __restrict__ qkv, const int* __restrict__ pos, int B, int Tn, int C, int NH, int S) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)B * Tn * C) return;
+    int c = (int)(i % C);
+    long bt = i / C;
+    int t = (int)(bt % Tn), b = (int)(bt / Tn);
+    int at = pos[b] + t;
+    if (at < 0 || at >= S) return;
+    int hs = C / NH, h = c / hs, d = c % hs;
+    size_t dst = (((size_t)b * NH + h) * S + at) * hs + d;
+    size_t src = (size_t)bt * 3 * C;
+    kc[dst] = qkv[src + C + c];
+    vc[dst] = qkv[src + 2 * C + c];
+}
+
+// attention_decode: grid (splits, B·NH), DEC_ATT_BLOCK threads; part_o
+// (B·NH, splits, hs) fp32, part_ml (B·NH, splits, 2) fp32 (max, sum).
+extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(float* __restrict__ part_o,
+        float* __restrict__ part_ml, const T* __restrict__ qkv, const T* __restrict__ kc, const T* __restrict__ vc,
+        const int* __restrict__ pos, int B, int C, int NH, int S) {
+    __shared__ float q[256];           // hs <= 256
+    __shared__ float p[DEC_CHUNK];
+    __shared__ float red[DEC_ATT_BLOCK / 32];
+    int split = blockIdx.x, splits = gridDim.x, bh = blockIdx.y;
+    int b = bh / NH, h = bh % NH, hs = C / NH;
+    int n = pos[b] + 1;
+    int lo = split * DEC_CHUNK, hi = min(lo + DEC_CHUNK, n);
+    float* po = part_o + ((size_t)bh * splits + split) * hs;
+    float* pml = part_ml + ((size_t)bh * splits + split) * 2;
+    if (lo >= hi) { // nothing cached in this split
+        for (int d = threadIdx.x; d < hs; d += blockDim.x) po[d] = 0.f;
+        if (threadIdx.x == 0) { pml[0] = -INFINITY; pml[1] = 0.f; }
+        return;
+    }
+    for (int d = threadIdx.x; d < hs; d += blockDim.x) q[d] = load(qkv, (size_t)b * 3 * C + h * hs + d);
+    __syncthreads();
+    float scale = rsqrtf((float)hs);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    const T* kb = kc + (size_t)bh * S * hs;
+    const T* vb = vc + (size_t)bh * S * hs;
+    for (int j = lo + warp; j < hi; j += warps) {
+        float s = 0.f;
+        for (int d = lane; d < hs; d += 32) s += q[d] * load(kb, (size_t)j * hs + d);
+        s = warp_sum(s);
+        if (lane == 0) p[j - lo] = s * scale;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < hi - lo; j += blockDim.x) m = fmaxf(m, p[j]);
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < warps; w++) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float l = 0.f;
+    for (int j = threadIdx.x; j < hi - lo; j += blockDim.x) {
+        float e = expf(p[j] - m);
+        p[j] = e;
+        l += e;
+    }
+    l = warp_sum(l);
+    if (lane == 0) red[warp] = l;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.f;
+        for (int w = 0; w < warps; w++) t += red[w];
+        pml[0] = m;
+        pml[1] = t;
+    }
+    for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+        float o = 0.f;
+        for (int j = lo; j < hi; j++) o += p[j - lo] * load(vb, (size_t)j * hs + d);
+        po[d] = o;
+    }
+}
+
+// attention_decode_combine: grid B·NH, DEC_ATT_BLOCK threads; out (B,C).
+extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode_combine(T* __restrict__ out,
+        const float* __restrict__ part_o, const float* __restrict__ part_ml, int C, int NH, int splits) {
+    int bh = blockIdx.x, b = bh / NH, h = bh % NH, hs = C / NH;
+    const float* ml = part_ml + (size_t)bh * splits * 2;
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++) M = fmaxf(M, ml[2 * s]);
+    float L = 0.f;
+    for (int s = 0; s < splits; s++) L += ml[2 * s + 1] > 0.f ? ml[2 * s + 1] * expf(ml[2 * s] - M) : 0.f;
+    for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+        float o = 0.f;
+        for (int s = 0; s < splits; s++)
+            if (ml[2 * s + 1] > 0.f) o += part_o[((size_t)bh * splits + s) * hs + d] * expf(ml[2 * s] - M);
+        store(out, (size_t)b * C + h * hs + d, o / L);
+    }
+}
+
+// ---- sample_rows ----------------------------------------------------------
+
+// The uniform of a draw (device.Uniform): splitmix64 of the seed and step.
+__device__ __forceinline__ float dec_uniform(unsigned long long seed, unsigned step) {
+    unsigned long long z = seed + (unsigned long long)(step + 1u) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) / 16777216.f;
+}
+
+// key orders floats as unsigned integers (negative ones reversed).
+__device__ __forceinline__ unsigned dec_key(float f) {
+    unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float dec_unkey(unsigned k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+__device__ __forceinline__ bool dec_allowed(int e, int left) { return e != -1 && (e >> 8) <= left; }
+
+// Block-wide sums (every thread gets the total; the order is fixed).
+__device__ double dec_sum_d(double v, double* sh) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    double t = 0;
+    for (int w = 0; w < warps; w++) t += sh[w];
+    return t;
+}
+__device__ int dec_sum_i(int v, double* sh) { return (int)dec_sum_d((double)v, sh); }
+
+// sample_rows: grid B, DEC_SAMPLE_BLOCK threads. logits (B,V) T, table
+// (NS,V), rows (B,ROW_LEN), ids (B).
+extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* __restrict__ ids,
+        const T* __restrict__ logits, const int* __restrict__ table, int* __restrict__ rows, int V, int NS,
+        float temperature, int topk, float topp) {
+    __shared__ double sh[DEC_SAMPLE_BLOCK / 32];
+    __shared__ unsigned long long best_sh[DEC_SAMPLE_BLOCK / 32];
+    __shared__ int bad_sh;
+    int b = blockIdx.x;
+    int* row = rows + (size_t)b * ROW_LEN;
+    int st = row[ROW_STATE], left = row[ROW_LEFT];
+    const T* l = logits + (size_t)b * V;
+    if (st < 0 || st >= NS) { // the host validates states; a bad one draws nothing
+        if (threadIdx.x == 0) ids[b] = -1;
+        return;
+    }
+    const int* tab = table + (size_t)st * V;
+    if (threadIdx.x == 0) bad_sh = 0;
+    __syncthreads();
+    // Argmax over the allowed tokens: (key, ~id) packed so that the largest
+    // is the largest logit with the smallest id.
+    unsigned long long best = 0;
+    int count = 0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        if (!dec_allowed(tab[i], left)) continue;
+        float v = load(l, i);
+        if (v - v != 0.f) bad_sh = 1;
+        unsigned long long k = ((unsigned long long)dec_key(v) << 32) | (unsigned)(0x7fffffff - i);
+        best = k > best ? k : best;
+        count++;
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        unsigned long long o = __shfl_xor_sync(0xffffffffu, best, off);
+        best = o > best ? o : best;
+    }
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    if (lane == 0) best_sh[warp] = best;
+    __syncthreads();
+    best = 0;
+    for (int w = 0; w < warps; w++) best = best_sh[w] > best ? best_sh[w] : best;
+    count = dec_sum_i(count, sh);
+    int id;
+    if (bad_sh) id = -2;
+    else if (count == 0) id = -1;
+    else {
+        id = 0x7fffffff - (int)(best & 0xffffffffu);
+        if (temperature > 0.f) {
+            float mx = load(l, id);
+            double inv = 1.0 / (double)temperature;
+            // Top-k: the largest key K with at least topk allowed logits at or above it.
+            unsigned kth = 0;
+            if (topk > 0 && topk < count) {
+                unsigned lo = 0, hi = 0xffffffffu; // count(>= lo) >= topk holds
+                while (lo < hi) {
+                    unsigned mid = lo + (hi - lo) / 2 + 1;
+                    int c = 0;
+                    for (int i = threadIdx.x; i < V; i += blockDim.x)
+                        if (dec_allowed(tab[i], left) && dec_key(load(l, i)) >= mid) c++;
+                    if (dec_sum_i(c, sh) >= topk) lo = mid; else hi = mid - 1;
+                }
+                kth = lo;
+            }
+            double total = 0;
+            for (int i = threadIdx.x; i < V; i += blockDim.x) {
+                float v = load(l, i);
+                if (dec_allowed(tab[i], left) && dec_key(v) >= kth) total += exp(((double)v - (double)mx) * inv);
+            }
+            total = dec_sum_d(total, sh);
+            // Top-p: the largest key θ >= kth whose kept weight reaches P of the total.
+            unsigned theta = kth;
+            if (topp > 0.f && topp < 1.f) {
+                unsigned lo = kth, hi = 0xffffffffu;
+                double need = (double)topp * total;
+                while (lo < hi) {
+                    unsigned mid = lo + (hi - lo) / 2 + 1;
+                    double c = 0;
+                    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+                        float v = load(l, i);
+                        if (dec_allowed(tab[i], left) && dec_key(v) >= mid) c += exp(((double)v - (double)mx) * inv);
+                    }
+                    if (dec_sum_d(c, sh) >= need) lo = mid; else hi = mid - 1;
+                }
+                theta = lo;
+                total = 0;
+                for (int i = threadIdx.x; i < V; i += blockDim.x) {
+                    float v = load(l, i);
+                    if (dec_allowed(tab[i], left) && dec_key(v) >= theta) total += exp(((double)v - (double)mx) * inv);
+                }
+                total = dec_sum_d(total, sh);
+            }
+            // The draw: the kept weights in id order, a tile of blockDim ids
+            // at a time: a tile's sum first, and the one tile where the
+            // running sum passes u·total is walked id by id.
+            unsigned long long seed = (unsigned)row[ROW_SEED_LO] | ((unsigned long long)(unsigned)row[ROW_SEED_HI] << 32);
+            double r = (double)dec_uniform(seed, (unsigned)row[ROW_STEP]) * total;
+            double run = 0;
+            int chosen = -1, last = -1;
+            __shared__ double scan[DEC_SAMPLE_BLOCK];
+            for (int base = 0; base < V && chosen < 0; base += blockDim.x) {
+                int i = base + threadIdx.x;
+                double w = 0;
+                if (i < V) {
+                    float v = load(l, i);
+                    if (dec_allowed(tab[i], left) && dec_key(v) >= theta) w = exp(((double)v - (double)mx) * inv);
+                }
+                double tile = dec_sum_d(w, sh);
+                if (tile == 0) continue;
+                scan[threadIdx.x] = w;
+                __syncthreads();
+                if (run + tile > r) { // walk this tile (every thread the same walk)
+                    for (int k = 0; k < (int)blockDim.x && base + k < V; k++) {
+                        if (scan[k] == 0) continue;
+                        last = base + k;
+                        run += scan[k];
+                        if (run > r) { chosen = base + k; break; }
+                    }
+                } else {
+                    for (int k = (int)blockDim.x - 1; k >= 0; k--)
+                        if (base + k < V && scan[k] != 0) { last = base + k; break; }
+                    run += tile;
+                }
+                __syncthreads();
+            }
+            id = chosen >= 0 ? chosen : last;
+        }
+    }
+    if (threadIdx.x == 0) {
+        ids[b] = id;
+        if (id >= 0) row[ROW_STATE] = tab[id] & 0xff;
+        row[ROW_LEFT] = left - 1;
+        row[ROW_STEP] = row[ROW_STEP] + 1;
+    }
+}

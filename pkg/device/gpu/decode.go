@@ -1,0 +1,96 @@
+package gpu
+
+// decode.go: generation over a key/value cache (device.Decoder), the
+// kernels of kernels/decode.cu; the CPU twin is pkg/device/cpu/decode.go.
+// Every launch's grid depends on the sizes and S only, never on the
+// positions (they are read on the device), so a decode step is captured
+// once as a graph and replayed for every token.
+
+import (
+	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+var _ device.Decoder = (*Device)(nil)
+
+var (
+	decBlock       = kernels.MustBlock("decode.cu", "DEC_BLOCK")
+	decAttBlock    = kernels.MustBlock("decode.cu", "DEC_ATT_BLOCK")
+	decChunk       = kernels.MustBlock("decode.cu", "DEC_CHUNK")
+	decSampleBlock = kernels.MustBlock("decode.cu", "DEC_SAMPLE_BLOCK")
+)
+
+// decMaxHead is the largest head size attention_decode holds (its q in
+// shared memory).
+const decMaxHead = 256
+
+// EncoderAt: out[i,:] = wte[tokens[i],:] + wpe[pos[i],:]; out is fp32.
+// out (N,C) F32, wte (V,C), wpe (maxT,C), tokens (N) I32, pos (N) I32
+func (d *Device) EncoderAt(out, wte, wpe, tokens, pos *tensor.Tensor, N, C int) {
+	const op = "encoder_at"
+	if !d.check(&device.DecodeOps.EncoderAt, []int{N, C}, out, wte, wpe, tokens, pos) ||
+		!d.checkDT(op, tensor.F32, out) || !d.checkDT(op, wte.DType, wpe) || N == 0 {
+		return
+	}
+	V, S := wte.Numel()/C, wpe.Numel()/C
+	d.launch(op, wte.DType, cuda.D1(blocks(N*C, decBlock)), cuda.D1(decBlock), 0,
+		d.ptr(out), d.ptr(wte), d.ptr(wpe), d.ptr(tokens), d.ptr(pos), N, C, V, S)
+}
+
+// KVAppend copies qkv's keys and values into the caches at pos[b]+t.
+// kc, vc (B,NH,S,hs), qkv (B,T,3C), pos (B) I32, one dtype for the three
+func (d *Device) KVAppend(kc, vc, qkv, pos *tensor.Tensor, B, T, C, NH, S int) {
+	const op = "kv_append"
+	if !d.check(&device.DecodeOps.KVAppend, []int{B, T, C, NH, S}, kc, vc, qkv, pos) ||
+		!d.checkDT(op, qkv.DType, kc, vc) || B*T == 0 {
+		return
+	}
+	d.launch(op, qkv.DType, cuda.D1(blocks(B*T*C, decBlock)), cuda.D1(decBlock), 0,
+		d.ptr(kc), d.ptr(vc), d.ptr(qkv), d.ptr(pos), B, T, C, NH, S)
+}
+
+// AttentionDecode: one query row a sequence against its cached positions,
+// split over the cache in chunks (flash-decoding), then the splits merged.
+// out (B,C), qkv (B,3C), kc, vc (B,NH,S,hs), pos (B) I32, one float dtype
+func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH, S int) {
+	const op = "attention_decode"
+	if !d.check(&device.DecodeOps.AttentionDecode, []int{B, C, NH, S}, out, qkv, kc, vc, pos) ||
+		!d.checkDT(op, qkv.DType, out, kc, vc) || B == 0 {
+		return
+	}
+	if hs := C / NH; hs > decMaxHead {
+		d.unsupported(op+" (head size above 256)", qkv.DType)
+		return
+	}
+	splits := blocks(S, decChunk)
+	hs := C / NH
+	po := d.scratch("decode.part_o", B*NH*splits*hs*4)
+	pml := d.scratch("decode.part_ml", B*NH*splits*2*4)
+	if po == 0 || pml == 0 {
+		return
+	}
+	dt := qkv.DType
+	if !d.launch(op, dt, cuda.Dim3{X: uint32(splits), Y: uint32(B * NH), Z: 1}, cuda.D1(decAttBlock), 0,
+		po, pml, d.ptr(qkv), d.ptr(kc), d.ptr(vc), d.ptr(pos), B, C, NH, S) {
+		return
+	}
+	d.launch("attention_decode_combine", dt, cuda.D1(B*NH), cuda.D1(decAttBlock), 0,
+		d.ptr(out), po, pml, C, NH, splits)
+}
+
+// SampleHead: the logits by the LM head's GEMM into logits (x's dtype),
+// then sample_rows draws each row's token on the device and advances its
+// state; only ids need to come back to the host.
+// ids (B) I32, logits (B,V), x (B,C), wte (V,C), table (NS,V) I32, rows (B,RowLen) I32
+func (d *Device) SampleHead(ids, logits, x, wte, table, rows *tensor.Tensor, B, C, V, NS int, o device.Sampling) {
+	const op = "sample_rows"
+	if !d.check(&device.DecodeOps.SampleHead, []int{B, C, V, NS}, ids, logits, x, wte, table, rows) ||
+		!d.checkDT(op, x.DType, logits, wte) || B == 0 {
+		return
+	}
+	d.Matmul(logits, nil, x, wte, nil, B, C, V, device.None)
+	d.launch(op, x.DType, cuda.D1(B), cuda.D1(decSampleBlock), 0,
+		d.ptr(ids), d.ptr(logits), d.ptr(table), d.ptr(rows), V, NS, o.Temperature, o.TopK, o.TopP)
+}
