@@ -239,7 +239,12 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 	for _, k := range dev.Kernels() {
 		// A kernel for newer GPUs (flash attention needs sm_80, ErrArch):
 		// the op runs its other path here, so the GPU stays usable.
-		if k.Err != nil && !errors.Is(k.Err, gpu.ErrArch) {
+		switch {
+		case k.Err != nil && gpu.IsDecodeKernel(k.Kernel):
+			// Generation's decode kernels: without them sampling recomputes
+			// the window with the training ops; the GPU stays usable.
+			dev.DisableDecode(fmt.Sprintf("kernel %s/%s: %v", k.Kernel, k.DType, k.Err))
+		case k.Err != nil && !errors.Is(k.Err, gpu.ErrArch):
 			usable = false
 		}
 		r.Kernels = append(r.Kernels, kernelReport(k))
@@ -261,10 +266,16 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 			return dev.SelfTest(ref, plain, devicetest.Cases(), selfTestSeed)
 		})
 		r.OpTests = slices.Clone(v.OpTests)
-		failed, dnnFailed := 0, 0
+		failed, dnnFailed, decFailed := 0, 0, 0
 		for _, t := range r.OpTests {
 			switch {
 			case t.Pass:
+			case gpu.IsDecodeCase(t.Case):
+				// The decode ops failing turns generation's cache off (it
+				// recomputes with the training ops): not a reason to refuse
+				// the GPU.
+				decFailed++
+				dev.DisableDecode("op test " + t.Case + " failed")
 			case strings.HasPrefix(t.Case, gpu.CuDNNSelfTestMode+": "):
 				// cuDNN's attention failing turns it off on the device (the
 				// own flash kernels run): not a reason to refuse the GPU.
@@ -272,6 +283,9 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 			default:
 				failed++
 			}
+		}
+		if decFailed > 0 {
+			r.Errors = append(r.Errors, fmt.Sprintf("the decode ops failed %d op tests (see op_tests); generation recomputes the window instead of using a key/value cache", decFailed))
 		}
 		if dnnFailed > 0 {
 			r.Errors = append(r.Errors, fmt.Sprintf("cuDNN attention failed %d op tests (see op_tests); the own flash kernels run", dnnFailed))

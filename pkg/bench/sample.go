@@ -27,7 +27,7 @@ type SampleRecord struct {
 	PromptTokens int     `json:"prompt_tokens"`
 	NewTokens    int     `json:"new_tokens"`
 	Rounds       int     `json:"rounds"`
-	PrefillMs    float64 `json:"prefill_ms"`         // prompts in, first tokens out (the model already loaded)
+	PrefillMs    float64 `json:"prefill_ms"`          // prompts in, first tokens out (the model already loaded)
 	DecodeTokS   float64 `json:"decode_tokens_per_s"` // every sequence's tokens after the first, per second
 	DecodeMin    float64 `json:"decode_tokens_per_s_min"`
 	DecodeMax    float64 `json:"decode_tokens_per_s_max"`

@@ -18,6 +18,10 @@ import (
 // The cache of one layer is (B,NH,S,hs): sequence b's head h holds S
 // positions of hs values, so one head's keys are contiguous.
 type Decoder interface {
+	// DecodeReady returns nil when the decode ops can run, else why not (a
+	// GPU whose decode kernels did not build or failed their self-test):
+	// generation then recomputes the window with the training ops.
+	DecodeReady() error
 	// EncoderAt: out[i,:] = wte[tokens[i],:] + wpe[pos[i],:], the encoder of
 	// rows at arbitrary positions (one row a sequence when decoding).
 	// out (N,C), wte (V,C), wpe (maxT,C), tokens (N) I32, pos (N) I32
@@ -209,17 +213,18 @@ var DecodeOps = struct {
 				return err
 			}
 			return rows("wpe", ts[2], s[1], 1)
-		}},
+		}, IndexMax: func(s []int, ts []*T) int { return min(ts[1].Numel(), ts[2].Numel()) / s[1] }},
 	// B, T, C, NH, S
 	KVAppend: Contract{Op: "KVAppend", Sizes: []string{"B", "T", "C+", "NH+", "S+"},
 		Params: []Param{p("kc", Float, Acc, prod(0, 4, 2)), p("vc", Float, Acc, prod(0, 4, 2)),
 			p("qkv", Float, In, func(s []int) int { return s[0] * s[1] * 3 * s[2] }), p("pos", I32, In, prod(0))},
-		Tol: one, Rule: decodeRule(2, 3)},
+		Tol: one, Rule: decodeRule(2, 3), IndexMax: func(s []int, _ []*T) int { return max(s[4]-s[1]+1, 1) }},
 	// B, C, NH, S
 	AttentionDecode: Contract{Op: "AttentionDecode", Sizes: []string{"B", "C+", "NH+", "S+"},
 		Params: []Param{p("out", Float, Out, prod(0, 1)), p("qkv", Float, In, func(s []int) int { return s[0] * 3 * s[1] }),
 			p("kc", Float, In, prod(0, 3, 1)), p("vc", Float, In, prod(0, 3, 1)), p("pos", I32, In, prod(0))},
-		Tol: one, Rule: decodeRule(1, 2)},
+		// One rounding of an fp32 softmax-weighted sum, as Attention's.
+		Tol: one, Rule: decodeRule(1, 2), IndexMax: func(s []int, _ []*T) int { return s[3] }},
 	// B, C, V, NS
 	SampleHead: Contract{Op: "SampleHead", Sizes: []string{"B", "C+", "V+", "NS+"},
 		Params: []Param{p("ids", I32, Out, prod(0)), p("logits", Float, Out, prod(0, 2)), p("x", Float, In, prod(0, 1)),

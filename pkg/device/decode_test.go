@@ -31,7 +31,9 @@ func refSample(logits []float32, st []int32, left int, o Sampling, u float32) in
 			keep[i] = true
 		}
 	}
-	w := func(i int) float64 { return math.Exp((float64(logits[i]) - float64(logits[ids[0]])) / float64(o.Temperature)) }
+	w := func(i int) float64 {
+		return math.Exp((float64(logits[i]) - float64(logits[ids[0]])) / float64(o.Temperature))
+	}
 	if o.TopP > 0 && o.TopP < 1 {
 		var total, c float64
 		for i := range keep {

@@ -86,6 +86,9 @@ func (m *Model) NewKVCache(B int) (*KVCache, error) {
 	if !ok {
 		return nil, ErrNoDecoder
 	}
+	if err := dec.DecodeReady(); err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrNoDecoder, err)
+	}
 	if B < 1 {
 		return nil, fmt.Errorf("gpt: a key/value cache needs at least one sequence, not %d", B)
 	}

@@ -14,6 +14,9 @@ import (
 
 var _ device.Decoder = (*Device)(nil)
 
+// DecodeReady returns nil: the CPU always has the decode ops.
+func (d *Device) DecodeReady() error { return nil }
+
 // EncoderAt: out[i,:] = wte[tokens[i],:] + wpe[pos[i],:].
 // out (N,C), wte (V,C), wpe (maxT,C), tokens (N) I32, pos (N) I32
 func (d *Device) EncoderAt(out, wte, wpe, tokens, pos *tensor.Tensor, N, C int) {

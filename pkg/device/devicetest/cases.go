@@ -66,6 +66,11 @@ func set(sh shapes) []Case {
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
 		out = append(out, casesFor(dt, sh)...)
 	}
+	if sh.enc { // after the others: their seeds (case indexes) stay as they were
+		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
+			out = append(out, decodeCases(dt)...)
+		}
+	}
 	return out
 }
 
@@ -460,4 +465,57 @@ func b2f(b bool) float32 {
 		return 1
 	}
 	return 0
+}
+
+// decodeCases are the decode ops' (device.Decoder) cases: the encoder at
+// positions into the fp32 residual stream, the cache append of one token
+// and of a prompt, and one query row's attention against caches of 300
+// positions (two of attention_decode's chunks) at head sizes 64 and 24,
+// with the lengths drawn anywhere in the cache. A device without the ops
+// reports them unsupported.
+func decodeCases(dt tensor.DType) []Case {
+	o := &device.DecodeOps
+	var cs []Case
+	dec := func(d device.Device) (device.Decoder, error) {
+		x, ok := d.(device.Decoder)
+		if !ok {
+			return nil, fmt.Errorf("%s is not a device.Decoder: %w", d.Name(), device.ErrUnsupported)
+		}
+		return x, nil
+	}
+	for _, s := range [][]int{{3, 96}, {1, 37}} {
+		N, C := s[0], s[1]
+		cs = append(cs, Case{Name: name(&o.EncoderAt, dt, s, ""), Contract: &o.EncoderAt, DType: dt, Sizes: s,
+			DTypes: map[int]tensor.DType{0: tensor.F32}, Numel: map[int]int{1: 50 * C, 2: 20 * C},
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				x, err := dec(d)
+				if err == nil {
+					x.EncoderAt(t[0], t[1], t[2], t[3], t[4], N, C)
+				}
+				return nil, err
+			}})
+	}
+	for _, s := range [][]int{{3, 1, 96, 2, 9}, {1, 7, 48, 2, 7}} {
+		B, Tn, C, NH, S := s[0], s[1], s[2], s[3], s[4]
+		cs = append(cs, Case{Name: name(&o.KVAppend, dt, s, ""), Contract: &o.KVAppend, DType: dt, Sizes: s,
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				x, err := dec(d)
+				if err == nil {
+					x.KVAppend(t[0], t[1], t[2], t[3], B, Tn, C, NH, S)
+				}
+				return nil, err
+			}})
+	}
+	for _, s := range [][]int{{3, 128, 2, 300}, {2, 48, 2, 5}, {1, 64, 1, 1}} {
+		B, C, NH, S := s[0], s[1], s[2], s[3]
+		cs = append(cs, Case{Name: name(&o.AttentionDecode, dt, s, ""), Contract: &o.AttentionDecode, DType: dt, Sizes: s,
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				x, err := dec(d)
+				if err == nil {
+					x.AttentionDecode(t[0], t[1], t[2], t[3], t[4], B, C, NH, S)
+				}
+				return nil, err
+			}})
+	}
+	return cs
 }

@@ -7,6 +7,10 @@ package gpu
 // once as a graph and replayed for every token.
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
@@ -21,6 +25,45 @@ var (
 	decChunk       = kernels.MustBlock("decode.cu", "DEC_CHUNK")
 	decSampleBlock = kernels.MustBlock("decode.cu", "DEC_SAMPLE_BLOCK")
 )
+
+// DecodeKernels are the kernels of the decode ops: a failure to build them,
+// or their ops' self-test, turns generation's cache off on this device
+// (DisableDecode), never the GPU.
+var DecodeKernels = []string{"encoder_at", "kv_append", "attention_decode", "attention_decode_combine", "sample_rows"}
+
+// DecodeReady returns nil when every decode kernel is built for the
+// device's float dtypes and the ops were not turned off.
+func (d *Device) DecodeReady() error {
+	if d.noDecode != "" {
+		return fmt.Errorf("gpu: the decode ops are off: %s", d.noDecode)
+	}
+	for _, k := range DecodeKernels {
+		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
+			if err := d.errs[kernelKey{k, dt}]; err != nil {
+				return fmt.Errorf("gpu: decode kernel %s/%s unavailable: %w", k, dt, err)
+			}
+		}
+	}
+	return nil
+}
+
+// DisableDecode turns the decode ops off (DecodeReady then says why).
+func (d *Device) DisableDecode(why string) { d.noDecode = why }
+
+// IsDecodeCase reports whether a conformance case is one of the decode
+// ops' (druto detect counts their failures apart: they turn the cache off,
+// not the GPU).
+func IsDecodeCase(name string) bool {
+	for _, op := range []string{"EncoderAt ", "KVAppend ", "AttentionDecode ", "SampleHead "} {
+		if strings.HasPrefix(name, op) || strings.Contains(name, ": "+op) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsDecodeKernel reports whether kernel name is one of DecodeKernels.
+func IsDecodeKernel(name string) bool { return slices.Contains(DecodeKernels, name) }
 
 // decMaxHead is the largest head size attention_decode holds (its q in
 // shared memory).

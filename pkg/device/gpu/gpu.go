@@ -75,7 +75,8 @@ type Device struct {
 	flashV2  bool // the flash forward and backward of variant 2 (flash_attention2.cu) where built; off only for SelfTest and the micro-benchmarks
 	dgeluEpi bool // MatmulBackwardGELU's fused 16-bit form is cuBLASLt's DGELU_BGRAD epilogue, not a stored dgrad + gelu_bias_backward; env DRUTO_DGELU=epilogue
 	name     string
-	owns     bool // Close closes ctx
+	owns     bool   // Close closes ctx
+	noDecode string // why the decode ops are off (DisableDecode), "" while on
 
 	nvrtc *cuda.NVRTC
 	blas  *cuda.BLASHandle
