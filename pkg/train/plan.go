@@ -159,8 +159,12 @@ func PlanFor(q PlanRequest) (*Plan, error) {
 	}
 	if len(cands) == 0 {
 		small := p.Rows[len(p.Rows)-1] // the most recomputation at B 1
-		return nil, fmt.Errorf("%w: the smallest plan (micro-batch 1 x %d tokens, recompute %s, %d micro-steps) needs %s (%s of reserve included), the budget is %s%s; raise the budget, or use a smaller --seq or model",
-			ErrNoPlan, q.Seq, small.Recompute, small.Accum, GiB(small.Memory+q.Reserve), GiB(q.Reserve), budgetText(q.Budget), from(q.BudgetFrom))
+		reserve := ""
+		if q.Reserve > 0 {
+			reserve = " (" + GiB(q.Reserve) + " of reserve included)"
+		}
+		return nil, fmt.Errorf("%w: the smallest plan (micro-batch 1 x %d tokens, recompute %s, %d micro-steps) needs %s%s, the budget is %s%s; raise the budget, or use a smaller --seq or model",
+			ErrNoPlan, q.Seq, small.Recompute, small.Accum, GiB(small.Memory+q.Reserve), reserve, budgetText(q.Budget), from(q.BudgetFrom))
 	}
 	p.Choice = cands[0]
 	switch {
