@@ -129,7 +129,7 @@ func runTrain(args []string) error {
 			if memCap > 0 {
 				q.BudgetFrom = device.MemoryCapEnv
 				if *be.name != "cpu" {
-					q.Reserve = gpuReserve
+					q.Reserve = train.GPUReserve
 				}
 			}
 			if flash {
@@ -201,7 +201,7 @@ func runTrain(args []string) error {
 	if sp.plan {
 		// Ranks of data-parallel training plan alike: by FLOPs, not by a
 		// timed probe whose noise could differ between them.
-		p, err := planOn(dev, sp.request(cfg, policy, *seq, dev.Fused()), memCap, *dp.ranks <= 1 && *dp.gpus <= 1)
+		p, err := train.PlanOn(dev, sp.request(cfg, policy, *seq, dev.Fused()), *dp.ranks <= 1 && *dp.gpus <= 1)
 		if err != nil {
 			return err
 		}
@@ -287,10 +287,6 @@ func breakdown(bs []gpt.ActivationBytes) string {
 	return strings.Join(parts, ", ")
 }
 
-// gpuReserve is the memory a GPU plan keeps free beside the memory model's
-// count (workspaces, attention and classifier scratch), as druto.FitError.
-const gpuReserve = 512 << 20
-
 // stepPlan is how a step is laid out: given by --batch, --accum and
 // --total-batch, or planned (--fit) for a total batch.
 type stepPlan struct {
@@ -356,34 +352,4 @@ func stepPlanFlags(fs *flag.FlagSet, batch, seq, accum, total int, recompute str
 // request returns the planner's request for the step plan.
 func (sp stepPlan) request(cfg gpt.Config, p amp.Policy, T int, fused bool) train.PlanRequest {
 	return train.PlanRequest{Config: cfg, Policy: p, Seq: T, TotalBatch: sp.total, Fused: fused, Levels: sp.levels}
-}
-
-// planOn plans q on dev: the budget is the GPU's free memory (capped by
-// DRUTO_GPU_MEMORY) with gpuReserve kept, or on the CPU the cap alone (no
-// limit without one); the attention state is dev's; with probe, the
-// candidates are timed on dev (two micro-steps each, after one warm-up).
-func planOn(dev device.Device, q train.PlanRequest, memCap int64, probe bool) (*train.Plan, error) {
-	q.Budget = memCap
-	if memCap > 0 {
-		q.BudgetFrom = device.MemoryCapEnv
-	}
-	if g, ok := dev.(*gpu.Device); ok {
-		if free, _, err := g.FreeMemory(); err == nil {
-			q.Budget, q.Reserve = int64(free), gpuReserve
-			q.BudgetFrom = "free on " + dev.Name()
-			if memCap > 0 {
-				q.BudgetFrom += ", " + device.MemoryCapEnv
-			}
-		}
-	}
-	dt := q.Policy.DType(amp.Activation)
-	q.AttState = func(B int) device.AttnState {
-		return dev.AttentionState(dt, B, q.Seq, q.Config.Channels, q.Config.Heads)
-	}
-	if probe {
-		q.Probe = func(B int, r gpt.Recompute) (time.Duration, error) {
-			return train.ProbeStep(dev, q.Config, q.Policy, B, q.Seq, r, 2)
-		}
-	}
-	return train.PlanFor(q)
 }

@@ -264,8 +264,12 @@ func (p *Plan) Cells(i int) []string {
 // Caption returns the plan's caption as an English format and arguments.
 func (p *Plan) Caption() (format string, args []any) {
 	q := p.Req
-	return "Plan for %s, %s, a total batch of %d tokens (%d x %d), budget %s%s, reserve %s",
-		[]any{q.Config.String(), q.Policy.String(), q.TotalBatch, q.TotalBatch / q.Seq, q.Seq, budgetText(q.Budget), from(q.BudgetFrom), GiB(q.Reserve)}
+	src := q.BudgetFrom
+	if src == "" {
+		src = "not set"
+	}
+	return "Plan for %s, %s, a total batch of %d tokens (%d x %d), budget %s (%s), reserve %s",
+		[]any{q.Config.String(), q.Policy.String(), q.TotalBatch, q.TotalBatch / q.Seq, q.Seq, budgetText(q.Budget), src, GiB(q.Reserve)}
 }
 
 // Table formats the plan as one text table in English: the caption, a row
@@ -331,4 +335,46 @@ func ProbeStep(dev device.Device, cfg gpt.Config, p amp.Policy, B, T int, r gpt.
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	return times[len(times)/2], nil
+}
+
+// GPUReserve is the memory a GPU plan keeps free beside the memory model's
+// count (workspaces, attention and classifier scratch), as druto.FitError.
+const GPUReserve = 512 << 20
+
+// PlanOn plans q on dev. Where q has no budget, it is the memory free on a
+// GPU (a device with FreeMemory; DRUTO_GPU_MEMORY caps it there), with
+// GPUReserve kept, or elsewhere the cap DRUTO_GPU_MEMORY sets (no limit
+// without one). The attention state is dev's. With probe, the candidates
+// are timed on dev (ProbeStep: two micro-steps each, after a warm-up).
+func PlanOn(dev device.Device, q PlanRequest, probe bool) (*Plan, error) {
+	memCap, err := device.MemoryCap()
+	if err != nil {
+		return nil, err
+	}
+	if q.Budget <= 0 {
+		q.Budget = memCap
+		if memCap > 0 {
+			q.BudgetFrom = device.MemoryCapEnv
+		}
+		if g, ok := dev.(interface {
+			FreeMemory() (free, total uint64, err error)
+		}); ok {
+			if free, _, err := g.FreeMemory(); err == nil {
+				q.Budget, q.Reserve = int64(free), GPUReserve
+				if memCap == 0 {
+					q.BudgetFrom = "free on the GPU"
+				}
+			}
+		}
+	}
+	dt := q.Policy.DType(amp.Activation)
+	q.AttState = func(B int) device.AttnState {
+		return dev.AttentionState(dt, B, q.Seq, q.Config.Channels, q.Config.Heads)
+	}
+	if probe {
+		q.Probe = func(B int, r gpt.Recompute) (time.Duration, error) {
+			return ProbeStep(dev, q.Config, q.Policy, B, q.Seq, r, 2)
+		}
+	}
+	return PlanFor(q)
 }
