@@ -226,3 +226,9 @@ func TestAccumOptions(t *testing.T) {
 		t.Error("Accum 2 makes the resume key of no accumulation")
 	}
 }
+
+// closeRel reports got and want further apart than the tolerance of dt
+// (scale 4: sums of roundings in another order).
+func closeRel(got, want float32, dt tensor.DType) error {
+	return tensor.CloseF32([]float32{got}, []float32{want}, dt, 4)
+}
