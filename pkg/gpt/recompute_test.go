@@ -13,8 +13,8 @@ import (
 
 var recomputeCfg = Config{Vocab: 61, MaxSeq: 16, Layers: 3, Heads: 2, Channels: 16}
 
-// randTokens returns n token ids in [0, V) from seed.
-func randTokens(n, V int, seed uint64) []int32 {
+// microTokens returns n token ids in [0, V) from seed.
+func microTokens(n, V int, seed uint64) []int32 {
 	rng := tensor.NewRNG(seed)
 	out := make([]int32, n)
 	for i := range out {
@@ -42,7 +42,7 @@ func gradsAt(t *testing.T, dev device.Device, cfg Config, p amp.Policy, r Recomp
 		if err := m.Init(uint64(11 + s)); err != nil {
 			t.Fatal(err)
 		}
-		in, tg := randTokens(B*T, cfg.Vocab, uint64(3+s)), randTokens(B*T, cfg.Vocab, uint64(5+s))
+		in, tg := microTokens(B*T, cfg.Vocab, uint64(3+s)), microTokens(B*T, cfg.Vocab, uint64(5+s))
 		m.ZeroGrad()
 		if losses[s], err = m.Gradients(in, tg, B, T, 1); err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func TestGradientsMicroMatchesOneBatch(t *testing.T) {
 	const B, T, n = 2, 16, 4
 	cfg := recomputeCfg
 	dev := cpu.New(device.Options{Fused: true})
-	in, tg := randTokens(n*B*T, cfg.Vocab, 21), randTokens(n*B*T, cfg.Vocab, 22)
+	in, tg := microTokens(n*B*T, cfg.Vocab, 21), microTokens(n*B*T, cfg.Vocab, 22)
 	mk := func() *Model {
 		m, err := New(dev, cfg, amp.FP32)
 		if err != nil {
