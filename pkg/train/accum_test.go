@@ -85,6 +85,8 @@ func TestAccumMatchesOneBatch(t *testing.T) {
 				}
 			}
 			as, os := snapshot(t, acc), snapshot(t, one)
+			t.Logf("%s: after %d steps, parameters differ by %.2g in relative norm, losses by %.2g at the last step",
+				p, steps, tensor.RelErr(as[0], os[0]), math.Abs(float64(am[steps-1].Loss-om[steps-1].Loss))/float64(om[steps-1].Loss))
 			for k, name := range []string{"parameters", "m", "v"} {
 				if p == amp.FP32 {
 					if err := tensor.CloseSumF32(as[k], os[k], dt, scale, 1); err != nil {
