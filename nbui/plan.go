@@ -24,7 +24,9 @@ func PlanOn(dev device.Device, preset string, total int) (*train.Plan, error) {
 		return nil, err
 	}
 	q := train.PlanRequest{Config: cfg, Policy: train.AutoPolicy(dev), Seq: cfg.MaxSeq, TotalBatch: total, Fused: dev.Fused()}
-	_, gpu := dev.(interface{ FreeMemory() (free, total uint64, err error) })
+	_, gpu := dev.(interface {
+		FreeMemory() (free, total uint64, err error)
+	})
 	memCap, err := device.MemoryCap()
 	if err != nil {
 		return nil, err
