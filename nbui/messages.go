@@ -133,6 +133,26 @@ var bangla = map[string]string{
 	"tokenizer":             "টোকেনাইজার",
 	"vocabulary":            "শব্দভান্ডার",
 
+	// Notebook 03's plan table (train.Plan: druto train --fit).
+	"recompute":                           "আবার হিসাব",
+	"micro-batch":                         "মাইক্রো-ব্যাচ",
+	"accum":                               "জমানো ধাপ",
+	"fits":                                "আঁটে",
+	"TFLOP/step":                          "TFLOP/ধাপ",
+	"probe ms/micro-step":                 "প্রোব, মি.সে./মাইক্রো-ধাপ",
+	"choice":                              "বাছাই",
+	"<- chosen":                           "<- বাছাই করা",
+	"dominated":                           "পিছিয়ে পড়া",
+	"no limit":                            "সীমা নেই",
+	"not set":                             "ঠিক করা নেই",
+	"free on the GPU":                     "জিপিইউতে খালি",
+	"assumed: a T4's 16 GiB, no GPU here": "ধরে নেওয়া: একটি T4-এর 16 GiB, এখানে জিপিইউ নেই",
+	"Plan for %s, %s, a total batch of %d tokens (%d x %d), budget %s (%s), reserve %s":                                                                                                            "%s-এর পরিকল্পনা, %s, মোট ব্যাচ %d টোকেন (%d x %d), বাজেট %s (%s), সংরক্ষিত %s",
+	"the whole batch of %d sequences fits at once with recompute %s":                                                                                                                               "%d সিকোয়েন্সের পুরো ব্যাচ একবারেই আঁটে, আবার হিসাব: %s",
+	"recompute %s at micro-batch %d is the only candidate: less recomputation fits no micro-batch, more fits no larger one":                                                                        "আবার হিসাব %s, মাইক্রো-ব্যাচ %d-ই একমাত্র প্রার্থী: কম আবার-হিসাবে কোনো মাইক্রো-ব্যাচ আঁটে না, বেশিতে এর চেয়ে বড়টি আঁটে না",
+	"recompute %s at micro-batch %d is the fastest of %d candidates by a timed probe: %.1f ms a step, against %.1f ms for recompute %s":                                                            "সময় মাপা প্রোবে %[3]dটি প্রার্থীর মধ্যে আবার হিসাব %[1]s, মাইক্রো-ব্যাচ %[2]d সবচেয়ে দ্রুত: ধাপে %.1[4]f মি.সে., আবার হিসাব %[6]s-এ %.1[5]f মি.সে.",
+	"recompute %s at micro-batch %d needs the fewest FLOPs of %d candidates (%.3g TFLOP a step, against %.3g for recompute %s); no probe ran, so the speed of a larger micro-batch is not counted": "%[3]dটি প্রার্থীর মধ্যে আবার হিসাব %[1]s, মাইক্রো-ব্যাচ %[2]d-এ সবচেয়ে কম FLOP লাগে (ধাপে %.3[4]g TFLOP, আবার হিসাব %[6]s-এ %.3[5]g); কোনো প্রোব চলেনি, তাই বড় মাইক্রো-ব্যাচের গতি গোনা হয়নি",
+
 	// Column headers of notebook 03's tokenizer table.
 	"tokens per character, English": "অক্ষরপ্রতি টোকেন, ইংরেজি",
 	"tokens per character, Bangla":  "অক্ষরপ্রতি টোকেন, বাংলা",

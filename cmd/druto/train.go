@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"github.com/druto/druto"
 	"os"
@@ -37,7 +38,11 @@ func runTrain(args []string) error {
 	out := fs.String("out", "out", "folder for checkpoints and metrics.jsonl")
 	seed := fs.Uint64("seed", 1337, "seed for initialisation, corpus and sampling")
 	prec := fs.String("amp", "fp32", "precision policy: fp32, bf16 or fp16")
-	batch := fs.Int("batch", 8, "sequences per step (B)")
+	batch := fs.Int("batch", 8, "sequences per micro-batch (B; per step without --accum); without it, --fit picks it")
+	accum := fs.Int("accum", 0, "micro-batches per step (gradient accumulation; 0: 1, or --total-batch / (--batch x --seq))")
+	totalBatch := fs.Int("total-batch", 0, "tokens per step (llm.c's total batch size): --accum is derived from it; with --fit, the batch the plan reaches (0: 8 sequences)")
+	recompute := fs.String("recompute", "none", "activation recomputation: none, gelu (the MLP's GELU) or layer (each block's forward); with --fit, given: only this level")
+	fit := fs.Bool("fit", false, "plan --batch, --accum and --recompute for the memory free (DRUTO_GPU_MEMORY caps it); the default when neither --batch nor --accum is given")
 	seq := fs.Int("seq", 0, "tokens per sequence (T; 0: the preset's maximum)")
 	lr := fs.Float64("lr", 2e-3, "peak learning rate")
 	warmup := fs.Int("warmup", 20, "linear warm-up steps")
@@ -89,6 +94,15 @@ func runTrain(args []string) error {
 	if *batch > maxStepTokens / *seq {
 		return fmt.Errorf("--batch %d x --seq %d is more than %d tokens a step; use a smaller --batch", *batch, *seq, maxStepTokens)
 	}
+	sp, err := stepPlanFlags(fs, *batch, *seq, *accum, *totalBatch, *recompute, *fit)
+	if err != nil {
+		return err
+	}
+	*batch = sp.batch
+	memCap, err := device.MemoryCap()
+	if err != nil {
+		return err
+	}
 	if !utf8.ValidString(*prompt) {
 		return fmt.Errorf("--prompt is not valid UTF-8; pass UTF-8 text")
 	}
@@ -105,31 +119,66 @@ func runTrain(args []string) error {
 		return err
 	}
 	if *dryRun {
-		mem := gpt.MemoryFor(cfg, *batch, *seq, policy)
-		head := fmt.Sprintf("LM head in chunks of %d rows", gpt.HeadRows(cfg.Vocab, *batch**seq, policy.DType(amp.Activation), true))
-		if !*be.fused {
-			mem, head = gpt.MemoryDecomposed(cfg, *batch, *seq, policy), "decomposed: all logits kept"
-		}
-		fmt.Printf("%s (%d parameters), B %d T %d, %s (%s):\n", *preset, cfg.NumParams(), *batch, *seq, policy, head)
-		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
-			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
 		// The GPU's flash kernels save a log-sum-exp per row instead of the
 		// T×T probabilities (fused 16-bit, hs 32/64/128; bf16 on sm_80+,
 		// fp16 on sm_75+).
+		flash := *be.fused && *be.name != "cpu" && gpu.FlashSupports(policy.DType(amp.Activation), cfg.Channels/cfg.Heads)
+		if sp.plan {
+			q := sp.request(cfg, policy, *seq, *be.fused)
+			q.Budget = memCap
+			if memCap > 0 {
+				q.BudgetFrom = device.MemoryCapEnv
+				if *be.name != "cpu" {
+					q.Reserve = train.GPUReserve
+				}
+			}
+			if flash {
+				q.AttState = func(B int) device.AttnState { return device.LSEState(B, *seq, cfg.Heads) }
+			}
+			p, err := train.PlanFor(q)
+			if err != nil {
+				return err
+			}
+			fmt.Print(p.Table())
+			c := p.Chosen()
+			*batch, sp.accum, sp.recompute = c.Batch, c.Accum, c.Recompute
+		}
+		rc := sp.recompute
+		mem := gpt.MemoryFor(cfg, *batch, *seq, policy, rc)
+		head := fmt.Sprintf("LM head in chunks of %d rows", gpt.HeadRows(cfg.Vocab, *batch**seq, policy.DType(amp.Activation), true))
+		if !*be.fused {
+			mem, head = gpt.MemoryDecomposed(cfg, *batch, *seq, policy, rc), "decomposed: all logits kept"
+		}
+		fmt.Printf("%s (%d parameters), B %d T %d, %s (%s), recompute %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy, head, rc)
+		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
+			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
+		if rc != gpt.RecomputeNone {
+			none := gpt.MemoryFor(cfg, *batch, *seq, policy)
+			if !*be.fused {
+				none = gpt.MemoryDecomposed(cfg, *batch, *seq, policy)
+			}
+			fmt.Printf("  recompute %s saves %d bytes of activations (%.1f MiB) against none, for %.3g more FLOPs a token (%.1f%%)\n", rc,
+				none.Activations-mem.Activations, float64(none.Activations-mem.Activations)/(1<<20),
+				cfg.RecomputeFLOPsPerToken(*seq, rc), 100*cfg.RecomputeFLOPsPerToken(*seq, rc)/cfg.FLOPsPerToken(*seq))
+		}
+		if sp.accum > 1 {
+			fmt.Printf("  accumulation: %d micro-batches of %d x %d, %d tokens a step (the loss sum adds %d bytes)\n",
+				sp.accum, *batch, *seq, sp.accum**batch**seq, 4**batch**seq)
+		}
 		att := device.ProbState(policy.DType(amp.Activation), *batch, *seq, cfg.Heads)
-		if dt := policy.DType(amp.Activation); *be.fused && *be.name != "cpu" && gpu.FlashSupports(dt, cfg.Channels/cfg.Heads) {
+		if flash {
 			att = device.LSEState(*batch, *seq, cfg.Heads)
-			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, att)
+			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, att, rc)
 			fmt.Printf("  with flash attention (GPU; bf16 sm_80+, fp16 sm_75+): activations %d bytes, total %d bytes (%.1f MiB)\n",
 				fm.Activations, fm.Total(), float64(fm.Total())/(1<<20))
 		}
-		fmt.Println("  activations by buffer (MB, the largest first):", breakdown(gpt.ActivationBreakdown(cfg, *batch, *seq, policy, att, *be.fused)))
+		fmt.Println("  activations by buffer (MB, the largest first):", breakdown(gpt.ActivationBreakdown(cfg, *batch, *seq, policy, att, *be.fused, rc)))
 		return nil
 	}
 	oc := optim.Defaults(*steps)
 	oc.LR, oc.Warmup = float32(*lr), *warmup
 	opts := train.Options{
-		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed,
+		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed, Accum: sp.accum, Recompute: sp.recompute,
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
 		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged, Tokenizer: tok,
@@ -149,8 +198,19 @@ func runTrain(args []string) error {
 	if err := be.report.PolicyError(policy); err != nil {
 		return err
 	}
-	need := gpt.MemoryOn(dev, cfg, *batch, *seq, policy).Total()
-	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s", *preset, *batch, *seq, policy)); err != nil {
+	if sp.plan {
+		// Ranks of data-parallel training plan alike: by FLOPs, not by a
+		// timed probe whose noise could differ between them.
+		p, err := train.PlanOn(dev, sp.request(cfg, policy, *seq, dev.Fused()), *dp.ranks <= 1 && *dp.gpus <= 1)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(os.Stderr, p.Table())
+		c := p.Chosen()
+		*batch, opts.Batch, opts.Accum, opts.Recompute = c.Batch, c.Batch, c.Accum, c.Recompute
+	}
+	need := gpt.MemoryOn(dev, cfg, *batch, *seq, policy, opts.Recompute).Total()
+	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s, recompute %s", *preset, *batch, *seq, policy, opts.Recompute)); err != nil {
 		return err
 	}
 	name := *dataPath
@@ -174,8 +234,12 @@ func runTrain(args []string) error {
 	if initCk != nil {
 		model = fmt.Sprintf("%s from %s (%s)", cfg, *initPath, initCk.From)
 	}
-	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d, %d steps on %s (%s), %s step; data: %s (%d %s tokens)\n",
-		model, cfg.NumParams(), policy, *batch, *seq, *steps, dev.Name(), why, tr.GraphStatus(), source, trainN, tok.Name())
+	stepping := ""
+	if opts.Accum > 1 || opts.Recompute != gpt.RecomputeNone {
+		stepping = fmt.Sprintf(" x %d micro-batches, recompute %s", max(1, opts.Accum), opts.Recompute)
+	}
+	fmt.Fprintf(os.Stderr, "druto: %s, %d parameters, %s, B %d T %d%s, %d steps on %s (%s), %s step; data: %s (%d %s tokens)\n",
+		model, cfg.NumParams(), policy, *batch, *seq, stepping, *steps, dev.Name(), why, tr.GraphStatus(), source, trainN, tok.Name())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -221,4 +285,71 @@ func breakdown(bs []gpt.ActivationBytes) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// stepPlan is how a step is laid out: given by --batch, --accum and
+// --total-batch, or planned (--fit) for a total batch.
+type stepPlan struct {
+	plan      bool
+	batch     int // B (planned: replaced by the plan's)
+	accum     int
+	total     int // tokens a step
+	recompute gpt.Recompute
+	levels    []gpt.Recompute // with plan: the levels to consider (nil: all)
+}
+
+// stepPlanFlags checks --batch, --accum, --total-batch, --recompute and
+// --fit together. Planning is --fit, or the default when neither --batch
+// nor --accum is given.
+func stepPlanFlags(fs *flag.FlagSet, batch, seq, accum, total int, recompute string, fit bool) (stepPlan, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	rc, err := gpt.ParseRecompute(recompute)
+	if err != nil {
+		return stepPlan{}, fmt.Errorf("--recompute %q is not a level; choose none, gelu or layer", recompute)
+	}
+	switch {
+	case accum < 0:
+		return stepPlan{}, fmt.Errorf("--accum %d must not be negative", accum)
+	case total < 0:
+		return stepPlan{}, fmt.Errorf("--total-batch %d must not be negative", total)
+	case total > maxStepTokens:
+		return stepPlan{}, fmt.Errorf("--total-batch %d is more than %d tokens a step", total, maxStepTokens)
+	case fit && (set["batch"] || set["accum"]):
+		return stepPlan{}, fmt.Errorf("--fit picks --batch and --accum; give --fit with --total-batch, or --batch (and --accum) without --fit")
+	}
+	sp := stepPlan{batch: batch, accum: max(1, accum), recompute: rc, plan: fit || !set["batch"] && !set["accum"]}
+	if sp.plan {
+		sp.total = total
+		if total == 0 {
+			sp.total = batch * seq // the default batch
+		}
+		if sp.total%seq != 0 {
+			return stepPlan{}, fmt.Errorf("--total-batch %d is not a multiple of --seq %d; use a multiple of %d tokens", total, seq, seq)
+		}
+		if set["recompute"] {
+			sp.levels = []gpt.Recompute{rc}
+		}
+		return sp, nil
+	}
+	if total > 0 {
+		if total%(batch*seq) != 0 {
+			return stepPlan{}, fmt.Errorf("--total-batch %d is not divisible by --batch %d x --seq %d = %d tokens; use a multiple of %d (or --fit to plan the batch)",
+				total, batch, seq, batch*seq, batch*seq)
+		}
+		if set["accum"] && accum != total/(batch*seq) {
+			return stepPlan{}, fmt.Errorf("--accum %d and --total-batch %d disagree (--total-batch / (--batch x --seq) = %d); give one of them", accum, total, total/(batch*seq))
+		}
+		sp.accum = total / (batch * seq)
+	}
+	if sp.accum*batch > maxStepTokens/seq {
+		return stepPlan{}, fmt.Errorf("--accum %d x --batch %d x --seq %d is more than %d tokens a step", sp.accum, batch, seq, maxStepTokens)
+	}
+	sp.total = sp.accum * batch * seq
+	return sp, nil
+}
+
+// request returns the planner's request for the step plan.
+func (sp stepPlan) request(cfg gpt.Config, p amp.Policy, T int, fused bool) train.PlanRequest {
+	return train.PlanRequest{Config: cfg, Policy: p, Seq: T, TotalBatch: sp.total, Fused: fused, Levels: sp.levels}
 }

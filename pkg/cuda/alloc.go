@@ -31,6 +31,30 @@ type Pool struct {
 	free  map[uint64][]DevicePtr // size class -> cached blocks
 	live  map[DevicePtr]uint64   // handed out -> size class
 	stats PoolStats
+	limit uint64 // the most bytes held from the driver, in use plus cached (0: no cap)
+}
+
+// ErrMemoryCap is the cause of an *OutOfMemoryError that a pool's cap
+// (SetLimit), not the driver, refused.
+var ErrMemoryCap = errors.New("cuda: the memory cap is reached")
+
+// SetLimit caps the bytes the pool holds from the driver, in use plus
+// cached, at limit (0: no cap), so that a budget smaller than the GPU (a
+// T4's 16 GiB on an H200) can be tried: a request past it first gives the
+// cached blocks back, as the driver's out-of-memory does, then fails with
+// an *OutOfMemoryError whose Free and Total are the cap's and whose Err is
+// ErrMemoryCap. Blocks already handed out stay.
+func (p *Pool) SetLimit(limit uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.limit = limit
+}
+
+// Limit returns the pool's cap (0: none).
+func (p *Pool) Limit() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.limit
 }
 
 // PoolStats counts a pool's work. Mallocs and Frees are calls into the
@@ -89,6 +113,17 @@ func (p *Pool) allocLocked(n uint64) (DevicePtr, error) {
 		p.stats.PeakInUse = max(p.stats.PeakInUse, p.stats.InUse)
 		p.live[ptr] = size
 		return ptr, nil
+	}
+	if p.limit > 0 && p.stats.InUse+p.stats.Cached+size > p.limit {
+		if p.stats.Cached > 0 {
+			if err := p.releaseLocked(); err != nil {
+				return 0, err
+			}
+		}
+		if p.stats.InUse+size > p.limit {
+			return 0, &OutOfMemoryError{Asked: n, Free: p.limit - min(p.limit, p.stats.InUse), Total: p.limit,
+				InUse: p.stats.InUse, Cached: p.stats.Cached, Err: ErrMemoryCap}
+		}
 	}
 	ptr, err := p.raw.alloc(size)
 	if err != nil && errors.Is(err, ErrOutOfMemory) && p.stats.Cached > 0 {

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -129,5 +130,51 @@ func TestPoolPeak(t *testing.T) {
 	p.ResetPeak()
 	if st := p.Stats(); st.PeakInUse != 0 || st.InUse != 0 {
 		t.Fatalf("all freed, after ResetPeak: %+v", st)
+	}
+}
+
+// TestPoolLimit: a capped pool hands out blocks up to the cap, gives its
+// cache back before refusing, and refuses past the cap with an
+// *OutOfMemoryError that is ErrOutOfMemory and ErrMemoryCap, whatever the
+// driver has free.
+func TestPoolLimit(t *testing.T) {
+	f := newFakeDriver()
+	p := newPool(fakeRaw{f})
+	defer p.Close()
+	p.SetLimit(8 << 20)
+	a, err := p.Alloc(4 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Alloc(2 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Free(b); err != nil { // 2 MiB cached
+		t.Fatal(err)
+	}
+	c, err := p.Alloc(4 << 20) // 4 in use + 2 cached + 4 > 8: the cache goes back first
+	if err != nil {
+		t.Fatalf("4 MiB more under an 8 MiB cap with 4 in use and 2 cached: %v", err)
+	}
+	if st := p.Stats(); st.Cached != 0 || st.InUse != 8<<20 {
+		t.Fatalf("stats after the release: %+v", st)
+	}
+	_, err = p.Alloc(1)
+	var oom *OutOfMemoryError
+	if !errors.As(err, &oom) || !errors.Is(err, ErrOutOfMemory) || !errors.Is(oom.Err, ErrMemoryCap) || oom.Total != 8<<20 || oom.Free != 0 {
+		t.Fatalf("past the cap: %v (%+v)", err, oom)
+	}
+	for _, x := range []DevicePtr{a, c} {
+		if err := p.Free(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Limit() != 8<<20 {
+		t.Fatalf("Limit %d", p.Limit())
+	}
+	p.SetLimit(0)
+	if _, err := p.Alloc(16 << 20); err != nil {
+		t.Fatalf("no cap: %v", err)
 	}
 }

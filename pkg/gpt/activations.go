@@ -115,7 +115,30 @@ func workElems(c Config, N, rows int) int {
 //
 // At gpt2-124M B16 T1024 under bf16 the head's chunk (2048 × 50304) and the
 // backward scratch (8·N·C) are both about 200 MB.
-func activationSpecs(c Config, B, T int, att device.AttnState, rows int) []actSpec {
+//
+// Under recomputation r, a per-layer buffer that r does not keep has one
+// layer instead of L (Recompute.perLayer): forward writes every layer into
+// it, and backward computes it again before reading it.
+func activationSpecs(c Config, B, T int, att device.AttnState, rows int, r Recompute) []actSpec {
+	specs := fullSpecs(c, B, T, att, rows)
+	for i, s := range specs {
+		if k := r.perLayer(s.name, c.Layers); layered[s.name] && k != c.Layers {
+			specs[i].shape = append([]int{k}, s.shape[1:]...)
+		}
+	}
+	return specs
+}
+
+// layered names the buffers of fullSpecs that hold one slice per layer
+// (shape (L, ...)).
+var layered = map[string]bool{
+	"ln1": true, "ln1_mean": true, "ln1_rstd": true, "qkv": true, "atty": true, "att": true,
+	"residual2": true, "ln2": true, "ln2_mean": true, "ln2_rstd": true,
+	"fch": true, "fch_gelu": true, "residual3": true,
+}
+
+// fullSpecs is activationSpecs without recomputation.
+func fullSpecs(c Config, B, T int, att device.AttnState, rows int) []actSpec {
 	C, L := c.Channels, c.Layers
 	N := B * T
 	return []actSpec{
@@ -166,10 +189,10 @@ type activations struct {
 
 // allocActivations allocates the buffers of activationSpecs, the LM head
 // in chunks of rows rows.
-func allocActivations(dev device.Device, c Config, p amp.Policy, B, T, rows int) (*activations, error) {
+func allocActivations(dev device.Device, c Config, p amp.Policy, B, T, rows int, r Recompute) (*activations, error) {
 	att := dev.AttentionState(p.DType(amp.Activation), B, T, c.Channels, c.Heads)
 	N, C := B*T, c.Channels
-	specs := activationSpecs(c, B, T, att, rows)
+	specs := activationSpecs(c, B, T, att, rows, r)
 	ts := make([]*tensor.Tensor, len(specs))
 	for i, s := range specs {
 		t, err := dev.Alloc(s.dtype(p), s.shape...)
@@ -208,8 +231,12 @@ func (a *activations) free(dev device.Device) {
 	}
 }
 
-// layer returns the per-layer slice l of a (L, ...) activation.
+// layer returns the per-layer slice l of a (L, ...) activation, or the one
+// slice of a (1, ...) activation that recomputation reuses for every layer.
 func layer(t *tensor.Tensor, l int) *tensor.Tensor {
+	if t.Shape[0] == 1 {
+		l = 0
+	}
 	n := t.Numel() / t.Shape[0]
 	return t.MustView(l*n, t.Shape[1:]...)
 }

@@ -19,6 +19,17 @@ func (m *Model) backward() {
 	d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
 
 	for l := L - 1; l >= 0; l-- {
+		// Under recomputation, the buffers that one slice serves for every
+		// layer hold the last block's values after forward; the blocks
+		// before it compute theirs again here.
+		if l < L-1 {
+			switch m.recompute {
+			case RecomputeLayer:
+				m.recomputeBlock(l)
+			case RecomputeGELU:
+				m.recomputeGELU(l)
+			}
+		}
 		w, gw := p.layers[l], g.layers[l]
 		residual := a.encoded
 		if l > 0 {

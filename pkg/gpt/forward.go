@@ -29,7 +29,7 @@ func (m *Model) ensure(B, T int) error {
 	if m.headRows > 0 {
 		rows = min(m.headRows, B*T)
 	}
-	a, err := allocActivations(m.dev, m.Config, m.Policy, B, T, rows)
+	a, err := allocActivations(m.dev, m.Config, m.Policy, B, T, rows, m.recompute)
 	if err != nil {
 		return err
 	}
@@ -58,6 +58,20 @@ func (m *Model) Forward(inputs, targets []int32, B, T int) (float32, error) {
 // chunk's losses and gradient in one pass, and the gradient goes at once
 // into the input gradient and wte's, so the logits are not kept.
 func (m *Model) Gradients(inputs, targets []int32, B, T int, lossScale float32) (float32, error) {
+	return m.GradientsMicro(inputs, targets, B, T, lossScale, 1)
+}
+
+// GradientsMicro is Gradients on one of micro equal micro-batches of a
+// step (gradient accumulation): it accumulates the gradient of lossScale ×
+// mean loss / micro, so that the micro-batches of a step, accumulated into
+// one zeroed gradient buffer, give the gradient of lossScale × the mean
+// loss over all their tokens, as one batch of micro·B sequences would
+// (the loss scaled once, by lossScale/(micro·B·T)). It returns the
+// micro-batch's own mean loss.
+func (m *Model) GradientsMicro(inputs, targets []int32, B, T int, lossScale float32, micro int) (float32, error) {
+	if micro < 1 {
+		return 0, fmt.Errorf("gpt: %d micro-batches, want at least 1", micro)
+	}
 	if targets == nil {
 		return 0, fmt.Errorf("gpt: Gradients needs targets")
 	}
@@ -67,7 +81,7 @@ func (m *Model) Gradients(inputs, targets []int32, B, T int, lossScale float32) 
 	if lossScale == 0 || math.IsNaN(float64(lossScale)) || math.IsInf(float64(lossScale), 0) {
 		return 0, fmt.Errorf("gpt: Gradients: loss scale %v must be finite and nonzero", lossScale)
 	}
-	if _, err := m.forward(inputs, targets, B, T, lossScale/float32(B*T)); err != nil {
+	if _, err := m.forward(inputs, targets, B, T, lossScale/float32(micro*B*T)); err != nil {
 		return 0, err
 	}
 	m.backward()

@@ -30,31 +30,41 @@ func (m Memory) String() string {
 // for fused ops (the LM head in chunks of HeadRows rows) with attention
 // saving its probabilities (device.ProbState: the CPU, the decomposed GPU
 // path, fp32). MemoryWith takes the state a device reports; MemoryOn asks
-// the device for both.
-func MemoryFor(cfg Config, B, T int, p amp.Policy) Memory {
-	return MemoryWith(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads))
+// the device for both. An optional recomputation level (one value; none
+// when left out) counts the activations that level keeps: the saving is
+// MemoryFor(..., RecomputeNone) minus MemoryFor(..., r).
+func MemoryFor(cfg Config, B, T int, p amp.Policy, r ...Recompute) Memory {
+	return MemoryWith(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads), r...)
 }
 
 // MemoryOn is MemoryFor with the attention state dev saves
 // (dev.AttentionState; the GPU's flash kernels keep only a log-sum-exp)
 // and its kind of ops: the decomposed baseline (dev.Fused false) keeps
 // the whole (B·T, V) logits.
-func MemoryOn(dev device.Device, cfg Config, B, T int, p amp.Policy) Memory {
-	return memoryOf(cfg, B, T, p, dev.AttentionState(p.DType(amp.Activation), B, T, cfg.Channels, cfg.Heads), dev.Fused())
+func MemoryOn(dev device.Device, cfg Config, B, T int, p amp.Policy, r ...Recompute) Memory {
+	return memoryOf(cfg, B, T, p, dev.AttentionState(p.DType(amp.Activation), B, T, cfg.Channels, cfg.Heads), dev.Fused(), level(r))
 }
 
 // MemoryWith is MemoryFor with attention saving att per layer.
-func MemoryWith(cfg Config, B, T int, p amp.Policy, att device.AttnState) Memory {
-	return memoryOf(cfg, B, T, p, att, true)
+func MemoryWith(cfg Config, B, T int, p amp.Policy, att device.AttnState, r ...Recompute) Memory {
+	return memoryOf(cfg, B, T, p, att, true, level(r))
 }
 
 // MemoryDecomposed is MemoryFor for the decomposed baseline: attention
 // saves its probabilities and the LM head's logits are not chunked.
-func MemoryDecomposed(cfg Config, B, T int, p amp.Policy) Memory {
-	return memoryOf(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads), false)
+func MemoryDecomposed(cfg Config, B, T int, p amp.Policy, r ...Recompute) Memory {
+	return memoryOf(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads), false, level(r))
 }
 
-func memoryOf(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bool) Memory {
+// level returns the optional recomputation level of the Memory functions.
+func level(r []Recompute) Recompute {
+	if len(r) == 0 {
+		return RecomputeNone
+	}
+	return r[0]
+}
+
+func memoryOf(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bool, r Recompute) Memory {
 	n := int64(cfg.NumParams())
 	mem := Memory{
 		Params:    n * int64(p.DType(amp.Master).Size()),
@@ -64,7 +74,7 @@ func memoryOf(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bo
 	if p.Mixed() {
 		mem.Params += n * int64(p.DType(amp.Working).Size())
 	}
-	for _, b := range ActivationBreakdown(cfg, B, T, p, att, fused) {
+	for _, b := range ActivationBreakdown(cfg, B, T, p, att, fused, r) {
 		mem.Activations += b.Bytes
 	}
 	return mem
@@ -77,11 +87,12 @@ type ActivationBytes struct {
 }
 
 // ActivationBreakdown lists the activation buffers of a training step, as
-// MemoryWith counts them (fused: the LM head in chunks).
-func ActivationBreakdown(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bool) []ActivationBytes {
+// MemoryWith counts them (fused: the LM head in chunks), under the optional
+// recomputation level r (none when left out).
+func ActivationBreakdown(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bool, r ...Recompute) []ActivationBytes {
 	rows := HeadRows(cfg.Vocab, B*T, p.DType(amp.Activation), fused)
 	var out []ActivationBytes
-	for _, s := range activationSpecs(cfg, B, T, att, rows) {
+	for _, s := range activationSpecs(cfg, B, T, att, rows, level(r)) {
 		out = append(out, ActivationBytes{s.name, s.bytes(p)})
 	}
 	return out

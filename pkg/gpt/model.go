@@ -25,11 +25,12 @@ type Model struct {
 
 	wp, gp params // views of the working parameters and of the gradients
 
-	acts     *activations   // the set of the last forward
-	cache    []*activations // at most two sets, by (B, T)
-	B, T     int            // sizes of the last forward
-	logitsOf *activations   // the set whose lnf Logits may read (the last run was a Forward), or nil
-	headRows int            // rows of the LM head's chunk for sets allocated from now; 0: HeadRows
+	acts      *activations   // the set of the last forward
+	cache     []*activations // at most two sets, by (B, T)
+	B, T      int            // sizes of the last forward
+	logitsOf  *activations   // the set whose lnf Logits may read (the last run was a Forward), or nil
+	headRows  int            // rows of the LM head's chunk for sets allocated from now; 0: HeadRows
+	recompute Recompute      // what backward computes again instead of keeping (SetRecompute)
 }
 
 // params are views of one flat buffer, by role.

@@ -13,13 +13,23 @@ import (
 // waiting or reading anything back, so it may be captured in a graph. The
 // per-token losses stay on the device (Losses).
 func (m *Model) GradientsQueued(B, T int, state *tensor.Tensor) error {
+	return m.GradientsQueuedMicro(B, T, 1, state)
+}
+
+// GradientsQueuedMicro is GradientsQueued on one of micro equal
+// micro-batches of a step: the gradient of scale × mean loss / micro is
+// accumulated (see GradientsMicro).
+func (m *Model) GradientsQueuedMicro(B, T, micro int, state *tensor.Tensor) error {
+	if micro < 1 {
+		return fmt.Errorf("gpt: %d micro-batches, want at least 1", micro)
+	}
 	if _, ok := m.dev.(device.Stepper); !ok {
 		return fmt.Errorf("gpt: %s cannot keep the step's scalars on the device: %w", m.dev.Name(), device.ErrUnsupported)
 	}
 	if m.acts == nil || m.acts.B != B || m.acts.T != T {
 		return fmt.Errorf("gpt: GradientsQueued for B %d x T %d without SetBatch of that size", B, T)
 	}
-	m.run(B, T, true, 1/float32(B*T), state)
+	m.run(B, T, true, 1/float32(micro*B*T), state)
 	m.backward()
 	return nil
 }

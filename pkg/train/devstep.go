@@ -17,6 +17,14 @@ package train
 // allocation, cuBLASLt algorithm choice and table upload happen outside
 // the capture. A capture or launch that fails is a one-line notice
 // (Options.Notice) and plain launches from then on.
+//
+// With gradient accumulation (Options.Accum = n > 1) a step is the zeroing
+// of the gradients and of the loss sum (two memsets, plain), then per
+// micro-batch its token upload and the micro graph (forward and backward
+// of B sequences into the gradient sum, and its per-token losses added to
+// the loss sum), replayed n times, then the update graph (the step's
+// scalars from the whole sum, and AdamW). Each graph has its own warm-up,
+// key and capture, by the same rules as the one graph of a step.
 
 import (
 	"errors"
@@ -60,12 +68,29 @@ type devStep struct {
 	pending []pendingStep
 	mark    time.Time // when the first pending step began queuing
 
-	graph     device.Graph
-	graphKey  graphKey
-	plainRuns int    // plain steps since the key last changed (capture after one)
-	noGraph   string // why graphs are off (empty: not off)
-	builds    int    // graphs captured
+	whole         graphSlot // the step without accumulation
+	micro, update graphSlot // with accumulation: one micro-batch; the step's update
+	noGraph       string    // why graphs are off (empty: not off)
+	builds        int       // graphs captured
 }
+
+// graphSlot is one captured piece of the step and when it may be replayed.
+type graphSlot struct {
+	graph     device.Graph
+	key       graphKey
+	plainRuns int // plain runs since the key last changed (capture after one)
+}
+
+// reset closes the slot's graph and forgets its key.
+func (g *graphSlot) reset() {
+	if g.graph != nil {
+		_ = g.graph.Close()
+	}
+	*g = graphSlot{}
+}
+
+// slots returns the device step's graph slots.
+func (ds *devStep) slots() []*graphSlot { return []*graphSlot{&ds.whole, &ds.micro, &ds.update} }
 
 type pendingStep struct {
 	step int
@@ -180,6 +205,34 @@ func (t *Trainer) hp() device.AdamW {
 	return device.AdamW{Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay}
 }
 
+// microCore queues one micro-batch of an accumulated step: forward and
+// backward into the gradient sum, Options.InjectGrad's value (uploaded as 0
+// for every micro-batch but the first), and its per-token losses added to
+// the loss sum.
+func (t *Trainer) microCore() error {
+	o, m := t.opts, t.Model
+	if err := m.GradientsQueuedMicro(o.Batch, o.Seq, o.accum(), t.ds.state); err != nil {
+		return err
+	}
+	if t.poison != nil {
+		g := m.Grads().MustView(0, 1)
+		t.dev.Add(g, g, t.poison, 1)
+	}
+	t.dev.Add(t.lossAcc, t.lossAcc, m.Losses(), o.Batch*o.Seq)
+	return nil
+}
+
+// updateCore queues an accumulated step's update: the step's scalars from
+// the loss sum and the summed gradients (norm, finite check, GradScaler,
+// clip factor), then AdamW.
+func (t *Trainer) updateCore() error {
+	ds, m := t.ds, t.Model
+	hp := t.hp()
+	ds.st.StepUpdate(ds.state, t.lossAcc, m.Grads(), ds.cfg, hp)
+	ds.st.AdamWState(m.Master(), m.Work(), m.Grads(), t.Opt.M, t.Opt.V, m.Layout(), hp, ds.state)
+	return nil
+}
+
 // core queues the step from zero-grad to AdamW: the part a graph captures.
 func (t *Trainer) core() error {
 	ds, o, m := t.ds, t.opts, t.Model
@@ -223,17 +276,20 @@ func (t *Trainer) queueDevice() error {
 		if !ds.inited {
 			t.writeState()
 		}
-		if err := t.Model.SetBatch(t.in, t.tg, o.Batch, o.Seq); err != nil {
-			return err
-		}
 		lrh, _ := tensor.FromF32([]float32{lr}, 1)
 		t.dev.Upload(ds.lr, lrh)
-		if t.poison != nil {
-			ph, _ := tensor.FromF32([]float32{o.InjectGrad(step)}, 1)
-			t.dev.Upload(t.poison, ph)
-		}
-		if err := t.runCore(); err != nil {
-			return err
+		if o.accum() > 1 {
+			if err := t.queueAccum(step); err != nil {
+				return err
+			}
+		} else {
+			if err := t.Model.SetBatch(t.in, t.tg, o.Batch, o.Seq); err != nil {
+				return err
+			}
+			t.uploadPoison(step, 0)
+			if err := t.runGraph(&ds.whole, t.core); err != nil {
+				return err
+			}
 		}
 		ds.snap.Snapshot(len(ds.pending), ds.state)
 		return nil
@@ -246,53 +302,83 @@ func (t *Trainer) queueDevice() error {
 	return nil
 }
 
-// runCore queues the core plainly or as a graph replay, capturing the graph
-// when the mode asks for one and the key has had its plain warm-up step.
-func (t *Trainer) runCore() error {
-	ds, o := t.ds, t.opts
-	if o.Step != StepGraph || ds.noGraph != "" {
-		return t.core()
+// uploadPoison uploads Options.InjectGrad's value for micro-batch i of step
+// (the value at i = 0, else 0: it is added once per step).
+func (t *Trainer) uploadPoison(step, i int) {
+	if t.poison == nil {
+		return
 	}
-	key := graphKey{B: o.Batch, T: o.Seq, acts: t.Model.BatchKey()}
-	if ds.graph != nil && ds.graphKey != key {
-		if err := ds.graph.Close(); err != nil {
+	v := float32(0)
+	if i == 0 {
+		v = t.opts.InjectGrad(step)
+	}
+	ph, _ := tensor.FromF32([]float32{v}, 1)
+	t.dev.Upload(t.poison, ph)
+}
+
+// queueAccum queues an accumulated step: the gradients and the loss sum
+// zeroed, then per micro-batch its upload and the micro graph, then the
+// update graph.
+func (t *Trainer) queueAccum(step int) error {
+	ds, o, m := t.ds, t.opts, t.Model
+	BT := o.Batch * o.Seq
+	m.ZeroGrad()
+	t.dev.Zero(t.lossAcc)
+	for i := range o.accum() {
+		if err := m.SetBatch(t.in[i*BT:(i+1)*BT], t.tg[i*BT:(i+1)*BT], o.Batch, o.Seq); err != nil {
 			return err
 		}
-		ds.graph = nil
+		t.uploadPoison(step, i)
+		if err := t.runGraph(&ds.micro, t.microCore); err != nil {
+			return err
+		}
 	}
-	if ds.graphKey != key {
-		ds.graphKey, ds.plainRuns = key, 0
+	return t.runGraph(&ds.update, t.updateCore)
+}
+
+// runGraph queues fn plainly or as the replay of slot's graph, capturing
+// the graph when the mode asks for one and the slot's key has had its
+// plain warm-up run.
+func (t *Trainer) runGraph(slot *graphSlot, fn func() error) error {
+	ds, o := t.ds, t.opts
+	if o.Step != StepGraph || ds.noGraph != "" {
+		return fn()
 	}
-	if ds.graph == nil {
-		if ds.plainRuns < 1 { // warm-up: every lazy allocation happens here
-			ds.plainRuns++
-			return t.core()
+	key := graphKey{B: o.Batch, T: o.Seq, acts: t.Model.BatchKey()}
+	if slot.key != key {
+		slot.reset()
+		slot.key = key
+	}
+	if slot.graph == nil {
+		if slot.plainRuns < 1 { // warm-up: every lazy allocation happens here
+			slot.plainRuns++
+			return fn()
 		}
 		// The warm-up's errors surface before capturing, not inside it.
 		if err := t.dev.Sync(); err != nil {
 			return err
 		}
-		g, err := t.dev.(device.Grapher).Capture(t.core)
+		g, err := t.dev.(device.Grapher).Capture(fn)
 		if err != nil {
 			ds.noGraph = "capture failed: " + oneLine(err.Error())
 			t.notice("train: CUDA graph unavailable, plain launches: " + ds.noGraph)
-			return t.core()
+			return fn()
 		}
-		ds.graph = g
+		slot.graph = g
 		ds.builds++
 	}
-	if err := ds.graph.Launch(); err != nil {
-		_ = ds.graph.Close()
-		ds.graph = nil
+	if err := slot.graph.Launch(); err != nil {
+		_ = slot.graph.Close()
+		slot.graph = nil
 		if errors.Is(err, device.ErrGraphStale) {
 			// A buffer moved (an eval or a sample at a larger shape grew a
-			// scratch buffer): this plain step is the warm-up of a new capture.
-			ds.plainRuns = 1
-			return t.core()
+			// scratch buffer): this plain run is the warm-up of a new capture.
+			slot.plainRuns = 1
+			return fn()
 		}
 		ds.noGraph = "launch failed: " + oneLine(err.Error())
 		t.notice("train: CUDA graph unavailable, plain launches: " + ds.noGraph)
-		return t.core()
+		return fn()
 	}
 	return nil
 }
@@ -327,10 +413,14 @@ func (t *Trainer) collect() ([]Metric, error) {
 	for _, p := range ds.pending {
 		r := ds.snap.Record(p.rec)
 		n := int(r[device.SlotSkipped])
+		loss := r[device.SlotLoss]
+		if o.accum() > 1 { // StepUpdate took the mean of the loss sum
+			loss = accumLoss(loss, o.accum())
+		}
 		out = append(out, Metric{
-			Step: p.step, Loss: r[device.SlotLoss], LR: p.lr, GradNorm: r[device.SlotNorm],
+			Step: p.step, Loss: loss, LR: p.lr, GradNorm: r[device.SlotNorm],
 			LossScale: r[device.SlotUsedScale], StepSkipped: n > skipped, Skipped: n,
-			MsPerStep: per * 1000, TokensPerS: float64(o.Batch*o.Seq) / per,
+			MsPerStep: per * 1000, TokensPerS: float64(o.accum()*o.Batch*o.Seq) / per,
 		})
 		skipped, last = n, r
 	}
@@ -358,9 +448,8 @@ func (t *Trainer) closeDevStep() {
 	if t.ds == nil {
 		return
 	}
-	if t.ds.graph != nil {
-		_ = t.ds.graph.Close()
-		t.ds.graph = nil
+	for _, s := range t.ds.slots() {
+		s.reset()
 	}
 	t.dev.Free(t.ds.state)
 	t.ds = nil

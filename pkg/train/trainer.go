@@ -22,7 +22,7 @@ import (
 type Options struct {
 	Config gpt.Config   // model shape (a preset, usually)
 	Policy amp.Policy   // fp32, bf16 or fp16
-	Batch  int          // B: sequences per step
+	Batch  int          // B: sequences per micro-batch (per step without Accum)
 	Seq    int          // T: tokens per sequence (<= Config.MaxSeq)
 	Optim  optim.Config // AdamW, schedule (its Steps is the run's length) and clipping
 	Seed   uint64       // initialisation and sampling
@@ -57,6 +57,18 @@ type Options struct {
 	// graph); nil adds nothing.
 	InjectGrad func(step int) float32
 
+	// Accum is the number of micro-batches of Batch sequences a step runs
+	// forward and backward on (gradient accumulation; 0 or 1: one). A
+	// step reads Accum·Batch sequences in the order one batch of that size
+	// would; the gradients are summed in fp32 with the loss scaled once (by
+	// scale/(Accum·Batch·Seq)), and the norm, the GradScaler (a micro-batch
+	// that overflows skips the step), clipping and AdamW run once per step
+	// on the sum: the update of one batch of Accum·Batch sequences.
+	Accum int
+	// Recompute is how much of forward backward computes again instead of
+	// keeping (gpt.Recompute); it changes memory and time, not the results.
+	Recompute gpt.Recompute
+
 	// Reducer, when set, makes this trainer one rank of data-parallel
 	// training: each rank reads its own part of every global batch, and the
 	// gradients (and the reported loss) are averaged over ranks before the
@@ -83,6 +95,10 @@ func (o Options) Validate() error {
 	switch {
 	case o.Batch < 1:
 		return fmt.Errorf("train: batch %d must be at least 1", o.Batch)
+	case o.Accum < 0:
+		return fmt.Errorf("train: accumulation steps %d must be at least 1 (0 means 1)", o.Accum)
+	case !o.Recompute.Valid():
+		return fmt.Errorf("train: unknown recompute level %d (choose none, gelu or layer)", int(o.Recompute))
 	case o.Seq < 1 || o.Seq > o.Config.MaxSeq:
 		return fmt.Errorf("train: sequence length %d must be in [1, %d], the model's maximum", o.Seq, o.Config.MaxSeq)
 	case o.EvalEvery < 0 || o.SampleEvery < 0 || o.CheckpointEvery < 0 || o.SampleTokens < 0 || o.EvalBatches < 0:
@@ -130,6 +146,11 @@ type Trainer struct {
 	metrics *os.File
 	ds      *devStep       // the device-resident step (devstep.go); nil on the host step
 	poison  *tensor.Tensor // (1) F32 on the device: Options.InjectGrad's value
+	lossAcc *tensor.Tensor // (Batch·Seq) F32 on the device with Accum > 1: Σ over micro-batches of the per-token losses
+
+	// microHook, when set (by tests), sees the gradients after each
+	// micro-batch of the host step (1-based step, 0-based micro-batch).
+	microHook func(step, micro int, grads *tensor.Tensor)
 
 	// gradHook, when set (by tests), sees the gradients of every step
 	// before the norm and the optimizer: the one way to inject a non-finite
@@ -148,14 +169,9 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 			return nil, fmt.Errorf("train: token %d at %d is outside the model's vocabulary of %d", t, i, opts.Config.Vocab)
 		}
 	}
-	tl, err := data.NewLoader(trainTokens, opts.Batch, opts.Seq)
+	tl, err := stepLoader(trainTokens, opts)
 	if err != nil {
 		return nil, err
-	}
-	if r := opts.Reducer; r != nil && r.World() > 1 {
-		if tl, err = data.NewShardedLoader(trainTokens, opts.Batch, opts.Seq, r.Rank(), r.World()); err != nil {
-			return nil, err
-		}
 	}
 	var vl *data.Loader
 	if len(valTokens) > 0 {
@@ -167,6 +183,10 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	if err != nil {
 		return nil, err
 	}
+	if err := m.SetRecompute(opts.Recompute); err != nil {
+		m.Close()
+		return nil, err
+	}
 	if err := m.Init(opts.Seed); err != nil {
 		return nil, err
 	}
@@ -174,7 +194,7 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	if err != nil {
 		return nil, err
 	}
-	N := opts.Batch * opts.Seq
+	N := opts.accum() * opts.Batch * opts.Seq
 	t := &Trainer{
 		Model: m, Opt: opt, Scaler: amp.NewGradScaler(opts.Policy.NeedsScaler()),
 		opts: opts, dev: dev, train: tl, val: vl, rng: tensor.NewRNG(opts.Seed ^ 0x5eed), saved: -1, dataKey: dataKey(trainTokens),
@@ -182,6 +202,12 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	}
 	if opts.InjectGrad != nil {
 		if t.poison, err = dev.Alloc(tensor.F32, 1); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	if opts.accum() > 1 {
+		if t.lossAcc, err = dev.Alloc(tensor.F32, opts.Batch*opts.Seq); err != nil {
 			t.Close()
 			return nil, err
 		}
@@ -203,21 +229,36 @@ func (t *Trainer) SetBatchShape(B, T int) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	l, err := data.NewLoader(t.tokens, B, T)
+	l, err := stepLoader(t.tokens, o)
 	if err != nil {
 		return err
-	}
-	if r := o.Reducer; r != nil && r.World() > 1 {
-		if l, err = data.NewShardedLoader(t.tokens, B, T, r.Rank(), r.World()); err != nil {
-			return err
-		}
 	}
 	if t.ds != nil && len(t.ds.pending) > 0 {
 		return fmt.Errorf("train: SetBatchShape with device steps pending")
 	}
+	if t.lossAcc != nil && t.lossAcc.Numel() != B*T {
+		t.dev.Free(t.lossAcc)
+		if t.lossAcc, err = t.dev.Alloc(tensor.F32, B*T); err != nil {
+			return err
+		}
+	}
 	t.opts, t.train = o, l
-	t.in, t.tg = make([]int32, B*T), make([]int32, B*T)
+	n := o.accum() * B * T
+	t.in, t.tg = make([]int32, n), make([]int32, n)
 	return nil
+}
+
+// accum returns the micro-batches of a step (Accum, 1 when 0).
+func (o Options) accum() int { return max(1, o.Accum) }
+
+// stepLoader returns the loader of a step's tokens: accum·Batch sequences
+// of Seq tokens, this rank's share under data-parallel training.
+func stepLoader(tokens []int32, o Options) (*data.Loader, error) {
+	B := o.accum() * o.Batch
+	if r := o.Reducer; r != nil && r.World() > 1 {
+		return data.NewShardedLoader(tokens, B, o.Seq, r.Rank(), r.World())
+	}
+	return data.NewLoader(tokens, B, o.Seq)
 }
 
 // StepsDone returns the number of training steps completed.
@@ -259,7 +300,7 @@ func (t *Trainer) hostStep() (Metric, error) {
 		return Metric{}, err
 	}
 	t.Model.ZeroGrad()
-	loss, err := t.Model.Gradients(t.in, t.tg, o.Batch, o.Seq, scale)
+	loss, err := t.gradients(scale)
 	if err != nil {
 		return Metric{}, err
 	}
@@ -274,7 +315,7 @@ func (t *Trainer) hostStep() (Metric, error) {
 	if t.gradHook != nil {
 		t.gradHook(t.step+1, t.Model.Grads())
 	}
-	if o.InjectGrad != nil {
+	if o.InjectGrad != nil && o.accum() == 1 {
 		if err := t.inject(t.step + 1); err != nil {
 			return Metric{}, err
 		}
@@ -296,9 +337,56 @@ func (t *Trainer) hostStep() (Metric, error) {
 	return Metric{
 		Step: t.step, Loss: loss, LR: lr, GradNorm: norm, LossScale: scale, StepSkipped: skip, Skipped: t.skipped,
 		MsPerStep:  float64(el.Microseconds()) / 1000,
-		TokensPerS: float64(o.Batch*o.Seq*world(o.Reducer)) / el.Seconds(),
+		TokensPerS: float64(o.accum()*o.Batch*o.Seq*world(o.Reducer)) / el.Seconds(),
 	}, nil
 }
+
+// gradients accumulates the step's gradients of scale × mean loss over the
+// batch in t.in and t.tg into the zeroed gradient buffer and returns the
+// mean loss: one Gradients call, or with Accum > 1 one GradientsMicro per
+// micro-batch (rows [i·B, (i+1)·B) of the step's batch, so the data order
+// is that of one batch). There the loss is taken as the device step takes
+// it (devstep.go): the per-token losses summed over micro-batches in fp32
+// on the device, their mean, divided by Accum; and Options.InjectGrad's
+// value is added after the first micro-batch, where the device step adds
+// it too.
+func (t *Trainer) gradients(scale float32) (float32, error) {
+	o, m := t.opts, t.Model
+	n := o.accum()
+	if n == 1 {
+		return m.Gradients(t.in, t.tg, o.Batch, o.Seq, scale)
+	}
+	BT := o.Batch * o.Seq
+	t.dev.Zero(t.lossAcc)
+	for i := range n {
+		if _, err := m.GradientsMicro(t.in[i*BT:(i+1)*BT], t.tg[i*BT:(i+1)*BT], o.Batch, o.Seq, scale, n); err != nil {
+			return 0, err
+		}
+		t.dev.Add(t.lossAcc, t.lossAcc, m.Losses(), BT)
+		if i == 0 && o.InjectGrad != nil {
+			if err := t.inject(t.step + 1); err != nil {
+				return 0, err
+			}
+		}
+		if t.microHook != nil {
+			t.microHook(t.step+1, i, m.Grads())
+		}
+	}
+	host := tensor.New(tensor.F32, BT)
+	t.dev.Download(host, t.lossAcc)
+	if err := t.dev.Sync(); err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, v := range host.F32() {
+		sum += float64(v)
+	}
+	return accumLoss(float32(sum/float64(BT)), n), nil
+}
+
+// accumLoss turns the mean over tokens of the per-token losses summed over
+// n micro-batches into the step's mean loss (host and device step alike).
+func accumLoss(summed float32, n int) float32 { return float32(float64(summed) / float64(n)) }
 
 // Eval returns the mean loss over batches of the validation split (or all
 // its whole batches when batches is 0), starting from its beginning.
@@ -531,7 +619,11 @@ func (t *Trainer) optionsKey() string {
 		Optim      optim.Config
 		Seed       uint64
 		Tokenizer  string `json:",omitempty"` // empty for bytes, as before tokenizers existed
-	}{o.Config, o.Policy.String(), o.Batch, o.Seq, o.Optim, o.Seed, ""}
+		Accum      int    `json:",omitempty"` // 0 without accumulation, as before it existed
+	}{o.Config, o.Policy.String(), o.Batch, o.Seq, o.Optim, o.Seed, "", 0}
+	if o.accum() > 1 {
+		k.Accum = o.accum()
+	}
 	if o.Tokenizer != nil && o.Tokenizer.Name() != "bytes" {
 		k.Tokenizer = data.TokenizerID(o.Tokenizer)
 	}
@@ -562,7 +654,8 @@ func (t *Trainer) Save(dir string) error {
 	// would only show at the next step, after they were saved. The weights
 	// are tried on the last batch first (one forward pass).
 	if t.step > 0 {
-		loss, err := t.Model.Forward(t.in, t.tg, t.opts.Batch, t.opts.Seq)
+		BT := t.opts.Batch * t.opts.Seq // the step's first micro-batch
+		loss, err := t.Model.Forward(t.in[:BT], t.tg[:BT], t.opts.Batch, t.opts.Seq)
 		if err != nil {
 			return err
 		}
@@ -638,11 +731,9 @@ func (t *Trainer) Resume(dir string) error {
 	t.saved = st.Step
 	if t.ds != nil {
 		t.ds.inited = false // the next device step uploads the restored counts
-		if t.ds.graph != nil {
-			_ = t.ds.graph.Close()
-			t.ds.graph = nil
+		for _, s := range t.ds.slots() {
+			s.reset()
 		}
-		t.ds.graphKey = graphKey{}
 	}
 	return t.dev.Sync()
 }
@@ -656,6 +747,10 @@ func (t *Trainer) Close() {
 	if t.poison != nil {
 		t.dev.Free(t.poison)
 		t.poison = nil
+	}
+	if t.lossAcc != nil {
+		t.dev.Free(t.lossAcc)
+		t.lossAcc = nil
 	}
 	t.Opt.Close()
 	t.Model.Close()

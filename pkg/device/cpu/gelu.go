@@ -197,3 +197,27 @@ func (d *Device) geluBackwardDecomposed(dinp, inp, dout *tensor.Tensor, n int) {
 		store(dinp, lo, t[lo:hi])
 	})
 }
+
+var _ device.GELUer = (*Device)(nil)
+
+// GELU computes out = gelu(inp) over n elements (out may be inp): the fused
+// form is Matmul's GELU epilogue (geluForward), the decomposed form the
+// composite's passes (geluForwardDecomposed), so in fp32 the result has
+// the bits the epilogue gave the same pre-activation.
+// out (n), inp (n)
+func (d *Device) GELU(out, inp *tensor.Tensor, n int) {
+	if !d.check(&device.GELUForward, []int{n}, out, inp) {
+		return
+	}
+	d.parallel(n, 1<<14, func(lo, hi int) {
+		xb, ob := scratch32(inp, hi-lo), scratch32(out, hi-lo)
+		defer func() { putScratch(xb); putScratch(ob) }()
+		x, o := in32(inp, lo, hi-lo, xb), out32(out, lo, hi-lo, ob)
+		if d.fused {
+			geluForward(o, x)
+		} else {
+			geluForwardDecomposed(o, x)
+		}
+		flush32(out, lo, o)
+	})
+}

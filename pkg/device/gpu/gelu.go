@@ -110,3 +110,21 @@ func (d *Device) biasAdd(out, bias *tensor.Tensor, N, OC int) bool {
 	}
 	return d.run("bias_add", out.DType, d.ewGrid(int64(N)*int64(OC), 1), cuda.D1(geluBlock), 0, d.ptr(out), d.ptr(bias), N, OC)
 }
+
+var _ device.GELUer = (*Device)(nil)
+
+// GELU computes out = gelu(inp) over n elements (out may be inp) with the
+// kernels Matmul's GELU epilogue falls back to: gelu_forward in the fused
+// form, the composite's eight passes in the decomposed one.
+// out (n), inp (n), both T
+func (d *Device) GELU(out, inp *tensor.Tensor, n int) {
+	const op = "gelu"
+	if !d.check(&device.GELUForward, []int{n}, out, inp) || !d.checkDT(op, inp.DType, out) {
+		return
+	}
+	if d.fused {
+		d.geluForward(out, inp, n)
+	} else {
+		d.geluForwardDecomposed(out, inp, n)
+	}
+}

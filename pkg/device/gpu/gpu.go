@@ -168,6 +168,15 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	// DRUTO_GPU_MEMORY caps the context's pool: every buffer (tensors,
+	// scratch, workspaces) comes from it, so the cap is enforced.
+	memCap, err := device.MemoryCap()
+	if err != nil {
+		return nil, err
+	}
+	if memCap > 0 {
+		ctx.Pool().SetLimit(uint64(memCap))
+	}
 	libs := cfg.Libs
 	if libs == nil {
 		libs = &cuda.Libraries{}

@@ -187,5 +187,17 @@ func CompileKernels(load LoadOptions, archs []string, dtypes ...string) ([]Compi
 	return out, nil
 }
 
-// FreeMemory returns the device's free and total memory in bytes.
-func (d *Device) FreeMemory() (free, total uint64, err error) { return d.ctx.MemInfo() }
+// FreeMemory returns the device's free and total memory in bytes; under a
+// cap (device.MemoryCapEnv) the total is the cap and the free memory at
+// most what the cap leaves beside the bytes druto's pool has in use.
+func (d *Device) FreeMemory() (free, total uint64, err error) {
+	free, total, err = d.ctx.MemInfo()
+	if err != nil {
+		return 0, 0, err
+	}
+	if c := d.ctx.Pool().Limit(); c > 0 {
+		used := d.ctx.Pool().Stats().InUse
+		total, free = min(total, c), min(free, c-min(c, used))
+	}
+	return free, total, nil
+}
