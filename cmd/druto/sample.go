@@ -22,7 +22,11 @@ func init() {
 // empty, else the one the checkpoint records or implies.
 func loadCheckpoint(path, spec string, be *backend) (*gpt.Model, data.Tokenizer, error) {
 	if path == "" {
-		return nil, nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train)")
+		return nil, nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train, or gpt2 from the Hugging Face Hub)")
+	}
+	path, err := resolveCheckpoint(path) // pull.go: a Hub name becomes its cached file
+	if err != nil {
+		return nil, nil, err
 	}
 	ck, err := train.LoadCheckpoint(path)
 	if err != nil {
@@ -50,7 +54,7 @@ func loadCheckpoint(path, spec string, be *backend) (*gpt.Model, data.Tokenizer,
 
 func runSample(args []string) error {
 	fs := newFlags("sample")
-	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors from druto train, or a transformers GPT-2)")
+	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors from druto train, a transformers GPT-2, or a Hub name: gpt2, gpt2-medium, ORG/NAME[@REV])")
 	prompt := fs.String("prompt", "\n", "text to continue")
 	n := fs.Int("tokens", 200, "tokens to generate")
 	temp := fs.Float64("temperature", 0.8, "sampling temperature (0: greedy)")
@@ -112,7 +116,7 @@ const maxSampleTokens = 1 << 20
 
 func runEval(args []string) error {
 	fs := newFlags("eval")
-	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors)")
+	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors, or a Hub name: gpt2, ORG/NAME[@REV])")
 	path := fs.String("data", "", "UTF-8 text or llm.c .bin token shard")
 	batch := fs.Int("batch", 8, "B windows per batch")
 	seq := fs.Int("seq", 0, "T tokens per window (0: the model's maximum)")

@@ -73,3 +73,23 @@ func CheckGPT2Vocab(b []byte) error {
 	}
 	return nil
 }
+
+// GPT2VocabJSON returns GPT-2's vocab.json as transformers' GPT2Tokenizer
+// saves it (token spelled through bytes_to_unicode -> id), from the
+// embedded encoding: what a GPT-2 that druto saves for transformers needs
+// beside its weights.
+func GPT2VocabJSON() ([]byte, error) {
+	g, err := GPT2()
+	if err != nil {
+		return nil, err
+	}
+	vocab := make(map[string]int, GPT2Vocab)
+	for id := int32(0); id < GPT2Vocab; id++ {
+		s := string(g.Token(id))
+		if id != gpt2EOT {
+			s = vocabText(g.Token(id))
+		}
+		vocab[s] = int(id)
+	}
+	return json.Marshal(vocab)
+}

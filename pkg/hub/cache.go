@@ -13,7 +13,7 @@ import (
 
 // ErrNotCached is returned (wrapped) when a model is asked for offline and
 // the cache does not hold it.
-var ErrNotCached = errors.New("hub: not in the cache")
+var ErrNotCached = errors.New("not in the cache")
 
 // repoPart is one part of a repository id: what the Hub accepts (letters,
 // digits, '-', '_', '.'), not starting or ending with '-' or '.', no "--"

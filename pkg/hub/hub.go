@@ -260,7 +260,7 @@ func (c *Client) fromCache(repo, rev string, files []string) (*Snapshot, error) 
 	commit, err := c.Cache.commitOf(repo, rev)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("hub: %w: no %s at %s in %s", ErrNotCached, repo, rev, c.Cache)
+			return nil, fmt.Errorf("hub: %s at %s is %w %s", repo, rev, ErrNotCached, c.Cache)
 		}
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func (c *Client) fromCache(repo, rev string, files []string) (*Snapshot, error) 
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("hub: %w: %s at %s (commit %s): %v", ErrNotCached, repo, rev, commit[:12], err)
+			return nil, fmt.Errorf("hub: the snapshot of %s at %s (commit %s) is %w %s: %v", repo, rev, commit[:12], ErrNotCached, c.Cache, err)
 		}
 		return s, nil
 	}
@@ -285,7 +285,7 @@ func (c *Client) fromCache(repo, rev string, files []string) (*Snapshot, error) 
 		if _, ok := c.Cache.cachedFile(repo, commit, f); ok {
 			s.Files = append(s.Files, f)
 		} else if i < required {
-			return nil, fmt.Errorf("hub: %w: %s at %s (commit %s) lacks %s in %s", ErrNotCached, repo, rev, commit[:12], f, c.Cache)
+			return nil, fmt.Errorf("hub: %s of %s at %s (commit %s) is %w %s", f, repo, rev, commit[:12], ErrNotCached, c.Cache)
 		}
 	}
 	return s, nil

@@ -55,7 +55,7 @@ func GPT2Files(cfg gpt.Config, params []float32, dtype tensor.DType) (config, mo
 		"activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
 		"vocab_size": cfg.Vocab, "n_positions": cfg.MaxSeq, "n_ctx": cfg.MaxSeq,
 		"n_layer": cfg.Layers, "n_head": cfg.Heads, "n_embd": cfg.Channels,
-		"bos_token_id": 50256, "eos_token_id": 50256, "torch_dtype": strings.ToLower(dtype.String()),
+		"bos_token_id": 50256, "eos_token_id": 50256, "torch_dtype": map[tensor.DType]string{tensor.F32: "float32", tensor.F16: "float16", tensor.BF16: "bfloat16"}[dtype],
 	}, "", "  ")
 	if err != nil {
 		return nil, nil, err
