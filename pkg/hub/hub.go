@@ -332,6 +332,15 @@ func (c *Client) info(ctx context.Context, repo, rev string) (*repoInfo, error) 
 // cache may stand in.
 type netError struct{ err error }
 
+// Unreachable reports whether err (from Pull) means that the Hub could not
+// be reached or the cache was asked offline and lacks the model, as
+// opposed to an answer the Hub gave: the case where a caller may fall back
+// to something local.
+func Unreachable(err error) bool {
+	var ne *netError
+	return errors.As(err, &ne) || errors.Is(err, ErrNotCached)
+}
+
 func (e *netError) Error() string { return e.err.Error() }
 func (e *netError) Unwrap() error { return e.err }
 
@@ -350,6 +359,15 @@ func (c *Client) httpClient() *retryablehttp.Client {
 		return cappedBackoff(retryablehttp.DefaultBackoff(min, max, n, resp), 2*max)
 	}
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	rc.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+		// A name that does not resolve means no network (or a wrong
+		// HF_ENDPOINT): waiting will not help, and the cache may stand in.
+		var dns *net.DNSError
+		if errors.As(err, &dns) && dns.IsNotFound {
+			return false, err
+		}
+		return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+	}
 	tr := c.Transport
 	if tr == nil {
 		tr = http.DefaultTransport.(*http.Transport).Clone()
