@@ -450,7 +450,7 @@ func TestTwoProcesses(t *testing.T) {
 	h := hubtest.New(t)
 	r := model()
 	h.Add("gpt2", r)
-	h.Delay(20 * time.Millisecond) // ~100 ms a body: the two overlap
+	h.Delay(60 * time.Millisecond) // ~300 ms for the weights: the two pulls overlap
 	cache := t.TempDir()
 	var wg sync.WaitGroup
 	outs := make([][]byte, 2)
