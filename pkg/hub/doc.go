@@ -38,7 +38,7 @@
 // huggingface_hub's filelock); the progress bar is
 // github.com/schollz/progressbar/v3's. Written by hand, because no Go
 // module does them: the cache layout (it must match huggingface_hub's
-// byte for byte; GoMLX's hub package keeps its own), resuming a body cut
+// file for file, so that both read what the other wrote), resuming a body cut
 // mid-transfer (a retrying client re-sends the same request and cannot
 // know how much was kept), hash checks before a file becomes visible, and
 // the checks on names a server chose.
