@@ -271,7 +271,7 @@ func TestGPT2Sizes(t *testing.T) {
 		if err != nil || !strings.Contains(out, fmt.Sprintf("(%d parameters)", padded.NumParams())) || !regexp.MustCompile(fmt.Sprintf(`total +%d bytes`, want)).MatchString(out) {
 			t.Errorf("%s --dry-run: %v; want %d parameters and %d bytes:\n%s%s", name, err, padded.NumParams(), want, out, errs)
 		}
-		t.Logf("%s dry run (bf16, B 8, T 1024): %s", name, strings.SplitN(strings.TrimSpace(out), "\n", 2)[0])
+		t.Logf("%s dry run (bf16, B 8, T 1024): %d parameters, %s", name, padded.NumParams(), regexp.MustCompile(`total +[0-9]+ bytes \([0-9.]+ MiB\)`).FindString(out))
 
 		// The evaluated models.
 		cfg := shape
