@@ -40,6 +40,15 @@ var bangla = map[string]string{
 	"%.1f s":                                                 "%.1f সেকেন্ড",
 	"sample at step %d:":                                     "%d নম্বর ধাপের নমুনা:",
 
+	// Notebook 05 (GPT-2 from the Hugging Face Hub).
+	"Asking the Hugging Face Hub for %s (GPT-2 is about 550 MB; nothing is downloaded when the cache holds it).":                                               "Hugging Face Hub-এর কাছে %s চাওয়া হচ্ছে (GPT-2 প্রায় ৫৫০ MB; ক্যাশে আগে থেকে থাকলে কিছুই নামানো হয় না)।",
+	"%s (commit %s) is in the Hugging Face cache: %s":                                                                                                          "%s (কমিট %s) Hugging Face ক্যাশে আছে: %s",
+	"No network (%s): the cells below use a small GPT-2 that this notebook built and saved, with GPT-2's tokenizer and random weights (%s, %d parameters): %s": "নেটওয়ার্ক নেই (%s): নিচের সেলগুলো এই নোটবুকের নিজের বানিয়ে রাখা একটি ছোট GPT-2 ব্যবহার করবে, যার টোকেনাইজার GPT-2-এর আর ওজনগুলো এলোমেলো (%s, %d প্যারামিটার): %s",
+	"Model: %s, %d parameters, GPT-2's tokenizer.":                                                                                                             "মডেল: %s, %d প্যারামিটার, টোকেনাইজার GPT-2-এর।",
+	"Fine-tuning %d steps of batch %d × %d on the built-in bilingual corpus; one step holds %s.":                                                               "ভেতরের দ্বিভাষিক কর্পাসে %d ধাপ ফাইন-টিউনিং, প্রতি ধাপে ব্যাচ %d × %d; একটি ধাপ মেমরিতে রাখে %s।",
+	"Before fine-tuning:": "ফাইন-টিউনিংয়ের আগে:",
+	"After fine-tuning:":  "ফাইন-টিউনিংয়ের পরে:",
+
 	// Words in tables and in the progress display.
 	"backend":                   "ব্যাকএন্ড",
 	"baseline":                  "বেসলাইন",

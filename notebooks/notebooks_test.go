@@ -22,7 +22,7 @@ import (
 )
 
 // Names are the notebooks, in the order a reader goes through them.
-var names = []string{"01-build", "02-detect", "03-train", "04-benchmark"}
+var names = []string{"01-build", "02-detect", "03-train", "04-benchmark", "05-gpt2"}
 
 // langs are the notebook folders.
 var langs = []string{"en", "bn"}
@@ -534,6 +534,21 @@ func checkFiles(t *testing.T, name, runDir string) {
 			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 				t.Errorf("03-train left no %s: %v", f, err)
 			}
+		}
+	case "05-gpt2":
+		// The fine-tuned model (GPT-2's shape, or the small GPT-2 the
+		// notebook built without a network) and one metrics line a step.
+		dir := filepath.Join(runDir, "05-gpt2", "finetune")
+		ck, err := train.LoadCheckpoint(filepath.Join(dir, train.ModelFile))
+		if err != nil {
+			t.Fatalf("the fine-tuned checkpoint: %v", err)
+		}
+		if ck.Tokenizer == nil || ck.Tokenizer.Name() != "gpt2" || ck.Config.Vocab != train.PaddedVocab(50257) {
+			t.Errorf("fine-tuned model %v with tokenizer %v, want GPT-2's", ck.Config, ck.Tokenizer)
+		}
+		ms, err := train.ReadMetricsFile(filepath.Join(dir, train.MetricsFile))
+		if err != nil || len(ms) != 30 || !(ms[len(ms)-1].Loss < ms[0].Loss) {
+			t.Errorf("fine-tuning metrics: %d lines, %v; want 30 with the loss falling", len(ms), err)
 		}
 	case "04-benchmark":
 		rep, err := bench.Load(filepath.Join(runDir, "04-benchmark", "here.json"))

@@ -33,6 +33,11 @@
 #             the CPU and the GPU, through the CLI
 #   hf        a Hugging Face GPT-2 checkpoint written by transformers
 #             (scripts/make_hf_testdata.py), packed into hf-testdata.tar.gz
+#   hubcheck  hubcheck.log: a random gpt2-medium saved by transformers in
+#             float16, placed in the HF cache layout, loaded by transformers
+#             from it and by `druto eval --checkpoint gpt2-medium` with
+#             HF_HUB_OFFLINE=1 (GPU and CPU); losses equal within 2e-3
+#             (scripts/hf_hub_check.py; not in the default list)
 #
 #   scripts/gpu-bench.sh                     detect checks kernels bench hf faults train
 #   scripts/gpu-bench.sh --sanitize          only the sanitizer section
@@ -319,6 +324,10 @@ hf() {
     stamp
     python3 scripts/make_hf_testdata.py "$d/hf-gpt2-tiny" && (cd "$d" && tar czf "$OUT/hf-testdata.tar.gz" hf-gpt2-tiny) && echo "hf testdata ok"
   } > "$LOGS/hf.log" 2>&1
+}
+
+hubcheck() {
+  { stamp; python3 scripts/hf_hub_check.py --druto $B/druto; echo "hubcheck exit $?"; } > "$LOGS/hubcheck.log" 2>&1
 }
 
 for s in "${sections[@]}"; do

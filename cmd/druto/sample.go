@@ -45,7 +45,11 @@ func loadCheckpoint(path, spec string, be *backend) (*gpt.Model, data.Tokenizer,
 // readCheckpoint reads a checkpoint and settles its tokenizer (loadCheckpoint).
 func readCheckpoint(path, spec string) (*train.Checkpoint, data.Tokenizer, error) {
 	if path == "" {
-		return nil, nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train)")
+		return nil, nil, fmt.Errorf("--checkpoint is required (e.g. out/model.safetensors from druto train, or gpt2 from the Hugging Face Hub)")
+	}
+	path, err := resolveCheckpoint(path) // pull.go: a Hub name becomes its cached file
+	if err != nil {
+		return nil, nil, err
 	}
 	ck, err := train.LoadCheckpoint(path)
 	if err != nil {
@@ -68,7 +72,7 @@ func readCheckpoint(path, spec string) (*train.Checkpoint, data.Tokenizer, error
 
 func runSample(args []string) error {
 	fs := newFlags("sample")
-	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors from druto train, or a transformers GPT-2)")
+	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors from druto train, a transformers GPT-2, or a Hub name: gpt2, gpt2-medium, ORG/NAME[@REV])")
 	prompt := fs.String("prompt", "\n", "text to continue")
 	prompts := fs.String("prompts", "", "file of prompts, one a line, continued in batches of --batch (instead of --prompt)")
 	batch := fs.Int("batch", 0, "sequences generated together (0: every prompt of --prompts at once, else 1; with --prompt, N draws of it with seeds seed, seed+1, ...)")
@@ -288,7 +292,7 @@ const maxSampleTokens = 1 << 20
 
 func runEval(args []string) error {
 	fs := newFlags("eval")
-	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors)")
+	ckpt := fs.String("checkpoint", "", "model checkpoint (model.safetensors, or a Hub name: gpt2, ORG/NAME[@REV])")
 	path := fs.String("data", "", "UTF-8 text or llm.c .bin token shard")
 	batch := fs.Int("batch", 8, "B windows per batch")
 	seq := fs.Int("seq", 0, "T tokens per window (0: the model's maximum)")

@@ -16,10 +16,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/optim"
+	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -58,7 +60,8 @@ func runTrain(args []string) error {
 	graph := fs.Bool("graph", true, "on a GPU, run the step on the device as one CUDA graph (false: the host-driven step)")
 	logEvery := fs.Int("log-every", 10, "with --graph, read the metrics back every N steps")
 	spec := tokenizerFlag(fs, "default: bytes, gpt2 for gpt2-124M, the checkpoint's with --init")
-	initPath := fs.String("init", "", "start from this checkpoint's weights (druto's, or a transformers GPT-2): fine-tuning; the model shape comes from it")
+	initPath := fs.String("init", "", "start from this checkpoint's weights (druto's, a transformers GPT-2, or a Hub name: gpt2, gpt2-medium, ORG/NAME[@REV]): fine-tuning; the model shape comes from it")
+	saveDType := fs.String("save-dtype", "f32", "dtype of the saved model file: f32, or bf16 or f16 for half the size (the optimizer state stays f32)")
 	be := backendFlags(fs)
 	dp := distFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -68,8 +71,24 @@ func runTrain(args []string) error {
 	if err != nil {
 		return err
 	}
-	tok, initCk, err := runTokenizerAndInit(fs, &cfg, *spec, *initPath, *resume, *out)
-	if err != nil {
+	saveDT, err := tensor.ParseDType(*saveDType)
+	if err != nil || saveDT == tensor.I32 {
+		return fmt.Errorf("--save-dtype %q: give f32, bf16 or f16", *saveDType)
+	}
+	initName := *initPath
+	if *initPath, err = resolveCheckpoint(*initPath); err != nil { // pull.go: a Hub name becomes its cached file
+		return err
+	}
+	var tok data.Tokenizer
+	var initCk *train.Checkpoint
+	if *dryRun && *initPath != "" {
+		// The shape is all a dry run needs: read from the header, so that a
+		// 6 GB gpt2-xl is measured without loading it.
+		if cfg, err = train.ReadModelConfig(*initPath); err != nil {
+			return err
+		}
+		*preset = initName
+	} else if tok, initCk, err = runTokenizerAndInit(fs, &cfg, *spec, *initPath, *resume, *out); err != nil {
 		return err
 	}
 	policy, err := amp.ParsePolicy(*prec)
@@ -181,7 +200,7 @@ func runTrain(args []string) error {
 		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed, Accum: sp.accum, Recompute: sp.recompute,
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
-		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged, Tokenizer: tok,
+		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged, Tokenizer: tok, SaveDType: saveDT,
 	}
 	if err := opts.Validate(); err != nil {
 		return err
@@ -232,7 +251,7 @@ func runTrain(args []string) error {
 	tr, source, trainN := run.Trainer, run.Source, run.Train
 	model := *preset
 	if initCk != nil {
-		model = fmt.Sprintf("%s from %s (%s)", cfg, *initPath, initCk.From)
+		model = fmt.Sprintf("%s from %s (%s)", cfg, initName, initCk.From)
 	}
 	stepping := ""
 	if opts.Accum > 1 || opts.Recompute != gpt.RecomputeNone {

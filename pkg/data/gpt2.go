@@ -35,7 +35,9 @@ var (
 // GPT2 returns GPT-2's tokenizer (the r50k_base encoding that
 // tiktoken.get_encoding("gpt2") and transformers' GPT2TokenizerFast use):
 // "Hello world" is 15496, 995. The encoding is embedded in the binary. Text
-// "<|endoftext|>" is encoded as ordinary text; id 50256 decodes to it.
+// "<|endoftext|>" is encoded as the special token 50256, as transformers'
+// GPT-2 tokenizers do (it is an added token there: split out before the
+// BPE), and 50256 decodes to it.
 func GPT2() (Tokenizer, error) {
 	gpt2Once.Do(func() {
 		c := codec.NewR50kBase()
@@ -57,10 +59,35 @@ func GPT2() (Tokenizer, error) {
 func (*gpt2Tokenizer) Name() string { return "gpt2" }
 func (*gpt2Tokenizer) Vocab() int   { return GPT2Vocab }
 
+// eotText is the text of the special token <|endoftext|>.
+var eotText = []byte("<|endoftext|>")
+
 func (t *gpt2Tokenizer) Encode(text []byte) ([]int32, error) {
 	if off := firstInvalid(text); off >= 0 {
 		return nil, &utf8Error{offset: off}
 	}
+	var out []int32
+	for {
+		i := bytes.Index(text, eotText)
+		if i < 0 {
+			break
+		}
+		ids, err := t.encodePlain(text[:i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, ids...), gpt2EOT)
+		text = text[i+len(eotText):]
+	}
+	ids, err := t.encodePlain(text)
+	if err != nil || out == nil {
+		return ids, err
+	}
+	return append(out, ids...), nil
+}
+
+// encodePlain encodes text that holds no special token.
+func (t *gpt2Tokenizer) encodePlain(text []byte) ([]int32, error) {
 	if bytes.IndexByte(text, 0x7f) >= 0 {
 		return t.encodeOwn(text), nil
 	}

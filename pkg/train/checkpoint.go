@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // Checkpoint files inside a run's output folder.
@@ -72,6 +73,17 @@ func SaveModel(path string, cfg gpt.Config, params []float32) (string, error) {
 
 // saveModel is SaveModel with extra metadata (the tokenizer).
 func saveModel(path string, cfg gpt.Config, params []float32, extra map[string]string) (string, error) {
+	return saveModelAs(path, cfg, params, extra, tensor.F32)
+}
+
+// SaveModelAs is SaveModel storing the weights as dt: F32, or BF16 or F16
+// for a file half the size (the weights rounded to nearest even).
+func SaveModelAs(path string, cfg gpt.Config, params []float32, dt tensor.DType) (string, error) {
+	return saveModelAs(path, cfg, params, nil, dt)
+}
+
+// saveModelAs is saveModel storing the weights as dt.
+func saveModelAs(path string, cfg gpt.Config, params []float32, extra map[string]string, dt tensor.DType) (string, error) {
 	l := cfg.Layout()
 	if len(params) != l.Total {
 		return "", fmt.Errorf("train: %d parameters for a model of %d", len(params), l.Total)
@@ -91,7 +103,7 @@ func saveModel(path string, cfg gpt.Config, params []float32, extra map[string]s
 	for k, v := range extra {
 		meta[k] = v
 	}
-	return writeSafetensors(path, ts, meta)
+	return writeSafetensorsAs(path, ts, meta, dt)
 }
 
 // LoadModel reads a checkpoint written by SaveModel (or any GPT-2

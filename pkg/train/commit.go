@@ -11,6 +11,7 @@ import (
 
 	"github.com/druto/druto/internal/atomicfile"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // A checkpoint is two files, ModelFile and StateFile, committed as one unit.
@@ -36,13 +37,17 @@ func hook(stage string) error {
 }
 
 // saveCheckpoint commits the model and state pair into dir (see
-// pendingModel); extra is more model metadata (the tokenizer).
-func saveCheckpoint(dir string, cfg gpt.Config, params []float32, extra map[string]string, st state, m, v []float32) error {
+// pendingModel); extra is more model metadata (the tokenizer), dt the
+// dtype the weights are stored in (0: F32).
+func saveCheckpoint(dir string, cfg gpt.Config, params []float32, extra map[string]string, dt tensor.DType, st state, m, v []float32) error {
 	if err := recoverCheckpoint(dir); err != nil {
 		return err
 	}
 	pending := filepath.Join(dir, pendingModel)
-	sum, err := saveModel(pending, cfg, params, extra)
+	if dt == 0 {
+		dt = tensor.F32
+	}
+	sum, err := saveModelAs(pending, cfg, params, extra, dt)
 	if err != nil {
 		return err
 	}

@@ -305,6 +305,11 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 		case cfg.Vocab == data.VocabSize:
 			ck.Tokenizer = data.Bytes{}
 		case ck.From == "transformers" || cfg.Vocab == PaddedVocab(data.GPT2Vocab):
+			if ck.From == "transformers" {
+				if err := checkHFTokenizer(path); err != nil {
+					return nil, err
+				}
+			}
 			if ck.Tokenizer, err = data.GPT2(); err != nil {
 				return nil, err
 			}
@@ -351,4 +356,124 @@ func readMeta(path string) (map[string]string, error) {
 		raw.Meta = map[string]string{}
 	}
 	return raw.Meta, nil
+}
+
+// ReadModelConfig returns the configuration of a model file (druto's, or
+// a GPT-2 that transformers wrote, with config.json beside it) from its
+// header alone, without reading the weights: what a dry run needs of a
+// 6 GB gpt2-xl. The header's tensors must have the shapes the
+// configuration asks for and lie inside the file.
+func ReadModelConfig(path string) (gpt.Config, error) {
+	f, size, err := boundedread.Open(path, 4*maxParams+maxHeader+8)
+	if err != nil {
+		return gpt.Config{}, fmt.Errorf("train: %w", err)
+	}
+	defer f.Close()
+	var n uint64
+	if err := binary.Read(f, binary.LittleEndian, &n); err != nil || n > maxHeader || int64(n) > size-8 {
+		return gpt.Config{}, fmt.Errorf("%s: %w: bad header (truncated?)", path, ErrCorrupt)
+	}
+	h := make([]byte, n)
+	if _, err := io.ReadFull(f, h); err != nil {
+		return gpt.Config{}, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(h, &raw); err != nil {
+		return gpt.Config{}, fmt.Errorf("%s: %w: header is not JSON: %v", path, ErrCorrupt, err)
+	}
+	meta := map[string]string{}
+	if m, ok := raw["__metadata__"]; ok {
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return gpt.Config{}, fmt.Errorf("%s: %w: metadata: %v", path, ErrCorrupt, err)
+		}
+		delete(raw, "__metadata__")
+	}
+	shapes := map[string][]int{}
+	for name, r := range raw {
+		var e stEntry
+		if err := json.Unmarshal(r, &e); err != nil {
+			return gpt.Config{}, fmt.Errorf("%s: %w: entry %q: %v", path, ErrCorrupt, name, err)
+		}
+		if e.Offsets[0] < 0 || e.Offsets[1] < e.Offsets[0] || e.Offsets[1] > size-8-int64(n) {
+			return gpt.Config{}, fmt.Errorf("%s: %w: tensor %q lies outside the file (truncated?)", path, ErrCorrupt, name)
+		}
+		if isBuffer(name) {
+			continue
+		}
+		if dtypeSize(e.DType) == 0 {
+			return gpt.Config{}, fmt.Errorf("train: tensor %q is %s; druto reads F32, F16 and BF16 checkpoints", name, e.DType)
+		}
+		key := strings.TrimPrefix(name, "transformer.")
+		if key == "lm_head.weight" {
+			if _, ok := raw["wte.weight"]; !ok {
+				if _, ok := raw["transformer.wte.weight"]; !ok {
+					key = "wte.weight"
+				}
+			}
+		}
+		shapes["transformer."+key] = e.Shape
+	}
+	if _, druto := meta["n_embd"]; !druto || meta[checksumKey] == "" {
+		var cfg hfConfig
+		cfgPath := filepath.Join(filepath.Dir(path), "config.json")
+		if b, err := boundedread.ReadFile(cfgPath, maxHFConfig); err == nil {
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				return gpt.Config{}, fmt.Errorf("%s: %v; fix or remove it", cfgPath, err)
+			}
+			if d := cfg.differs(); d != "" {
+				return gpt.Config{}, fmt.Errorf("%s is not a GPT-2 checkpoint druto can run: %s", path, d)
+			}
+		}
+		for key, p := range map[string]*int{"n_positions": cfg.Positions, "n_layer": cfg.Layers, "n_head": cfg.Heads, "n_embd": cfg.Channels} {
+			if _, ok := meta[key]; !ok && p != nil {
+				meta[key] = strconv.Itoa(*p)
+			}
+		}
+		wte := shapes["transformer.wte.weight"]
+		if len(wte) != 2 {
+			return gpt.Config{}, fmt.Errorf("%s: %w: no 2-D transformer.wte.weight (is this a GPT-2 model file?)", path, ErrCorrupt)
+		}
+		meta["vocab_size"] = strconv.Itoa(PaddedVocab(wte[0]))
+		shapes["transformer.wte.weight"] = []int{PaddedVocab(wte[0]), wte[1]}
+	}
+	cfg, err := configFromMeta(meta)
+	if err != nil {
+		return cfg, fmt.Errorf("%s: %w: %v (put transformers' config.json beside it)", path, ErrCorrupt, err)
+	}
+	for _, s := range cfg.Layout().Segments {
+		name, conv := hfName(s.Name)
+		want := append([]int(nil), s.Shape...)
+		if conv {
+			want[0], want[1] = want[1], want[0]
+		}
+		got, ok := shapes[name]
+		if !ok {
+			return cfg, fmt.Errorf("%s: %w: tensor %s missing", path, ErrCorrupt, name)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return cfg, fmt.Errorf("%s: %w: tensor %s has shape %v, the config needs %v", path, ErrCorrupt, name, got, want)
+		}
+	}
+	return cfg, nil
+}
+
+// checkHFTokenizer checks that the tokenizer files beside a transformers
+// checkpoint (vocab.json, else tokenizer.json), when there, are GPT-2's,
+// the tokenizer druto gives such a checkpoint.
+func checkHFTokenizer(path string) error {
+	for _, name := range []string{"vocab.json", "tokenizer.json"} {
+		p := filepath.Join(filepath.Dir(path), name)
+		b, err := boundedread.ReadFile(p, 64<<20)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("train: %v", err)
+		}
+		if err := data.CheckGPT2Vocab(b); err != nil {
+			return fmt.Errorf("%s: %v; druto runs GPT-2's BPE, so this model's text cannot be tokenised as it was trained", p, err)
+		}
+		return nil
+	}
+	return nil
 }

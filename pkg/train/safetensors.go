@@ -14,6 +14,7 @@ import (
 
 	"github.com/druto/druto/internal/atomicfile"
 	"github.com/druto/druto/internal/boundedread"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // ErrCorrupt is returned (wrapped) for a checkpoint file that is truncated,
@@ -40,6 +41,16 @@ const checksumKey = "druto_sha256"
 // file in the same folder, fsync, rename). The metadata gains the SHA-256 of
 // the data section, which readSafetensors verifies; it is also returned.
 func writeSafetensors(path string, tensors []stTensor, meta map[string]string) (string, error) {
+	return writeSafetensorsAs(path, tensors, meta, tensor.F32)
+}
+
+// writeSafetensorsAs is writeSafetensors storing the values as dt (F32,
+// BF16 or F16, rounded to nearest even).
+func writeSafetensorsAs(path string, tensors []stTensor, meta map[string]string, dt tensor.DType) (string, error) {
+	name, ok := map[tensor.DType]string{tensor.F32: "F32", tensor.BF16: "BF16", tensor.F16: "F16"}[dt]
+	if !ok {
+		return "", fmt.Errorf("train: checkpoints are saved as f32, bf16 or f16, not %s", dt)
+	}
 	header := map[string]any{}
 	var data bytes.Buffer
 	for _, t := range tensors {
@@ -51,12 +62,19 @@ func writeSafetensors(path string, tensors []stTensor, meta map[string]string) (
 			return "", fmt.Errorf("train: tensor %s has %d values for shape %v", t.Name, len(t.Data), t.Shape)
 		}
 		start := int64(data.Len())
-		buf := make([]byte, 4*len(t.Data))
+		buf := make([]byte, dt.Size()*len(t.Data))
 		for i, v := range t.Data {
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+			switch dt {
+			case tensor.BF16:
+				binary.LittleEndian.PutUint16(buf[2*i:], tensor.BF16FromF32(v))
+			case tensor.F16:
+				binary.LittleEndian.PutUint16(buf[2*i:], tensor.F16FromF32(v))
+			default:
+				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+			}
 		}
 		data.Write(buf)
-		header[t.Name] = stEntry{DType: "F32", Shape: t.Shape, Offsets: [2]int64{start, int64(data.Len())}}
+		header[t.Name] = stEntry{DType: name, Shape: t.Shape, Offsets: [2]int64{start, int64(data.Len())}}
 	}
 	md := map[string]string{}
 	for k, v := range meta {

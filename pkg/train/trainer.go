@@ -41,6 +41,11 @@ type Options struct {
 	CheckpointEvery int    // also checkpoint every N steps (always at the end)
 	DataChanged     bool   // Resume accepts a checkpoint trained on other data
 
+	// SaveDType is the dtype the model file stores the weights in: F32 (or
+	// 0), or BF16 or F16 for half the size. The optimizer state stays F32;
+	// a resume continues from the rounded weights.
+	SaveDType tensor.DType
+
 	// Step says where the step's decisions run (StepHost, the zero value;
 	// StepDevice; StepGraph). A device that cannot run the asked mode runs
 	// the closest one it can, with a Notice saying why.
@@ -103,6 +108,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("train: sequence length %d must be in [1, %d], the model's maximum", o.Seq, o.Config.MaxSeq)
 	case o.EvalEvery < 0 || o.SampleEvery < 0 || o.CheckpointEvery < 0 || o.SampleTokens < 0 || o.EvalBatches < 0:
 		return fmt.Errorf("train: eval, sample and checkpoint intervals must not be negative")
+	case o.SaveDType != 0 && o.SaveDType != tensor.F32 && o.SaveDType != tensor.BF16 && o.SaveDType != tensor.F16:
+		return fmt.Errorf("train: checkpoints are saved as f32, bf16 or f16, not %s", o.SaveDType)
 	case o.Tokenizer != nil && o.Tokenizer.Vocab() > o.Config.Vocab:
 		return fmt.Errorf("train: the %s tokenizer has %d tokens, more than the model's vocabulary of %d (use a larger vocabulary)", o.Tokenizer.Name(), o.Tokenizer.Vocab(), o.Config.Vocab)
 	}
@@ -674,7 +681,7 @@ func (t *Trainer) Save(dir string) error {
 		Step: t.step, OptSteps: t.Opt.Steps, Scale: t.Scaler.Scale, GoodSteps: t.Scaler.GoodSteps,
 		Skipped: t.skipped, RNG: t.rng.State, DataPos: t.train.Pos(), Options: t.optionsKey(), Data: t.dataKey,
 	}
-	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), st, m.F32(), v.F32()); err != nil {
+	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), t.opts.SaveDType, st, m.F32(), v.F32()); err != nil {
 		return err
 	}
 	t.saved = t.step
