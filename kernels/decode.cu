@@ -35,6 +35,7 @@
 #define DEC_CHUNK 256 // cached positions a split of attention_decode scores (read by the launcher)
 // druto:block DEC_SAMPLE_BLOCK sample_rows
 #define DEC_SAMPLE_BLOCK 1024
+#define DEC_NEG_INF __int_as_float(0xff800000) // -inf (NVRTC has no math.h for INFINITY)
 
 // The slots of a row's sampling state (device.Row*).
 #define ROW_STATE 0
@@ -86,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(flo
     float* pml = part_ml + ((size_t)bh * splits + split) * 2;
     if (lo >= hi) { // nothing cached in this split
         for (int d = threadIdx.x; d < hs; d += blockDim.x) po[d] = 0.f;
-        if (threadIdx.x == 0) { pml[0] = -INFINITY; pml[1] = 0.f; }
+        if (threadIdx.x == 0) { pml[0] = DEC_NEG_INF; pml[1] = 0.f; }
         return;
     }
     for (int d = threadIdx.x; d < hs; d += blockDim.x) q[d] = load(qkv, (size_t)b * 3 * C + h * hs + d);
@@ -102,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(flo
         if (lane == 0) p[j - lo] = s * scale;
     }
     __syncthreads();
-    float m = -INFINITY;
+    float m = DEC_NEG_INF;
     for (int j = threadIdx.x; j < hi - lo; j += blockDim.x) m = fmaxf(m, p[j]);
     for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
     if (lane == 0) red[warp] = m;
@@ -137,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode_com
         const float* __restrict__ part_o, const float* __restrict__ part_ml, int C, int NH, int splits) {
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, hs = C / NH;
     const float* ml = part_ml + (size_t)bh * splits * 2;
-    float M = -INFINITY;
+    float M = DEC_NEG_INF;
     for (int s = 0; s < splits; s++) M = fmaxf(M, ml[2 * s]);
     float L = 0.f;
     for (int s = 0; s < splits; s++) L += ml[2 * s + 1] > 0.f ? ml[2 * s + 1] * expf(ml[2 * s] - M) : 0.f;
