@@ -165,4 +165,6 @@ var bangla = map[string]string{
 	// Column headers of notebook 03's tokenizer table.
 	"tokens per character, English": "অক্ষরপ্রতি টোকেন, ইংরেজি",
 	"tokens per character, Bangla":  "অক্ষরপ্রতি টোকেন, বাংলা",
+	// Generation (notebook 03).
+	"Here: %d new tokens from the trained checkpoint, the first after %.1f ms, then %.0f tokens/s over the key/value cache.": "এখানে: প্রশিক্ষিত চেকপয়েন্ট থেকে %dটি নতুন টোকেন, প্রথমটি %.1f মি.সে. পরে, তারপর কী/ভ্যালু ক্যাশ দিয়ে সেকেন্ডে %.0fটি টোকেন।",
 }

@@ -43,6 +43,7 @@ const (
 	msgWeightBound
 	msgKVCache
 	msgRecompute
+	msgHere
 	msgCount // number of messages; keep last
 )
 
@@ -83,6 +84,7 @@ var messages = [msgCount][2]string{
 	msgWeightBound:     {"bound: weights read once a token", "সীমা: প্রতি টোকেনে ওজন একবার পড়া"},
 	msgKVCache:         {"KV cache", "KV ক্যাশ"},
 	msgRecompute:       {"no cache", "ক্যাশ ছাড়া"},
+	msgHere:            {"here", "এখানে"},
 }
 
 // locale turns messages and numbers into the strings of one language.

@@ -97,6 +97,7 @@ func runBench(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the timed steps to this file")
 	sample := fs.Bool("sample", false, "benchmark generation instead of training: --configs preset:BxP is B prompts of P tokens, each continued by --tokens tokens over the key/value cache (greedy); --steps rounds, median")
 	newTokens := fs.Int("tokens", 128, "with --sample: tokens generated per prompt")
+	sampleCk := fs.String("checkpoint", "", "with --sample: the configs of this checkpoint's shape generate with its weights (the others with a random model)")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -108,7 +109,10 @@ func runBench(args []string) error {
 				rounds = *steps
 			}
 		})
-		return benchSample(be, *configs, *modes, *newTokens, rounds, *out)
+		return benchSample(be, *configs, *modes, *newTokens, rounds, *out, *sampleCk)
+	}
+	if *sampleCk != "" {
+		return fmt.Errorf("--checkpoint is for --sample (training benchmarks start from a random model)")
 	}
 	if *steps < 1 || *warmup < 0 {
 		return fmt.Errorf("--steps %d must be >= 1 and --warmup %d >= 0", *steps, *warmup)
@@ -340,7 +344,7 @@ func stamp(rep *bench.Report, be *backend) {
 // benchSample is druto bench --sample: generation's prefill time and decode
 // rate per config and mode, beside the bound of reading the weights once a
 // step at the copy bandwidth measured in the same run.
-func benchSample(be *backend, configs, modes string, newTokens, rounds int, out string) error {
+func benchSample(be *backend, configs, modes string, newTokens, rounds int, out, ckpt string) error {
 	switch {
 	case newTokens < 2 || newTokens > maxSampleTokens:
 		return fmt.Errorf("--tokens %d must be in [2, %d] for --sample", newTokens, maxSampleTokens)
@@ -360,6 +364,18 @@ func benchSample(be *backend, configs, modes string, newTokens, rounds int, out 
 	cs, err := parseCases(configs)
 	if err != nil {
 		return err
+	}
+	var params []float32 // the checkpoint's, for the configs of its shape
+	var ckCfg gpt.Config
+	if ckpt != "" {
+		ck, _, err := readCheckpoint(ckpt, "")
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(cs, func(c bench.Case) bool { return c.Config == ck.Config }) {
+			return fmt.Errorf("--checkpoint %s is %s, which no preset of --configs %s is: name the preset of its shape", ckpt, ck.Config, configs)
+		}
+		params, ckCfg = ck.Params, ck.Config
 	}
 	dev, _, err := be.open()
 	if err != nil {
@@ -391,7 +407,11 @@ func benchSample(be *backend, configs, modes string, newTokens, rounds int, out 
 			if err := hostFits(dev, gpt.DecodeBytes(c.Config, c.Batch, m.Policy)+int64(c.Config.NumParams())*4, c); err != nil {
 				return err
 			}
-			r, err := bench.Sample(dev, c, m, newTokens, rounds, bw)
+			var p []float32
+			if c.Config == ckCfg {
+				p = params
+			}
+			r, err := bench.Sample(dev, c, m, newTokens, rounds, bw, p)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", c.Name, m, err)
 			}

@@ -32,6 +32,7 @@ type SampleRecord struct {
 	DecodeMin    float64 `json:"decode_tokens_per_s_min"`
 	DecodeMax    float64 `json:"decode_tokens_per_s_max"`
 	Cached       bool    `json:"kv_cache"`
+	Weights      string  `json:"weights"` // "checkpoint", or "random" (GPT-2's initialisation, seed 1)
 	// WeightBytes is what one decode step reads of the weights: every
 	// parameter in the working dtype but the position table (one row).
 	WeightBytes int64 `json:"weight_bytes"`
@@ -42,8 +43,9 @@ type SampleRecord struct {
 
 // Sample benchmarks generation on dev for case c (Batch prompts of Seq
 // tokens) under mode m: newTokens tokens a prompt, rounds times after one
-// warm-up round; copyGBps (0: unknown) sets the record's bound.
-func Sample(dev device.Device, c Case, m Mode, newTokens, rounds int, copyGBps float64) (SampleRecord, error) {
+// warm-up round; copyGBps (0: unknown) sets the record's bound. The model
+// has params (in layout order) when not nil, else GPT-2's initialisation.
+func Sample(dev device.Device, c Case, m Mode, newTokens, rounds int, copyGBps float64, params []float32) (SampleRecord, error) {
 	r := SampleRecord{Config: c.Name, Mode: m.String(), Batch: c.Batch, PromptTokens: c.Seq, NewTokens: newTokens, Rounds: rounds}
 	if newTokens < 2 || rounds < 1 || c.Seq < 1 || c.Batch < 1 {
 		return r, fmt.Errorf("bench: generation needs at least 2 new tokens, a round and a prompt token: %d, %d, %d", newTokens, rounds, c.Seq)
@@ -56,7 +58,14 @@ func Sample(dev device.Device, c Case, m Mode, newTokens, rounds int, copyGBps f
 		return r, err
 	}
 	defer model.Close()
-	if err := model.Init(1); err != nil {
+	r.Weights = "random"
+	if params != nil {
+		r.Weights = "checkpoint"
+		err = model.SetParams(params)
+	} else {
+		err = model.Init(1)
+	}
+	if err != nil {
 		return r, err
 	}
 	s, err := train.NewSampler(model, train.Unmasked(c.Config.Vocab), train.SampleOptions{})
