@@ -38,6 +38,13 @@
 #             from it and by `druto eval --checkpoint gpt2-medium` with
 #             HF_HUB_OFFLINE=1 (GPU and CPU); losses equal within 2e-3
 #             (scripts/hf_hub_check.py; not in the default list)
+#   sample    sample.log, sample-h200.json, sample-h200-torch.jsonl:
+#             generation over the key/value cache (druto bench --sample:
+#             gpt2-124M bf16 at batch 1 and 64, fp32 and fp16 at batch 1,
+#             prefill ms, decode tokens/s, one graph launch a token), the
+#             same checkpoint greedy against PyTorch's ids, and
+#             DEV=cuda DTYPE=bf16 torch_sample_bench.py beside it
+#             (the gpt2-124M checkpoint: one CPU training step made here)
 #
 #   scripts/gpu-bench.sh                     detect checks kernels bench hf faults train
 #   scripts/gpu-bench.sh --sanitize          only the sanitizer section
@@ -324,6 +331,24 @@ hf() {
     stamp
     python3 scripts/make_hf_testdata.py "$d/hf-gpt2-tiny" && (cd "$d" && tar czf "$OUT/hf-testdata.tar.gz" hf-gpt2-tiny) && echo "hf testdata ok"
   } > "$LOGS/hf.log" 2>&1
+}
+
+sample() {
+  {
+    stamp
+    ck=$LOGS/sample-ck
+    $B/druto train --preset gpt2-124M --steps 1 --batch 1 --seq 16 --eval-every 0 --sample-tokens 1 --out "$ck" --backend gpu >/dev/null \
+      || echo "sample checkpoint failed: $?"
+    ids=$(seq -s, 0 15)
+    PROMPT_IDS=$ids DEV=cuda DTYPE=bf16 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 256 16 | tee "$LOGS/sample-h200-torch.jsonl"
+    PROMPT_IDS=$ids DEV=cuda DTYPE=fp32 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 128 16 | tee "$LOGS/sample-h200-torch-fp32.jsonl"
+    $B/druto sample --backend gpu --checkpoint "$ck/model.safetensors" --ids --prompt-ids "$ids" --tokens 128 --temperature 0 --stats \
+      | tee "$LOGS/sample-h200-ids-fp32.json"
+    $B/druto bench --sample --backend gpu --checkpoint "$ck/model.safetensors" --configs gpt2-124M:1x16,gpt2-124M:64x16 \
+      --modes fused+bf16,fused+fp16,fused+fp32 --tokens 256 --json "$LOGS/sample-h200.json" || echo "bench --sample failed: $?"
+    PROMPT_IDS=$ids DEV=cuda DTYPE=bf16 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 256 16 | tee -a "$LOGS/sample-h200-torch.jsonl"
+    rm -rf "$ck"
+  } > "$LOGS/sample.log" 2>&1
 }
 
 hubcheck() {

@@ -31,6 +31,7 @@ func BenchmarkDecode(b *testing.B) {
 			defer s.Close()
 			prompt := make([]int32, 16)
 			n := min(b.N+1, cfg.MaxSeq-16)
+			b.ReportAllocs()
 			b.ResetTimer()
 			for done := 0; done < b.N; done += n - 1 {
 				if _, err := s.Generate(prompt, n, nil); err != nil {
