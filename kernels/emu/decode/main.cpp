@@ -1,0 +1,195 @@
+// main.cpp: host emulator of kernels/decode.cu (see run.sh): every CUDA
+// thread of a block runs as a host thread (barriers for __syncthreads and
+// the warps' shuffles), and the kernels' results are compared with
+// references written from device.SampleRow's and the attention's
+// definitions (pkg/device/decode.go, pkg/device/cpu/decode.go).
+//   usage: emu_F32 (no arguments: a fixed set of cases; exit 1 on a mismatch)
+// emu.h (../flash) is included first by run.sh (-include).
+#include <algorithm>
+#include <cstdio>
+#include <random>
+thread_local dim3e threadIdx, blockIdx;
+dim3e blockDim, gridDim;
+static std::barrier<>* cta;
+static std::vector<std::barrier<>*> warpbar;
+static uint64_t slot[64][32];
+void __syncthreads() { cta->arrive_and_wait(); }
+template <typename V> static V shfl(V v, int off) {
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    slot[w][l] = u;
+    warpbar[w]->arrive_and_wait();
+    uint64_t r = slot[w][l ^ off];
+    warpbar[w]->arrive_and_wait();
+    V out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+float __shfl_xor_sync(unsigned, float v, int off) { return shfl(v, off); }
+double __shfl_xor_sync(unsigned, double v, int off) { return shfl(v, off); }
+unsigned long long __shfl_xor_sync(unsigned, unsigned long long v, int off) { return shfl(v, off); }
+float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
+unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+using std::exp;
+#include "decode.cu"
+
+static void launch(int gx, int gy, int threads, std::function<void()> fn) {
+    gridDim = {(unsigned)gx, (unsigned)gy, 1};
+    blockDim = {(unsigned)threads, 1, 1};
+    std::barrier<> b(threads);
+    cta = &b;
+    std::vector<std::barrier<>*> wb;
+    for (int i = 0; i < threads / 32; i++) wb.push_back(new std::barrier<>(32));
+    warpbar = wb;
+    for (int y = 0; y < gy; y++)
+        for (int x = 0; x < gx; x++) {
+            std::vector<std::thread> th;
+            for (int i = 0; i < threads; i++)
+                th.emplace_back([&, i, x, y] { threadIdx = {(unsigned)i, 0, 0}; blockIdx = {(unsigned)x, (unsigned)y, 0}; fn(); });
+            for (auto& t : th) t.join();
+        }
+    for (auto p : wb) delete p;
+}
+
+static std::mt19937_64 rng(7);
+static double normal() { return std::normal_distribution<double>()(rng); }
+static int fails = 0;
+
+// attention_decode + combine against a double softmax over [0, pos[b]].
+static void attention(int B, int C, int NH, int S) {
+    int hs = C / NH, splits = (S + DEC_CHUNK - 1) / DEC_CHUNK;
+    std::vector<float> qkv(B * 3 * C), kc(B * NH * S * hs), vc(B * NH * S * hs), out(B * C, NAN);
+    std::vector<float> po(B * NH * splits * hs), pml(B * NH * splits * 2);
+    std::vector<int> pos(B);
+    for (auto& v : qkv) v = normal();
+    for (auto& v : kc) v = normal();
+    for (auto& v : vc) v = normal();
+    for (auto& p : pos) p = rng() % S;
+    pos[0] = S - 1;
+    launch(splits, B * NH, DEC_ATT_BLOCK, [&] { attention_decode(po.data(), pml.data(), qkv.data(), kc.data(), vc.data(), pos.data(), B, C, NH, S); });
+    launch(B * NH, 1, DEC_ATT_BLOCK, [&] { attention_decode_combine(out.data(), po.data(), pml.data(), C, NH, splits); });
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            int n = pos[b] + 1;
+            std::vector<double> sc(n);
+            double mx = -1e300, sum = 0;
+            for (int j = 0; j < n; j++) {
+                double s = 0;
+                for (int d = 0; d < hs; d++) s += (double)qkv[b * 3 * C + h * hs + d] * kc[((size_t)(b * NH + h) * S + j) * hs + d];
+                sc[j] = s / std::sqrt((double)hs);
+                mx = std::max(mx, sc[j]);
+            }
+            for (auto& s : sc) sum += (s = std::exp(s - mx));
+            for (int d = 0; d < hs; d++) {
+                double o = 0;
+                for (int j = 0; j < n; j++) o += sc[j] / sum * vc[((size_t)(b * NH + h) * S + j) * hs + d];
+                worst = std::max(worst, std::fabs(out[b * C + h * hs + d] - o) / (1 + std::fabs(o)));
+            }
+        }
+    bool ok = worst < 2e-5;
+    fails += !ok;
+    printf("%s attention_decode B%d C%d NH%d S%d (%d splits): worst error %.2e\n", ok ? "OK  " : "FAIL", B, C, NH, S, splits, worst);
+}
+
+// The reference of SampleRow (pkg/device/decode.go), as written there.
+static int sample_ref(const std::vector<float>& l, const int* st, int left, float temp, int topk, float topp, float u) {
+    int V = l.size();
+    auto allowed = [&](int i) { return st[i] != -1 && (st[i] >> 8) <= left; };
+    int best = -1;
+    for (int i = 0; i < V; i++) {
+        if (!allowed(i)) continue;
+        if (l[i] - l[i] != 0) return -2;
+        if (best < 0 || l[i] > l[best]) best = i;
+    }
+    if (best < 0) return -1;
+    if (temp <= 0) return best;
+    float kth = -INFINITY;
+    std::vector<int> ids;
+    for (int i = 0; i < V; i++) if (allowed(i)) ids.push_back(i);
+    if (topk > 0 && topk < (int)ids.size()) {
+        std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return l[a] > l[b]; });
+        kth = l[ids[topk - 1]];
+    }
+    std::vector<double> p(V, 0.0);
+    double total = 0;
+    for (int i = 0; i < V; i++)
+        if (allowed(i) && l[i] >= kth) total += (p[i] = std::exp(((double)l[i] - l[best]) / temp));
+    if (topp > 0 && topp < 1) {
+        std::vector<double> ws;
+        for (double w : p) if (w > 0) ws.push_back(w);
+        std::sort(ws.rbegin(), ws.rend());
+        double tau = ws.back(), c = 0;
+        for (double w : ws) if ((c += w) >= (double)topp * total) { tau = w; break; }
+        total = 0;
+        for (auto& w : p) total += (w = w < tau ? 0 : w);
+    }
+    double r = (double)u * total, c = 0;
+    int last = -1;
+    for (int i = 0; i < V; i++) {
+        if (p[i] == 0) continue;
+        last = i;
+        if ((c += p[i]) > r) return i;
+    }
+    return last;
+}
+
+static void sample(int V, float temp, int topk, float topp, int seed) {
+    const int B = 3, NS = 2;
+    std::vector<float> logits(B * V);
+    std::vector<int> table(NS * V), rows(B * ROW_LEN, 0), ids(B, -9);
+    for (auto& v : logits) v = (float)(rng() % 64) / 8; // ties
+    for (int i = 0; i < NS * V; i++) table[i] = (rng() % 5 == 0) ? -1 : (int)((rng() % NS) | ((rng() % 3) << 8));
+    for (int b = 0; b < B; b++) {
+        rows[b * ROW_LEN + ROW_STATE] = b % NS;
+        rows[b * ROW_LEN + ROW_LEFT] = b;
+        rows[b * ROW_LEN + ROW_STEP] = b + seed;
+        rows[b * ROW_LEN + ROW_SEED_LO] = seed * 7 + b;
+    }
+    std::vector<int> before = rows;
+    launch(B, 1, DEC_SAMPLE_BLOCK, [&] { sample_rows(ids.data(), logits.data(), table.data(), rows.data(), V, NS, temp, topk, topp); });
+    for (int b = 0; b < B; b++) {
+        const int* r = &before[b * ROW_LEN];
+        unsigned long long sd = (unsigned)r[ROW_SEED_LO] | ((unsigned long long)(unsigned)r[ROW_SEED_HI] << 32);
+        float u = dec_uniform(sd, (unsigned)r[ROW_STEP]);
+        std::vector<float> row(logits.begin() + b * V, logits.begin() + (b + 1) * V);
+        const int* st = &table[r[ROW_STATE] * V];
+        int want = sample_ref(row, st, r[ROW_LEFT], temp, topk, topp, u);
+        bool ok = ids[b] == want && rows[b * ROW_LEN + ROW_LEFT] == r[ROW_LEFT] - 1 && rows[b * ROW_LEN + ROW_STEP] == r[ROW_STEP] + 1 &&
+                  (want < 0 || rows[b * ROW_LEN + ROW_STATE] == (st[want] & 0xff));
+        fails += !ok;
+        printf("%s sample_rows V%d T%.1f K%d P%.2f row %d: id %d, reference %d\n", ok ? "OK  " : "FAIL", V, temp, topk, topp, b, ids[b], want);
+    }
+}
+
+int main() {
+    attention(2, 128, 2, 600);
+    attention(3, 48, 2, 5);
+    attention(1, 64, 1, 1);
+    for (int seed = 1; seed <= 2; seed++) {
+        sample(3000, 0, 0, 0, seed);
+        sample(3000, 1, 0, 0, seed);
+        sample(3000, 0.7f, 40, 0, seed);
+        sample(3000, 1.3f, 0, 0.9f, seed);
+        sample(1000, 1, 5, 0.5f, seed);
+        sample(50, 1, 1, 0, seed);
+    }
+    // kv_append and encoder_at: exact placement.
+    int B = 2, Tn = 3, C = 8, NH = 2, S = 6, hs = C / NH;
+    std::vector<float> qkv(B * Tn * 3 * C), kc(B * NH * S * hs, NAN), vc(B * NH * S * hs, NAN);
+    for (size_t i = 0; i < qkv.size(); i++) qkv[i] = i;
+    std::vector<int> pos = {0, 3};
+    launch(1, 1, DEC_BLOCK, [&] { kv_append(kc.data(), vc.data(), qkv.data(), pos.data(), B, Tn, C, NH, S); });
+    bool ok = true;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tn; t++)
+            for (int c = 0; c < C; c++) {
+                size_t dst = ((size_t)(b * NH + c / hs) * S + pos[b] + t) * hs + c % hs;
+                ok = ok && kc[dst] == qkv[(b * Tn + t) * 3 * C + C + c] && vc[dst] == qkv[(b * Tn + t) * 3 * C + 2 * C + c];
+            }
+    fails += !ok;
+    printf("%s kv_append\n", ok ? "OK  " : "FAIL");
+    return fails ? 1 : 0;
+}
