@@ -194,6 +194,33 @@ func (m *Model) SetParams(p []float32) error {
 	return m.dev.Sync()
 }
 
+// UseParams is SetParams for a caller that hands p over: on a device whose
+// tensors are host memory (the CPU) the model keeps p itself as its fp32
+// parameters, without a copy (p must not be changed or used after); on
+// others it uploads p as SetParams does. Loading a checkpoint to generate
+// from it then holds its weights once.
+func (m *Model) UseParams(p []float32) error {
+	if len(p) != m.layout.Total {
+		return fmt.Errorf("gpt: %d parameters given, the model has %d: %w", len(p), m.layout.Total, tensor.ErrShape)
+	}
+	if !m.master.IsHost() || len(p) == 0 {
+		return m.SetParams(p)
+	}
+	view, err := tensor.ViewF32(p, m.master.Shape...)
+	if err != nil {
+		return err
+	}
+	m.dev.Free(m.master)
+	m.master = view
+	if m.work == nil { // the working parameters are the master ones: cut them again
+		if m.wp, err = cut(m.layout, m.master); err != nil {
+			return err
+		}
+	}
+	m.SyncWork()
+	return m.dev.Sync()
+}
+
 // SyncWork rewrites the 16-bit working copy from the master parameters (the
 // optimizer does this itself in its pass; this is for loads and edits).
 func (m *Model) SyncWork() {

@@ -204,13 +204,15 @@ func OpenCheckpoint(dev device.Device, path string) (*gpt.Model, *Checkpoint, er
 func (c *Checkpoint) Open(dev device.Device) (*gpt.Model, error) { return c.OpenAs(dev, amp.FP32) }
 
 // OpenAs is Open under precision policy p: the model computes in p's
-// working dtype (16-bit weights and activations under BF16 and FP16).
+// working dtype (16-bit weights and activations under BF16 and FP16). On
+// the CPU the model's fp32 parameters are c.Params themselves (no copy):
+// leave them unchanged while the model is used.
 func (c *Checkpoint) OpenAs(dev device.Device, p amp.Policy) (*gpt.Model, error) {
 	m, err := gpt.NewInference(dev, c.Config, p)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.SetParams(c.Params); err != nil {
+	if err := m.UseParams(c.Params); err != nil { // on the CPU the model reads c.Params in place (it never writes them)
 		m.Close()
 		return nil, err
 	}
