@@ -97,9 +97,14 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 	hs := C / NH
 	ps := pos.I32()
 	scale := float32(1 / math.Sqrt(float64(hs)))
-	// Work is split over the (b,h) pairs, and for one sequence of few heads
-	// also by the channels of the output (each pair's keys read once).
-	d.parallel(B*NH, 1, func(lo, hi int) {
+	// Work is split over the (b,h) pairs, in chunks of about 64K multiply-
+	// adds: a short cache of a small model runs on one goroutine, where a
+	// hand-off would cost more than the work.
+	longest := 0
+	for _, p := range ps {
+		longest = max(longest, int(p)+1)
+	}
+	d.parallel(B*NH, max(1, (1<<16)/(2*longest*hs)), func(lo, hi int) {
 		att := getScratch(S)
 		qb, kb, ob := getScratch(hs), getScratch(hs), getScratch(hs)
 		defer func() { putScratch(att); putScratch(qb); putScratch(kb); putScratch(ob) }()

@@ -28,15 +28,29 @@ func (d *Device) gemvOK(N int, w *tensor.Tensor) bool {
 // F32 or BF16.
 func (d *Device) gemv(y, x []float32, w *tensor.Tensor, N, C, OC int) {
 	quads := (OC + 3) / 4
-	grain := max(4, (1<<15)/max(C, 1)) // ≥ ~128 KiB of fp32 weights a chunk
+	grain := max(4, (1<<13)/max(C, 1)) // ≥ ~32 KiB of fp32 weights a chunk: a hand-off costs a few µs
 	d.parallel(quads, grain, func(lo, hi int) {
 		var acc [32]float32
-		for q := lo; q < hi; q++ {
-			o := 4 * q
-			nr := min(4, OC-o)
-			for r := range N {
-				xr := x[r*C : (r+1)*C]
-				gemvQuad(y[r*OC+o:r*OC+o+nr], w, o, nr, xr, &acc)
+		for r := range N {
+			xr, yr := x[r*C:(r+1)*C], y[r*OC:(r+1)*OC]
+			full := min(hi, OC/4) // whole quads of this range
+			if useAVX2 && C%8 == 0 && full > lo {
+				// One call over the range's whole quads, sums in registers.
+				if w.DType == tensor.F32 {
+					gemvRowsF32AVX2(&w.F32()[4*lo*C], C, &xr[0], &yr[4*lo], full-lo)
+				} else {
+					gemvRowsBF16AVX2(&w.U16()[4*lo*C], C, &xr[0], &yr[4*lo], full-lo)
+				}
+				lo2 := full
+				for q := lo2; q < hi; q++ {
+					o := 4 * q
+					gemvQuad(yr[o:min(o+4, OC)], w, o, min(4, OC-o), xr, &acc)
+				}
+				continue
+			}
+			for q := lo; q < hi; q++ {
+				o := 4 * q
+				gemvQuad(yr[o:min(o+4, OC)], w, o, min(4, OC-o), xr, &acc)
 			}
 		}
 	})

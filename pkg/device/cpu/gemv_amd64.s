@@ -148,3 +148,112 @@ axloop:
 axdone:
 	VZEROUPPER
 	RET
+
+// HSUM4 sums each of Y0..Y3 across its 8 lanes into X0 = [Σ Y0, Σ Y1, Σ Y2, Σ Y3]
+// (clobbers Y1, Y2).
+#define HSUM4 \
+	VHADDPS      Y1, Y0, Y0 \
+	VHADDPS      Y3, Y2, Y2 \
+	VHADDPS      Y2, Y0, Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS       X1, X0, X0
+
+// func gemvRowsF32AVX2(w *float32, C int, x *float32, out *float32, quads int)
+// out[4q+j] = Σ_i w[(4q+j)·C+i]·x[i] for q < quads, j < 4, over i < C (a
+// multiple of 8): four rows at a time, fused multiply-adds in 8 lanes,
+// summed across lanes in registers.
+TEXT ·gemvRowsF32AVX2(SB), NOSPLIT, $0-40
+	MOVQ  w+0(FP), SI
+	MOVQ  C+8(FP), BX
+	MOVQ  BX, R12
+	SHRQ  $3, R12
+	SHLQ  $2, BX
+	MOVQ  x+16(FP), DX
+	MOVQ  out+24(FP), DI
+	MOVQ  quads+32(FP), R11
+	TESTQ R11, R11
+	JZ    grfdone
+	TESTQ R12, R12
+	JZ    grfdone
+grfquad:
+	LEAQ   (SI)(BX*1), R8
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   R12, CX
+	XORQ   AX, AX
+grfinner:
+	VMOVUPS     (DX)(AX*1), Y4
+	VFMADD231PS (SI)(AX*1), Y4, Y0
+	VFMADD231PS (R8)(AX*1), Y4, Y1
+	VFMADD231PS (R9)(AX*1), Y4, Y2
+	VFMADD231PS (R10)(AX*1), Y4, Y3
+	ADDQ        $32, AX
+	DECQ        CX
+	JNZ         grfinner
+	HSUM4
+	VMOVUPS     X0, (DI)
+	ADDQ        $16, DI
+	LEAQ        (R10)(BX*1), SI
+	DECQ        R11
+	JNZ         grfquad
+grfdone:
+	VZEROUPPER
+	RET
+
+// func gemvRowsBF16AVX2(w *uint16, C int, x *float32, out *float32, quads int)
+// gemvRowsF32AVX2 with bf16 weights, widened exactly in registers.
+TEXT ·gemvRowsBF16AVX2(SB), NOSPLIT, $0-40
+	MOVQ  w+0(FP), SI
+	MOVQ  C+8(FP), BX
+	MOVQ  BX, R12
+	SHRQ  $3, R12
+	SHLQ  $1, BX
+	MOVQ  x+16(FP), DX
+	MOVQ  out+24(FP), DI
+	MOVQ  quads+32(FP), R11
+	TESTQ R11, R11
+	JZ    grbdone
+	TESTQ R12, R12
+	JZ    grbdone
+grbquad:
+	LEAQ   (SI)(BX*1), R8
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   R12, CX
+	XORQ   AX, AX
+	MOVQ   DX, R13
+grbinner:
+	VMOVUPS     (R13), Y4
+	VPMOVZXWD   (SI)(AX*1), Y5
+	VPMOVZXWD   (R8)(AX*1), Y6
+	VPMOVZXWD   (R9)(AX*1), Y7
+	VPMOVZXWD   (R10)(AX*1), Y8
+	VPSLLD      $16, Y5, Y5
+	VPSLLD      $16, Y6, Y6
+	VPSLLD      $16, Y7, Y7
+	VPSLLD      $16, Y8, Y8
+	VFMADD231PS Y5, Y4, Y0
+	VFMADD231PS Y6, Y4, Y1
+	VFMADD231PS Y7, Y4, Y2
+	VFMADD231PS Y8, Y4, Y3
+	ADDQ        $16, AX
+	ADDQ        $32, R13
+	DECQ        CX
+	JNZ         grbinner
+	HSUM4
+	VMOVUPS     X0, (DI)
+	ADDQ        $16, DI
+	LEAQ        (R10)(BX*1), SI
+	DECQ        R11
+	JNZ         grbquad
+grbdone:
+	VZEROUPPER
+	RET

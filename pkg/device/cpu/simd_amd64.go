@@ -96,3 +96,9 @@ func dotFMAAVX2(a, b *float32, n int) float32
 
 //go:noescape
 func axpyAVX2(y, x *float32, a float32, n int)
+
+//go:noescape
+func gemvRowsF32AVX2(w *float32, C int, x *float32, out *float32, quads int)
+
+//go:noescape
+func gemvRowsBF16AVX2(w *uint16, C int, x *float32, out *float32, quads int)
