@@ -63,7 +63,7 @@ func BenchmarkKernels(b *testing.B) {
 		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
 			b.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %v", fx.err)
 		}
-		b.Skipf("no usable GPU, kernel benchmarks skipped: %v", fx.err)
+		b.Skipf("no usable GPU, kernel benchmarks skipped: %v", fx.err) // require: DRUTO_REQUIRE_GPU
 	}
 	fused, plain := fx.fused, fx.plain
 	cfg, err := gpt.Preset("gpt2-124M")
