@@ -93,6 +93,12 @@ func run(dev, ref device.Device, c, rc Case, seed uint64) Result {
 		r.Error = err.Error()
 		return r
 	}
+	return judge(r, c, host, got, gotS, want, wantS)
+}
+
+// judge compares c's outputs got (and scalar results gotS) with the
+// reference's under the contract's tolerances, host being the inputs.
+func judge(r Result, c Case, host, got []*tensor.Tensor, gotS []float32, want []*tensor.Tensor, wantS []float32) Result {
 	var errs []error
 	compare := func(name string, g, w []float32, dt tensor.DType, tol float64, norm bool, floor float64) {
 		e := tensor.RelErr(finitePairs(g, w))

@@ -318,3 +318,91 @@ func TestIssueMutations(t *testing.T) {
 		}
 	}
 }
+
+// widened is c with every float argument in f32: the op as a kernel that
+// takes the 16-bit inputs, computes in fp32 and rounds each output once.
+func widened(c Case, host []*tensor.Tensor) (Case, []*tensor.Tensor) {
+	w := c
+	w.DType, w.DTypes = tensor.F32, map[int]tensor.DType{}
+	hw := make([]*tensor.Tensor, len(host))
+	for i, h := range host {
+		if h == nil || !h.DType.Float() {
+			hw[i] = h
+			continue
+		}
+		hw[i] = tensor.New(tensor.F32, h.Shape...)
+		_ = hw[i].SetF32(h.ToF32())
+	}
+	if c.Contract == &device.Ops.ResidualLayerNorm {
+		// Its contract normalises the residual as stored (res, an output
+		// in its dtype): the fp32 kernel rounds res once, then normalises
+		// those values.
+		resDT, N, C := c.DTypeOf(0), c.Sizes[0], c.Sizes[1]
+		w.Call = func(d device.Device, t []*tensor.Tensor) ([]float32, error) {
+			d.Add(t[0], t[4], t[5], N*C)
+			h := tensor.New(tensor.F32, t[0].Shape...)
+			d.Download(h, t[0])
+			if err := d.Sync(); err != nil {
+				return nil, err
+			}
+			r := tensor.New(resDT, h.Shape...)
+			if err := r.SetF32(h.ToF32()); err != nil {
+				return nil, err
+			}
+			if err := h.SetF32(r.ToF32()); err != nil {
+				return nil, err
+			}
+			d.Upload(t[0], h)
+			d.LayerNorm(t[1], t[2], t[3], t[0], t[6], t[7], N, C)
+			return nil, nil
+		}
+	}
+	return w, hw
+}
+
+// TestTolerancesAdmitFP32Kernels: the 16-bit tolerances pass a device that
+// computes every op in fp32 from the same 16-bit inputs (sums in another
+// order than the reference's 16-bit path, no rounding of intermediates,
+// attention's p unrounded) and rounds each output to its dtype once, as
+// the GPU kernels do: the tolerances are not tuned to the CPU's own
+// rounding steps.
+func TestTolerancesAdmitFP32Kernels(t *testing.T) {
+	ref := cpu.New(device.Options{Fused: true, Threads: 1})
+	dev := cpu.New(device.Options{Fused: true, Threads: 2})
+	n := 0
+	for i, c := range Cases() {
+		if c.DType == tensor.F32 {
+			continue
+		}
+		host, err := inputs(c, uint64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantS, err := onDevice(ref, c, host)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		w, hw := widened(c, host)
+		got32, gotS, err := onDevice(dev, w, hw)
+		if err != nil {
+			t.Fatalf("%s widened: %v", c.Name, err)
+		}
+		got := make([]*tensor.Tensor, len(got32))
+		for j, g := range got32 {
+			if g == nil {
+				continue
+			}
+			got[j] = tensor.New(c.DTypeOf(j), g.Shape...)
+			if err := got[j].SetF32(g.ToF32()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := judge(Result{Case: c.Name}, c, host, got, gotS, want, wantS); !r.Pass {
+			t.Errorf("%s: fp32 with one rounding fails: %s", c.Name, r.Error)
+		}
+		n++
+	}
+	if n < 100 {
+		t.Fatalf("only %d 16-bit cases", n)
+	}
+}
