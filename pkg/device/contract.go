@@ -105,8 +105,8 @@ type Contract struct {
 	Params []Param
 	// Tol is the scale of tensor.Close's tolerance for the op's compute
 	// dtype dt at sizes s (1: the dtype's rounding; more for long sums whose
-	// order differs between devices, for tanhf's ulps, for the flash
-	// kernels' rounding of p to dt).
+	// order differs between devices, for tanhf's ulps, for intermediates
+	// one device rounds to dt and the other not: see Unit for the rule).
 	Tol func(dt tensor.DType, s []int) float64
 	// Rule checks what the declarations above cannot; nil when none.
 	Rule func(s []int, ts []*T) error

@@ -4,7 +4,10 @@
 // values on both devices, poisons every output with NaN (all-ones bytes,
 // a NaN in every float dtype) so that an element an op fails to write
 // cannot pass, runs the op and compares each output with the reference's
-// under the contract's tolerance. The GPU tests, `druto detect` (through
+// under the contract's tolerance: element by element (with the output's
+// absolute floor, device.Param.Floor) and, for every 16-bit output and
+// every long sum, by the relative error of the whole (device.NormTol), so
+// that a 2% error of an output fails. The GPU tests, `druto detect` (through
 // gpu.Device.SelfTest) and this package's own tests, which run the CPU
 // device against itself, use it.
 package devicetest
