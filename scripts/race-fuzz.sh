@@ -15,7 +15,7 @@ RACE_PKGS=(./pkg/data ./pkg/train ./pkg/dist ./pkg/device/cpu ./nbui)
 FUZZTIME="${DRUTO_FUZZTIME:-20s}"
 
 start=$SECONDS
-go test -race -short -count=1 -timeout 30m "${RACE_PKGS[@]}"
+go test -race -short -count=1 -timeout "${RACE_TIMEOUT:-20m}" "${RACE_PKGS[@]}"
 echo "race: ${RACE_PKGS[*]} in $((SECONDS - start)) s"
 
 # Every Fuzz function of every package (go test -fuzz takes one target at
