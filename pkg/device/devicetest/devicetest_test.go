@@ -236,7 +236,8 @@ func TestRunCatches(t *testing.T) {
 		ops[key] = true
 		var outs []int
 		for j, p := range c.Contract.Params {
-			if (p.Role == device.Out || p.Role == device.Acc) && !c.Omit[j] {
+			// float outputs (an index output is compared exactly already)
+			if (p.Role == device.Out || p.Role == device.Acc) && !c.Omit[j] && p.Class != device.I32 {
 				outs = append(outs, j)
 			}
 		}
