@@ -12,7 +12,7 @@
 # Idempotent; needs root (or sudo) for apt. Set DRUTO_SKIP_APT=1 to skip apt and
 # DRUTO_CUDA_LIBS=1 to add NVRTC and cuBLAS 11.8 from Debian's non-free
 # component (docker/ sets it; the driver, libcuda, comes from the host), or
-# DRUTO_CUDA_LIBS=nvrtc for NVRTC alone (~30 MB: CI compiles every kernel
+# DRUTO_CUDA_LIBS=nvrtc for NVRTC alone (CI compiles every kernel
 # with it and needs no cuBLAS without a GPU).
 # DRUTO_SKIP_BROWSER=1 leaves out Chromium (~110 MB to download, ~350 MB
 # installed), which only the browser tests use: an image that serves the
