@@ -117,7 +117,7 @@ func TestDetectCacheAndPTX(t *testing.T) {
 		if gputest.Required() {
 			t.Fatalf("no usable GPU: %s", first.Reason)
 		}
-		t.Skipf("no usable GPU: %s", first.Reason)
+		t.Skipf("no usable GPU: %s", first.Reason) // require: DRUTO_REQUIRE_GPU
 	}
 	if first.StepChecksCached {
 		t.Fatalf("first detection in a fresh cache reports cached step checks")

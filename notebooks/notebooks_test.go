@@ -350,7 +350,7 @@ func executedAll() (string, bool) {
 func TestExecute(t *testing.T) {
 	mode := os.Getenv(modeEnv)
 	if mode == "off" {
-		t.Skipf("%s=off", modeEnv)
+		t.Skipf("%s=off", modeEnv) // skip: an opt-out (=off)
 	}
 	jupyter, missing := tools()
 	if missing != "" {
@@ -358,10 +358,10 @@ func TestExecute(t *testing.T) {
 		if mode == "require" {
 			t.Fatalf("%s=require: %s", modeEnv, msg)
 		}
-		t.Skip(msg)
+		t.Skip(msg) // require: DRUTO_NOTEBOOK_TESTS
 	}
 	if testing.Short() && mode != "require" {
-		t.Skip("-short: not executing the notebooks")
+		t.Skip("-short: not executing the notebooks") // skip: -short
 	}
 	limit := 10 * time.Minute
 	if s := os.Getenv(limitEnv); s != "" {

@@ -103,7 +103,7 @@ func browserDeps(t *testing.T, needServer bool) (chromium, jupyter string) {
 	t.Helper()
 	mode := os.Getenv(browserEnv)
 	if mode == "off" {
-		t.Skipf("%s=off", browserEnv)
+		t.Skipf("%s=off", browserEnv) // skip: an opt-out (=off)
 	}
 	missing := func(what string) {
 		t.Helper()
@@ -111,7 +111,7 @@ func browserDeps(t *testing.T, needServer bool) (chromium, jupyter string) {
 		if mode == "require" {
 			t.Fatalf("%s=require: %s", browserEnv, msg)
 		}
-		t.Skipf("%s (set %s=require to make this a failure)", msg, browserEnv)
+		t.Skipf("%s (set %s=require to make this a failure)", msg, browserEnv) // require: DRUTO_BROWSER_TESTS
 	}
 	chromium, err := findChromium()
 	if err != nil {
@@ -127,7 +127,7 @@ func browserDeps(t *testing.T, needServer bool) (chromium, jupyter string) {
 		}
 	}
 	if testing.Short() && mode != "require" {
-		t.Skip("-short: not running the browser tests")
+		t.Skip("-short: not running the browser tests") // skip: -short
 	}
 	return chromium, jupyter
 }

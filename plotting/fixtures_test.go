@@ -14,7 +14,7 @@ func needFont(t *testing.T) string {
 	p, err := FindFont()
 	if err != nil {
 		if os.Getenv("DRUTO_SKIP_FONTS") == "1" {
-			t.Skipf("DRUTO_SKIP_FONTS=1: %v", err)
+			t.Skipf("DRUTO_SKIP_FONTS=1: %v", err) // skip: DRUTO_SKIP_FONTS=1 opts out; a missing font fails by default
 		}
 		t.Fatalf("%v\n(set DRUTO_SKIP_FONTS=1 to skip the Bangla tests)", err)
 	}

@@ -118,7 +118,7 @@ func TestBanglaFormats(t *testing.T) {
 
 func TestShowOutsideNotebook(t *testing.T) {
 	if gonbui.IsNotebook {
-		t.Skip("running inside GoNB")
+		t.Skip("running inside GoNB") // skip: inside GoNB (not a missing tool)
 	}
 	// Outside a notebook Show does nothing, not even render.
 	if err := Show(nil); err != nil {

@@ -231,7 +231,7 @@ func TestShapingMatchesReference(t *testing.T) {
 	rsvg, err := exec.LookPath("rsvg-convert")
 	if err != nil {
 		if os.Getenv("DRUTO_SKIP_FONTS") == "1" {
-			t.Skip("DRUTO_SKIP_FONTS=1: no rsvg-convert")
+			t.Skip("DRUTO_SKIP_FONTS=1: no rsvg-convert") // skip: DRUTO_SKIP_FONTS=1 opts out; a missing rsvg-convert fails by default
 		}
 		t.Fatal("rsvg-convert not found: apt-get install librsvg2-bin (or DRUTO_SKIP_FONTS=1 to skip)")
 	}
@@ -389,7 +389,7 @@ func TestLatinPaths(t *testing.T) {
 func BenchmarkShapeTitle(b *testing.B) {
 	path, err := FindFont()
 	if err != nil {
-		b.Skip(err)
+		b.Skip(err) // skip: a benchmark (CI runs none)
 	}
 	h, err := NewTextHandler(path)
 	if err != nil {
@@ -408,7 +408,7 @@ func BenchmarkShapeTitle(b *testing.B) {
 func BenchmarkNewTextHandler(b *testing.B) {
 	path, err := FindFont()
 	if err != nil {
-		b.Skip(err)
+		b.Skip(err) // skip: a benchmark (CI runs none)
 	}
 	for b.Loop() {
 		if _, err := NewTextHandler(path); err != nil {
@@ -422,7 +422,7 @@ func BenchmarkLossCurvesPNG(b *testing.B) {
 	for _, lang := range []string{"en", "bn"} {
 		b.Run(lang, func(b *testing.B) {
 			if _, err := LossCurves(runs, Lang(lang)); err != nil {
-				b.Skip(err)
+				b.Skip(err) // skip: a benchmark (CI runs none)
 			}
 			for b.Loop() {
 				p, err := LossCurves(runs, Lang(lang), BanglaDigits(lang == "bn"))

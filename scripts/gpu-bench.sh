@@ -8,9 +8,15 @@
 #   detect    env.log (device, driver, date, revision; detect cold, cached),
 #             detect.json
 #   tests     tests.log: every test binary of build/gpu (BINS: some) under
-#             DRUTO_REQUIRE_GPU=1 (GPU skips fail); a summary line each;
-#             TEST_TIMEOUT (default 500 s) a binary: device-gpu took over
-#             300 s on the H200 once TestGPUConformance ran the Large cases
+#             DRUTO_REQUIRE_GPU=1 and the GPU machine's other require
+#             switches (GPU-feature and NVRTC skips fail); a summary line
+#             each; device-gpu's tests in TEST_SHARDS (default 6) processes
+#             beside the other binaries (one process took over 300 s on the
+#             H200 once TestGPUConformance ran the Large cases), TEST_TIMEOUT
+#             (default 270 s) a process, so that the whole suite stays within
+#             TESTS_BUDGET (300 s) of device time; $OUT/tests-summary.txt:
+#             the revision, device, wall time against the budget, totals and
+#             the verdict (commit it whenever kernels or pkg/device/gpu change)
 #   checks    tests and sanitize at once
 #   sanitize  sanitize.log: compute-sanitizer memcheck, racecheck, initcheck
 #             and synccheck over the GPU tests of package gpu (SANITIZE_RUN
@@ -166,6 +172,11 @@ checks() {
 }
 
 tests() {
+  local t0=$SECONDS
+  # The GPU machine has every GPU feature the tests probe (H200: sm_90, NVRTC
+  # 13) and NVRTC: those skips are failures here.
+  export DRUTO_GPU_FEATURE_TESTS=require DRUTO_NVRTC_TESTS=require
+  TEST_TIMEOUT=${TEST_TIMEOUT:-270}
   # The Bangla fonts gpu-build.sh carried, where the plotting tests look.
   if [ -f $B/fonts/NotoSansBengali-Regular.ttf ] && [ ! -f /usr/share/fonts/truetype/noto/NotoSansBengali-Regular.ttf ]; then
     mkdir -p /usr/share/fonts/truetype/noto /usr/share/fonts/truetype/lohit-bengali
@@ -181,9 +192,9 @@ tests() {
   # The GPU-heavy binaries first; the CPU ones beside them.
   # BINS names some binaries (default: every one).
   bins=${BINS:-$(ls $B/*.test | xargs -n1 basename | sed 's/\.test$//' | sort -r)}
-  # TEST_SHARDS (default 3) processes for device-gpu's tests, a round robin
+  # TEST_SHARDS (default 6) processes for device-gpu's tests, a round robin
   # over -test.list, beside the other binaries: one process took over 300 s.
-  shards=${TEST_SHARDS:-3}
+  shards=${TEST_SHARDS:-6}
   if [ "$shards" -gt 1 ] && printf '%s\n' $bins | grep -qx device-gpu; then
     mapfile -t names < <((cd pkg/device/gpu && "$ROOT/$B/device-gpu.test" -test.list "${TESTS:-.}") | grep -E '^(Test|Example)')
     sh_bins=()
@@ -194,8 +205,25 @@ tests() {
     done
     bins="$(printf '%s\n' "${sh_bins[@]}") $(printf '%s\n' $bins | grep -vx device-gpu)"
   fi
-  printf '%s\n' $bins | xargs -P "${TEST_JOBS:-6}" -I{} bash -c 'runtest "$1"' _ {}
+  printf '%s\n' $bins | xargs -P "${TEST_JOBS:-8}" -I{} bash -c 'runtest "$1"' _ {}
   { stamp; cat "$LOGS"/sum-*.txt; } > "$LOGS/tests.log" 2>&1
+  # The summary: one file beside logs.tar.gz, with the revision it tested.
+  local wall=$((SECONDS - t0)) budget=${TESTS_BUDGET:-300}
+  local pass fail skip bad verdict=PASS
+  read -r pass fail skip bad < <(grep -hE '^[A-Za-z0-9_-]+: rc=' "$LOGS"/sum-*.txt | awk '{
+    for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] }
+    if ($2 != "rc=0") b++
+  } END { printf "%d %d %d %d\n", v["pass"], v["fail"], v["skip"], b }')
+  [ "${fail:-0}" -eq 0 ] && [ "$bad" -eq 0 ] || verdict=FAIL
+  [ "$wall" -le "$budget" ] || verdict="$verdict (over the ${budget} s budget)"
+  { stamp
+    echo "suite: scripts/gpu-bench.sh tests, $(printf '%s\n' $bins | wc -l) processes (device-gpu in $shards shards), ${TEST_JOBS:-8} at a time"
+    echo "wall: ${wall} s of a ${budget} s budget"
+    echo "tests: pass=${pass:-0} fail=${fail:-0} skip=${skip:-0}; processes with rc != 0: $bad"
+    echo "verdict: $verdict"
+    grep -hE '^[A-Za-z0-9_-]+: rc=' "$LOGS"/sum-*.txt | sort
+  } > "$OUT/tests-summary.txt"
+  cp "$OUT/tests-summary.txt" "$LOGS/"
 }
 
 kernels() {

@@ -11,7 +11,9 @@
 #   - a C compiler for cgo (pkg/cuda, pkg/blas), already on most machines.
 # Idempotent; needs root (or sudo) for apt. Set DRUTO_SKIP_APT=1 to skip apt and
 # DRUTO_CUDA_LIBS=1 to add NVRTC and cuBLAS 11.8 from Debian's non-free
-# component (docker/ sets it; the driver, libcuda, comes from the host).
+# component (docker/ sets it; the driver, libcuda, comes from the host), or
+# DRUTO_CUDA_LIBS=nvrtc for NVRTC alone (CI compiles every kernel
+# with it and needs no cuBLAS without a GPU).
 # DRUTO_SKIP_BROWSER=1 leaves out Chromium (~110 MB to download, ~350 MB
 # installed), which only the browser tests use: an image that serves the
 # notebooks does not need it.
@@ -26,14 +28,17 @@ APT_PACKAGES=(
   jupyter-nbconvert python3-nbclient jupyter-client python3-ipykernel
   jupyter-notebook
   python3-torch python3-numpy
-  gcc libc6-dev ca-certificates git
+  gcc libc6-dev binutils ca-certificates git
 )
 if [ "${DRUTO_SKIP_BROWSER:-0}" != 1 ]; then
   APT_PACKAGES+=(chromium)
 fi
-if [ "${DRUTO_CUDA_LIBS:-0}" = 1 ]; then
-  APT_PACKAGES+=(libnvrtc11.2 libnvrtc-builtins11.8 libcublas11 libcublaslt11)
-fi
+case "${DRUTO_CUDA_LIBS:-0}" in
+  1) APT_PACKAGES+=(libnvrtc11.2 libnvrtc-builtins11.8 libcublas11 libcublaslt11) ;;
+  nvrtc) APT_PACKAGES+=(libnvrtc11.2 libnvrtc-builtins11.8) ;;
+  0) ;;
+  *) echo "DRUTO_CUDA_LIBS=${DRUTO_CUDA_LIBS}: want 0, 1 or nvrtc" >&2; exit 2 ;;
+esac
 if [ "${DRUTO_SKIP_APT:-0}" != 1 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -44,7 +49,7 @@ if [ "${DRUTO_SKIP_APT:-0}" != 1 ]; then
   if [ ${#missing[@]} -gt 0 ]; then
     # The CUDA libraries are in non-free: add that component to Debian's own
     # source (as ../shared/GPU.md does for nvcc) unless a source has it.
-    if [ "${DRUTO_CUDA_LIBS:-0}" = 1 ] && ! grep -rqs 'non-free' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    if [ "${DRUTO_CUDA_LIBS:-0}" != 0 ] && ! grep -rqs 'non-free' /etc/apt/sources.list /etc/apt/sources.list.d/; then
       sed -e 's/^Components: main$/Components: contrib non-free/' /etc/apt/sources.list.d/debian.sources |
         $SUDO tee /etc/apt/sources.list.d/non-free.sources >/dev/null
     fi

@@ -95,7 +95,7 @@ func TestBadInput(t *testing.T) {
 // refuse to overwrite without --resume, resume to the end, sample and eval.
 func TestTrainSampleEval(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains for a few seconds")
+		t.Skip("trains for a few seconds") // skip: -short
 	}
 	bin := buildDruto(t)
 	out := filepath.Join(t.TempDir(), "run")

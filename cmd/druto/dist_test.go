@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/druto/druto/internal/testreq"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
@@ -215,7 +216,7 @@ func (s *syncBuffer) String() string {
 func TestLaunchRanksStopsOthers(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		testreq.Skip(t, "DRUTO_OS_TESTS", "no sh")
 	}
 	// Rank 1 fails only after ranks 0 and 2 have printed (each touches a
 	// file after its echo): otherwise the launcher may rightly kill them

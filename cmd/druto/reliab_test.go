@@ -166,7 +166,7 @@ func TestHostileInput(t *testing.T) {
 // other data needs --data-changed; stale temp files are removed.
 func TestTrainSurvives(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains for a few seconds")
+		t.Skip("trains for a few seconds") // skip: -short
 	}
 	bin := buildDruto(t)
 	dir := t.TempDir()

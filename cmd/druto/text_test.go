@@ -16,7 +16,7 @@ import (
 // checkpoint with --init.
 func TestTokenizerTrainSampleEval(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains for a few seconds")
+		t.Skip("trains for a few seconds") // skip: -short
 	}
 	bin := buildDruto(t)
 	dir := t.TempDir()
@@ -91,7 +91,7 @@ func TestTokenizerTrainSampleEval(t *testing.T) {
 // tokenizer: the vocabulary grows to 50304 and the sample is text.
 func TestTrainGPT2Tokens(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains for a few seconds")
+		t.Skip("trains for a few seconds") // skip: -short
 	}
 	bin := buildDruto(t)
 	dir := t.TempDir()

@@ -74,7 +74,10 @@ type Kernel struct {
 	Ms          float64 `json:"ms"`
 	GBps        float64 `json:"gbps"`
 	CeilingGBps float64 `json:"ceiling_gbps,omitempty"`
-	TFLOPs      float64 `json:"tflops,omitempty"` // compute-bound ops (attention: causal FLOPs)
+	// CeilingSource is where CeilingGBps comes from ("copy": measured in
+	// the same run; "given"; "nominal: ..." naming a figure not measured).
+	CeilingSource string  `json:"ceiling_source,omitempty"`
+	TFLOPs        float64 `json:"tflops,omitempty"` // compute-bound ops (attention: causal FLOPs)
 }
 
 // Util is one utilisation sample.

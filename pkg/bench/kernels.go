@@ -12,7 +12,7 @@ import "github.com/druto/druto/pkg/device/gpu"
 func KernelRecord(rs []gpu.KernelResult) Record {
 	r := Record{Config: "kernel-microbench", Mode: "bf16"}
 	for _, k := range rs {
-		r.Kernels = append(r.Kernels, Kernel{Name: k.Name, Mode: k.Mode, Ms: k.Ms, GBps: k.GBps, CeilingGBps: k.CeilingGBps, TFLOPs: k.TFLOPs})
+		r.Kernels = append(r.Kernels, Kernel{Name: k.Name, Mode: k.Mode, Ms: k.Ms, GBps: k.GBps, CeilingGBps: k.CeilingGBps, CeilingSource: k.CeilingSource, TFLOPs: k.TFLOPs})
 	}
 	return r
 }

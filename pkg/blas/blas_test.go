@@ -152,7 +152,7 @@ func TestNativeVsGonum(t *testing.T) {
 		if os.Getenv("DRUTO_BLAS_TESTS") == "require" {
 			t.Fatalf("DRUTO_BLAS_TESTS=require but OpenBLAS did not load: %v", LoadError())
 		}
-		t.Skipf("no native library: %v", LoadError())
+		t.Skipf("no native library: %v", LoadError()) // require: DRUTO_BLAS_TESTS
 	}
 	r := rand.New(rand.NewPCG(5, 6))
 	m, n, k := 257, 129, 383

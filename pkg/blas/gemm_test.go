@@ -2,13 +2,15 @@ package blas
 
 import (
 	"fmt"
-	"github.com/druto/druto/internal/cputime"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/druto/druto/internal/cputime"
+	"github.com/druto/druto/internal/testreq"
 
 	"github.com/druto/druto/pkg/blas/internal/gemm"
 )
@@ -106,7 +108,7 @@ func TestPackedNaive(t *testing.T) {
 // and the lone-row (m = 1) and lone-column (n = 1) shapes of the LM head.
 func TestPackedWide(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("-short") // skip: -short
 	}
 	for name, kern := range packedKernels(t) {
 		t.Run(name, func(t *testing.T) {
@@ -150,7 +152,7 @@ func TestPackedNaNBeta0(t *testing.T) {
 func TestPackedDeterministic(t *testing.T) {
 	fb, ok := fallback().(packedBackend)
 	if !ok {
-		t.Skip("no assembly micro-kernel on this CPU")
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "no assembly micro-kernel on this CPU")
 	}
 	r := rand.New(rand.NewPCG(17, 18))
 	m, n, k := 301, 77, 300
@@ -308,7 +310,7 @@ func BenchmarkModelGemm(b *testing.B) {
 // of each in µs.
 func BenchmarkAttnBlocks(b *testing.B) {
 	if !Native() || !hasAsm() {
-		b.Skip("needs both a native library and the assembly SGEMM")
+		b.Skip("needs both a native library and the assembly SGEMM") // skip: a benchmark (CI runs none)
 	}
 	const T, hs, blk, ld = 128, 32, 32, 3 * 128
 	r := rand.New(rand.NewPCG(5, 6))

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/druto/druto/internal/testreq"
 )
 
 // guarded returns a slice of n float32 that ends exactly where an
@@ -18,7 +20,7 @@ func guarded(t *testing.T, n int) ([]float32, func()) {
 	size := (n*4+page-1)/page*page + page
 	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
-		t.Skipf("mmap: %v", err)
+		testreq.Skip(t, "DRUTO_OS_TESTS", "mmap: %v", err)
 	}
 	if err := syscall.Mprotect(mem[size-page:], syscall.PROT_NONE); err != nil {
 		t.Fatalf("mprotect: %v", err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/druto/druto/internal/testreq"
 )
 
 // TestDriverFnsLayout: newDriverAPI fills driverFns as a run of pointers in
@@ -50,7 +52,7 @@ func fakeLibcuda(t *testing.T, version, initCode int, omit string) string {
 		cc = "cc"
 	}
 	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s) to build a fake libcuda: %v", cc, err)
+		testreq.Skip(t, "DRUTO_CC_TESTS", "no C compiler (%s) to build a fake libcuda: %v", cc, err)
 	}
 	var src strings.Builder
 	fmt.Fprintf(&src, "int cuDriverGetVersion(int* v) { *v = %d; return 0; }\n", version)

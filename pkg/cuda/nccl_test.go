@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/druto/druto/internal/testreq"
 )
 
 // fakeNCCL is an ncclAPI in Go: it records each call with the OS thread it
@@ -299,14 +301,14 @@ const char* ncclGetLastError(struct comm* c) { return last; }
 // compiled fake libnccl.so.2 (skipped without a C compiler).
 func TestFakeLibnccl(t *testing.T) {
 	if systemLoader == nil {
-		t.Skip("no cgo: no dlopen")
+		testreq.Skip(t, "DRUTO_CC_TESTS", "no cgo: no dlopen")
 	}
 	cc := os.Getenv("CC")
 	if cc == "" {
 		cc = "cc"
 	}
 	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s) to build a fake libnccl: %v", cc, err)
+		testreq.Skip(t, "DRUTO_CC_TESTS", "no C compiler (%s) to build a fake libnccl: %v", cc, err)
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "fake.c")

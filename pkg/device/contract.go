@@ -87,6 +87,13 @@ type Param struct {
 	// sum's element-wise scale cannot hide a wholesale error.
 	Tol              func(dt tensor.DType, s []int) float64
 	Rounded, RelNorm bool
+	// Floor, when set, is an absolute tolerance added to every element's,
+	// from the scale of the call's inputs ts (ProbFloor, lnBwdFloor): the
+	// error an op's rounding steps can leave that the output's own size
+	// does not bound. Every output at a 16-bit dtype is also held to
+	// ||got-want||/||want|| <= the dtype's rtol (NormTol): a wholesale 2%
+	// error fails whatever the element-wise floor and scale allow.
+	Floor func(dt tensor.DType, s []int, ts []*T) float64
 }
 
 // Contract is one op's arguments: its integer sizes (a name ending in "+"
@@ -98,8 +105,8 @@ type Contract struct {
 	Params []Param
 	// Tol is the scale of tensor.Close's tolerance for the op's compute
 	// dtype dt at sizes s (1: the dtype's rounding; more for long sums whose
-	// order differs between devices, for tanhf's ulps, for the flash
-	// kernels' rounding of p to dt).
+	// order differs between devices, for tanhf's ulps, for intermediates
+	// one device rounds to dt and the other not: see Unit for the rule).
 	Tol func(dt tensor.DType, s []int) float64
 	// Rule checks what the declarations above cannot; nil when none.
 	Rule func(s []int, ts []*T) error
@@ -190,6 +197,74 @@ func sumScale(k int) float64 {
 	return max(1, r)
 }
 
+// Tolerance rule of the 16-bit outputs (the helpers below are what a new
+// op's contract calls). Two devices that take the same 16-bit inputs,
+// accumulate in fp32 in different orders and round the result to the
+// dtype once each can land one ulp apart (2u, u the unit roundoff), which
+// scale 1 covers: tensor.Tolerance's rtol is two ulps (4u). Each further
+// rounding of an intermediate to the dtype on one device and not the
+// other (the GPU's epilogues, cuBLASLt's split-K partial sums) adds its
+// own 2u: scale ⌈k/2⌉ for k of them. A rounding of the weights of an
+// average (attention's p) is absolute, at the scale of what is averaged:
+// ProbFloor. And whatever the element-wise rule, NormTol bounds the
+// relative error of the whole output: the kernels' measured norm errors
+// are below one ulp, and a 2% error is more than two (bf16's rtol is
+// 1.56%, f16's 0.2%).
+
+// Unit is dt's unit roundoff u (half an ulp at 1): 2^-24 for f32, 2^-8 for
+// bf16, 2^-11 for f16; 0 for other dtypes.
+func Unit(dt tensor.DType) float64 {
+	switch dt {
+	case tensor.F32:
+		return 0x1p-24
+	case tensor.BF16:
+		return 0x1p-8
+	case tensor.F16:
+		return 0x1p-11
+	}
+	return 0
+}
+
+// NormTol is the bound on ||got-want||/||want|| of an output held to
+// dtype dt at 16 bits (0 for f32, whose outputs the element-wise rule
+// alone holds): tensor.Tolerance's rtol, two ulps.
+func NormTol(dt tensor.DType) float64 {
+	if dt != tensor.BF16 && dt != tensor.F16 {
+		return 0
+	}
+	_, rtol := tensor.Tolerance(dt)
+	return rtol
+}
+
+// MaxAbs is the largest |x| of t's finite elements (0 for nil).
+func MaxAbs(t *T) float64 {
+	if t == nil || !t.DType.Float() {
+		return 0
+	}
+	m := 0.0
+	for _, x := range t.ToF32() {
+		if f := math.Abs(float64(x)); f > m && !math.IsInf(f, 0) {
+			m = f
+		}
+	}
+	return m
+}
+
+// ProbFloor is the floor of a weighted average Σ p_j·v_j (Σ p_j = 1) whose
+// weights each device rounds to dt (attention's probabilities, rounded
+// before p·v, at different running maxima in the flash kernels): each
+// weight off by u on each side moves the average by at most
+// 2u·Σ p_j·|v_j| <= 2u·max|v|, v being ts[i] (qkv, or a KV cache).
+func ProbFloor(i int) func(dt tensor.DType, s []int, ts []*T) float64 {
+	return func(dt tensor.DType, _ []int, ts []*T) float64 { return 2 * Unit(dt) * MaxAbs(ts[i]) }
+}
+
+// floor sets q's Floor.
+func floor(q Param, f func(tensor.DType, []int, []*T) float64) Param {
+	q.Floor = f
+	return q
+}
+
 func p(name string, c Class, r Role, n func(s []int) int) Param {
 	return Param{Name: name, Class: c, Role: r, Numel: n}
 }
@@ -256,15 +331,18 @@ var Ops = struct {
 		Params: []Param{p("out", Float, Out, prod(0, 1)), p("mean", F32, Out, prod(0)), p("rstd", F32, Out, prod(0)),
 			p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)), p("bias", Float, In, prod(1))},
 		Tol: one},
-	// dinp: one rounding of fp32 sums over C, except at C = 1, where the
-	// variance is 0 and rstd = 1/√eps (316) multiplies the rounding of an
-	// exact cancellation; dweight and dbias sum N rows in different orders
-	// (k/16 ulps for k terms). The tests give mean and rstd of inp.
+	// dinp: fp32 sums over C rounded once to the dtype (scale 1), plus
+	// lnBwdFloor: at C = 1 the variance is 0, rstd = 1/√eps (316) and the
+	// row's terms cancel exactly, so only the fp32 rounding of that
+	// cancellation is left, times rstd, at the inputs' scale (not the
+	// output's, which is dinp's old value); dweight and dbias sum N rows
+	// in different orders (k/16 ulps for k terms). The tests give mean and
+	// rstd of inp.
 	LayerNormBackward: Contract{Op: "LayerNormBackward", Sizes: []string{"N", "C+"},
-		Params: []Param{p("dinp", Float, Acc, prod(0, 1)), rowSum(p("dweight", Wide, Acc, prod(1))), rowSum(p("dbias", Wide, Acc, prod(1))),
+		Params: []Param{floor(p("dinp", Float, Acc, prod(0, 1)), lnBwdFloor), rowSum(p("dweight", Wide, Acc, prod(1))), rowSum(p("dbias", Wide, Acc, prod(1))),
 			p("dout", Float, In, prod(0, 1)), p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)),
 			p("mean", F32, In, prod(0)), gen(p("rstd", F32, In, prod(0)), Positive)},
-		Tol: func(_ tensor.DType, s []int) float64 { return map[bool]float64{true: 316.3, false: 1}[s[1] == 1] }},
+		Tol: one},
 	ResidualLayerNorm: Contract{Op: "ResidualLayerNorm", Sizes: []string{"N", "C+"},
 		Params: []Param{p("res", Float, Out, prod(0, 1)), p("out", Float, Out, prod(0, 1)), p("mean", F32, Out, prod(0)),
 			p("rstd", F32, Out, prod(0)), p("a", Float, In, prod(0, 1)), p("b", Float, In, prod(0, 1)),
@@ -320,17 +398,17 @@ var Ops = struct {
 	// n
 	GELUBackward: Contract{Op: "GELUBackward", Sizes: []string{"n"},
 		Params: []Param{p("dinp", Float, Out, prod(0)), p("inp", Float, In, prod(0)), p("dout", Float, In, prod(0))},
-		Tol: func(dt tensor.DType, _ []int) float64 { // tanhf's ulps in fp32
-			return map[bool]float64{true: 8, false: 2}[dt == tensor.F32]
-		}},
+		// fp32: tanhf's ulps (8); 16 bits: the derivative in fp32 from the
+		// same inputs, rounded once on each device (scale 1).
+		Tol: by16(8, 1)},
 	// B, T, C, NH
 	Attention: Contract{Op: "Attention", Sizes: []string{"B", "T", "C+", "NH+"},
-		Params: []Param{p("out", Float, Out, prod(0, 1, 2)), p("att", Float, State, nil), p("qkv", Float, In, times(3, 0, 1, 2))},
+		Params: []Param{floor(p("out", Float, Out, prod(0, 1, 2)), ProbFloor(2)), p("att", Float, State, nil), p("qkv", Float, In, times(3, 0, 1, 2))},
 		Tol:    attnTol, Rule: attnRule},
 	AttentionBackward: Contract{Op: "AttentionBackward", Sizes: []string{"B", "T", "C+", "NH+"},
-		Params: []Param{p("dqkv", Float, Acc, times(3, 0, 1, 2)), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
+		Params: []Param{relNorm(p("dqkv", Float, Acc, times(3, 0, 1, 2))), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
 			opt(p("out", Float, In, prod(0, 1, 2))), p("att", Float, State, nil)},
-		Tol: attnTol, Rule: attnRule},
+		Tol: attnBwdTol, Rule: attnRule},
 	// N, V
 	CrossEntropy: Contract{Op: "CrossEntropy", Sizes: []string{"N", "V+"},
 		Params: []Param{tol(p("losses", F32, Out, prod(0)), ceTol), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index)},
@@ -353,9 +431,9 @@ var Ops = struct {
 			dy(p("dout", Float, In, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))), dyW(p("weight", Float, In, prod(2, 1)))},
 		Tol: one},
 	AttentionBackwardStore: Contract{Op: "AttentionBackwardStore", Sizes: []string{"B", "T", "C+", "NH+"},
-		Params: []Param{p("dqkv", Float, Out, times(3, 0, 1, 2)), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
+		Params: []Param{relNorm(p("dqkv", Float, Out, times(3, 0, 1, 2))), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
 			opt(p("out", Float, In, prod(0, 1, 2))), p("att", Float, State, nil)},
-		Tol: attnTol, Rule: attnRule},
+		Tol: attnBwdTol, Rule: attnRule},
 	// N, V
 	CrossEntropyScaled: Contract{Op: "CrossEntropyScaled", Sizes: []string{"N", "V+"},
 		Params: []Param{tol(p("losses", F32, Out, prod(0)), ceTol), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index),
@@ -407,15 +485,38 @@ func attnRule(s []int, _ []*T) error {
 }
 
 // attnTol: in fp32 the scores sum over the head size and the outputs over
-// T keys; in 16 bits the flash kernels round p to the dtype where the
-// reference does not, and each device differentiates its own forward
-// (scale 16, as the flash tests' parity with the cuBLAS path).
+// T keys. In 16 bits both devices round p to the dtype before p·v (the
+// flash kernels at their running maximum, the CPU after normalising), the
+// output once: scale 1 for the output's rounding and ProbFloor for p's.
 func attnTol(dt tensor.DType, s []int) float64 {
 	if dt != tensor.F32 {
-		return 16
+		return 1
 	}
 	return 2 * sumScale(max(s[1], s[2]/s[3]))
 }
+
+// attnBwdTol: each device differentiates its own forward. In 16 bits dqkv
+// takes p (rounded to the dtype, 2u apart between devices), the rounded
+// output o through D = Σ dout·o, and the dtype's rounding of dqkv itself:
+// dq and dk are sums of p·(dp - D) whose terms cancel, so an element's
+// error is at the scale of the whole output (RelNorm: the absolute
+// tolerance at its RMS), four such roundings on each side (scale 8); the
+// norm bound (NormTol) holds the whole to two ulps.
+func attnBwdTol(dt tensor.DType, s []int) float64 {
+	if dt != tensor.F32 {
+		return 8
+	}
+	return attnTol(dt, s)
+}
+
+// lnBwdFloor is LayerNormBackward's dinp floor: the fp32 rounding (4
+// roundings of terms up to |dout·weight|, and of xhat = (x-mean)·rstd)
+// multiplied by rstd, which is 1/√eps = 316 at C = 1.
+func lnBwdFloor(_ tensor.DType, _ []int, ts []*T) float64 {
+	return 4 * 0x1p-23 * MaxAbs(ts[7]) * MaxAbs(ts[3]) * max(1, MaxAbs(ts[5]))
+}
+
+func relNorm(q Param) Param { q.RelNorm = true; return q }
 
 // Span is one segment of a parameter layout as AdamW walks it: elements
 // [Lo,Hi), weight-decayed or not.

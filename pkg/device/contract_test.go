@@ -2,6 +2,7 @@ package device
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -83,5 +84,30 @@ func TestAdamWArgs(t *testing.T) {
 	}
 	if _, sizes, _ := AdamWArgs(&Ops.AdamWState, good, AdamW{}); len(sizes) != 1 {
 		t.Errorf("AdamWState sizes %v: the step comes from the state", sizes)
+	}
+}
+
+// TestRoundingRule: the norm bound of 16-bit outputs lies between one
+// rounding's worst error (2u: two devices one ulp apart) and a 2% error,
+// for each 16-bit dtype; f32 has none (its element-wise rule holds it);
+// ProbFloor is 2u times the largest |v| of its input.
+func TestRoundingRule(t *testing.T) {
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		if nt := NormTol(dt); !(nt > 2*Unit(dt) && nt < 0.02) {
+			t.Errorf("%s: NormTol %g, want in (2u = %g, 0.02)", dt, nt, 2*Unit(dt))
+		}
+		if u := Unit(dt); u != dt.Eps()/2 {
+			t.Errorf("%s: Unit %g, want half of Eps %g", dt, u, dt.Eps())
+		}
+	}
+	if NormTol(tensor.F32) != 0 || Unit(tensor.F32) != 0x1p-24 || Unit(tensor.I32) != 0 {
+		t.Errorf("f32: NormTol %g Unit %g; i32 Unit %g", NormTol(tensor.F32), Unit(tensor.F32), Unit(tensor.I32))
+	}
+	v := tensor.New(tensor.BF16, 4)
+	if err := v.SetF32([]float32{0.5, -3, 2, float32(math.Inf(1))}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ProbFloor(1)(tensor.BF16, nil, []*T{nil, v}); got != 2*0x1p-8*3 {
+		t.Errorf("ProbFloor = %g, want 2u·3 (an infinity left out)", got)
 	}
 }

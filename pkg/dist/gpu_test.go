@@ -34,7 +34,7 @@ func twoGPUs(t *testing.T) (ranks [2]*gpu.Device, ref *gpu.Device) {
 		if os.Getenv("DRUTO_REQUIRE_GPUS") == "2" {
 			t.Fatalf("DRUTO_REQUIRE_GPUS=2 but "+why, args...)
 		}
-		t.Skipf("two GPUs needed: "+why, args...)
+		t.Skipf("two GPUs needed: "+why, args...) // require: DRUTO_REQUIRE_GPUS
 	}
 	libs := cuda.Load(cuda.LoadOptions{})
 	if libs.Err != nil {

@@ -49,7 +49,7 @@ func (m *Mismatch) Error() string {
 // (Both NaN passes, for ops whose reference result is NaN: callers that
 // poison outputs with NaN check separately that every element was written.)
 func Close(got, want []float64, dt DType, scale float64) error {
-	return closeScaled(got, want, dt, scale, 1)
+	return closeScaled(got, want, dt, scale, 1, 0)
 }
 
 // CloseSum is Close for the elements of a long sum (a gradient summed over
@@ -57,12 +57,22 @@ func Close(got, want []float64, dt DType, scale float64) error {
 // the magnitude of what was summed, since an element whose terms cancel
 // keeps the rounding of its partial sums, not a share of its small value.
 func CloseSum(got, want []float64, dt DType, scale, absScale float64) error {
-	return closeScaled(got, want, dt, scale, max(1, absScale))
+	return closeScaled(got, want, dt, scale, max(1, absScale), 0)
 }
 
-func closeScaled(got, want []float64, dt DType, scale, absScale float64) error {
+// CloseFloor is CloseSum with an absolute floor added to every element's
+// tolerance: |got-want| <= floor + scale·(atol·absScale + rtol·|want|). The
+// floor is a bound on the absolute error an op's rounding steps can leave
+// at the scale of its inputs (a weighted average of values rounded to dt,
+// a cancellation multiplied by a large factor), where the output's own
+// size says nothing about it.
+func CloseFloor(got, want []float64, dt DType, scale, absScale, floor float64) error {
+	return closeScaled(got, want, dt, scale, max(1, absScale), max(0, floor))
+}
+
+func closeScaled(got, want []float64, dt DType, scale, absScale, floor float64) error {
 	atol, rtol := Tolerance(dt)
-	atol *= scale * absScale
+	atol = atol*scale*absScale + floor
 	rtol *= scale
 	if len(got) != len(want) {
 		return fmt.Errorf("%w: %d values compared with %d", ErrShape, len(got), len(want))
@@ -112,6 +122,11 @@ func CloseF32(got, want []float32, dt DType, scale float64) error {
 // CloseSumF32 is CloseSum for float32 slices.
 func CloseSumF32(got, want []float32, dt DType, scale, absScale float64) error {
 	return CloseSum(widen(got), widen(want), dt, scale, absScale)
+}
+
+// CloseFloorF32 is CloseFloor for float32 slices.
+func CloseFloorF32(got, want []float32, dt DType, scale, absScale, floor float64) error {
+	return CloseFloor(widen(got), widen(want), dt, scale, absScale, floor)
 }
 
 // widen returns v as float64s.

@@ -1,6 +1,9 @@
 package tensor
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // TestCloseSum: an element of a long fp32 sum whose terms cancel (the
 // H200's dweight of LayerNormBackward: -0.0605839 against -0.0605859, one
@@ -21,5 +24,26 @@ func TestCloseSum(t *testing.T) {
 	}
 	if err := CloseSum(want, want, F32, 1, 0); err != nil {
 		t.Errorf("CloseSum of equal slices: %v", err)
+	}
+}
+
+// TestCloseFloor: the floor is added to every element's tolerance,
+// absolutely (an error of 0.02 on 0.001 passes a floor of 0.03 and fails
+// one of 0.01); a negative floor counts as none; NaN still fails.
+func TestCloseFloor(t *testing.T) {
+	want := []float64{0.001, 1, -2}
+	got := []float64{0.021, 1, -2}
+	if err := CloseFloor(got, want, BF16, 1, 1, 0.03); err != nil {
+		t.Errorf("floor 0.03: %v", err)
+	}
+	if CloseFloor(got, want, BF16, 1, 1, 0.01) == nil {
+		t.Error("floor 0.01 passed an error of 0.02 (atol 1.6e-3)")
+	}
+	if CloseFloor(got, want, BF16, 1, 1, -5) == nil {
+		t.Error("a negative floor widened the tolerance")
+	}
+	got[0] = math.NaN()
+	if CloseFloor(got, want, BF16, 1, 1, 100) == nil {
+		t.Error("a NaN passed under a floor")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/internal/testreq"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
@@ -317,7 +318,7 @@ const hfTestdata = "testdata/hf-gpt2-tiny"
 func TestTransformersGPT2(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(hfTestdata, "expected.json"))
 	if os.IsNotExist(err) {
-		t.Skipf("%s is absent: run 'python3 scripts/make_hf_testdata.py pkg/train/%s' on a machine with torch and transformers and commit the folder", hfTestdata, hfTestdata)
+		testreq.Skip(t, "DRUTO_TESTDATA_TESTS", "%s is absent: run 'python3 scripts/make_hf_testdata.py pkg/train/%s' on a machine with torch and transformers and commit the folder", hfTestdata, hfTestdata)
 	}
 	if err != nil {
 		t.Fatal(err)

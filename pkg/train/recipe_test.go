@@ -11,6 +11,8 @@ import (
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // capDev is a CPU device that reports a GPU's compute capability, for
@@ -73,8 +75,8 @@ func TestRecipeRunResumeAndOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	run.Close()
-	if last.Step != 4 {
-		t.Fatalf("resumed run ended at step %d, want 4", last.Step)
+	if last.Step != 4 || !(last.ValLoss > 0) {
+		t.Fatalf("resumed run ended at step %d with validation loss %v, want step 4 and a loss", last.Step, last.ValLoss)
 	}
 	ck, err := LoadCheckpoint(filepath.Join(dir, ModelFile))
 	if err != nil {
@@ -85,14 +87,36 @@ func TestRecipeRunResumeAndOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	toks, _ := testTokens(t)
-	l, err := data.NewLoader(toks, o.Batch, o.Seq)
+	// The reopened checkpoint's loss on the run's validation batches is
+	// the loss the run recorded at its last step (the same weights, the
+	// same forward), within the tolerance of the run's dtype; a fresh
+	// model's is not.
+	_, valT, _, _, err := Tokens(r.Data, r.Seed, data.Bytes{}, "", nil) // Start's default tokenizer
 	if err != nil {
 		t.Fatal(err)
 	}
-	loss, err := EvalLoss(m, l, o.Batch, o.Seq, 1)
-	if err != nil || !(loss > 0 && loss < 6) {
-		t.Fatalf("the reopened checkpoint's loss %v, %v", loss, err)
+	l, err := data.NewLoader(valT, o.Batch, o.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss, err := EvalLoss(m, l, o.Batch, o.Seq, o.EvalBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt := run.Policy.DType(amp.Activation)
+	if err := tensor.CloseF32([]float32{loss}, []float32{last.ValLoss}, dt, 1); err != nil {
+		t.Fatalf("the reopened checkpoint's validation loss %v, the run recorded %v (%s): %v", loss, last.ValLoss, dt, err)
+	}
+	fresh, err := gpt.New(dev, ck.Config, run.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if err := fresh.Init(o.Seed + 1); err != nil {
+		t.Fatal(err)
+	}
+	if fl, err := EvalLoss(fresh, l, o.Batch, o.Seq, o.EvalBatches); err != nil || tensor.CloseF32([]float32{fl}, []float32{last.ValLoss}, dt, 1) == nil {
+		t.Fatalf("a fresh model's loss %v (%v) passes for the run's %v", fl, err, last.ValLoss)
 	}
 
 	// Starting from its weights: the same model, any other shape refused.

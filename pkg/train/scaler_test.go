@@ -47,7 +47,7 @@ var underflowCfg = gpt.Config{Vocab: 50304, MaxSeq: 64, Layers: 1, Heads: 2, Cha
 // faster, because it can push down the logits of the tokens that never occur.
 func TestFP16NeedsScaler(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains a model with a 50304-token vocabulary (~20 s)")
+		t.Skip("trains a model with a 50304-token vocabulary (~20 s)") // skip: -short
 	}
 	const B, T = 16, 64
 	trainT, _ := testTokens(t)

@@ -33,7 +33,7 @@ func torchPython(t *testing.T) string {
 		if os.Getenv("DRUTO_TORCH_TESTS") == "require" {
 			t.Fatalf("DRUTO_TORCH_TESTS=require but %s cannot import torch: %v (apt-get install python3-torch)", py, err)
 		}
-		t.Skipf("no PyTorch for %s (apt-get install python3-torch); skipping the checkpoint cross-check", py)
+		t.Skipf("no PyTorch for %s (apt-get install python3-torch); skipping the checkpoint cross-check", py) // require: DRUTO_TORCH_TESTS
 	}
 	return py
 }

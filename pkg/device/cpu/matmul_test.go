@@ -3,11 +3,13 @@ package cpu
 import (
 	"context"
 	"fmt"
-	"github.com/druto/druto/internal/cputime"
 	"math"
 	"runtime/pprof"
 	"testing"
 	"time"
+
+	"github.com/druto/druto/internal/cputime"
+	"github.com/druto/druto/internal/testreq"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/blas"
@@ -346,7 +348,7 @@ func BenchmarkMatmulBF16Paths(b *testing.B) {
 	defer func(p, f bool) { poisonScratch, fusedBF16 = p, f }(poisonScratch, fusedBF16)
 	poisonScratch = false
 	if !blas.FusedBF16() {
-		b.Skip("no assembly SGEMM on this CPU: SgemmBF16 widens into copies")
+		b.Skip("no assembly SGEMM on this CPU: SgemmBF16 widens into copies") // skip: a benchmark (CI runs none)
 	}
 	const N = 1024
 	type set struct{ inp, w, bias, dout, out, pre, dinp, dw, db *tensor.Tensor }
@@ -395,7 +397,7 @@ func TestMatmulBF16GEMMPaths(t *testing.T) {
 	loadBLAS() // sets fusedBF16 once: switch it after
 	defer func(f bool) { fusedBF16 = f }(fusedBF16)
 	if !blas.FusedBF16() {
-		t.Skip("no assembly SGEMM on this CPU: both paths widen into copies")
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "no assembly SGEMM on this CPU: both paths widen into copies")
 	}
 	const dt = tensor.BF16
 	r := ntRNG(77)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/druto/druto/internal/testreq"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/gpt"
@@ -42,10 +43,10 @@ var simdLengths = []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 127, 1000}
 func withISA(t *testing.T, avx2 bool, fn func()) {
 	t.Helper()
 	if avx2 && !haveAVX2 {
-		t.Skip("the CPU has no AVX2+FMA: only the pure-Go kernels run here")
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "the CPU has no AVX2+FMA: only the pure-Go kernels run here")
 	}
 	if goContractsFMA {
-		t.Skip("built with GOAMD64=v3 or later: the Go reference loops may be contracted to FMA, so their bits are not the kernels'")
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "built with GOAMD64=v3 or later: the Go reference loops may be contracted to FMA, so their bits are not the kernels'")
 	}
 	old := useAVX2
 	useAVX2 = avx2
@@ -419,7 +420,7 @@ func TestSIMDAddInto(t *testing.T) {
 // keep the scalar code's operations and sum orders).
 func TestSIMDStepBits(t *testing.T) {
 	if !haveAVX2 || goContractsFMA {
-		t.Skip("no AVX2+FMA kernels here, or built with GOAMD64=v3+ (the Go loops may be contracted to FMA)")
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "no AVX2+FMA kernels here, or built with GOAMD64=v3+ (the Go loops may be contracted to FMA)")
 	}
 	cfg, err := gpt.Preset("tiny")
 	if err != nil {

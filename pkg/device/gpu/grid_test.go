@@ -119,14 +119,15 @@ func TestLaunchGridTooLarge(t *testing.T) {
 }
 
 // TestBenchFinish: results are compared with the ceiling measured in the
-// same run (the "copy" op), or with H200CopyGBps when none was measured.
+// same run (the "copy" op) or given, and say which; with none (the copy
+// failed) they claim no ceiling and no share of one.
 func TestBenchFinish(t *testing.T) {
-	rs := finish([]KernelResult{{Name: "copy", GBps: 4000}, {Name: "x", GBps: 3400}}, 4000)
-	if rs[0].PctOfCeil != 100 || rs[1].PctOfCeil != 85 || rs[1].CeilingGBps != 4000 {
+	rs := finish([]KernelResult{{Name: "copy", GBps: 4000}, {Name: "x", GBps: 3400}}, 4000, "copy")
+	if rs[0].PctOfCeil != 100 || rs[1].PctOfCeil != 85 || rs[1].CeilingGBps != 4000 || rs[1].CeilingSource != "copy" {
 		t.Errorf("measured ceiling: %+v", rs)
 	}
-	rs = finish([]KernelResult{{Name: "x", GBps: H200CopyGBps / 2}}, 0)
-	if rs[0].CeilingGBps != H200CopyGBps || rs[0].PctOfCeil != 50 {
-		t.Errorf("default ceiling: %+v", rs)
+	rs = finish([]KernelResult{{Name: "x", GBps: 2000}}, 0, "copy")
+	if rs[0].CeilingGBps != 0 || rs[0].PctOfCeil != 0 || rs[0].CeilingSource != "" {
+		t.Errorf("no ceiling: %+v", rs)
 	}
 }

@@ -52,16 +52,12 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// H200CopyGBps is the device-to-device copy bandwidth measured on this
-// project's H200 (read plus write), the default ceiling.
-const H200CopyGBps = 4270
-
 // KernelOptions configure BenchKernels; the zero value is the standard run
 // except for Layout, which the AdamW, grad-norm and cast benchmarks need.
 type KernelOptions struct {
 	Warmup      int            // untimed runs first (default 3)
 	Repeats     int            // timed runs, of which the median is reported (default 20)
-	CeilingGBps float64        // the bandwidth GB/s are compared with (default: the "copy" op's, measured in the same run; H200CopyGBps without it)
+	CeilingGBps float64        // the bandwidth GB/s are compared with (default: the "copy" op's, measured in the same run, which runs it when Ops leave it out)
 	Ops         []string       // the ops to run by name (default all: see KernelOps)
 	Layout      *tensor.Layout // the parameter layout (GPT-2 124M's: gpt.Config.Layout)
 }
@@ -96,9 +92,13 @@ type KernelResult struct {
 	Ms          float64 `json:"ms"`   // median
 	GBps        float64 `json:"gbps"`
 	CeilingGBps float64 `json:"ceiling_gbps"`
-	Bytes       int64   `json:"bytes"`
-	MsMin       float64 `json:"ms_min"`
-	MsMax       float64 `json:"ms_max"`
+	// CeilingSource says where CeilingGBps comes from: "copy" (the 1 GiB
+	// copy measured in the same run) or "given" (KernelOptions.CeilingGBps);
+	// empty, with CeilingGBps and PctOfCeil 0, when the copy failed.
+	CeilingSource string  `json:"ceiling_source,omitempty"`
+	Bytes         int64   `json:"bytes"`
+	MsMin         float64 `json:"ms_min"`
+	MsMax         float64 `json:"ms_max"`
 	// MsClean is the median time of the op alone from a clean L2, without
 	// the write-back of its own lines left dirty at its end that Ms charges
 	// (see timeKernel); 0 for the dirty-l2 rows.
@@ -150,6 +150,15 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 	ops := o.Ops
 	if len(ops) == 0 {
 		ops = KernelOps
+	}
+	source := "given"
+	if o.CeilingGBps <= 0 {
+		// the ceiling is measured in this run, on this GPU: never a
+		// number carried over from another machine
+		source = "copy"
+		if !slices.Contains(ops, "copy") {
+			ops = append([]string{"copy"}, ops...)
+		}
 	}
 	ctx := fused.Context()
 	flushBytes := uint64(max(4*ctx.Device.L2Bytes, 256<<20))
@@ -255,13 +264,13 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			}
 			if err != nil {
 				restore(f.d)
-				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
+				return finish(out, ceiling, source), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
 			}
 			r, err := timeKernel(f.d, kc, flush, flushBytes, f.dirty, o)
 			restore(f.d)
 			kc.free()
 			if err != nil {
-				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
+				return finish(out, ceiling, source), fmt.Errorf("gpu: bench: %s (%s): %w", name, f.mode, err)
 			}
 			r.Name, r.Mode = name, f.mode
 			r.GBps = float64(kc.bytes) / (r.Ms * 1e6)
@@ -310,13 +319,13 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 				fused.pdl = pdl
 				if err != nil {
 					restore(fused)
-					return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, st.mode, err)
+					return finish(out, ceiling, source), fmt.Errorf("gpu: bench: %s (%s): %w", name, st.mode, err)
 				}
 				r, err := timeKernel(fused, kc, flush, flushBytes, false, o)
 				restore(fused)
 				kc.free()
 				if err != nil {
-					return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (%s): %w", name, st.mode, err)
+					return finish(out, ceiling, source), fmt.Errorf("gpu: bench: %s (%s): %w", name, st.mode, err)
 				}
 				r.Name, r.Mode = name, st.mode
 				per := float64(k)
@@ -326,19 +335,19 @@ func BenchKernels(fused, plain *Device, o KernelOptions) ([]KernelResult, error)
 			}
 			kc, err := newCopyCase(fused, opBytes)
 			if err != nil {
-				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (copy-same-bytes): %w", name, err)
+				return finish(out, ceiling, source), fmt.Errorf("gpu: bench: %s (copy-same-bytes): %w", name, err)
 			}
 			r, err := timeKernel(fused, kc, flush, flushBytes, false, o)
 			kc.free()
 			if err != nil {
-				return finish(out, ceiling), fmt.Errorf("gpu: bench: %s (copy-same-bytes): %w", name, err)
+				return finish(out, ceiling, source), fmt.Errorf("gpu: bench: %s (copy-same-bytes): %w", name, err)
 			}
 			r.Name, r.Mode = name, "copy-same-bytes"
 			r.GBps = float64(kc.bytes) / (r.Ms * 1e6)
 			out = append(out, r)
 		}
 	}
-	return finish(out, ceiling), nil
+	return finish(out, ceiling, source), nil
 }
 
 // streamBytes is what the launches of a stream row move together: ten
@@ -469,12 +478,13 @@ func newCastCase(d *Device, bytes int64) (*kernelCase, error) {
 	return kc, nil
 }
 
-// finish sets each result's ceiling (H200CopyGBps when none was given or
-// measured) and its share of it, and where the run measured "gemm_peak"
-// each compute-bound row's share of that peak.
-func finish(rs []KernelResult, ceiling float64) []KernelResult {
+// finish sets each result's ceiling, given or measured (source), and its
+// share of it (none, 0, when the ceiling is unknown: the copy failed), and
+// where the run measured "gemm_peak" each compute-bound row's share of
+// that peak.
+func finish(rs []KernelResult, ceiling float64, source string) []KernelResult {
 	if ceiling <= 0 {
-		ceiling = H200CopyGBps
+		ceiling, source = 0, ""
 	}
 	var peak float64
 	for _, r := range rs {
@@ -483,8 +493,10 @@ func finish(rs []KernelResult, ceiling float64) []KernelResult {
 		}
 	}
 	for i := range rs {
-		rs[i].CeilingGBps = ceiling
-		rs[i].PctOfCeil = 100 * rs[i].GBps / ceiling
+		rs[i].CeilingGBps, rs[i].CeilingSource = ceiling, source
+		if ceiling > 0 {
+			rs[i].PctOfCeil = 100 * rs[i].GBps / ceiling
+		}
 		if peak > 0 && rs[i].TFLOPs > 0 {
 			rs[i].PctOfPeak = 100 * rs[i].TFLOPs / peak
 		}

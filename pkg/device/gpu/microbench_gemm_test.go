@@ -20,7 +20,7 @@ func TestGEMMBenchRows(t *testing.T) {
 		{Name: "gemm_attn_proj_fwd", Mode: "fused", TFLOPs: 200, Ms: 2},
 		{Name: "gemm_attn_proj_fwd", Mode: "fused-algo2", TFLOPs: 400, Ms: 1},
 		{Name: "layernorm_fwd", Mode: "fused", GBps: 100},
-	}, 4000)
+	}, 4000, "copy")
 	if rs[0].PctOfPeak != 100 || rs[1].PctOfPeak != 25 || rs[2].PctOfPeak != 50 || rs[3].PctOfPeak != 0 {
 		t.Errorf("shares of the peak: %+v", rs)
 	}
@@ -28,7 +28,7 @@ func TestGEMMBenchRows(t *testing.T) {
 	if !strings.Contains(tab, "% peak") || !strings.Contains(tab, "25.0%") || !strings.Contains(tab, "0.50x") {
 		t.Errorf("table:\n%s", tab)
 	}
-	if rs := finish([]KernelResult{{Name: "gemm_qkv_fwd", TFLOPs: 100}}, 0); rs[0].PctOfPeak != 0 {
+	if rs := finish([]KernelResult{{Name: "gemm_qkv_fwd", TFLOPs: 100}}, 0, ""); rs[0].PctOfPeak != 0 {
 		t.Errorf("a share of a peak that was not measured: %+v", rs)
 	}
 	if _, err := newGEMMCase("gemm_nope", &Device{}); err == nil {

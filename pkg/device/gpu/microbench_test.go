@@ -63,7 +63,7 @@ func BenchmarkKernels(b *testing.B) {
 		if os.Getenv("DRUTO_REQUIRE_GPU") == "1" {
 			b.Fatalf("DRUTO_REQUIRE_GPU=1 but no usable GPU: %v", fx.err)
 		}
-		b.Skipf("no usable GPU, kernel benchmarks skipped: %v", fx.err)
+		b.Skipf("no usable GPU, kernel benchmarks skipped: %v", fx.err) // require: DRUTO_REQUIRE_GPU
 	}
 	fused, plain := fx.fused, fx.plain
 	cfg, err := gpt.Preset("gpt2-124M")
@@ -162,5 +162,39 @@ func TestGPUStreamRows(t *testing.T) {
 	}
 	if !strings.Contains(rows["fused-stream"].Shape, "captured as one CUDA graph") {
 		t.Errorf("fused-stream shape %q", rows["fused-stream"].Shape)
+	}
+}
+
+// TestGPUCeilingMeasured: a run whose ops leave out "copy" measures it
+// anyway, and every row's ceiling is that copy's GB/s from the same run,
+// marked as such; a given ceiling is marked given.
+func TestGPUCeilingMeasured(t *testing.T) {
+	g, p := gpuDev(t, true), gpuDev(t, false)
+	rs, err := BenchKernels(g, p, KernelOptions{Warmup: 1, Repeats: 3, Ops: []string{"gelu_bwd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copyGBps float64
+	for _, r := range rs {
+		if r.Name == "copy" {
+			copyGBps = r.GBps
+		}
+	}
+	if copyGBps <= 0 {
+		t.Fatalf("no copy row measured: %+v", rs)
+	}
+	for _, r := range rs {
+		if r.CeilingGBps != copyGBps || r.CeilingSource != "copy" || r.PctOfCeil <= 0 {
+			t.Errorf("%s %s: ceiling %v (%q), %v%%; the copy measured %v", r.Name, r.Mode, r.CeilingGBps, r.CeilingSource, r.PctOfCeil, copyGBps)
+		}
+	}
+	rs, err = BenchKernels(g, p, KernelOptions{Warmup: 1, Repeats: 3, Ops: []string{"gelu_bwd"}, CeilingGBps: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Name == "copy" || r.CeilingGBps != 1000 || r.CeilingSource != "given" {
+			t.Errorf("given ceiling: %s %s: %v (%q)", r.Name, r.Mode, r.CeilingGBps, r.CeilingSource)
+		}
 	}
 }

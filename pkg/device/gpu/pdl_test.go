@@ -9,6 +9,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/druto/druto/internal/testreq"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
@@ -30,7 +31,7 @@ func pdlDev(t *testing.T) *Device {
 	t.Helper()
 	g := gpuDev(t, true)
 	if g.PDLKernels() == 0 {
-		t.Skipf("no programmatic dependent launch on %s (it needs sm_90 or newer, the kernels compiled by NVRTC, and %s not off)", g.Name(), PDLEnv)
+		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "no programmatic dependent launch on %s (it needs sm_90 or newer, the kernels compiled by NVRTC, and %s not off)", g.Name(), PDLEnv)
 	}
 	for _, k := range g.built {
 		key := kernelKey{k.Kernel, k.dtype()}

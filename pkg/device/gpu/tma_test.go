@@ -12,6 +12,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/druto/druto/internal/testreq"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -24,7 +25,7 @@ func TestGPUCrossEntropyTMA(t *testing.T) {
 		}
 	}
 	if len(g.tmaSmem) == 0 {
-		t.Skipf("%s has no crossentropy_fused_tma (it needs sm_90 or newer and the kernels compiled by NVRTC 12 or newer)", g.Name())
+		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "%s has no crossentropy_fused_tma (it needs sm_90 or newer and the kernels compiled by NVRTC 12 or newer)", g.Name())
 	}
 	rng := testRNG(t)
 	const V = 50304
@@ -107,7 +108,7 @@ func TestGPUCrossEntropyTMA(t *testing.T) {
 func TestGPULayerNormBackwardTMA(t *testing.T) {
 	g := gpuDev(t, true)
 	if g.tmaSmem[kernelKey{kernLNBackTMA, tensor.BF16}] == 0 {
-		t.Skipf("%s has no layernorm_backward_tma_rf32 (it needs sm_90 or newer and the kernels compiled by NVRTC 12 or newer)", g.Name())
+		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "%s has no layernorm_backward_tma_rf32 (it needs sm_90 or newer and the kernels compiled by NVRTC 12 or newer)", g.Name())
 	}
 	rng := testRNG(t)
 	const C = 768

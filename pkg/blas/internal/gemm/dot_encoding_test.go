@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/druto/druto/internal/testreq"
 )
 
 // TestDotEncodings checks the hand-encoded VDPBF16PS instructions of
@@ -25,10 +27,10 @@ func TestDotEncodings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := exec.LookPath("as"); err != nil {
-		t.Skip("no GNU as to check the VDPBF16PS encodings against")
+		testreq.Skip(t, "DRUTO_BINUTILS_TESTS", "no GNU as to check the VDPBF16PS encodings against")
 	}
 	if _, err := exec.LookPath("objdump"); err != nil {
-		t.Skip("no objdump to check the VDPBF16PS encodings against")
+		testreq.Skip(t, "DRUTO_BINUTILS_TESTS", "no objdump to check the VDPBF16PS encodings against")
 	}
 	goForm := regexp.MustCompile(`^// VDPBF16PS\.BCST \((SI|R11)\)(?:\(R10\*([12])\))?, Z(\d+), Z(\d+)$`)
 	def := regexp.MustCompile(`^#define DP(\d)_Z(\d+)_Z(\d+) ((?:BYTE \$0x[0-9a-f]{2}(?:; )?)+)$`)
@@ -76,7 +78,7 @@ func TestDotEncodings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("as", s, "-o", o).CombinedOutput(); err != nil {
-		t.Skipf("as cannot assemble VDPBF16PS here: %v: %s", err, out)
+		testreq.Skip(t, "DRUTO_BINUTILS_TESTS", "as cannot assemble VDPBF16PS here: %v: %s", err, out)
 	}
 	out, err := exec.Command("objdump", "-d", o).Output()
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/druto/druto/internal/testreq"
 )
 
 // dotKernels returns the pair kernels to test: the portable one, and the
@@ -98,7 +100,7 @@ func TestSgemmDot(t *testing.T) {
 func TestDotWideAgrees(t *testing.T) {
 	kern, wide, ok := DotAsmAll()
 	if !ok {
-		t.Skip("no AVX512_BF16 on this CPU")
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "no AVX512_BF16 on this CPU")
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, s := range [][3]int{{12, 64, 32}, {13, 80, 515}, {100, 272, 128}} {

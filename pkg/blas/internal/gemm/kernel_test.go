@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/druto/druto/internal/testreq"
 )
 
 // TestKernelsAgree runs every assembly micro-kernel of this CPU on one tile
@@ -18,7 +20,7 @@ import (
 func TestKernelsAgree(t *testing.T) {
 	ks := AsmAll()
 	if len(ks) == 0 {
-		t.Skip("no assembly micro-kernel on this CPU/architecture")
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "no assembly micro-kernel on this CPU/architecture")
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	const ldc = nr + 5
@@ -104,7 +106,7 @@ func TestWideKernel(t *testing.T) {
 	kern, isa, ok := Asm()
 	wide := wideOf(kern)
 	if !ok || wide == nil {
-		t.Skipf("no two-tile kernel for %q on this CPU", isa)
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "no two-tile kernel for %q on this CPU", isa)
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	const ldc = 2*nr + 3
@@ -155,7 +157,7 @@ func TestWideKernel(t *testing.T) {
 func TestAsmDriversAgree(t *testing.T) {
 	ks := AsmAll()
 	if len(ks) < 2 {
-		t.Skipf("only %d assembly kernel(s) on this CPU: nothing to compare", len(ks))
+		testreq.Skip(t, "DRUTO_CPU_TESTS", "only %d assembly kernel(s) on this CPU: nothing to compare", len(ks))
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	shapes := [][3]int{{1, 1, 1}, {6, 32, 1}, {7, 33, 5}, {13, 48, 270}, {25, 300, 31}, {64, 256, 33}, {12, ncBlock + 40, 9}, {150, 40, 520}}
