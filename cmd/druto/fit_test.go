@@ -81,7 +81,7 @@ func TestFitDryRun(t *testing.T) {
 // how its step is laid out.
 func TestAccumTrain(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains for a few seconds")
+		t.Skip("trains for a few seconds") // skip: -short
 	}
 	bin := buildDruto(t)
 	out := filepath.Join(t.TempDir(), "run")

@@ -240,7 +240,7 @@ var gpt2Shapes = map[string]gpt.Config{
 // full-size files (sparse: the header and the full length, no data).
 func TestGPT2Sizes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("evaluates 140M-parameter models")
+		t.Skip("evaluates 140M-parameter models") // skip: -short
 	}
 	bin := buildDruto(t)
 	cache := t.TempDir()

@@ -482,7 +482,7 @@ func TestTwoProcesses(t *testing.T) {
 // TestChildPull is the child process of TestTwoProcesses.
 func TestChildPull(t *testing.T) {
 	if os.Getenv("HUBTEST_CHILD") == "" {
-		t.Skip("a child of TestTwoProcesses")
+		t.Skip("a child of TestTwoProcesses") // skip: runs only as the child process of another test
 	}
 	c, err := hub.FromEnv()
 	if err != nil {

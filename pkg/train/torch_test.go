@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/internal/testreq"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
@@ -114,10 +115,7 @@ func TestGreedyMatchesPyTorch(t *testing.T) {
 		_, err = os.Stat(script)
 	}
 	if err != nil {
-		if os.Getenv("DRUTO_TORCH_TESTS") == "require" {
-			t.Fatalf("the PyTorch anchor is missing: %v", err)
-		}
-		t.Skipf("the PyTorch anchor is missing: %v", err)
+		testreq.Skip(t, "DRUTO_TESTDATA_TESTS", "the PyTorch anchor (../shared/anchors) is missing: %v", err)
 	}
 	cfg := gpt.Config{Vocab: 300, MaxSeq: 64, Layers: 2, Heads: 2, Channels: 32}
 	params := gpt.InitParams(cfg, 4)
