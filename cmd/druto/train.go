@@ -164,6 +164,9 @@ func runTrain(args []string) error {
 		recipe.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "druto: "+msg) }
 	}
 	run, err := train.Start(dev, recipe)
+	if errors.Is(err, train.ErrRunExists) {
+		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,8 +59,28 @@ func TestRecipeRunResumeAndOpen(t *testing.T) {
 	if last.Step != 2 || !(last.ValLoss > 0) {
 		t.Fatalf("after 2 steps: %+v", last)
 	}
-	if _, err := Start(dev, r); err == nil || !strings.Contains(err.Error(), "already holds a checkpoint") {
-		t.Fatalf("a fresh run into %s: %v, want an error naming the checkpoint there", dir, err)
+	if _, err := Start(dev, r); !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), "Recipe.Resume") || strings.Contains(err.Error(), "--") {
+		t.Fatalf("a new run into %s: %v, want ErrRunExists in the library's words (no CLI flags)", dir, err)
+	}
+	// Fresh starts over: step 0, and a metrics log of this run only.
+	fresh := r
+	fresh.Fresh = true
+	if _, err := Start(dev, func() Recipe { b := fresh; b.Resume = true; return b }()); err == nil {
+		t.Fatal("Fresh with Resume started")
+	}
+	frun, err := Start(dev, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frun.StepsDone() != 0 {
+		t.Fatalf("a fresh run starts at step %d, want 0", frun.StepsDone())
+	}
+	if err := frun.Run(context.Background(), 2, func(Metric) {}); err != nil {
+		t.Fatal(err)
+	}
+	frun.Close()
+	if ms, err := ReadMetricsFile(filepath.Join(dir, MetricsFile)); err != nil || len(ms) != 2 {
+		t.Fatalf("after a fresh 2-step run the log holds %d steps (%v), want 2", len(ms), err)
 	}
 	r.Resume = true
 	run, err = Start(dev, r)
