@@ -19,7 +19,7 @@ func BenchTable(lang string, rep *bench.Report) *Table {
 		if b, ok := baseline(rep, r.Config); ok && r.Batch == b.Batch && r.Seq == b.Seq && r.StepMs > 0 {
 			up = fmt.Sprintf("%.2f×", b.StepMs/r.StepMs)
 		}
-		mode := r.Mode
+		mode := Word(lang, r.Mode)
 		if r.Baseline {
 			mode += " (" + Sprintf(lang, "baseline") + ")"
 		}
@@ -57,7 +57,7 @@ func short(rev string) string {
 func PolicyTable(lang string, p amp.Policy) *Table {
 	t := NewTable(lang, "op", "computes in", "stores in").WithCaption("AMP policy %s", p)
 	for _, o := range p.Ops() {
-		t.Add(o.Op, o.Compute, o.Store)
+		t.Add(Word(lang, o.Op), Word(lang, o.Compute), Word(lang, o.Store))
 	}
 	return t
 }

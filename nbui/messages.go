@@ -136,4 +136,52 @@ var bangla = map[string]string{
 	// Column headers of notebook 03's tokenizer table.
 	"tokens per character, English": "অক্ষরপ্রতি টোকেন, ইংরেজি",
 	"tokens per character, Bangla":  "অক্ষরপ্রতি টোকেন, বাংলা",
+
+	// Data words: the step profile's op classes, the precision policy's ops
+	// and what they compute and store in (Word; %s stands for a dtype).
+	"attention":                          "অ্যাটেনশন",
+	"cast and copies":                    "কাস্ট ও কপি",
+	"classifier + loss":                  "ক্লাসিফায়ার + ক্ষতি",
+	"encoder":                            "এনকোডার",
+	"gelu/bias":                          "GELU/বায়াস",
+	"layernorm":                          "লেয়ারনর্ম",
+	"matmul":                             "ম্যাটমুল",
+	"optimizer":                          "অপটিমাইজার",
+	"zero":                               "শূন্য করা",
+	"gaps between ops":                   "অপারেশনের মাঝের ফাঁক",
+	"encoder (wte+wpe)":                  "এনকোডার (wte+wpe)",
+	"residual add":                       "রেসিডুয়াল যোগ",
+	"matmul (+bias, +GELU)":              "ম্যাটমুল (+বায়াস, +GELU)",
+	"attention scores, att·v":            "অ্যাটেনশন স্কোর, att·v",
+	"attention softmax":                  "অ্যাটেনশন সফটম্যাক্স",
+	"softmax cross-entropy":              "সফটম্যাক্স ক্রস-এনট্রপি",
+	"parameter gradients":                "প্যারামিটারের গ্রেডিয়েন্ট",
+	"grad norm, unscale, inf check":      "গ্রেডিয়েন্ট নর্ম, আনস্কেল, inf যাচাই",
+	"%s statistics":                      "%s পরিসংখ্যান",
+	"%s (residual stream)":               "%s (রেসিডুয়াল স্ট্রিম)",
+	"%s inputs, %s accumulate":           "%s ইনপুট, %s-এ যোগফল",
+	"%s (probabilities saved)":           "%s (সম্ভাবনাগুলো রাখা হয়)",
+	"%s loss, %s dlogits":                "%s ক্ষতি, %s dlogits",
+	"%s master + m + v, %s working copy": "%s মাস্টার + m + v, %s কাজের কপি",
+
+	// The memory of a step, and how MFU's peak was found.
+	"parameters %s, gradients %s, optimizer %s, activations %s, total %s": "প্যারামিটার %s, গ্রেডিয়েন্ট %s, অপটিমাইজার %s, অ্যাক্টিভেশন %s, মোট %s",
+	"measured %s matmul %d^3 on this device":                              "এই ডিভাইসে মাপা %s ম্যাটমুল, %d^3",
+
+	// The kernel sources of notebook 01: what each file fuses.
+	"The kernel sources: what each fuses, and the registers its kernels take on %s":        "কার্নেলের সোর্স: কোনটি কী ফিউজ করে, আর %s-এ তার কার্নেলগুলো কতটি রেজিস্টার নেয়",
+	"The kernel sources and what each fuses":                                               "কার্নেলের সোর্স, আর কোনটি কী ফিউজ করে",
+	"what it fuses":                                                                        "কী ফিউজ করে",
+	"AdamW: the whole update of every parameter in one pass over a flat buffer":            "AdamW: প্রতিটি প্যারামিটারের পুরো আপডেট, একটি ফ্ল্যাট বাফারের ওপর এক পাসে",
+	"attention's causal softmax (the products are cuBLAS GEMMs)":                           "অ্যাটেনশনের কজাল সফটম্যাক্স (গুণফলগুলো cuBLAS-এর GEMM)",
+	"conversions between fp32, bf16 and fp16":                                              "fp32, bf16 আর fp16-এর মধ্যে রূপান্তর",
+	"softmax with cross-entropy and its gradient: the logits make one round trip":          "সফটম্যাক্স, ক্রস-এনট্রপি আর তার গ্রেডিয়েন্ট একসঙ্গে: লজিট মেমরি ঘুরে আসে একবারই",
+	"token and position embeddings added in one pass":                                      "টোকেন আর অবস্থানের এমবেডিং এক পাসে যোগ",
+	"causal attention without the T×T matrix (FlashAttention-2), on tensor cores":          "T×T ম্যাট্রিক্স ছাড়াই কজাল অ্যাটেনশন (FlashAttention-2), টেনসর কোরে",
+	"a second flash-attention forward and backward (sm_80 and later)":                      "ফ্ল্যাশ-অ্যাটেনশনের দ্বিতীয় ফরওয়ার্ড ও ব্যাকওয়ার্ড (sm_80 ও পরের জিপিইউ)",
+	"GELU with the bias add of the linear layers":                                          "লিনিয়ার লেয়ারের বায়াস যোগসহ GELU",
+	"the gradients' global norm with the inf/NaN check and the scaling":                    "গ্রেডিয়েন্টের সামগ্রিক নর্ম, inf/NaN যাচাই আর স্কেলিংসহ",
+	"layer normalisation with the residual add before it, forward and backward":            "লেয়ার নর্মালাইজেশন, আগের রেসিডুয়াল যোগসহ, ফরওয়ার্ড ও ব্যাকওয়ার্ড",
+	"bias gradients beside cuBLAS's products in the linear layers":                         "লিনিয়ার লেয়ারে cuBLAS-এর গুণফলের পাশে বায়াসের গ্রেডিয়েন্ট",
+	"the step's scalars (learning rate, loss scale) on the GPU: no round trip to the host": "ধাপের স্কেলার (শেখার হার, লস স্কেল) জিপিইউতেই: হোস্টে আসা-যাওয়া নেই",
 }

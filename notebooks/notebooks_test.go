@@ -392,11 +392,25 @@ func TestExecute(t *testing.T) {
 				if dl, ok := t.Deadline(); ok && time.Until(dl) < 2*time.Minute {
 					t.Fatalf("only %v left before the test binary's deadline; run with a longer -timeout (scripts/test.sh uses 60m)", time.Until(dl).Round(time.Second))
 				}
+				// Twice in a row, as a student presses Run All again: the
+				// second run finds the first one's files and must show the
+				// same outputs (each cell that writes a run says whether it
+				// starts fresh or resumes). The second run is the one kept.
 				runDir := filepath.Join(outRoot, lang, "runs")
-				took, nb := execute(t, jupyter, repo, lang, name, runDir, filepath.Join(outRoot, lang), limit)
-				timings = append(timings, fmt.Sprintf("%s/%s %.1fs", lang, name, took.Seconds()))
+				took1, nb1 := execute(t, jupyter, repo, lang, name, runDir, filepath.Join(outRoot, "first-run", lang), limit)
+				checkOutputs(t, nb1, lang, name, len(res.Bench) > 0)
+				first := runSummary(t, name, runDir)
+				took2, nb := execute(t, jupyter, repo, lang, name, runDir, filepath.Join(outRoot, lang), limit)
+				timings = append(timings, fmt.Sprintf("%s/%s %.1fs + %.1fs", lang, name, took1.Seconds(), took2.Seconds()))
 				checkOutputs(t, nb, lang, name, len(res.Bench) > 0)
+				sameOutputs(t, nb1, nb, lang+"/"+name)
 				checkFiles(t, name, runDir)
+				if again := runSummary(t, name, runDir); again != first {
+					t.Errorf("%s/%s: the second Run All left %q, the first %q", lang, name, again, first)
+				}
+				if lang == "bn" {
+					checkNoEnglish(t, nb, name)
+				}
 				if !t.Failed() {
 					markExecuted(outRoot, lang+"/"+name)
 				}
@@ -423,7 +437,7 @@ func execute(t *testing.T, jupyter, repo, lang, name, runDir, outDir string, lim
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, jupyter, "nbconvert", "--to", "notebook", "--execute",
+	cmd := exec.CommandContext(ctx, jupyter, "nbconvert", "--config", strictConfig(t), "--to", "notebook", "--execute",
 		"--ExecutePreprocessor.kernel_name=gonb",
 		fmt.Sprintf("--ExecutePreprocessor.timeout=%d", int(limit.Seconds())),
 		"--output-dir", outDir, "--output", name, in)
@@ -438,6 +452,92 @@ func execute(t *testing.T, jupyter, repo, lang, name, runDir, outDir string, lim
 		t.Fatalf("nbconvert %s/%s: %v after %v\n%s", lang, name, err, took.Round(time.Second), tail(log.String(), 4000))
 	}
 	return took, readNotebook(t, filepath.Join(outDir, name+".ipynb"))
+}
+
+// strictConfig is the nbconvert configuration that fails the execution at a
+// cell whose program fails (GoNB reports that only as a stderr stream).
+func strictConfig(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("strict.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// digitsRE matches a run of digits, Latin or Bangla, with decimal points.
+var digitsRE = regexp.MustCompile(`[0-9০-৯]+(?:[.,][0-9০-৯]+)*`)
+
+// outputShape is what a run of a cell showed, with its numbers masked
+// (times and throughput differ between runs; the structure, the words and
+// the files named must not): one line per output, consecutive stream
+// chunks joined (GoNB splits them where the pipe happened to).
+func outputShape(c cell) []string {
+	var lines []string
+	lastStream := ""
+	for _, o := range c.Outputs {
+		if o.Type == "stream" {
+			txt := digitsRE.ReplaceAllString(string(o.Text), "0")
+			if lastStream == o.Name && len(lines) > 0 {
+				lines[len(lines)-1] += txt
+			} else {
+				lines = append(lines, "stream "+o.Name+": "+txt)
+			}
+			lastStream = o.Name
+			continue
+		}
+		lastStream = ""
+		var mimes []string
+		for m := range o.Data {
+			mimes = append(mimes, m)
+		}
+		slices.Sort(mimes)
+		var plain string
+		if raw, ok := o.Data["text/plain"]; ok {
+			var tx text
+			if json.Unmarshal(raw, &tx) == nil {
+				plain = digitsRE.ReplaceAllString(string(tx), "0")
+			}
+		}
+		lines = append(lines, o.Type+" "+strings.Join(mimes, ",")+": "+plain)
+	}
+	return lines
+}
+
+// sameOutputs checks that a second run of a notebook showed what the first
+// did, cell by cell.
+func sameOutputs(t *testing.T, a, b notebook, where string) {
+	t.Helper()
+	ca, cb := codeCells(a), codeCells(b)
+	if len(ca) != len(cb) {
+		t.Fatalf("%s: %d code cells, then %d", where, len(ca), len(cb))
+	}
+	for i := range ca {
+		sa, sb := outputShape(ca[i]), outputShape(cb[i])
+		if !slices.Equal(sa, sb) {
+			t.Errorf("%s code cell %d (%s) showed other outputs the second time:\n--- first\n%s\n--- second\n%s",
+				where, i+1, firstLine(string(ca[i].Source)), strings.Join(sa, "\n"), strings.Join(sb, "\n"))
+		}
+	}
+}
+
+// runSummary is what a notebook's run left that a second run must leave
+// the same: for 03-train, its steps and final losses (a run appended to the
+// first would show more steps).
+func runSummary(t *testing.T, name, runDir string) string {
+	t.Helper()
+	if name != "03-train" {
+		return ""
+	}
+	ms, err := train.ReadMetricsFile(filepath.Join(runDir, name, train.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 {
+		return "no steps"
+	}
+	last := ms[len(ms)-1]
+	return fmt.Sprintf("%d records, last step %d, loss %.3f, validation loss %.3f", len(ms), last.Step, last.Loss, last.ValLoss)
 }
 
 func tail(s string, n int) string {

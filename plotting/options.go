@@ -30,6 +30,7 @@ type config struct {
 	grouped  bool
 	runLabel string
 	svg      bool
+	words    func(string) string
 	w, h     vg.Length
 	err      error
 }
@@ -64,6 +65,13 @@ func Lang(code string) Option {
 		}
 	}
 }
+
+// Words translates the data words a plot shows: legend entries (modes,
+// run labels), category tick labels and the step profile's op classes and
+// mode. nbui.PlotOptions passes nbui's message catalogue, so a Bangla
+// notebook's plots show "ফিউজড+bf16" where an English one shows
+// "fused+bf16". Without it, data words are drawn as given.
+func Words(translate func(string) string) Option { return func(c *config) { c.words = translate } }
 
 // BanglaDigits writes tick labels and values on bars with the Bengali digits
 // ০-৯ instead of 0-9.
