@@ -530,7 +530,7 @@ func TestSources(t *testing.T) {
 	d := testReport()
 	d.Kernels = append(d.Kernels, druto.Kernel{Name: "layernorm_forward", DType: "bf16", Attr: &gpu.FuncAttributes{Registers: 40}},
 		druto.Kernel{Name: "layernorm_backward", DType: "bf16", Attr: &gpu.FuncAttributes{Registers: 56}})
-	ft, err := FusesTable("bn", vs, "/r", &d)
+	ft, err := fusesTable("bn", vs, "/r", &d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +548,10 @@ func TestSources(t *testing.T) {
 	if h := ft.HTML(); !strings.Contains(h, `<a href="`) || !strings.Contains(h, "kernels/layernorm.cu") {
 		t.Errorf("FusesTable links no source:\n%s", h)
 	}
-	if _, err := FusesTable("en", append(vs, kernels.Variant{File: "new.cu", Kernel: "k"}), "/r", nil); err == nil || !strings.Contains(err.Error(), "new.cu") {
+	if ft, err := FusesTable("en", vs, ".."); err != nil || len(ft.Rows) != len(files) {
+		t.Errorf("FusesTable of this checkout: %v", err)
+	}
+	if _, err := fusesTable("en", append(vs, kernels.Variant{File: "new.cu", Kernel: "k"}), "/r", nil); err == nil || !strings.Contains(err.Error(), "new.cu") {
 		t.Errorf("a source without a description: %v", err)
 	}
 }

@@ -83,11 +83,29 @@ var fuses = map[string]string{
 // FusesTable lists the embedded kernel sources, one row per file: the file
 // (a link to it in repo, relative to the notebook's folder, so the comment
 // that explains each kernel is one click away), what its kernels fuse, how
-// many kernels it holds and, from a detect report of a GPU machine (nil:
-// none), the range of registers its kernels take per thread. A source file
-// without a description in the catalogue is an error, so that a new kernel
-// file cannot reach the notebook unexplained.
-func FusesTable(lang string, vs []kernels.Variant, repo string, r *druto.Report) (*Table, error) {
+// many kernels it holds and, from the first detect report committed in
+// repo/bench/results (a GPU machine's), the range of registers its
+// kernels take per thread. A source file without a description in the
+// catalogue is an error, so that a new kernel file cannot reach the
+// notebook unexplained.
+func FusesTable(lang string, vs []kernels.Variant, repo string) (*Table, error) {
+	res, err := FindResults(repo)
+	if err != nil {
+		return nil, err
+	}
+	var r *druto.Report
+	if len(res.Detect) > 0 {
+		d, err := ReadReport(res.Detect[0])
+		if err != nil {
+			return nil, err
+		}
+		r = &d
+	}
+	return fusesTable(lang, vs, repo, r)
+}
+
+// fusesTable is FusesTable with the detect report r (nil: none).
+func fusesTable(lang string, vs []kernels.Variant, repo string, r *druto.Report) (*Table, error) {
 	t := NewTable(lang, "source", "what it fuses", "kernels", "registers")
 	if r != nil {
 		t.WithCaption("The kernel sources: what each fuses, and the registers its kernels take on %s", DeviceName(lang, *r))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -661,4 +662,219 @@ func firstLine(s string) string {
 		s = s[:60] + "..."
 	}
 	return s
+}
+
+// verbRE matches a fmt verb in a catalogue format.
+var verbRE = regexp.MustCompile(`%(\[\d+\])?[-+# 0-9.]*(\[\d+\])?[a-zA-Z%]`)
+
+// catalogueEnglish returns the English words of nbui's catalogue that are
+// translated: the words of its English texts (3 letters or more) that no
+// Bangla text keeps (names such as AdamW, NVRTC or druto stay in both).
+func catalogueEnglish() map[string]bool {
+	kept := map[string]bool{}
+	words := map[string]bool{}
+	for _, en := range nbui.English() {
+		for _, w := range letters.FindAllString(verbRE.ReplaceAllString(nbui.Sprintf("bn", en), " "), -1) {
+			kept[strings.ToLower(w)] = true
+		}
+		for _, w := range letters.FindAllString(verbRE.ReplaceAllString(en, " "), -1) {
+			if len(w) >= 3 {
+				words[strings.ToLower(w)] = true
+			}
+		}
+	}
+	for w := range kept {
+		delete(words, w)
+	}
+	return words
+}
+
+var (
+	tagRE   = regexp.MustCompile(`<[^>]*>`)
+	tokenRE = regexp.MustCompile(`[A-Za-z0-9_./\-:@]+`)
+)
+
+// englishIn returns the catalogue's English words in s, text a reader sees
+// (tags stripped): a word made only of letters, not part of a name with
+// digits, dots, slashes or underscores (layernorm_forward, fp32, a path).
+func englishIn(s string, words map[string]bool) []string {
+	var found []string
+	for _, tok := range tokenRE.FindAllString(html.UnescapeString(tagRE.ReplaceAllString(s, " ")), -1) {
+		if letters.FindString(tok) == tok && words[strings.ToLower(tok)] && !slices.Contains(found, tok) {
+			found = append(found, tok)
+		}
+	}
+	return found
+}
+
+// checkNoEnglish fails when what a Bangla notebook displayed (tables, notes,
+// the progress display, figure titles) holds an English word of the
+// catalogue: every such string must come out in Bangla. Program output
+// printed to a stream (JSON, the model's samples) is not checked.
+func checkNoEnglish(t *testing.T, nb notebook, name string) {
+	t.Helper()
+	words := catalogueEnglish()
+	for i, c := range codeCells(nb) {
+		for _, o := range c.Outputs {
+			for _, mime := range []string{"text/html", "text/plain"} {
+				raw, ok := o.Data[mime]
+				if !ok {
+					continue
+				}
+				var tx text
+				if json.Unmarshal(raw, &tx) != nil {
+					continue
+				}
+				if en := englishIn(string(tx), words); len(en) > 0 {
+					t.Errorf("bn/%s code cell %d (%s) shows English %q from the catalogue:\n%s", name, i+1, firstLine(string(c.Source)), en, tail(string(tx), 600))
+				}
+			}
+		}
+	}
+}
+
+func TestCatalogueEnglish(t *testing.T) {
+	words := catalogueEnglish()
+	for _, w := range []string{"decomposed", "validation", "tokenizer"} {
+		if !words[w] {
+			t.Errorf("%q is not among the catalogue's English words", w)
+		}
+	}
+	for _, w := range []string{"adamw", "nvrtc", "druto"} {
+		if words[w] {
+			t.Errorf("%q is kept in Bangla too, so it must not count as English", w)
+		}
+	}
+	got := englishIn(`<td>ফিউজড+bf16</td><td>layernorm_forward</td><td>/tmp/a/validation.json</td><td>decomposed+fp32</td>`, words)
+	if !slices.Equal(got, []string{"decomposed"}) {
+		t.Errorf("englishIn = %q, want [decomposed]", got)
+	}
+}
+
+// setupCommand is the shell command of the notebooks' first cell, as GoNB
+// runs it (continued lines joined).
+func setupCommand(t *testing.T) string {
+	t.Helper()
+	src := string(codeCells(readNotebook(t, filepath.Join("en", names[0]+".ipynb")))[0].Source)
+	cmd, _, ok := strings.Cut(src, "\n%goworkfix")
+	if !ok || !strings.HasPrefix(cmd, "!*") {
+		t.Fatalf("the first cell is not a !* command followed by %%goworkfix:\n%s", src)
+	}
+	return strings.ReplaceAll(strings.TrimPrefix(cmd, "!*"), "\\\n", " ")
+}
+
+// TestSetupCellFindsDruto runs the first cell's command as GoNB would (in
+// the kernel's module folder) from three places: a notebook folder inside
+// the checkout, any folder with $DRUTO_REPO, and a folder outside any
+// checkout with no module proxy (a one-line message, no go.work).
+func TestSetupCellFindsDruto(t *testing.T) {
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := setupCommand(t)
+	elsewhere := t.TempDir()
+	for _, c := range []struct{ gonbDir, drutoRepo, want string }{
+		{filepath.Join(repo, "notebooks", "bn"), "", repo},
+		{filepath.Join(repo, "kernels"), "", repo}, // any depth inside the checkout
+		{elsewhere, repo, repo},
+		{elsewhere, "", ""},
+	} {
+		mod := t.TempDir()
+		if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module gonb_test\n\ngo 1.24\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sh := exec.Command("bash", "-c", cmd)
+		sh.Dir = mod
+		var env []string
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); k != nbui.RepoEnv && k != "GONB_DIR" && k != "GOPROXY" && k != "GOWORK" {
+				env = append(env, kv)
+			}
+		}
+		sh.Env = append(env, "GONB_DIR="+c.gonbDir, nbui.RepoEnv+"="+c.drutoRepo, "GOPROXY=off", "GOFLAGS=-mod=mod")
+		out, _ := sh.CombinedOutput()
+		work, werr := os.ReadFile(filepath.Join(mod, "go.work"))
+		switch {
+		case c.want == "" && (werr == nil || !strings.Contains(string(out), "DRUTO_REPO")):
+			t.Errorf("outside a checkout: go.work %q, output %q; want no go.work and a message naming DRUTO_REPO", work, out)
+		case c.want != "" && (werr != nil || !strings.Contains(string(work), c.want)):
+			t.Errorf("GONB_DIR=%s DRUTO_REPO=%q: go.work %q (%v), output %q; want it to use %s", c.gonbDir, c.drutoRepo, work, werr, out, c.want)
+		}
+	}
+}
+
+// TestFailingCellFailsExecution executes a notebook of one's own, outside
+// the checkout's notebook folders (found through $DRUTO_REPO, Bangla from
+// its metadata), whose third cell fails: nbconvert with strict.py must exit
+// non-zero, name the failure, and not run the cell after it.
+func TestFailingCellFailsExecution(t *testing.T) {
+	mode := os.Getenv(modeEnv)
+	if mode == "off" {
+		t.Skipf("%s=off", modeEnv)
+	}
+	jupyter, missing := tools()
+	if missing != "" {
+		if mode == "require" {
+			t.Fatalf("%s=require: %s", modeEnv, missing)
+		}
+		t.Skip(missing)
+	}
+	if testing.Short() && mode != "require" {
+		t.Skip("-short: not executing notebooks")
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := readNotebook(t, filepath.Join("en", names[0]+".ipynb"))
+	setup := codeCells(src)[:2]
+	type jcell struct {
+		Type     string         `json:"cell_type"`
+		Source   string         `json:"source"`
+		Metadata map[string]any `json:"metadata"`
+		Outputs  []any          `json:"outputs"`
+		Count    *int           `json:"execution_count"`
+	}
+	cells := []jcell{}
+	for _, s := range []string{string(setup[0].Source), string(setup[1].Source),
+		"%%\ncheck(fmt.Errorf(\"deliberate failure (%s): %s\", lang, nbui.Sprintf(lang, \"yes\")))",
+		"%%\nfmt.Println(\"not reached\")"} {
+		cells = append(cells, jcell{Type: "code", Source: s, Metadata: map[string]any{}, Outputs: []any{}})
+	}
+	nb := map[string]any{"nbformat": 4, "nbformat_minor": 5, "cells": cells, "metadata": map[string]any{
+		"kernelspec": map[string]string{"name": "gonb", "display_name": "Go (gonb)", "language": "go"},
+		"druto":      map[string]string{"lang": "bn"},
+	}}
+	b, err := json.Marshal(nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "mine") // not named bn: the language is the metadata's
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "lesson.ipynb")
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, jupyter, "nbconvert", "--config", strictConfig(t), "--to", "notebook", "--execute",
+		"--ExecutePreprocessor.kernel_name=gonb", "--ExecutePreprocessor.timeout=600", "--output-dir", dir, "--output", "out", in)
+	cmd.Dir = dir
+	cmd.Env = kernelEnv(t, repo, t.TempDir())
+	out, err := cmd.CombinedOutput()
+	log := string(out)
+	if err == nil {
+		t.Fatalf("nbconvert exited 0 on a notebook whose cell failed:\n%s", tail(log, 3000))
+	}
+	for _, want := range []string{"CellFailed", "deliberate failure (bn): হ্যাঁ", "exit status 1"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("nbconvert's output lacks %q:\n%s", want, tail(log, 3000))
+		}
+	}
+	if strings.Contains(log, "not reached") {
+		t.Errorf("the cell after the failure ran:\n%s", tail(log, 3000))
+	}
 }
