@@ -184,4 +184,13 @@ var bangla = map[string]string{
 	"layer normalisation with the residual add before it, forward and backward":            "লেয়ার নর্মালাইজেশন, আগের রেসিডুয়াল যোগসহ, ফরওয়ার্ড ও ব্যাকওয়ার্ড",
 	"bias gradients beside cuBLAS's products in the linear layers":                         "লিনিয়ার লেয়ারে cuBLAS-এর গুণফলের পাশে বায়াসের গ্রেডিয়েন্ট",
 	"the step's scalars (learning rate, loss scale) on the GPU: no round trip to the host": "ধাপের স্কেলার (শেখার হার, লস স্কেল) জিপিইউতেই: হোস্টে আসা-যাওয়া নেই",
+
+	// Why training picks its precision (train.PolicyChoice.Format).
+	"bf16: the GPU (sm_%d%d) has bf16 tensor cores":                                                                                           "bf16: জিপিইউটিতে (sm_%d%d) bf16 টেনসর কোর আছে",
+	"fp16 with loss scaling: the GPU (sm_%d%d) has fp16 tensor cores and no bf16 ones":                                                        "লস স্কেলিংসহ fp16: জিপিইউটিতে (sm_%d%d) fp16 টেনসর কোর আছে, bf16-এর নেই",
+	"fp32: this CPU has no native bf16 dot products (AVX512_BF16), so bf16 would be widened to fp32 before every product, which costs time":   "fp32: এই সিপিইউতে bf16-এর নিজস্ব ডট প্রোডাক্ট (AVX512_BF16) নেই, তাই প্রতিটি গুণের আগে bf16-কে fp32-এ বাড়াতে হতো, তাতে সময় বেশি লাগে",
+	"fp32: the bf16 matmul could not be measured: %v":                                                                                         "fp32: bf16 ম্যাটমুলের সময় মাপা গেল না: %v",
+	"bf16: this CPU multiplies bf16 natively (%s), and a bf16 matmul took %.0f%% of an fp32 one's time here":                                  "bf16: এই সিপিইউ bf16 সরাসরি গুণ করে (%s), আর এখানে একটি bf16 ম্যাটমুলে fp32-এর %.0f%% সময় লাগল",
+	"fp32: this CPU multiplies bf16 natively (%s), but a bf16 matmul took %.0f%% of an fp32 one's time here, not enough to pay for the casts": "fp32: এই সিপিইউ bf16 সরাসরি গুণ করে (%s), কিন্তু এখানে একটি bf16 ম্যাটমুলে fp32-এর %.0f%% সময় লাগল, যা টাইপ বদলের খরচ পোষানোর জন্য যথেষ্ট নয়",
+	"%s": "%s",
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
 	"io"
 	"os"
 	"path/filepath"
@@ -637,3 +639,24 @@ func ExampleTable() {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func TestPolicyReason(t *testing.T) {
+	for _, c := range []train.PolicyChoice{
+		{Policy: amp.BF16, GPU: true, Major: 9},
+		{Policy: amp.FP16, GPU: true, Major: 7, Minor: 5},
+		{Policy: amp.FP32},
+		{Policy: amp.BF16, Native: true, ISA: "AVX512_BF16", BF16Share: 0.6},
+		{Policy: amp.FP32, Native: true, ISA: "AVX512_BF16", BF16Share: 0.95},
+		{Policy: amp.FP32, Native: true, ISA: "AVX512_BF16", Err: os.ErrNotExist},
+	} {
+		en, bn := PolicyReason("en", c), PolicyReason("bn", c)
+		if en != c.String() || bn == en || !hasBengaliText(bn) || !strings.HasPrefix(bn, c.Policy.String()) && !strings.Contains(bn, c.Policy.String()) {
+			t.Errorf("%+v: en %q, bn %q", c, en, bn)
+		}
+	}
+	f := useSink(t, true)
+	ShowPolicy("bn", cpu.New(device.Options{Fused: true}))
+	if len(f.shown) != 3 || !hasBengaliText(f.shown[1].text) {
+		t.Errorf("ShowPolicy showed %d outputs: %+v", len(f.shown), f.shown)
+	}
+}

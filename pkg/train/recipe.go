@@ -77,20 +77,6 @@ type Run struct {
 	Val    int        // validation tokens (0 when EvalEvery is 0)
 }
 
-// AutoPolicy is the precision that trains fastest on dev: bf16 on GPUs of
-// compute capability 8.0 and later, fp16 (with loss scaling) on older ones,
-// fp32 on the CPU, where 16-bit storage only adds conversions.
-func AutoPolicy(dev device.Device) amp.Policy {
-	c, ok := dev.(interface{ Capability() (major, minor int) })
-	switch {
-	case !ok:
-		return amp.FP32
-	case func() bool { major, _ := c.Capability(); return major >= 8 }():
-		return amp.BF16
-	}
-	return amp.FP16
-}
-
 // Tokens returns the training and validation tokens (the last 10%) of
 // path, or of CorpusBytes of the built-in corpus from seed when path is
 // "", under tok, caching them in cacheDir when it is not "" (see
