@@ -193,4 +193,8 @@ var bangla = map[string]string{
 	"bf16: this CPU multiplies bf16 natively (%s), and a bf16 matmul took %.0f%% of an fp32 one's time here":                                  "bf16: এই সিপিইউ bf16 সরাসরি গুণ করে (%s), আর এখানে একটি bf16 ম্যাটমুলে fp32-এর %.0f%% সময় লাগল",
 	"fp32: this CPU multiplies bf16 natively (%s), but a bf16 matmul took %.0f%% of an fp32 one's time here, not enough to pay for the casts": "fp32: এই সিপিইউ bf16 সরাসরি গুণ করে (%s), কিন্তু এখানে একটি bf16 ম্যাটমুলে fp32-এর %.0f%% সময় লাগল, যা টাইপ বদলের খরচ পোষানোর জন্য যথেষ্ট নয়",
 	"%s": "%s",
+
+	// Notebook 01's tables.
+	"rel. error %.1e": "আপেক্ষিক ত্রুটি %.1e",
+	"not built: %s":   "বিল্ড হয়নি: %s",
 }

@@ -470,15 +470,16 @@ func strictConfig(t *testing.T) string {
 var digitsRE = regexp.MustCompile(`[0-9০-৯]+(?:[.,][0-9০-৯]+)*`)
 
 // outputShape is what a run of a cell showed, with its numbers masked
-// (times and throughput differ between runs; the structure, the words and
-// the files named must not): one line per output, consecutive stream
+// and runs of spaces collapsed (times and throughput differ between runs,
+// and with them the columns' widths; the structure, the words and the
+// files named must not): one line per output, consecutive stream
 // chunks joined (GoNB splits them where the pipe happened to).
 func outputShape(c cell) []string {
 	var lines []string
 	lastStream := ""
 	for _, o := range c.Outputs {
 		if o.Type == "stream" {
-			txt := digitsRE.ReplaceAllString(string(o.Text), "0")
+			txt := spacesRE.ReplaceAllString(digitsRE.ReplaceAllString(string(o.Text), "0"), " ")
 			if lastStream == o.Name && len(lines) > 0 {
 				lines[len(lines)-1] += txt
 			} else {
@@ -497,7 +498,7 @@ func outputShape(c cell) []string {
 		if raw, ok := o.Data["text/plain"]; ok {
 			var tx text
 			if json.Unmarshal(raw, &tx) == nil {
-				plain = digitsRE.ReplaceAllString(string(tx), "0")
+				plain = spacesRE.ReplaceAllString(digitsRE.ReplaceAllString(string(tx), "0"), " ")
 			}
 		}
 		lines = append(lines, o.Type+" "+strings.Join(mimes, ",")+": "+plain)
@@ -667,41 +668,60 @@ func firstLine(s string) string {
 // verbRE matches a fmt verb in a catalogue format.
 var verbRE = regexp.MustCompile(`%(\[\d+\])?[-+# 0-9.]*(\[\d+\])?[a-zA-Z%]`)
 
-// catalogueEnglish returns the English words of nbui's catalogue that are
-// translated: the words of its English texts (3 letters or more) that no
-// Bangla text keeps (names such as AdamW, NVRTC or druto stay in both).
-func catalogueEnglish() map[string]bool {
+// catalogueEnglish returns what of nbui's catalogue must not appear in a
+// Bangla output: its one-word English texts (labels such as "decomposed",
+// "loss", "step"), and the literal fragments of two words or more of the
+// other texts (between their fmt verbs: an untranslated sentence or
+// header). Words a Bangla text keeps too (AdamW, NVRTC, druto) are left out.
+func catalogueEnglish() (words map[string]bool, fragments []string) {
 	kept := map[string]bool{}
-	words := map[string]bool{}
 	for _, en := range nbui.English() {
 		for _, w := range letters.FindAllString(verbRE.ReplaceAllString(nbui.Sprintf("bn", en), " "), -1) {
-			kept[strings.ToLower(w)] = true
+			kept[w] = true
 		}
-		for _, w := range letters.FindAllString(verbRE.ReplaceAllString(en, " "), -1) {
-			if len(w) >= 3 {
-				words[strings.ToLower(w)] = true
+	}
+	words = map[string]bool{}
+	for _, en := range nbui.English() {
+		if letters.FindString(en) == en && len(en) >= 3 {
+			if !kept[en] {
+				words[en] = true
+			}
+			continue
+		}
+		for _, f := range verbRE.Split(en, -1) {
+			f = strings.TrimSpace(f)
+			if len(letters.FindAllString(f, -1)) >= 2 && len(f) >= 8 && nbui.Sprintf("bn", en) != en {
+				fragments = append(fragments, f)
 			}
 		}
 	}
-	for w := range kept {
-		delete(words, w)
-	}
-	return words
+	return words, fragments
 }
 
 var (
-	tagRE   = regexp.MustCompile(`<[^>]*>`)
-	tokenRE = regexp.MustCompile(`[A-Za-z0-9_./\-:@]+`)
+	tagRE    = regexp.MustCompile(`<[^>]*>`)
+	quotedRE = regexp.MustCompile(`"[^"\n]*"`)
+	tokenRE  = regexp.MustCompile(`[A-Za-z0-9_./\-:@]+`)
+	spacesRE = regexp.MustCompile(`[ \t]+`)
 )
 
-// englishIn returns the catalogue's English words in s, text a reader sees
-// (tags stripped): a word made only of letters, not part of a name with
-// digits, dots, slashes or underscores (layernorm_forward, fp32, a path).
-func englishIn(s string, words map[string]bool) []string {
+// englishIn returns the catalogue's English in s, text a reader sees (tags
+// stripped; a quoted message of another program, such as a compiler's, is
+// shown as it is): a one-word label as a whole word, not part of a name
+// with digits, dots, slashes or underscores (layernorm_forward, fp32, a
+// path), or a fragment of a sentence.
+func englishIn(s string, words map[string]bool, fragments []string) []string {
+	s = quotedRE.ReplaceAllString(html.UnescapeString(tagRE.ReplaceAllString(s, " ")), `""`)
 	var found []string
-	for _, tok := range tokenRE.FindAllString(html.UnescapeString(tagRE.ReplaceAllString(s, " ")), -1) {
-		if letters.FindString(tok) == tok && words[strings.ToLower(tok)] && !slices.Contains(found, tok) {
+	for _, tok := range tokenRE.FindAllString(s, -1) {
+		if letters.FindString(tok) == tok && words[tok] && !slices.Contains(found, tok) {
 			found = append(found, tok)
+		}
+	}
+	flat := spacesRE.ReplaceAllString(s, " ")
+	for _, f := range fragments {
+		if strings.Contains(flat, f) && !slices.Contains(found, f) {
+			found = append(found, f)
 		}
 	}
 	return found
@@ -713,7 +733,7 @@ func englishIn(s string, words map[string]bool) []string {
 // printed to a stream (JSON, the model's samples) is not checked.
 func checkNoEnglish(t *testing.T, nb notebook, name string) {
 	t.Helper()
-	words := catalogueEnglish()
+	words, fragments := catalogueEnglish()
 	for i, c := range codeCells(nb) {
 		for _, o := range c.Outputs {
 			for _, mime := range []string{"text/html", "text/plain"} {
@@ -725,7 +745,7 @@ func checkNoEnglish(t *testing.T, nb notebook, name string) {
 				if json.Unmarshal(raw, &tx) != nil {
 					continue
 				}
-				if en := englishIn(string(tx), words); len(en) > 0 {
+				if en := englishIn(string(tx), words, fragments); len(en) > 0 {
 					t.Errorf("bn/%s code cell %d (%s) shows English %q from the catalogue:\n%s", name, i+1, firstLine(string(c.Source)), en, tail(string(tx), 600))
 				}
 			}
@@ -734,20 +754,24 @@ func checkNoEnglish(t *testing.T, nb notebook, name string) {
 }
 
 func TestCatalogueEnglish(t *testing.T) {
-	words := catalogueEnglish()
-	for _, w := range []string{"decomposed", "validation", "tokenizer"} {
+	words, fragments := catalogueEnglish()
+	for _, w := range []string{"decomposed", "fused", "baseline"} {
 		if !words[w] {
 			t.Errorf("%q is not among the catalogue's English words", w)
 		}
 	}
-	for _, w := range []string{"adamw", "nvrtc", "druto"} {
+	for _, w := range []string{"AdamW", "NVRTC", "druto"} {
 		if words[w] {
 			t.Errorf("%q is kept in Bangla too, so it must not count as English", w)
 		}
 	}
-	got := englishIn(`<td>ফিউজড+bf16</td><td>layernorm_forward</td><td>/tmp/a/validation.json</td><td>decomposed+fp32</td>`, words)
-	if !slices.Equal(got, []string{"decomposed"}) {
-		t.Errorf("englishIn = %q, want [decomposed]", got)
+	if !slices.Contains(fragments, "within the fp32 tolerance") {
+		t.Errorf("fragments lack a sentence of the catalogue: %q", fragments[:min(5, len(fragments))])
+	}
+	got := englishIn(`<td>ফিউজড+bf16</td><td>layernorm_forward</td><td>/tmp/a/baseline.json</td><td>decomposed+fp32</td>`+
+		`<p>within the   fp32 tolerance</p><td>"fused attention"</td>`, words, fragments)
+	if !slices.Equal(got, []string{"decomposed", "within the fp32 tolerance"}) {
+		t.Errorf("englishIn = %q, want [decomposed, within the fp32 tolerance]", got)
 	}
 }
 
