@@ -165,6 +165,12 @@ func (f *figure) finish() (*plot.Plot, error) {
 		return nil, err
 	}
 	ApplyTextHandler(p, h)
+	// Bangla takes the shaped text's real extents: the title's box reaches
+	// up to its ink, and legend rows, which gonum spaces by the ascent
+	// alone, are padded by the descent (below-base forms such as ু and ্র
+	// reach into the next row otherwise).
+	p.Title.TextStyle.Handler = titleHandler{h}
+	p.Legend.Padding = max(p.Legend.Padding, h.Extents(p.Legend.TextStyle.Font).Descent)
 	for _, l := range f.labels {
 		for i := range l.TextStyle {
 			l.TextStyle[i].Handler = h
