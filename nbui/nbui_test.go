@@ -660,3 +660,14 @@ func TestPolicyReason(t *testing.T) {
 		t.Errorf("ShowPolicy showed %d outputs: %+v", len(f.shown), f.shown)
 	}
 }
+
+func TestCompileError(t *testing.T) {
+	err := fmt.Errorf("cuda: nvrtc compile of flash_attention.cu for sm_75 failed: NVRTC_ERROR_COMPILATION (6)\n" +
+		`flash_common.cuh(12): catastrophic error: #error directive: "bf16 flash attention needs sm_80"` + "\n\n1 catastrophic error detected")
+	if got := compileError("bn", err); got != `বিল্ড হয়নি: "bf16 flash attention needs sm_80"` {
+		t.Errorf("compileError(bn) = %q", got)
+	}
+	if got := compileError("en", fmt.Errorf("cuda: no NVRTC\nmore")); got != `not built: "cuda: no NVRTC"` {
+		t.Errorf("compileError(en) = %q", got)
+	}
+}
