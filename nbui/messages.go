@@ -11,7 +11,7 @@ var bangla = map[string]string{
 	"%s, %s (git %s)":                           "%s, %s (git %s)",
 	"%s: %s, %s":                                "%s: %s, %s",
 	"AMP policy %s":                             "AMP নীতি: %s",
-	"Asking for the GPU explicitly: %v":         "সরাসরি জিপিইউ চাইলে: %v",
+	"Asking for the GPU explicitly: %s":         "সরাসরি জিপিইউ চাইলে: %s",
 	"CUDA devices":                              "CUDA ডিভাইস",
 	"Detect reports committed in bench/results": "bench/results-এ জমা রাখা ডিটেক্ট রিপোর্ট",
 	"Device: %s. Precision: %s.":                "ডিভাইস: %s। প্রিসিশন: %s।",
@@ -197,4 +197,15 @@ var bangla = map[string]string{
 	// Notebook 01's tables.
 	"rel. error %.1e": "আপেক্ষিক ত্রুটি %.1e",
 	"not built: %s":   "বিল্ড হয়নি: %s",
+
+	// How druto chose the backend (Reason: druto.Report.Reason, druto.Open's error).
+	"no GPU support in this build (built with CGO_ENABLED=0); using the CPU":                                        "এই বিল্ডে জিপিইউ সমর্থন নেই (CGO_ENABLED=0 দিয়ে বিল্ড করা); সিপিইউ ব্যবহার হচ্ছে",
+	"no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU":                                        "CUDA ড্রাইভার নেই (libcuda.so.1 পাওয়া যায়নি বা লোড হয় না); সিপিইউ ব্যবহার হচ্ছে",
+	"CUDA driver %s found but no CUDA device; using the CPU":                                                        "CUDA ড্রাইভার %s পাওয়া গেছে, কিন্তু কোনো CUDA ডিভাইস নেই; সিপিইউ ব্যবহার হচ্ছে",
+	"%s found but the GPU device could not be made (see errors); using the CPU":                                     "%s পাওয়া গেছে, কিন্তু জিপিইউ ডিভাইসটি তৈরি করা গেল না (errors দেখুন); সিপিইউ ব্যবহার হচ্ছে",
+	"%s found but a training step on it does not match the CPU reference under %s (see step_checks); using the CPU": "%s পাওয়া গেছে, কিন্তু %s-এ তার প্রশিক্ষণ ধাপ সিপিইউ রেফারেন্সের সঙ্গে মেলে না (step_checks দেখুন); সিপিইউ ব্যবহার হচ্ছে",
+	"%s found but not every kernel built and passed its self-test (see kernels); using the CPU":                     "%s পাওয়া গেছে, কিন্তু সব কার্নেল বিল্ড হয়ে সেলফ-টেস্ট পাস করেনি (kernels দেখুন); সিপিইউ ব্যবহার হচ্ছে",
+	"%s (sm_%s) is usable: every kernel built and the self-tests pass":                                              "%s (sm_%s) ব্যবহারযোগ্য: সব কার্নেল বিল্ড হয়েছে আর সেলফ-টেস্ট পাস করেছে",
+	"the cpu backend was asked for":                                                                                 "সিপিইউ ব্যাকএন্ড চাওয়া হয়েছে",
+	"druto: no usable GPU: %s":                                                                                      "druto: ব্যবহারযোগ্য জিপিইউ নেই: %s",
 }

@@ -671,3 +671,37 @@ func TestCompileError(t *testing.T) {
 		t.Errorf("compileError(en) = %q", got)
 	}
 }
+
+func TestReason(t *testing.T) {
+	for in, want := range map[string]string{
+		"CUDA driver 12.2 found but no CUDA device; using the CPU":                                     "CUDA ড্রাইভার 12.2 পাওয়া গেছে, কিন্তু কোনো CUDA ডিভাইস নেই; সিপিইউ ব্যবহার হচ্ছে",
+		"druto: no usable GPU: no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU": "druto: ব্যবহারযোগ্য জিপিইউ নেই: CUDA ড্রাইভার নেই (libcuda.so.1 পাওয়া যায়নি বা লোড হয় না); সিপিইউ ব্যবহার হচ্ছে",
+		"NVIDIA H200 (sm_90) is usable: every kernel built and the self-tests pass":                    "NVIDIA H200 (sm_90) ব্যবহারযোগ্য: সব কার্নেল বিল্ড হয়েছে আর সেলফ-টেস্ট পাস করেছে",
+		"something else": "something else",
+	} {
+		if got := Reason("bn", in); got != want {
+			t.Errorf("Reason(bn, %q) = %q, want %q", in, got, want)
+		}
+		if got := Reason("en", in); got != in {
+			t.Errorf("Reason(en, %q) = %q", in, got)
+		}
+	}
+	// Every reason druto.go writes is one of Reason's formats.
+	src, err := os.ReadFile("../druto.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	concat := regexp.MustCompile(`" \+ [^"]+ \+ "`)
+	n := 0
+	for _, m := range regexp.MustCompile(`r\.Reason = (?:fmt\.Sprintf\()?("[^\n]*")`).FindAllSubmatch(src, -1) {
+		n++
+		line := concat.ReplaceAllString(string(m[1]), "%s") // "CUDA driver " + r.Driver.CUDA + " found ..."
+		f := strings.ReplaceAll(line[1:strings.LastIndex(line, `"`)], "%d%d", "%s")
+		if !slices.Contains(reasons, f) {
+			t.Errorf("druto.go's reason %q is not in nbui's reasons", f)
+		}
+	}
+	if n < 6 {
+		t.Errorf("found %d reasons in druto.go; the pattern no longer matches", n)
+	}
+}

@@ -128,3 +128,52 @@ func PlotOptions(lang string) []plotting.Option {
 	return []plotting.Option{plotting.Lang(lang), plotting.BanglaDigits(lang == "bn"),
 		plotting.Words(func(s string) string { return Word(lang, s) })}
 }
+
+// reasons are the sentences druto.Detect and druto.Open give as a report's
+// Reason or an error (druto.go), as formats: Reason finds the one a
+// sentence was made from and writes it in the notebook's language.
+var reasons = []string{
+	"no GPU support in this build (built with CGO_ENABLED=0); using the CPU",
+	"no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU",
+	"CUDA driver %s found but no CUDA device; using the CPU",
+	"%s found but the GPU device could not be made (see errors); using the CPU",
+	"%s found but a training step on it does not match the CPU reference under %s (see step_checks); using the CPU",
+	"%s found but not every kernel built and passed its self-test (see kernels); using the CPU",
+	"%s (sm_%s) is usable: every kernel built and the self-tests pass",
+	"the cpu backend was asked for",
+	"druto: no usable GPU: %s",
+}
+
+// reasonREs are reasons as regular expressions, each %s a group.
+var reasonREs = func() []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, f := range reasons {
+		parts := strings.Split(f, "%s")
+		for i, p := range parts {
+			parts[i] = regexp.QuoteMeta(p)
+		}
+		out = append(out, regexp.MustCompile("^"+strings.Join(parts, "(.+?)")+"$"))
+	}
+	return out
+}()
+
+// Reason writes a sentence of druto's detection (a Report's Reason, Open's
+// error) in lang; the parts it fills in (a GPU's name, a version, a nested
+// reason) are translated in turn. A sentence of another form stays as it is.
+func Reason(lang, s string) string {
+	if lang != "bn" {
+		return s
+	}
+	for i, re := range reasonREs {
+		m := re.FindStringSubmatch(s)
+		if m == nil {
+			continue
+		}
+		args := make([]any, len(m)-1)
+		for j, a := range m[1:] {
+			args[j] = Reason(lang, a)
+		}
+		return Sprintf(lang, reasons[i], args...)
+	}
+	return s
+}
