@@ -731,11 +731,32 @@ func englishIn(s string, words map[string]bool, fragments []string) []string {
 	}
 	flat := spacesRE.ReplaceAllString(s, " ")
 	for _, f := range fragments {
-		if strings.Contains(flat, f) && !slices.Contains(found, f) {
+		if containsWords(flat, f) && !slices.Contains(found, f) {
 			found = append(found, f)
 		}
 	}
 	return found
+}
+
+// containsWords reports whether f occurs in s on its own, not inside a
+// name or a path (speed-up.svg, /runs/speed-up/).
+func containsWords(s, f string) bool {
+	inName := func(r byte) bool {
+		return r < 0x80 && (r == '_' || r == '.' || r == '/' || r == '-' || r == '@' || letters.MatchString(string(r)) || r >= '0' && r <= '9')
+	}
+	for i := 0; ; {
+		j := strings.Index(s[i:], f)
+		if j < 0 {
+			return false
+		}
+		a, b := i+j, i+j+len(f)
+		// A full stop ends a sentence unless a name goes on after it (.svg).
+		end := b == len(s) || !inName(s[b]) || s[b] == '.' && (b+1 == len(s) || !inName(s[b+1]))
+		if (a == 0 || !inName(s[a-1])) && end {
+			return true
+		}
+		i = a + 1
+	}
 }
 
 // checkNoEnglish fails when what a Bangla notebook displayed (tables, notes,
@@ -791,9 +812,9 @@ func TestCatalogueEnglish(t *testing.T) {
 		t.Errorf("fragments lack a sentence of the catalogue: %q", fragments[:min(5, len(fragments))])
 	}
 	got := englishIn(`<td>ফিউজড+bf16</td><td>layernorm_forward</td><td>/tmp/a/baseline.json</td><td>decomposed+fp32</td>`+
-		`<p>within the   fp32 tolerance</p><td>"fused attention"</td>`, words, fragments)
-	if !slices.Equal(got, []string{"decomposed", "within the fp32 tolerance"}) {
-		t.Errorf("englishIn = %q, want [decomposed, within the fp32 tolerance]", got)
+		`<p>within the   fp32 tolerance</p><td>"fused attention"</td><p>/tmp/runs/speed-up.svg, a speed-up.</p>`, words, fragments)
+	if !slices.Equal(got, []string{"decomposed", "within the fp32 tolerance", "speed-up"}) {
+		t.Errorf("englishIn = %q, want [decomposed, within the fp32 tolerance, speed-up]", got)
 	}
 }
 
