@@ -688,7 +688,7 @@ func unshapedControl(t *testing.T, ctx context.Context, metrics, dir string) {
 	}
 	unshaped := plottext.Plain{Fonts: font.NewCache(coll)}
 	for _, shaped := range []bool{true, false} {
-		p, err := plotting.LossCurves([]plotting.Run{run1}, plotting.Lang("bn"), plotting.BanglaDigits(true))
+		p, err := plotting.LossCurves([]plotting.Run{run1}, nbui.PlotOptions("bn")...) // as notebook 03 draws it
 		if err != nil {
 			t.Fatal(err)
 		}
