@@ -362,7 +362,7 @@ func TestReportTables(t *testing.T) {
 		}
 	}
 	libs := LibraryTable("bn", r)
-	if len(libs.Rows) != 2 || libs.Rows[0][1] != "হ্যাঁ" || libs.Rows[1][3] != "not loaded" {
+	if len(libs.Rows) != 2 || libs.Rows[0][1] != "হ্যাঁ" || libs.Rows[1][3] != `"not loaded"` {
 		t.Errorf("libraries: %q", libs.Rows)
 	}
 	dev := DeviceTable("en", r)

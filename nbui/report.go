@@ -62,8 +62,8 @@ func LibraryTable(lang string, r druto.Report) *Table {
 	t := NewTable(lang, "library", "found", "version", "file or reason").WithCaption("Native libraries (loaded at run time)")
 	for _, l := range r.Libraries {
 		where := l.Path
-		if !l.Found {
-			where = l.Error
+		if !l.Found && l.Error != "" { // the loader's own message, quoted as it is
+			where = strconv.Quote(l.Error)
 		}
 		t.Add(l.Name, yesNo(lang, l.Found), l.Version, where)
 	}
