@@ -76,7 +76,11 @@ type Report struct {
 	Host       Host   `json:"host"`
 	// CPU says which path the CPU backend runs: its GEMM library, the
 	// instruction set of its elementwise kernels and its threads.
-	CPU       string        `json:"cpu"`
+	CPU string `json:"cpu"`
+	// Precision is the precision training picks on the backend
+	// (train.ChoosePolicy) and why: on a CPU, bf16 only where it has native
+	// bf16 dot products (AVX512_BF16) and a bf16 matmul measured faster.
+	Precision string        `json:"precision,omitempty"`
 	Driver    *Driver       `json:"driver,omitempty"`
 	Libraries []gpu.LibInfo `json:"libraries,omitempty"`
 	Devices   []Device      `json:"devices,omitempty"`
@@ -200,6 +204,11 @@ func detect(ctx context.Context, o Options, keep, fresh bool) (Report, *gpu.Devi
 	default:
 		r.Backend = BackendGPU
 		r.Reason = fmt.Sprintf("%s (sm_%d%d) is usable: every kernel built and the self-tests pass", r.Devices[0].Name, r.Devices[0].Major, r.Devices[0].Minor)
+	}
+	if r.Backend == BackendGPU && dev != nil {
+		_, r.Precision = train.ChoosePolicy(dev)
+	} else {
+		_, r.Precision = train.ChoosePolicy(cpu.New(device.Options{Fused: true, Threads: o.Threads}))
 	}
 	r.Millis = ms(time.Since(start))
 	if dev != nil && (!keep || !r.GPUUsable) {

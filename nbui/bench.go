@@ -5,6 +5,8 @@ import (
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/train"
 )
 
 // BenchTable lists a benchmark report's records: configuration, batch
@@ -19,7 +21,7 @@ func BenchTable(lang string, rep *bench.Report) *Table {
 		if b, ok := baseline(rep, r.Config); ok && r.Batch == b.Batch && r.Seq == b.Seq && r.StepMs > 0 {
 			up = fmt.Sprintf("%.2f×", b.StepMs/r.StepMs)
 		}
-		mode := r.Mode
+		mode := Word(lang, r.Mode)
 		if r.Baseline {
 			mode += " (" + Sprintf(lang, "baseline") + ")"
 		}
@@ -57,7 +59,23 @@ func short(rev string) string {
 func PolicyTable(lang string, p amp.Policy) *Table {
 	t := NewTable(lang, "op", "computes in", "stores in").WithCaption("AMP policy %s", p)
 	for _, o := range p.Ops() {
-		t.Add(o.Op, o.Compute, o.Store)
+		t.Add(Word(lang, o.Op), Word(lang, o.Compute), Word(lang, o.Store))
 	}
 	return t
+}
+
+// PolicyReason is why training picks its precision on a device
+// (train.Choose), in lang.
+func PolicyReason(lang string, c train.PolicyChoice) string {
+	f, args := c.Format()
+	return Sprintf(lang, f, args...)
+}
+
+// ShowPolicy shows the device, the precision training picks on it
+// (train.AutoPolicy) and why, and what each op computes and stores in.
+func ShowPolicy(lang string, dev device.Device) {
+	c := train.Choose(dev)
+	Note(lang, "Device: %s. Precision: %s.", dev.Name(), c.Policy)
+	Note(lang, "%s", PolicyReason(lang, c))
+	PolicyTable(lang, c.Policy).Show()
 }

@@ -3,6 +3,8 @@ package nbui
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/druto/druto"
@@ -43,12 +45,24 @@ func CompileTable(lang string, archs ...string) (*Table, error) {
 		WithCaption("NVRTC %s, compiling for GPUs that are not here", nv)
 	for _, c := range cs {
 		if c.Err != nil {
-			t.Add(c.File, c.DType, c.Arch, "-", c.Err.Error())
+			t.Add(c.File, c.DType, c.Arch, "-", compileError(lang, c.Err))
 			continue
 		}
 		t.Add(c.File, c.DType, c.Arch, fmt.Sprintf("%.1f", c.Time.Seconds()*1000), c.Bytes)
 	}
 	return t, nil
+}
+
+// compileError is a failed compile in a table cell: the message of the
+// source's #error directive (a kernel that needs a newer GPU says so), as
+// quoted text, else the error's first line.
+func compileError(lang string, err error) string {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, "#error directive: "); ok {
+		msg, _, _ = strings.Cut(after, "\n")
+		return Sprintf(lang, "not built: %s", msg)
+	}
+	return Sprintf(lang, "not built: %s", strconv.Quote(firstLine(msg)))
 }
 
 // FormsTable runs one forward and backward of the preset at B×T on the CPU
@@ -97,7 +111,7 @@ func FormsTable(lang, preset string, B, T int) (*Table, error) {
 		if ref == nil {
 			ref = g
 		} else {
-			form, verdict = "decomposed", fmt.Sprintf("rel. error %.1e", tensor.RelErr(g, ref))
+			form, verdict = "decomposed", Sprintf(lang, "rel. error %.1e", tensor.RelErr(g, ref))
 			if err := tensor.CloseF32(g, ref, tensor.F32, 1); err != nil {
 				verdict += ": " + err.Error()
 			} else {

@@ -1,20 +1,26 @@
 package nbui
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 )
 
 // Environment variables the helpers read.
 const (
-	// LangEnv overrides the language Lang derives from the notebook's folder.
+	// LangEnv overrides the language Lang derives from the notebook.
 	LangEnv = "DRUTO_LANG"
 	// RepoEnv names the druto checkout (the notebook tests set it).
 	RepoEnv = "DRUTO_REPO"
 	// OutEnv names the folder RunDir puts runs in (the notebook tests point it
 	// at a temporary folder so that a test run leaves the checkout clean).
 	OutEnv = "DRUTO_OUT"
+	// sessionEnv is the notebook's path, which Jupyter Server (JupyterLab,
+	// Notebook 7) gives the kernels it starts.
+	sessionEnv = "JPY_SESSION_NAME"
 )
 
 // notebookDir is the folder the notebook runs in: GoNB's GONB_DIR, else the
@@ -30,27 +36,93 @@ func notebookDir() string {
 	return d
 }
 
-// Lang returns the notebook's language, "en" or "bn": $DRUTO_LANG when set to
-// one of them, else "bn" when the notebook's folder is named bn, else "en".
+// Lang returns the notebook's language, "en" or "bn", from the first of:
+//   - $DRUTO_LANG, when it is en or bn;
+//   - the notebook itself, when the kernel knows which it is ($JPY_SESSION_NAME),
+//     else every notebook in its folder, when they agree: its metadata
+//     ("druto": {"lang": "bn"}) or its name (lesson.bn.ipynb, lesson-bn.ipynb,
+//     lesson_bn.ipynb);
+//   - the folder's name (notebooks/bn);
+//   - "en".
 func Lang() string {
 	switch l := os.Getenv(LangEnv); l {
 	case "en", "bn":
 		return l
 	}
-	if filepath.Base(notebookDir()) == "bn" {
+	dir := notebookDir()
+	var files []string
+	if s := os.Getenv(sessionEnv); strings.HasSuffix(s, ".ipynb") {
+		if !filepath.IsAbs(s) {
+			s = filepath.Join(dir, filepath.Base(s))
+		}
+		files = []string{s}
+	} else {
+		files, _ = filepath.Glob(filepath.Join(dir, "*.ipynb"))
+	}
+	lang := ""
+	for _, f := range files {
+		l := notebookLang(f)
+		if l == "" || lang != "" && l != lang {
+			lang = ""
+			break
+		}
+		lang = l
+	}
+	if lang != "" {
+		return lang
+	}
+	if filepath.Base(dir) == "bn" {
 		return "bn"
 	}
 	return "en"
 }
 
+// notebookLang is the language a notebook file declares in its metadata
+// or its name, "" when it declares none.
+func notebookLang(path string) string {
+	var nb struct {
+		Metadata struct {
+			Druto struct {
+				Lang string `json:"lang"`
+			} `json:"druto"`
+		} `json:"metadata"`
+	}
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &nb) == nil {
+		switch l := nb.Metadata.Druto.Lang; l {
+		case "en", "bn":
+			return l
+		}
+	}
+	name := strings.TrimSuffix(filepath.Base(path), ".ipynb")
+	for _, l := range []string{"bn", "en"} {
+		for _, sep := range []string{".", "-", "_"} {
+			if strings.HasSuffix(name, sep+l) {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
 // Repo returns the druto checkout the notebook uses: $DRUTO_REPO when set,
-// else the folder two levels above the notebook's (notebooks/en/.. /..).
-// The first cell of every notebook points Go's workspace at the same folder.
+// else the folder this package was built from (the copy of druto that the
+// notebook's go.work points at: a checkout or Go's module cache), else the
+// folder two levels above the notebook's (notebooks/en/../..).
 func Repo() string {
 	if r := os.Getenv(RepoEnv); r != "" {
 		return filepath.Clean(r)
 	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		if root := filepath.Dir(filepath.Dir(file)); fileExists(filepath.Join(root, "go.mod")) {
+			return root
+		}
+	}
 	return filepath.Clean(filepath.Join(notebookDir(), "..", ".."))
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // RunDir returns the folder for a notebook's run called name, creating it:

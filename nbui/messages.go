@@ -11,7 +11,7 @@ var bangla = map[string]string{
 	"%s, %s (git %s)":                           "%s, %s (git %s)",
 	"%s: %s, %s":                                "%s: %s, %s",
 	"AMP policy %s":                             "AMP নীতি: %s",
-	"Asking for the GPU explicitly: %v":         "সরাসরি জিপিইউ চাইলে: %v",
+	"Asking for the GPU explicitly: %s":         "সরাসরি জিপিইউ চাইলে: %s",
 	"CUDA devices":                              "CUDA ডিভাইস",
 	"Detect reports committed in bench/results": "bench/results-এ জমা রাখা ডিটেক্ট রিপোর্ট",
 	"Device: %s. Precision: %s.":                "ডিভাইস: %s। প্রিসিশন: %s।",
@@ -167,4 +167,76 @@ var bangla = map[string]string{
 	"tokens per character, Bangla":  "অক্ষরপ্রতি টোকেন, বাংলা",
 	// Generation (notebook 03).
 	"Here: %d new tokens from the trained checkpoint, the first after %.1f ms, then %.0f tokens/s over the key/value cache.": "এখানে: প্রশিক্ষিত চেকপয়েন্ট থেকে %dটি নতুন টোকেন, প্রথমটি %.1f মি.সে. পরে, তারপর কী/ভ্যালু ক্যাশ দিয়ে সেকেন্ডে %.0fটি টোকেন।",
+
+	// Data words: the step profile's op classes, the precision policy's ops
+	// and what they compute and store in (Word; %s stands for a dtype).
+	"attention":                          "অ্যাটেনশন",
+	"cast and copies":                    "কাস্ট ও কপি",
+	"classifier + loss":                  "ক্লাসিফায়ার + ক্ষতি",
+	"encoder":                            "এনকোডার",
+	"gelu/bias":                          "GELU/বায়াস",
+	"layernorm":                          "লেয়ারনর্ম",
+	"matmul":                             "ম্যাটমুল",
+	"optimizer":                          "অপটিমাইজার",
+	"zero":                               "শূন্য করা",
+	"gaps between ops":                   "অপারেশনের মাঝের ফাঁক",
+	"encoder (wte+wpe)":                  "এনকোডার (wte+wpe)",
+	"residual add":                       "রেসিডুয়াল যোগ",
+	"matmul (+bias, +GELU)":              "ম্যাটমুল (+বায়াস, +GELU)",
+	"attention scores, att·v":            "অ্যাটেনশন স্কোর, att·v",
+	"attention softmax":                  "অ্যাটেনশন সফটম্যাক্স",
+	"softmax cross-entropy":              "সফটম্যাক্স ক্রস-এনট্রপি",
+	"parameter gradients":                "প্যারামিটারের গ্রেডিয়েন্ট",
+	"grad norm, unscale, inf check":      "গ্রেডিয়েন্ট নর্ম, আনস্কেল, inf যাচাই",
+	"%s statistics":                      "%s পরিসংখ্যান",
+	"%s (residual stream)":               "%s (রেসিডুয়াল স্ট্রিম)",
+	"%s inputs, %s accumulate":           "%s ইনপুট, %s-এ যোগফল",
+	"%s (probabilities saved)":           "%s (সম্ভাবনাগুলো রাখা হয়)",
+	"%s loss, %s dlogits":                "%s ক্ষতি, %s dlogits",
+	"%s master + m + v, %s working copy": "%s মাস্টার + m + v, %s কাজের কপি",
+
+	// The memory of a step, and how MFU's peak was found.
+	"parameters %s, gradients %s, optimizer %s, activations %s, total %s": "প্যারামিটার %s, গ্রেডিয়েন্ট %s, অপটিমাইজার %s, অ্যাক্টিভেশন %s, মোট %s",
+	"measured %s matmul %d^3 on this device":                              "এই ডিভাইসে মাপা %s ম্যাটমুল, %d^3",
+
+	// The kernel sources of notebook 01: what each file fuses.
+	"The kernel sources: what each fuses, and the registers its kernels take on %s":        "কার্নেলের সোর্স: কোনটি কী ফিউজ করে, আর %s-এ তার কার্নেলগুলো কতটি রেজিস্টার নেয়",
+	"The kernel sources and what each fuses":                                               "কার্নেলের সোর্স, আর কোনটি কী ফিউজ করে",
+	"what it fuses":                                                                        "কী ফিউজ করে",
+	"AdamW: the whole update of every parameter in one pass over a flat buffer":            "AdamW: প্রতিটি প্যারামিটারের পুরো আপডেট, একটি ফ্ল্যাট বাফারের ওপর এক পাসে",
+	"attention's causal softmax (the products are cuBLAS GEMMs)":                           "অ্যাটেনশনের কজাল সফটম্যাক্স (গুণফলগুলো cuBLAS-এর GEMM)",
+	"conversions between fp32, bf16 and fp16":                                              "fp32, bf16 আর fp16-এর মধ্যে রূপান্তর",
+	"softmax with cross-entropy and its gradient: the logits make one round trip":          "সফটম্যাক্স, ক্রস-এনট্রপি আর তার গ্রেডিয়েন্ট একসঙ্গে: লজিট মেমরি ঘুরে আসে একবারই",
+	"token and position embeddings added in one pass":                                      "টোকেন আর অবস্থানের এমবেডিং এক পাসে যোগ",
+	"causal attention without the T×T matrix (FlashAttention-2), on tensor cores":          "T×T ম্যাট্রিক্স ছাড়াই কজাল অ্যাটেনশন (FlashAttention-2), টেনসর কোরে",
+	"a second flash-attention forward and backward (sm_80 and later)":                      "ফ্ল্যাশ-অ্যাটেনশনের দ্বিতীয় ফরওয়ার্ড ও ব্যাকওয়ার্ড (sm_80 ও পরের জিপিইউ)",
+	"GELU with the bias add of the linear layers":                                          "লিনিয়ার লেয়ারের বায়াস যোগসহ GELU",
+	"the gradients' global norm with the inf/NaN check and the scaling":                    "গ্রেডিয়েন্টের সামগ্রিক নর্ম, inf/NaN যাচাই আর স্কেলিংসহ",
+	"layer normalisation with the residual add before it, forward and backward":            "লেয়ার নর্মালাইজেশন, আগের রেসিডুয়াল যোগসহ, ফরওয়ার্ড ও ব্যাকওয়ার্ড",
+	"bias gradients beside cuBLAS's products in the linear layers":                         "লিনিয়ার লেয়ারে cuBLAS-এর গুণফলের পাশে বায়াসের গ্রেডিয়েন্ট",
+	"the step's scalars (learning rate, loss scale) on the GPU: no round trip to the host": "ধাপের স্কেলার (শেখার হার, লস স্কেল) জিপিইউতেই: হোস্টে আসা-যাওয়া নেই",
+
+	// Why training picks its precision (train.PolicyChoice.Format).
+	"bf16: the GPU (sm_%d%d) has bf16 tensor cores":                                                                                           "bf16: জিপিইউটিতে (sm_%d%d) bf16 টেনসর কোর আছে",
+	"fp16 with loss scaling: the GPU (sm_%d%d) has fp16 tensor cores and no bf16 ones":                                                        "লস স্কেলিংসহ fp16: জিপিইউটিতে (sm_%d%d) fp16 টেনসর কোর আছে, bf16-এর নেই",
+	"fp32: this CPU has no native bf16 dot products (AVX512_BF16), so bf16 would be widened to fp32 before every product, which costs time":   "fp32: এই সিপিইউতে bf16-এর নিজস্ব ডট প্রোডাক্ট (AVX512_BF16) নেই, তাই প্রতিটি গুণের আগে bf16-কে fp32-এ বাড়াতে হতো, তাতে সময় বেশি লাগে",
+	"fp32: the bf16 matmul could not be measured: %v":                                                                                         "fp32: bf16 ম্যাটমুলের সময় মাপা গেল না: %v",
+	"bf16: this CPU multiplies bf16 natively (%s), and a bf16 matmul took %.0f%% of an fp32 one's time here":                                  "bf16: এই সিপিইউ bf16 সরাসরি গুণ করে (%s), আর এখানে একটি bf16 ম্যাটমুলে fp32-এর %.0f%% সময় লাগল",
+	"fp32: this CPU multiplies bf16 natively (%s), but a bf16 matmul took %.0f%% of an fp32 one's time here, not enough to pay for the casts": "fp32: এই সিপিইউ bf16 সরাসরি গুণ করে (%s), কিন্তু এখানে একটি bf16 ম্যাটমুলে fp32-এর %.0f%% সময় লাগল, যা টাইপ বদলের খরচ পোষানোর জন্য যথেষ্ট নয়",
+	"%s": "%s",
+
+	// Notebook 01's tables.
+	"rel. error %.1e": "আপেক্ষিক ত্রুটি %.1e",
+	"not built: %s":   "বিল্ড হয়নি: %s",
+
+	// How druto chose the backend (Reason: druto.Report.Reason, druto.Open's error).
+	"no GPU support in this build (built with CGO_ENABLED=0); using the CPU":                                        "এই বিল্ডে জিপিইউ সমর্থন নেই (CGO_ENABLED=0 দিয়ে বিল্ড করা); সিপিইউ ব্যবহার হচ্ছে",
+	"no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU":                                        "CUDA ড্রাইভার নেই (libcuda.so.1 পাওয়া যায়নি বা লোড হয় না); সিপিইউ ব্যবহার হচ্ছে",
+	"CUDA driver %s found but no CUDA device; using the CPU":                                                        "CUDA ড্রাইভার %s পাওয়া গেছে, কিন্তু কোনো CUDA ডিভাইস নেই; সিপিইউ ব্যবহার হচ্ছে",
+	"%s found but the GPU device could not be made (see errors); using the CPU":                                     "%s পাওয়া গেছে, কিন্তু জিপিইউ ডিভাইসটি তৈরি করা গেল না (errors দেখুন); সিপিইউ ব্যবহার হচ্ছে",
+	"%s found but a training step on it does not match the CPU reference under %s (see step_checks); using the CPU": "%s পাওয়া গেছে, কিন্তু %s-এ তার প্রশিক্ষণ ধাপ সিপিইউ রেফারেন্সের সঙ্গে মেলে না (step_checks দেখুন); সিপিইউ ব্যবহার হচ্ছে",
+	"%s found but not every kernel built and passed its self-test (see kernels); using the CPU":                     "%s পাওয়া গেছে, কিন্তু সব কার্নেল বিল্ড হয়ে সেলফ-টেস্ট পাস করেনি (kernels দেখুন); সিপিইউ ব্যবহার হচ্ছে",
+	"%s (sm_%s) is usable: every kernel built and the self-tests pass":                                              "%s (sm_%s) ব্যবহারযোগ্য: সব কার্নেল বিল্ড হয়েছে আর সেলফ-টেস্ট পাস করেছে",
+	"the cpu backend was asked for":                                                                                 "সিপিইউ ব্যাকএন্ড চাওয়া হয়েছে",
+	"druto: no usable GPU: %s":                                                                                      "druto: ব্যবহারযোগ্য জিপিইউ নেই: %s",
 }

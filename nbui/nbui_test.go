@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/druto/druto"
 	"github.com/druto/druto/kernels"
@@ -48,6 +51,7 @@ func useSink(t *testing.T, notebook bool) *fakeSink {
 }
 
 func TestLang(t *testing.T) {
+	t.Setenv(sessionEnv, "")
 	for _, c := range []struct{ env, dir, want string }{
 		{"", "/r/notebooks/bn", "bn"},
 		{"", "/r/notebooks/en", "en"},
@@ -64,11 +68,36 @@ func TestLang(t *testing.T) {
 	}
 }
 
+func TestLangFromNotebook(t *testing.T) {
+	t.Setenv(LangEnv, "")
+	t.Setenv(sessionEnv, "")
+	dir := t.TempDir() // a folder of one's own, not named bn
+	t.Setenv("GONB_DIR", dir)
+	writeFile(t, filepath.Join(dir, "lesson.ipynb"), `{"metadata": {"druto": {"lang": "bn"}}, "cells": []}`)
+	if got := Lang(); got != "bn" {
+		t.Errorf("a folder's one notebook with druto.lang bn: Lang() = %q", got)
+	}
+	writeFile(t, filepath.Join(dir, "other-en.ipynb"), `{"metadata": {}, "cells": []}`)
+	if got := Lang(); got != "en" {
+		t.Errorf("two notebooks that disagree: Lang() = %q, want the default en", got)
+	}
+	t.Setenv(sessionEnv, "lesson.ipynb") // the server names the notebook
+	if got := Lang(); got != "bn" {
+		t.Errorf("%s names lesson.ipynb: Lang() = %q, want bn", sessionEnv, got)
+	}
+	for name, want := range map[string]string{"x.bn.ipynb": "bn", "x-bn.ipynb": "bn", "x_en.ipynb": "en", "bnx.ipynb": ""} {
+		if got := notebookLang(filepath.Join(dir, name)); got != want {
+			t.Errorf("notebookLang(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
+
 func TestRepo(t *testing.T) {
 	t.Setenv(RepoEnv, "")
 	t.Setenv("GONB_DIR", "/x/druto/notebooks/bn")
-	if got := Repo(); got != "/x/druto" {
-		t.Errorf("Repo() = %q, want /x/druto", got)
+	// From its own source: the druto copy this test is built from.
+	if got, err := filepath.Abs(".."); err != nil || Repo() != got {
+		t.Errorf("Repo() = %q, want the folder above nbui, %q", Repo(), got)
 	}
 	t.Setenv(RepoEnv, "/elsewhere/druto/")
 	if got := Repo(); got != "/elsewhere/druto" {
@@ -160,7 +189,7 @@ func TestTable(t *testing.T) {
 		t.Errorf("short row not padded: %q", tb.Rows[1])
 	}
 	h := tb.HTML()
-	for _, want := range []string{"layernorm&lt;b&gt;", "/tmp/&lt;x&gt;", `<td style="text-align:right">12.5</td>`, "<th style=\"text-align:left\">কার্নেল</th>"} {
+	for _, want := range []string{"layernorm&lt;b&gt;", "/tmp/&lt;x&gt;", `<td style="text-align:right">১২.৫</td>`, "<th style=\"text-align:left\">কার্নেল</th>"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("HTML lacks %q:\n%s", want, h)
 		}
@@ -175,7 +204,7 @@ func TestTable(t *testing.T) {
 	}
 	// Columns line up: the second column starts at the same rune offset.
 	col := func(l, s string) int { return len([]rune(l[:strings.Index(l, s)])) }
-	if col(lines[1], "কম্পাইল") != col(lines[2], "12.5") {
+	if col(lines[1], "কম্পাইল") != col(lines[2], "১২.৫") {
 		t.Errorf("columns not aligned:\n%s", txt)
 	}
 }
@@ -251,7 +280,7 @@ func TestProgressNotebook(t *testing.T) {
 		}
 	}
 	last := f.shown[len(f.shown)-1]
-	for _, want := range []string{`<progress value="100" max="100"`, "শেষ:", "100 ধাপ", "রিনা &lt;b&gt;", "যাচাই-ক্ষতি", "4.0000 (ধাপ 100)"} {
+	for _, want := range []string{`<progress value="100" max="100"`, "শেষ:", "১০০ ধাপ", "রিনা &lt;b&gt;", "যাচাই-ক্ষতি", "৪.০০০০ (ধাপ ১০০)"} {
 		if !strings.Contains(last.html, want) {
 			t.Errorf("final render lacks %q:\n%s", want, last.html)
 		}
@@ -333,7 +362,7 @@ func TestReportTables(t *testing.T) {
 		}
 	}
 	libs := LibraryTable("bn", r)
-	if len(libs.Rows) != 2 || libs.Rows[0][1] != "হ্যাঁ" || libs.Rows[1][3] != "not loaded" {
+	if len(libs.Rows) != 2 || libs.Rows[0][1] != "হ্যাঁ" || libs.Rows[1][3] != `"not loaded"` {
 		t.Errorf("libraries: %q", libs.Rows)
 	}
 	dev := DeviceTable("en", r)
@@ -371,7 +400,7 @@ func TestReportTables(t *testing.T) {
 	f := useSink(t, true)
 	ShowReport("bn", r)
 	// summary, libraries, devices, kernels, the count note, the failed cases, step checks
-	if len(f.shown) != 7 || f.shown[4].text != "2টি কার্নেলের মধ্যে 1টি সেলফ-টেস্ট পাস করেছে।" {
+	if len(f.shown) != 7 || f.shown[4].text != "২টি কার্নেলের মধ্যে ১টি সেলফ-টেস্ট পাস করেছে।" {
 		t.Errorf("ShowReport of a GPU report showed %d outputs: %+v", len(f.shown), f.shown)
 	}
 	f.shown = nil
@@ -391,7 +420,7 @@ func TestBenchTable(t *testing.T) {
 	if tb.Caption != "cpu, 2026-12-02 (git 0123456789ab)" {
 		t.Errorf("caption %q", tb.Caption)
 	}
-	if got := tb.Rows[0][3]; got != "decomposed+fp32 (বেসলাইন)" {
+	if got := tb.Rows[0][3]; got != "ডিকম্পোজড+fp32 (বেসলাইন)" {
 		t.Errorf("baseline mode cell %q", got)
 	}
 	ups := []string{tb.Rows[0][8], tb.Rows[1][8], tb.Rows[2][8]}
@@ -500,17 +529,100 @@ func TestSources(t *testing.T) {
 			t.Errorf("row %q", row)
 		}
 	}
-	cs, err := SourceComments(vs)
+	d := testReport()
+	d.Kernels = append(d.Kernels, druto.Kernel{Name: "layernorm_forward", DType: "bf16", Attr: &gpu.FuncAttributes{Registers: 40}},
+		druto.Kernel{Name: "layernorm_backward", DType: "bf16", Attr: &gpu.FuncAttributes{Registers: 56}})
+	ft, err := fusesTable("bn", vs, "/r", &d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != len(files) {
-		t.Fatalf("%d comments for %d files", len(cs), len(files))
+	if len(ft.Rows) != len(files) {
+		t.Fatalf("FusesTable has %d rows for %d files", len(ft.Rows), len(files))
 	}
-	for _, c := range cs {
-		if !strings.HasPrefix(c, "// ") || !strings.Contains(c, "druto:kernel") || strings.Contains(c, "#include") {
-			t.Errorf("opening comment:\n%s", c)
+	for _, row := range ft.Rows {
+		if !hasBengaliText(row[1]) {
+			t.Errorf("%s: what it fuses is not in Bangla: %q", row[0], row[1])
 		}
+		if strings.HasPrefix(row[0], "layernorm.cu") && row[3] != "30–56" {
+			t.Errorf("layernorm.cu registers %q, want 30–56 from the report", row[3])
+		}
+	}
+	if h := ft.HTML(); !strings.Contains(h, `<a href="`) || !strings.Contains(h, "kernels/layernorm.cu") {
+		t.Errorf("FusesTable links no source:\n%s", h)
+	}
+	if ft, err := FusesTable("en", vs, ".."); err != nil || len(ft.Rows) != len(files) {
+		t.Errorf("FusesTable of this checkout: %v", err)
+	}
+	if _, err := fusesTable("en", append(vs, kernels.Variant{File: "new.cu", Kernel: "k"}), "/r", nil); err == nil || !strings.Contains(err.Error(), "new.cu") {
+		t.Errorf("a source without a description: %v", err)
+	}
+}
+
+func hasBengaliText(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Bengali, r) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWordAndDigits(t *testing.T) {
+	for in, want := range map[string]string{
+		"fused+bf16":                             "ফিউজড+bf16",
+		"decomposed+fp32":                        "ডিকম্পোজড+fp32",
+		"tiny, fused":                            "tiny, ফিউজড",
+		"gaps between ops":                       "অপারেশনের মাঝের ফাঁক",
+		"bf16 inputs, fp32 accumulate":           "bf16 ইনপুট, fp32-এ যোগফল",
+		"fp32 master + m + v, bf16 working copy": "fp32 মাস্টার + m + v, bf16 কাজের কপি",
+		"layernorm_forward":                      "layernorm_forward",
+	} {
+		if got := Word("bn", in); got != want {
+			t.Errorf("Word(bn, %q) = %q, want %q", in, got, want)
+		}
+		if got := Word("en", in); got != in {
+			t.Errorf("Word(en, %q) = %q", in, got)
+		}
+	}
+	for in, want := range map[string]string{
+		"12/300": "১২/৩০০",
+		"3টি কার্নেল, 1.5e-03, ~2.0 সেকেন্ড": "৩টি কার্নেল, ১.৫e-০৩, ~২.০ সেকেন্ড",
+		"fp32 sm_90 model.safetensors":       "fp32 sm_90 model.safetensors",
+		"/tmp/runs/03-train (git 0123ab)":    "/tmp/runs/03-train (git 0123ab)",
+		"2026-12-02, 3.2 MiB":                "২০২৬-১২-০২, ৩.২ MiB",
+	} {
+		if got := Digits("bn", in); got != want {
+			t.Errorf("Digits(bn, %q) = %q, want %q", in, got, want)
+		}
+		if got := Digits("en", in); got != in {
+			t.Errorf("Digits(en, %q) = %q", in, got)
+		}
+	}
+	m := gpt.Memory{Params: 3 << 20, Grads: 1 << 20, Optimizer: 2 << 20, Activations: 4 << 20}
+	if got := Memory("bn", m); got != "প্যারামিটার 3.0 MiB, গ্রেডিয়েন্ট 1.0 MiB, অপটিমাইজার 2.0 MiB, অ্যাক্টিভেশন 4.0 MiB, মোট 10.0 MiB" {
+		t.Errorf("Memory(bn) = %q", got)
+	}
+	if got := Memory("en", m); !strings.HasPrefix(got, "parameters 3.0 MiB") {
+		t.Errorf("Memory(en) = %q", got)
+	}
+	if got := PeakNote("bn", "measured f32 matmul 1024^3 on this device"); got != "এই ডিভাইসে মাপা f32 ম্যাটমুল, 1024^3" {
+		t.Errorf("PeakNote(bn) = %q", got)
+	}
+	if got := PeakNote("bn", "from the spec sheet"); got != "from the spec sheet" {
+		t.Errorf("PeakNote of another note = %q", got)
+	}
+	// Tables, notes and the progress display write Bangla digits in bn.
+	tb := NewTable("bn", "step").WithCaption("The run's folder: %s", "/tmp/r1")
+	tb.Add(12, "fp32")
+	if txt := tb.Text(); !strings.Contains(txt, "১২") || !strings.Contains(txt, "fp32") || !strings.Contains(txt, "/tmp/r1") {
+		t.Errorf("bn table text:\n%s", txt)
+	}
+	f := useSink(t, true)
+	p := NewProgress("bn", 300)
+	p.Update(train.Metric{Step: 12, Loss: 2.5, LR: 1e-3, TokensPerS: 1000, MsPerStep: 10})
+	p.Done()
+	if last := f.shown[len(f.shown)-1]; strings.ContainsAny(last.text, "0123456789") {
+		t.Errorf("bn progress has Latin digits: %q", last.text)
 	}
 }
 
@@ -527,3 +639,69 @@ func ExampleTable() {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func TestPolicyReason(t *testing.T) {
+	for _, c := range []train.PolicyChoice{
+		{Policy: amp.BF16, GPU: true, Major: 9},
+		{Policy: amp.FP16, GPU: true, Major: 7, Minor: 5},
+		{Policy: amp.FP32},
+		{Policy: amp.BF16, Native: true, ISA: "AVX512_BF16", BF16Share: 0.6},
+		{Policy: amp.FP32, Native: true, ISA: "AVX512_BF16", BF16Share: 0.95},
+		{Policy: amp.FP32, Native: true, ISA: "AVX512_BF16", Err: os.ErrNotExist},
+	} {
+		en, bn := PolicyReason("en", c), PolicyReason("bn", c)
+		if en != c.String() || bn == en || !hasBengaliText(bn) || !strings.HasPrefix(bn, c.Policy.String()) && !strings.Contains(bn, c.Policy.String()) {
+			t.Errorf("%+v: en %q, bn %q", c, en, bn)
+		}
+	}
+	f := useSink(t, true)
+	ShowPolicy("bn", cpu.New(device.Options{Fused: true}))
+	if len(f.shown) != 3 || !hasBengaliText(f.shown[1].text) {
+		t.Errorf("ShowPolicy showed %d outputs: %+v", len(f.shown), f.shown)
+	}
+}
+
+func TestCompileError(t *testing.T) {
+	err := fmt.Errorf("cuda: nvrtc compile of flash_attention.cu for sm_75 failed: NVRTC_ERROR_COMPILATION (6)\n" +
+		`flash_common.cuh(12): catastrophic error: #error directive: "bf16 flash attention needs sm_80"` + "\n\n1 catastrophic error detected")
+	if got := compileError("bn", err); got != `বিল্ড হয়নি: "bf16 flash attention needs sm_80"` {
+		t.Errorf("compileError(bn) = %q", got)
+	}
+	if got := compileError("en", fmt.Errorf("cuda: no NVRTC\nmore")); got != `not built: "cuda: no NVRTC"` {
+		t.Errorf("compileError(en) = %q", got)
+	}
+}
+
+func TestReason(t *testing.T) {
+	for in, want := range map[string]string{
+		"CUDA driver 12.2 found but no CUDA device; using the CPU":                                     "CUDA ড্রাইভার 12.2 পাওয়া গেছে, কিন্তু কোনো CUDA ডিভাইস নেই; সিপিইউ ব্যবহার হচ্ছে",
+		"druto: no usable GPU: no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU": "druto: ব্যবহারযোগ্য জিপিইউ নেই: CUDA ড্রাইভার নেই (libcuda.so.1 পাওয়া যায়নি বা লোড হয় না); সিপিইউ ব্যবহার হচ্ছে",
+		"NVIDIA H200 (sm_90) is usable: every kernel built and the self-tests pass":                    "NVIDIA H200 (sm_90) ব্যবহারযোগ্য: সব কার্নেল বিল্ড হয়েছে আর সেলফ-টেস্ট পাস করেছে",
+		"something else": "something else",
+	} {
+		if got := Reason("bn", in); got != want {
+			t.Errorf("Reason(bn, %q) = %q, want %q", in, got, want)
+		}
+		if got := Reason("en", in); got != in {
+			t.Errorf("Reason(en, %q) = %q", in, got)
+		}
+	}
+	// Every reason druto.go writes is one of Reason's formats.
+	src, err := os.ReadFile("../druto.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	concat := regexp.MustCompile(`" \+ [^"]+ \+ "`)
+	n := 0
+	for _, m := range regexp.MustCompile(`r\.Reason = (?:fmt\.Sprintf\()?("[^\n]*")`).FindAllSubmatch(src, -1) {
+		n++
+		line := concat.ReplaceAllString(string(m[1]), "%s") // "CUDA driver " + r.Driver.CUDA + " found ..."
+		f := strings.ReplaceAll(line[1:strings.LastIndex(line, `"`)], "%d%d", "%s")
+		if !slices.Contains(reasons, f) {
+			t.Errorf("druto.go's reason %q is not in nbui's reasons", f)
+		}
+	}
+	if n < 6 {
+		t.Errorf("found %d reasons in druto.go; the pattern no longer matches", n)
+	}
+}

@@ -114,6 +114,9 @@ func (p *Progress) fields() [][2]string {
 	if !p.finished {
 		f = append(f, [2]string{Sprintf(l, "left"), "~" + p.seconds(p.left())})
 	}
+	for i := range f {
+		f[i][1] = Digits(l, f[i][1])
+	}
 	return f
 }
 
@@ -129,7 +132,7 @@ func (p *Progress) line() string {
 }
 
 func (p *Progress) doneLine() string {
-	return Sprintf(p.lang, "done: %d steps in %.1f s", p.steps, p.elapsed().Seconds())
+	return Digits(p.lang, Sprintf(p.lang, "done: %d steps in %.1f s", p.steps, p.elapsed().Seconds()))
 }
 
 // HTML renders the display.
@@ -137,7 +140,7 @@ func (p *Progress) HTML() string {
 	var b strings.Builder
 	b.WriteString(`<div class="druto-progress">`)
 	pct := 100 * p.m.Step / p.total
-	fmt.Fprintf(&b, `<progress value="%d" max="%d" style="width:32em"></progress> %d%%`, p.m.Step, p.total, pct)
+	fmt.Fprintf(&b, `<progress value="%d" max="%d" style="width:32em"></progress> %s`, p.m.Step, p.total, Digits(p.lang, fmt.Sprintf("%d%%", pct)))
 	if p.finished {
 		fmt.Fprintf(&b, " — <b>%s</b>", html.EscapeString(p.doneLine()))
 	}
@@ -152,7 +155,7 @@ func (p *Progress) HTML() string {
 	b.WriteString("</tr></table>")
 	if p.sample != "" {
 		fmt.Fprintf(&b, `<div>%s</div><pre style="white-space:pre-wrap">%s</pre>`,
-			html.EscapeString(Sprintf(p.lang, "sample at step %d:", p.sampleStep)), html.EscapeString(p.sample))
+			html.EscapeString(Digits(p.lang, Sprintf(p.lang, "sample at step %d:", p.sampleStep))), html.EscapeString(p.sample))
 	}
 	b.WriteString("</div>")
 	return b.String()

@@ -2,6 +2,7 @@ package nbui
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/druto/druto"
@@ -28,7 +29,7 @@ func mib(b uint64) string {
 func ReportTable(lang string, r druto.Report) *Table {
 	t := NewTable(lang).WithCaption("What druto found on this machine")
 	t.Add(Sprintf(lang, "backend"), r.Backend)
-	t.Add(Sprintf(lang, "reason"), r.Reason)
+	t.Add(Sprintf(lang, "reason"), Reason(lang, r.Reason))
 	t.Add(Sprintf(lang, "host"), fmt.Sprintf("%s/%s, %d CPUs, %s", r.Host.OS, r.Host.Arch, r.Host.CPUs, r.Host.Go))
 	t.Add(Sprintf(lang, "GPU support in this build"), yesNo(lang, r.GPUSupport))
 	drv := Sprintf(lang, "none")
@@ -45,8 +46,8 @@ func ReportTable(lang string, r druto.Report) *Table {
 	if r.Fallback != "" {
 		t.Add(Sprintf(lang, "fallback"), r.Fallback)
 	}
-	for _, e := range r.Errors {
-		t.Add(Sprintf(lang, "problem"), e)
+	for _, e := range r.Errors { // a library's own message, quoted as it is
+		t.Add(Sprintf(lang, "problem"), strconv.Quote(e))
 	}
 	if r.Revision != "" {
 		t.Add(Sprintf(lang, "revision"), r.Revision)
@@ -61,8 +62,8 @@ func LibraryTable(lang string, r druto.Report) *Table {
 	t := NewTable(lang, "library", "found", "version", "file or reason").WithCaption("Native libraries (loaded at run time)")
 	for _, l := range r.Libraries {
 		where := l.Path
-		if !l.Found {
-			where = l.Error
+		if !l.Found && l.Error != "" { // the loader's own message, quoted as it is
+			where = strconv.Quote(l.Error)
 		}
 		t.Add(l.Name, yesNo(lang, l.Found), l.Version, where)
 	}

@@ -2,9 +2,11 @@ package nbui
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/druto/druto"
 	"github.com/druto/druto/kernels"
 )
 
@@ -61,29 +63,101 @@ func SourceTable(lang string, vs []kernels.Variant) (*Table, error) {
 	return t, nil
 }
 
-// SourceComments returns the opening comment of each embedded source file
-// (everything before its first preprocessor line), in file order: where
-// each file says which kernels it holds and what each one fuses.
-func SourceComments(vs []kernels.Variant) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	for _, v := range vs {
-		if seen[v.File] {
-			continue
-		}
-		seen[v.File] = true
-		src, err := v.Source()
+// fuses says, per kernel source file, what its kernels fuse (English text
+// of the catalogue: FusesTable shows it in the notebook's language).
+var fuses = map[string]string{
+	"adamw.cu":            "AdamW: the whole update of every parameter in one pass over a flat buffer",
+	"attention.cu":        "attention's causal softmax (the products are cuBLAS GEMMs)",
+	"cast.cu":             "conversions between fp32, bf16 and fp16",
+	"crossentropy.cu":     "softmax with cross-entropy and its gradient: the logits make one round trip",
+	"encoder.cu":          "token and position embeddings added in one pass",
+	"flash_attention.cu":  "causal attention without the T×T matrix (FlashAttention-2), on tensor cores",
+	"flash_attention2.cu": "a second flash-attention forward and backward (sm_80 and later)",
+	"gelu.cu":             "GELU with the bias add of the linear layers",
+	"gradnorm.cu":         "the gradients' global norm with the inf/NaN check and the scaling",
+	"layernorm.cu":        "layer normalisation with the residual add before it, forward and backward",
+	"matmul.cu":           "bias gradients beside cuBLAS's products in the linear layers",
+	"step.cu":             "the step's scalars (learning rate, loss scale) on the GPU: no round trip to the host",
+}
+
+// FusesTable lists the embedded kernel sources, one row per file: the file
+// (a link to it in repo, relative to the notebook's folder, so the comment
+// that explains each kernel is one click away), what its kernels fuse, how
+// many kernels it holds and, from the first detect report committed in
+// repo/bench/results (a GPU machine's), the range of registers its
+// kernels take per thread. A source file without a description in the
+// catalogue is an error, so that a new kernel file cannot reach the
+// notebook unexplained.
+func FusesTable(lang string, vs []kernels.Variant, repo string) (*Table, error) {
+	res, err := FindResults(repo)
+	if err != nil {
+		return nil, err
+	}
+	var r *druto.Report
+	if len(res.Detect) > 0 {
+		d, err := ReadReport(res.Detect[0])
 		if err != nil {
 			return nil, err
 		}
-		var lines []string
-		for _, l := range strings.Split(string(src), "\n") {
-			if strings.HasPrefix(l, "#") {
-				break
-			}
-			lines = append(lines, l)
-		}
-		out = append(out, strings.TrimSpace(strings.Join(lines, "\n")))
+		r = &d
 	}
-	return out, nil
+	return fusesTable(lang, vs, repo, r)
+}
+
+// fusesTable is FusesTable with the detect report r (nil: none).
+func fusesTable(lang string, vs []kernels.Variant, repo string, r *druto.Report) (*Table, error) {
+	t := NewTable(lang, "source", "what it fuses", "kernels", "registers")
+	if r != nil {
+		t.WithCaption("The kernel sources: what each fuses, and the registers its kernels take on %s", DeviceName(lang, *r))
+	} else {
+		t.WithCaption("The kernel sources and what each fuses")
+	}
+	var order []string
+	names := map[string][]string{}
+	for _, v := range vs {
+		if _, ok := names[v.File]; !ok {
+			order = append(order, v.File)
+		}
+		if !slices.Contains(names[v.File], v.Kernel) {
+			names[v.File] = append(names[v.File], v.Kernel)
+		}
+	}
+	for _, file := range order {
+		what, ok := fuses[file]
+		if !ok {
+			return nil, fmt.Errorf("nbui: kernels/%s has no description in nbui's fuses table; add what its kernels fuse (and its Bangla to messages.go)", file)
+		}
+		regs := "-"
+		if r != nil {
+			lo, hi := 0, 0
+			for _, k := range r.Kernels {
+				if k.Attr == nil || !slices.Contains(names[file], k.Name) {
+					continue
+				}
+				if lo == 0 || k.Attr.Registers < lo {
+					lo = k.Attr.Registers
+				}
+				hi = max(hi, k.Attr.Registers)
+			}
+			switch {
+			case hi == 0:
+			case lo == hi:
+				regs = fmt.Sprint(lo)
+			default:
+				regs = fmt.Sprintf("%d–%d", lo, hi)
+			}
+		}
+		t.Add(Link{Text: file, URL: sourceURL(repo, file)}, Sprintf(lang, what), len(names[file]), regs)
+	}
+	return t, nil
+}
+
+// sourceURL is the path of kernels/file in repo, relative to the notebook's
+// folder when it can be (a link that works in Jupyter and on GitHub).
+func sourceURL(repo, file string) string {
+	abs := filepath.Join(repo, "kernels", file)
+	if rel, err := filepath.Rel(notebookDir(), abs); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return filepath.ToSlash(abs)
 }

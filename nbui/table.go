@@ -16,7 +16,14 @@ type Table struct {
 	Caption string
 	Header  []string
 	Rows    [][]string
+	links   map[[2]int]Link // cells added as a Link, by row and column
 }
+
+// Link is a table cell that links to a file or page: its text in a
+// notebook, "text (url)" as plain text.
+type Link struct{ Text, URL string }
+
+func (l Link) String() string { return l.Text + " (" + l.URL + ")" }
 
 // NewTable returns an empty table in language lang with the given column
 // headers (English text, translated for Bangla).
@@ -43,6 +50,12 @@ func (t *Table) Add(cells ...any) {
 		switch v := c.(type) {
 		case string:
 			row[i] = v
+		case Link:
+			row[i] = v.String()
+			if t.links == nil {
+				t.links = map[[2]int]Link{}
+			}
+			t.links[[2]int{len(t.Rows), i}] = v
 		case float64:
 			row[i] = fmt.Sprintf("%.4g", v)
 		case float32:
@@ -79,7 +92,7 @@ func (t *Table) HTML() string {
 	var b strings.Builder
 	b.WriteString(`<table class="druto">`)
 	if t.Caption != "" {
-		fmt.Fprintf(&b, `<caption style="text-align:left;font-weight:bold">%s</caption>`, html.EscapeString(t.Caption))
+		fmt.Fprintf(&b, `<caption style="text-align:left;font-weight:bold">%s</caption>`, html.EscapeString(Digits(t.Lang, t.Caption)))
 	}
 	if len(t.Header) > 0 {
 		b.WriteString("<thead><tr>")
@@ -89,14 +102,18 @@ func (t *Table) HTML() string {
 		b.WriteString("</tr></thead>")
 	}
 	b.WriteString("<tbody>")
-	for _, row := range t.Rows {
+	for r, row := range t.Rows {
 		b.WriteString("<tr>")
-		for _, c := range row {
+		for i, c := range row {
 			align := "left"
 			if numeric(c) {
 				align = "right"
 			}
-			fmt.Fprintf(&b, `<td style="text-align:%s">%s</td>`, align, html.EscapeString(c))
+			cell := html.EscapeString(Digits(t.Lang, c))
+			if l, ok := t.links[[2]int{r, i}]; ok {
+				cell = fmt.Sprintf(`<a href="%s">%s</a>`, html.EscapeString(l.URL), html.EscapeString(l.Text))
+			}
+			fmt.Fprintf(&b, `<td style="text-align:%s">%s</td>`, align, cell)
 		}
 		b.WriteString("</tr>")
 	}
@@ -108,7 +125,7 @@ func (t *Table) HTML() string {
 func (t *Table) Text() string {
 	var b strings.Builder
 	if t.Caption != "" {
-		b.WriteString(t.Caption + "\n")
+		b.WriteString(Digits(t.Lang, t.Caption) + "\n")
 	}
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	line := func(cells []string) {
@@ -121,7 +138,11 @@ func (t *Table) Text() string {
 		line(t.Header)
 	}
 	for _, r := range t.Rows {
-		line(r)
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = Digits(t.Lang, c)
+		}
+		line(cells)
 	}
 	tw.Flush()
 	lines := strings.Split(b.String(), "\n")
@@ -160,7 +181,7 @@ func Sprintf(lang, format string, args ...any) string {
 // Note shows a sentence in the notebook's language: Sprintf(lang, format,
 // args...) as a paragraph in a notebook, a line on standard output elsewhere.
 func Note(lang, format string, args ...any) {
-	s := Sprintf(lang, format, args...)
+	s := Digits(lang, Sprintf(lang, format, args...))
 	if out.notebook() {
 		out.display("", "<p>"+strings.ReplaceAll(html.EscapeString(s), "\n", "<br>")+"</p>", s)
 		out.flush()

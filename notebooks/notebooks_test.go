@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -392,11 +393,25 @@ func TestExecute(t *testing.T) {
 				if dl, ok := t.Deadline(); ok && time.Until(dl) < 2*time.Minute {
 					t.Fatalf("only %v left before the test binary's deadline; run with a longer -timeout (scripts/test.sh uses 60m)", time.Until(dl).Round(time.Second))
 				}
+				// Twice in a row, as a student presses Run All again: the
+				// second run finds the first one's files and must show the
+				// same outputs (each cell that writes a run says whether it
+				// starts fresh or resumes). The second run is the one kept.
 				runDir := filepath.Join(outRoot, lang, "runs")
-				took, nb := execute(t, jupyter, repo, lang, name, runDir, filepath.Join(outRoot, lang), limit)
-				timings = append(timings, fmt.Sprintf("%s/%s %.1fs", lang, name, took.Seconds()))
+				took1, nb1 := execute(t, jupyter, repo, lang, name, runDir, filepath.Join(outRoot, "first-run", lang), limit)
+				checkOutputs(t, nb1, lang, name, len(res.Bench) > 0)
+				first := runSummary(t, name, runDir)
+				took2, nb := execute(t, jupyter, repo, lang, name, runDir, filepath.Join(outRoot, lang), limit)
+				timings = append(timings, fmt.Sprintf("%s/%s %.1fs + %.1fs", lang, name, took1.Seconds(), took2.Seconds()))
 				checkOutputs(t, nb, lang, name, len(res.Bench) > 0)
+				sameOutputs(t, nb1, nb, lang+"/"+name)
 				checkFiles(t, name, runDir)
+				if again := runSummary(t, name, runDir); again != first {
+					t.Errorf("%s/%s: the second Run All left %q, the first %q", lang, name, again, first)
+				}
+				if lang == "bn" {
+					checkNoEnglish(t, nb, name)
+				}
 				if !t.Failed() {
 					markExecuted(outRoot, lang+"/"+name)
 				}
@@ -423,7 +438,7 @@ func execute(t *testing.T, jupyter, repo, lang, name, runDir, outDir string, lim
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, jupyter, "nbconvert", "--to", "notebook", "--execute",
+	cmd := exec.CommandContext(ctx, jupyter, "nbconvert", "--config", strictConfig(t), "--to", "notebook", "--execute",
 		"--ExecutePreprocessor.kernel_name=gonb",
 		fmt.Sprintf("--ExecutePreprocessor.timeout=%d", int(limit.Seconds())),
 		"--output-dir", outDir, "--output", name, in)
@@ -438,6 +453,104 @@ func execute(t *testing.T, jupyter, repo, lang, name, runDir, outDir string, lim
 		t.Fatalf("nbconvert %s/%s: %v after %v\n%s", lang, name, err, took.Round(time.Second), tail(log.String(), 4000))
 	}
 	return took, readNotebook(t, filepath.Join(outDir, name+".ipynb"))
+}
+
+// strictConfig is the nbconvert configuration that fails the execution at a
+// cell whose program fails (GoNB reports that only as a stderr stream).
+func strictConfig(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("strict.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// digitsRE matches a run of digits, Latin or Bangla, with decimal points.
+var digitsRE = regexp.MustCompile(`[0-9০-৯]+(?:[.,][0-9০-৯]+)*`)
+
+// peakRE matches the dtype in the note on how MFU's peak was measured
+// (nbui.PeakNote): the fastest GEMM of the moment, fp32 or bf16, is a
+// measurement like the times, and may differ between runs.
+var peakRE = regexp.MustCompile(`(measured|মাপা) \S+ (matmul|ম্যাটমুল)`)
+
+// masked is s with what differs between two runs of a notebook masked:
+// numbers, the peak's dtype, runs of spaces.
+func masked(s string) string {
+	s = peakRE.ReplaceAllString(s, "$1 _ $2")
+	return spacesRE.ReplaceAllString(digitsRE.ReplaceAllString(s, "0"), " ")
+}
+
+// outputShape is what a run of a cell showed, masked (times, throughput
+// and the peak's dtype differ between runs, and with them the columns'
+// widths; the structure, the words and the files named must not): one line per output, consecutive stream
+// chunks joined (GoNB splits them where the pipe happened to).
+func outputShape(c cell) []string {
+	var lines []string
+	lastStream := ""
+	for _, o := range c.Outputs {
+		if o.Type == "stream" {
+			txt := masked(string(o.Text))
+			if lastStream == o.Name && len(lines) > 0 {
+				lines[len(lines)-1] += txt
+			} else {
+				lines = append(lines, "stream "+o.Name+": "+txt)
+			}
+			lastStream = o.Name
+			continue
+		}
+		lastStream = ""
+		var mimes []string
+		for m := range o.Data {
+			mimes = append(mimes, m)
+		}
+		slices.Sort(mimes)
+		var plain string
+		if raw, ok := o.Data["text/plain"]; ok {
+			var tx text
+			if json.Unmarshal(raw, &tx) == nil {
+				plain = masked(string(tx))
+			}
+		}
+		lines = append(lines, o.Type+" "+strings.Join(mimes, ",")+": "+plain)
+	}
+	return lines
+}
+
+// sameOutputs checks that a second run of a notebook showed what the first
+// did, cell by cell.
+func sameOutputs(t *testing.T, a, b notebook, where string) {
+	t.Helper()
+	ca, cb := codeCells(a), codeCells(b)
+	if len(ca) != len(cb) {
+		t.Fatalf("%s: %d code cells, then %d", where, len(ca), len(cb))
+	}
+	for i := range ca {
+		sa, sb := outputShape(ca[i]), outputShape(cb[i])
+		if !slices.Equal(sa, sb) {
+			t.Errorf("%s code cell %d (%s) showed other outputs the second time:\n--- first\n%s\n--- second\n%s",
+				where, i+1, firstLine(string(ca[i].Source)), strings.Join(sa, "\n"), strings.Join(sb, "\n"))
+		}
+	}
+}
+
+// runSummary is what a notebook's run left that a second run must leave
+// the same: for 03-train, its steps and final losses (a run appended to the
+// first would show more steps).
+func runSummary(t *testing.T, name, runDir string) string {
+	t.Helper()
+	if name != "03-train" {
+		return ""
+	}
+	ms, err := train.ReadMetricsFile(filepath.Join(runDir, name, train.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 {
+		return "no steps"
+	}
+	last := ms[len(ms)-1]
+	return fmt.Sprintf("%d records, last step %d, loss %.3f, validation loss %.3f", len(ms), last.Step, last.Loss, last.ValLoss)
 }
 
 func tail(s string, n int) string {
@@ -576,4 +689,274 @@ func firstLine(s string) string {
 		s = s[:60] + "..."
 	}
 	return s
+}
+
+// verbRE matches a fmt verb in a catalogue format.
+var verbRE = regexp.MustCompile(`%(\[\d+\])?[-+# 0-9.]*(\[\d+\])?[a-zA-Z%]`)
+
+// catalogueEnglish returns what of nbui's catalogue must not appear in a
+// Bangla output: its one-word English texts (labels such as "decomposed",
+// "loss", "step"), and the literal fragments of two words or more of the
+// other texts (between their fmt verbs: an untranslated sentence or
+// header). Words a Bangla text keeps too (AdamW, NVRTC, druto) are left out.
+func catalogueEnglish() (words map[string]bool, fragments []string) {
+	kept := map[string]bool{}
+	for _, en := range nbui.English() {
+		for _, w := range letters.FindAllString(verbRE.ReplaceAllString(nbui.Sprintf("bn", en), " "), -1) {
+			kept[w] = true
+		}
+	}
+	words = map[string]bool{}
+	for _, en := range nbui.English() {
+		if letters.FindString(en) == en && len(en) >= 3 {
+			if !kept[en] {
+				words[en] = true
+			}
+			continue
+		}
+		for _, f := range verbRE.Split(en, -1) {
+			f = strings.TrimSpace(f)
+			if len(letters.FindAllString(f, -1)) >= 2 && len(f) >= 8 && nbui.Sprintf("bn", en) != en {
+				fragments = append(fragments, f)
+			}
+		}
+	}
+	return words, fragments
+}
+
+var (
+	tagRE    = regexp.MustCompile(`<[^>]*>`)
+	quotedRE = regexp.MustCompile(`"[^"\n]*"`)
+	tokenRE  = regexp.MustCompile(`[A-Za-z0-9_./\-:@]+`)
+	spacesRE = regexp.MustCompile(`[ \t]+`)
+)
+
+// englishIn returns the catalogue's English in s, text a reader sees (tags
+// stripped; a quoted message of another program, such as a compiler's, is
+// shown as it is): a one-word label as a whole word, not part of a name
+// with digits, dots, slashes or underscores (layernorm_forward, fp32, a
+// path), or a fragment of a sentence.
+func englishIn(s string, words map[string]bool, fragments []string) []string {
+	s = quotedRE.ReplaceAllString(html.UnescapeString(tagRE.ReplaceAllString(s, " ")), `""`)
+	var found []string
+	for _, tok := range tokenRE.FindAllString(s, -1) {
+		if letters.FindString(tok) == tok && words[tok] && !slices.Contains(found, tok) {
+			found = append(found, tok)
+		}
+	}
+	flat := spacesRE.ReplaceAllString(s, " ")
+	for _, f := range fragments {
+		if containsWords(flat, f) && !slices.Contains(found, f) {
+			found = append(found, f)
+		}
+	}
+	return found
+}
+
+// containsWords reports whether f occurs in s on its own, not inside a
+// name or a path (speed-up.svg, /runs/speed-up/).
+func containsWords(s, f string) bool {
+	inName := func(r byte) bool {
+		return r < 0x80 && (r == '_' || r == '.' || r == '/' || r == '-' || r == '@' || letters.MatchString(string(r)) || r >= '0' && r <= '9')
+	}
+	for i := 0; ; {
+		j := strings.Index(s[i:], f)
+		if j < 0 {
+			return false
+		}
+		a, b := i+j, i+j+len(f)
+		// A full stop ends a sentence unless a name goes on after it (.svg).
+		end := b == len(s) || !inName(s[b]) || s[b] == '.' && (b+1 == len(s) || !inName(s[b+1]))
+		if (a == 0 || !inName(s[a-1])) && end {
+			return true
+		}
+		i = a + 1
+	}
+}
+
+// checkNoEnglish fails when what a Bangla notebook displayed (tables, notes,
+// the progress display, figure titles) holds an English word of the
+// catalogue: every such string must come out in Bangla. Program output
+// printed to a stream (JSON, the model's samples) is not checked.
+func checkNoEnglish(t *testing.T, nb notebook, name string) {
+	t.Helper()
+	words, fragments := catalogueEnglish()
+	for i, c := range codeCells(nb) {
+		for _, o := range c.Outputs {
+			for _, mime := range []string{"text/html", "text/plain"} {
+				raw, ok := o.Data[mime]
+				if !ok {
+					continue
+				}
+				var tx text
+				if json.Unmarshal(raw, &tx) != nil {
+					continue
+				}
+				if en := englishIn(string(tx), words, fragments); len(en) > 0 {
+					t.Errorf("bn/%s code cell %d (%s) shows English %q from the catalogue:\n%s", name, i+1, firstLine(string(c.Source)), en, tail(string(tx), 600))
+				}
+			}
+		}
+	}
+}
+
+func TestMasked(t *testing.T) {
+	a := masked("MFU is measured against 12.5 GFLOP/s (measured bf16 matmul 512^3 on this device).  x")
+	b := masked("MFU is measured against 9.0 GFLOP/s (measured f32 matmul 1024^3 on this device). x")
+	if a != b {
+		t.Errorf("masked: %q vs %q", a, b)
+	}
+	if masked("fused+bf16 12 ms") == masked("decomposed+bf16 12 ms") {
+		t.Error("masked hides words")
+	}
+}
+
+func TestCatalogueEnglish(t *testing.T) {
+	words, fragments := catalogueEnglish()
+	for _, w := range []string{"decomposed", "fused", "baseline"} {
+		if !words[w] {
+			t.Errorf("%q is not among the catalogue's English words", w)
+		}
+	}
+	for _, w := range []string{"AdamW", "NVRTC", "druto"} {
+		if words[w] {
+			t.Errorf("%q is kept in Bangla too, so it must not count as English", w)
+		}
+	}
+	if !slices.Contains(fragments, "within the fp32 tolerance") {
+		t.Errorf("fragments lack a sentence of the catalogue: %q", fragments[:min(5, len(fragments))])
+	}
+	got := englishIn(`<td>ফিউজড+bf16</td><td>layernorm_forward</td><td>/tmp/a/baseline.json</td><td>decomposed+fp32</td>`+
+		`<p>within the   fp32 tolerance</p><td>"fused attention"</td><p>/tmp/runs/speed-up.svg, a speed-up.</p>`, words, fragments)
+	if !slices.Equal(got, []string{"decomposed", "within the fp32 tolerance", "speed-up"}) {
+		t.Errorf("englishIn = %q, want [decomposed, within the fp32 tolerance, speed-up]", got)
+	}
+}
+
+// setupCommand is the shell command of the notebooks' first cell, as GoNB
+// runs it (continued lines joined).
+func setupCommand(t *testing.T) string {
+	t.Helper()
+	src := string(codeCells(readNotebook(t, filepath.Join("en", names[0]+".ipynb")))[0].Source)
+	cmd, _, ok := strings.Cut(src, "\n%goworkfix")
+	if !ok || !strings.HasPrefix(cmd, "!*") {
+		t.Fatalf("the first cell is not a !* command followed by %%goworkfix:\n%s", src)
+	}
+	return strings.ReplaceAll(strings.TrimPrefix(cmd, "!*"), "\\\n", " ")
+}
+
+// TestSetupCellFindsDruto runs the first cell's command as GoNB would (in
+// the kernel's module folder) from three places: a notebook folder inside
+// the checkout, any folder with $DRUTO_REPO, and a folder outside any
+// checkout with no module proxy (a one-line message, no go.work).
+func TestSetupCellFindsDruto(t *testing.T) {
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := setupCommand(t)
+	elsewhere := t.TempDir()
+	for _, c := range []struct{ gonbDir, drutoRepo, want string }{
+		{filepath.Join(repo, "notebooks", "bn"), "", repo},
+		{filepath.Join(repo, "kernels"), "", repo}, // any depth inside the checkout
+		{elsewhere, repo, repo},
+		{elsewhere, "", ""},
+	} {
+		mod := t.TempDir()
+		if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module gonb_test\n\ngo 1.24\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sh := exec.Command("bash", "-c", cmd)
+		sh.Dir = mod
+		var env []string
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); k != nbui.RepoEnv && k != "GONB_DIR" && k != "GOPROXY" && k != "GOWORK" {
+				env = append(env, kv)
+			}
+		}
+		sh.Env = append(env, "GONB_DIR="+c.gonbDir, nbui.RepoEnv+"="+c.drutoRepo, "GOPROXY=off", "GOFLAGS=-mod=mod")
+		out, _ := sh.CombinedOutput()
+		work, werr := os.ReadFile(filepath.Join(mod, "go.work"))
+		switch {
+		case c.want == "" && (werr == nil || !strings.Contains(string(out), "DRUTO_REPO")):
+			t.Errorf("outside a checkout: go.work %q, output %q; want no go.work and a message naming DRUTO_REPO", work, out)
+		case c.want != "" && (werr != nil || !strings.Contains(string(work), c.want)):
+			t.Errorf("GONB_DIR=%s DRUTO_REPO=%q: go.work %q (%v), output %q; want it to use %s", c.gonbDir, c.drutoRepo, work, werr, out, c.want)
+		}
+	}
+}
+
+// TestFailingCellFailsExecution executes a notebook of one's own, outside
+// the checkout's notebook folders (found through $DRUTO_REPO, Bangla from
+// its metadata), whose third cell fails: nbconvert with strict.py must exit
+// non-zero, name the failure, and not run the cell after it.
+func TestFailingCellFailsExecution(t *testing.T) {
+	mode := os.Getenv(modeEnv)
+	if mode == "off" {
+		t.Skipf("%s=off", modeEnv)
+	}
+	jupyter, missing := tools()
+	if missing != "" {
+		if mode == "require" {
+			t.Fatalf("%s=require: %s", modeEnv, missing)
+		}
+		t.Skip(missing)
+	}
+	if testing.Short() && mode != "require" {
+		t.Skip("-short: not executing notebooks")
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := readNotebook(t, filepath.Join("en", names[0]+".ipynb"))
+	setup := codeCells(src)[:2]
+	type jcell struct {
+		Type     string         `json:"cell_type"`
+		Source   string         `json:"source"`
+		Metadata map[string]any `json:"metadata"`
+		Outputs  []any          `json:"outputs"`
+		Count    *int           `json:"execution_count"`
+	}
+	cells := []jcell{}
+	for _, s := range []string{string(setup[0].Source), string(setup[1].Source),
+		"%%\ncheck(fmt.Errorf(\"deliberate failure (%s): %s\", lang, nbui.Sprintf(lang, \"yes\")))",
+		"%%\nfmt.Println(\"not reached\")"} {
+		cells = append(cells, jcell{Type: "code", Source: s, Metadata: map[string]any{}, Outputs: []any{}})
+	}
+	nb := map[string]any{"nbformat": 4, "nbformat_minor": 5, "cells": cells, "metadata": map[string]any{
+		"kernelspec": map[string]string{"name": "gonb", "display_name": "Go (gonb)", "language": "go"},
+		"druto":      map[string]string{"lang": "bn"},
+	}}
+	b, err := json.Marshal(nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "mine") // not named bn: the language is the metadata's
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "lesson.ipynb")
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, jupyter, "nbconvert", "--config", strictConfig(t), "--to", "notebook", "--execute",
+		"--ExecutePreprocessor.kernel_name=gonb", "--ExecutePreprocessor.timeout=600", "--output-dir", dir, "--output", "out", in)
+	cmd.Dir = dir
+	cmd.Env = kernelEnv(t, repo, t.TempDir())
+	out, err := cmd.CombinedOutput()
+	log := string(out)
+	if err == nil {
+		t.Fatalf("nbconvert exited 0 on a notebook whose cell failed:\n%s", tail(log, 3000))
+	}
+	for _, want := range []string{"CellFailed", "deliberate failure (bn): হ্যাঁ", "exit status 1"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("nbconvert's output lacks %q:\n%s", want, tail(log, 3000))
+		}
+	}
+	if strings.Contains(log, "not reached") {
+		t.Errorf("the cell after the failure ran:\n%s", tail(log, 3000))
+	}
 }

@@ -321,6 +321,87 @@ func ink(img image.Image) float64 {
 	return float64(inked) / float64(b.Dx()*b.Dy())
 }
 
+// memoryFigure is the index of the memory plot among 04-benchmark's figures
+// (speed-up, throughput, memory, ...).
+const memoryFigure = 2
+
+// legendBlue is the first colour of plotting's palette: the legend's first
+// thumbnail.
+var legendBlue = color.RGBA{0x00, 0x72, 0xB2, 0xFF}
+
+// banglaLayout checks a screenshot of a Bangla figure: its top row of
+// pixels has no ink (the title stays inside the figure), and, for the
+// memory plot, its legend's four rows of text are four bands of ink with
+// blank rows between them (rows spaced by the shaped text's real extents).
+// It returns what is wrong, or "".
+func banglaLayout(img image.Image, legend bool) string {
+	b := img.Bounds()
+	bg := rgba(img, b.Min.X, b.Min.Y+b.Dy()/2)
+	for x := b.Min.X; x < b.Max.X; x++ {
+		if c := rgba(img, x, b.Min.Y); far(c, bg, 64) && neutral(c) {
+			return fmt.Sprintf("the title inks the top row of pixels at x=%d", x-b.Min.X)
+		}
+	}
+	if !legend {
+		return ""
+	}
+	// The first thumbnail: blue in the upper left quarter (the bars' blue
+	// segments are at the bottom).
+	tx, ty := -1, -1
+	for y := b.Min.Y; y < b.Min.Y+b.Dy()/3 && tx < 0; y++ {
+		for x := b.Min.X; x < b.Min.X+b.Dx()/3; x++ {
+			if !far(rgba(img, x, y), legendBlue, 40) {
+				tx, ty = x, y
+				break
+			}
+		}
+	}
+	if tx < 0 {
+		return "no legend thumbnail in the upper left of the memory plot"
+	}
+	tw := 0
+	for x := tx; x < b.Max.X && !far(rgba(img, x, ty+1), legendBlue, 40); x++ {
+		tw++
+	}
+	// The text column: right of the thumbnails, as wide as the thumbnail
+	// column again three times, from above the first row to below the last.
+	x0, x1 := tx+tw+tw/4, min(b.Max.X, tx+tw+3*tw)
+	y0, y1 := max(b.Min.Y, ty-tw/2), min(b.Max.Y, ty+5*tw)
+	text := func(x, y int) bool { c := rgba(img, x, y); return far(c, bg, 64) && neutral(c) }
+	// A column inked through most of the range is a line (a bar's edge,
+	// a grid line), not text: leave it out.
+	var cols []int
+	for x := x0; x < x1; x++ {
+		n := 0
+		for y := y0; y < y1; y++ {
+			if text(x, y) {
+				n++
+			}
+		}
+		if n < (y1-y0)*3/4 {
+			cols = append(cols, x)
+		}
+	}
+	bands, inBand := 0, false
+	for y := y0; y < y1; y++ {
+		inked := false
+		for _, x := range cols {
+			if text(x, y) {
+				inked = true
+				break
+			}
+		}
+		if inked && !inBand {
+			bands++
+		}
+		inBand = inked
+	}
+	if bands < 4 {
+		return fmt.Sprintf("the legend's 4 rows of text make %d separate bands of ink: rows touch", bands)
+	}
+	return ""
+}
+
 // minInk is the least ink a figure must have: druto's plots have axes,
 // labels and curves (about 5-10% of their pixels); an empty box has none.
 const minInk = 0.01
@@ -550,6 +631,12 @@ func TestPublishedHTML(t *testing.T) {
 				if name == "03-train" && f.Index == 0 {
 					compareGolden(t, img, raw, "loss_"+lang, dir)
 				}
+				if lang == "bn" && f.Kind == "img" {
+					if msg := banglaLayout(img, name == "04-benchmark" && f.Index == memoryFigure); msg != "" {
+						os.WriteFile(shot, raw, 0o644)
+						t.Errorf("%s: %s: screenshot %s", where, msg, shot)
+					}
+				}
 			}
 			if want > 0 {
 				t.Logf("%s/%s: %d figures drawn", lang, name, len(figs))
@@ -601,7 +688,7 @@ func unshapedControl(t *testing.T, ctx context.Context, metrics, dir string) {
 	}
 	unshaped := plottext.Plain{Fonts: font.NewCache(coll)}
 	for _, shaped := range []bool{true, false} {
-		p, err := plotting.LossCurves([]plotting.Run{run1}, plotting.Lang("bn"), plotting.BanglaDigits(true))
+		p, err := plotting.LossCurves([]plotting.Run{run1}, nbui.PlotOptions("bn")...) // as notebook 03 draws it
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,6 +45,7 @@ func fade(c color.RGBA, a float64) color.RGBA {
 // draw text.
 type figure struct {
 	loc     locale
+	words   func(string) string // Words; nil: data words as given
 	p       *plot.Plot
 	texts   []string
 	labels  []*plotter.Labels
@@ -54,7 +55,7 @@ type figure struct {
 // newFigure returns a plot with druto's fonts and title (the Title option,
 // else the message def).
 func newFigure(cfg config, def msg) *figure {
-	f := &figure{loc: localeOf(cfg), p: plot.New()}
+	f := &figure{loc: localeOf(cfg), words: cfg.words, p: plot.New()}
 	p := f.p
 	p.Title.TextStyle.Font = font.From(sans, 14)
 	p.Title.Padding = vg.Points(6)
@@ -87,7 +88,15 @@ func (f *figure) axes(x, y string) {
 
 // legend adds a legend entry.
 func (f *figure) legend(name string, thumbs ...plot.Thumbnailer) {
-	f.p.Legend.Add(f.str(name), thumbs...)
+	f.p.Legend.Add(f.str(f.word(name)), thumbs...)
+}
+
+// word is a data word (a mode, a class) in the plot's language (Words).
+func (f *figure) word(s string) string {
+	if f.words == nil {
+		return s
+	}
+	return f.words(s)
 }
 
 // grid adds light grid lines; vertical ones only when vertical is set.
@@ -105,7 +114,7 @@ func (f *figure) grid(vertical bool) {
 func (f *figure) nominalX(names []string) {
 	ticks := make(plot.ConstantTicks, len(names))
 	for i, n := range names {
-		ticks[i] = plot.Tick{Value: float64(i), Label: f.str(n)}
+		ticks[i] = plot.Tick{Value: float64(i), Label: f.str(f.word(n))}
 	}
 	f.p.X.Tick.Marker = ticks
 	f.nominal = true
@@ -156,6 +165,12 @@ func (f *figure) finish() (*plot.Plot, error) {
 		return nil, err
 	}
 	ApplyTextHandler(p, h)
+	// Bangla takes the shaped text's real extents: the title's box reaches
+	// up to its ink, and legend rows, which gonum spaces by the ascent
+	// alone, are padded by the descent (below-base forms such as ু and ্র
+	// reach into the next row otherwise).
+	p.Title.TextStyle.Handler = titleHandler{h}
+	p.Legend.Padding = max(p.Legend.Padding, h.Extents(p.Legend.TextStyle.Font).Descent)
 	for _, l := range f.labels {
 		for i := range l.TextStyle {
 			l.TextStyle[i].Handler = h

@@ -1,10 +1,16 @@
 package plotting
 
 import (
+	"bytes"
 	"fmt"
+	"gonum.org/v1/plot/vg/vgimg"
+	"image"
+	"image/color"
+	"image/png"
 	"math"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -167,6 +173,10 @@ func TestEnglishBanglaDifferOnlyInLabels(t *testing.T) {
 				d := structDiff{seen: make(map[[2]uintptr]bool)}
 				d.walk(reflect.ValueOf(en), reflect.ValueOf(bn), "")
 				for _, e := range d.errs {
+					// Bangla legend rows are padded by the Bengali descent.
+					if strings.HasPrefix(e, ".Legend.Padding: ") {
+						continue
+					}
 					t.Errorf("not a label: %s", e)
 				}
 				changed := make(map[string]bool)
@@ -181,11 +191,14 @@ func TestEnglishBanglaDifferOnlyInLabels(t *testing.T) {
 						t.Errorf("%s is the same in both languages", p)
 					}
 				}
-				if _, ok := en.Title.TextStyle.Handler.(*TextHandler); ok {
+				if _, ok := en.X.Label.TextStyle.Handler.(*TextHandler); ok {
 					t.Error("the English plot uses the shaping handler")
 				}
-				if _, ok := bn.Title.TextStyle.Handler.(*TextHandler); !ok {
+				if _, ok := bn.X.Label.TextStyle.Handler.(*TextHandler); !ok {
 					t.Error("the Bangla plot does not use the shaping handler")
+				}
+				if _, ok := bn.Title.TextStyle.Handler.(titleHandler); !ok {
+					t.Error("the Bangla plot's title does not use the title handler")
 				}
 				for _, ax := range []struct {
 					name   string
@@ -254,4 +267,91 @@ func TestStructDiffCatches(t *testing.T) {
 			t.Errorf("%s: no difference at %q reported (got %d: %.3q)", c.name, c.want, len(d.errs), d.errs)
 		}
 	}
+}
+
+// inked reports whether the pixel is darker than light grey (grid lines
+// are lighter, and do not count).
+func inked(img image.Image, x, y int) bool {
+	r, g, b, _ := img.At(x, y).RGBA()
+	return r < 0xC000 || g < 0xC000 || b < 0xC000
+}
+
+// TestBanglaLayoutOnImage renders Bangla plots and checks on the pixels
+// that the title leaves the top row of pixels blank (shaped Bangla rises
+// above the font's ascent, and gonum puts the title's box at the edge), and
+// that the memory plot's legend rows, spaced by the shaped text's real
+// extents, do not touch one another: the legend's text column has one band
+// of ink per entry, separated by blank rows.
+func TestBanglaLayoutOnImage(t *testing.T) {
+	if _, err := sharedHandler(); err != nil {
+		t.Skipf("no Bengali font: %v", err)
+	}
+	b := fixtureBench()
+	mem, err := Memory(b.Records[:1], Lang("bn"), BanglaDigits(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss, err := LossCurves(fixtureRuns(), Lang("bn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]*plot.Plot{"memory": mem, "loss": loss} {
+		data, err := renderPNG(p, DefaultWidth, DefaultHeight, ShowScale*vgimg.DefaultDPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bd := img.Bounds()
+		for x := bd.Min.X; x < bd.Max.X; x++ {
+			if inked(img, x, bd.Min.Y) {
+				t.Errorf("%s: the title inks the top row of pixels at x=%d", name, x)
+				break
+			}
+		}
+		if name != "memory" {
+			continue
+		}
+		// The legend's thumbnails are the palette's colours; its text starts
+		// right of them.
+		thumbX, top, bottom := -1, -1, -1
+		for y := bd.Min.Y; y < bd.Max.Y/2; y++ {
+			for x := bd.Min.X; x < bd.Max.X/2; x++ {
+				if c := rgba(img, x, y); c == colorOf(0) || c == colorOf(3) {
+					if thumbX < 0 || x < thumbX {
+						thumbX = x
+					}
+					if top < 0 {
+						top = y
+					}
+					bottom = y
+				}
+			}
+		}
+		if thumbX < 0 {
+			t.Fatal("memory: no legend thumbnail found")
+		}
+		x0 := thumbX + int(ShowScale*vgimg.DefaultDPI*20/72) + 4 // past the 20 pt thumbnail
+		bands, inBand := 0, false
+		for y := max(bd.Min.Y, top-20); y <= bottom+20; y++ {
+			ink := false
+			for x := x0; x < x0+300 && x < bd.Max.X; x++ {
+				ink = ink || inked(img, x, y)
+			}
+			if ink && !inBand {
+				bands++
+			}
+			inBand = ink
+		}
+		if bands < 4 {
+			t.Errorf("memory: the legend's 4 rows of text make %d separate bands of ink; rows touch", bands)
+		}
+	}
+}
+
+func rgba(img image.Image, x, y int) color.RGBA {
+	r, g, b, a := img.At(x, y).RGBA()
+	return color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), uint8(a >> 8)}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // DefaultWidth and DefaultHeight are the size Show renders at and Save uses
@@ -30,13 +31,15 @@ type config struct {
 	grouped  bool
 	runLabel string
 	svg      bool
+	words    func(string) string
+	dpi      int
 	w, h     vg.Length
 	err      error
 }
 
 // newConfig applies opts to the defaults and returns the first invalid one.
 func newConfig(opts []Option) (config, error) {
-	c := config{lang: "en", alpha: DefaultSmooth, w: DefaultWidth, h: DefaultHeight}
+	c := config{lang: "en", alpha: DefaultSmooth, w: DefaultWidth, h: DefaultHeight, dpi: ShowScale * vgimg.DefaultDPI}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -64,6 +67,13 @@ func Lang(code string) Option {
 		}
 	}
 }
+
+// Words translates the data words a plot shows: legend entries (modes,
+// run labels), category tick labels and the step profile's op classes and
+// mode. nbui.PlotOptions passes nbui's message catalogue, so a Bangla
+// notebook's plots show "ফিউজড+bf16" where an English one shows
+// "fused+bf16". Without it, data words are drawn as given.
+func Words(translate func(string) string) Option { return func(c *config) { c.words = translate } }
 
 // BanglaDigits writes tick labels and values on bars with the Bengali digits
 // ০-৯ instead of 0-9.
@@ -100,7 +110,20 @@ func RunLabel(s string) Option { return func(c *config) { c.runLabel = s } }
 // outputs, so a published notebook shows a blank box where the plot was.
 func SVG(on bool) Option { return func(c *config) { c.svg = on } }
 
-// Size sets the size Show renders at (default DefaultWidth x DefaultHeight).
+// DPI sets the resolution Save draws a PNG at, in dots per inch (default
+// ShowScale × 96, the pixels Show sends); it must be 24 to 2400.
+func DPI(dpi int) Option {
+	return func(c *config) {
+		if dpi < 24 || dpi > 2400 {
+			c.setErr(fmt.Errorf("plotting: DPI %d is out of range; use 24 to 2400 (96 is a screen's, 300 a printer's)", dpi))
+			return
+		}
+		c.dpi = dpi
+	}
+}
+
+// Size sets the size Show renders at and Save writes at when given zero
+// sizes (default DefaultWidth x DefaultHeight).
 func Size(w, h vg.Length) Option {
 	return func(c *config) {
 		if w <= 0 || h <= 0 {

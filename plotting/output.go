@@ -50,15 +50,39 @@ func Render(p *plot.Plot, format string, w, h vg.Length) ([]byte, error) {
 
 // Save writes p at w x h to path as PNG, SVG or PDF, chosen by the extension
 // (.png, .svg, .pdf, any case); any other extension is an error. Zero sizes
-// mean DefaultWidth and DefaultHeight. The file is written to a temporary
-// file in the same folder and renamed into place, so readers never see a
-// partial image.
-func Save(p *plot.Plot, path string, w, h vg.Length) error {
+// mean the Size option's, else DefaultWidth and DefaultHeight. A PNG is
+// drawn at the DPI option's resolution, by default what Show draws
+// (ShowScale × 96 dots per inch: 1152×768 pixels at the default size);
+// Lang, Title and the other plot options do not apply here (the plot is
+// already made). The file is written to a temporary file in the same
+// folder and renamed into place, so readers never see a partial image.
+func Save(p *plot.Plot, path string, w, h vg.Length, opts ...Option) error {
 	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if !formats[ext] {
 		return fmt.Errorf("plotting: %s: unknown image extension (want .png, .svg or .pdf)", path)
 	}
-	data, err := Render(p, ext, w, h)
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return err
+	}
+	if w == 0 {
+		w = cfg.w
+	}
+	if h == 0 {
+		h = cfg.h
+	}
+	var data []byte
+	if ext == "png" {
+		if p == nil {
+			return fmt.Errorf("plotting: nil plot")
+		}
+		if w < 0 || h < 0 {
+			return fmt.Errorf("plotting: size %v x %v must be positive", w, h)
+		}
+		data, err = renderPNG(p, w, h, cfg.dpi)
+	} else {
+		data, err = Render(p, ext, w, h)
+	}
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,32 @@ func TestSave(t *testing.T) {
 	if err := Save(p, filepath.Join(dir, "no", "such", "dir.png"), 0, 0); err == nil {
 		t.Error("Save into a missing folder: no error")
 	}
+	// PNG size: by default the pixels Show draws; DPI and Size change it.
+	for _, c := range []struct {
+		opts []Option
+		w, h int
+	}{
+		{nil, 1152, 768},
+		{[]Option{DPI(96)}, 576, 384},
+		{[]Option{DPI(300), Size(4*vg.Inch, 2*vg.Inch)}, 1200, 600},
+	} {
+		path := filepath.Join(t.TempDir(), "size.png")
+		if err := Save(p, path, 0, 0, c.opts...); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width != c.w || cfg.Height != c.h {
+			t.Errorf("Save with %d options: %dx%d (%v), want %dx%d", len(c.opts), cfg.Width, cfg.Height, err, c.w, c.h)
+		}
+	}
+	if err := Save(p, filepath.Join(dir, "dpi.png"), 0, 0, DPI(5)); err == nil || !strings.Contains(err.Error(), "24 to 2400") {
+		t.Errorf("Save with DPI(5): %v, want a range error", err)
+	}
 	if err := Save(p, filepath.Join(dir, "neg.png"), -1, 10); err == nil {
 		t.Error("Save with a negative width: no error")
 	}

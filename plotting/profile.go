@@ -28,7 +28,7 @@ func StepProfile(p *bench.Profile, opts ...Option) (*plot.Plot, error) {
 	}
 	f := newFigure(cfg, msgProfileTitle)
 	if cfg.title == nil {
-		f.p.Title.Text = f.str(f.loc.msg(msgProfileTitle) + " · " + p.Config + " · " + p.Mode)
+		f.p.Title.Text = f.str(f.loc.msg(msgProfileTitle) + " · " + p.Config + " · " + f.word(p.Mode))
 	}
 	f.axes(f.loc.msg(msgMsPerStep), "")
 	n := len(p.Rows)
@@ -43,7 +43,7 @@ func StepProfile(p *bench.Profile, opts ...Option) (*plot.Plot, error) {
 			return nil, fmt.Errorf("plotting: StepProfile: class %q has %v ms", r.Class, r.Ms)
 		}
 		vals[n-1-i] = r.Ms
-		ticks[n-1-i] = plot.Tick{Value: y, Label: f.str(r.Class)}
+		ticks[n-1-i] = plot.Tick{Value: y, Label: f.str(f.word(r.Class))}
 		top = math.Max(top, r.Ms)
 		label := strconv.FormatFloat(100*r.Share, 'f', 1, 64) + "%"
 		if r.Pct > 0 {

@@ -483,3 +483,72 @@ func ApplyTextHandler(p *plot.Plot, h text.Handler) {
 	p.Y.Tick.Label.Handler = h
 	p.Legend.TextStyle.Handler = h
 }
+
+// InkTop returns how far above the baseline the ink of the line txt
+// reaches at fnt's size: the highest point of its shaped Bengali glyphs'
+// outlines (vowel signs such as ি and the reph rise above the font's
+// ascent), and the plot font's ascent for its other runs.
+func (h *TextHandler) InkTop(txt string, fnt font.Font) vg.Length {
+	rs := []rune(txt)
+	top := vg.Length(0)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	scale := fnt.Size / vg.Length(h.upem)
+	for _, r := range h.itemize(rs) {
+		if !r.bengali {
+			top = max(top, h.plain.Extents(fnt).Ascent)
+			continue
+		}
+		for _, g := range h.shapeRun(rs, r.start, r.end) {
+			segs, ok := h.outlines[g.id]
+			if !ok {
+				segs = outline(h.face, g.id)
+				h.outlines[g.id] = segs
+			}
+			for _, s := range segs {
+				n := 1
+				if s.op == ot.SegmentOpCubeTo {
+					n = 3
+				}
+				for _, p := range s.pts[:n] {
+					top = max(top, vg.Length(float64(p[1])+g.y)*scale)
+				}
+			}
+		}
+	}
+	return top
+}
+
+// titleHandler is the handler of a Bangla plot's title. gonum puts the top
+// of the title's box at the canvas's top edge, and TextHandler.Draw places
+// the baseline as text.Plain does (a font size below the box's top), which
+// for a font whose ascent is less than its size puts the top of the ink
+// above the box. titleHandler lowers the title until its shaped ink
+// (InkTop) is a tenth of the font size below the edge, and its Box grows by
+// as much, so the plot below makes room.
+type titleHandler struct{ *TextHandler }
+
+// lower is how far the title txt must move down.
+func (h titleHandler) lower(txt string, fnt font.Font) vg.Length {
+	e := h.Extents(fnt)
+	var ink vg.Length
+	for _, line := range h.Lines(txt) {
+		ink = max(ink, h.InkTop(line, fnt))
+	}
+	// Relative to the box's top: the first baseline sits at
+	// fnt.Size - 2·Ascent - Descent + Descent (Draw with YAlign -1).
+	return max(0, fnt.Size+ink+fnt.Size/10-2*e.Ascent)
+}
+
+func (h titleHandler) Box(txt string, fnt font.Font) (width, height, depth vg.Length) {
+	width, height, depth = h.TextHandler.Box(txt, fnt)
+	return width, height + h.lower(txt, fnt), depth
+}
+
+// Draw draws the title as TextHandler.Draw does, lowered (titleHandler).
+func (h titleHandler) Draw(c vg.Canvas, txt string, sty text.Style, pt vg.Point) {
+	if sty.Rotation == 0 && sty.YAlign == text.YTop {
+		pt.Y -= h.lower(txt, sty.Font)
+	}
+	h.TextHandler.Draw(c, txt, sty, pt)
+}

@@ -61,6 +61,9 @@ func printReport(w io.Writer, r druto.Report) {
 	if r.CPU != "" {
 		fmt.Fprintf(w, "cpu       %s\n", r.CPU)
 	}
+	if r.Precision != "" {
+		fmt.Fprintf(w, "precision %s\n", r.Precision)
+	}
 	if !r.GPUSupport {
 		fmt.Fprintln(w, "build     no GPU support (CGO_ENABLED=0)")
 		return

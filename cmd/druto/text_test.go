@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/druto/druto/pkg/gpt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,9 +44,26 @@ func TestTokenizerTrainSampleEval(t *testing.T) {
 	if !strings.Contains(table, "Bangla") || !strings.Contains(table, "bpe (vocab 400)") {
 		t.Errorf("tokenizer train printed %q", table)
 	}
+	// A Bangla-only file has no English: its column says n/a, not 0.000.
+	bnText := filepath.Join(dir, "bn.txt")
+	if err := os.WriteFile(bnText, []byte(strings.Repeat("রিনার তিনটি বই আছে। গাছে একটি পাখি আছে।\n", 400)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bnTable, _ := run("tokenizer", "train", "--data", bnText, "--vocab", "300", "--out", filepath.Join(dir, "bnonly.bpe"))
+	for _, l := range strings.Split(bnTable, "\n") {
+		if f := strings.Fields(l); len(f) >= 4 && f[0] == "bytes" && (f[2] != "n/a" || f[3] == "n/a") {
+			t.Errorf("tokenizer train on Bangla only: %q; want English n/a and a Bangla ratio", l)
+		}
+	}
+	if !strings.Contains(bnTable, "n/a") {
+		t.Errorf("tokenizer train on Bangla only printed no n/a:\n%s", bnTable)
+	}
 	out := filepath.Join(dir, "run")
 	common := []string{"train", "--preset", "tiny", "--steps", "3", "--batch", "2", "--seq", "32", "--eval-every", "0", "--sample-tokens", "12", "--tokenizer", bpe}
 	_, e1 := run(append(common, "--out", out)...)
+	if strings.Contains(e1, "val ") {
+		t.Errorf("a run with --eval-every 0 printed a validation loss: %s", e1)
+	}
 	if !strings.Contains(e1, "cached in") {
 		t.Errorf("first run did not cache its tokens: %s", e1)
 	}
@@ -106,5 +124,17 @@ func TestTrainGPT2Tokens(t *testing.T) {
 	s, err := exec.Command(bin, "sample", "--checkpoint", filepath.Join(out, "model.safetensors"), "--prompt", "Hello", "--tokens", "10").Output()
 	if err != nil || !utf8.Valid(s) || !strings.HasPrefix(string(s), "Hello") {
 		t.Fatalf("sample: %v %q", err, s)
+	}
+}
+
+func TestAutoSampleTokens(t *testing.T) {
+	for preset, want := range map[string]int{"tiny": defaultSampleTokens, "small": defaultSampleTokens, "gpt2-124M": 0} {
+		cfg, err := gpt.Preset(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := autoSampleTokens(cfg); got != want {
+			t.Errorf("autoSampleTokens(%s) = %d, want %d", preset, got, want)
+		}
 	}
 }

@@ -120,7 +120,7 @@ func runTokenizer(args []string) error {
 		if tok == data.Tokenizer(bpe) {
 			name = fmt.Sprintf("bpe (vocab %d)", bpe.Vocab())
 		}
-		fmt.Printf("  %-22s %8.3f %8.3f %8.3f\n", name, all, en, bn)
+		fmt.Printf("  %-22s %8s %8s %8s\n", name, perChar(all), perChar(en), perChar(bn))
 	}
 	return nil
 }
@@ -130,6 +130,15 @@ func runTokenizer(args []string) error {
 // come from the checkpoint; without it the tokenizer is --tokenizer, or
 // bytes (gpt2 for a preset with GPT-2's vocabulary), and the vocabulary
 // grows to PaddedVocab of the tokenizer's when the preset's is smaller. A
+// perChar formats tokens per character; 0 means the text has no character
+// of that language, so there is no ratio to show.
+func perChar(v float64) string {
+	if v == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
 // --resume without --tokenizer takes the tokenizer of the run in out.
 func runTokenizerAndInit(fs *flag.FlagSet, cfg *gpt.Config, spec, initPath string, resume bool, out string) (data.Tokenizer, *train.Checkpoint, error) {
 	var ck *train.Checkpoint

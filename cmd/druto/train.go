@@ -51,7 +51,7 @@ func runTrain(args []string) error {
 	evalEvery := fs.Int("eval-every", 50, "validation loss every N steps (0: never)")
 	evalBatches := fs.Int("eval-batches", 8, "batches per validation")
 	sampleEvery := fs.Int("sample-every", 0, "print a sample every N steps (0: only at the end)")
-	sampleTokens := fs.Int("sample-tokens", 160, "tokens per sample")
+	sampleTokens := fs.Int("sample-tokens", -1, fmt.Sprintf("tokens per sample (-1: %d for models up to %.0f M parameters, none above: without a KV cache a big model's sample takes longer than a short run)", defaultSampleTokens, sampleParamsLimit/1e6))
 	prompt := fs.String("prompt", "\n", "text the samples continue")
 	ckptEvery := fs.Int("checkpoint-every", 0, "also checkpoint every N steps")
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
@@ -124,6 +124,15 @@ func runTrain(args []string) error {
 	}
 	if !utf8.ValidString(*prompt) {
 		return fmt.Errorf("--prompt is not valid UTF-8; pass UTF-8 text")
+	}
+	if *sampleTokens < -1 {
+		return fmt.Errorf("--sample-tokens %d must be 0 or more (or -1: sized to the model)", *sampleTokens)
+	}
+	if *sampleTokens == -1 {
+		*sampleTokens = autoSampleTokens(cfg)
+		if *sampleTokens == 0 && *sampleEvery == 0 && !*dryRun {
+			fmt.Fprintf(os.Stderr, "druto: no end-of-run sample for a model of %d parameters; --sample-tokens N asks for one\n", cfg.NumParams())
+		}
 	}
 	if *sampleTokens > maxSampleTokens {
 		return fmt.Errorf("--sample-tokens %d is more than %d", *sampleTokens, maxSampleTokens)
@@ -243,6 +252,9 @@ func runTrain(args []string) error {
 		recipe.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "druto: "+msg) }
 	}
 	run, err := train.Start(dev, recipe)
+	if errors.Is(err, train.ErrRunExists) {
+		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
+	}
 	if err != nil {
 		return err
 	}
@@ -287,9 +299,29 @@ func runTrain(args []string) error {
 	if opts.OutDir != "" {
 		where = "checkpoint " + filepath.Join(opts.OutDir, train.ModelFile)
 	}
-	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f val %.4f in %s; %s\n",
-		final.Step, final.Loss, final.ValLoss, time.Since(start).Round(time.Millisecond), where)
+	val := "" // no evaluation (--eval-every 0): no validation loss to print
+	if final.ValLoss != 0 {
+		val = fmt.Sprintf(" val %.4f", final.ValLoss)
+	}
+	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f%s in %s; %s\n",
+		final.Step, final.Loss, val, time.Since(start).Round(time.Millisecond), where)
 	return nil
+}
+
+// The end-of-run sample of --sample-tokens -1: defaultSampleTokens tokens
+// for models of up to sampleParamsLimit parameters (the tiny and small
+// presets), none for bigger ones.
+const (
+	defaultSampleTokens = 160
+	sampleParamsLimit   = 10e6
+)
+
+// autoSampleTokens is the sample length --sample-tokens -1 stands for.
+func autoSampleTokens(cfg gpt.Config) int {
+	if cfg.NumParams() > sampleParamsLimit {
+		return 0
+	}
+	return defaultSampleTokens
 }
 
 // breakdown formats the activation buffers of at least 1 MB, the largest

@@ -10,25 +10,48 @@ import (
 )
 
 // Peak measures the device's matmul throughput in FLOP/s for the MFU
-// denominator and says what it measured: on the CPU a square fp32 GEMM of
-// 1024 (its fastest path), on a GPU a square bf16 GEMM of 8192 with fp32
-// accumulation (the tensor-core peak MFU is conventionally quoted against),
-// the fastest of 8 after a warm-up: a peak is the best the GEMM reaches, and
+// denominator and says what it measured: on the CPU square GEMMs of 256,
+// 512 and 1024 in fp32 and in bf16, the fastest (a step runs its linear
+// layers in its policy's kernel, bf16 on a CPU with AVX512_BF16 being faster
+// than fp32, and at a small model's widths, where the CPU's GEMM may run
+// faster than at 1024: a peak of fp32 at 1024 alone put steps' MFU above
+// 100%), on a GPU a square bf16 GEMM of 8192 with fp32 accumulation (the
+// tensor-core peak MFU is conventionally quoted against). Each is the
+// fastest of 8 after a warm-up: a peak is the best the GEMM reaches, and
 // on a shared machine a median is dragged down by other processes, which
-// inflated MFU past 1 (measured on a loaded 2-core EPYC). The operands are uniform random in [-1, 1):
-// a product of zeros runs faster than real data does (measured on an H200:
-// ~13% for bf16), which would inflate the peak and understate MFU. MFU
-// against a peak measured on the machine is honest anywhere; a datasheet
-// figure is not.
+// also inflated MFU past 1. The operands are uniform random in [-1, 1): a
+// product of zeros runs faster than real data does (~13% for bf16 on an
+// H200), which would inflate the peak and understate MFU. MFU against a
+// peak measured on the machine, in the step's own kernels, is honest
+// anywhere; a datasheet figure is not.
 func Peak(dev device.Device) (float64, string) {
-	n, dt := 1024, tensor.F32
 	if !isCPU(dev) {
-		n, dt = 8192, tensor.BF16
+		return peakOf(dev, tensor.BF16, 8192)
 	}
+	var best float64
+	var note string
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+		for _, n := range []int{256, 512, 1024} {
+			if flops, what := peakOf(dev, dt, n); flops > best {
+				best, note = flops, what
+			}
+		}
+	}
+	return best, note
+}
+
+// peakOf is the fastest of 8 square n×n×n matmuls of dt on dev, in FLOP/s,
+// and what it measured.
+func peakOf(dev device.Device, dt tensor.DType, n int) (float64, string) {
 	a, err1 := dev.Alloc(dt, n, n)
 	w, err2 := dev.Alloc(dt, n, n)
 	o, err3 := dev.Alloc(dt, n, n)
 	if err1 != nil || err2 != nil || err3 != nil {
+		for _, t := range []*tensor.Tensor{a, w, o} {
+			if t != nil {
+				dev.Free(t)
+			}
+		}
 		return 0, "not measured (allocation failed)"
 	}
 	defer func() { dev.Free(a); dev.Free(w); dev.Free(o) }()

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,9 +44,14 @@ type Recipe struct {
 	// Tokenized, when set, reports tokenising progress (done of total
 	// bytes); it is not called when the tokens come from the cache.
 	Tokenized func(done, total int)
-	// Resume continues the run saved in OutDir; without it, an OutDir that
-	// already holds a run is an error.
+	// Resume continues the run saved in OutDir; without it (and without
+	// Fresh), an OutDir that already holds a run is ErrRunExists.
 	Resume bool
+	// Fresh starts the run over: it removes the checkpoint, the training
+	// state and the metrics log a previous run left in OutDir (the token
+	// cache stays, it depends only on the data). A notebook sets it so that
+	// a second Run All trains again from step 0 instead of failing.
+	Fresh bool
 	// Init, when set, starts from these weights (fine-tuning); its Config
 	// must equal Options.Config.
 	Init *Checkpoint
@@ -53,6 +59,11 @@ type Recipe struct {
 	// can (StepGraph; Options.Step otherwise).
 	Graph bool
 }
+
+// ErrRunExists is Start's error for a recipe that neither resumes nor
+// starts fresh, into an OutDir that already holds a run: Start never
+// overwrites a checkpoint unasked.
+var ErrRunExists = errors.New("train: the output folder already holds a run")
 
 // Run is a started Recipe: the trainer and what it trains on.
 type Run struct {
@@ -64,20 +75,6 @@ type Run struct {
 	Tokens int        // every token of the data
 	Train  int        // training tokens
 	Val    int        // validation tokens (0 when EvalEvery is 0)
-}
-
-// AutoPolicy is the precision that trains fastest on dev: bf16 on GPUs of
-// compute capability 8.0 and later, fp16 (with loss scaling) on older ones,
-// fp32 on the CPU, where 16-bit storage only adds conversions.
-func AutoPolicy(dev device.Device) amp.Policy {
-	c, ok := dev.(interface{ Capability() (major, minor int) })
-	switch {
-	case !ok:
-		return amp.FP32
-	case func() bool { major, _ := c.Capability(); return major >= 8 }():
-		return amp.BF16
-	}
-	return amp.FP16
 }
 
 // Tokens returns the training and validation tokens (the last 10%) of
@@ -122,9 +119,20 @@ func Start(dev device.Device, r Recipe) (*Run, error) {
 	if r.Init != nil && r.Resume {
 		return nil, fmt.Errorf("train: a run starts from a checkpoint's weights or resumes, not both")
 	}
+	if r.Fresh && r.Resume {
+		return nil, fmt.Errorf("train: a run starts fresh or resumes, not both (Recipe.Fresh and Recipe.Resume)")
+	}
+	if r.Fresh && r.OutDir != "" {
+		for _, f := range []string{ModelFile, StateFile, MetricsFile} {
+			if err := os.Remove(filepath.Join(r.OutDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("train: starting fresh: %w", err)
+			}
+		}
+	}
 	if !r.Resume && r.OutDir != "" {
 		if _, err := os.Stat(filepath.Join(r.OutDir, StateFile)); err == nil {
-			return nil, fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", r.OutDir)
+			return nil, fmt.Errorf("%w: %s holds a checkpoint; set Recipe.Resume to continue it, Recipe.Fresh to start over, or choose another OutDir",
+				ErrRunExists, r.OutDir)
 		}
 	}
 	trainT, valT, source, cache, err := Tokens(r.Data, r.Seed, r.Tokenizer, r.OutDir, r.Tokenized)

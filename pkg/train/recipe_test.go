@@ -2,10 +2,14 @@ package train
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"github.com/druto/druto/pkg/tensor"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
@@ -24,14 +28,60 @@ type capDev struct {
 
 func (d capDev) Capability() (int, int) { return d.major, 0 }
 
+// fakeCPU is a CPU device whose bf16 dot products are faked through the
+// switch druto detect reports (BF16Dot).
+type fakeCPU struct {
+	device.Device
+	isa    string
+	native bool
+}
+
+func (d fakeCPU) BF16Dot() (string, bool) { return d.isa, d.native }
+func (d fakeCPU) Name() string            { return "fake " + d.isa + " " + d.Device.Name() }
+
 func TestAutoPolicy(t *testing.T) {
 	dev := cpu.New(device.Options{Fused: true})
 	for _, c := range []struct {
 		dev  device.Device
 		want amp.Policy
-	}{{dev, amp.FP32}, {capDev{dev, 7}, amp.FP16}, {capDev{dev, 8}, amp.BF16}, {capDev{dev, 9}, amp.BF16}} {
+	}{{capDev{dev, 7}, amp.FP16}, {capDev{dev, 8}, amp.BF16}, {capDev{dev, 9}, amp.BF16}} {
 		if got := AutoPolicy(c.dev); got != c.want {
 			t.Errorf("AutoPolicy(%T major %v) = %s, want %s", c.dev, c.dev, got, c.want)
+		}
+	}
+	// The CPU: a fake speed for each dtype, so that both kinds of CPU are
+	// tested on any machine.
+	old := matmulSeconds
+	t.Cleanup(func() { matmulSeconds = old })
+	bf16Share := 0.0
+	matmulSeconds = func(_ device.Device, dt tensor.DType, _ int) (time.Duration, error) {
+		if dt == tensor.BF16 {
+			return time.Duration(bf16Share * float64(time.Second)), nil
+		}
+		return time.Second, nil
+	}
+	for _, c := range []struct {
+		native bool
+		share  float64 // a bf16 matmul's time, of fp32's
+		want   amp.Policy
+		why    string
+	}{
+		{false, 0.5, amp.FP32, "no native bf16"},         // AVX2-only EPYC: not even measured
+		{true, 0.6, amp.BF16, "took 60% of an fp32 one"}, // Zen 4 with AVX512_BF16
+		{true, 0.95, amp.FP32, "not enough"},             // native but barely faster
+	} {
+		bf16Share = c.share
+		f := fakeCPU{dev, fmt.Sprintf("AVX512_BF16-%v-%v", c.native, c.share), c.native}
+		p, why := ChoosePolicy(f)
+		if p != c.want || !strings.Contains(why, c.why) {
+			t.Errorf("native %v, bf16 at %.0f%% of fp32: %s (%q), want %s (%q)", c.native, 100*c.share, p, why, c.want, c.why)
+		}
+	}
+	// This machine: fp32 wherever the CPU has no native bf16 products.
+	if _, native := dev.BF16Dot(); !native {
+		matmulSeconds = old
+		if p, why := ChoosePolicy(dev); p != amp.FP32 || !strings.Contains(why, "AVX512_BF16") {
+			t.Errorf("this CPU has no AVX512_BF16 pair kernel, yet ChoosePolicy = %s (%q)", p, why)
 		}
 	}
 }
@@ -60,8 +110,28 @@ func TestRecipeRunResumeAndOpen(t *testing.T) {
 	if last.Step != 2 || !(last.ValLoss > 0) {
 		t.Fatalf("after 2 steps: %+v", last)
 	}
-	if _, err := Start(dev, r); err == nil || !strings.Contains(err.Error(), "already holds a checkpoint") {
-		t.Fatalf("a fresh run into %s: %v, want an error naming the checkpoint there", dir, err)
+	if _, err := Start(dev, r); !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), "Recipe.Resume") || strings.Contains(err.Error(), "--") {
+		t.Fatalf("a new run into %s: %v, want ErrRunExists in the library's words (no CLI flags)", dir, err)
+	}
+	// Fresh starts over: step 0, and a metrics log of this run only.
+	fresh := r
+	fresh.Fresh = true
+	if _, err := Start(dev, func() Recipe { b := fresh; b.Resume = true; return b }()); err == nil {
+		t.Fatal("Fresh with Resume started")
+	}
+	frun, err := Start(dev, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frun.StepsDone() != 0 {
+		t.Fatalf("a fresh run starts at step %d, want 0", frun.StepsDone())
+	}
+	if err := frun.Run(context.Background(), 2, func(Metric) {}); err != nil {
+		t.Fatal(err)
+	}
+	frun.Close()
+	if ms, err := ReadMetricsFile(filepath.Join(dir, MetricsFile)); err != nil || len(ms) != 2 {
+		t.Fatalf("after a fresh 2-step run the log holds %d steps (%v), want 2", len(ms), err)
 	}
 	r.Resume = true
 	run, err = Start(dev, r)

@@ -66,6 +66,19 @@ func (d *Device) Describe() string {
 	return fmt.Sprintf("GEMM %s; bf16 GEMMs %s; elementwise kernels %s; %d threads", gemmName(), bf16GemmName(), ISA(), d.threads)
 }
 
+// BF16Dot reports whether this CPU's linear layers multiply bf16 operands
+// natively, with the AVX512_BF16 pair kernel (VDPBF16PS) — unless
+// DRUTO_CPU_ISA keeps an older kernel — and names the instruction set.
+// druto detect reports it and train.AutoPolicy decides from it, then
+// measures.
+func (d *Device) BF16Dot() (string, bool) {
+	loadBLAS()
+	if !fusedBF16 {
+		return "", false
+	}
+	return blas.DotBF16()
+}
+
 // Fused reports whether the fused forms run.
 func (d *Device) Fused() bool { return d.fused }
 
