@@ -177,15 +177,15 @@ func TestRecipeRunResumeAndOpen(t *testing.T) {
 	if err := tensor.CloseF32([]float32{loss}, []float32{last.ValLoss}, dt, 1); err != nil {
 		t.Fatalf("the reopened checkpoint's validation loss %v, the run recorded %v (%s): %v", loss, last.ValLoss, dt, err)
 	}
-	fresh, err := gpt.New(dev, ck.Config, run.Policy)
+	untrained, err := gpt.New(dev, ck.Config, run.Policy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fresh.Close()
-	if err := fresh.Init(o.Seed + 1); err != nil {
+	defer untrained.Close()
+	if err := untrained.Init(o.Seed + 1); err != nil {
 		t.Fatal(err)
 	}
-	if fl, err := EvalLoss(fresh, l, o.Batch, o.Seq, o.EvalBatches); err != nil || tensor.CloseF32([]float32{fl}, []float32{last.ValLoss}, dt, 1) == nil {
+	if fl, err := EvalLoss(untrained, l, o.Batch, o.Seq, o.EvalBatches); err != nil || tensor.CloseF32([]float32{fl}, []float32{last.ValLoss}, dt, 1) == nil {
 		t.Fatalf("a fresh model's loss %v (%v) passes for the run's %v", fl, err, last.ValLoss)
 	}
 
