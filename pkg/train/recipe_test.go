@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/druto/druto/pkg/tensor"
 	"os"
 	"path/filepath"
 	"strings"
