@@ -137,7 +137,7 @@ type Report struct {
 	PeakFLOPs float64  `json:"peak_flops,omitempty"` // the MFU denominator, measured or quoted
 	PeakNote  string   `json:"peak_note,omitempty"`
 	CopyGBps  float64  `json:"copy_gbps,omitempty"` // the bandwidth profiles compare with (CopyBandwidth)
-	Records   []Record `json:"records"`
+	Records   []Record `json:"records,omitempty"`   // training steps (none in a --sample report)
 	// Sample holds the generation benchmark's records (druto bench --sample).
 	Sample []SampleRecord `json:"sample,omitempty"`
 }
