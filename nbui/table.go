@@ -23,6 +23,7 @@ type Table struct {
 // notebook, "text (url)" as plain text.
 type Link struct{ Text, URL string }
 
+// String is the link as plain text, "text (url)".
 func (l Link) String() string { return l.Text + " (" + l.URL + ")" }
 
 // NewTable returns an empty table in language lang with the given column
