@@ -23,7 +23,7 @@ func TestPlanTable(t *testing.T) {
 	}
 	for lang, want := range map[string][]string{
 		"en": {"Plan for V50304", "a T4's 16 GiB", "Why: recompute", "<- chosen"},
-		"bn": {"পরিকল্পনা", "T4-এর 16 GiB", "কারণ: ", "<- বাছাই করা", "আবার হিসাব"},
+		"bn": {"পরিকল্পনা", "T4-এর ১৬ GiB", "কারণ: ", "<- বাছাই করা", "আবার হিসাব"},
 	} {
 		tb := PlanTable(lang, p)
 		text := tb.Text()

@@ -893,17 +893,17 @@ func TestSetupCellFindsDruto(t *testing.T) {
 func TestFailingCellFailsExecution(t *testing.T) {
 	mode := os.Getenv(modeEnv)
 	if mode == "off" {
-		t.Skipf("%s=off", modeEnv)
+		t.Skipf("%s=off", modeEnv) // skip: an opt-out (=off)
 	}
 	jupyter, missing := tools()
 	if missing != "" {
 		if mode == "require" {
 			t.Fatalf("%s=require: %s", modeEnv, missing)
 		}
-		t.Skip(missing)
+		t.Skip(missing) // require: DRUTO_NOTEBOOK_TESTS
 	}
 	if testing.Short() && mode != "require" {
-		t.Skip("-short: not executing notebooks")
+		t.Skip("-short: not executing notebooks") // skip: -short
 	}
 	repo, err := filepath.Abs("..")
 	if err != nil {

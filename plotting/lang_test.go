@@ -284,7 +284,7 @@ func inked(img image.Image, x, y int) bool {
 // of ink per entry, separated by blank rows.
 func TestBanglaLayoutOnImage(t *testing.T) {
 	if _, err := sharedHandler(); err != nil {
-		t.Skipf("no Bengali font: %v", err)
+		t.Fatalf("no Bengali font (scripts/install-test-deps.sh installs fonts-noto-core): %v", err)
 	}
 	b := fixtureBench()
 	mem, err := Memory(b.Records[:1], Lang("bn"), BanglaDigits(true))
