@@ -230,7 +230,9 @@ var DecodeOps = struct {
 		Params: []Param{p("ids", I32, Out, prod(0)), p("logits", Float, Out, prod(0, 2)), p("x", Float, In, prod(0, 1)),
 			p("wte", Float, In, prod(2, 1)), p("table", I32, In, prod(3, 2)),
 			p("rows", I32, Acc, func(s []int) int { return s[0] * RowLen })},
-		Tol: one},
+		// Index inputs below NS: table entries are next states with need 0,
+		// and every slot of a row's state is a valid small number.
+		Tol: one, IndexMax: func(s []int, _ []*T) int { return s[3] }},
 }
 
 // decodeRule checks that channels (size index c) divide into heads (index nh).

@@ -475,6 +475,7 @@ func b2f(b bool) float32 {
 // reports them unsupported.
 func decodeCases(dt tensor.DType) []Case {
 	o := &device.DecodeOps
+	o2 := o
 	var cs []Case
 	dec := func(d device.Device) (device.Decoder, error) {
 		x, ok := d.(device.Decoder)
@@ -513,6 +514,23 @@ func decodeCases(dt tensor.DType) []Case {
 				x, err := dec(d)
 				if err == nil {
 					x.AttentionDecode(t[0], t[1], t[2], t[3], t[4], B, C, NH, S)
+				}
+				return nil, err
+			}})
+	}
+	// SampleHead: greedy and drawn (top-k and top-p) over V 300 at C 64,
+	// from tables and row states of valid entries (the ids' next states).
+	for _, o := range []device.Sampling{{}, {Temperature: 0.8, TopK: 40, TopP: 0.9}} {
+		s := []int{3, 64, 300, 2}
+		note := "greedy"
+		if o.Temperature > 0 {
+			note = "drawn"
+		}
+		cs = append(cs, Case{Name: name(&o2.SampleHead, dt, s, note), Contract: &o2.SampleHead, DType: dt, Sizes: s,
+			Call: func(d device.Device, t []*T) ([]float32, error) {
+				x, err := dec(d)
+				if err == nil {
+					x.SampleHead(t[0], t[1], t[2], t[3], t[4], t[5], s[0], s[1], s[2], s[3], o)
 				}
 				return nil, err
 			}})
