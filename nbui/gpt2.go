@@ -57,6 +57,9 @@ func GPT2(lang, name, dir string) (string, error) {
 	if i := strings.Index(cause, ";"); i > 0 {
 		cause = cause[:i]
 	}
+	if lang == "bn" { // the resolver's own words are English: say it in Bangla
+		cause = Sprintf(lang, "the Hugging Face Hub cannot be reached")
+	}
 	Note(lang, "No network (%s): the cells below use a small GPT-2 that this notebook built and saved, with GPT-2's tokenizer and random weights (%s, %d parameters): %s",
 		cause, SmallGPT2, SmallGPT2.NumParams(), path)
 	return path, nil

@@ -163,8 +163,9 @@ var bangla = map[string]string{
 	"recompute %s at micro-batch %d needs the fewest FLOPs of %d candidates (%.3g TFLOP a step, against %.3g for recompute %s); no probe ran, so the speed of a larger micro-batch is not counted": "%[3]dটি প্রার্থীর মধ্যে আবার হিসাব %[1]s, মাইক্রো-ব্যাচ %[2]d-এ সবচেয়ে কম FLOP লাগে (ধাপে %.3[4]g TFLOP, আবার হিসাব %[6]s-এ %.3[5]g); কোনো প্রোব চলেনি, তাই বড় মাইক্রো-ব্যাচের গতি গোনা হয়নি",
 
 	// Column headers of notebook 03's tokenizer table.
-	"tokens per character, English": "অক্ষরপ্রতি টোকেন, ইংরেজি",
-	"tokens per character, Bangla":  "অক্ষরপ্রতি টোকেন, বাংলা",
+	"tokens per character, English":          "অক্ষরপ্রতি টোকেন, ইংরেজি",
+	"tokens per character, Bangla":           "অক্ষরপ্রতি টোকেন, বাংলা",
+	"the Hugging Face Hub cannot be reached": "Hugging Face Hub-এ পৌঁছানো যাচ্ছে না",
 	// Generation (notebook 03).
 	"Here: %d new tokens from the trained checkpoint, the first after %.1f ms, then %.0f tokens/s over the key/value cache.": "এখানে: প্রশিক্ষিত চেকপয়েন্ট থেকে %dটি নতুন টোকেন, প্রথমটি %.1f মি.সে. পরে, তারপর কী/ভ্যালু ক্যাশ দিয়ে সেকেন্ডে %.0fটি টোকেন।",
 

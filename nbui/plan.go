@@ -44,7 +44,7 @@ func PlanTable(lang string, p *train.Plan) *Table {
 	t := NewTable(lang, train.PlanColumns...)
 	for i := range p.Rows {
 		row := p.Cells(i)
-		for _, j := range []int{4, 8} { // fits (yes/no) and the choice mark are words
+		for _, j := range []int{0, 4, 8} { // the level ("none"), fits (yes/no) and the choice mark are words
 			row[j] = Sprintf(lang, row[j])
 		}
 		cells := make([]any, len(row))
@@ -60,6 +60,11 @@ func PlanTable(lang string, p *train.Plan) *Table {
 		}
 	}
 	wf, wa := p.Why()
+	for i, x := range wa { // the levels named in the reason
+		if s, ok := x.(string); ok {
+			wa[i] = Sprintf(lang, s)
+		}
+	}
 	t.WithCaption(f, a...)
 	t.Caption += " " + Sprintf(lang, "Why: %s", Sprintf(lang, wf, wa...))
 	return t

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/druto/druto/pkg/train"
 	"github.com/druto/druto/plotting"
 )
 
@@ -45,4 +46,22 @@ func SampleRecords() ([]plotting.Decode, error) {
 		return nil, fmt.Errorf("nbui: no generation records in %s (druto bench --sample --json writes them)", filepath.Join(Repo(), "bench", "results"))
 	}
 	return out, nil
+}
+
+// ShowGeneration notes how fast a sampler's last generation went and
+// shows it as plotting.Generation's figure beside the committed records
+// (SampleRecords): "druto (here)" for the model of preset.
+func ShowGeneration(lang, preset string, st train.SampleStats) error {
+	Note(lang, "Here: %d new tokens from the trained checkpoint, the first after %.1f ms, then %.0f tokens/s over the key/value cache.",
+		st.Tokens, float64(st.Prefill.Microseconds())/1000, st.DecodeRate())
+	recs, err := SampleRecords()
+	if err != nil {
+		return err
+	}
+	here := plotting.Decode{System: "druto (here)", Config: preset, Batch: 1, TokensPerS: st.DecodeRate()}
+	p, err := plotting.Generation(append([]plotting.Decode{here}, recs...), PlotOptions(lang)...)
+	if err != nil {
+		return err
+	}
+	return plotting.Show(p)
 }

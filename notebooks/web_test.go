@@ -1215,7 +1215,7 @@ func TestLiveJupyter(t *testing.T) {
 			switch {
 			case err != nil:
 				t.Errorf("reading the progress bar: %v", err)
-			case bar.N != 1 || bar.Max == 0 || bar.Value != bar.Max || !strings.Contains(bar.Text, "100%"):
+			case bar.N != 1 || bar.Max == 0 || bar.Value != bar.Max || !strings.Contains(bar.Text, "100%") && !strings.Contains(bar.Text, "১০০%"):
 				t.Errorf("progress display: %d bars, the last at %v of %v (%q), want one bar at 100%%: screenshot %s",
 					bar.N, bar.Value, bar.Max, firstLine(bar.Text), shot())
 			}
@@ -1224,10 +1224,10 @@ func TestLiveJupyter(t *testing.T) {
 			if err != nil {
 				t.Fatalf("finding the figure: %v", err)
 			}
-			if len(figs) != 1 {
-				t.Fatalf("%d figures in the notebook, want the loss curve: screenshot %s", len(figs), shot())
+			if len(figs) < 1 {
+				t.Fatalf("%d figures in the notebook, want the loss curve first: screenshot %s", len(figs), shot())
 			}
-			f := figs[0]
+			f := figs[0] // the loss curve (the generation figure comes after it)
 			img, raw, err := shootFigure(ctx, f.Index)
 			if err != nil {
 				t.Fatalf("screenshot of the figure: %v", err)
