@@ -42,7 +42,9 @@ esac
 out="$1"
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-names=(01-build 02-detect 03-train 04-benchmark)
+# Every notebook in notebooks/en (each has its Bangla twin in notebooks/bn).
+names=()
+for f in "$repo"/notebooks/en/*.ipynb; do names+=("$(basename "$f" .ipynb)"); done
 langs=(en bn)
 marker=".druto-published"
 
