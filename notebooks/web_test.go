@@ -283,9 +283,18 @@ const findFiguresJS = `(() => {
 	return figs;
 })()`
 
-// shootFigure returns a screenshot of figure i, decoded.
+// shootFigure returns a screenshot of figure i, decoded. The figure is
+// scrolled into view first: Jupyter Notebook scrolls its cells inside a
+// container (#site), not the window, so the screenshot's own scrolling
+// leaves a figure that findFiguresJS scrolled past (another figure below
+// it) outside the viewport, and the clip shows the page's grey instead.
 func shootFigure(ctx context.Context, i int) (image.Image, []byte, error) {
-	raw, err := run(ctx, time.Minute, chromedp.Screenshot(chromedp.CSS(fmt.Sprintf(`[data-druto-fig="%d"]`, i))))
+	sel := fmt.Sprintf(`[data-druto-fig="%d"]`, i)
+	if _, err := run(ctx, time.Minute, chromedp.Evaluate[bool](fmt.Sprintf(
+		`(() => { const e = document.querySelector(%q); if (e) e.scrollIntoView({block: 'center'}); return !!e; })()`, sel))); err != nil {
+		return nil, nil, err
+	}
+	raw, err := run(ctx, time.Minute, chromedp.Screenshot(chromedp.CSS(sel)))
 	if err != nil {
 		return nil, nil, err
 	}
