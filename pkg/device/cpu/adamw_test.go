@@ -195,3 +195,62 @@ func ntBenchAdamW(b *testing.B, fused bool) {
 		}
 	}
 }
+
+// TestAdamWBF16: with moments that start as bf16 values, AdamWBF16 gives
+// AdamWStep's master weights and working copy bit for bit (the same fp32
+// update), and stores each moment as one of the two bf16 neighbours of
+// AdamWStep's fp32 moment; a gap is left alone; the step state's form with
+// a non-finite step changes nothing.
+func TestAdamWBF16(t *testing.T) {
+	d := New(device.Options{Fused: true, Threads: 2})
+	l, in, _ := ntAdamLayout()
+	n := l.Total
+	rng := tensor.NewRNG(5)
+	p, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range n {
+		p[i], g[i] = float32(rng.Norm()), float32(rng.Norm())
+		m[i] = tensor.BF16ToF32(tensor.BF16FromF32(float32(rng.Norm() / 10)))
+		v[i] = tensor.BF16ToF32(tensor.BF16FromF32(0.5 + rng.Float32()))
+	}
+	f32 := func(x []float32) *tensor.Tensor { t, _ := tensor.FromF32(append([]float32(nil), x...), n); return t }
+	bf := func(x []float32) *tensor.Tensor { t := tensor.New(tensor.BF16, n); _ = t.SetF32(x); return t }
+	hp := device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 3, GradScale: 0.5, Seed: 11}
+	p32, m32, v32, w32 := f32(p), f32(m), f32(v), tensor.New(tensor.BF16, n)
+	d.AdamWStep(p32, w32, f32(g), m32, v32, l, hp)
+	p16, m16, v16, w16 := f32(p), bf(m), bf(v), tensor.New(tensor.BF16, n)
+	d.AdamWBF16(p16, w16, f32(g), m16, v16, l, hp, nil)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	neighbour := func(got uint16, want float32) bool {
+		lo := math.Float32frombits(math.Float32bits(want) &^ 0xffff)
+		return tensor.BF16ToF32(got) == lo || got == tensor.BF16FromF32(lo)+1
+	}
+	for i := range n {
+		if p16.F32()[i] != p32.F32()[i] || w16.U16()[i] != w32.U16()[i] {
+			t.Fatalf("element %d: master %v, work %#x; AdamWStep's %v, %#x", i, p16.F32()[i], w16.U16()[i], p32.F32()[i], w32.U16()[i])
+		}
+		mu, vu := m16.U16()[i], v16.U16()[i]
+		if !in[i] {
+			if tensor.BF16ToF32(mu) != m[i] || tensor.BF16ToF32(vu) != v[i] {
+				t.Fatalf("gap element %d changed", i)
+			}
+			continue
+		}
+		if !neighbour(mu, m32.F32()[i]) || !neighbour(vu, v32.F32()[i]) {
+			t.Fatalf("element %d: moments %v, %v are not bf16 neighbours of %v, %v", i,
+				tensor.BF16ToF32(mu), tensor.BF16ToF32(vu), m32.F32()[i], v32.F32()[i])
+		}
+	}
+	st := tensor.New(tensor.F32, device.StateLen) // SlotFinite 0: a skipped step
+	before := append([]uint16(nil), m16.U16()...)
+	d.AdamWBF16(p16, nil, f32(g), m16, v16, l, device.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, st)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range before {
+		if m16.U16()[i] != x {
+			t.Fatalf("a skipped step changed m at %d", i)
+		}
+	}
+}
