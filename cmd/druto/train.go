@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/bench"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/gpu"
@@ -318,6 +319,13 @@ func runTrain(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f%s in %s; %s\n",
 		final.Step, final.Loss, val, time.Since(start).Round(time.Millisecond), where)
+	if pm, ok := dev.(bench.PeakMemory); ok { // the GPU: its allocator's high-water mark
+		limit := ""
+		if memCap > 0 {
+			limit = fmt.Sprintf(" (%s caps it at %s)", device.MemoryCapEnv, train.GiB(memCap))
+		}
+		fmt.Fprintf(os.Stderr, "druto: peak device memory %s%s\n", train.GiB(pm.MemoryPeak()), limit)
+	}
 	return nil
 }
 
