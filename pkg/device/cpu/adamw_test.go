@@ -254,3 +254,50 @@ func TestAdamWBF16(t *testing.T) {
 		}
 	}
 }
+
+// adamGoldenSum is the FNV-1a hash of the master, m and v bits after
+// TestAdamWBF16Golden's step; kernels/emu/adamw/run.sh checks that
+// adamw_bf16m, compiled for the host, gives the same.
+const adamGoldenSum = 0xc62c9f580fa0441f
+
+// TestAdamWBF16Golden: one AdamWBF16 step over inputs made of exact
+// dyadic values (the same formula as kernels/emu/adamw/main.cpp: two
+// segments, one decayed, a gap) hashes to adamGoldenSum, so the CUDA
+// source and the CPU twin are held to the same bits without a GPU.
+func TestAdamWBF16Golden(t *testing.T) {
+	const n = 5000
+	l := &tensor.Layout{Total: n, Segments: []tensor.Segment{
+		{Name: "a", Offset: 0, Shape: tensor.Shape{3001}, Decay: true},
+		{Name: "b", Offset: 3004, Shape: tensor.Shape{1996}},
+	}}
+	p, g, m, v := tensor.New(tensor.F32, n), tensor.New(tensor.F32, n), tensor.New(tensor.BF16, n), tensor.New(tensor.BF16, n)
+	for i := range n {
+		p.F32()[i] = float32((i*37)%201-100) / 128
+		g.F32()[i] = float32((i*53)%157-78) / 64
+		m.U16()[i] = tensor.BF16FromF32(float32((i*29)%101-50) / 1024)
+		v.U16()[i] = tensor.BF16FromF32(float32((i*31)%89+1) / 256)
+	}
+	hp := device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 3, GradScale: 0.5, Seed: 0x5eed42}
+	d := New(device.Options{Fused: true, Threads: 2})
+	d.AdamWBF16(p, nil, g, m, v, l, hp, nil)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	h := uint64(0xcbf29ce484222325)
+	mix := func(x uint32) {
+		for k := 0; k < 4; k++ {
+			h = (h ^ uint64(x>>(8*k)&0xff)) * 0x100000001b3
+		}
+	}
+	for i := range n {
+		mix(math.Float32bits(p.F32()[i]))
+		mix(uint32(m.U16()[i]))
+		mix(uint32(v.U16()[i]))
+	}
+	c := hp.Consts()
+	t.Logf("consts gs %#x decay %#x w1 %#x b2 %#x w2 %#x step %#x bc2 %#x eps %#x small %v", math.Float32bits(c.GS), math.Float32bits(c.Decay),
+		math.Float32bits(c.W1), math.Float32bits(c.B2), math.Float32bits(c.W2), math.Float32bits(c.Step), math.Float32bits(c.BC2), math.Float32bits(c.Eps), c.Small)
+	if h != adamGoldenSum {
+		t.Errorf("hash %#x, want %#x (kernels/emu/adamw/run.sh holds the CUDA source to the same)", h, uint64(adamGoldenSum))
+	}
+}
