@@ -53,7 +53,8 @@
 #             (the gpt2-124M checkpoint: one CPU training step made here)
 #   fit       fit.log, fit-summary.txt: issue 42's H200 must-shows in one
 #             call (~200 s of device time at the defaults; not in the default
-#             list): under DRUTO_GPU_MEMORY=16GiB a random gpt2-medium
+#             list): druto detect's self-test of the new ops (AdamWBF16's
+#             adamw_bf16m, GELU); under DRUTO_GPU_MEMORY=16GiB a random gpt2-medium
 #             (scripts/gpt2_shape.py: config.json + fp16 safetensors)
 #             fine-tunes with --total-batch 524288 for STEPS (3) steps, the
 #             planner choosing micro-batch, accumulation and recompute;
@@ -417,6 +418,21 @@ fit() {
     --eval-every 50 --eval-batches 4 --sample-tokens 0 --seed 42)
   {
     stamp
+    echo "## the new ops on this GPU (druto detect's self-test): AdamWBF16 (adamw_bf16m) and GELU against the CPU twin"
+    $B/druto detect --json > "$LOGS/fit-detect.json"
+    python3 - "$LOGS/fit-detect.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+cases = [t for t in d.get("op_tests") or [] if "AdamWBF16" in t["case"] or ": GELU " in t["case"]]
+bad = [t for t in cases if not t["pass"]]
+print("gpu usable %s; %d AdamWBF16 and GELU cases, %d failed, largest relative error %.3g" % (
+    d.get("gpu_usable"), len(cases), len(bad), max([t.get("max_rel_err", 0) for t in cases] or [0])))
+for t in bad:
+    print("FAILED", t["case"], t.get("error", ""))
+for k in d.get("kernels") or []:
+    if k["name"] == "adamw_bf16m":
+        print("adamw_bf16m/%s: %s, self-test %s" % (k["dtype"], k["status"], (k.get("self_test") or {}).get("pass")))
+PY
     python3 scripts/gpt2_shape.py medium "$FITW/medium" && python3 scripts/gpt2_shape.py xl "$FITW/xl"
     export DRUTO_GPU_MEMORY=16GiB
     fitrun medium --init "$FITW/medium/model.safetensors" "${ft[@]}" --total-batch 524288 --steps "$steps"
@@ -461,7 +477,7 @@ if a and c:
     if va and vc:
         print("bf16 moments against fp32: val %.4f against %.4f (%+.2f%%)" % (vc[-1], va[-1], 100 * (vc[-1] / va[-1] - 1)))
 PY
-  grep -E '^## |<- chosen|peak device memory|no plan fits|more FLOPs|^exit' "$LOGS/fit.log" >> "$LOGS/fit-summary.txt"
+  grep -E '^## |<- chosen|peak device memory|no plan fits|more FLOPs|^exit|^gpu usable|^adamw_bf16m|^FAILED' "$LOGS/fit.log" >> "$LOGS/fit-summary.txt"
   cp "$LOGS/fit-summary.txt" "$OUT/"
   rm -rf "$FITW"
 }
