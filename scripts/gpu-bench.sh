@@ -66,7 +66,8 @@
 #             train and val losses, median step ms, the loss curves' largest
 #             relative gap, and the FLOPs layer recompute adds (dry run).
 #             Each run: tokens/s, peak device memory, the planner's table.
-#             STEPS124=2000 (the issue's length) adds about 150 s.
+#             STEPS124=2000 (the issue's length) adds about 180 s (~380 s
+#             in all, still one call). Build first: scripts/gpu-build.sh ./cmd/druto
 #
 #   scripts/gpu-bench.sh                     detect checks kernels bench hf faults train
 #   scripts/gpu-bench.sh --sanitize          only the sanitizer section
