@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
@@ -56,9 +57,14 @@ func TestBF16MomentsResume(t *testing.T) {
 	if err := a4.Run(context.Background(), 4, nil); err != nil {
 		t.Fatal(err)
 	}
+	var notes []string
+	o32.Notice = func(msg string) { notes = append(notes, msg) }
 	c := newTrainer(t, o32)
 	if err := c.Resume(dir4); err != nil {
 		t.Fatalf("fp32 resume of bf16 moments: %v", err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "moments are bf16, this run keeps them in fp32: converted") {
+		t.Errorf("the conversion's notice: %q", notes)
 	}
 	got := snapshot(t, c)
 	for k := 1; k < 3; k++ {

@@ -267,6 +267,14 @@ func (t *Trainer) SetBatchShape(B, T int) error {
 // accum returns the micro-batches of a step (Accum, 1 when 0).
 func (o Options) accum() int { return max(1, o.Accum) }
 
+// momentName names a moment dtype as --adam-state does (fp32, bf16).
+func momentName(dt tensor.DType) string {
+	if dt == tensor.BF16 {
+		return "bf16"
+	}
+	return "fp32"
+}
+
 // adamState returns the moments' dtype (AdamState, F32 when 0).
 func (o Options) adamState() tensor.DType {
 	if o.AdamState == 0 {
@@ -748,6 +756,9 @@ func (t *Trainer) Resume(dir string) error {
 	}
 	// The moments come back in the dtype of this run's optimizer: bf16
 	// ones widen exactly, fp32 ones round to nearest into bf16.
+	if saved := map[string]string{"": "fp32"}[st.Moments] + st.Moments; saved != momentName(t.Opt.Moments()) {
+		t.notice(fmt.Sprintf("train: the checkpoint's AdamW moments are %s, this run keeps them in %s: converted", saved, momentName(t.Opt.Moments())))
+	}
 	hm, hv := tensor.New(t.Opt.Moments(), len(m)), tensor.New(t.Opt.Moments(), len(v))
 	if err := errors.Join(hm.SetF32(m), hv.SetF32(v)); err != nil {
 		return err
