@@ -8,7 +8,7 @@
 //   v  = v·β2 + ((1-β2)·g)·g
 //   p += step · (m / (sqrt(v)/sqrt(1-β2ᵗ) + eps)),  step = -lr/(1-β1ᵗ)
 //
-// druto:kernel adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work
+// druto:kernel adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work adamw_bf16m
 // druto:pdl adamw_fused2 adamw_fused_state2
 // druto:dtypes f32 bf16 f16
 //
@@ -42,11 +42,21 @@
 // AdamW, launched per tensor and step by the decomposed form (op below);
 // adamw_store_work: work (n) T = p (n), rounded (the copy_ into the 16-bit
 // parameters after the step).
+//
+// adamw_bf16m: adamw_fused2 (st null) or adamw_fused_state2 (st given) with
+// the moments m and v stored in bf16 (druto train --adam-state bf16; the
+// rule and why stochastic rounding is in pkg/device/adamw16.go): widened
+// exactly, updated by adam_update in fp32, the master update from the fp32
+// values, then each rounded to bf16 up or down by 16 random bits of
+// sr_bits(seed, step, element), the same hash as device.SRBits, so the CPU
+// twin gives the same bits. One element a thread over the chunk table (no
+// float4 body): bytes per element 8 read (p, g), 4 of moments read and 4
+// written, 4 of p written, sizeof(T) for work.
 
 #include "common.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
-// druto:block ADAMW_BLOCK adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work
+// druto:block ADAMW_BLOCK adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work adamw_bf16m
 #define ADAMW_BLOCK 256
 
 // AdamC is the step's scalars (see pkg/device/gpu/adamw.go adamConsts).
@@ -147,6 +157,7 @@ extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
 }
 
 // The slots of the step state read here (pkg/device's Slot* constants).
+#define ST_OPTSTEPS 3
 #define ST_FINITE 7
 #define ST_GRADSCALE 9
 #define ST_DECAY 10
@@ -213,4 +224,68 @@ extern "C" __global__ void adamw_pass(int op, float* a, const float* b, const fl
 // work (n) T = p (n) fp32, rounded
 extern "C" __global__ void adamw_store_work(T* __restrict__ work, const float* __restrict__ p, long long n) {
     EW_LOOP((size_t)n) store(work, i, p[i]);
+}
+
+// sr_bits is device.SRBits: splitmix64's finaliser over (seed, step, i).
+__device__ __forceinline__ unsigned int sr_bits(unsigned long long seed, unsigned int step, unsigned long long i) {
+    unsigned long long h = seed ^ (unsigned long long)step * 0x9E3779B97F4A7C15ull ^ i * 0xD1B54A32D192ED03ull;
+    h ^= h >> 30;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 27;
+    h *= 0x94D049BB133111EBull;
+    h ^= h >> 31;
+    return (unsigned int)(h >> 32);
+}
+
+// bf16_sr is device.RoundBF16SR: x rounded up or down by the random bits r
+// (low 16); NaN and Inf as f32_to_bf16_bits.
+__device__ __forceinline__ unsigned short bf16_sr(float x, unsigned int r) {
+    const unsigned int b = __float_as_uint(x);
+    if ((b & 0x7fffffffu) >= 0x7f800000u) return f32_to_bf16_bits(x);
+    return (unsigned short)((b + (r & 0xffffu)) >> 16);
+}
+
+// master, grads (total) fp32; work (total) T or null; m, v (total) bf16
+// bits; chunks (nchunks, 2); st (StateLen) fp32 or null: with st, gs,
+// decay, do_decay, step, bc2 and the step count come from it and nothing
+// is done unless st[ST_FINITE] is set.
+extern "C" __global__ void adamw_bf16m(float* __restrict__ master, T* __restrict__ work, const float* __restrict__ grads,
+                                       unsigned short* __restrict__ m, unsigned short* __restrict__ v,
+                                       const unsigned int* __restrict__ chunks, const float* __restrict__ st, float gs,
+                                       int scaled, float decay, int do_decay, float w1, int small, float b2, float w2,
+                                       float step, float bc2, float eps, unsigned long long seed, unsigned int stepno) {
+    AdamC c;
+    c.gs = gs;
+    c.scaled = scaled;
+    c.decay = decay;
+    c.w1 = w1;
+    c.small = small;
+    c.b2 = b2;
+    c.w2 = w2;
+    c.step = step;
+    c.bc2 = bc2;
+    c.eps = eps;
+    if (st != 0) {
+        if (st[ST_FINITE] == 0.0f) return;
+        c.gs = st[ST_GRADSCALE];
+        c.scaled = c.gs != 1.0f;
+        c.decay = st[ST_DECAY];
+        do_decay = st[ST_DODECAY] != 0.0f;
+        c.step = st[ST_STEP];
+        c.bc2 = st[ST_BC2];
+        stepno = (unsigned int)st[ST_OPTSTEPS];
+    }
+    const size_t lo = chunks[2 * blockIdx.x];
+    const unsigned int word = chunks[2 * blockIdx.x + 1];
+    const size_t end = lo + (word & 0x7fffffffu);
+    const bool dec = do_decay && (word >> 31);
+    for (size_t i = lo + threadIdx.x; i < end; i += blockDim.x) {
+        float p = master[i], mm = bf16_bits_to_f32(m[i]), vv = bf16_bits_to_f32(v[i]);
+        adam_update(p, grads[i], mm, vv, dec, c);
+        const unsigned int r = sr_bits(seed, stepno, i);
+        master[i] = p;
+        m[i] = bf16_sr(mm, r);
+        v[i] = bf16_sr(vv, r >> 16);
+        if (work != 0) store(work, i, p);
+    }
 }

@@ -51,6 +51,23 @@
 #             same checkpoint greedy against PyTorch's ids, and
 #             DEV=cuda DTYPE=bf16 torch_sample_bench.py beside it
 #             (the gpt2-124M checkpoint: one CPU training step made here)
+#   fit       fit.log, fit-summary.txt: issue 42's H200 must-shows in one
+#             call (~200 s of device time at the defaults; not in the default
+#             list): druto detect's self-test of the new ops (AdamWBF16's
+#             adamw_bf16m, GELU); under DRUTO_GPU_MEMORY=16GiB a random gpt2-medium
+#             (scripts/gpt2_shape.py: config.json + fp16 safetensors)
+#             fine-tunes with --total-batch 524288 for STEPS (3) steps, the
+#             planner choosing micro-batch, accumulation and recompute;
+#             gpt2-xl's shape: refused at 16GiB (it needs more, even with
+#             bf16 moments), then trained FITXL_STEPS (2) steps at 24GiB
+#             with --adam-state bf16 (fp32 moments do not fit 24GiB);
+#             gpt2-124M (bf16, B 16, T 1024) for STEPS124 (300) steps with
+#             --recompute none, layer, and none with --adam-state bf16: final
+#             train and val losses, median step ms, the loss curves' largest
+#             relative gap, and the FLOPs layer recompute adds (dry run).
+#             Each run: tokens/s, peak device memory, the planner's table.
+#             STEPS124=2000 (the issue's length) adds about 180 s (~380 s
+#             in all, still one call). Build first: scripts/gpu-build.sh ./cmd/druto
 #
 #   scripts/gpu-bench.sh                     detect checks kernels bench hf faults train
 #   scripts/gpu-bench.sh --sanitize          only the sanitizer section
@@ -381,6 +398,89 @@ sample() {
 
 hubcheck() {
   { stamp; python3 scripts/hf_hub_check.py --druto $B/druto; echo "hubcheck exit $?"; } > "$LOGS/hubcheck.log" 2>&1
+}
+
+# fitrun NAME ARGS...: one druto train run of the fit section into
+# $FITW/NAME (metrics.jsonl), its output lines into fit.log.
+fitrun() {
+  local name=$1; shift
+  echo "## $name: druto train $*"
+  local t0=$SECONDS
+  $B/druto train --backend gpu --out "$FITW/$name" "$@" 2>&1 | tr '\r' '\n' | grep -v '^[[:space:]]*$'
+  echo "exit ${PIPESTATUS[0]} wall $((SECONDS - t0)) s"
+  rm -f "$FITW/$name"/*.safetensors # the metrics stay; the weights would fill the disk
+}
+
+fit() {
+  FITW=$(mktemp -d)
+  local steps=${STEPS:-3} steps124=${STEPS124:-300} xlsteps=${FITXL_STEPS:-2}
+  local ft=(--tokenizer gpt2 --amp bf16 --lr 1e-4 --warmup 0 --eval-every 0 --sample-tokens 0 --save-dtype bf16)
+  local g124=(--preset gpt2-124M --batch 16 --seq 1024 --amp bf16 --steps "$steps124" --lr 6e-4 --warmup 50
+    --eval-every 50 --eval-batches 4 --sample-tokens 0 --seed 42)
+  {
+    stamp
+    echo "## the new ops on this GPU (druto detect's self-test): AdamWBF16 (adamw_bf16m) and GELU against the CPU twin"
+    $B/druto detect --json > "$LOGS/fit-detect.json"
+    python3 - "$LOGS/fit-detect.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+cases = [t for t in d.get("op_tests") or [] if "AdamWBF16" in t["case"] or ": GELU " in t["case"]]
+bad = [t for t in cases if not t["pass"]]
+print("gpu usable %s; %d AdamWBF16 and GELU cases, %d failed, largest relative error %.3g" % (
+    d.get("gpu_usable"), len(cases), len(bad), max([t.get("max_rel_err", 0) for t in cases] or [0])))
+for t in bad:
+    print("FAILED", t["case"], t.get("error", ""))
+for k in d.get("kernels") or []:
+    if k["name"] == "adamw_bf16m":
+        print("adamw_bf16m/%s: %s, self-test %s" % (k["dtype"], k["status"], (k.get("self_test") or {}).get("pass")))
+PY
+    python3 scripts/gpt2_shape.py medium "$FITW/medium" && python3 scripts/gpt2_shape.py xl "$FITW/xl"
+    export DRUTO_GPU_MEMORY=16GiB
+    fitrun medium --init "$FITW/medium/model.safetensors" "${ft[@]}" --total-batch 524288 --steps "$steps"
+    echo "## xl, fp32 and bf16 moments, under 16GiB: a dry run each (both are refused: say what they need)"
+    for a in fp32 bf16; do
+      $B/druto train --backend gpu --dry-run --init "$FITW/xl/model.safetensors" "${ft[@]}" --total-batch 16384 --adam-state $a 2>&1 | tail -n 3
+    done
+    export DRUTO_GPU_MEMORY=24GiB
+    echo "## xl, fp32 moments, under 24GiB: a dry run (refused)"
+    $B/druto train --backend gpu --dry-run --init "$FITW/xl/model.safetensors" "${ft[@]}" --total-batch 16384 2>&1 | tail -n 3
+    fitrun xl --init "$FITW/xl/model.safetensors" "${ft[@]}" --total-batch 16384 --steps "$xlsteps" --adam-state bf16
+    unset DRUTO_GPU_MEMORY
+    echo "## gpt2-124M: the FLOPs and memory of --recompute layer (dry run)"
+    $B/druto train --backend gpu --dry-run "${g124[@]}" --recompute layer 2>&1 | grep -E 'total|recompute'
+    fitrun 124M-none "${g124[@]}" --recompute none
+    fitrun 124M-layer "${g124[@]}" --recompute layer
+    fitrun 124M-bf16m "${g124[@]}" --recompute none --adam-state bf16
+  } > "$LOGS/fit.log" 2>&1
+  python3 - "$FITW" > "$LOGS/fit-summary.txt" 2>&1 <<'PY'
+import json, os, statistics, sys
+w = sys.argv[1]
+def load(name):
+    p = os.path.join(w, name, "metrics.jsonl")
+    return [json.loads(l) for l in open(p)] if os.path.exists(p) else []
+runs = {n: load(n) for n in ["medium", "xl", "124M-none", "124M-layer", "124M-bf16m"]}
+print("run         steps  final loss  final val  median ms/step  median tokens/s")
+for n, ms in runs.items():
+    if not ms:
+        print("%-11s no metrics (see fit.log)" % n); continue
+    val = [m["val_loss"] for m in ms if m.get("val_loss")]
+    print("%-11s %5d  %10.4f  %9s  %14.1f  %15.0f" % (n, ms[-1]["step"], ms[-1]["loss"], "%.4f" % val[-1] if val else "-",
+          statistics.median(m["ms_per_step"] for m in ms), statistics.median(m["tokens_per_s"] for m in ms)))
+a, b = runs["124M-none"], runs["124M-layer"]
+if a and b:
+    gap = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b))
+    print("recompute layer against none: largest relative loss gap over %d steps %.4f%% (issue: within 1%%)" % (min(len(a), len(b)), 100 * gap))
+    ta, tb = statistics.median(m["ms_per_step"] for m in a), statistics.median(m["ms_per_step"] for m in b)
+    print("recompute layer step time %.1f ms against %.1f ms: +%.1f%%" % (tb, ta, 100 * (tb / ta - 1)))
+c = runs["124M-bf16m"]
+if a and c:
+    va = [m["val_loss"] for m in a if m.get("val_loss")]; vc = [m["val_loss"] for m in c if m.get("val_loss")]
+    if va and vc:
+        print("bf16 moments against fp32: val %.4f against %.4f (%+.2f%%)" % (vc[-1], va[-1], 100 * (vc[-1] / va[-1] - 1)))
+PY
+  grep -E '^## |<- chosen|peak device memory|no plan fits|more FLOPs|^exit|^gpu usable|^adamw_bf16m|^FAILED' "$LOGS/fit.log" >> "$LOGS/fit-summary.txt"
+  cp "$LOGS/fit-summary.txt" "$OUT/"
+  rm -rf "$FITW"
 }
 
 for s in "${sections[@]}"; do

@@ -27,6 +27,7 @@ func TestFitErrors(t *testing.T) {
 		{"unknown recompute level", "", []string{"--recompute", "full"}, []string{"--recompute", "none, gelu or layer"}},
 		{"bad cap", "lots", []string{"--dry-run"}, []string{"DRUTO_GPU_MEMORY", "16GiB"}},
 		{"fit with batch", "", []string{"--fit", "--batch", "4"}, []string{"--fit"}},
+		{"unknown moment dtype", "", []string{"--adam-state", "fp16"}, []string{"--adam-state", "fp32 or bf16"}},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin, append([]string{"train", "--preset", "tiny", "--steps", "2", "--out", out}, c.args...)...)
@@ -74,6 +75,24 @@ func TestFitDryRun(t *testing.T) {
 	b, err = exec.Command(bin, "train", "--preset", "tiny", "--backend", "cpu", "--batch", "4", "--accum", "2", "--recompute", "layer", "--dry-run").CombinedOutput()
 	if s := string(b); err != nil || !strings.Contains(s, "recompute layer saves") || strings.Contains(s, "Plan for") || !strings.Contains(s, "accumulation: 2 micro-batches") {
 		t.Errorf("--batch 4 --accum 2 --recompute layer --dry-run: %v\n%s", err, s)
+	}
+	// bf16 moments: the dry run shows the saving (4 bytes a parameter of
+	// tiny's 842,496), and the planner counts it: under a budget that the
+	// smallest fp32-moment plan misses, bf16 moments fit.
+	b, err = exec.Command(bin, "train", "--preset", "tiny", "--backend", "cpu", "--batch", "4", "--adam-state", "bf16", "--dry-run").CombinedOutput()
+	if s := string(b); err != nil || !strings.Contains(s, "AdamW moments bf16") || !strings.Contains(s, "bf16 moments save 3369984 bytes") {
+		t.Errorf("--adam-state bf16 --dry-run: %v\n%s", err, s)
+	}
+	for _, c := range []struct {
+		moments string
+		fits    bool
+	}{{"fp32", false}, {"bf16", true}} {
+		cmd := exec.Command(bin, "train", "--preset", "tiny", "--backend", "cpu", "--total-batch", "8192", "--adam-state", c.moments, "--dry-run")
+		cmd.Env = append(os.Environ(), "DRUTO_GPU_MEMORY=14MiB")
+		b, err := cmd.CombinedOutput()
+		if (err == nil) != c.fits || c.fits != strings.Contains(string(b), "<- chosen") {
+			t.Errorf("%s moments under 14 MiB: fits %v, want %v: %v\n%s", c.moments, err == nil, c.fits, err, b)
+		}
 	}
 }
 

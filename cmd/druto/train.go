@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/bench"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/gpu"
@@ -61,7 +62,8 @@ func runTrain(args []string) error {
 	logEvery := fs.Int("log-every", 10, "with --graph, read the metrics back every N steps")
 	spec := tokenizerFlag(fs, "default: bytes, gpt2 for gpt2-124M, the checkpoint's with --init")
 	initPath := fs.String("init", "", "start from this checkpoint's weights (druto's, a transformers GPT-2, or a Hub name: gpt2, gpt2-medium, ORG/NAME[@REV]): fine-tuning; the model shape comes from it")
-	saveDType := fs.String("save-dtype", "f32", "dtype of the saved model file: f32, or bf16 or f16 for half the size (the optimizer state stays f32)")
+	saveDType := fs.String("save-dtype", "f32", "dtype of the saved model file: f32, or bf16 or f16 for half the size (the optimizer state keeps --adam-state)")
+	adamState := fs.String("adam-state", "fp32", "dtype of AdamW's moments: fp32, or bf16 (half the optimizer state, stochastic rounding; --resume converts a checkpoint's moments)")
 	be := backendFlags(fs)
 	dp := distFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -74,6 +76,10 @@ func runTrain(args []string) error {
 	saveDT, err := tensor.ParseDType(*saveDType)
 	if err != nil || saveDT == tensor.I32 {
 		return fmt.Errorf("--save-dtype %q: give f32, bf16 or f16", *saveDType)
+	}
+	momentDT, err := parseAdamState(*adamState)
+	if err != nil {
+		return err
 	}
 	initName := *initPath
 	if *initPath, err = resolveCheckpoint(*initPath); err != nil { // pull.go: a Hub name becomes its cached file
@@ -153,6 +159,7 @@ func runTrain(args []string) error {
 		flash := *be.fused && *be.name != "cpu" && gpu.FlashSupports(policy.DType(amp.Activation), cfg.Channels/cfg.Heads)
 		if sp.plan {
 			q := sp.request(cfg, policy, *seq, *be.fused)
+			q.AdamState = momentDT
 			q.Budget = memCap
 			if memCap > 0 {
 				q.BudgetFrom = device.MemoryCapEnv
@@ -177,9 +184,14 @@ func runTrain(args []string) error {
 		if !*be.fused {
 			mem, head = gpt.MemoryDecomposed(cfg, *batch, *seq, policy, rc), "decomposed: all logits kept"
 		}
-		fmt.Printf("%s (%d parameters), B %d T %d, %s (%s), recompute %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy, head, rc)
+		fp32Opt := mem.Optimizer
+		mem = mem.WithMoments(cfg, momentDT)
+		fmt.Printf("%s (%d parameters), B %d T %d, %s (%s), recompute %s, AdamW moments %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy, head, rc, *adamState)
 		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
 			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))
+		if saved := fp32Opt - mem.Optimizer; saved > 0 {
+			fmt.Printf("  bf16 moments save %d bytes (%.1f MiB) of optimizer state against fp32\n", saved, float64(saved)/(1<<20))
+		}
 		if rc != gpt.RecomputeNone {
 			none := gpt.MemoryFor(cfg, *batch, *seq, policy)
 			if !*be.fused {
@@ -196,7 +208,7 @@ func runTrain(args []string) error {
 		att := device.ProbState(policy.DType(amp.Activation), *batch, *seq, cfg.Heads)
 		if flash {
 			att = device.LSEState(*batch, *seq, cfg.Heads)
-			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, att, rc)
+			fm := gpt.MemoryWith(cfg, *batch, *seq, policy, att, rc).WithMoments(cfg, momentDT)
 			fmt.Printf("  with flash attention (GPU; bf16 sm_80+, fp16 sm_75+): activations %d bytes, total %d bytes (%.1f MiB)\n",
 				fm.Activations, fm.Total(), float64(fm.Total())/(1<<20))
 		}
@@ -206,7 +218,7 @@ func runTrain(args []string) error {
 	oc := optim.Defaults(*steps)
 	oc.LR, oc.Warmup = float32(*lr), *warmup
 	opts := train.Options{
-		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed, Accum: sp.accum, Recompute: sp.recompute,
+		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed, Accum: sp.accum, Recompute: sp.recompute, AdamState: momentDT,
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
 		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged, Tokenizer: tok, SaveDType: saveDT,
@@ -229,7 +241,9 @@ func runTrain(args []string) error {
 	if sp.plan {
 		// Ranks of data-parallel training plan alike: by FLOPs, not by a
 		// timed probe whose noise could differ between them.
-		p, err := train.PlanOn(dev, sp.request(cfg, policy, *seq, dev.Fused()), *dp.ranks <= 1 && *dp.gpus <= 1)
+		q := sp.request(cfg, policy, *seq, dev.Fused())
+		q.AdamState = momentDT
+		p, err := train.PlanOn(dev, q, *dp.ranks <= 1 && *dp.gpus <= 1)
 		if err != nil {
 			return err
 		}
@@ -237,8 +251,8 @@ func runTrain(args []string) error {
 		c := p.Chosen()
 		*batch, opts.Batch, opts.Accum, opts.Recompute = c.Batch, c.Batch, c.Accum, c.Recompute
 	}
-	need := gpt.MemoryOn(dev, cfg, *batch, *seq, policy, opts.Recompute).Total()
-	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s, recompute %s", *preset, *batch, *seq, policy, opts.Recompute)); err != nil {
+	need := gpt.MemoryOn(dev, cfg, *batch, *seq, policy, opts.Recompute).WithMoments(cfg, momentDT).Total()
+	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s, recompute %s, %s moments", *preset, *batch, *seq, policy, opts.Recompute, *adamState)); err != nil {
 		return err
 	}
 	name := *dataPath
@@ -305,6 +319,13 @@ func runTrain(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f%s in %s; %s\n",
 		final.Step, final.Loss, val, time.Since(start).Round(time.Millisecond), where)
+	if pm, ok := dev.(bench.PeakMemory); ok { // the GPU: its allocator's high-water mark
+		limit := ""
+		if memCap > 0 {
+			limit = fmt.Sprintf(" (%s caps it at %s)", device.MemoryCapEnv, train.GiB(memCap))
+		}
+		fmt.Fprintf(os.Stderr, "druto: peak device memory %s%s\n", train.GiB(pm.MemoryPeak()), limit)
+	}
 	return nil
 }
 
@@ -401,6 +422,17 @@ func stepPlanFlags(fs *flag.FlagSet, batch, seq, accum, total int, recompute str
 }
 
 // request returns the planner's request for the step plan.
+// parseAdamState reads --adam-state: the dtype of AdamW's moments.
+func parseAdamState(s string) (tensor.DType, error) {
+	switch s {
+	case "fp32", "f32":
+		return tensor.F32, nil
+	case "bf16":
+		return tensor.BF16, nil
+	}
+	return 0, fmt.Errorf("--adam-state %q is not a moment dtype; choose fp32 or bf16", s)
+}
+
 func (sp stepPlan) request(cfg gpt.Config, p amp.Policy, T int, fused bool) train.PlanRequest {
 	return train.PlanRequest{Config: cfg, Policy: p, Seq: T, TotalBatch: sp.total, Fused: fused, Levels: sp.levels}
 }

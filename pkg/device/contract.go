@@ -24,6 +24,7 @@ const (
 	Wide               // any float; f32 in training and tests (fp32 gradients and sums)
 	F32                // f32 only
 	I32                // i32 only (tokens, targets)
+	BF16               // bf16 only (AdamW's moments stored in bf16)
 )
 
 // Has reports whether dt belongs to the class.
@@ -33,13 +34,15 @@ func (c Class) Has(dt tensor.DType) bool {
 		return dt == tensor.F32
 	case I32:
 		return dt == tensor.I32
+	case BF16:
+		return dt == tensor.BF16
 	}
 	return dt.Float()
 }
 
 // String names the class in error messages.
 func (c Class) String() string {
-	return [...]string{"a float dtype", "a float dtype", "f32", "i32"}[c]
+	return [...]string{"a float dtype", "a float dtype", "f32", "i32", "bf16"}[c]
 }
 
 // Role says how an op uses a tensor argument.
@@ -157,12 +160,14 @@ func Numel(t *T) int {
 }
 
 // Contracts lists every op's contract (Ops): Device's, then GradStorer's,
-// then Stepper's.
+// then Stepper's, then those of the optional interfaces GELUer
+// (GELUForward) and MomentsBF16 (AdamWBF16).
 func Contracts() []*Contract {
 	o := &Ops
 	return []*Contract{&o.Encoder, &o.EncoderBackward, &o.LayerNorm, &o.LayerNormBackward, &o.ResidualLayerNorm,
 		&o.Add, &o.Matmul, &o.MatmulBackward, &o.MatmulBackwardGELU, &o.GELUBackward, &o.Attention, &o.AttentionBackward, &o.CrossEntropy,
-		&o.AdamWStep, &o.GradNorm, &o.Cast, &o.MatmulBackwardStore, &o.AttentionBackwardStore, &o.CrossEntropyScaled, &o.StepUpdate, &o.AdamWState}
+		&o.AdamWStep, &o.GradNorm, &o.Cast, &o.MatmulBackwardStore, &o.AttentionBackwardStore, &o.CrossEntropyScaled, &o.StepUpdate, &o.AdamWState,
+		&GELUForward, &AdamWBF16}
 }
 
 // Size helpers of the declarations below.

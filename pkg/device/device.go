@@ -32,6 +32,7 @@ type AdamW struct {
 	WeightDecay float32 // 0.1, applied only to segments with Decay set
 	Step        int     // 1-based step count for bias correction
 	GradScale   float32 // multiplies every gradient first (1/loss-scale × clip factor); 0 means 1
+	Seed        uint64  // stochastic rounding of bf16 moments (MomentsBF16); unused by fp32 moments
 }
 
 // Options configure a device.

@@ -5,18 +5,27 @@ import (
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // Memory is the bytes a training step holds on the device, by component.
 type Memory struct {
 	Params      int64 // fp32 master weights plus the 16-bit working copy
 	Grads       int64 // fp32 parameter gradients
-	Optimizer   int64 // AdamW's fp32 m and v
+	Optimizer   int64 // AdamW's m and v (fp32; bf16 after WithMoments)
 	Activations int64 // saved activations and backward scratch at (B, T)
 }
 
 // Total returns the sum of the components.
 func (m Memory) Total() int64 { return m.Params + m.Grads + m.Optimizer + m.Activations }
+
+// WithMoments returns m with AdamW's two moments counted at dt
+// (optim.NewAdamWMoments: F32, or BF16 for half the optimizer state) for
+// cfg's parameters.
+func (m Memory) WithMoments(cfg Config, dt tensor.DType) Memory {
+	m.Optimizer = 2 * int64(cfg.NumParams()) * int64(dt.Size())
+	return m
+}
 
 // String formats the components in MiB.
 func (m Memory) String() string {

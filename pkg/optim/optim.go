@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -69,45 +70,88 @@ func (c Config) ClipFactor(norm float32) float32 {
 	return c.ClipNorm / norm
 }
 
-// AdamW is the optimizer state: fp32 moments m and v on the device, in the
-// parameters' flat layout, and the count of steps taken.
+// AdamW is the optimizer state: the moments m and v on the device, in the
+// parameters' flat layout (fp32, or bf16 with NewAdamWMoments), and the
+// count of steps taken.
 type AdamW struct {
 	Config Config
 	M, V   *tensor.Tensor
-	Steps  int // optimizer steps taken (skipped steps do not count)
+	Steps  int    // optimizer steps taken (skipped steps do not count)
+	Seed   uint64 // stochastic rounding of bf16 moments (device.SRBits)
 
 	dev    device.Device
 	layout *tensor.Layout
 }
 
-// NewAdamW allocates zeroed moments for layout on dev.
+// ErrMoments is returned (wrapped) for moments in a dtype the device
+// cannot keep them in.
+var ErrMoments = errors.New("optim: unsupported moment dtype")
+
+// NewAdamW allocates zeroed fp32 moments for layout on dev.
 func NewAdamW(dev device.Device, layout *tensor.Layout, cfg Config) (*AdamW, error) {
+	return NewAdamWMoments(dev, layout, cfg, tensor.F32, 0)
+}
+
+// NewAdamWMoments allocates zeroed moments of dtype dt for layout on dev:
+// F32, or BF16 (half the optimizer state; the device must implement
+// device.MomentsBF16), rounded stochastically from seed.
+func NewAdamWMoments(dev device.Device, layout *tensor.Layout, cfg Config, dt tensor.DType, seed uint64) (*AdamW, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := dev.Alloc(tensor.F32, layout.Total)
+	switch dt {
+	case tensor.F32:
+	case tensor.BF16:
+		if _, ok := dev.(device.MomentsBF16); !ok {
+			return nil, fmt.Errorf("%w: %s keeps no bf16 moments; use fp32 moments (--adam-state fp32)", ErrMoments, dev.Name())
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s moments (fp32 or bf16)", ErrMoments, dt)
+	}
+	m, err := dev.Alloc(dt, layout.Total)
 	if err != nil {
 		return nil, err
 	}
-	v, err := dev.Alloc(tensor.F32, layout.Total)
+	v, err := dev.Alloc(dt, layout.Total)
 	if err != nil {
 		dev.Free(m)
 		return nil, err
 	}
-	return &AdamW{Config: cfg, M: m, V: v, dev: dev, layout: layout}, nil
+	return &AdamW{Config: cfg, M: m, V: v, Seed: seed, dev: dev, layout: layout}, nil
 }
 
 // Update takes one AdamW step at learning rate lr, multiplying every
 // gradient by gradScale first (1/loss-scale × clip factor), and writes the
 // 16-bit working copy when work is not nil. The device runs it as one fused
-// pass or as the per-tensor baseline.
+// pass or as the per-tensor baseline (fp32 moments; bf16 moments have one
+// form).
 func (o *AdamW) Update(master, work, grads *tensor.Tensor, lr, gradScale float32) {
 	o.Steps++
-	o.dev.AdamWStep(master, work, grads, o.M, o.V, o.layout, device.AdamW{
+	hp := device.AdamW{
 		LR: lr, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
-		WeightDecay: o.Config.WeightDecay, Step: o.Steps, GradScale: gradScale,
-	})
+		WeightDecay: o.Config.WeightDecay, Step: o.Steps, GradScale: gradScale, Seed: o.Seed,
+	}
+	if o.M.DType == tensor.BF16 {
+		o.dev.(device.MomentsBF16).AdamWBF16(master, work, grads, o.M, o.V, o.layout, hp, nil)
+		return
+	}
+	o.dev.AdamWStep(master, work, grads, o.M, o.V, o.layout, hp)
 }
+
+// UpdateState is the device-resident step's AdamW (device.Stepper's
+// AdamWState, or AdamWBF16 with the state for bf16 moments): hp's betas,
+// eps and weight decay, the per-step scalars from state.
+func (o *AdamW) UpdateState(st device.Stepper, master, work, grads *tensor.Tensor, hp device.AdamW, state *tensor.Tensor) {
+	if o.M.DType == tensor.BF16 {
+		hp.Seed = o.Seed
+		o.dev.(device.MomentsBF16).AdamWBF16(master, work, grads, o.M, o.V, o.layout, hp, state)
+		return
+	}
+	st.AdamWState(master, work, grads, o.M, o.V, o.layout, hp, state)
+}
+
+// Moments returns the moments' dtype (F32 or BF16).
+func (o *AdamW) Moments() tensor.DType { return o.M.DType }
 
 // Close frees the moments' device memory.
 func (o *AdamW) Close() {

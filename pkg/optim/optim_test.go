@@ -1,8 +1,14 @@
 package optim
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 func TestSchedule(t *testing.T) {
@@ -44,5 +50,28 @@ func TestClipAndValidate(t *testing.T) {
 	}
 	if Defaults(5).Validate() != nil {
 		t.Error("defaults rejected")
+	}
+}
+
+// plainDevice hides the CPU device's optional interfaces (MomentsBF16).
+type plainDevice struct{ device.Device }
+
+// TestNewAdamWMoments: bf16 moments are allocated as BF16 on a device that
+// keeps them, and refused (ErrMoments, saying what to use) on one that
+// does not; f16 moments are refused.
+func TestNewAdamWMoments(t *testing.T) {
+	l := &tensor.Layout{}
+	l.Add("w", true, 8)
+	d := cpu.New(device.Options{Fused: true})
+	o, err := NewAdamWMoments(d, l, Defaults(10), tensor.BF16, 3)
+	if err != nil || o.M.DType != tensor.BF16 || o.V.DType != tensor.BF16 || o.Moments() != tensor.BF16 {
+		t.Fatalf("bf16 moments on the CPU: %v, %+v", err, o)
+	}
+	o.Close()
+	if _, err := NewAdamWMoments(plainDevice{d}, l, Defaults(10), tensor.BF16, 3); !errors.Is(err, ErrMoments) || !strings.Contains(err.Error(), "--adam-state fp32") {
+		t.Errorf("bf16 moments on a device without MomentsBF16: %v", err)
+	}
+	if _, err := NewAdamWMoments(d, l, Defaults(10), tensor.F16, 3); !errors.Is(err, ErrMoments) {
+		t.Errorf("f16 moments: %v", err)
 	}
 }

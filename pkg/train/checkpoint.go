@@ -232,27 +232,34 @@ func configFromMeta(meta map[string]string) (gpt.Config, error) {
 
 // state is everything besides the weights that an exact resume needs.
 type state struct {
-	Step      int     `json:"step"`         // training steps done
-	OptSteps  int     `json:"opt_steps"`    // AdamW steps taken (skipped steps excluded)
-	Scale     float32 `json:"scale"`        // GradScaler
-	GoodSteps int     `json:"good_steps"`   //
-	Skipped   int     `json:"skipped"`      //
-	RNG       uint64  `json:"rng"`          // sampling RNG state
-	DataPos   int     `json:"data_pos"`     // next training batch's token offset
-	ModelSum  string  `json:"model_sha256"` // checksum of the matching model file
-	Options   string  `json:"options"`      // the run's options, to refuse a mismatched resume
-	Data      string  `json:"data"`         // fingerprint of the training tokens, to refuse other data on resume
+	Step      int     `json:"step"`              // training steps done
+	OptSteps  int     `json:"opt_steps"`         // AdamW steps taken (skipped steps excluded)
+	Scale     float32 `json:"scale"`             // GradScaler
+	GoodSteps int     `json:"good_steps"`        //
+	Skipped   int     `json:"skipped"`           //
+	RNG       uint64  `json:"rng"`               // sampling RNG state
+	DataPos   int     `json:"data_pos"`          // next training batch's token offset
+	ModelSum  string  `json:"model_sha256"`      // checksum of the matching model file
+	Options   string  `json:"options"`           // the run's options, to refuse a mismatched resume
+	Data      string  `json:"data"`              // fingerprint of the training tokens, to refuse other data on resume
+	Moments   string  `json:"moments,omitempty"` // "bf16" for bf16 AdamW moments, stored as BF16; empty: fp32
 }
 
+// saveState writes the state file: the moments in their dtype (st.Moments
+// "bf16": BF16, whose values m and v hold exactly; else F32).
 func saveState(path string, st state, m, v []float32) error {
 	js, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	_, err = writeSafetensors(path, []stTensor{
+	dt := tensor.F32
+	if st.Moments == "bf16" {
+		dt = tensor.BF16
+	}
+	_, err = writeSafetensorsAs(path, []stTensor{
 		{Name: "adamw.m", Shape: []int{len(m)}, Data: m},
 		{Name: "adamw.v", Shape: []int{len(v)}, Data: v},
-	}, map[string]string{"druto_state": string(js)})
+	}, map[string]string{"druto_state": string(js)}, dt)
 	return err
 }
 
@@ -313,6 +320,8 @@ func parseState(meta map[string]string) (state, error) {
 		return st, fmt.Errorf("%w: negative scaler step count %d", ErrCorrupt, st.GoodSteps)
 	case st.DataPos < 0:
 		return st, fmt.Errorf("%w: negative data position %d", ErrCorrupt, st.DataPos)
+	case st.Moments != "" && st.Moments != "bf16":
+		return st, fmt.Errorf("%w: moments %q (want bf16, or none for fp32)", ErrCorrupt, st.Moments)
 	}
 	return st, nil
 }

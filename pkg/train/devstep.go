@@ -229,7 +229,7 @@ func (t *Trainer) updateCore() error {
 	ds, m := t.ds, t.Model
 	hp := t.hp()
 	ds.st.StepUpdate(ds.state, t.lossAcc, m.Grads(), ds.cfg, hp)
-	ds.st.AdamWState(m.Master(), m.Work(), m.Grads(), t.Opt.M, t.Opt.V, m.Layout(), hp, ds.state)
+	t.Opt.UpdateState(ds.st, m.Master(), m.Work(), m.Grads(), hp, ds.state)
 	return nil
 }
 
@@ -246,7 +246,7 @@ func (t *Trainer) core() error {
 	}
 	hp := t.hp()
 	ds.st.StepUpdate(ds.state, m.Losses(), m.Grads(), ds.cfg, hp)
-	ds.st.AdamWState(m.Master(), m.Work(), m.Grads(), t.Opt.M, t.Opt.V, m.Layout(), hp, ds.state)
+	t.Opt.UpdateState(ds.st, m.Master(), m.Work(), m.Grads(), hp, ds.state)
 	return nil
 }
 

@@ -75,13 +75,23 @@ func spanMetrics(t *testing.T, tr *Trainer, n int) []Metric {
 // doubling after 3 clean steps (growth interval 3 through the scaler), the
 // clip factor and the learning-rate schedule; losses, norms, parameters
 // and both moments end bit-identical, and so do the scaler's and the
-// optimizer's counts. LogEvery 4 reads the results in spans.
+// optimizer's counts. LogEvery 4 reads the results in spans. With bf16
+// moments (fp16 policy) too: the host step rounds them at its step count,
+// the device step at the state's, which agree.
 func TestDeviceStepMatchesHost(t *testing.T) {
-	for _, pol := range []amp.Policy{amp.FP16, amp.BF16, amp.FP32} {
-		t.Run(pol.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		pol amp.Policy
+		mom tensor.DType
+	}{{amp.FP16, tensor.F32}, {amp.BF16, tensor.F32}, {amp.FP32, tensor.F32}, {amp.FP16, tensor.BF16}} {
+		pol, name := c.pol, c.pol.String()
+		if c.mom == tensor.BF16 {
+			name += "/bf16 moments"
+		}
+		t.Run(name, func(t *testing.T) {
 			const n = 14
 			mk := func(mode StepMode) *Trainer {
 				o := testOptions(n, pol)
+				o.AdamState = c.mom
 				o.Optim.ClipNorm = 0.5 // clipping active on most steps
 				o.Step, o.LogEvery, o.InjectGrad = mode, 4, infAt(3, 4, 9)
 				tr := newTrainer(t, o)

@@ -21,6 +21,7 @@ import (
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // ErrNoPlan is returned (wrapped, with what the smallest plan needs) when
@@ -46,6 +47,9 @@ type PlanRequest struct {
 	// AttState is the attention state the device saves at micro-batch B;
 	// nil: the softmax probabilities (the CPU's).
 	AttState func(B int) device.AttnState
+	// AdamState is the dtype of AdamW's moments (Options.AdamState; 0:
+	// F32): bf16 moments count half the optimizer state.
+	AdamState tensor.DType
 	// Levels are the recomputation levels to consider (nil: all).
 	Levels []gpt.Recompute
 	// Probe, when set, times one micro-step (forward and backward) at
@@ -102,6 +106,9 @@ func planMemory(q PlanRequest, B, n int, r gpt.Recompute) int64 {
 		m = gpt.MemoryWith(q.Config, B, q.Seq, q.Policy, q.AttState(B), r)
 	default:
 		m = gpt.MemoryFor(q.Config, B, q.Seq, q.Policy, r)
+	}
+	if q.AdamState != 0 {
+		m = m.WithMoments(q.Config, q.AdamState)
 	}
 	t := m.Total()
 	if n > 1 {

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -73,6 +74,12 @@ type Options struct {
 	// Recompute is how much of forward backward computes again instead of
 	// keeping (gpt.Recompute); it changes memory and time, not the results.
 	Recompute gpt.Recompute
+	// AdamState is the dtype AdamW keeps its moments in: F32 (0 means
+	// F32), or BF16 for half the optimizer state, rounded stochastically
+	// (device.MomentsBF16). A checkpoint stores them in their dtype; a
+	// resume under the other dtype converts them (bf16 to fp32 exactly,
+	// fp32 to bf16 rounded to nearest).
+	AdamState tensor.DType
 
 	// Reducer, when set, makes this trainer one rank of data-parallel
 	// training: each rank reads its own part of every global batch, and the
@@ -108,6 +115,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("train: sequence length %d must be in [1, %d], the model's maximum", o.Seq, o.Config.MaxSeq)
 	case o.EvalEvery < 0 || o.SampleEvery < 0 || o.CheckpointEvery < 0 || o.SampleTokens < 0 || o.EvalBatches < 0:
 		return fmt.Errorf("train: eval, sample and checkpoint intervals must not be negative")
+	case o.AdamState != 0 && o.AdamState != tensor.F32 && o.AdamState != tensor.BF16:
+		return fmt.Errorf("train: AdamW's moments are kept in fp32 or bf16, not %s", o.AdamState)
 	case o.SaveDType != 0 && o.SaveDType != tensor.F32 && o.SaveDType != tensor.BF16 && o.SaveDType != tensor.F16:
 		return fmt.Errorf("train: checkpoints are saved as f32, bf16 or f16, not %s", o.SaveDType)
 	case o.Tokenizer != nil && o.Tokenizer.Vocab() > o.Config.Vocab:
@@ -197,7 +206,7 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	if err := m.Init(opts.Seed); err != nil {
 		return nil, err
 	}
-	opt, err := optim.NewAdamW(dev, m.Layout(), opts.Optim)
+	opt, err := optim.NewAdamWMoments(dev, m.Layout(), opts.Optim, opts.adamState(), opts.Seed^0xada5eed)
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +266,22 @@ func (t *Trainer) SetBatchShape(B, T int) error {
 
 // accum returns the micro-batches of a step (Accum, 1 when 0).
 func (o Options) accum() int { return max(1, o.Accum) }
+
+// momentName names a moment dtype as --adam-state does (fp32, bf16).
+func momentName(dt tensor.DType) string {
+	if dt == tensor.BF16 {
+		return "bf16"
+	}
+	return "fp32"
+}
+
+// adamState returns the moments' dtype (AdamState, F32 when 0).
+func (o Options) adamState() tensor.DType {
+	if o.AdamState == 0 {
+		return tensor.F32
+	}
+	return o.AdamState
+}
 
 // stepLoader returns the loader of a step's tokens: accum·Batch sequences
 // of Seq tokens, this rank's share under data-parallel training.
@@ -671,7 +696,8 @@ func (t *Trainer) Save(dir string) error {
 				ErrDiverged, t.step, loss, t.opts.Policy, t.keptNote())
 		}
 	}
-	m, v := tensor.New(tensor.F32, t.Opt.M.Numel()), tensor.New(tensor.F32, t.Opt.V.Numel())
+	mdt := t.Opt.Moments()
+	m, v := tensor.New(mdt, t.Opt.M.Numel()), tensor.New(mdt, t.Opt.V.Numel())
 	t.dev.Download(m, t.Opt.M)
 	t.dev.Download(v, t.Opt.V)
 	if err := t.dev.Sync(); err != nil {
@@ -681,7 +707,10 @@ func (t *Trainer) Save(dir string) error {
 		Step: t.step, OptSteps: t.Opt.Steps, Scale: t.Scaler.Scale, GoodSteps: t.Scaler.GoodSteps,
 		Skipped: t.skipped, RNG: t.rng.State, DataPos: t.train.Pos(), Options: t.optionsKey(), Data: t.dataKey,
 	}
-	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), t.opts.SaveDType, st, m.F32(), v.F32()); err != nil {
+	if mdt == tensor.BF16 {
+		st.Moments = "bf16"
+	}
+	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), t.opts.SaveDType, st, m.ToF32(), v.ToF32()); err != nil {
 		return err
 	}
 	t.saved = t.step
@@ -725,8 +754,15 @@ func (t *Trainer) Resume(dir string) error {
 	if err := t.Model.SetParams(params); err != nil {
 		return err
 	}
-	hm, _ := tensor.FromF32(m, len(m))
-	hv, _ := tensor.FromF32(v, len(v))
+	// The moments come back in the dtype of this run's optimizer: bf16
+	// ones widen exactly, fp32 ones round to nearest into bf16.
+	if saved := map[string]string{"": "fp32"}[st.Moments] + st.Moments; saved != momentName(t.Opt.Moments()) {
+		t.notice(fmt.Sprintf("train: the checkpoint's AdamW moments are %s, this run keeps them in %s: converted", saved, momentName(t.Opt.Moments())))
+	}
+	hm, hv := tensor.New(t.Opt.Moments(), len(m)), tensor.New(t.Opt.Moments(), len(v))
+	if err := errors.Join(hm.SetF32(m), hv.SetF32(v)); err != nil {
+		return err
+	}
 	t.dev.Upload(t.Opt.M, hm)
 	t.dev.Upload(t.Opt.V, hv)
 	if err := t.train.Seek(pos); err != nil {

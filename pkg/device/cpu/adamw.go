@@ -209,3 +209,48 @@ func (d *Device) adamWDecomposed(master, work, grads, m, v *tensor.Tensor, spans
 		}
 	}
 }
+
+// AdamWBF16 is AdamWStep (state nil) or AdamWState (state given) with m
+// and v stored in bf16 and rounded stochastically (device.MomentsBF16; the
+// rule and its reasons are in pkg/device/adamw16.go). It has one form:
+// there is no decomposed baseline of bf16 moments to compare with.
+// master, grads (layout.Total) F32; work (layout.Total) or nil; m, v (layout.Total) BF16; state (StateLen) F32 or nil
+func (d *Device) AdamWBF16(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor) {
+	spans, ok := d.adamArgs(&device.AdamWBF16, master, work, grads, m, v, layout, hp, state)
+	if !ok {
+		return
+	}
+	c := newAdamConsts(hp)
+	var st []float32
+	if state != nil {
+		if st = state.F32(); st[device.SlotFinite] == 0 {
+			return
+		}
+		c = hp.ConstsFromState(st)
+	}
+	step := device.MomentsStep(hp, st)
+	p, g, mm, vv := master.F32(), grads.F32(), m.U16(), v.U16()
+	d.parallel(master.Numel(), 1<<14, func(lo, hi int) {
+		k := sort.Search(len(spans), func(i int) bool { return spans[i].Hi > lo })
+		mf, vf := make([]float32, 2048), make([]float32, 2048) // one block's moments widened
+		for ; k < len(spans) && spans[k].Lo < hi; k++ {
+			decay := spans[k].Decay && c.DoDecay
+			a, b := max(lo, spans[k].Lo), min(hi, spans[k].Hi)
+			for blo := a; blo < b; blo += len(mf) {
+				bhi := min(blo+len(mf), b)
+				n := bhi - blo
+				for i := range n {
+					mf[i], vf[i] = tensor.BF16ToF32(mm[blo+i]), tensor.BF16ToF32(vv[blo+i])
+				}
+				adamWMaster(p[blo:bhi], g[blo:bhi], mf[:n], vf[:n], decay, c)
+				for i := range n {
+					r := device.SRBits(hp.Seed, step, uint64(blo+i))
+					mm[blo+i], vv[blo+i] = device.RoundBF16SR(mf[i], r), device.RoundBF16SR(vf[i], r>>16)
+				}
+				if work != nil {
+					store(work, blo, p[blo:bhi])
+				}
+			}
+		}
+	})
+}

@@ -195,3 +195,109 @@ func ntBenchAdamW(b *testing.B, fused bool) {
 		}
 	}
 }
+
+// TestAdamWBF16: with moments that start as bf16 values, AdamWBF16 gives
+// AdamWStep's master weights and working copy bit for bit (the same fp32
+// update), and stores each moment as one of the two bf16 neighbours of
+// AdamWStep's fp32 moment; a gap is left alone; the step state's form with
+// a non-finite step changes nothing.
+func TestAdamWBF16(t *testing.T) {
+	d := New(device.Options{Fused: true, Threads: 2})
+	l, in, _ := ntAdamLayout()
+	n := l.Total
+	rng := tensor.NewRNG(5)
+	p, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range n {
+		p[i], g[i] = float32(rng.Norm()), float32(rng.Norm())
+		m[i] = tensor.BF16ToF32(tensor.BF16FromF32(float32(rng.Norm() / 10)))
+		v[i] = tensor.BF16ToF32(tensor.BF16FromF32(0.5 + rng.Float32()))
+	}
+	f32 := func(x []float32) *tensor.Tensor { t, _ := tensor.FromF32(append([]float32(nil), x...), n); return t }
+	bf := func(x []float32) *tensor.Tensor { t := tensor.New(tensor.BF16, n); _ = t.SetF32(x); return t }
+	hp := device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 3, GradScale: 0.5, Seed: 11}
+	p32, m32, v32, w32 := f32(p), f32(m), f32(v), tensor.New(tensor.BF16, n)
+	d.AdamWStep(p32, w32, f32(g), m32, v32, l, hp)
+	p16, m16, v16, w16 := f32(p), bf(m), bf(v), tensor.New(tensor.BF16, n)
+	d.AdamWBF16(p16, w16, f32(g), m16, v16, l, hp, nil)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	neighbour := func(got uint16, want float32) bool {
+		lo := math.Float32frombits(math.Float32bits(want) &^ 0xffff)
+		return tensor.BF16ToF32(got) == lo || got == tensor.BF16FromF32(lo)+1
+	}
+	for i := range n {
+		if p16.F32()[i] != p32.F32()[i] || w16.U16()[i] != w32.U16()[i] {
+			t.Fatalf("element %d: master %v, work %#x; AdamWStep's %v, %#x", i, p16.F32()[i], w16.U16()[i], p32.F32()[i], w32.U16()[i])
+		}
+		mu, vu := m16.U16()[i], v16.U16()[i]
+		if !in[i] {
+			if tensor.BF16ToF32(mu) != m[i] || tensor.BF16ToF32(vu) != v[i] {
+				t.Fatalf("gap element %d changed", i)
+			}
+			continue
+		}
+		if !neighbour(mu, m32.F32()[i]) || !neighbour(vu, v32.F32()[i]) {
+			t.Fatalf("element %d: moments %v, %v are not bf16 neighbours of %v, %v", i,
+				tensor.BF16ToF32(mu), tensor.BF16ToF32(vu), m32.F32()[i], v32.F32()[i])
+		}
+	}
+	st := tensor.New(tensor.F32, device.StateLen) // SlotFinite 0: a skipped step
+	before := append([]uint16(nil), m16.U16()...)
+	d.AdamWBF16(p16, nil, f32(g), m16, v16, l, device.AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, st)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range before {
+		if m16.U16()[i] != x {
+			t.Fatalf("a skipped step changed m at %d", i)
+		}
+	}
+}
+
+// adamGoldenSum is the FNV-1a hash of the master, m and v bits after
+// TestAdamWBF16Golden's step; kernels/emu/adamw/run.sh checks that
+// adamw_bf16m, compiled for the host, gives the same.
+const adamGoldenSum = 0xc62c9f580fa0441f
+
+// TestAdamWBF16Golden: one AdamWBF16 step over inputs made of exact
+// dyadic values (the same formula as kernels/emu/adamw/main.cpp: two
+// segments, one decayed, a gap) hashes to adamGoldenSum, so the CUDA
+// source and the CPU twin are held to the same bits without a GPU.
+func TestAdamWBF16Golden(t *testing.T) {
+	const n = 5000
+	l := &tensor.Layout{Total: n, Segments: []tensor.Segment{
+		{Name: "a", Offset: 0, Shape: tensor.Shape{3001}, Decay: true},
+		{Name: "b", Offset: 3004, Shape: tensor.Shape{1996}},
+	}}
+	p, g, m, v := tensor.New(tensor.F32, n), tensor.New(tensor.F32, n), tensor.New(tensor.BF16, n), tensor.New(tensor.BF16, n)
+	for i := range n {
+		p.F32()[i] = float32((i*37)%201-100) / 128
+		g.F32()[i] = float32((i*53)%157-78) / 64
+		m.U16()[i] = tensor.BF16FromF32(float32((i*29)%101-50) / 1024)
+		v.U16()[i] = tensor.BF16FromF32(float32((i*31)%89+1) / 256)
+	}
+	hp := device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 3, GradScale: 0.5, Seed: 0x5eed42}
+	d := New(device.Options{Fused: true, Threads: 2})
+	d.AdamWBF16(p, nil, g, m, v, l, hp, nil)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	h := uint64(0xcbf29ce484222325)
+	mix := func(x uint32) {
+		for k := 0; k < 4; k++ {
+			h = (h ^ uint64(x>>(8*k)&0xff)) * 0x100000001b3
+		}
+	}
+	for i := range n {
+		mix(math.Float32bits(p.F32()[i]))
+		mix(uint32(m.U16()[i]))
+		mix(uint32(v.U16()[i]))
+	}
+	c := hp.Consts()
+	t.Logf("consts gs %#x decay %#x w1 %#x b2 %#x w2 %#x step %#x bc2 %#x eps %#x small %v", math.Float32bits(c.GS), math.Float32bits(c.Decay),
+		math.Float32bits(c.W1), math.Float32bits(c.B2), math.Float32bits(c.W2), math.Float32bits(c.Step), math.Float32bits(c.BC2), math.Float32bits(c.Eps), c.Small)
+	if h != adamGoldenSum {
+		t.Errorf("hash %#x, want %#x (kernels/emu/adamw/run.sh holds the CUDA source to the same)", h, uint64(adamGoldenSum))
+	}
+}

@@ -71,7 +71,66 @@ func set(sh shapes) []Case {
 			out = append(out, decodeCases(dt)...)
 		}
 	}
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} { // last, for the same reason
+		out = append(out, optionalCases(dt, sh)...)
+	}
 	return out
+}
+
+// optionalCases are the cases of the optional interfaces' ops: GELUer's
+// GELU (into out and in place) over the GELUBackward sizes, and
+// MomentsBF16's AdamWBF16 in both its forms (hp's step, and the step
+// state's), with the working copy in dt and without.
+func optionalCases(dt tensor.DType, sh shapes) []Case {
+	var cs []Case
+	for _, n := range sh.gelu {
+		s := []int{n}
+		for _, in := range []bool{false, true} {
+			c := Case{Name: name(&device.GELUForward, dt, s, ""), Contract: &device.GELUForward, DType: dt, Sizes: s, Offset: n == 4099,
+				Call: func(d device.Device, t []*T) ([]float32, error) {
+					g, ok := d.(device.GELUer)
+					if !ok {
+						return nil, fmt.Errorf("%s is not a device.GELUer: %w", d.Name(), device.ErrUnsupported)
+					}
+					g.GELU(t[0], t[1], n)
+					return nil, nil
+				}}
+			if in {
+				c.Name, c.Alias = c.Name+" in place", map[int]int{0: 1}
+			}
+			cs = append(cs, c)
+		}
+	}
+	l := sh.adam
+	if l == nil {
+		return cs
+	}
+	bf := map[int]tensor.DType{3: tensor.BF16, 4: tensor.BF16}
+	for _, work := range []bool{true, false} {
+		note := map[bool]string{true: "work " + dt.String(), false: "no work"}[work]
+		for _, withState := range []bool{false, true} {
+			h := hp
+			h.Seed = 0x5eed42
+			s := []int{l.Total, h.Step}
+			c := Case{Name: name(&device.AdamWBF16, dt, s, note), Contract: &device.AdamWBF16, DType: dt, Sizes: s, DTypes: bf,
+				Omit: map[int]bool{1: !work, 5: true}}
+			if withState {
+				h.Step = 0 // the state's count
+				c.Name, c.Sizes, c.Omit = name(&device.AdamWBF16, dt, []int{l.Total, 0}, note+" step state"), []int{l.Total, 0}, map[int]bool{1: !work}
+				c.Init = func(t []*T) { state(t[5]) }
+			}
+			c.Call = func(d device.Device, t []*T) ([]float32, error) {
+				mb, ok := d.(device.MomentsBF16)
+				if !ok {
+					return nil, fmt.Errorf("%s is not a device.MomentsBF16: %w", d.Name(), device.ErrUnsupported)
+				}
+				mb.AdamWBF16(t[0], t[1], t[2], t[3], t[4], l, h, t[5])
+				return nil, nil
+			}
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }
 
 func name(c *device.Contract, dt tensor.DType, s []int, note string) string {

@@ -229,6 +229,8 @@ func (c Case) DTypeOf(i int) tensor.DType {
 		return tensor.F32
 	case device.I32:
 		return tensor.I32
+	case device.BF16:
+		return tensor.BF16
 	}
 	return c.DType
 }

@@ -217,3 +217,24 @@ func (d *Device) adamWDecomposed(wdt tensor.DType, master, work, grads, m, v *te
 		}
 	}
 }
+
+// AdamWBF16 is AdamWStep (state nil) or AdamWState (state given) with m
+// and v stored in bf16 and rounded stochastically (device.MomentsBF16):
+// one adamw_bf16m launch, a block per chunk of the same table, the same
+// bits as the CPU twin.
+// master, grads (layout.Total) F32; work (layout.Total) or nil; m, v (layout.Total) BF16; state (StateLen) F32 or nil
+func (d *Device) AdamWBF16(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor) {
+	wdt, spans, ok := d.adamArgs(&device.AdamWBF16, master, work, grads, m, v, layout, hp, state)
+	if !ok {
+		return
+	}
+	table, chunks := d.adamTable(layout, spans)
+	if table == 0 || chunks == 0 {
+		return
+	}
+	c := newAdamConsts(hp) // with a state only the fixed parts are read
+	d.run("adamw_bf16m", wdt, cuda.D1(chunks), cuda.D1(adamwBlock), 0,
+		d.ptr(master), d.ptr(work), d.ptr(grads), d.ptr(m), d.ptr(v), table, d.ptr(state),
+		c.GS, b2i(c.Scaled), c.Decay, b2i(c.DoDecay), c.W1, b2i(c.Small), c.B2, c.W2, c.Step, c.BC2, c.Eps,
+		hp.Seed, device.MomentsStep(hp, nil))
+}

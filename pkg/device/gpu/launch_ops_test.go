@@ -84,6 +84,13 @@ func TestLaunchSignaturesOps(t *testing.T) {
 			{"CrossEntropy/no grad", func(d *Device) {
 				d.CrossEntropy(dev(F, N), dev(h, N, V), dev(tensor.I32, N), N, V, 0)
 			}, "crossentropy_fused_l3", "ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll"},
+			{"AdamWBF16", func(d *Device) { // one form: bf16 moments have no decomposed baseline
+				l := &tensor.Layout{}
+				l.Add("w", true, N, C)
+				bf := tensor.BF16
+				d.AdamWBF16(dev(F, N*C), dev(h, N*C), dev(F, N*C), dev(bf, N*C), dev(bf, N*C), l, device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Step: 2, Seed: 9}, nil)
+				d.AdamWBF16(dev(F, N*C), nil, dev(F, N*C), dev(bf, N*C), dev(bf, N*C), l, device.AdamW{Beta1: 0.9, Beta2: 0.95}, dev(F, device.StateLen))
+			}, "adamw_bf16m adamw_bf16m", "adamw_bf16m adamw_bf16m"},
 		}
 		for _, c := range cases {
 			for _, fused := range forms {
