@@ -114,16 +114,41 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 			q := in32(qkv, b*3*C+h*hs, hs, qb)
 			base := bh * S * hs
 			mx := float32(math.Inf(-1))
-			for j := range n {
-				s := dotF32(q, in32(kc, base+j*hs, hs, kb)) * scale
-				att[j] = s
-				mx = max(mx, s)
+			f32 := kc.DType == tensor.F32 && vc.DType == tensor.F32
+			if f32 && useAVX2 && hs%8 == 0 {
+				// An fp32 cache: the scores are a gemv of the cached keys
+				// (rows) against q, four keys a call, and the value rows
+				// are summed in registers (wsumF32AVX2): no copies.
+				kf := kc.F32()[base : base+n*hs]
+				quads := n / 4
+				if quads > 0 {
+					gemvRowsF32AVX2(&kf[0], hs, &q[0], &att[0], quads)
+				}
+				for j := 4 * quads; j < n; j++ {
+					att[j] = dotF32(q, kf[j*hs:(j+1)*hs])
+				}
+				for j := range n {
+					att[j] *= scale
+					mx = max(mx, att[j])
+				}
+			} else {
+				for j := range n {
+					s := dotF32(q, in32(kc, base+j*hs, hs, kb)) * scale
+					att[j] = s
+					mx = max(mx, s)
+				}
 			}
 			sum := expSubSum(att[:n], mx)
 			o := ob[:hs]
 			clear(o)
-			for j := range n {
-				axpyFMA(o, in32(vc, base+j*hs, hs, kb), att[j])
+			if f32 && useAVX2 && hs%32 == 0 {
+				// the same fused multiply-adds in the same order as the
+				// loop below, the sums held in registers
+				wsumF32AVX2(&o[0], &vc.F32()[base], hs, &att[0], n, hs)
+			} else {
+				for j := range n {
+					axpyFMA(o, in32(vc, base+j*hs, hs, kb), att[j])
+				}
 			}
 			inv := 1 / sum
 			for c := range hs {

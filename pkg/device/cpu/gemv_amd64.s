@@ -257,3 +257,55 @@ grbinner:
 grbdone:
 	VZEROUPPER
 	RET
+
+// func wsumF32AVX2(o *float32, v *float32, ldv int, a *float32, n int, cols int)
+// o[c] = Σ_{j<n} a[j]·v[j*ldv+c] for c < cols (cols a multiple of 32), the
+// terms added in order of j with fused multiply-adds (as n axpy calls would),
+// 32 columns at a time in four registers: the weighted sum of the cached
+// value rows of attention's decode step.
+TEXT ·wsumF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ ldv+16(FP), R8
+	SHLQ $2, R8
+	MOVQ a+24(FP), R9
+	MOVQ n+32(FP), R10
+	MOVQ cols+40(FP), R11
+
+wsum_cols:
+	CMPQ R11, $0
+	JLE  wsum_done
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ SI, AX
+	MOVQ R9, BX
+	MOVQ R10, CX
+
+wsum_rows:
+	CMPQ CX, $0
+	JLE  wsum_store
+	VBROADCASTSS (BX), Y4
+	VFMADD231PS (AX), Y4, Y0
+	VFMADD231PS 32(AX), Y4, Y1
+	VFMADD231PS 64(AX), Y4, Y2
+	VFMADD231PS 96(AX), Y4, Y3
+	ADDQ R8, AX
+	ADDQ $4, BX
+	DECQ CX
+	JMP  wsum_rows
+
+wsum_store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, R11
+	JMP  wsum_cols
+
+wsum_done:
+	VZEROUPPER
+	RET

@@ -98,6 +98,9 @@ func dotFMAAVX2(a, b *float32, n int) float32
 func axpyAVX2(y, x *float32, a float32, n int)
 
 //go:noescape
+func wsumF32AVX2(o *float32, v *float32, ldv int, a *float32, n int, cols int)
+
+//go:noescape
 func gemvRowsF32AVX2(w *float32, C int, x *float32, out *float32, quads int)
 
 //go:noescape

@@ -87,6 +87,10 @@ func gemv4BF16AVX2(w *uint16, ldw int, x *float32, n int, acc *[32]float32) {
 func dotFMAAVX2(a, b *float32, n int) float32  { panic("cpu: no AVX2 kernels on this architecture") }
 func axpyAVX2(y, x *float32, a float32, n int) { panic("cpu: no AVX2 kernels on this architecture") }
 
+func wsumF32AVX2(o *float32, v *float32, ldv int, a *float32, n int, cols int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
+
 func gemvRowsF32AVX2(w *float32, C int, x *float32, out *float32, quads int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }

@@ -375,6 +375,11 @@ func TestTolerancesAdmitFP32Kernels(t *testing.T) {
 		if c.DType == tensor.F32 || intOutput(c) { // chosen ids (SampleHead) have no rounding to admit
 			continue
 		}
+		if c.Contract == &device.AdamWBF16 {
+			// its moments are bf16 by definition, rounded by the same
+			// hash on every device: there is no fp32 form to widen to
+			continue
+		}
 		host, err := inputs(c, uint64(i))
 		if err != nil {
 			t.Fatal(err)
