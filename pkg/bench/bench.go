@@ -140,6 +140,7 @@ type Report struct {
 	PeakFLOPs float64  `json:"peak_flops,omitempty"` // the MFU denominator, measured or quoted
 	PeakNote  string   `json:"peak_note,omitempty"`
 	CopyGBps  float64  `json:"copy_gbps,omitempty"` // the bandwidth profiles compare with (CopyBandwidth)
+	Data      string   `json:"data,omitempty"`      // the tokens trained on: a file (Options.Tokens) or "" for the built-in corpus
 	Records   []Record `json:"records,omitempty"`   // training steps (none in a --sample report)
 	// Sample holds the generation benchmark's records (druto bench --sample).
 	Sample []SampleRecord `json:"sample,omitempty"`
@@ -216,6 +217,10 @@ func GitRevision() string {
 type Options struct {
 	Warmup int // untimed steps first (default 3)
 	Steps  int // timed steps, of which the median is reported (default 20)
+	// Tokens are the tokens the steps train on (e.g. an llm.c shard, the
+	// same ones another framework's run reads), each folded into the case's
+	// vocabulary; nil: the built-in corpus.
+	Tokens []int32
 
 	// Skip reports whether Sweep leaves mode m out (asked once its device
 	// is open; the caller says why).
@@ -245,9 +250,17 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 		return Record{}, fmt.Errorf("bench: mode %s on a device with fused=%v", m, dev.Fused())
 	}
 	need := c.Batch*c.Seq*(o.Warmup+o.Steps) + 1
-	toks, err := data.Encode(data.Corpus(1, min(need+c.Batch*c.Seq+1, 64<<20)))
-	if err != nil {
-		return Record{}, err
+	var toks []int32
+	if o.Tokens != nil {
+		if len(o.Tokens) < c.Batch*c.Seq+1 {
+			return Record{}, fmt.Errorf("bench: %d tokens given, fewer than one batch of %s (%d x %d + 1): give a longer shard", len(o.Tokens), c.Name, c.Batch, c.Seq)
+		}
+		toks = slices.Clone(o.Tokens)
+	} else {
+		var err error
+		if toks, err = data.Encode(data.Corpus(1, min(need+c.Batch*c.Seq+1, 64<<20))); err != nil {
+			return Record{}, err
+		}
 	}
 	for i := range toks {
 		toks[i] %= int32(c.Config.Vocab)
