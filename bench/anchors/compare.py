@@ -145,6 +145,7 @@ def main():
                         torch.cuda.reset_peak_memory_stats()
                     ts, loss = tb.time_steps(lambda i: step_fn(*data[i % len(data)]), steps)
                     r = tb.record(tcfg, mode, rnd, ts, loss, n_params, backend, warm_s, peak_all)
+                    r["peak_mem_note"] = "process-wide: every built mode's model, optimizer and graphs are alive"
                     tb.emit(r)
                     res["torch"].append(r)
                 except Exception as ex:
