@@ -59,8 +59,8 @@
 #             built-in corpus), CUDA events around every step on both sides
 #             (bench/anchors/compare.py); DRUTO_MODES (default
 #             fused+bf16+graph,fused+bf16) and MODES (default
-#             bf16-cudnn-compile,bf16-cudnn-compile-maxautotune,
-#             bf16-cudnn-eager-wholegraph) pick the modes, STEPS the timed
+#             bf16-cudnn-eager-wholegraph,bf16-cudnn-compile,
+#             bf16-cudnn-compile-maxautotune) pick the modes, STEPS the timed
 #             steps a round; with gpt2-124M, first the floor re-measured
 #             (bench/anchors/gemm_floor.py: one CUDA graph of a step's GEMMs
 #             and cuDNN attention; FLOOR=0 leaves it out). Not in the default
@@ -410,8 +410,13 @@ sample() {
 # once: compile ~40-90 s, max-autotune ~90-180 s, eager whole-step graph
 # ~10 s; then 3 rounds x (druto bench of 2 modes ~15 s with its start and
 # the 2 s utilisation run + 3 PyTorch modes x 25 steps ~3 s) ~55 s. Total
-# ~250-375 s; COMPARE_TIMEOUT (default 480 s) cuts a run short, keeping the
-# rounds already written. small and tiny add ~60-150 s each (compilation).
+# ~250-375 s. Guards, so the call ends inside 560 s whatever compilation
+# takes: compare.py builds no further PyTorch mode after COMPARE_BUILD_BUDGET
+# (default 300 s, the cheapest mode first, max-autotune last) and starts no
+# round that would end after COMPARE_DEADLINE (default 400 s), each from its
+# own start; COMPARE_TIMEOUT (default the deadline + 40 s) kills it, keeping the rounds
+# already written; the floor has FLOOR_TIMEOUT (90 s). With several CONFIGs
+# the two budgets are shared out (small and tiny compile in ~30-90 s each).
 compare() {
   local shard=$LOGS/tokens-gpt2.bin rev
   rev=$(cat $B/REVISION)
@@ -420,13 +425,15 @@ compare() {
     $B/druto tokenizer shard --out "$shard" --tokens "${SHARD_TOKENS:-4000000}" || echo "token shard failed: $?"
     if [ "${FLOOR:-1}" = 1 ] && [[ " ${CONFIG:-gpt2-124M} " == *" gpt2-124M "* ]]; then
       echo "## floor: $A/gemm_floor.py (cuDNN attention, one CUDA graph of the step's GEMMs and attention)"
-      timeout "${FLOOR_TIMEOUT:-120}" python3 $A/gemm_floor.py | tee "$LOGS/floor.jsonl"; echo "floor rc=${PIPESTATUS[0]}"
+      timeout "${FLOOR_TIMEOUT:-90}" python3 $A/gemm_floor.py | tee "$LOGS/floor.jsonl"; echo "floor rc=${PIPESTATUS[0]}"
     fi
-    for cfg in ${CONFIG:-gpt2-124M}; do
-      echo "## compare $cfg: ${ROUNDS:-3} rounds"
-      REVISION=$rev timeout "${COMPARE_TIMEOUT:-480}" python3 $A/compare.py --druto $B/druto --tokens "$shard" \
+    local cfgs=(${CONFIG:-gpt2-124M}) deadline budget
+    deadline=${COMPARE_DEADLINE:-$((400 / ${#cfgs[@]}))} budget=${COMPARE_BUILD_BUDGET:-$((300 / ${#cfgs[@]}))}
+    for cfg in "${cfgs[@]}"; do
+      echo "## compare $cfg: ${ROUNDS:-3} rounds, build budget $budget s, deadline $deadline s"
+      REVISION=$rev timeout "${COMPARE_TIMEOUT:-$((deadline + 40))}" python3 $A/compare.py --druto $B/druto --tokens "$shard" \
         --config "$cfg" --rounds "${ROUNDS:-3}" ${MODES:+--modes "$MODES"} ${DRUTO_MODES:+--druto-modes "$DRUTO_MODES"} \
-        ${STEPS:+--steps "$STEPS"} --floor "$LOGS/floor.jsonl" --jsonl "$LOGS/compare-$cfg-torch.jsonl" \
+        ${STEPS:+--steps "$STEPS"} --build-budget "$budget" --deadline "$deadline" --floor "$LOGS/floor.jsonl" --jsonl "$LOGS/compare-$cfg-torch.jsonl" \
         --out "$LOGS/compare-$cfg.json"
       echo "compare $cfg rc=$?"
       [ -f "$LOGS/compare-$cfg.json" ] && cp "$LOGS/compare-$cfg.json" "$OUT/"

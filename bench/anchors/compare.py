@@ -24,7 +24,9 @@ import torch_gpt_bench as tb  # noqa: E402
 # druto preset -> (PyTorch config name, druto batch x seq, steps by default)
 CONFIGS = {"gpt2-124M": ("gpt2-124M-B16-T1024", "16x1024", 20), "small": ("small-d256-L4-B32-T256", "32x256", 50),
            "tiny": ("tiny-d128-L4-B8-T128", "8x128", 50)}
-STRONGEST = "bf16-cudnn-compile,bf16-cudnn-compile-maxautotune,bf16-cudnn-eager-wholegraph"
+# The cheapest to build first: a mode whose build would start after --build-budget is left out (and said so).
+STRONGEST = "bf16-cudnn-eager-wholegraph,bf16-cudnn-compile,bf16-cudnn-compile-maxautotune"
+T0 = time.time()
 
 
 def log(**kw):
@@ -92,6 +94,10 @@ def main():
     ap.add_argument("--floor", default="", help="gemm_floor.py's JSON lines, to put the floor beside the result")
     ap.add_argument("--jsonl", default="", help="also append PyTorch's records here as JSON lines")
     ap.add_argument("--druto-timeout", type=int, default=240)
+    ap.add_argument("--build-budget", type=float, default=300,
+                    help="seconds from the start after which no further PyTorch mode is built")
+    ap.add_argument("--deadline", type=float, default=400,
+                    help="seconds from the start by which the last round must end (a round that would not is left out)")
     a = ap.parse_args()
     if a.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
@@ -118,6 +124,11 @@ def main():
     built = {}
     for mode in head["torch_modes"]:  # build and warm up each mode once: compilation happens here
         t0 = time.time()
+        if t0 - T0 > a.build_budget:
+            res["errors"].append(dict(side="torch", mode=mode, stage="build",
+                                      error=f"left out: {t0 - T0:.0f} s gone, past --build-budget {a.build_budget:.0f} s"))
+            log(build=mode, skipped="past --build-budget")
+            continue
         try:
             if DEV_IS_CUDA():
                 torch.cuda.reset_peak_memory_stats()
@@ -137,7 +148,15 @@ def main():
         with open(a.floor) as fh:
             floor = [json.loads(l) for l in fh if l.strip().startswith("{")]
     res["floor"] = floor
+    save(a.out, res)  # the builds, in case no round finishes
+    last_round = 0.0
     for rnd in range(a.rounds):
+        if rnd > 0 and time.time() - T0 + 1.2 * last_round > a.deadline:
+            res["errors"].append(dict(stage="rounds", error=f"stopped after {rnd} rounds: another ({last_round:.0f} s) "
+                                      f"would end past --deadline {a.deadline:.0f} s"))
+            log(stopped_after_rounds=rnd)
+            break
+        t_round = time.time()
         def torch_side():
             for mode, (step_fn, n_params, backend, warm_s, peak_all) in built.items():
                 try:
@@ -167,7 +186,9 @@ def main():
         for side in ((druto_side, torch_side) if rnd % 2 == 0 else (torch_side, druto_side)):
             side()
         res["summary"] = summary(res, floor)
+        res["header"]["elapsed_s"] = time.time() - T0
         save(a.out, res)
+        last_round = time.time() - t_round
     s = res.get("summary", {})
     log(summary=s)
     print_table(s)
