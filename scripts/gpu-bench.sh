@@ -61,7 +61,9 @@
 #             fused+bf16+graph,fused+bf16) and MODES (default
 #             bf16-cudnn-eager-wholegraph,bf16-cudnn-compile,
 #             bf16-cudnn-compile-maxautotune) pick the modes, STEPS the timed
-#             steps a round; with gpt2-124M, first the floor re-measured
+#             steps a round; then where each side's best mode spends its
+#             step (druto's profile, PyTorch's kernels); with gpt2-124M,
+#             first the floor re-measured
 #             (bench/anchors/gemm_floor.py: one CUDA graph of a step's GEMMs
 #             and cuDNN attention; FLOOR=0 leaves it out). Not in the default
 #             list. Budget: see compare() below
@@ -409,8 +411,9 @@ sample() {
 # graphs); PyTorch import and ceilings ~15 s; each mode built and warmed up
 # once: compile ~40-90 s, max-autotune ~90-180 s, eager whole-step graph
 # ~10 s; then 3 rounds x (druto bench of 2 modes ~15 s with its start and
-# the 2 s utilisation run + 3 PyTorch modes x 25 steps ~3 s) ~55 s. Total
-# ~250-375 s. Guards, so the call ends inside 560 s whatever compilation
+# the 2 s utilisation run + 3 PyTorch modes x 25 steps ~3 s) ~55 s; then,
+# where the deadline leaves 40 s, where each side's best mode spends its step
+# (druto bench --profile, torch.profiler's kernels) ~20 s. Total ~270-395 s. Guards, so the call ends inside 560 s whatever compilation
 # takes: compare.py builds no further PyTorch mode after COMPARE_BUILD_BUDGET
 # (default 300 s, the cheapest mode first, max-autotune last) and starts no
 # round that would end after COMPARE_DEADLINE (default 400 s), each from its

@@ -94,6 +94,9 @@ def main():
     ap.add_argument("--floor", default="", help="gemm_floor.py's JSON lines, to put the floor beside the result")
     ap.add_argument("--jsonl", default="", help="also append PyTorch's records here as JSON lines")
     ap.add_argument("--druto-timeout", type=int, default=240)
+    ap.add_argument("--profile", type=int, default=1,
+                    help="1: after the rounds, where each side's best mode spends its step (druto bench --profile; "
+                         "torch.profiler's kernels), when --deadline leaves 40 s")
     ap.add_argument("--build-budget", type=float, default=300,
                     help="seconds from the start after which no further PyTorch mode is built")
     ap.add_argument("--deadline", type=float, default=400,
@@ -189,9 +192,54 @@ def main():
         res["header"]["elapsed_s"] = time.time() - T0
         save(a.out, res)
         last_round = time.time() - t_round
+    if a.profile and res.get("summary") and time.time() - T0 < a.deadline - 40:
+        profiles(a, res, built, data, shape)
+        save(a.out, res)
     s = res.get("summary", {})
     log(summary=s)
     print_table(s)
+
+
+def profiles(a, res, built, data, shape):
+    """Where each side's best mode spends its step: druto's graph-aware profile (druto bench --profile, op
+    classes) and PyTorch's kernels by device time under torch.profiler (3 steps; kernels replayed inside a CUDA
+    graph are listed where this PyTorch's profiler sees them)."""
+    s = res["summary"]
+    out = res.setdefault("profiles", {})
+    if s.get("druto_best"):
+        path = os.path.splitext(a.out)[0] + "-druto-profile.json"
+        cmd = [a.druto, "bench", "--backend", "gpu" if DEV_IS_CUDA() else "cpu", "--configs", f"{a.config}:{shape}",
+               "--modes", s["druto_best"], "--steps", "3", "--warmup", "2", "--profile", "--data", a.tokens, "--json", path]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.druto_timeout)
+            if p.returncode == 0:
+                with open(path) as fh:
+                    out["druto"] = [r.get("profile") for r in json.load(fh).get("records", [])]
+                print(p.stdout, flush=True)
+            else:
+                out["druto_error"] = p.stderr.strip()[-300:]
+        except Exception as ex:
+            out["druto_error"] = str(ex)[:300]
+    if s.get("torch_best") in built:
+        try:
+            from torch.profiler import profile, ProfilerActivity
+            step_fn = built[s["torch_best"]][0]
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV_IS_CUDA() else [])
+            with profile(activities=acts) as prof:
+                for i in range(3):
+                    step_fn(*data[i % len(data)])
+                if DEV_IS_CUDA():
+                    torch.cuda.synchronize()
+            def dev_us(e):
+                return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0
+            evs = sorted(prof.key_averages(), key=dev_us, reverse=True)
+            out["torch"] = dict(mode=s["torch_best"], steps=3, total_device_ms_per_step=sum(dev_us(e) for e in evs) / 1e3 / 3,
+                                kernels=[dict(name=e.key[:120], ms_per_step=dev_us(e) / 1e3 / 3, calls_per_step=e.count / 3)
+                                         for e in evs[:25] if dev_us(e) > 0])
+            for k in out["torch"]["kernels"][:12]:
+                log(torch_kernel=k["name"], ms_per_step=round(k["ms_per_step"], 3))
+        except Exception as ex:
+            out["torch_error"] = str(ex)[:300]
 
 
 def DEV_IS_CUDA():
