@@ -452,7 +452,9 @@ compare() {
 # ~65 s of steps + compilation 40-90 s + evaluations ~10 s; the plot and
 # the summary ~2 s. One seed ~220-300 s; two seeds fit one call only with
 # the shorter compilations (~500 s): SEEDS="1 2" is a gamble, three seeds
-# need two calls (SEEDS="1 2", then SEEDS=3) or fewer STEPS.
+# need two calls (SEEDS="1 2", then SEEDS=3) or fewer STEPS. Guards: a seed
+# starts only while LOSS_BUDGET (default 520 s from the section's start)
+# leaves 200 s; druto train has 200 s, PyTorch what is left (at most 300 s).
 losscurve() {
   local steps=${STEPS:-2000} shard=$LOGS/tokens-lc.bin d metrics=() seed
   # LC_PRESET=tiny LC_BACKEND=cpu LC_AMP=fp32 DEV=cpu LOSS_MODE=fp32-eager-foreach:
@@ -463,9 +465,12 @@ losscurve() {
   {
     stamp
     $B/druto tokenizer shard --tokenizer $tok --out "$shard" --tokens $((steps * bs * seq * 10 / 9 + 20 * bs * seq)) || echo "token shard failed: $?"
+    local t0=$SECONDS left
     for seed in ${SEEDS:-1}; do
+      left=$((${LOSS_BUDGET:-520} - (SECONDS - t0)))
+      if [ "$left" -lt 200 ]; then echo "## seed $seed left out: ${left} s of LOSS_BUDGET left, fewer than 200"; continue; fi
       echo "## seed $seed: druto train, $preset ${LC_AMP:-bf16}, $steps steps"
-      /usr/bin/time -f "druto train: %e s" $B/druto train --backend "${LC_BACKEND:-gpu}" --preset "$preset" --batch $bs --seq $seq \
+      /usr/bin/time -f "druto train: %e s" timeout 200 $B/druto train --backend "${LC_BACKEND:-gpu}" --preset "$preset" --batch $bs --seq $seq \
         --amp "${LC_AMP:-bf16}" --steps "$steps" --lr 6e-4 --warmup "${WARMUP:-100}" --eval-every "${EVAL_EVERY:-100}" --eval-batches 16 \
         --data "$shard" --tokenizer $tok --seed "$seed" --sample-tokens 0 --out "$d/druto-$seed" 2>&1 | grep -v '^step '
       cp "$d/druto-$seed/metrics.jsonl" "$LOGS/losscurve-druto-seed$seed.jsonl" && metrics+=(--metrics "druto-seed$seed=$LOGS/losscurve-druto-seed$seed.jsonl")
@@ -473,7 +478,7 @@ losscurve() {
       echo "## seed $seed: PyTorch ${LOSS_MODE:-bf16-cudnn-compile}, $steps steps"
       MODE=${LOSS_MODE:-bf16-cudnn-compile} SEED=$seed STEPS=$steps TOKENS="$shard" LR=6e-4 WARMUP=${WARMUP:-100} \
         EVAL_EVERY=${EVAL_EVERY:-100} EVAL_BATCHES=16 OUT="$LOGS/losscurve-torch-seed$seed.jsonl" JSONL="$LOGS/losscurve-torch.jsonl" \
-        /usr/bin/time -f "PyTorch: %e s" timeout "${LOSS_TIMEOUT:-300}" python3 $A/torch_gpt_bench.py losscurve $tcfg
+        /usr/bin/time -f "PyTorch: %e s" timeout "$(( (left = ${LOSS_BUDGET:-520} - (SECONDS - t0) - 10) > 300 ? 300 : (left < 30 ? 30 : left) ))" python3 $A/torch_gpt_bench.py losscurve $tcfg
       [ -f "$LOGS/losscurve-torch-seed$seed.jsonl" ] && metrics+=(--metrics "torch-seed$seed=$LOGS/losscurve-torch-seed$seed.jsonl")
     done
     rm -f "$shard"
