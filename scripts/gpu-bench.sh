@@ -434,9 +434,11 @@ compare() {
     deadline=${COMPARE_DEADLINE:-$((400 / ${#cfgs[@]}))} budget=${COMPARE_BUILD_BUDGET:-$((300 / ${#cfgs[@]}))}
     for cfg in "${cfgs[@]}"; do
       echo "## compare $cfg: ${ROUNDS:-3} rounds, build budget $budget s, deadline $deadline s"
+      local fl=() # the floor is gpt2-124M's
+      [ "$cfg" = gpt2-124M ] && fl=(--floor "$LOGS/floor.jsonl")
       REVISION=$rev timeout "${COMPARE_TIMEOUT:-$((deadline + 40))}" python3 $A/compare.py --druto $B/druto --tokens "$shard" \
         --config "$cfg" --rounds "${ROUNDS:-3}" ${MODES:+--modes "$MODES"} ${DRUTO_MODES:+--druto-modes "$DRUTO_MODES"} \
-        ${STEPS:+--steps "$STEPS"} --build-budget "$budget" --deadline "$deadline" --floor "$LOGS/floor.jsonl" --jsonl "$LOGS/compare-$cfg-torch.jsonl" \
+        ${STEPS:+--steps "$STEPS"} --build-budget "$budget" --deadline "$deadline" "${fl[@]}" --jsonl "$LOGS/compare-$cfg-torch.jsonl" \
         --out "$LOGS/compare-$cfg.json"
       echo "compare $cfg rc=$?"
       [ -f "$LOGS/compare-$cfg.json" ] && cp "$LOGS/compare-$cfg.json" "$OUT/"
