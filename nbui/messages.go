@@ -39,6 +39,8 @@ var bangla = map[string]string{
 	"done: %d steps in %.1f s":                               "শেষ: %.1[2]f সেকেন্ডে %[1]d ধাপ",
 	"%.1f s":                                                 "%.1f সেকেন্ড",
 	"sample at step %d:":                                     "%d নম্বর ধাপের নমুনা:",
+	"the built-in corpus":                                    "ভেতরের দ্বিভাষিক কর্পাস",
+	"druto: wrote %d %s tokens of %s to %s":                  "druto: %[3]s থেকে %[2]s-এর %[1]dটি টোকেন লেখা হলো %[4]s ফাইলে",
 
 	// Notebook 05 (GPT-2 from the Hugging Face Hub).
 	"Asking the Hugging Face Hub for %s (GPT-2 is about 550 MB; nothing is downloaded when the cache holds it).":                                               "Hugging Face Hub-এর কাছে %s চাওয়া হচ্ছে (GPT-2 প্রায় ৫৫০ MB; ক্যাশে আগে থেকে থাকলে কিছুই নামানো হয় না)।",

@@ -68,6 +68,31 @@
 #             Each run: tokens/s, peak device memory, the planner's table.
 #             STEPS124=2000 (the length) adds about 180 s (~380 s
 #             in all, still one call). Build first: scripts/gpu-build.sh ./cmd/druto
+#   compare   compare.log, compare-CONFIG.json (also beside logs.tar.gz):
+#             druto against PyTorch's strongest modes for each CONFIG
+#             (default gpt2-124M; also small, tiny, or several: "small tiny"),
+#             in ROUNDS (default 3) interleaved rounds on one llm.c token
+#             shard that `druto tokenizer shard` writes (GPT-2 tokens of the
+#             built-in corpus), CUDA events around every step on both sides
+#             (bench/anchors/compare.py); DRUTO_MODES (default
+#             fused+bf16+graph,fused+bf16) and MODES (default
+#             bf16-cudnn-eager-wholegraph,bf16-cudnn-compile,
+#             bf16-cudnn-compile-maxautotune) pick the modes, STEPS the timed
+#             steps a round; then where each side's best mode spends its
+#             step (druto's profile, PyTorch's kernels); with gpt2-124M,
+#             first the floor re-measured
+#             (bench/anchors/gemm_floor.py: one CUDA graph of a step's GEMMs
+#             and cuDNN attention; FLOOR=0 leaves it out). Not in the default
+#             list. Budget: see compare() below
+#   losscurve losscurve.log, losscurve-gpt2-124M.json and .png (also beside
+#             logs.tar.gz), losscurve-{druto,torch}-seedN.jsonl: gpt2-124M,
+#             STEPS (default 2000) steps of B16 T1024 on one token shard,
+#             for each of SEEDS (default "1"), druto train bf16 (CUDA graph)
+#             against PyTorch's LOSS_MODE (default bf16-cudnn-compile) with
+#             druto's recipe (torch_gpt_bench.py losscurve); the curves
+#             overlaid by druto plot; the final validation losses compared
+#             (target: within 1%). Not in the default list. Budget: see
+#             losscurve() below
 #
 #   scripts/gpu-bench.sh                     detect checks kernels bench hf faults train
 #   scripts/gpu-bench.sh --sanitize          only the sanitizer section
@@ -396,6 +421,92 @@ sample() {
   } > "$LOGS/sample.log" 2>&1
 }
 
+# compare: one call, well inside the device tool's 560 s. Budget on the H200
+# for gpt2-124M, the default MODES and ROUNDS=3 (druto's step ~30 ms,
+# PyTorch's ~32 ms): token shard (4M tokens) ~5 s; floor ~30 s (torch
+# import, 15 graphs of 20 GEMM calls, 2 x 2 attention graphs, 2 floor
+# graphs); PyTorch import and ceilings ~15 s; each mode built and warmed up
+# once: compile ~40-90 s, max-autotune ~90-180 s, eager whole-step graph
+# ~10 s; then 3 rounds x (druto bench of 2 modes ~15 s with its start and
+# the 2 s utilisation run + 3 PyTorch modes x 25 steps ~3 s) ~55 s; then,
+# where the deadline leaves 40 s, where each side's best mode spends its step
+# (druto bench --profile, torch.profiler's kernels) ~20 s. Total ~270-395 s. Guards, so the call ends inside 560 s whatever compilation
+# takes: compare.py builds no further PyTorch mode after COMPARE_BUILD_BUDGET
+# (default 300 s, the cheapest mode first, max-autotune last) and starts no
+# round that would end after COMPARE_DEADLINE (default 400 s), each from its
+# own start; COMPARE_TIMEOUT (default the deadline + 40 s) kills it, keeping the rounds
+# already written; the floor has FLOOR_TIMEOUT (90 s). With several CONFIGs
+# the two budgets are shared out (small and tiny compile in ~30-90 s each).
+compare() {
+  local shard=$LOGS/tokens-gpt2.bin rev
+  rev=$(cat $B/REVISION)
+  {
+    stamp
+    $B/druto tokenizer shard --out "$shard" --tokens "${SHARD_TOKENS:-4000000}" || echo "token shard failed: $?"
+    if [ "${FLOOR:-1}" = 1 ] && [[ " ${CONFIG:-gpt2-124M} " == *" gpt2-124M "* ]]; then
+      echo "## floor: $A/gemm_floor.py (cuDNN attention, one CUDA graph of the step's GEMMs and attention)"
+      timeout "${FLOOR_TIMEOUT:-90}" python3 $A/gemm_floor.py | tee "$LOGS/floor.jsonl"; echo "floor rc=${PIPESTATUS[0]}"
+    fi
+    local cfgs=(${CONFIG:-gpt2-124M}) deadline budget
+    deadline=${COMPARE_DEADLINE:-$((400 / ${#cfgs[@]}))} budget=${COMPARE_BUILD_BUDGET:-$((300 / ${#cfgs[@]}))}
+    for cfg in "${cfgs[@]}"; do
+      echo "## compare $cfg: ${ROUNDS:-3} rounds, build budget $budget s, deadline $deadline s"
+      local fl=() # the floor is gpt2-124M's
+      [ "$cfg" = gpt2-124M ] && fl=(--floor "$LOGS/floor.jsonl")
+      REVISION=$rev timeout "${COMPARE_TIMEOUT:-$((deadline + 40))}" python3 $A/compare.py --druto $B/druto --tokens "$shard" \
+        --config "$cfg" --rounds "${ROUNDS:-3}" ${MODES:+--modes "$MODES"} ${DRUTO_MODES:+--druto-modes "$DRUTO_MODES"} \
+        ${STEPS:+--steps "$STEPS"} --build-budget "$budget" --deadline "$deadline" "${fl[@]}" --jsonl "$LOGS/compare-$cfg-torch.jsonl" \
+        --out "$LOGS/compare-$cfg.json"
+      echo "compare $cfg rc=$?"
+      [ -f "$LOGS/compare-$cfg.json" ] && cp "$LOGS/compare-$cfg.json" "$OUT/"
+    done
+    rm -f "$shard"
+  } > "$LOGS/compare.log" 2>&1
+}
+
+# losscurve: one call. Budget on the H200 for gpt2-124M, STEPS=2000, one
+# seed: the token shard (STEPS x 16384 / 0.9 + 20 batches: ~37M GPT-2
+# tokens of the built-in corpus) ~20-40 s; druto train ~60 s of steps + 20
+# evaluations of 16 batches ~5 s + start and checkpoint ~10 s; PyTorch
+# ~65 s of steps + compilation 40-90 s + evaluations ~10 s; the plot and
+# the summary ~2 s. One seed ~220-300 s; two seeds fit one call only with
+# the shorter compilations (~500 s): SEEDS="1 2" is a gamble, three seeds
+# need two calls (SEEDS="1 2", then SEEDS=3) or fewer STEPS. Guards: a seed
+# starts only while LOSS_BUDGET (default 520 s from the section's start)
+# leaves 200 s; druto train has 200 s, PyTorch what is left (at most 300 s).
+losscurve() {
+  local steps=${STEPS:-2000} shard=$LOGS/tokens-lc.bin d metrics=() seed
+  # LC_PRESET=tiny LC_BACKEND=cpu LC_AMP=fp32 DEV=cpu LOSS_MODE=fp32-eager-foreach:
+  # the same section on a CPU, as a check of the harness (byte tokens).
+  local preset=${LC_PRESET:-gpt2-124M} bs=16 seq=1024 tcfg=gpt2-124M-B16-T1024 tok=gpt2
+  if [ "$preset" = tiny ]; then bs=8 seq=128 tcfg=tiny-d128-L4-B8-T128 tok=bytes; fi
+  d=$(mktemp -d)
+  {
+    stamp
+    $B/druto tokenizer shard --tokenizer $tok --out "$shard" --tokens $((steps * bs * seq * 10 / 9 + 20 * bs * seq)) || echo "token shard failed: $?"
+    local t0=$SECONDS left
+    for seed in ${SEEDS:-1}; do
+      left=$((${LOSS_BUDGET:-520} - (SECONDS - t0)))
+      if [ "$left" -lt 200 ]; then echo "## seed $seed left out: ${left} s of LOSS_BUDGET left, fewer than 200"; continue; fi
+      echo "## seed $seed: druto train, $preset ${LC_AMP:-bf16}, $steps steps"
+      /usr/bin/time -f "druto train: %e s" timeout 200 $B/druto train --backend "${LC_BACKEND:-gpu}" --preset "$preset" --batch $bs --seq $seq \
+        --amp "${LC_AMP:-bf16}" --steps "$steps" --lr 6e-4 --warmup "${WARMUP:-100}" --eval-every "${EVAL_EVERY:-100}" --eval-batches 16 \
+        --data "$shard" --tokenizer $tok --seed "$seed" --sample-tokens 0 --out "$d/druto-$seed" 2>&1 | grep -v '^step '
+      cp "$d/druto-$seed/metrics.jsonl" "$LOGS/losscurve-druto-seed$seed.jsonl" && metrics+=(--metrics "druto-seed$seed=$LOGS/losscurve-druto-seed$seed.jsonl")
+      rm -rf "$d/druto-$seed"
+      echo "## seed $seed: PyTorch ${LOSS_MODE:-bf16-cudnn-compile}, $steps steps"
+      MODE=${LOSS_MODE:-bf16-cudnn-compile} SEED=$seed STEPS=$steps TOKENS="$shard" LR=6e-4 WARMUP=${WARMUP:-100} \
+        EVAL_EVERY=${EVAL_EVERY:-100} EVAL_BATCHES=16 OUT="$LOGS/losscurve-torch-seed$seed.jsonl" JSONL="$LOGS/losscurve-torch.jsonl" \
+        /usr/bin/time -f "PyTorch: %e s" timeout "$(( (left = ${LOSS_BUDGET:-520} - (SECONDS - t0) - 10) > 300 ? 300 : (left < 30 ? 30 : left) ))" python3 $A/torch_gpt_bench.py losscurve $tcfg
+      [ -f "$LOGS/losscurve-torch-seed$seed.jsonl" ] && metrics+=(--metrics "torch-seed$seed=$LOGS/losscurve-torch-seed$seed.jsonl")
+    done
+    rm -f "$shard"
+    $B/druto plot "${metrics[@]}" --out "$OUT/losscurve-$preset.png" && cp "$OUT/losscurve-$preset.png" "$LOGS/"
+    REVISION=$(cat $B/REVISION) python3 $A/compare.py --losscurve "$LOGS" --out "$OUT/losscurve-$preset.json" && cp "$OUT/losscurve-$preset.json" "$LOGS/"
+    rm -rf "$d"
+  } > "$LOGS/losscurve.log" 2>&1
+}
+
 hubcheck() {
   { stamp; python3 scripts/hf_hub_check.py --druto $B/druto; echo "hubcheck exit $?"; } > "$LOGS/hubcheck.log" 2>&1
 }
@@ -491,4 +602,6 @@ done
 echo "done $(date -u +%FT%TZ)"
 for f in "$LOGS"/tests.log "$LOGS"/sanitize.log; do [ -f "$f" ] && { echo "== $(basename $f)"; grep -E '^[a-z-]+: rc=' "$f"; }; done
 [ -f "$LOGS/bench.log" ] && grep -E 'ms/step|skipping|fall' "$LOGS/bench.log" | head -40
+[ -f "$LOGS/compare.log" ] && grep -E -A12 '^side +mode|^compare .* rc=|^floor rc=' "$LOGS/compare.log"
+[ -f "$LOGS/losscurve.log" ] && grep -E 'final|within|: [0-9.]+ s$' "$LOGS/losscurve.log"
 exit 0

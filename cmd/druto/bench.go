@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/druto/druto/internal/hostmem"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/gpu"
@@ -98,9 +100,13 @@ func runBench(args []string) error {
 	sample := fs.Bool("sample", false, "benchmark generation instead of training: --configs preset:BxP is B prompts of P tokens, each continued by --tokens tokens over the key/value cache (greedy); --steps rounds, median")
 	newTokens := fs.Int("tokens", 128, "with --sample: tokens generated per prompt")
 	sampleCk := fs.String("checkpoint", "", "with --sample: the configs of this checkpoint's shape generate with its weights (the others with a random model)")
+	dataPath := fs.String("data", "", "train the timed steps on this llm.c token shard (.bin, e.g. from druto tokenizer shard), each id folded into the preset's vocabulary (default: the built-in corpus)")
 	be := backendFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *dataPath != "" && (*sample || *kernelsOnly) {
+		return fmt.Errorf("--data is for training benchmarks, not --sample or --kernels")
 	}
 	if *sample {
 		rounds := 3
@@ -160,6 +166,14 @@ func runBench(args []string) error {
 		return dev, err
 	}
 	o := bench.Options{Warmup: *warmup, Steps: *steps}
+	if *dataPath != "" {
+		if !strings.EqualFold(filepath.Ext(*dataPath), ".bin") {
+			return fmt.Errorf("--data %s: give an llm.c token shard (.bin); druto tokenizer shard --out FILE.bin writes one", *dataPath)
+		}
+		if o.Tokens, err = data.Load(*dataPath); err != nil {
+			return err
+		}
+	}
 	o.Skip = func(m bench.Mode) bool { // e.g. bf16 on a T4: the other modes still run
 		err := be.report.PolicyError(m.Policy)
 		if err != nil {
@@ -171,6 +185,7 @@ func runBench(args []string) error {
 	o.Start = func(dev device.Device, rep *bench.Report) (err error) {
 		cur = rep
 		stamp(rep, be)
+		rep.Data = *dataPath
 		fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.2f TFLOP/s (%s; measured again before each mode, the highest is the MFU denominator)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
 		if *profile {
 			if rep.CopyGBps, err = bench.CopyBandwidth(dev); err != nil {
@@ -180,8 +195,8 @@ func runBench(args []string) error {
 		return nil
 	}
 	o.Each = func(dev device.Device, c bench.Case, m bench.Mode, r *bench.Record) (err error) {
-		fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step %12.0f tok/s %8.1f launches/step  %s step  peak %s GiB%s\n",
-			c.Name, m, r.StepMs, r.TokensPerS, r.Launches, r.StepPath, gibOrDash(r.PeakBytes), utilText(*r))
+		fmt.Fprintf(os.Stderr, "  %-10s %-24s %9.2f ms/step (%.2f..%.2f, %s) %12.0f tok/s %8.1f launches/step  %s step  peak %s GiB%s\n",
+			c.Name, m, r.StepMs, r.StepMsMin, r.StepMsMax, r.Timing, r.TokensPerS, r.Launches, r.StepPath, gibOrDash(r.PeakBytes), utilText(*r))
 		if !*profile {
 			return nil
 		}

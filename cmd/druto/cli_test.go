@@ -4,8 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/druto/druto/pkg/data"
 )
 
 // buildDruto builds the command into a temp folder, or returns the one
@@ -69,6 +72,11 @@ func TestBadInput(t *testing.T) {
 		{"bad bench config", []string{"bench", "--backend", "cpu", "--configs", "tiny:0x8"}, "--configs"},
 		{"ops without kernels", []string{"bench", "--backend", "cpu", "--ops", "layernorm_fwd"}, "--kernels"},
 		{"unknown kernel op", []string{"bench", "--kernels", "--ops", "layernorm_fwd,softmax"}, "softmax"},
+		{"bench data not a shard", []string{"bench", "--backend", "cpu", "--data", good}, ".bin"},
+		{"bench data missing", []string{"bench", "--backend", "cpu", "--data", filepath.Join(dir, "nope.bin")}, "nope.bin"},
+		{"shard without --out", []string{"tokenizer", "shard"}, "--out"},
+		{"shard too few tokens", []string{"tokenizer", "shard", "--data", good, "--tokens", "100000", "--out", filepath.Join(out, "s.bin")}, "fewer than --tokens"},
+		{"shard unknown tokenizer", []string{"tokenizer", "shard", "--tokenizer", "nope", "--out", filepath.Join(out, "s.bin")}, "nope"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin, c.args...)
@@ -88,6 +96,52 @@ func TestBadInput(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(out); len(entries) > 0 {
 		t.Errorf("failed runs left files in %s: %v", out, entries)
+	}
+}
+
+// TestTokenizerShard: druto tokenizer shard writes an llm.c shard of exactly
+// --tokens GPT-2 tokens of the built-in corpus (the first tokens of that
+// corpus under GPT-2's tokenizer), says so in one line, in Bangla under
+// DRUTO_LANG=bn, and druto bench --data trains on it.
+func TestTokenizerShard(t *testing.T) {
+	bin := buildDruto(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.bin")
+	cmd := exec.Command(bin, "tokenizer", "shard", "--out", path, "--tokens", "5000")
+	cmd.Env = append(os.Environ(), "DRUTO_LANG=bn")
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tokenizer shard: %v\n%s", err, b)
+	}
+	if msg := strings.TrimSpace(string(b)); strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "টোকেন") || !strings.Contains(msg, "5000") {
+		t.Errorf("output %q, want one Bangla line with the count", msg)
+	}
+	toks, err := data.ReadShard(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := data.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := g.Encode(data.Corpus(1337, 10000*2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(toks) != 5000 || !slices.Equal(toks[:4000], want[:4000]) {
+		t.Errorf("%d tokens; the first differ from GPT-2's tokens of the corpus", len(toks))
+	}
+	rep := filepath.Join(dir, "bench.json")
+	if b, err := exec.Command(bin, "bench", "--backend", "cpu", "--configs", "tiny:2x16", "--modes", "fused+fp32", "--steps", "2",
+		"--warmup", "1", "--data", path, "--json", rep).CombinedOutput(); err != nil {
+		t.Fatalf("bench --data: %v\n%s", err, b)
+	}
+	raw, err := os.ReadFile(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"data": "`+path+`"`) || !strings.Contains(string(raw), `"timing": "host clock per step"`) {
+		t.Errorf("the report does not name the shard and the timing:\n%s", raw)
 	}
 }
 

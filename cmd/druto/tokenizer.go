@@ -3,19 +3,21 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/term"
 
+	"github.com/druto/druto/nbui"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/train"
 )
 
 func init() {
-	register("tokenizer", "train a byte-level BPE on a corpus (druto tokenizer train --vocab N)", runTokenizer)
+	register("tokenizer", "train a byte-level BPE on a corpus (druto tokenizer train --vocab N), or write an llm.c token shard (druto tokenizer shard --out FILE)", runTokenizer)
 }
 
 // tokenizerFlag adds --tokenizer to fs.
@@ -65,8 +67,12 @@ func encodeProgress(name string, tok data.Tokenizer, cached bool) (func(done, to
 }
 
 func runTokenizer(args []string) error {
+	if len(args) > 0 && args[0] == "shard" {
+		return runTokenizerShard(args[1:])
+	}
 	if len(args) == 0 || args[0] != "train" {
-		return fmt.Errorf("usage: druto tokenizer train --vocab N [--data FILE] [--out FILE]")
+		return fmt.Errorf("usage: druto tokenizer train --vocab N [--data FILE] [--out FILE]\n" +
+			"       druto tokenizer shard --out FILE [--tokenizer gpt2] [--tokens N] [--data FILE]")
 	}
 	fs := newFlags("tokenizer train")
 	vocab := fs.Int("vocab", 1024, "vocabulary size: 256 bytes plus vocab-256 merges (257..65536)")
@@ -188,4 +194,74 @@ func runTokenizerAndInit(fs *flag.FlagSet, cfg *gpt.Config, spec, initPath strin
 	}
 	cfg.Vocab = max(cfg.Vocab, train.PaddedVocab(tok.Vocab()))
 	return tok, nil, nil
+}
+
+// runTokenizerShard writes an llm.c token shard (uint16 tokens after a
+// header of 256 int32: magic 20240520, version 1, count), the file that
+// druto train --data, druto bench --data and PyTorch's anchor (TOKENS=)
+// all read, so that both sides of a comparison train on the same tokens.
+func runTokenizerShard(args []string) error {
+	fs := newFlags("tokenizer shard")
+	out := fs.String("out", "", "shard to write (.bin)")
+	spec := tokenizerFlag(fs, "default: gpt2")
+	path := fs.String("data", "", "UTF-8 text to tokenise (default: the built-in bilingual corpus, as long as --tokens needs)")
+	n := fs.Int("tokens", 0, "tokens to write (0: all of --data; 4,000,000 of the built-in corpus)")
+	seed := fs.Uint64("seed", 1337, "seed of the built-in corpus (train's default is 1337)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("--out is required (e.g. --out tokens.bin)")
+	}
+	if *n < 0 || *n > math.MaxInt32 {
+		return fmt.Errorf("--tokens %d must be in 0..%d (0: all)", *n, math.MaxInt32)
+	}
+	if *spec == "" {
+		*spec = "gpt2"
+	}
+	tok, err := data.ParseTokenizer(*spec)
+	if err != nil {
+		return err
+	}
+	if tok.Vocab() > 1<<16 {
+		return fmt.Errorf("the %s tokenizer has %d tokens; a shard holds ids below 65536", tok.Name(), tok.Vocab())
+	}
+	var toks []int32
+	source := nbui.Sprintf(cliLang(), "the built-in corpus")
+	if *path != "" {
+		if toks, _, err = data.LoadTokens(*path, tok, "", nil); err != nil {
+			return err
+		}
+		source = *path
+	} else {
+		if *n == 0 {
+			*n = 4_000_000
+		}
+		// Text for about 2 bytes a token (GPT-2: 1.6 on this corpus), more while short.
+		for size := 2 * *n; len(toks) < *n; size *= 2 {
+			if toks, err = data.EncodeProgress(tok, data.Corpus(*seed, size), nil); err != nil {
+				return err
+			}
+		}
+	}
+	if *n > 0 {
+		if len(toks) < *n {
+			return fmt.Errorf("%s holds %d %s tokens, fewer than --tokens %d: give more text or fewer tokens", source, len(toks), tok.Name(), *n)
+		}
+		toks = toks[:*n]
+	}
+	if err := data.WriteShard(*out, toks); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, nbui.Sprintf(cliLang(), "druto: wrote %d %s tokens of %s to %s", len(toks), tok.Name(), source, *out))
+	return nil
+}
+
+// cliLang is the language of the CLI's localized lines: $DRUTO_LANG when it
+// is en or bn, else en.
+func cliLang() string {
+	if l := os.Getenv(nbui.LangEnv); l == "bn" {
+		return l
+	}
+	return "en"
 }

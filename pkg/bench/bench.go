@@ -107,7 +107,10 @@ type Record struct {
 	// StepPath is how the step ran ("host", "device", "graph", or why a
 	// graph was not used).
 	StepPath string `json:"step_path,omitempty"`
-	Memory   Memory `json:"memory"` // counted from the model's tables (gpt.MemoryOn)
+	// Timing says how each timed step was measured, so that the median,
+	// min and max are read rightly: TimingEvents, TimingHost or TimingSpan.
+	Timing string `json:"timing,omitempty"`
+	Memory Memory `json:"memory"` // counted from the model's tables (gpt.MemoryOn)
 	// PeakBytes is the MEASURED high-water mark of the device memory in
 	// use during the case (model, optimizer, activations, the device's
 	// scratch and workspace), from the device's allocator, reset before
@@ -137,6 +140,7 @@ type Report struct {
 	PeakFLOPs float64  `json:"peak_flops,omitempty"` // the MFU denominator, measured or quoted
 	PeakNote  string   `json:"peak_note,omitempty"`
 	CopyGBps  float64  `json:"copy_gbps,omitempty"` // the bandwidth profiles compare with (CopyBandwidth)
+	Data      string   `json:"data,omitempty"`      // the tokens trained on: a file (Options.Tokens) or "" for the built-in corpus
 	Records   []Record `json:"records,omitempty"`   // training steps (none in a --sample report)
 	// Sample holds the generation benchmark's records (druto bench --sample).
 	Sample []SampleRecord `json:"sample,omitempty"`
@@ -213,6 +217,10 @@ func GitRevision() string {
 type Options struct {
 	Warmup int // untimed steps first (default 3)
 	Steps  int // timed steps, of which the median is reported (default 20)
+	// Tokens are the tokens the steps train on (e.g. an llm.c shard, the
+	// same ones another framework's run reads), each folded into the case's
+	// vocabulary; nil: the built-in corpus.
+	Tokens []int32
 
 	// Skip reports whether Sweep leaves mode m out (asked once its device
 	// is open; the caller says why).
@@ -242,9 +250,17 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 		return Record{}, fmt.Errorf("bench: mode %s on a device with fused=%v", m, dev.Fused())
 	}
 	need := c.Batch*c.Seq*(o.Warmup+o.Steps) + 1
-	toks, err := data.Encode(data.Corpus(1, min(need+c.Batch*c.Seq+1, 64<<20)))
-	if err != nil {
-		return Record{}, err
+	var toks []int32
+	if o.Tokens != nil {
+		if len(o.Tokens) < c.Batch*c.Seq+1 {
+			return Record{}, fmt.Errorf("bench: %d tokens given, fewer than one batch of %s (%d x %d + 1): give a longer shard", len(o.Tokens), c.Name, c.Batch, c.Seq)
+		}
+		toks = slices.Clone(o.Tokens)
+	} else {
+		var err error
+		if toks, err = data.Encode(data.Corpus(1, min(need+c.Batch*c.Seq+1, 64<<20))); err != nil {
+			return Record{}, err
+		}
 	}
 	for i := range toks {
 		toks[i] %= int32(c.Config.Vocab)
@@ -258,9 +274,10 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 	to := train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1, Step: m.Step}
 	var notes []string
 	if m.Step != train.StepHost {
-		// One span of o.Steps steps between two host waits: each step's
-		// time is the span's (from queuing its first step to the end of
-		// the wait after its last) over o.Steps.
+		// The timed steps are queued as one span between two host waits;
+		// each step is timed on the device between its own timing marks
+		// (TimingEvents) where the device has them, else each step's time
+		// is the span's over o.Steps (TimingSpan).
 		to.LogEvery = o.Steps
 		to.Notice = func(s string) { notes = append(notes, s) }
 	}
@@ -277,6 +294,7 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 	var times []float64
 	var last train.Metric
 	var launches0 int64
+	timing := TimingHost
 	if m.Step == train.StepHost {
 		for i := 0; i < o.Warmup+o.Steps; i++ {
 			if i == o.Warmup && counts {
@@ -299,8 +317,14 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 		if counts {
 			launches0 = counter.Launches()
 		}
+		timing = TimingEvents
 		if err := tr.Run(context.Background(), max(1, o.Warmup)+o.Steps, func(met train.Metric) {
-			times = append(times, met.MsPerStep)
+			if met.DeviceMs > 0 {
+				times = append(times, met.DeviceMs)
+			} else {
+				times = append(times, met.MsPerStep)
+				timing = TimingSpan
+			}
 			last = met
 		}); err != nil {
 			return Record{}, err
@@ -331,7 +355,7 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 	r := Record{
 		Config: c.Name, Mode: m.String(), Baseline: m == Baseline, Batch: c.Batch, Seq: c.Seq, Steps: o.Steps,
 		StepMs: med, StepMsMin: times[0], StepMsMax: times[len(times)-1], TokensPerS: tokens / (med / 1e3), Loss: last.Loss,
-		Launches: launches, StepPath: path, Util: samples, GPUUtil: utilPct, UtilNote: utilNote,
+		Launches: launches, StepPath: path, Timing: timing, Util: samples, GPUUtil: utilPct, UtilNote: utilNote,
 	}
 	if peak > 0 {
 		r.MFU = c.Config.FLOPsPerToken(c.Seq) * r.TokensPerS / peak
@@ -343,6 +367,21 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 	}
 	return r, nil
 }
+
+// How a record's step times were measured (Record.Timing).
+const (
+	// TimingEvents: device timing marks (CUDA events) queued before each
+	// step's uploads and after its state snapshot; every step its own time
+	// (device-resident and graph modes on a GPU).
+	TimingEvents = "events per step"
+	// TimingHost: the host's clock around each step, which ends with the
+	// host reading the step's results back (host mode).
+	TimingHost = "host clock per step"
+	// TimingSpan: one span of all timed steps between two host waits, over
+	// their number; min and max equal the median (device-resident modes on a
+	// device without timing marks).
+	TimingSpan = "one span over the steps"
+)
 
 // PeakMemory is implemented by devices that measure the high-water mark of
 // their memory in use (the GPU: its caching allocator's bytes handed out).

@@ -14,6 +14,7 @@ import (
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
+	"github.com/druto/druto/pkg/train"
 )
 
 func tinyCase(t *testing.T) Case {
@@ -45,6 +46,9 @@ func TestStepTimesCPU(t *testing.T) {
 		if !(0 < r.StepMsMin && r.StepMsMin <= r.StepMs && r.StepMs <= r.StepMsMax) {
 			t.Errorf("%s: min %v, median %v, max %v", m, r.StepMsMin, r.StepMs, r.StepMsMax)
 		}
+		if r.Timing != TimingHost {
+			t.Errorf("%s: timing %q, want %q", m, r.Timing, TimingHost)
+		}
 		if want := 2 * 32 / (r.StepMs / 1e3); math.Abs(r.TokensPerS-want) > 1e-9*want {
 			t.Errorf("%s: %v tokens/s, want %v from the median", m, r.TokensPerS, want)
 		}
@@ -59,6 +63,20 @@ func TestStepTimesCPU(t *testing.T) {
 		if r.Memory != (Memory{mem.Params, mem.Grads, mem.Optimizer, mem.Activations}) {
 			t.Errorf("%s: memory %+v, want %+v", m, r.Memory, mem)
 		}
+	}
+}
+
+// TestStepTimesSpanCPU: the device-resident step on the CPU, which has no
+// timing marks, says that its times are one span over the steps (min and
+// max equal to the median).
+func TestStepTimesSpanCPU(t *testing.T) {
+	m := Mode{Fused: true, Policy: amp.BF16, Step: train.StepDevice}
+	r, err := StepTimes(cpu.New(device.Options{Fused: true, Threads: 2}), tinyCase(t), m, Options{Warmup: 1, Steps: 3}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Timing != TimingSpan || r.StepMsMin != r.StepMs || r.StepMsMax != r.StepMs || r.StepPath != "device" {
+		t.Errorf("timing %q (path %q), min %v median %v max %v; want %q, all equal", r.Timing, r.StepPath, r.StepMsMin, r.StepMs, r.StepMsMax, TimingSpan)
 	}
 }
 

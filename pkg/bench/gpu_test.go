@@ -88,7 +88,10 @@ func TestGPUProfileGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("graph step %.3f ms, NVML GPU utilisation %.1f%% over %d samples (%s)", r.StepMs, r.GPUUtil, len(r.Util), r.UtilNote)
+	if r.Timing != TimingEvents || !(0 < r.StepMsMin && r.StepMsMin <= r.StepMs && r.StepMs <= r.StepMsMax) {
+		t.Errorf("graph step timing %q: min %v, median %v, max %v; want %q, ordered", r.Timing, r.StepMsMin, r.StepMs, r.StepMsMax, TimingEvents)
+	}
+	t.Logf("graph step %.3f ms (min %.3f, max %.3f, %s), NVML GPU utilisation %.1f%% over %d samples (%s)", r.StepMs, r.StepMsMin, r.StepMsMax, r.Timing, r.GPUUtil, len(r.Util), r.UtilNote)
 	if r.UtilNote == "" && (r.GPUUtil <= 0 || r.GPUUtil > 100 || len(r.Util) < int(UtilSeconds*float64(time.Second)/float64(UtilEvery))/2) {
 		t.Errorf("utilisation %.1f%% from %d samples", r.GPUUtil, len(r.Util))
 	}

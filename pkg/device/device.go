@@ -315,6 +315,19 @@ type StateSnap interface {
 	Record(i int) []float32
 }
 
+// Marker is implemented by devices that time queued work on the device
+// itself (CUDA events): Marks keeps n timestamps, Mark(i) queues timestamp
+// i at the current end of the device's queue, and Between returns the
+// milliseconds of device time from mark a to mark b, both queued and
+// reached (it waits for b). Timing a step between two marks counts what
+// the device spent on it, including any time it waited for the host to
+// queue the step's work, and none of the host's wait after it.
+type Marker interface {
+	Marks(n int) error
+	Mark(i int)
+	Between(a, b int) (float64, error)
+}
+
 // StepScalars is the reference of StepUpdate's scalar part, shared by the
 // CPU device and mirrored by the GPU kernel (kernels/step.cu): given this
 // step's mean loss and Σ g² of the (scaled) gradients in float64, it

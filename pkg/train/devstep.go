@@ -60,6 +60,7 @@ func (m StepMode) String() string {
 type devStep struct {
 	st     device.Stepper
 	snap   device.StateSnap
+	marker device.Marker  // per-step device timing (nil: none)
 	state  *tensor.Tensor // (StateLen) F32 on the device
 	lr     *tensor.Tensor // the SlotLR view of state
 	cfg    device.StepConfig
@@ -142,6 +143,10 @@ func (t *Trainer) initDevStep() error {
 		t.dev.Free(ds.state)
 		t.notice(fmt.Sprintf("train: %s step unavailable, host step: %s", o.Step, oneLine(err.Error())))
 		return nil
+	}
+	// Two timing marks a pending step: before its uploads, after its snapshot.
+	if mk, ok := t.dev.(device.Marker); ok && mk.Marks(2*t.logEvery()) == nil {
+		ds.marker = mk
 	}
 	if o.Step == StepGraph {
 		if _, ok := t.dev.(device.Grapher); !ok {
@@ -272,7 +277,11 @@ func (t *Trainer) queueDevice() error {
 	}
 	step := t.step + 1
 	lr := o.Optim.LRAt(step)
+	rec := len(ds.pending)
 	err := t.batch(func() error {
+		if ds.marker != nil {
+			ds.marker.Mark(2 * rec)
+		}
 		if !ds.inited {
 			t.writeState()
 		}
@@ -291,14 +300,17 @@ func (t *Trainer) queueDevice() error {
 				return err
 			}
 		}
-		ds.snap.Snapshot(len(ds.pending), ds.state)
+		ds.snap.Snapshot(rec, ds.state)
+		if ds.marker != nil {
+			ds.marker.Mark(2*rec + 1)
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	t.step = step
-	ds.pending = append(ds.pending, pendingStep{step: step, lr: lr, rec: len(ds.pending)})
+	ds.pending = append(ds.pending, pendingStep{step: step, lr: lr, rec: rec})
 	return nil
 }
 
@@ -395,7 +407,8 @@ func oneLine(s string) string {
 
 // collect waits for the pending steps and returns their metrics; ms/step is
 // the span from the first one's queuing to the end of the wait, over the
-// number of steps.
+// number of steps, and each step's DeviceMs its time between its own
+// timing marks (where the device has them).
 func (t *Trainer) collect() ([]Metric, error) {
 	ds, o := t.ds, t.opts
 	if len(ds.pending) == 0 {
@@ -417,10 +430,18 @@ func (t *Trainer) collect() ([]Metric, error) {
 		if o.accum() > 1 { // StepUpdate took the mean of the loss sum
 			loss = accumLoss(loss, o.accum())
 		}
+		var devMs float64
+		if ds.marker != nil {
+			var err error
+			if devMs, err = ds.marker.Between(2*p.rec, 2*p.rec+1); err != nil {
+				ds.pending = ds.pending[:0]
+				return nil, err
+			}
+		}
 		out = append(out, Metric{
 			Step: p.step, Loss: loss, LR: p.lr, GradNorm: r[device.SlotNorm],
 			LossScale: r[device.SlotUsedScale], StepSkipped: n > skipped, Skipped: n,
-			MsPerStep: per * 1000, TokensPerS: float64(o.accum()*o.Batch*o.Seq) / per,
+			MsPerStep: per * 1000, TokensPerS: float64(o.accum()*o.Batch*o.Seq) / per, DeviceMs: devMs,
 		})
 		skipped, last = n, r
 	}

@@ -347,3 +347,58 @@ func TestGraphRebuiltOnNewShape(t *testing.T) {
 		t.Fatalf("after a stale launch: %d captures, status %q; want 3, graph", rg.captures, g.GraphStatus())
 	}
 }
+
+// fakeMarker is the CPU device with device.Marker's calls recorded: Between
+// returns a time made from the marks' indices, so the test can tell which
+// marks timed which step.
+type fakeMarker struct {
+	*cpu.Device
+	n     int
+	marks []int
+}
+
+func (f *fakeMarker) Marks(n int) error { f.n = n; return nil }
+func (f *fakeMarker) Mark(i int)        { f.marks = append(f.marks, i) }
+func (f *fakeMarker) Between(a, b int) (float64, error) {
+	if b != a+1 || a%2 != 0 || b >= f.n {
+		return 0, fmt.Errorf("marks %d, %d of %d", a, b, f.n)
+	}
+	return 1 + float64(a)/10, nil
+}
+
+// TestDeviceStepMarks: in the device-resident step, a device with timing
+// marks gets two a pending step (before its uploads, after its snapshot),
+// and each step's DeviceMs is the time between its own two; the host step
+// and a device without marks leave DeviceMs 0.
+func TestDeviceStepMarks(t *testing.T) {
+	const n = 6
+	trT, vaT := testTokens(t)
+	o := testOptions(n, amp.BF16)
+	o.Step, o.LogEvery = StepDevice, 3
+	fm := &fakeMarker{Device: cpu.New(device.Options{Fused: true})}
+	tr, err := New(fm, o, trT, vaT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ms := runMetrics(t, tr, n)
+	if fm.n != 6 {
+		t.Errorf("Marks(%d), want 2 x LogEvery = 6", fm.n)
+	}
+	if want := []int{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}; fmt.Sprint(fm.marks) != fmt.Sprint(want) {
+		t.Errorf("marks queued %v, want %v", fm.marks, want)
+	}
+	for i, m := range ms {
+		if want := 1 + float64(2*(i%3))/10; m.DeviceMs != want {
+			t.Errorf("step %d: DeviceMs %v, want %v (marks %d, %d)", m.Step, m.DeviceMs, want, 2*(i%3), 2*(i%3)+1)
+		}
+	}
+	o.Step = StepHost
+	host := newTrainer(t, o)
+	defer host.Close()
+	for _, m := range runMetrics(t, host, 2) {
+		if m.DeviceMs != 0 {
+			t.Errorf("host step %d: DeviceMs %v, want 0", m.Step, m.DeviceMs)
+		}
+	}
+}

@@ -129,12 +129,18 @@ func (o Options) Validate() error {
 // sample results ride on the step they happened at). Its JSON form (see
 // MarshalJSON) writes a value that is not finite as null.
 type Metric struct {
-	Step        int
-	Loss        float32
-	LR          float32
-	GradNorm    float32
-	TokensPerS  float64
-	MsPerStep   float64
+	Step       int
+	Loss       float32
+	LR         float32
+	GradNorm   float32
+	TokensPerS float64
+	MsPerStep  float64
+	// DeviceMs is the step's own time on the device, between two timing
+	// marks queued before its uploads and after its state snapshot
+	// (device.Marker: CUDA events), in the device-resident step modes on a
+	// device that has them; 0 otherwise (MsPerStep is then the span of the
+	// collected steps over their number). Not written to metrics files.
+	DeviceMs    float64
 	LossScale   float32
 	StepSkipped bool    // this step's update was skipped (non-finite gradients); JSON "skipped"
 	Skipped     int     // steps skipped so far; JSON "skipped_steps"

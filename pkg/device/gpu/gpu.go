@@ -114,8 +114,9 @@ type Device struct {
 	capturing bool         // inside Capture: nothing may allocate or upload (step.go)
 	records   *cuda.Pinned // state snapshots (step.go)
 	nrecords  int
-	stage     stager // pinned ring for small uploads (stage.go)
-	moves     int    // scratch buffers and tables reallocated so far: a graph captured before a move is stale
+	stage     stager        // pinned ring for small uploads (stage.go)
+	marks     []*cuda.Event // timing marks (marks.go)
+	moves     int           // scratch buffers and tables reallocated so far: a graph captured before a move is stale
 }
 
 // kernelKey names one kernel variant.
@@ -318,7 +319,7 @@ func (d *Device) Close() error {
 		errs = append(errs, d.records.Free())
 		d.records = nil
 	}
-	errs = append(errs, d.closeStage())
+	errs = append(errs, d.closeStage(), d.closeMarks())
 	if d.lt != nil {
 		errs = append(errs, d.lt.Destroy())
 		d.lt = nil

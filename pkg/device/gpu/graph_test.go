@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
@@ -147,6 +148,13 @@ func TestGPUGraphBitIdentical(t *testing.T) {
 	}
 	if !(gm[n-1].Loss < gm[0].Loss) {
 		t.Errorf("loss did not fall in %d steps: %v -> %v", n, gm[0].Loss, gm[n-1].Loss)
+	}
+	// Each device-resident step is timed between its own marks (CUDA
+	// events); the host step is not.
+	for i := range gm {
+		if !(gm[i].DeviceMs > 0 && pm[i].DeviceMs > 0) || hm[i].DeviceMs != 0 {
+			t.Fatalf("step %d: device ms graph %v, plain %v, host %v; want > 0, > 0, 0", i+1, gm[i].DeviceMs, pm[i].DeviceMs, hm[i].DeviceMs)
+		}
 	}
 }
 
@@ -301,5 +309,50 @@ func TestGPUStepUpdate(t *testing.T) {
 			}
 		}
 		t.Logf("RESULT step_update %s: scale %g -> %g, finite %g, norm %g, skipped %g", sc.name, st[0], got[device.SlotScale], got[device.SlotFinite], got[device.SlotNorm], got[device.SlotSkipped])
+	}
+}
+
+// TestGPUMarks: timing marks time the work queued between them on the
+// device: a 1 GiB memset between marks 0 and 1 takes a positive time, no
+// longer than the host's clock around queuing it and the Sync; a mark out of
+// range is the next Sync's error, and so is Between of marks out of range.
+func TestGPUMarks(t *testing.T) {
+	d := gpuDev(t, true)
+	if err := d.Marks(2); err != nil {
+		t.Fatal(err)
+	}
+	x, err := d.Alloc(tensor.F32, 256<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(x)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	d.Mark(0)
+	d.Zero(x)
+	d.Mark(1)
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	host := float64(time.Since(start).Nanoseconds()) / 1e6
+	ms, err := d.Between(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("1 GiB memset: %.3f ms between the marks, %.3f ms on the host's clock", ms, host)
+	if !(ms > 0 && ms <= host) {
+		t.Errorf("%.4f ms between the marks, %.4f ms on the host's clock around them", ms, host)
+	}
+	if n := len(d.marks); n < 2 {
+		t.Fatalf("%d marks kept, want at least 2", n)
+	}
+	d.Mark(len(d.marks))
+	if err := d.Sync(); err == nil || !strings.Contains(err.Error(), "timing mark") {
+		t.Errorf("a mark out of range: Sync gave %v", err)
+	}
+	if _, err := d.Between(0, len(d.marks)); err == nil {
+		t.Errorf("Between a mark out of range: no error")
 	}
 }
