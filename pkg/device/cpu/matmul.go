@@ -436,6 +436,8 @@ func getScratch(n int) []float32 {
 	var s []float32
 	if p, ok := scratchPools[c].Get().(*[]float32); ok {
 		s = (*p)[:n]
+		*p = nil
+		scratchBoxes.Put(p)
 	} else {
 		s = make([]float32, n, 1<<c)
 	}
@@ -454,6 +456,15 @@ func putScratch(s []float32) {
 	if c == 0 || c&(c-1) != 0 {
 		return // not from getScratch
 	}
-	s = s[:c]
-	scratchPools[bits.Len(uint(c-1))].Put(&s)
+	p, ok := scratchBoxes.Get().(*[]float32)
+	if !ok {
+		p = new([]float32)
+	}
+	*p = s[:c]
+	scratchPools[bits.Len(uint(c-1))].Put(p)
 }
+
+// scratchBoxes recycle the boxes (*[]float32) the pools hold, so that a
+// scratch buffer's return allocates nothing: a decode step takes and gives
+// back a few buffers per op, a token every few hundred microseconds.
+var scratchBoxes sync.Pool // of *[]float32, nil
