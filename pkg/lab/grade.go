@@ -112,8 +112,8 @@ func cmpOr(d, def time.Duration) time.Duration {
 // interruptedRE matches the stderr of a cell GoNB stopped.
 var interruptedRE = regexp.MustCompile(`signal: (interrupt|killed)`)
 
-func gradeOne(path, rel, outDir string, opt GradeOptions) Row {
-	row := Row{Notebook: rel, Lang: "en"}
+func gradeOne(path, rel, outDir string, opt GradeOptions) (row Row) {
+	row = Row{Notebook: rel, Lang: "en"}
 	start := time.Now()
 	defer func() { row.Seconds = time.Since(start).Seconds() }()
 	src, err := readRaw(path)
@@ -192,6 +192,9 @@ func readResults(path string) ([]Result, []string) {
 			if data, ok := out["data"].(map[string]any); ok {
 				if rec, ok := data[MIME]; ok {
 					b, _ := json.Marshal(rec)
+					if str, ok := rec.(string); ok {
+						b = []byte(str)
+					}
 					var r Result
 					if json.Unmarshal(b, &r) == nil {
 						rs = append(rs, r)

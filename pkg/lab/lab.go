@@ -23,7 +23,8 @@ const TimeoutEnv = "DRUTO_LAB_TIMEOUT"
 const DefaultTimeout = 20 * time.Second
 
 // MIME is the media type of the JSON record each Check adds to the
-// notebook's outputs; Grade reads it back from executed notebooks.
+// notebook's outputs (as a string: GoNB's pipe carries strings); Grade
+// reads it back from executed notebooks.
 const MIME = "application/vnd.druto.lab+json"
 
 // Exercise is one graded function of a lab: a name and the cases that run
@@ -223,7 +224,7 @@ func show(lang string, res Result) {
 	h := fmt.Sprintf(`<div style="border-left:4px solid %s;padding:4px 10px"><p>%s</p><p><b>%s</b></p></div>`,
 		color, html.EscapeString(res.Feedback), html.EscapeString(score))
 	gonbui.SendData(&protocol.DisplayData{Data: map[protocol.MIMEType]any{
-		protocol.MIMETextHTML: h, protocol.MIMETextPlain: res.Feedback + "\n" + score, MIME: json.RawMessage(rec)}})
+		protocol.MIMETextHTML: h, protocol.MIMETextPlain: res.Feedback + "\n" + score, MIME: string(rec)}})
 	gonbui.Sync()
 }
 

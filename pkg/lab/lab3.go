@@ -159,7 +159,10 @@ func ScalerUpdate(fn ScalerUpdateFunc) Exercise {
 			}
 			if f != nil {
 				f.Err = math.Abs(f.Got - f.Want)
-				f.label = label{format: "step %d (finite gradients: %v)", args: []any{k + 1, finite}}
+				f.label = label{format: "step %d (finite gradients)", args: []any{k + 1}}
+				if !finite {
+					f.label.format = "step %d (an overflow)"
+				}
 				f.Hint = scalerHint(before, finite, gs, got)
 				return f
 			}
@@ -200,6 +203,9 @@ func scalerModel(s amp.GradScaler, finite bool, mistake string, variant int) (bo
 // scalerHint is the mistake whose update from before gives what the
 // student's gave (skip and the scaler got), "" when none does.
 func scalerHint(before amp.GradScaler, finite, skip bool, got *amp.GradScaler) string {
+	if !skip && got.Scale == before.Scale && got.GoodSteps == before.GoodSteps {
+		return "empty"
+	}
 	for _, h := range []string{"noskip", "nobackoff", "growth", "resetgood"} {
 		for variant := range 2 {
 			ms, m := scalerModel(before, finite, h, variant)

@@ -17,7 +17,8 @@ var bangla = map[string]string{
 	"large logits (about 100)":                "বড় লজিট (প্রায় ১০০)",
 	"%d steps":                                "%dটি ধাপ",
 	"n=%d, step %d":                           "n=%d, %d নম্বর ধাপ",
-	"step %d (finite gradients: %v)":          "%d নম্বর ধাপ (গ্রেডিয়েন্ট সসীম: %v)",
+	"step %d (finite gradients)":              "%d নম্বর ধাপ (গ্রেডিয়েন্ট সসীম)",
+	"step %d (an overflow)":                   "%d নম্বর ধাপ (ওভারফ্লো)",
 
 	// Hints (the texts of hints below).
 	"the outputs are still all zero: your function has not written them yet. Fill in the TODO.":                                          "আউটপুটগুলো এখনো সব শূন্য: আপনার ফাংশন এখনো সেগুলো লেখেনি। TODO অংশটি পূরণ করুন।",
