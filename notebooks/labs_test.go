@@ -100,28 +100,43 @@ func TestLabs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			writeFile(t, filepath.Join(dir, "solution", lang, name+".ipynb"), b)
+			writeFile(t, filepath.Join(dir, "labs", "solution", lang, name+".ipynb"), b)
 		}
 	}
-	if _, err := lab.Release(filepath.Join(dir, "solution"), filepath.Join(dir, "student")); err != nil {
+	if _, err := lab.Release(filepath.Join(dir, "labs", "solution"), filepath.Join(dir, "labs", "student")); err != nil {
 		t.Fatal(err)
 	}
-	// A student's softmax that panics and a cell that panics; a softmax and
-	// a cell that never end.
-	writeBroken(t, filepath.Join(dir, "broken", "panic.ipynb"), "probs[N*V] = 1", `%%`+"\nvar none []int\nnone[1]++")
-	writeBroken(t, filepath.Join(dir, "broken", "loop.ipynb"), "for N > 0 {\n\t}", `%%`+"\nfor {\n}")
-	const cellLimit, nbLimit = 20 * time.Second, 4 * time.Minute
-	env := append(kernelEnv(t, repo, t.TempDir()), lab.TimeoutEnv+"=5s")
+	// One notebook for what can break: a student's softmax that panics, a
+	// cross-entropy that never ends, a cell that panics and one that never
+	// ends.
+	writeBroken(t, filepath.Join(dir, "broken", "broken.ipynb"))
+	// The broken notebook waits out its limits beside the others, with
+	// limits of its own: a lab cell's build on a loaded machine may take
+	// longer than the broken cell's limit.
+	const cellLimit, nbLimit = 3 * time.Minute, 8 * time.Minute
+	const brokenCell, brokenLimit = 15 * time.Second, 3 * time.Minute
+	env := kernelEnv(t, repo, t.TempDir())
 	start := time.Now()
-	rows, err := lab.Grade(dir, lab.GradeOptions{Jupyter: jupyter, Env: env, Cell: cellLimit, Limit: nbLimit, Jobs: 2})
+	var broken []lab.Row
+	var brokenErr error
+	done := make(chan bool)
+	go func() {
+		broken, brokenErr = lab.Grade(filepath.Join(dir, "broken"), lab.GradeOptions{Jupyter: jupyter,
+			Env: append(env, lab.TimeoutEnv+"=3s"), Cell: brokenCell, Limit: brokenLimit})
+		close(done)
+	}()
+	rows, err := lab.Grade(filepath.Join(dir, "labs"), lab.GradeOptions{Jupyter: jupyter, Env: env, Cell: cellLimit, Limit: nbLimit, Jobs: 2})
+	<-done
 	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || brokenErr != nil {
+		t.Fatal(err, brokenErr)
 	}
-	t.Logf("graded %d notebooks in %.0f s (cell limit %v, notebook limit %v)", len(rows), took.Seconds(), cellLimit, nbLimit)
-	if len(rows) != 2*2*len(labNames)+2 {
-		t.Fatalf("%d rows, want %d", len(rows), 2*2*len(labNames)+2)
+	t.Logf("graded %d notebooks in %.0f s", len(rows)+len(broken), took.Seconds())
+	if len(rows) != 2*2*len(labNames) || len(broken) != 1 {
+		t.Fatalf("%d and %d rows, want %d and 1", len(rows), len(broken), 2*2*len(labNames))
 	}
+	broken[0].Notebook = "broken/" + broken[0].Notebook
+	rows = append(rows, broken...)
 	for _, r := range rows {
 		b, _ := json.Marshal(r)
 		where := r.Notebook
@@ -140,17 +155,14 @@ func TestLabs(t *testing.T) {
 					t.Errorf("%s: %s failed without a hint in the notebook's language: %q", where, res.Exercise, res.Feedback)
 				}
 			}
-		case strings.HasSuffix(where, "panic.ipynb"):
-			if !strings.Contains(r.Status, "panicked") || len(r.Results) != 2 || r.Results[0].Failure == nil || r.Results[0].Failure.Hint != "panic" {
-				t.Errorf("%s: want the student's panic as feedback and the cell's in the status: %s", where, b)
-			}
-		case strings.HasSuffix(where, "loop.ipynb"):
-			if !strings.Contains(r.Status, "interrupted") || len(r.Results) != 2 || r.Results[0].Failure == nil || !r.Results[0].Failure.TimedOut {
-				t.Errorf("%s: want the student's endless loop as feedback and the cell's in the status: %s", where, b)
+		case strings.HasPrefix(where, "broken"):
+			if !strings.Contains(r.Status, "panicked") || !strings.Contains(r.Status, "interrupted") || len(r.Results) != 2 ||
+				r.Results[0].Failure == nil || r.Results[0].Failure.Hint != "panic" || r.Results[1].Failure == nil || !r.Results[1].Failure.TimedOut {
+				t.Errorf("%s: want the student's panic and endless loop as feedback, and the cells' in the status: %s", where, b)
 			}
 		}
-		if r.Seconds > nbLimit.Seconds()+15 {
-			t.Errorf("%s took %.0f s, past the notebook limit of %v", where, r.Seconds, nbLimit)
+		if limit := map[bool]time.Duration{true: brokenLimit, false: nbLimit}[strings.HasPrefix(where, "broken")]; r.Seconds > limit.Seconds()+15 {
+			t.Errorf("%s took %.0f s, past the notebook limit of %v", where, r.Seconds, limit)
 		}
 	}
 	csvPath, jsonPath := filepath.Join(dir, "grades.csv"), filepath.Join(dir, "grades.json")
@@ -172,29 +184,35 @@ func writeFile(t *testing.T, path string, b []byte) {
 	}
 }
 
-// writeBroken writes lab 1's English solution with its softmax's body
-// replaced by body, and a cell of source cell after the imports.
-func writeBroken(t *testing.T, path, body, cellSrc string) {
+// writeBroken writes lab 1's English solution with a softmax that
+// panics, a cross-entropy that never returns, and after the imports a
+// cell that panics and one that never ends.
+func writeBroken(t *testing.T, path string) {
 	t.Helper()
 	var nb map[string]any
 	b, err := os.ReadFile(filepath.Join("labs", "en", labNames[0]+".ipynb"))
 	if err != nil || json.Unmarshal(b, &nb) != nil {
 		t.Fatalf("lab 1: %v", err)
 	}
-	cells := nb["cells"].([]any)
+	newCell := func(src string) map[string]any {
+		return map[string]any{"cell_type": "code", "metadata": map[string]any{}, "source": src, "outputs": []any{}, "execution_count": nil}
+	}
 	var out []any
-	for _, c := range cells {
+	for _, c := range nb["cells"].([]any) {
 		cell := c.(map[string]any)
 		src := ""
 		for _, l := range cell["source"].([]any) {
 			src += l.(string)
 		}
-		if strings.HasPrefix(src, "func Softmax(") {
-			cell["source"] = "func Softmax(probs, logits []float32, N, V int) {\n\t" + body + "\n}\n"
+		switch {
+		case strings.HasPrefix(src, "func Softmax("):
+			cell["source"] = "func Softmax(probs, logits []float32, N, V int) {\n\tprobs[N*V] = 1\n}\n"
+		case strings.HasPrefix(src, "func CrossEntropy("):
+			cell["source"] = "func CrossEntropy(losses, dlogits, logits []float32, targets []int32, N, V int) {\n\tfor N > 0 {\n\t}\n}\n"
 		}
 		out = append(out, cell)
 		if strings.HasPrefix(src, "import (") {
-			out = append(out, map[string]any{"cell_type": "code", "metadata": map[string]any{}, "source": cellSrc, "outputs": []any{}, "execution_count": nil})
+			out = append(out, newCell("%%\nvar none []int\nnone[1]++"), newCell("%%\nfor {\n}"))
 		}
 	}
 	nb["cells"] = out
