@@ -34,54 +34,13 @@ func solCrossEntropy(losses, dlogits, logits []float32, targets []int32, N, V in
 	}
 }
 
-func solLayerNorm(out, mean, rstd, inp, weight, bias []float32, N, C int) {
-	for i := range N {
-		x := inp[i*C : (i+1)*C]
-		var m, v float32
-		for _, a := range x {
-			m += a
-		}
-		m /= float32(C)
-		for _, a := range x {
-			v += (a - m) * (a - m)
-		}
-		r := float32(1 / math.Sqrt(float64(v/float32(C))+LayerNormEps))
-		mean[i], rstd[i] = m, r
-		for j, a := range x {
-			out[i*C+j] = (a-m)*r*weight[j] + bias[j]
-		}
-	}
-}
-
-func solLayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd []float32, N, C int) {
-	for i := range N {
-		var a, b float32
-		for j := range C {
-			dn, nm := dout[i*C+j]*weight[j], (inp[i*C+j]-mean[i])*rstd[i]
-			a += dn
-			b += dn * nm
-		}
-		a /= float32(C)
-		b /= float32(C)
-		for j := range C {
-			dn, nm := dout[i*C+j]*weight[j], (inp[i*C+j]-mean[i])*rstd[i]
-			dbias[j] += dout[i*C+j]
-			dweight[j] += dout[i*C+j] * nm
-			dinp[i*C+j] += (dn - a - nm*b) * rstd[i]
-		}
-	}
-}
-
-func solAdamW(p, g, m, v []float32, hp Hyper) {
-	c1 := 1 - float32(math.Pow(float64(hp.Beta1), float64(hp.Step)))
-	c2 := 1 - float32(math.Pow(float64(hp.Beta2), float64(hp.Step)))
-	for i := range p {
-		m[i] = hp.Beta1*m[i] + (1-hp.Beta1)*g[i]
-		v[i] = hp.Beta2*v[i] + (1-hp.Beta2)*g[i]*g[i]
-		p[i] -= hp.LR * hp.WeightDecay * p[i]
-		p[i] -= hp.LR * (m[i] / c1) / (float32(math.Sqrt(float64(v[i]/c2))) + hp.Eps)
-	}
-}
+// The layernorm and AdamW solutions are lab_test.go's builders of
+// planted mistakes, with none planted.
+var (
+	solLayerNorm         = layerNormWith("")
+	solLayerNormBackward = layerNormBackwardWith("")
+	solAdamW             = adamWWith("")
+)
 
 func solScalerUpdate(s *amp.GradScaler, finite bool) bool {
 	if !finite {
