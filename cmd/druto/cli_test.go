@@ -47,6 +47,13 @@ func TestBadInput(t *testing.T) {
 	badShard := write("bad.bin", append(shardHdr, 1, 2, 3, 4))
 	trunc := write("trunc.safetensors", []byte{200, 0, 0, 0, 0, 0, 0, 0, '{'})
 	out := filepath.Join(dir, "out")
+	unbalanced := filepath.Join(dir, "labs")
+	if err := os.MkdirAll(unbalanced, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(unbalanced, "lab.ipynb"), []byte(`{"cells": [{"cell_type": "code", "source": "// BEGIN SOLUTION\n"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name string
@@ -69,6 +76,13 @@ func TestBadInput(t *testing.T) {
 		{"bad bench config", []string{"bench", "--backend", "cpu", "--configs", "tiny:0x8"}, "--configs"},
 		{"ops without kernels", []string{"bench", "--backend", "cpu", "--ops", "layernorm_fwd"}, "--kernels"},
 		{"unknown kernel op", []string{"bench", "--kernels", "--ops", "layernorm_fwd,softmax"}, "softmax"},
+		{"lab without subcommand", []string{"lab"}, "release SRC DST"},
+		{"lab release without DST", []string{"lab", "release", dir}, "want SRC and DST"},
+		{"lab release of no folder", []string{"lab", "release", filepath.Join(dir, "none"), out}, "solution notebooks"},
+		{"lab release in place", []string{"lab", "release", unbalanced, unbalanced}, "another DST"},
+		{"lab release, unbalanced markers", []string{"lab", "release", unbalanced, out}, "END SOLUTION"},
+		{"lab grade of no folder", []string{"lab", "grade", filepath.Join(dir, "none")}, "submitted notebooks"},
+		{"lab grade, bad jobs", []string{"lab", "grade", "--jobs", "0", dir}, "--jobs"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin, c.args...)
