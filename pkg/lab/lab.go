@@ -6,6 +6,8 @@ import (
 	"html"
 	"math"
 	"os"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -136,24 +138,32 @@ func Run(ex Exercise, timeout time.Duration) Result {
 	return res
 }
 
-// panicSite is the first line of the stack inside the student's code
-// (a frame outside this package and the runtime), " at file:line".
+// panicSite is the place of the first frame of the stack in the
+// student's code (a file outside the Go runtime and this package's own
+// files), " (file.go:line)", or " (Func)" in a notebook's main.go.
 func panicSite() string {
+	_, self, _, _ := runtime.Caller(0)
+	own := filepath.Dir(self)
 	lines := strings.Split(string(debug.Stack()), "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		fn := lines[i]
-		if strings.HasPrefix(fn, "\t") || strings.Contains(fn, "runtime") || strings.Contains(fn, "druto/pkg/lab.") ||
-			strings.HasPrefix(fn, "goroutine") || strings.Contains(fn, "panic(") {
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "\t") || i == 0 {
 			continue
 		}
-		loc := strings.TrimSpace(lines[i+1])
-		if j := strings.LastIndex(loc, " +0x"); j > 0 {
-			loc = loc[:j]
+		loc := strings.TrimSpace(l)
+		if k := strings.LastIndex(loc, " +0x"); k > 0 {
+			loc = loc[:k]
 		}
-		if k := strings.LastIndex(loc, "/"); k >= 0 {
-			loc = loc[k+1:]
+		file, _, _ := strings.Cut(loc, ":")
+		if strings.HasPrefix(file, runtime.GOROOT()) || filepath.Dir(file) == own && !strings.HasSuffix(file, "_test.go") {
+			continue
 		}
-		return " (" + loc + ")"
+		// GoNB runs a cell as a generated main.go whose lines are not the
+		// cell's: there the function's name says more.
+		fn, _, _ := strings.Cut(lines[i-1], "(")
+		if filepath.Base(file) == "main.go" {
+			return " (" + strings.TrimPrefix(fn, "main.") + ")"
+		}
+		return " (" + filepath.Base(loc) + ")"
 	}
 	return ""
 }

@@ -317,9 +317,10 @@ func TestPanicAndEndlessLoop(t *testing.T) {
 	if res.Failure == nil || res.Failure.Hint != "panic" || !strings.Contains(res.Failure.Panic, "index out of range") {
 		t.Errorf("a panicking softmax: %+v", res.Failure)
 	}
-	if fb := Feedback("bn", res); !strings.Contains(fb, "প্যানিক") {
-		t.Errorf("Bangla feedback of a panic: %s", fb)
+	if fb := Feedback("bn", res); !strings.Contains(fb, "প্যানিক") || !strings.Contains(fb, "lab_test.go:") {
+		t.Errorf("Bangla feedback of a panic, without its line: %s", fb)
 	}
+	t.Log(Feedback("en", res))
 	start := time.Now()
 	res = Run(Softmax(func(probs, logits []float32, N, V int) {
 		for i := 0; i < N; i *= 1 {
