@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/druto/druto/internal/nblang"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/janpfeifer/gonb/gonbui"
 	"github.com/janpfeifer/gonb/gonbui/protocol"
@@ -312,3 +313,8 @@ func f64(v []float32) []float64 {
 	}
 	return out
 }
+
+// Lang returns the lab notebook's language, "en" or "bn", by nbui.Lang's
+// rule ($DRUTO_LANG, the notebook's metadata or name, its folder's name),
+// without the weight of importing nbui into every cell's program.
+func Lang() string { return nblang.Lang() }

@@ -22,7 +22,7 @@ var bangla = map[string]string{
 
 	// Hints (the texts of hints below).
 	"the outputs are still all zero: your function has not written them yet. Fill in the TODO.":                                          "আউটপুটগুলো এখনো সব শূন্য: আপনার ফাংশন এখনো সেগুলো লেখেনি। TODO অংশটি পূরণ করুন।",
-	"read the message and the place it names; an index out of range often means a row was indexed with the wrong length.":                 "বার্তাটি আর তাতে বলা জায়গাটি দেখুন; index out of range মানে প্রায়ই কোনো সারিকে ভুল দৈর্ঘ্য দিয়ে ইনডেক্স করা হয়েছে।",
+	"read the message and the place it names; an index out of range often means a row was indexed with the wrong length.":                "বার্তাটি আর তাতে বলা জায়গাটি দেখুন; index out of range মানে প্রায়ই কোনো সারিকে ভুল দৈর্ঘ্য দিয়ে ইনডেক্স করা হয়েছে।",
 	"check each loop's condition and the variable it increases.":                                                                         "প্রতিটি লুপের শর্ত আর যে চলকটি বাড়ছে, তা মিলিয়ে দেখুন।",
 	"the values belong to other places: the tensor is row-major, so element (i, j) of an (N, C) tensor is at i*C + j, not j*N + i.":      "মানগুলো অন্য জায়গার: টেনসরটি সারি-প্রধান (row-major), তাই (N, C) টেনসরের (i, j) উপাদান থাকে i*C + j-তে, j*N + i-তে নয়।",
 	"exp overflows for large logits. Subtract the row's maximum before exp: softmax(x) = softmax(x - max(x)).":                           "বড় লজিটে exp উপচে পড়ে (overflow)। exp-এর আগে সারির সর্বোচ্চ মান বিয়োগ করুন: softmax(x) = softmax(x - max(x))।",
