@@ -22,12 +22,7 @@ var labNames = []string{"01-softmax", "02-layernorm", "03-adamw"}
 // solution markers, and a check for every lab.
 func TestLabsPaired(t *testing.T) {
 	for _, lang := range langs {
-		got, _ := filepath.Glob(filepath.Join("labs", lang, "*.ipynb"))
-		var base []string
-		for _, g := range got {
-			base = append(base, strings.TrimSuffix(filepath.Base(g), ".ipynb"))
-		}
-		if !slices.Equal(base, labNames) {
+		if base := notebookNames(t, filepath.Join("labs", lang)); !slices.Equal(base, labNames) {
 			t.Errorf("labs/%s holds %v, want %v", lang, base, labNames)
 		}
 	}

@@ -5,6 +5,7 @@ package nblang
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,4 +99,19 @@ func NotebookLang(path string) string {
 		}
 	}
 	return ""
+}
+
+// Sprintf formats the English format in lang: for "bn", the format's
+// Bangla from table when it has one (a format missing there is shown in
+// English). nbui's and pkg/lab's catalogues both look up through it.
+func Sprintf(table map[string]string, lang, format string, args ...any) string {
+	if lang == "bn" {
+		if bn, ok := table[format]; ok {
+			format = bn
+		}
+	}
+	if len(args) == 0 {
+		return format
+	}
+	return fmt.Sprintf(format, args...)
 }

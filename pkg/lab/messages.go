@@ -1,6 +1,6 @@
 package lab
 
-import "fmt"
+import "github.com/druto/druto/internal/nblang"
 
 // bangla is the lab's message table: each English format and its Bangla
 // (the same verbs; explicit indexes may reorder them). A format missing
@@ -88,13 +88,5 @@ var hints = map[string]string{
 
 // msg formats an English format in lang.
 func msg(lang, format string, args ...any) string {
-	if lang == "bn" {
-		if bn, ok := bangla[format]; ok {
-			format = bn
-		}
-	}
-	if len(args) == 0 {
-		return format
-	}
-	return fmt.Sprintf(format, args...)
+	return nblang.Sprintf(bangla, lang, format, args...)
 }
