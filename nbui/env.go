@@ -1,18 +1,18 @@
 package nbui
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
+
+	"github.com/druto/druto/internal/nblang"
 )
 
 // Environment variables the helpers read.
 const (
 	// LangEnv overrides the language Lang derives from the notebook.
-	LangEnv = "DRUTO_LANG"
+	LangEnv = nblang.Env
 	// RepoEnv names the druto checkout (the notebook tests set it).
 	RepoEnv = "DRUTO_REPO"
 	// OutEnv names the folder RunDir puts runs in (the notebook tests point it
@@ -20,21 +20,11 @@ const (
 	OutEnv = "DRUTO_OUT"
 	// sessionEnv is the notebook's path, which Jupyter Server (JupyterLab,
 	// Notebook 7) gives the kernels it starts.
-	sessionEnv = "JPY_SESSION_NAME"
+	sessionEnv = nblang.SessionEnv
 )
 
-// notebookDir is the folder the notebook runs in: GoNB's GONB_DIR, else the
-// working directory.
-func notebookDir() string {
-	if d := os.Getenv("GONB_DIR"); d != "" {
-		return d
-	}
-	d, err := os.Getwd()
-	if err != nil {
-		return "."
-	}
-	return d
-}
+// notebookDir is the folder the notebook runs in (nblang.Dir).
+func notebookDir() string { return nblang.Dir() }
 
 // Lang returns the notebook's language, "en" or "bn", from the first of:
 //   - $DRUTO_LANG, when it is en or bn;
@@ -44,65 +34,10 @@ func notebookDir() string {
 //     lesson_bn.ipynb);
 //   - the folder's name (notebooks/bn);
 //   - "en".
-func Lang() string {
-	switch l := os.Getenv(LangEnv); l {
-	case "en", "bn":
-		return l
-	}
-	dir := notebookDir()
-	var files []string
-	if s := os.Getenv(sessionEnv); strings.HasSuffix(s, ".ipynb") {
-		if !filepath.IsAbs(s) {
-			s = filepath.Join(dir, filepath.Base(s))
-		}
-		files = []string{s}
-	} else {
-		files, _ = filepath.Glob(filepath.Join(dir, "*.ipynb"))
-	}
-	lang := ""
-	for _, f := range files {
-		l := notebookLang(f)
-		if l == "" || lang != "" && l != lang {
-			lang = ""
-			break
-		}
-		lang = l
-	}
-	if lang != "" {
-		return lang
-	}
-	if filepath.Base(dir) == "bn" {
-		return "bn"
-	}
-	return "en"
-}
+func Lang() string { return nblang.Lang() }
 
-// notebookLang is the language a notebook file declares in its metadata
-// or its name, "" when it declares none.
-func notebookLang(path string) string {
-	var nb struct {
-		Metadata struct {
-			Druto struct {
-				Lang string `json:"lang"`
-			} `json:"druto"`
-		} `json:"metadata"`
-	}
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &nb) == nil {
-		switch l := nb.Metadata.Druto.Lang; l {
-		case "en", "bn":
-			return l
-		}
-	}
-	name := strings.TrimSuffix(filepath.Base(path), ".ipynb")
-	for _, l := range []string{"bn", "en"} {
-		for _, sep := range []string{".", "-", "_"} {
-			if strings.HasSuffix(name, sep+l) {
-				return l
-			}
-		}
-	}
-	return ""
-}
+// notebookLang is the language a notebook file declares (nblang.NotebookLang).
+func notebookLang(path string) string { return nblang.NotebookLang(path) }
 
 // Repo returns the druto checkout the notebook uses: $DRUTO_REPO when set,
 // else the folder this package was built from (the copy of druto that the

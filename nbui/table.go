@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode"
+
+	"github.com/druto/druto/internal/nblang"
 )
 
 // Table is a table of strings with a header row and an optional caption.
@@ -168,15 +170,7 @@ func (t *Table) Show() {
 // for "bn", the Bangla text the message table gives for the English format
 // (the English itself when it has none).
 func Sprintf(lang, format string, args ...any) string {
-	if lang == "bn" {
-		if bn, ok := bangla[format]; ok {
-			format = bn
-		}
-	}
-	if len(args) == 0 {
-		return format
-	}
-	return fmt.Sprintf(format, args...)
+	return nblang.Sprintf(bangla, lang, format, args...)
 }
 
 // Note shows a sentence in the notebook's language: Sprintf(lang, format,

@@ -136,15 +136,7 @@ func hasBengali(s string) bool {
 // tag on every cell that shows a plot.
 func TestNotebooksPaired(t *testing.T) {
 	for _, lang := range langs {
-		got, err := filepath.Glob(filepath.Join(lang, "*.ipynb"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var base []string
-		for _, g := range got {
-			base = append(base, strings.TrimSuffix(filepath.Base(g), ".ipynb"))
-		}
-		if !slices.Equal(base, names) {
+		if base := notebookNames(t, lang); !slices.Equal(base, names) {
 			t.Errorf("%s/ holds %v, want %v", lang, base, names)
 		}
 	}
@@ -193,6 +185,20 @@ func TestNotebooksPaired(t *testing.T) {
 			t.Errorf("%s: the first code cell must point the Go workspace at $DRUTO_REPO (or ../..)", name)
 		}
 	}
+}
+
+// notebookNames lists the notebooks in dir, without the .ipynb.
+func notebookNames(t *testing.T, dir string) []string {
+	t.Helper()
+	got, err := filepath.Glob(filepath.Join(dir, "*.ipynb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base []string
+	for _, g := range got {
+		base = append(base, strings.TrimSuffix(filepath.Base(g), ".ipynb"))
+	}
+	return base
 }
 
 // maxCellLines is the most lines a code cell may have.

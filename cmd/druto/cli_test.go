@@ -50,6 +50,13 @@ func TestBadInput(t *testing.T) {
 	badShard := write("bad.bin", append(shardHdr, 1, 2, 3, 4))
 	trunc := write("trunc.safetensors", []byte{200, 0, 0, 0, 0, 0, 0, 0, '{'})
 	out := filepath.Join(dir, "out")
+	unbalanced := filepath.Join(dir, "labs")
+	if err := os.MkdirAll(unbalanced, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(unbalanced, "lab.ipynb"), []byte(`{"cells": [{"cell_type": "code", "source": "// BEGIN SOLUTION\n"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name string
@@ -77,6 +84,13 @@ func TestBadInput(t *testing.T) {
 		{"shard without --out", []string{"tokenizer", "shard"}, "--out"},
 		{"shard too few tokens", []string{"tokenizer", "shard", "--data", good, "--tokens", "100000", "--out", filepath.Join(out, "s.bin")}, "fewer than --tokens"},
 		{"shard unknown tokenizer", []string{"tokenizer", "shard", "--tokenizer", "nope", "--out", filepath.Join(out, "s.bin")}, "nope"},
+		{"lab without subcommand", []string{"lab"}, "release SRC DST"},
+		{"lab release without DST", []string{"lab", "release", dir}, "want SRC and DST"},
+		{"lab release of no folder", []string{"lab", "release", filepath.Join(dir, "none"), out}, "solution notebooks"},
+		{"lab release in place", []string{"lab", "release", unbalanced, unbalanced}, "another DST"},
+		{"lab release, unbalanced markers", []string{"lab", "release", unbalanced, out}, "END SOLUTION"},
+		{"lab grade of no folder", []string{"lab", "grade", filepath.Join(dir, "none")}, "submitted notebooks"},
+		{"lab grade, bad jobs", []string{"lab", "grade", "--jobs", "0", dir}, "--jobs"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin, c.args...)

@@ -1,0 +1,364 @@
+package lab
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/druto/druto/pkg/amp"
+)
+
+func TestSolutionsPass(t *testing.T) {
+	for _, ex := range []Exercise{Softmax(solSoftmax), CrossEntropy(solCrossEntropy), LayerNorm(solLayerNorm),
+		LayerNormBackward(solLayerNormBackward), AdamW(solAdamW), ScalerUpdate(solScalerUpdate)} {
+		res := Run(ex, time.Minute)
+		if !res.Passed || res.Points != res.Max || res.Max == 0 {
+			t.Errorf("%s: %d of %d, %s", ex.Name, res.Points, res.Max, Feedback("en", res))
+		}
+	}
+}
+
+// planted is a mistake a student may make, and the hint it must get.
+type planted struct {
+	name, hint string
+	ex         Exercise
+}
+
+// softmaxWith is the solution's softmax with pieces replaced.
+func softmaxWith(at func(i, j, N, V int) int, subMax, normalise, perRow, logOut bool) SoftmaxFunc {
+	return func(probs, logits []float32, N, V int) {
+		var total float32
+		for i := range N {
+			mx := float32(0)
+			if subMax {
+				mx = float32(math.Inf(-1))
+				for j := range V {
+					mx = max(mx, logits[at(i, j, N, V)])
+				}
+			}
+			var sum float32
+			for j := range V {
+				e := float32(math.Exp(float64(logits[at(i, j, N, V)] - mx)))
+				probs[at(i, j, N, V)] = e
+				sum += e
+			}
+			total += sum
+			for j := range V {
+				if normalise && perRow {
+					probs[at(i, j, N, V)] /= sum
+				}
+				if logOut {
+					probs[at(i, j, N, V)] = float32(math.Log(float64(probs[at(i, j, N, V)])))
+				}
+			}
+		}
+		if normalise && !perRow {
+			for k := range probs {
+				probs[k] /= total
+			}
+		}
+	}
+}
+
+func rowMajor(i, j, N, V int) int { return i*V + j }
+
+func lab1Mistakes() []planted {
+	ce := func(f func(losses, dlogits []float32, logits []float32, targets []int32, N, V int)) Exercise {
+		return CrossEntropy(f)
+	}
+	return []planted{
+		{"softmax without max-subtraction", "maxsub", Softmax(softmaxWith(rowMajor, false, true, true, false))},
+		{"softmax transposed", "transposed", Softmax(softmaxWith(func(i, j, N, V int) int { return j*N + i }, true, true, true, false))},
+		{"softmax returns log-probabilities", "logsoftmax", Softmax(softmaxWith(rowMajor, true, true, true, true))},
+		{"softmax not normalised", "normalise", Softmax(softmaxWith(rowMajor, true, false, true, false))},
+		{"softmax normalised over the batch", "globalsum", Softmax(softmaxWith(rowMajor, true, true, false, false))},
+		{"softmax stub", "empty", Softmax(func(probs, logits []float32, N, V int) {})},
+		{"cross-entropy gradient without one-hot", "onehot", ce(func(l, d, x []float32, tg []int32, N, V int) {
+			solSoftmax(d, x, N, V)
+			for i, t := range tg {
+				l[i] = -float32(math.Log(float64(d[i*V+int(t)])))
+			}
+		})},
+		{"cross-entropy gradient of the mean", "mean", ce(func(l, d, x []float32, tg []int32, N, V int) {
+			solCrossEntropy(l, d, x, tg, N, V)
+			for k := range d {
+				d[k] /= float32(N)
+			}
+		})},
+		{"cross-entropy target without the row offset", "rowoffset", ce(func(l, d, x []float32, tg []int32, N, V int) {
+			solCrossEntropy(l, d, x, tg, N, V)
+			for i, t := range tg {
+				l[i] = -float32(math.Log(float64(d[int(t)] + b2f32(i == 0))))
+				if i > 0 { // row i's softmax at column t of row 0
+					mx, s := x[i*V], float32(0)
+					for j := range V {
+						mx = max(mx, x[i*V+j])
+					}
+					for j := range V {
+						s += float32(math.Exp(float64(x[i*V+j] - mx)))
+					}
+					l[i] = -float32(math.Log(math.Exp(float64(x[t]-mx)) / float64(s)))
+				}
+			}
+		})},
+		{"cross-entropy with the sign flipped", "sign", ce(func(l, d, x []float32, tg []int32, N, V int) {
+			solCrossEntropy(l, d, x, tg, N, V)
+			for i := range l {
+				l[i] = -l[i]
+			}
+			for k := range d {
+				d[k] = -d[k]
+			}
+		})},
+		{"cross-entropy without max-subtraction", "maxsub", ce(func(l, d, x []float32, tg []int32, N, V int) {
+			softmaxWith(rowMajor, false, true, true, false)(d, x, N, V)
+			for i, t := range tg {
+				l[i] = -float32(math.Log(float64(d[i*V+int(t)])))
+				d[i*V+int(t)]--
+			}
+		})},
+	}
+}
+
+func b2f32(b bool) float32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// layerNormWith is the solution's layernorm with one mistake.
+func layerNormWith(mistake string) LayerNormFunc {
+	return func(out, mean, rstd, inp, weight, bias []float32, N, C int) {
+		at := func(i, j int) int { return i*C + j }
+		if mistake == "transposed" {
+			at = func(i, j int) int { return j*N + i }
+		}
+		for i := range N {
+			var m, v float32
+			for j := range C {
+				m += inp[at(i, j)]
+			}
+			m /= float32(C)
+			for j := range C {
+				v += (inp[at(i, j)] - m) * (inp[at(i, j)] - m)
+			}
+			switch mistake {
+			case "variance":
+				v /= float32(C - 1)
+			default:
+				v /= float32(C)
+			}
+			r := float32(1 / math.Sqrt(float64(v)+LayerNormEps))
+			if mistake == "eps" {
+				r = float32(1 / (math.Sqrt(float64(v)) + LayerNormEps))
+			}
+			mean[i], rstd[i] = m, r
+			if mistake == "rstd" {
+				rstd[i] = 1 / r
+			}
+			for j := range C {
+				n := (inp[at(i, j)] - m) * r
+				if mistake != "affine" {
+					n = n*weight[j] + bias[j]
+				}
+				out[at(i, j)] = n
+			}
+		}
+	}
+}
+
+func layerNormBackwardWith(mistake string) LayerNormBackwardFunc {
+	return func(dinp, dweight, dbias, dout, inp, weight, mean, rstd []float32, N, C int) {
+		for i := range N {
+			var a, b float32
+			for j := range C {
+				dn, nm := dout[i*C+j]*weight[j], (inp[i*C+j]-mean[i])*rstd[i]
+				a += dn
+				b += dn * nm
+			}
+			a /= float32(C)
+			b /= float32(C)
+			for j := range C {
+				dn, nm := dout[i*C+j]*weight[j], (inp[i*C+j]-mean[i])*rstd[i]
+				switch mistake {
+				case "rowsum": // each row overwrites the last one's
+					dbias[j] = dout[i*C+j]
+					dweight[j] = dout[i*C+j] * nm
+				case "dweight":
+					dbias[j] += dout[i*C+j]
+					dweight[j] += dout[i*C+j]
+				default:
+					dbias[j] += dout[i*C+j]
+					dweight[j] += dout[i*C+j] * nm
+				}
+				if mistake == "dinp" {
+					dinp[i*C+j] += dn * rstd[i]
+				} else {
+					dinp[i*C+j] += (dn - a - nm*b) * rstd[i]
+				}
+			}
+		}
+	}
+}
+
+func lab2Mistakes() []planted {
+	var ps []planted
+	for _, m := range []string{"variance", "eps", "affine", "rstd", "transposed"} {
+		ps = append(ps, planted{"layernorm " + m, m, LayerNorm(layerNormWith(m))})
+	}
+	for _, m := range []string{"rowsum", "dweight", "dinp"} {
+		ps = append(ps, planted{"layernorm backward " + m, m, LayerNormBackward(layerNormBackwardWith(m))})
+	}
+	return append(ps, planted{"layernorm stub", "empty", LayerNorm(func(out, mean, rstd, inp, weight, bias []float32, N, C int) {})})
+}
+
+// adamWWith is the solution's AdamW with one mistake.
+func adamWWith(mistake string) AdamWFunc {
+	return func(p, g, m, v []float32, hp Hyper) {
+		c1 := 1 - float32(math.Pow(float64(hp.Beta1), float64(hp.Step)))
+		c2 := 1 - float32(math.Pow(float64(hp.Beta2), float64(hp.Step)))
+		if mistake == "biascorr" {
+			c1, c2 = 1, 1
+		}
+		for i := range p {
+			gi := g[i]
+			if mistake == "l2" {
+				gi += hp.WeightDecay * p[i]
+			}
+			m[i] = hp.Beta1*m[i] + (1-hp.Beta1)*gi
+			sq := gi * gi
+			if mistake == "square" {
+				sq = float32(math.Abs(float64(gi)))
+			}
+			v[i] = hp.Beta2*v[i] + (1-hp.Beta2)*sq
+			switch mistake {
+			case "l2":
+			case "decaylr":
+				p[i] -= hp.WeightDecay * p[i]
+			default:
+				p[i] -= hp.LR * hp.WeightDecay * p[i]
+			}
+			den := float32(math.Sqrt(float64(v[i]/c2))) + hp.Eps
+			if mistake == "epssqrt" {
+				den = float32(math.Sqrt(float64(v[i]/c2 + hp.Eps)))
+			}
+			p[i] -= hp.LR * (m[i] / c1) / den
+		}
+	}
+}
+
+func lab3Mistakes() []planted {
+	var ps []planted
+	for _, m := range []string{"biascorr", "l2", "epssqrt", "square", "decaylr"} {
+		ps = append(ps, planted{"adamw " + m, m, AdamW(adamWWith(m))})
+	}
+	return append(ps,
+		planted{"scaler never skips", "noskip", ScalerUpdate(func(s *amp.GradScaler, finite bool) bool {
+			solScalerUpdate(s, finite)
+			return false
+		})},
+		planted{"scaler without back-off", "nobackoff", ScalerUpdate(func(s *amp.GradScaler, finite bool) bool {
+			if !finite {
+				s.GoodSteps = 0
+				return true
+			}
+			return solScalerUpdate(s, finite)
+		})},
+		planted{"scaler grows one step late", "growth", ScalerUpdate(func(s *amp.GradScaler, finite bool) bool {
+			if !finite {
+				return solScalerUpdate(s, finite)
+			}
+			s.GoodSteps++
+			if s.GoodSteps > s.GrowthInterval {
+				s.Scale *= s.GrowthFactor
+				s.GoodSteps = 0
+			}
+			return false
+		})},
+		planted{"scaler keeps counting after an overflow", "resetgood", ScalerUpdate(func(s *amp.GradScaler, finite bool) bool {
+			if !finite {
+				s.Scale *= s.BackoffFactor
+				return true
+			}
+			return solScalerUpdate(s, finite)
+		})},
+		planted{"adamw stub", "empty", AdamW(func(p, g, m, v []float32, hp Hyper) {})},
+	)
+}
+
+// TestPlantedMistakes checks that each planted mistake fails its check
+// with the hint for its kind, in both languages' feedback.
+func TestPlantedMistakes(t *testing.T) {
+	for lab, ps := range map[string][]planted{"lab 1": lab1Mistakes(), "lab 2": lab2Mistakes(), "lab 3": lab3Mistakes()} {
+		if len(ps) < 5 {
+			t.Errorf("%s: %d planted mistakes, want at least 5", lab, len(ps))
+		}
+		for _, p := range ps {
+			res := Run(p.ex, time.Minute)
+			if res.Passed || res.Failure == nil {
+				t.Errorf("%s: %s passed its check", lab, p.name)
+				continue
+			}
+			if res.Failure.Hint != p.hint {
+				t.Errorf("%s: %s got hint %q, want %q:\n%s", lab, p.name, res.Failure.Hint, p.hint, Feedback("en", res))
+			}
+			en, bn := Feedback("en", res), Feedback("bn", res)
+			if !strings.Contains(en, hints[p.hint]) || !strings.Contains(bn, bangla[hints[p.hint]]) {
+				t.Errorf("%s: %s: feedback without its hint:\n%s\n%s", lab, p.name, en, bn)
+			}
+		}
+	}
+}
+
+func TestPanicAndEndlessLoop(t *testing.T) {
+	res := Run(Softmax(func(probs, logits []float32, N, V int) { probs[N*V] = 1 }), time.Minute)
+	if res.Failure == nil || res.Failure.Hint != "panic" || !strings.Contains(res.Failure.Panic, "index out of range") {
+		t.Errorf("a panicking softmax: %+v", res.Failure)
+	}
+	if fb := Feedback("bn", res); !strings.Contains(fb, "প্যানিক") || !strings.Contains(fb, "lab_test.go:") {
+		t.Errorf("Bangla feedback of a panic, without its line: %s", fb)
+	}
+	t.Log(Feedback("en", res))
+	start := time.Now()
+	res = Run(Softmax(func(probs, logits []float32, N, V int) {
+		for i := 0; i < N; i *= 1 {
+		}
+	}), 300*time.Millisecond)
+	if res.Failure == nil || !res.Failure.TimedOut || res.Failure.Hint != "timeout" || time.Since(start) > 5*time.Second {
+		t.Errorf("an endless softmax: %+v after %v", res.Failure, time.Since(start))
+	}
+}
+
+// TestFeedback checks the paragraph and the score line of a failure.
+func TestFeedback(t *testing.T) {
+	res := Run(LayerNorm(layerNormWith("variance")), time.Minute)
+	en := Feedback("en", res)
+	for _, want := range []string{"N=3, C=8", "mean", "rstd[", "reference", "tolerance", "C-1"} {
+		if !strings.Contains(en, want) && !(want == "mean" && strings.Contains(en, "rstd")) {
+			t.Errorf("feedback lacks %q: %s", want, en)
+		}
+	}
+	if s := ScoreLine("bn", res); !strings.Contains(s, "✗ layernorm: 4টি কেসের মধ্যে 0টি") {
+		t.Errorf("Bangla score line %q", s)
+	}
+	if s := ScoreLine("en", Run(LayerNorm(solLayerNorm), time.Minute)); s != "✓ layernorm: 4 of 4 cases" {
+		t.Errorf("score line %q", s)
+	}
+}
+
+// TestCatalogue checks that every message and hint has its Bangla.
+func TestCatalogue(t *testing.T) {
+	for k, h := range hints {
+		if _, ok := bangla[h]; !ok {
+			t.Errorf("hint %s has no Bangla", k)
+		}
+	}
+	for _, f := range []string{"All %d cases match the reference. Well done!", "Hint: %s", "%d of %d cases", "%d steps", "n=%d, step %d",
+		"step %d (finite gradients)", "step %d (an overflow)", "the gradient against finite differences", "large logits (about 100)"} {
+		if _, ok := bangla[f]; !ok {
+			t.Errorf("%q has no Bangla", f)
+		}
+	}
+}
