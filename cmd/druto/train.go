@@ -55,6 +55,7 @@ func runTrain(args []string) error {
 	prompt := fs.String("prompt", "\n", "text the samples continue")
 	ckptEvery := fs.Int("checkpoint-every", 0, "also checkpoint every N steps")
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
+	overwrite := fs.Bool("overwrite", false, "start a new run in an --out that holds another run's files: its model, state and metrics are replaced")
 	dataChanged := fs.Bool("data-changed", false, "with --resume: continue on other data than the checkpoint's, on purpose")
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
 	graph := fs.Bool("graph", true, "on a GPU, run the step on the device as one CUDA graph (false: the host-driven step)")
@@ -66,6 +67,12 @@ func runTrain(args []string) error {
 	dp := distFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("--out is empty: give the folder for the checkpoints and metrics.jsonl (e.g. --out out)")
+	}
+	if *overwrite && *resume {
+		return fmt.Errorf("--overwrite replaces the run in --out and --resume continues it: give one of them")
 	}
 	cfg, err := gpt.Preset(*preset)
 	if err != nil {
@@ -246,14 +253,15 @@ func runTrain(args []string) error {
 		name = "the built-in corpus"
 	}
 	update, finish := encodeProgress(name, tok, *out != "")
-	recipe := train.Recipe{Options: opts, Data: *dataPath, Tokenized: update, Resume: *resume, Init: initCk, Graph: *graph}
+	recipe := train.Recipe{Options: opts, Data: *dataPath, Tokenized: update, Resume: *resume, Fresh: *overwrite && opts.OutDir != "", Init: initCk, Graph: *graph}
 	if *graph {
 		recipe.LogEvery = *logEvery
 		recipe.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "druto: "+msg) }
 	}
 	run, err := train.Start(dev, recipe)
 	if errors.Is(err, train.ErrRunExists) {
-		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
+		held, _ := train.RunFiles(*out)
+		return fmt.Errorf("%s already holds a run's files (%s); pass --resume to continue that run, --overwrite to replace it, or choose another --out", *out, strings.Join(held, ", "))
 	}
 	if err != nil {
 		return err
