@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -94,4 +96,117 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// boundCase is a command line that must pass a bound (ok: its error, if
+// any, is about something else: not) or be refused by it (want in the last
+// line), with env added.
+type boundCase struct {
+	name string
+	env  []string
+	args []string
+	want string // refused: a phrase of the last line
+	not  string // passed: a phrase the last line must not hold ("" with exit 0)
+}
+
+// TestBounds: every numeric flag is bounded, with the reason in the
+// message, and tested at the edge: the bound passes, the bound + 1 is
+// refused with exit 1, one line, no trace. The host fit check refuses a
+// step, an evaluation and a benchmark that do not fit a faked small host.
+func TestBounds(t *testing.T) {
+	bin := buildDruto(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	text := filepath.Join(dir, "text.txt")
+	os.WriteFile(text, []byte(strings.Repeat("The box is big.\n", 200)), 0o644)
+	cfg := gpt.Config{Vocab: 256, MaxSeq: 32, Layers: 1, Heads: 2, Channels: 16}
+	good := filepath.Join(dir, "good.safetensors")
+	if _, err := train.SaveModel(good, cfg, gpt.InitParams(cfg, 1)); err != nil {
+		t.Fatal(err)
+	}
+	n := func(v int) string { return strconv.Itoa(v) }
+	dry := []string{"train", "--dry-run", "--batch", "2", "--seq", "16", "--out", out}
+	ranks := maxRanks()
+	small := []string{"DRUTO_HOST_MEMORY=200MiB"}
+	quick := []string{"--batch", "2", "--seq", "16", "--eval-every", "0", "--sample-tokens", "0", "--backend", "cpu"}
+	cases := []boundCase{
+		{name: "steps at 2^24", args: append(dry, "--steps", n(maxSteps))},
+		{name: "steps at 2^24+1", args: append(dry, "--steps", n(maxSteps+1)), want: "--steps 16777217 is more than 16777216: the step on the device counts optimizer steps in float32"},
+		{name: "steps 2^40", args: append(dry, "--steps", n(1<<40)), want: "is more than 16777216"},
+		{name: "warmup at 2^24", args: append(dry, "--warmup", n(maxSteps))},
+		{name: "warmup at 2^24+1", args: append(dry, "--warmup", n(maxSteps+1)), want: "--warmup 16777217 is more than 16777216"},
+		{name: "until at steps", args: append(dry, "--steps", "5", "--until", "5")},
+		{name: "until beyond steps", args: append(dry, "--steps", "5", "--until", "6"), want: "--until 6 is more than 5: the run ends at --steps 5"},
+		{name: "until 2^40", args: append(dry, "--until", n(1<<40)), want: "the run ends at --steps 300"},
+		{name: "ranks at 4 a core", args: append(dry, "--ranks", n(ranks))},
+		{name: "ranks beyond", args: append(dry, "--ranks", n(ranks+1)), want: fmt.Sprintf("--ranks %d is more than %d: each rank is a process", ranks+1, ranks)},
+		{name: "ranks 2^40", args: append(dry, "--ranks", n(1<<40)), want: "each rank is a process"},
+		{name: "batch x seq at 2^31", args: []string{"train", "--dry-run", "--batch", n(1 << 24), "--seq", "128", "--out", out}},
+		{name: "batch x seq beyond 2^31", args: []string{"train", "--dry-run", "--batch", n(1<<24 + 1), "--seq", "128", "--out", out}, want: "int32"},
+		{name: "bench steps at 10000", args: []string{"bench", "--backend", "cpu", "--steps", "10000", "--modes", "nope"}, not: "--steps"},
+		{name: "bench steps beyond", args: []string{"bench", "--backend", "cpu", "--steps", "10001"}, want: "--steps 10001 is more than 10000: the median"},
+		{name: "bench steps 2^40", args: []string{"bench", "--backend", "cpu", "--steps", n(1 << 40)}, want: "is more than 10000"},
+		{name: "bench warmup at 10000", args: []string{"bench", "--backend", "cpu", "--warmup", "10000", "--modes", "nope"}, not: "--warmup"},
+		{name: "bench warmup beyond", args: []string{"bench", "--backend", "cpu", "--warmup", "10001"}, want: "--warmup 10001 is more than 10000"},
+		{name: "bench sample rounds beyond", args: []string{"bench", "--sample", "--backend", "cpu", "--steps", "10001"}, want: "--steps 10001 is more than 10000"},
+		{name: "bench config beyond 2^31", args: []string{"bench", "--backend", "cpu", "--configs", "tiny:16777217x128"}, want: "int32"},
+		{name: "eval batch beyond 2^31", args: []string{"eval", "--checkpoint", good, "--data", text, "--batch", n(1<<26 + 1), "--seq", "32"}, want: "int32"},
+
+		// The host fit check (DRUTO_HOST_MEMORY fakes a small host).
+		{name: "train fits", env: small, args: append([]string{"train", "--steps", "1", "--out", filepath.Join(dir, "fits")}, quick...)},
+		{name: "train does not fit", env: small, args: []string{"train", "--backend", "cpu", "--batch", "8000", "--seq", "128", "--steps", "1", "--out", out}, want: "out of host memory: tiny at B 8000 T 128"},
+		{name: "eval fits", env: small, args: []string{"eval", "--checkpoint", good, "--data", text, "--batch", "2", "--backend", "cpu"}},
+		{name: "eval does not fit", env: small, args: []string{"eval", "--checkpoint", good, "--data", text, "--batch", "160000", "--backend", "cpu"}, want: "out of host memory: evaluating"},
+		{name: "bench does not fit", env: small, args: []string{"bench", "--backend", "cpu", "--configs", "tiny:1000000x64", "--modes", "fused+fp32"}, want: "lower the batch in --configs"},
+		{name: "host memory not a size", env: []string{"DRUTO_HOST_MEMORY=lots"}, args: append([]string{"train", "--steps", "1", "--out", out}, quick...), want: "DRUTO_HOST_MEMORY=\"lots\""},
+
+		// Messages said plainly.
+		{name: "empty out", args: []string{"train", "--out", ""}, want: "--out is empty"},
+	}
+	for _, c := range cases {
+		err, _, last := drutoRunEnv(t, bin, c.env, c.args...)
+		t.Logf("%s: %s", c.name, last)
+		switch {
+		case c.want != "" && (err == nil || !strings.Contains(last, c.want)):
+			t.Errorf("%s: exit %v, last line %q: want a refusal with %q", c.name, err, last, c.want)
+		case c.want != "" && exitCode(err) != 1:
+			t.Errorf("%s: exit status %d, want 1", c.name, exitCode(err))
+		case c.want == "" && c.not == "" && err != nil:
+			t.Errorf("%s: %v: %s (want it to pass)", c.name, err, last)
+		case c.not != "" && (err == nil || strings.Contains(last, c.not)):
+			t.Errorf("%s: exit %v, last line %q: want an error about something other than %s", c.name, err, last, c.not)
+		}
+	}
+	if entries, _ := os.ReadDir(out); len(entries) > 0 {
+		t.Errorf("refused runs left files in %s: %v", out, entries)
+	}
+
+	// --backend gpu without a GPU stops, and does not say it uses the CPU.
+	if err, _, last := drutoRun(t, bin, "train", "--backend", "gpu", "--steps", "1", "--out", filepath.Join(dir, "gpu")); err != nil {
+		if !strings.Contains(last, "no usable GPU") || strings.Contains(last, "using the CPU") {
+			t.Errorf("--backend gpu without a GPU: %q", last)
+		}
+	} else {
+		t.Log("a GPU is here: --backend gpu trained") // the message case needs a machine without one
+	}
+
+	// --resume --until at or below the checkpoint's step is an error that
+	// says so; resuming a finished run says there is nothing to train.
+	run := filepath.Join(dir, "run")
+	common := append([]string{"train", "--steps", "3", "--out", run}, quick...)
+	if err, _, last := drutoRun(t, bin, append(common, "--until", "2")...); err != nil {
+		t.Fatalf("train --until 2: %s", last)
+	}
+	for _, until := range []string{"1", "2"} {
+		err, _, last := drutoRun(t, bin, append(common, "--resume", "--until", until)...)
+		if err == nil || !strings.Contains(last, "--until "+until+": the run in "+run+" is already at step 2; give an --until between 3 and 3") {
+			t.Errorf("--resume --until %s: exit %v, %q", until, err, last)
+		}
+	}
+	if err, _, last := drutoRun(t, bin, append(common, "--resume", "--until", "3")...); err != nil || !strings.Contains(last, "done, step 3") {
+		t.Errorf("--resume --until 3: exit %v, %q", err, last)
+	}
+	if err, _, last := drutoRun(t, bin, append(common, "--resume")...); err != nil || !strings.Contains(last, "has done all its 3 steps: nothing to train") {
+		t.Errorf("resuming a finished run: exit %v, %q", err, last)
+	}
 }

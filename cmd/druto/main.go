@@ -78,6 +78,18 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
+// inRange returns an error naming --flag when v is outside [lo, hi]; why
+// is the reason for hi, said in the message.
+func inRange(flag string, v, lo, hi int, why string) error {
+	switch {
+	case v < lo:
+		return fmt.Errorf("--%s %d must be at least %d", flag, v, lo)
+	case v > hi:
+		return fmt.Errorf("--%s %d is more than %d: %s", flag, v, hi, why)
+	}
+	return nil
+}
+
 // maxThreads bounds --threads.
 const maxThreads = 4096
 
