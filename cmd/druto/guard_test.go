@@ -125,6 +125,17 @@ func TestBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := func(v int) string { return strconv.Itoa(v) }
+	var bpe, metrics strings.Builder
+	bpe.WriteString("druto bpe v1\n97 97\n")
+	for k := 1; k < 40; k++ {
+		fmt.Fprintf(&bpe, "%d %d\n", 255+k, 255+k)
+	}
+	for s := 1; s <= 40; s++ {
+		fmt.Fprintf(&metrics, "{\"step\":%d,\"loss\":%s1e308}\n", s, map[bool]string{true: "-", false: ""}[s%2 == 0])
+	}
+	doublingBPE, huge := filepath.Join(dir, "doubling.bpe"), filepath.Join(dir, "huge.jsonl")
+	os.WriteFile(doublingBPE, []byte(bpe.String()), 0o644)
+	os.WriteFile(huge, []byte(metrics.String()), 0o644)
 	dry := []string{"train", "--dry-run", "--batch", "2", "--seq", "16", "--out", out}
 	ranks := maxRanks()
 	small := []string{"DRUTO_HOST_MEMORY=200MiB"}
@@ -159,6 +170,12 @@ func TestBounds(t *testing.T) {
 		{name: "eval does not fit", env: small, args: []string{"eval", "--checkpoint", good, "--data", text, "--batch", "160000", "--backend", "cpu"}, want: "out of host memory: evaluating"},
 		{name: "bench does not fit", env: small, args: []string{"bench", "--backend", "cpu", "--configs", "tiny:1000000x64", "--modes", "fused+fp32"}, want: "lower the batch in --configs"},
 		{name: "host memory not a size", env: []string{"DRUTO_HOST_MEMORY=lots"}, args: append([]string{"train", "--steps", "1", "--out", out}, quick...), want: "DRUTO_HOST_MEMORY=\"lots\""},
+
+		// Files: a tokenizer whose tokens double at each merge; plots of
+		// losses at the ends of float64 (drutoRunEnv's deadline catches a hang).
+		{name: "doubling tokenizer", args: append([]string{"train", "--tokenizer", doublingBPE, "--out", out}, quick...), want: "longer than 64 MiB together"},
+		{name: "plot ±1e308", args: []string{"plot", "--metrics", huge, "--out", filepath.Join(dir, "huge.svg")}},
+		{name: "plot ±1e308, log", args: []string{"plot", "--metrics", huge, "--log", "--out", filepath.Join(dir, "huge-log.svg")}, want: "a log axis needs positive losses"},
 
 		// Messages said plainly.
 		{name: "empty out", args: []string{"train", "--out", ""}, want: "--out is empty"},
