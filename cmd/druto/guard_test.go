@@ -226,4 +226,28 @@ func TestBounds(t *testing.T) {
 	if err, _, last := drutoRun(t, bin, append(common, "--resume")...); err != nil || !strings.Contains(last, "has done all its 3 steps: nothing to train") {
 		t.Errorf("resuming a finished run: exit %v, %q", err, last)
 	}
+	if err, _, last := drutoRun(t, bin, "train", "--resume", "--out", filepath.Join(dir, "none")); err == nil || !strings.Contains(last, "holds no checkpoint to continue") {
+		t.Errorf("resuming nothing: exit %v, %q", err, last)
+	}
+
+	// Resume is as strict as sample: a model whose recorded tokenizer is
+	// corrupt (edited, or in a file from before the metadata checksum)
+	// stops it, and the model is left as it was.
+	model := filepath.Join(run, train.ModelFile)
+	for name, edit := range map[string]func(map[string]string){
+		"edited":        func(m map[string]string) { m["druto_tokenizer"], m["druto_tokenizer_bpe"] = "bpe", "not a bpe" },
+		"older, no sum": func(m map[string]string) { delete(m, "druto_meta_sha256"); m["druto_tokenizer"], m["druto_tokenizer_bpe"] = "bpe", "not a bpe" },
+	} {
+		withMeta(t, model, model+".bad", edit)
+		os.Rename(model+".bad", model)
+		before, _ := os.ReadFile(model)
+		for _, args := range [][]string{append(common, "--resume", "--steps", "3"), {"sample", "--checkpoint", model}} {
+			if err, _, last := drutoRun(t, bin, args...); err == nil || !strings.Contains(last, "corrupt checkpoint") {
+				t.Errorf("%s tokenizer, %s: exit %v, %q", name, args[0], err, last)
+			}
+		}
+		if after, _ := os.ReadFile(model); !bytes.Equal(before, after) {
+			t.Errorf("%s tokenizer: the model was rewritten", name)
+		}
+	}
 }

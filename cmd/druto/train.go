@@ -82,6 +82,9 @@ func runTrain(args []string) error {
 	if *overwrite && *resume {
 		return fmt.Errorf("--overwrite replaces the run in --out and --resume continues it: give one of them")
 	}
+	if _, err := os.Stat(filepath.Join(*out, train.StateFile)); *resume && err != nil {
+		return fmt.Errorf("--resume: %s holds no checkpoint to continue (no %s); leave out --resume to start a run there", *out, train.StateFile)
+	}
 	if _, _, err := dp.count(); err != nil {
 		return err
 	}
