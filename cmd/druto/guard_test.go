@@ -235,8 +235,11 @@ func TestBounds(t *testing.T) {
 	// stops it, and the model is left as it was.
 	model := filepath.Join(run, train.ModelFile)
 	for name, edit := range map[string]func(map[string]string){
-		"edited":        func(m map[string]string) { m["druto_tokenizer"], m["druto_tokenizer_bpe"] = "bpe", "not a bpe" },
-		"older, no sum": func(m map[string]string) { delete(m, "druto_meta_sha256"); m["druto_tokenizer"], m["druto_tokenizer_bpe"] = "bpe", "not a bpe" },
+		"edited": func(m map[string]string) { m["druto_tokenizer"], m["druto_tokenizer_bpe"] = "bpe", "not a bpe" },
+		"older, no sum": func(m map[string]string) {
+			delete(m, "druto_meta_sha256")
+			m["druto_tokenizer"], m["druto_tokenizer_bpe"] = "bpe", "not a bpe"
+		},
 	} {
 		withMeta(t, model, model+".bad", edit)
 		os.Rename(model+".bad", model)
