@@ -198,6 +198,13 @@ func TestBounds(t *testing.T) {
 		t.Errorf("refused runs left files in %s: %v", out, entries)
 	}
 
+	// A command line that does not parse exits 2, as flag's own errors do.
+	for _, args := range [][]string{{"train", "--stepz", "3"}, {"train", "--steps", "x"}, {"train", "500"}} {
+		if err, _, last := drutoRun(t, bin, args...); exitCode(err) != 2 || !strings.Contains(last, "--help") {
+			t.Errorf("druto %v: exit %d, %q: want a usage error, exit 2", args, exitCode(err), last)
+		}
+	}
+
 	// --backend gpu without a GPU stops, and does not say it uses the CPU.
 	if err, _, last := drutoRun(t, bin, "train", "--backend", "gpu", "--steps", "1", "--out", filepath.Join(dir, "gpu")); err != nil {
 		if !strings.Contains(last, "no usable GPU") || strings.Contains(last, "using the CPU") {
