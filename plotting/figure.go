@@ -187,6 +187,9 @@ func safeRange(a *plot.Axis, log bool) {
 	if a.Min > a.Max {
 		return // nothing drawn on it
 	}
+	if math.IsNaN(a.Min) || math.IsNaN(a.Max) { // a range a plot computed from overflowing values
+		a.Min, a.Max = 0, 1
+	}
 	a.Min = math.Max(math.Min(a.Min, plotLimit), -plotLimit)
 	a.Max = math.Max(math.Min(a.Max, plotLimit), -plotLimit)
 	if log {
