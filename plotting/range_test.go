@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
 )
 
 // renderWithin parses metrics, plots them (log: LogY) and saves an SVG,
@@ -159,6 +161,54 @@ func TestLossCurvesRandomRanges(t *testing.T) {
 		_, err := renderWithin(t, []Run{runOf(vs...)}, LogY(log))
 		if (err != nil) != (log && !pos) {
 			t.Errorf("values %v, log %v: error %v", vs, log, err)
+		}
+	}
+}
+
+// TestBenchPlotsHugeValues: the benchmark plots of records whose times,
+// throughputs and memories reach 1e308 (sums overflow to +Inf) finish in
+// bounded time without a panic: drawn, or refused with an error.
+func TestBenchPlotsHugeValues(t *testing.T) {
+	b := fixtureBench()
+	for i := range b.Records {
+		r := &b.Records[i]
+		if i%2 == 0 {
+			r.StepMs, r.TokensPerS = 1e308, 1e308
+			r.Memory = MemoryUse{Params: 1e308, Grads: 1e308, Optimizer: 1e308, Activations: 1e308}
+			for k := range r.Kernels {
+				r.Kernels[k].GBps, r.Kernels[k].CeilingGBps = 1e308, 1e308
+			}
+		} else {
+			r.StepMs = 5e-324
+		}
+	}
+	for name, h := range map[string]func([]BenchRecord, ...Option) (*plot.Plot, error){
+		"speedup": SpeedUp, "throughput": Throughput, "memory": Memory, "utilisation": Utilisation, "bandwidth": Bandwidth,
+	} {
+		done := make(chan error, 1)
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					done <- fmt.Errorf("panic: %v", r)
+				}
+			}()
+			p, err := h(b.Records)
+			if err == nil {
+				err = Save(p, filepath.Join(t.TempDir(), name+".svg"), 0, 0)
+				if err != nil {
+					err = fmt.Errorf("Save: %w", err)
+				}
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Logf("%s: %v", name, err)
+			if err != nil && (strings.HasPrefix(err.Error(), "panic") || strings.HasPrefix(err.Error(), "Save")) {
+				t.Errorf("%s: %v", name, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s did not finish within a minute", name)
 		}
 	}
 }
