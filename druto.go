@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/druto/druto/internal/hostmem"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
@@ -539,7 +540,10 @@ func Open(o Options) (device.Device, Report, error) {
 		if dev != nil {
 			return dev, r, nil
 		}
-		return nil, r, fmt.Errorf("druto: no usable GPU: %s", r.Reason)
+		// The reason is auto's ("...; using the CPU"), but --backend gpu
+		// falls back to nothing: it stops.
+		why := strings.TrimSuffix(r.Reason, "; using the CPU")
+		return nil, r, fmt.Errorf("druto: no usable GPU: %s; ask for the cpu backend (or auto, which falls back to the CPU)", why)
 	}
 	return nil, Report{}, fmt.Errorf("druto: unknown backend %q (want auto, cpu or gpu)", o.Backend)
 }
@@ -561,14 +565,36 @@ func revision() string {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// FitError returns an error when dev is a GPU whose free memory cannot hold
-// need bytes (what a training step needs, gpt.MemoryFor, plus the device's
-// scratch): one line with both figures and what to do. It is nil on the CPU
-// and when the free memory cannot be read (the allocation then says why).
+// FitError returns an error when dev cannot hold need bytes (what a
+// training step needs, gpt.MemoryFor, plus scratch): one line with both
+// figures and what to do (lower --batch or --seq). It is FitCheck with the
+// training step's advice.
 func FitError(dev device.Device, need int64, what string) error {
+	return FitCheck(dev, need, what, "lower --batch or --seq (--dry-run prints the breakdown)")
+}
+
+// FitCheck returns an error when dev cannot hold need bytes: what needs
+// them, both figures, and todo, what to do. On a GPU the free figure is the
+// device's; on the CPU it is the host's (internal/hostmem: DRUTO_HOST_MEMORY,
+// the cgroup's limit, then MemAvailable), checked before anything large is
+// allocated, since Go cannot recover from running out of memory. It is nil
+// when the free memory cannot be read (the allocation then says why).
+func FitCheck(dev device.Device, need int64, what, todo string) error {
 	g, ok := dev.(*gpu.Device)
 	if !ok {
-		return nil
+		free, src, err := hostmem.Available()
+		if err != nil {
+			if src == "" && os.Getenv(hostmem.Env) != "" {
+				return err // a DRUTO_HOST_MEMORY that is not a size
+			}
+			return nil
+		}
+		const margin = 64 << 20 // the Go runtime, the data
+		if need <= free-margin {
+			return nil
+		}
+		return fmt.Errorf("out of host memory: %s needs about %.2f GiB, but this machine has %.2f GiB free (%s); %s",
+			what, float64(need+margin)/(1<<30), float64(free)/(1<<30), src, todo)
 	}
 	free, _, err := g.FreeMemory()
 	if err != nil {
@@ -578,6 +604,6 @@ func FitError(dev device.Device, need int64, what string) error {
 	if need+margin <= int64(free) {
 		return nil
 	}
-	return fmt.Errorf("out of GPU memory: %s needs about %.1f GiB, but %s has %.1f GiB free; lower --batch or --seq (--dry-run prints the breakdown)",
-		what, float64(need+margin)/(1<<30), g.Context().Device.Name, float64(free)/(1<<30))
+	return fmt.Errorf("out of GPU memory: %s needs about %.1f GiB, but %s has %.1f GiB free; %s",
+		what, float64(need+margin)/(1<<30), g.Context().Device.Name, float64(free)/(1<<30), todo)
 }

@@ -242,5 +242,5 @@ var bangla = map[string]string{
 	"%s found but not every kernel built and passed its self-test (see kernels); using the CPU":                     "%s পাওয়া গেছে, কিন্তু সব কার্নেল বিল্ড হয়ে সেলফ-টেস্ট পাস করেনি (kernels দেখুন); সিপিইউ ব্যবহার হচ্ছে",
 	"%s (sm_%s) is usable: every kernel built and the self-tests pass":                                              "%s (sm_%s) ব্যবহারযোগ্য: সব কার্নেল বিল্ড হয়েছে আর সেলফ-টেস্ট পাস করেছে",
 	"the cpu backend was asked for":                                                                                 "সিপিইউ ব্যাকএন্ড চাওয়া হয়েছে",
-	"druto: no usable GPU: %s":                                                                                      "druto: ব্যবহারযোগ্য জিপিইউ নেই: %s",
+	"druto: no usable GPU: %s; ask for the cpu backend (or auto, which falls back to the CPU)":                      "druto: ব্যবহারযোগ্য জিপিইউ নেই: %s; সিপিইউ ব্যাকএন্ড বেছে নিন (অথবা auto, যা জিপিইউ না পেলে সিপিইউতে চলে)",
 }

@@ -674,9 +674,9 @@ func TestCompileError(t *testing.T) {
 
 func TestReason(t *testing.T) {
 	for in, want := range map[string]string{
-		"CUDA driver 12.2 found but no CUDA device; using the CPU":                                     "CUDA ড্রাইভার 12.2 পাওয়া গেছে, কিন্তু কোনো CUDA ডিভাইস নেই; সিপিইউ ব্যবহার হচ্ছে",
-		"druto: no usable GPU: no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU": "druto: ব্যবহারযোগ্য জিপিইউ নেই: CUDA ড্রাইভার নেই (libcuda.so.1 পাওয়া যায়নি বা লোড হয় না); সিপিইউ ব্যবহার হচ্ছে",
-		"NVIDIA H200 (sm_90) is usable: every kernel built and the self-tests pass":                    "NVIDIA H200 (sm_90) ব্যবহারযোগ্য: সব কার্নেল বিল্ড হয়েছে আর সেলফ-টেস্ট পাস করেছে",
+		"CUDA driver 12.2 found but no CUDA device; using the CPU":                                                                                      "CUDA ড্রাইভার 12.2 পাওয়া গেছে, কিন্তু কোনো CUDA ডিভাইস নেই; সিপিইউ ব্যবহার হচ্ছে",
+		"druto: no usable GPU: no CUDA driver (libcuda.so.1 not found or not loadable); ask for the cpu backend (or auto, which falls back to the CPU)": "druto: ব্যবহারযোগ্য জিপিইউ নেই: CUDA ড্রাইভার নেই (libcuda.so.1 পাওয়া যায়নি বা লোড হয় না); সিপিইউ ব্যাকএন্ড বেছে নিন (অথবা auto, যা জিপিইউ না পেলে সিপিইউতে চলে)",
+		"NVIDIA H200 (sm_90) is usable: every kernel built and the self-tests pass":                                                                     "NVIDIA H200 (sm_90) ব্যবহারযোগ্য: সব কার্নেল বিল্ড হয়েছে আর সেলফ-টেস্ট পাস করেছে",
 		"something else": "something else",
 	} {
 		if got := Reason("bn", in); got != want {

@@ -132,7 +132,7 @@ func PlotOptions(lang string) []plotting.Option {
 // reasons are the sentences druto.Detect and druto.Open give as a report's
 // Reason or an error (druto.go), as formats: Reason finds the one a
 // sentence was made from and writes it in the notebook's language.
-var reasons = []string{
+var reasons = withFallbackCut([]string{
 	"no GPU support in this build (built with CGO_ENABLED=0); using the CPU",
 	"no CUDA driver (libcuda.so.1 not found or not loadable); using the CPU",
 	"CUDA driver %s found but no CUDA device; using the CPU",
@@ -141,7 +141,23 @@ var reasons = []string{
 	"%s found but not every kernel built and passed its self-test (see kernels); using the CPU",
 	"%s (sm_%s) is usable: every kernel built and the self-tests pass",
 	"the cpu backend was asked for",
-	"druto: no usable GPU: %s",
+	"druto: no usable GPU: %s; ask for the cpu backend (or auto, which falls back to the CPU)",
+})
+
+// cpuFallback ends the reasons auto gives when it falls back to the CPU;
+// druto.Open's error for the gpu backend gives them without it.
+const cpuFallback, cpuFallbackBn = "; using the CPU", "; সিপিইউ ব্যবহার হচ্ছে"
+
+// withFallbackCut returns rs and, after them, each reason that ends in
+// cpuFallback without it, with its Bangla added to the catalogue likewise.
+func withFallbackCut(rs []string) []string {
+	for _, r := range rs {
+		if core, ok := strings.CutSuffix(r, cpuFallback); ok {
+			rs = append(rs, core)
+			bangla[core] = strings.TrimSuffix(bangla[r], cpuFallbackBn)
+		}
+	}
+	return rs
 }
 
 // reasonREs are reasons as regular expressions, each %s a group.

@@ -142,11 +142,75 @@ func (f *figure) values(xys plotter.XYs, texts []string) error {
 	return nil
 }
 
+// plotLimit bounds the magnitude of what a figure draws: within it an
+// axis's range (max - min) cannot overflow float64, which would send gonum's
+// tick search into an endless loop.
+const plotLimit = 1e300
+
+// tally counts the data points a figure leaves out or moves, for its note.
+type tally struct{ skipped, clamped int }
+
+// point returns v ready to be drawn: false for NaN and ±Inf (left out),
+// magnitudes beyond plotLimit clamped to it; both are counted.
+func (t *tally) point(v float64) (float64, bool) {
+	switch {
+	case !finite(v):
+		t.skipped++
+		return 0, false
+	case math.Abs(v) > plotLimit:
+		t.clamped++
+		return math.Copysign(plotLimit, v), true
+	}
+	return v, true
+}
+
+// note writes what t counted under the figure, below the x axis's label.
+func (f *figure) note(t tally) {
+	var parts []string
+	if t.skipped > 0 {
+		parts = append(parts, f.loc.msg(msgSkippedPoints, f.loc.num(strconv.Itoa(t.skipped))))
+	}
+	if t.clamped > 0 {
+		parts = append(parts, f.loc.msg(msgClampedPoints, f.loc.num(strconv.Itoa(t.clamped))))
+	}
+	if len(parts) > 0 {
+		f.p.X.Label.Text = f.str(f.p.X.Label.Text + "\n" + strings.Join(parts, "; "))
+	}
+}
+
+// safeRange makes a's range one that gonum can draw and tick: within
+// ±plotLimit, and wide enough for its magnitude (a single value, or values
+// equal to 16 digits, would give a range of zero: "illegal range"). A log
+// axis must hold positive values only (its plot checks); it widens by a
+// factor of 2 each way.
+func safeRange(a *plot.Axis, log bool) {
+	if a.Min > a.Max {
+		return // nothing drawn on it
+	}
+	if math.IsNaN(a.Min) || math.IsNaN(a.Max) { // a range a plot computed from overflowing values
+		a.Min, a.Max = 0, 1
+	}
+	a.Min = math.Max(math.Min(a.Min, plotLimit), -plotLimit)
+	a.Max = math.Max(math.Min(a.Max, plotLimit), -plotLimit)
+	if log {
+		if a.Min > 0 && !(a.Max > a.Min*(1+1e-9)) {
+			a.Min, a.Max = a.Min/2, a.Max*2
+		}
+		return
+	}
+	if mag := math.Max(math.Abs(a.Min), math.Abs(a.Max)); !(a.Max-a.Min > 1e-9*mag) {
+		pad := math.Max(mag/2, 1)
+		a.Min, a.Max = a.Min-pad, a.Max+pad
+	}
+}
+
 // finish localises the tick labels and, when any text is Bangla or has
 // Bengali digits, sets the shaping text handler on every text of the plot.
 func (f *figure) finish() (*plot.Plot, error) {
 	p := f.p
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		_, log := a.Scale.(plot.LogScale)
+		safeRange(a, log)
 		if _, ok := a.Tick.Marker.(plot.DefaultTicks); ok {
 			a.Tick.Marker = linearTicks{}
 		}

@@ -44,6 +44,8 @@ const (
 	msgKVCache
 	msgRecompute
 	msgHere
+	msgSkippedPoints
+	msgClampedPoints
 	msgCount // number of messages; keep last
 )
 
@@ -85,6 +87,8 @@ var messages = [msgCount][2]string{
 	msgKVCache:         {"KV cache", "KV ক্যাশ"},
 	msgRecompute:       {"no cache", "ক্যাশ ছাড়া"},
 	msgHere:            {"here", "এখানে"},
+	msgSkippedPoints:   {"%s points left out (NaN or ±Inf)", "%sটি বিন্দু বাদ দেওয়া হয়েছে (NaN বা ±Inf)"},
+	msgClampedPoints:   {"%s points beyond ±1e300 drawn at the edge", "±1e300-এর বাইরের %sটি বিন্দু কিনারায় আঁকা হয়েছে"},
 }
 
 // locale turns messages and numbers into the strings of one language.

@@ -32,15 +32,24 @@ func LossCurves(runs []Run, opts ...Option) (*plot.Plot, error) {
 	f := newFigure(cfg, msgLossTitle)
 	f.axes(f.loc.msg(msgStep), f.loc.msg(msgLoss))
 	f.grid(true)
-	keep := func(v float64) bool { return finite(v) && (!cfg.logY || v > 0) }
+	var t tally
 	for i, r := range runs {
 		var raw, val plotter.XYs
 		for _, m := range r.Metrics {
-			if m.HasLoss && keep(m.Loss) {
-				raw = append(raw, plotter.XY{X: float64(m.Step), Y: m.Loss})
-			}
-			if m.HasValLoss && keep(m.ValLoss) {
-				val = append(val, plotter.XY{X: float64(m.Step), Y: m.ValLoss})
+			for _, pt := range []struct {
+				has  bool
+				v    float64
+				into *plotter.XYs
+			}{{m.HasLoss, m.Loss, &raw}, {m.HasValLoss, m.ValLoss, &val}} {
+				if !pt.has {
+					continue
+				}
+				if cfg.logY && pt.v <= 0 {
+					return nil, fmt.Errorf("plotting: a log axis needs positive losses, and run %q has %g at step %d; plot it without LogY (druto plot: without --log)", r.Label, pt.v, m.Step)
+				}
+				if y, ok := t.point(pt.v); ok {
+					*pt.into = append(*pt.into, plotter.XY{X: float64(m.Step), Y: y})
+				}
 			}
 		}
 		if len(raw) == 0 && len(val) == 0 {
@@ -92,6 +101,7 @@ func LossCurves(runs []Run, opts ...Option) (*plot.Plot, error) {
 		f.p.Y.Scale = plot.LogScale{}
 		f.p.Y.Tick.Marker = logTicks{}
 	}
+	f.note(t)
 	return f.finish()
 }
 

@@ -80,6 +80,9 @@ func parseCases(s string) ([]bench.Case, error) {
 			if _, err := fmt.Sscanf(shape, "%dx%d", &b, &t); err != nil || b < 1 || t < 1 || t > cfg.MaxSeq {
 				return nil, fmt.Errorf("--configs: %q: want %s:BxT with T <= %d", c, name, cfg.MaxSeq)
 			}
+			if b > maxStepTokens/t {
+				return nil, fmt.Errorf("--configs: %q: %d x %d is more than %d tokens a step (2^31: a step's token offsets are int32)", c, b, t, maxStepTokens)
+			}
 		}
 		out = append(out, bench.Case{Name: name, Config: cfg, Batch: b, Seq: t})
 	}
@@ -107,6 +110,14 @@ func runBench(args []string) error {
 	}
 	if *dataPath != "" && (*sample || *kernelsOnly) {
 		return fmt.Errorf("--data is for training benchmarks, not --sample or --kernels")
+	}
+	// A median of more steps is no better, and a bound keeps a run finite.
+	const maxBenchSteps, why = 10000, "the median of 10000 steps is as good as of more, and the benchmark must end"
+	if err := inRange("steps", *steps, 1, maxBenchSteps, why); err != nil {
+		return err
+	}
+	if err := inRange("warmup", *warmup, 0, maxBenchSteps, why); err != nil {
+		return err
 	}
 	if *sample {
 		rounds := 3
@@ -186,6 +197,17 @@ func runBench(args []string) error {
 		cur = rep
 		stamp(rep, be)
 		rep.Data = *dataPath
+		for _, c := range cs { // on the CPU, every case must fit the host before the first allocates
+			for _, m := range ms {
+				mem := gpt.MemoryFor(c.Config, c.Batch, c.Seq, m.Policy)
+				if !m.Fused {
+					mem = gpt.MemoryDecomposed(c.Config, c.Batch, c.Seq, m.Policy)
+				}
+				if err := hostFits(dev, mem.Total(), c); err != nil {
+					return err
+				}
+			}
+		}
 		fmt.Fprintf(os.Stderr, "druto bench on %s; MFU against %.2f TFLOP/s (%s; measured again before each mode, the highest is the MFU denominator)\n", dev.Name(), rep.PeakFLOPs/1e12, rep.PeakNote)
 		if *profile {
 			if rep.CopyGBps, err = bench.CopyBandwidth(dev); err != nil {
@@ -447,5 +469,8 @@ func hostFits(dev device.Device, need int64, c bench.Case) error {
 	if _, ok := dev.(*cpu.Device); !ok {
 		return nil
 	}
-	return hostmem.Check(fmt.Sprintf("%s at batch %d", c.Name, c.Batch), need)
+	if err := hostmem.Check(fmt.Sprintf("%s at batch %d", c.Name, c.Batch), need); err != nil {
+		return fmt.Errorf("%w; lower the batch in --configs", err)
+	}
+	return nil
 }

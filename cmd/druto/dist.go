@@ -95,11 +95,16 @@ func (d *dataParallel) count() (int, bool, error) {
 		return 0, false, fmt.Errorf("--ranks %d and --gpus %d must not be negative", r, g)
 	case r > 0 && g > 0:
 		return 0, false, errors.New("--ranks (CPU processes) and --gpus (GPU processes) exclude each other")
+	case r > maxRanks():
+		return 0, false, inRange("ranks", r, 0, maxRanks(), fmt.Sprintf("each rank is a process with its own copy of the model, and this host has %d cores (4 ranks a core at most)", runtime.NumCPU()))
 	case g > 0:
 		return g, true, nil
 	}
 	return r, false, nil
 }
+
+// maxRanks bounds --ranks: 4 processes a core.
+func maxRanks() int { return 4 * runtime.NumCPU() }
 
 // forceBackend sets --backend to gpu or cpu, refusing the other one.
 func forceBackend(be *backend, gpus bool) error {

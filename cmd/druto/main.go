@@ -65,8 +65,12 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
-		// One line: the cause and what to do, never a trace.
+		// One line: the cause and what to do, never a trace. Exit 2 for a
+		// command line that does not parse (as flag's own), 1 otherwise.
 		fmt.Fprintln(os.Stderr, "druto "+os.Args[1]+": "+strings.ReplaceAll(err.Error(), "\n", "; "))
+		if errors.As(err, new(usageError)) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -77,6 +81,24 @@ func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("druto "+name, flag.ContinueOnError)
 	return fs
 }
+
+// inRange returns an error naming --flag when v is outside [lo, hi]; why
+// is the reason for hi, said in the message.
+func inRange(flag string, v, lo, hi int, why string) error {
+	switch {
+	case v < lo:
+		return fmt.Errorf("--%s %d must be at least %d", flag, v, lo)
+	case v > hi:
+		return fmt.Errorf("--%s %d is more than %d: %s", flag, v, hi, why)
+	}
+	return nil
+}
+
+// usageError is a command line that does not parse: an unknown flag, a
+// value of the wrong type, a stray argument (exit status 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
 
 // maxThreads bounds --threads.
 const maxThreads = 4096
@@ -100,9 +122,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 		return err
 	case err != nil:
-		return fmt.Errorf("%v; %s", err, help)
+		return usageError{fmt.Errorf("%v; %s", err, help)}
 	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q: %s takes flags only (write --name value); %s", fs.Arg(0), fs.Name(), help)
+		return usageError{fmt.Errorf("unexpected argument %q: %s takes flags only (write --name value); %s", fs.Arg(0), fs.Name(), help)}
 	}
 	fs.Visit(func(f *flag.Flag) {
 		g, ok := f.Value.(flag.Getter)

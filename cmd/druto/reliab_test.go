@@ -22,9 +22,18 @@ import (
 // stderr.
 func drutoRun(t *testing.T, bin string, args ...string) (error, string, string) {
 	t.Helper()
+	return drutoRunEnv(t, bin, nil, args...)
+}
+
+// drutoRunEnv is drutoRun with env added to the environment.
+func drutoRunEnv(t *testing.T, bin string, env []string, args ...string) (error, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

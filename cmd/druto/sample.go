@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/druto/druto"
 	"github.com/druto/druto/internal/boundedread"
 	"github.com/druto/druto/internal/hostmem"
 	"github.com/druto/druto/pkg/amp"
@@ -308,18 +309,27 @@ func runEval(args []string) error {
 	if err != nil {
 		return err
 	}
-	update, finish := encodeProgress(*path, tok, false)
-	toks, _, err := data.LoadTokens(*path, tok, "", update)
-	if err != nil {
-		return err
-	}
-	finish(len(toks), "")
 	if *seq == 0 {
 		*seq = m.Config.MaxSeq
 	}
 	if *batch < 1 || *seq < 1 || *seq > m.Config.MaxSeq {
 		return fmt.Errorf("--batch %d must be >= 1 and --seq %d in [1, %d]", *batch, *seq, m.Config.MaxSeq)
 	}
+	if *batch > maxStepTokens / *seq {
+		return fmt.Errorf("--batch %d x --seq %d is more than %d tokens a batch (2^31: a batch's token offsets are int32); use a smaller --batch", *batch, *seq, maxStepTokens)
+	}
+	// The forward's activations (counted as a training step's, an upper
+	// bound) and the batch's ids must fit before the first is allocated.
+	need := gpt.MemoryFor(m.Config, *batch, *seq, amp.FP32).Activations + 8*int64(*batch**seq)
+	if err := druto.FitCheck(m.Device(), need, fmt.Sprintf("evaluating %s at B %d T %d", m.Config, *batch, *seq), "lower --batch or --seq"); err != nil {
+		return err
+	}
+	update, finish := encodeProgress(*path, tok, false)
+	toks, _, err := data.LoadTokens(*path, tok, "", update)
+	if err != nil {
+		return err
+	}
+	finish(len(toks), "")
 	for i, t := range toks {
 		if int(t) >= m.Config.Vocab {
 			return fmt.Errorf("%s: token %d at %d is outside the model's vocabulary of %d", *path, t, i, m.Config.Vocab)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -180,7 +181,15 @@ func runTokenizerAndInit(fs *flag.FlagSet, cfg *gpt.Config, spec, initPath strin
 		return tok, ck, nil
 	}
 	if tok == nil && resume {
-		if ck, err := train.LoadCheckpoint(filepath.Join(out, train.ModelFile)); err == nil && ck.Tokenizer != nil {
+		// As strict as sample and eval: a model that cannot be read (a
+		// corrupt tokenizer among its metadata) stops the resume, instead
+		// of a run going on with bytes and rewriting it. A missing one is
+		// the resume's to report.
+		ck, err := train.LoadCheckpoint(filepath.Join(out, train.ModelFile))
+		switch {
+		case err != nil && !errors.Is(err, os.ErrNotExist):
+			return nil, nil, fmt.Errorf("--resume: %w", err)
+		case err == nil && ck.Tokenizer != nil:
 			tok = ck.Tokenizer
 		}
 	}

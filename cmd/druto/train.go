@@ -32,6 +32,14 @@ func init() { register("train", "train a GPT on the built-in corpus or a data fi
 // them (the dry run's memory too) is far from overflowing.
 const maxStepTokens = 1 << 31
 
+// maxSteps bounds --steps, --until and --warmup: the device-resident step
+// counts optimizer steps in a float32 slot (device.SlotOptSteps), exact up
+// to 2^24.
+const (
+	maxSteps    = 1 << 24
+	maxStepsWhy = "the step on the device counts optimizer steps in float32, exact up to 2^24"
+)
+
 func runTrain(args []string) error {
 	fs := newFlags("train")
 	preset := fs.String("preset", "tiny", "model preset: "+fmt.Sprint(gpt.Presets()))
@@ -56,6 +64,7 @@ func runTrain(args []string) error {
 	prompt := fs.String("prompt", "\n", "text the samples continue")
 	ckptEvery := fs.Int("checkpoint-every", 0, "also checkpoint every N steps")
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
+	overwrite := fs.Bool("overwrite", false, "start a new run in an --out that holds another run's files: its model, state and metrics are replaced")
 	dataChanged := fs.Bool("data-changed", false, "with --resume: continue on other data than the checkpoint's, on purpose")
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
 	graph := fs.Bool("graph", true, "on a GPU, run the step on the device as one CUDA graph (false: the host-driven step)")
@@ -67,6 +76,18 @@ func runTrain(args []string) error {
 	be := backendFlags(fs)
 	dp := distFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("--out is empty: give the folder for the checkpoints and metrics.jsonl (e.g. --out out)")
+	}
+	if *overwrite && *resume {
+		return fmt.Errorf("--overwrite replaces the run in --out and --resume continues it: give one of them")
+	}
+	if _, err := os.Stat(filepath.Join(*out, train.StateFile)); *resume && err != nil {
+		return fmt.Errorf("--resume: %s holds no checkpoint to continue (no %s); leave out --resume to start a run there", *out, train.StateFile)
+	}
+	if _, _, err := dp.count(); err != nil {
 		return err
 	}
 	cfg, err := gpt.Preset(*preset)
@@ -104,11 +125,14 @@ func runTrain(args []string) error {
 	if *seq == 0 {
 		*seq = cfg.MaxSeq
 	}
-	if *steps < 1 {
-		return fmt.Errorf("--steps %d must be at least 1", *steps)
+	if err := inRange("steps", *steps, 1, maxSteps, maxStepsWhy); err != nil {
+		return err
 	}
-	if *until < 0 {
-		return fmt.Errorf("--until %d must not be negative", *until)
+	if err := inRange("warmup", *warmup, 0, maxSteps, maxStepsWhy); err != nil {
+		return err
+	}
+	if err := inRange("until", *until, 0, *steps, fmt.Sprintf("the run ends at --steps %d, where its learning-rate schedule ends (0: at --steps)", *steps)); err != nil {
+		return err
 	}
 	if *seq < 1 || *seq > cfg.MaxSeq {
 		return fmt.Errorf("--seq %d must be between 1 and %d, the %s preset's maximum", *seq, cfg.MaxSeq, *preset)
@@ -117,7 +141,7 @@ func runTrain(args []string) error {
 		return fmt.Errorf("--batch %d must be at least 1", *batch)
 	}
 	if *batch > maxStepTokens / *seq {
-		return fmt.Errorf("--batch %d x --seq %d is more than %d tokens a step; use a smaller --batch", *batch, *seq, maxStepTokens)
+		return fmt.Errorf("--batch %d x --seq %d is more than %d tokens a step (2^31: a step's token offsets are int32); use a smaller --batch", *batch, *seq, maxStepTokens)
 	}
 	sp, err := stepPlanFlags(fs, *batch, *seq, *accum, *totalBatch, *recompute, *fit)
 	if err != nil {
@@ -260,14 +284,15 @@ func runTrain(args []string) error {
 		name = "the built-in corpus"
 	}
 	update, finish := encodeProgress(name, tok, *out != "")
-	recipe := train.Recipe{Options: opts, Data: *dataPath, Tokenized: update, Resume: *resume, Init: initCk, Graph: *graph}
+	recipe := train.Recipe{Options: opts, Data: *dataPath, Tokenized: update, Resume: *resume, Fresh: *overwrite && opts.OutDir != "", Init: initCk, Graph: *graph}
 	if *graph {
 		recipe.LogEvery = *logEvery
 		recipe.Notice = func(msg string) { fmt.Fprintln(os.Stderr, "druto: "+msg) }
 	}
 	run, err := train.Start(dev, recipe)
 	if errors.Is(err, train.ErrRunExists) {
-		return fmt.Errorf("%s already holds a checkpoint; pass --resume to continue it or choose another --out", *out)
+		held, _ := train.RunFiles(*out)
+		return fmt.Errorf("%s already holds a run's files (%s); pass --resume to continue that run, --overwrite to replace it, or choose another --out", *out, strings.Join(held, ", "))
 	}
 	if err != nil {
 		return err
@@ -275,6 +300,13 @@ func runTrain(args []string) error {
 	defer run.Close()
 	finish(run.Tokens, run.Cache)
 	tr, source, trainN := run.Trainer, run.Source, run.Train
+	if at := tr.StepsDone(); *resume && at >= *steps {
+		// Not an error (a script may resume until done), but no "done, step 0".
+		fmt.Fprintf(os.Stderr, "druto: the run in %s has done all its %d steps: nothing to train; its model is %s\n", *out, *steps, filepath.Join(*out, train.ModelFile))
+		return nil
+	} else if *resume && *until > 0 && *until <= at {
+		return fmt.Errorf("--until %d: the run in %s is already at step %d; give an --until between %d and %d (--steps)", *until, *out, at, at+1, *steps)
+	}
 	model := *preset
 	if initCk != nil {
 		model = fmt.Sprintf("%s from %s (%s)", cfg, initName, initCk.From)

@@ -106,7 +106,31 @@ func mergePair(ids []int32, pair [2]int32, id int32) []int32 {
 	return out
 }
 
+// maxBPETableBytes bounds the bytes of all a BPE's tokens together, checked
+// before they are built: merges can double a token's length each, so 40
+// lines of a file could ask for 2^40 bytes. A real vocabulary of 2^16
+// tokens takes well under 1 MiB.
+const maxBPETableBytes = 64 << 20
+
 func newBPE(merges [][2]int32) (*BPE, error) {
+	// The lengths first (each at most the bound + 1, so no sum overflows).
+	lens := make([]int64, VocabSize, VocabSize+len(merges))
+	for i := range lens {
+		lens[i] = 1
+	}
+	total := int64(VocabSize)
+	for i, m := range merges {
+		id := int32(VocabSize + i)
+		if m[0] < 0 || m[0] >= id || m[1] < 0 || m[1] >= id {
+			return nil, fmt.Errorf("merge %d (%d %d) uses a token that does not exist before it", i, m[0], m[1])
+		}
+		n := min(lens[m[0]]+lens[m[1]], maxBPETableBytes+1)
+		lens = append(lens, n)
+		if total += n; total > maxBPETableBytes {
+			return nil, fmt.Errorf("merge %d makes the tokens longer than %d MiB together (token %d alone is %d bytes or more); a real vocabulary takes under 1 MiB: the file is corrupt or crafted",
+				i, maxBPETableBytes>>20, id, n)
+		}
+	}
 	b := &BPE{merges: merges, rank: make(map[[2]int32]int32, len(merges)), cache: map[string][]int32{}}
 	b.tokens = make([][]byte, VocabSize, VocabSize+len(merges))
 	for i := range b.tokens {

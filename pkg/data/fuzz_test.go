@@ -102,3 +102,36 @@ func FuzzParseShard(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseBPE checks that a BPE file of any bytes is parsed or refused
+// without a panic, and never builds a token table beyond its bound (a file
+// whose tokens double at each merge is among the seeds).
+func FuzzParseBPE(f *testing.F) {
+	var doubling strings.Builder
+	doubling.WriteString(bpeHeader + "\n97 97\n")
+	for k := 1; k < 40; k++ {
+		fmt.Fprintf(&doubling, "%d %d\n", 255+k, 255+k)
+	}
+	for _, s := range []string{bpeHeader + "\n", bpeHeader + "\n97 98\n256 99\n", bpeHeader + "\n1 1\n1 1\n",
+		bpeHeader + "\n300 1\n", bpeHeader + "\n-1 2\n", "not a bpe", doubling.String()} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bp, err := ParseBPE(b)
+		if err != nil {
+			return
+		}
+		var total int
+		for id := range bp.Vocab() {
+			total += len(bp.Token(int32(id)))
+		}
+		if total > maxBPETableBytes {
+			t.Fatalf("a table of %d bytes was built", total)
+		}
+		text, _ := bp.MarshalText()
+		again, err := ParseBPE(text)
+		if err != nil || again.Vocab() != bp.Vocab() {
+			t.Fatalf("the BPE does not round-trip: %v", err)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,9 +143,10 @@ func modelFromTensors(ts []stTensor, meta map[string]string) (gpt.Config, []floa
 		return cfg, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	// The model needs 12 tensors a layer plus 4: a config naming more
-	// layers than the file has tensors is refused before its layout (which
-	// has a segment per tensor) is built.
-	if cfg.Layers > (len(ts)-4)/12 {
+	// layers than the file has tensors (beyond one, whose missing tensors
+	// are named below) is refused before its layout (which has a segment
+	// per tensor) is built.
+	if cfg.Layers > (len(ts)-4)/12+1 {
 		return cfg, nil, fmt.Errorf("%w: config %v needs %d layers of tensors, the file holds %d tensors", ErrCorrupt, cfg, cfg.Layers, len(ts))
 	}
 	by := make(map[string]stTensor, len(ts))
@@ -152,14 +154,33 @@ func modelFromTensors(ts []stTensor, meta map[string]string) (gpt.Config, []floa
 		by[t.Name] = t
 	}
 	// Every tensor is present with its shape before anything is allocated,
-	// so the parameters take no more memory than the file's data.
+	// so the parameters take no more memory than the file's data; and the
+	// file holds no tensor the config does not have (one more layer, a
+	// foreign name): druto's files and transformers' are held alike.
 	l := cfg.Layout()
+	expected := make(map[string]bool, len(l.Segments))
+	var missing, extra []string
+	for _, s := range l.Segments {
+		name, _ := hfName(s.Name)
+		expected[name] = true
+		if _, ok := by[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	for name := range by {
+		if !expected[name] {
+			extra = append(extra, name)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		return cfg, nil, fmt.Errorf("%w: config %v needs %s, missing from the file", ErrCorrupt, cfg, someNames(missing))
+	case len(extra) > 0:
+		return cfg, nil, fmt.Errorf("%w: the file holds %s, which config %v does not have", ErrCorrupt, someNames(extra), cfg)
+	}
 	for _, s := range l.Segments {
 		name, conv := hfName(s.Name)
-		t, ok := by[name]
-		if !ok {
-			return cfg, nil, fmt.Errorf("%w: tensor %s missing", ErrCorrupt, name)
-		}
+		t := by[name]
 		want := append([]int(nil), s.Shape...)
 		if conv {
 			want[0], want[1] = s.Shape[1], s.Shape[0]
@@ -191,6 +212,20 @@ func modelFromTensors(ts []stTensor, meta map[string]string) (gpt.Config, []floa
 	}
 	wg.Wait()
 	return cfg, params, nil
+}
+
+// someNames names tensors in a message: sorted, the first three, and how
+// many more.
+func someNames(names []string) string {
+	names = slices.Sorted(slices.Values(names))
+	if len(names) == 1 {
+		return "tensor " + names[0]
+	}
+	s := fmt.Sprintf("%d tensors: %s", len(names), strings.Join(names[:min(3, len(names))], ", "))
+	if len(names) > 3 {
+		s += fmt.Sprintf(" and %d more", len(names)-3)
+	}
+	return s
 }
 
 // nonFinite returns the index of the first NaN or infinite value of v, or -1.

@@ -134,10 +134,12 @@ func FuzzStateFile(f *testing.F) {
 	})
 }
 
-// noChecksum renames druto's checksum key in a file's header (same length,
-// so the offsets hold): the reader then does not verify the data.
+// noChecksum renames druto's checksum keys in a file's header (same
+// length, so the offsets hold): the reader then verifies neither the data
+// nor the metadata.
 func noChecksum(b []byte) []byte {
-	return bytes.Replace(b, []byte(`"`+checksumKey+`"`), []byte(`"druto_nosum0"`), 1)
+	b = bytes.Replace(b, []byte(`"`+checksumKey+`"`), []byte(`"druto_nosum0"`), 1)
+	return bytes.Replace(b, []byte(`"`+metaSumKey+`"`), []byte(`"druto_nometasum00"`), 1)
 }
 
 // addSeeds adds the file at path to f's seeds, and a copy without the

@@ -1,10 +1,13 @@
 package train
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
@@ -65,6 +68,33 @@ type Recipe struct {
 // overwrites a checkpoint unasked.
 var ErrRunExists = errors.New("train: the output folder already holds a run")
 
+// RunFiles returns the names of the files in dir that a run writes there
+// (the model, its training state, the metrics log, a token cache, and a
+// transformers config.json that a model beside it would be read with), in
+// the order a user would look for them. A run that neither resumes nor
+// starts fresh refuses a folder holding any of them: it would overwrite or
+// cut them. A missing dir holds none.
+func RunFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	rank := map[string]int{ModelFile: 1, StateFile: 2, "config.json": 3, MetricsFile: 4, pendingModel: 5}
+	var held []string
+	for _, e := range entries {
+		n := e.Name()
+		if rank[n] > 0 || strings.HasPrefix(n, "tokens-") && strings.HasSuffix(n, ".bin") {
+			held = append(held, n)
+		}
+	}
+	order := func(n string) int { return cmp.Or(rank[n], len(rank)+1) } // token caches last
+	slices.SortStableFunc(held, func(a, b string) int { return cmp.Compare(order(a), order(b)) })
+	return held, nil
+}
+
 // Run is a started Recipe: the trainer and what it trains on.
 type Run struct {
 	*Trainer
@@ -123,16 +153,20 @@ func Start(dev device.Device, r Recipe) (*Run, error) {
 		return nil, fmt.Errorf("train: a run starts fresh or resumes, not both (Recipe.Fresh and Recipe.Resume)")
 	}
 	if r.Fresh && r.OutDir != "" {
-		for _, f := range []string{ModelFile, StateFile, MetricsFile} {
+		for _, f := range []string{ModelFile, StateFile, MetricsFile, pendingModel} {
 			if err := os.Remove(filepath.Join(r.OutDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("train: starting fresh: %w", err)
 			}
 		}
 	}
-	if !r.Resume && r.OutDir != "" {
-		if _, err := os.Stat(filepath.Join(r.OutDir, StateFile)); err == nil {
-			return nil, fmt.Errorf("%w: %s holds a checkpoint; set Recipe.Resume to continue it, Recipe.Fresh to start over, or choose another OutDir",
-				ErrRunExists, r.OutDir)
+	if !r.Resume && !r.Fresh && r.OutDir != "" {
+		held, err := RunFiles(r.OutDir)
+		if err != nil {
+			return nil, err
+		}
+		if len(held) > 0 {
+			return nil, fmt.Errorf("%w: %s holds %s; set Recipe.Resume to continue it, Recipe.Fresh to start over, or choose another OutDir",
+				ErrRunExists, r.OutDir, strings.Join(held, ", "))
 		}
 	}
 	trainT, valT, source, cache, err := Tokens(r.Data, r.Seed, r.Tokenizer, r.OutDir, r.Tokenized)

@@ -37,6 +37,26 @@ type stEntry struct {
 // checksumKey is the metadata entry holding the SHA-256 of the data section.
 const checksumKey = "druto_sha256"
 
+// metaSumKey is the metadata entry holding the SHA-256 of the rest of the
+// metadata (metaSum): the config, the tokenizer and the training state are
+// as covered as the tensors. Files written before it have none, and their
+// metadata is checked by its readers alone.
+const metaSumKey = "druto_meta_sha256"
+
+// metaSum returns the SHA-256 of meta without metaSumKey, as JSON with its
+// keys sorted (encoding/json's order for a map), in hex.
+func metaSum(meta map[string]string) string {
+	rest := make(map[string]string, len(meta))
+	for k, v := range meta {
+		if k != metaSumKey {
+			rest[k] = v
+		}
+	}
+	b, _ := json.Marshal(rest)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
 // writeSafetensors writes tensors and metadata to path atomically (a temp
 // file in the same folder, fsync, rename). The metadata gains the SHA-256 of
 // the data section, which readSafetensors verifies; it is also returned.
@@ -82,6 +102,7 @@ func writeSafetensorsAs(path string, tensors []stTensor, meta map[string]string,
 	}
 	sum := sha256.Sum256(data.Bytes())
 	md[checksumKey] = hex.EncodeToString(sum[:])
+	md[metaSumKey] = metaSum(md)
 	header["__metadata__"] = md
 	hj, err := json.Marshal(header)
 	if err != nil {
@@ -131,6 +152,9 @@ func parseSafetensors(b []byte) ([]stTensor, map[string]string, error) {
 			return nil, nil, fmt.Errorf("%w: metadata: %v", ErrCorrupt, err)
 		}
 		delete(raw, "__metadata__")
+	}
+	if want, ok := meta[metaSumKey]; ok && metaSum(meta) != want {
+		return nil, nil, fmt.Errorf("%w: its metadata (config, tokenizer, training state) does not match its checksum: edited or damaged", ErrCorrupt)
 	}
 	// The checksum is computed beside the checks and the decoding below
 	// (a checkpoint's load is otherwise one core's work), and waited for
