@@ -261,6 +261,19 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// ---- GELU ----------------------------------------------------------------
+
+// gelu_f is the tanh-form GELU in fp32, as the CPU reference computes it
+// (pkg/device/cpu/gelu.go): gelu.cu's kernels and matmul.cu's matmul_rows
+// epilogue.
+#define GELU_SCALE 0.7978845608028654f // √(2/π)
+#define GELU_COEF 0.044715f
+__device__ __forceinline__ float gelu_f(float x) {
+    float u = x * x * x * GELU_COEF + x;
+    float t = tanhf(u * GELU_SCALE);
+    return (t + 1.0f) * x * 0.5f;
+}
+
 // ---- programmatic dependent launch ---------------------------------------
 
 // pdl_enter is the first statement of every kernel a file's "// druto:pdl"

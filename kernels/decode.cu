@@ -2,6 +2,7 @@
 // the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
 //
 // druto:kernel encoder_at kv_append attention_decode attention_decode_combine sample_rows
+// druto:pdl encoder_at kv_append attention_decode attention_decode_combine sample_rows
 // druto:dtypes f32 bf16 f16
 //
 // encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
@@ -47,6 +48,7 @@
 
 extern "C" __global__ void __launch_bounds__(DEC_BLOCK) encoder_at(float* __restrict__ out, const T* __restrict__ wte,
         const T* __restrict__ wpe, const int* __restrict__ tok, const int* __restrict__ pos, int N, int C, int V, int S) {
+    pdl_enter();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)N * C) return;
     int r = (int)(i / C), c = (int)(i % C);
@@ -57,6 +59,7 @@ extern "C" __global__ void __launch_bounds__(DEC_BLOCK) encoder_at(float* __rest
 
 extern "C" __global__ void __launch_bounds__(DEC_BLOCK) kv_append(T* __restrict__ kc, T* __restrict__ vc,
         const T* __restrict__ qkv, const int* __restrict__ pos, int B, int Tn, int C, int NH, int S) {
+    pdl_enter();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)B * Tn * C) return;
     int c = (int)(i % C);
@@ -76,6 +79,7 @@ extern "C" __global__ void __launch_bounds__(DEC_BLOCK) kv_append(T* __restrict_
 extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(float* __restrict__ part_o,
         float* __restrict__ part_ml, const T* __restrict__ qkv, const T* __restrict__ kc, const T* __restrict__ vc,
         const int* __restrict__ pos, int B, int C, int NH, int S) {
+    pdl_enter();
     __shared__ float q[256];           // hs <= 256
     __shared__ float p[DEC_CHUNK];
     __shared__ float red[DEC_ATT_BLOCK / 32];
@@ -136,6 +140,7 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(flo
 // attention_decode_combine: grid B·NH, DEC_ATT_BLOCK threads; out (B,C).
 extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode_combine(T* __restrict__ out,
         const float* __restrict__ part_o, const float* __restrict__ part_ml, int C, int NH, int splits) {
+    pdl_enter();
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, hs = C / NH;
     const float* ml = part_ml + (size_t)bh * splits * 2;
     float M = DEC_NEG_INF;
@@ -190,6 +195,7 @@ __device__ int dec_sum_i(int v, double* sh) { return (int)dec_sum_d((double)v, s
 extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* __restrict__ ids,
         const T* __restrict__ logits, const int* __restrict__ table, int* __restrict__ rows, int V, int NS,
         float temperature, int topk, float topp) {
+    pdl_enter();
     __shared__ double sh[DEC_SAMPLE_BLOCK / 32];
     __shared__ unsigned long long best_sh[DEC_SAMPLE_BLOCK / 32];
     __shared__ int bad_sh;

@@ -34,16 +34,8 @@
 // druto:block GELU_BLOCK gelu_forward gelu_forward_pass bias_add gelu_backward2 gelu_backward_pass gelu_bias_backward
 #define GELU_BLOCK 256
 
-#define GELU_SCALE 0.7978845608028654f // √(2/π)
-#define GELU_COEF 0.044715f
 
 #define EW_LOOP(n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
-__device__ __forceinline__ float gelu_f(float x) {
-    float u = x * x * x * GELU_COEF + x;
-    float t = tanhf(u * GELU_SCALE);
-    return (t + 1.0f) * x * 0.5f;
-}
 
 __device__ __forceinline__ float gelu_grad_f(float x) {
     float x2 = x * x;

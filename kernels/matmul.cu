@@ -1,8 +1,8 @@
 // matmul.cu: the kernels beside cuBLAS(Lt) in the linear layers
 // (pkg/device/gpu/matmul.go).
 //
-// druto:kernel matmul_bias_grad add_f32 cast_bias_grad
-// druto:pdl matmul_bias_grad add_f32 cast_bias_grad
+// druto:kernel matmul_bias_grad add_f32 cast_bias_grad matmul_rows
+// druto:pdl matmul_bias_grad add_f32 cast_bias_grad matmul_rows
 // druto:dtypes f32 bf16 f16
 //
 // matmul_bias_grad: dbias[oc] += Σ_n dout[n,oc], fp32 sums, deterministic:
@@ -30,6 +30,21 @@
 // [y·rows, ...), warp w its rows w, w+8, ...; the warps' sums are added in
 // warp order. Without vec (OC % 4 != 0 or unaligned) lane l takes columns
 // l, l+32, l+64, l+96.
+//
+// matmul_rows: the forward of a linear layer over a few rows (N <=
+// ROWS_MAX: a decode step's one row a sequence), out = inp·Wᵀ + bias with
+// an optional GELU, as a memory-bound pass over W. At such N a GEMM tiles
+// the output into few tiles (768 columns: 6 tiles of 128) and leaves most
+// SMs idle while it streams the weights; here each output column is a dot
+// product over a contiguous row of W (OC,C), so a warp reads its row with
+// coalesced 16-byte loads and keeps N fp32 sums. ks warps share a column
+// (ks in 1, 2, 4, 8, chosen by the launcher so that about 4 warps a column
+// of W's rows are in flight per SM), each over a contiguous chunk of C, and
+// their sums are added in warp order: deterministic, no atomics. The bias
+// is added to the fp32 sum; under GELU pre gets the sum and out gelu of the
+// fp32 sum, each rounded once (the CPU reference's fused epilogue).
+// grid ceil(OC / (ROWS_BLOCK/32/ks)), ROWS_BLOCK threads; vec: C a multiple
+// of 16/sizeof(T) and inp, W 16-byte aligned (else scalar loads).
 
 #include "common.cuh"
 
@@ -41,6 +56,9 @@
 // druto:block CAST_BIAS_BLOCK cast_bias_grad
 #define CAST_BIAS_BLOCK 256
 #define CB_WARPS (CAST_BIAS_BLOCK / 32)
+// druto:block ROWS_BLOCK matmul_rows
+#define ROWS_BLOCK 256
+#define ROWS_MAX 8 // the most rows matmul_rows takes (read by the launcher)
 
 // dbias (OC) F32, dout (N,OC) T
 extern "C" __global__ void matmul_bias_grad(float* __restrict__ dbias, const T* __restrict__ dout, int N, int OC) {
@@ -124,6 +142,72 @@ extern "C" __global__ void __launch_bounds__(CAST_BIAS_BLOCK)
 #pragma unroll
             for (int w = 0; w < CB_WARPS; w++) sum += red[w][k];
             part[(size_t)blockIdx.y * OC + c] = sum;
+        }
+    }
+}
+
+// out (N,OC) T, pre (N,OC) T (gelu only), inp (N,C) T, w (OC,C) T, bias (OC) T or null
+extern "C" __global__ void __launch_bounds__(ROWS_BLOCK) matmul_rows(T* __restrict__ out, T* __restrict__ pre,
+        const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC,
+        int gelu, int ks, int vec) {
+    pdl_enter();
+    __shared__ float red[ROWS_BLOCK / 32][ROWS_MAX];
+    const int VE = 16 / (int)sizeof(T); // elements of a 16-byte vector
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int col = blockIdx.x * (ROWS_BLOCK / 32 / ks) + warp / ks, part = warp % ks;
+    float acc[ROWS_MAX];
+#pragma unroll
+    for (int n = 0; n < ROWS_MAX; n++) acc[n] = 0.0f;
+    if (col < OC) {
+        const int chunk = ((C + ks - 1) / ks + VE - 1) / VE * VE;
+        const int lo = part * chunk, hi = min(C, lo + chunk);
+        const T* wr = w + (size_t)col * C;
+        if (vec) {
+            for (int k = lo + lane * VE; k < hi; k += 32 * VE) {
+                vec16 wv;
+                wv.u = *reinterpret_cast<const uint4*>(wr + k);
+                float wf[16 / sizeof(T)];
+#pragma unroll
+                for (int e = 0; e < VE; e++) wf[e] = to_f32(wv.e[e]);
+#pragma unroll
+                for (int n = 0; n < ROWS_MAX; n++) {
+                    if (n < N) {
+                        vec16 xv;
+                        xv.u = *reinterpret_cast<const uint4*>(inp + (size_t)n * C + k);
+                        float s = 0.0f;
+#pragma unroll
+                        for (int e = 0; e < VE; e++) s += wf[e] * to_f32(xv.e[e]);
+                        acc[n] += s;
+                    }
+                }
+            }
+        } else {
+            for (int k = lo + lane; k < hi; k += 32) {
+                const float wf = load(wr, k);
+#pragma unroll
+                for (int n = 0; n < ROWS_MAX; n++)
+                    if (n < N) acc[n] += wf * load(inp, (size_t)n * C + k);
+            }
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < ROWS_MAX; n++) {
+        if (n < N) {
+            const float v = warp_sum(acc[n]);
+            if (lane == 0) red[warp][n] = v;
+        }
+    }
+    __syncthreads();
+    if (part == 0 && col < OC && lane < N) {
+        float v = 0.0f;
+        for (int p = 0; p < ks; p++) v += red[warp + p][lane];
+        if (bias) v += load(bias, col);
+        const size_t o = (size_t)lane * OC + col;
+        if (gelu) {
+            store(pre, o, v);
+            store(out, o, gelu_f(v));
+        } else {
+            store(out, o, v);
         }
     }
 }

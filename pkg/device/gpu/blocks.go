@@ -41,6 +41,8 @@ var (
 	biasGradBlock  = kernels.MustBlock("matmul.cu", "BIAS_GRAD_BLOCK")
 	addF32Block    = kernels.MustBlock("matmul.cu", "ADD_F32_BLOCK")
 	castBiasBlock  = kernels.MustBlock("matmul.cu", "CAST_BIAS_BLOCK")
+	rowsBlock      = kernels.MustBlock("matmul.cu", "ROWS_BLOCK")
+	rowsMax        = kernels.MustDefine("matmul.cu", "ROWS_MAX")
 )
 
 // blockHook, when set (by TestLaunchBlocks, with launchHook), receives the

@@ -239,6 +239,10 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	if N == 0 {
 		return
 	}
+	if d.fused && N <= rowsMax {
+		d.matmulRows(out, pre, inp, weight, bias, N, C, OC, act)
+		return
+	}
 	if d.fused && d.matmulLt(out, pre, inp, weight, bias, N, C, OC, act, ct) {
 		return
 	}
@@ -293,6 +297,30 @@ func (d *Device) matmulLt(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC i
 		d.geluForward(out, pre, N*OC)
 	}
 	return true
+}
+
+// matmulRows runs the fused form over at most rowsMax rows (a decode
+// step's) as matmul.cu's matmul_rows: a pass over the weights with every
+// SM busy, where a GEMM would leave most of them idle (see matmul.cu).
+// ks, the warps sharing an output column, grows until about four warps a
+// column are in flight per SM slot (OC·ks against 4·rowsBlock/32 per SM),
+// keeping a warp's chunk of C at least 256 elements.
+func (d *Device) matmulRows(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
+	warps := rowsBlock / 32
+	ks := 1
+	for ks < warps && OC*ks < 4*warps*d.sms() && C/(2*ks) >= 256 {
+		ks *= 2
+	}
+	vec := 0
+	if C%(16/out.DType.Size()) == 0 && d.ptr(inp)%16 == 0 && d.ptr(weight)%16 == 0 {
+		vec = 1
+	}
+	gelu := 0
+	if act == device.GELU {
+		gelu = 1
+	}
+	d.run("matmul_rows", out.DType, grid1(blocks(OC, warps/ks)), cuda.D1(rowsBlock), 0,
+		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks, vec)
 }
 
 // matmulDecomposed: GEMM into target (out, or pre under GELU), then the
