@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/druto/druto/pkg/gpt"
 )
 
 // TestFitErrors: a total batch not divisible by B·T, a memory cap below
@@ -108,5 +110,27 @@ func TestAccumTrain(t *testing.T) {
 		"--recompute", "gelu", "--out", out, "--eval-every", "0", "--sample-tokens", "0").CombinedOutput()
 	if s := string(b); err != nil || !strings.Contains(s, "B 2 T 32 x 4 micro-batches, recompute gelu") || !strings.Contains(s, "done, step 2") {
 		t.Errorf("druto train --total-batch 256 --batch 2 --seq 32: %v\n%s", err, s)
+	}
+}
+
+// TestModelLabel: messages name a preset, a checkpoint of a preset's shape
+// by that preset, and any other checkpoint by its shape (gpt2-xl's, not
+// the --preset default "tiny" that --init overrides).
+func TestModelLabel(t *testing.T) {
+	g124, _ := gpt.Preset("gpt2-124M")
+	xl := gpt.Config{Vocab: 50304, MaxSeq: 1024, Layers: 48, Heads: 25, Channels: 1600}
+	for _, c := range []struct {
+		cfg      gpt.Config
+		preset   string
+		fromInit bool
+		want     string
+	}{
+		{g124, "gpt2-124M", false, "gpt2-124M"},
+		{g124, "tiny", true, "gpt2-124M"},
+		{xl, "tiny", true, "V50304 T1024 L48 H25 C1600"},
+	} {
+		if got := modelLabel(c.cfg, c.preset, c.fromInit); got != c.want {
+			t.Errorf("modelLabel(%s, %q, %v) = %q, want %q", c.cfg, c.preset, c.fromInit, got, c.want)
+		}
 	}
 }

@@ -31,7 +31,9 @@ func TestSampleCLI(t *testing.T) {
 	if _, err := train.SaveModel(ck, small, gpt.InitParams(small, 1)); err != nil {
 		t.Fatal(err)
 	}
-	// A model whose cache for 4096 sequences (103 GB) fits no machine here.
+	// A model whose cache for 4096 sequences is 103 GB: under a host cap
+	// of 1 GiB (DRUTO_HOST_MEMORY; the H200's host has 128 GiB, where the
+	// batch fitted and generated for 95 s) it fits nowhere.
 	wide := gpt.Config{Vocab: 256, MaxSeq: 1024, Layers: 12, Heads: 4, Channels: 256}
 	big := filepath.Join(dir, "wide.safetensors")
 	if _, err := train.SaveModel(big, wide, make([]float32, wide.NumParams())); err != nil {
@@ -83,18 +85,21 @@ func TestSampleCLI(t *testing.T) {
 		name string
 		args []string
 		want string
+		env  []string
 	}{
-		{"empty prompts", []string{"--checkpoint", ck, "--prompts", empty}, "no prompt"},
-		{"non-UTF-8 prompts", []string{"--checkpoint", ck, "--prompts", latin1}, "UTF-8"},
-		{"non-UTF-8 prompt", []string{"--checkpoint", ck, "--prompt", "caf\xe9"}, "UTF-8"},
-		{"zero tokens", []string{"--checkpoint", ck, "--tokens", "0"}, "--tokens"},
-		{"too many tokens", []string{"--checkpoint", ck, "--tokens", "1048577"}, "--tokens"},
-		{"negative batch", []string{"--checkpoint", ck, "--batch", "-1"}, "--batch"},
-		{"batch past memory", []string{"--checkpoint", big, "--batch", "4096", "--backend", "cpu"}, "needs"},
-		{"bad prompt id", []string{"--checkpoint", ck, "--prompt-ids", "1,x"}, "--prompt-ids"},
-		{"prompt id past the vocabulary", []string{"--checkpoint", ck, "--prompt-ids", "1,256", "--ids"}, "vocabulary"},
+		{"empty prompts", []string{"--checkpoint", ck, "--prompts", empty}, "no prompt", nil},
+		{"non-UTF-8 prompts", []string{"--checkpoint", ck, "--prompts", latin1}, "UTF-8", nil},
+		{"non-UTF-8 prompt", []string{"--checkpoint", ck, "--prompt", "caf\xe9"}, "UTF-8", nil},
+		{"zero tokens", []string{"--checkpoint", ck, "--tokens", "0"}, "--tokens", nil},
+		{"too many tokens", []string{"--checkpoint", ck, "--tokens", "1048577"}, "--tokens", nil},
+		{"negative batch", []string{"--checkpoint", ck, "--batch", "-1"}, "--batch", nil},
+		{"batch past memory", []string{"--checkpoint", big, "--batch", "4096", "--backend", "cpu"}, "needs", []string{"DRUTO_HOST_MEMORY=1GiB"}},
+		{"bad prompt id", []string{"--checkpoint", ck, "--prompt-ids", "1,x"}, "--prompt-ids", nil},
+		{"prompt id past the vocabulary", []string{"--checkpoint", ck, "--prompt-ids", "1,256", "--ids"}, "vocabulary", nil},
 	} {
-		b, err := exec.Command(bin, append([]string{"sample"}, c.args...)...).CombinedOutput()
+		cmd := exec.Command(bin, append([]string{"sample"}, c.args...)...)
+		cmd.Env = append(os.Environ(), c.env...)
+		b, err := cmd.CombinedOutput()
 		msg := strings.TrimSpace(string(b))
 		last := msg[strings.LastIndex(msg, "\n")+1:]
 		if err == nil || strings.Contains(msg, "goroutine ") || !strings.Contains(last, c.want) {

@@ -262,11 +262,13 @@ func runTrain(args []string) error {
 	if err := be.report.PolicyError(policy); err != nil {
 		return err
 	}
+	// One request for the plan and the check: its budget is read once,
+	// before the planner's probes leave the device's scratch allocated.
+	q := sp.request(cfg, policy, *seq, dev.Fused())
+	q.AdamState = momentDT
 	if sp.plan {
 		// Ranks of data-parallel training plan alike: by FLOPs, not by a
 		// timed probe whose noise could differ between them.
-		q := sp.request(cfg, policy, *seq, dev.Fused())
-		q.AdamState = momentDT
 		p, err := train.PlanOn(dev, q, *dp.ranks <= 1 && *dp.gpus <= 1)
 		if err != nil {
 			return err
@@ -274,9 +276,12 @@ func runTrain(args []string) error {
 		fmt.Fprint(os.Stderr, p.Table())
 		c := p.Chosen()
 		*batch, opts.Batch, opts.Accum, opts.Recompute = c.Batch, c.Batch, c.Accum, c.Recompute
+		q = p.Req
+	} else if q, err = train.RequestOn(dev, q); err != nil {
+		return err
 	}
-	need := gpt.MemoryOn(dev, cfg, *batch, *seq, policy, opts.Recompute).WithMoments(cfg, momentDT).Total()
-	if err := druto.FitError(dev, need, fmt.Sprintf("%s at B %d T %d under %s, recompute %s, %s moments", *preset, *batch, *seq, policy, opts.Recompute, *adamState)); err != nil {
+	if err := fitCheck(dev, q, opts.Batch, opts.Accum, opts.Recompute,
+		fmt.Sprintf("%s at B %d T %d under %s, recompute %s, %s moments", modelLabel(cfg, *preset, initCk != nil), *batch, *seq, policy, opts.Recompute, *adamState)); err != nil {
 		return err
 	}
 	name := *dataPath
@@ -463,6 +468,48 @@ func parseAdamState(s string) (tensor.DType, error) {
 		return tensor.BF16, nil
 	}
 	return 0, fmt.Errorf("--adam-state %q is not a moment dtype; choose fp32 or bf16", s)
+}
+
+// fitCheck refuses a step of micro-batch B, accum micro-steps and level r
+// that does not fit q (train.PlanRequest.Check: the planner's own count
+// and budget, so a planned step always passes), in one line naming what,
+// and on the CPU one that the host's free memory cannot hold
+// (druto.FitError).
+func fitCheck(dev device.Device, q train.PlanRequest, B, accum int, r gpt.Recompute, what string) error {
+	const todo = "lower --batch or --seq (--dry-run prints the breakdown)"
+	var fe *train.FitError
+	if err := q.Check(B, accum, r); errors.As(err, &fe) {
+		if g, ok := dev.(*gpu.Device); ok {
+			under := ""
+			if fe.From == device.MemoryCapEnv {
+				under = " under " + device.MemoryCapEnv
+			}
+			return fmt.Errorf("out of GPU memory: %s needs about %s (%s of reserve included), but %s has %s free%s; %s",
+				what, train.GiB(fe.Need+fe.Reserve), train.GiB(fe.Reserve), g.Context().Device.Name, train.GiB(fe.Budget), under, todo)
+		}
+		return fmt.Errorf("over the memory budget: %s needs about %s, the budget is %s (%s); %s", what, train.GiB(fe.Need+fe.Reserve), train.GiB(fe.Budget), fe.From, todo)
+	} else if err != nil {
+		return err
+	}
+	if _, ok := dev.(*gpu.Device); ok {
+		return nil // q's budget is the GPU's free memory, read once
+	}
+	return druto.FitError(dev, q.Need(B, accum, r), what)
+}
+
+// modelLabel names the model in messages: the preset, or for a checkpoint
+// given with --init the preset of its shape, or the shape itself (e.g.
+// "V50304 T1024 L48 H25 C1600").
+func modelLabel(cfg gpt.Config, preset string, fromInit bool) string {
+	if !fromInit {
+		return preset
+	}
+	for _, n := range gpt.Presets() {
+		if c, _ := gpt.Preset(n); c == cfg {
+			return n
+		}
+	}
+	return cfg.String()
 }
 
 func (sp stepPlan) request(cfg gpt.Config, p amp.Policy, T int, fused bool) train.PlanRequest {

@@ -95,9 +95,13 @@ func (p *Plan) Why() (format string, args []any) { return p.why, p.args }
 // WhyText is the reason for the choice, in English.
 func (p *Plan) WhyText() string { return fmt.Sprintf(p.why, p.args...) }
 
-// planMemory is the bytes of a step at micro-batch B, level r and n
-// micro-steps: the model's count, plus the loss sum with n > 1.
-func planMemory(q PlanRequest, B, n int, r gpt.Recompute) int64 {
+// Need is the bytes a step holds at micro-batch B, level r and accum
+// micro-steps under q: gpt's memory model for q's ops (fused: the LM head
+// in chunks; the attention state q.AttState reports, flash attention's
+// log-sum-exp on a GPU) with AdamW's moments at q.AdamState, plus the loss
+// sum with accum > 1. The planner sizes its rows by it and Check refuses a
+// step by it: one count, so a plan the planner accepts is never refused.
+func (q PlanRequest) Need(B, accum int, r gpt.Recompute) int64 {
 	var m gpt.Memory
 	switch {
 	case !q.Fused:
@@ -111,10 +115,39 @@ func planMemory(q PlanRequest, B, n int, r gpt.Recompute) int64 {
 		m = m.WithMoments(q.Config, q.AdamState)
 	}
 	t := m.Total()
-	if n > 1 {
+	if accum > 1 {
 		t += int64(4 * B * q.Seq)
 	}
 	return t
+}
+
+// Fits reports whether need bytes and q's reserve fit q's budget (always,
+// without a budget).
+func (q PlanRequest) Fits(need int64) bool { return q.Budget <= 0 || need+q.Reserve <= q.Budget }
+
+// FitError is Check's error: a step needs more than the budget.
+type FitError struct {
+	Need, Reserve, Budget int64  // bytes: the step's count (Need), the reserve beside it, the budget
+	From                  string // where the budget comes from (PlanRequest.BudgetFrom)
+}
+
+// Error says both figures in one line.
+func (e *FitError) Error() string {
+	return fmt.Sprintf("train: the step needs %s (%s of reserve included), the budget is %s%s",
+		GiB(e.Need+e.Reserve), GiB(e.Reserve), budgetText(e.Budget), from(e.From))
+}
+
+// Check returns a *FitError when a step at micro-batch B, accum
+// micro-steps and level r does not fit q's budget (Need and Fits: the
+// planner's count and test). Called with the request a plan was made from
+// (the budget read once, before the probes: they leave the device's
+// scratch allocated, which the run reuses and the reserve covers), it
+// passes for the plan's chosen row.
+func (q PlanRequest) Check(B, accum int, r gpt.Recompute) error {
+	if need := q.Need(B, accum, r); !q.Fits(need) {
+		return &FitError{Need: need, Reserve: q.Reserve, Budget: q.Budget, From: q.BudgetFrom}
+	}
+	return nil
 }
 
 // PlanFor plans q (see the file's comment). It fails when the total batch
@@ -140,14 +173,13 @@ func PlanFor(q PlanRequest) (*Plan, error) {
 	}
 	levels = append([]gpt.Recompute(nil), levels...)
 	sort.Slice(levels, func(i, j int) bool { return levels[i] < levels[j] })
-	fits := func(mem int64) bool { return q.Budget <= 0 || mem+q.Reserve <= q.Budget }
 	p := &Plan{Req: q}
 	best := 0 // the largest micro-batch a cheaper level fits
 	for _, r := range levels {
 		row := PlanRow{Recompute: r, Batch: 1, Accum: S}
-		row.Memory = planMemory(q, 1, S, r)
+		row.Memory = q.Need(1, S, r)
 		for _, b := range divs {
-			if m := planMemory(q, b, S/b, r); fits(m) {
+			if m := q.Need(b, S/b, r); q.Fits(m) {
 				row.Batch, row.Accum, row.Memory, row.Fits = b, S/b, m, true
 				break
 			}
@@ -348,15 +380,16 @@ func ProbeStep(dev device.Device, cfg gpt.Config, p amp.Policy, B, T int, r gpt.
 // count (workspaces, attention and classifier scratch), as druto.FitError.
 const GPUReserve = 512 << 20
 
-// PlanOn plans q on dev. Where q has no budget, it is the memory free on a
-// GPU (a device with FreeMemory; DRUTO_GPU_MEMORY caps it there), with
-// GPUReserve kept, or elsewhere the cap DRUTO_GPU_MEMORY sets (no limit
-// without one). The attention state is dev's. With probe, the candidates
-// are timed on dev (ProbeStep: two micro-steps each, after a warm-up).
-func PlanOn(dev device.Device, q PlanRequest, probe bool) (*Plan, error) {
+// RequestOn returns q with dev's budget and attention state. Where q has
+// no budget, it is the memory free on a GPU now (a device with FreeMemory;
+// DRUTO_GPU_MEMORY caps it there), with GPUReserve kept, or elsewhere the
+// cap DRUTO_GPU_MEMORY sets (no limit without one). Read the budget once,
+// before anything of the run (a probe included) is allocated, and plan
+// and Check with the same request.
+func RequestOn(dev device.Device, q PlanRequest) (PlanRequest, error) {
 	memCap, err := device.MemoryCap()
 	if err != nil {
-		return nil, err
+		return q, err
 	}
 	if q.Budget <= 0 {
 		q.Budget = memCap
@@ -377,6 +410,18 @@ func PlanOn(dev device.Device, q PlanRequest, probe bool) (*Plan, error) {
 	dt := q.Policy.DType(amp.Activation)
 	q.AttState = func(B int) device.AttnState {
 		return dev.AttentionState(dt, B, q.Seq, q.Config.Channels, q.Config.Heads)
+	}
+	return q, nil
+}
+
+// PlanOn plans q on dev (RequestOn: dev's budget and attention state).
+// With probe, the candidates are timed on dev (ProbeStep: two micro-steps
+// each, after a warm-up). The plan's Req is the request it was made from:
+// Check the run's step against it.
+func PlanOn(dev device.Device, q PlanRequest, probe bool) (*Plan, error) {
+	q, err := RequestOn(dev, q)
+	if err != nil {
+		return nil, err
 	}
 	if probe {
 		q.Probe = func(B int, r gpt.Recompute) (time.Duration, error) {

@@ -8,7 +8,9 @@ import (
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // checkPlan asserts what every plan must satisfy: each row covers the
@@ -30,7 +32,7 @@ func checkPlan(t *testing.T, p *Plan) {
 			t.Errorf("%s: %d bytes + reserve %d over the budget %d", r.Recompute, r.Memory, q.Reserve, q.Budget)
 		}
 		for b := r.Batch + 1; b <= S; b++ {
-			if S%b == 0 && planMemory(q, b, S/b, r.Recompute)+q.Reserve <= q.Budget {
+			if S%b == 0 && q.Need(b, S/b, r.Recompute)+q.Reserve <= q.Budget {
 				t.Errorf("%s: micro-batch %d chosen, but %d fits too", r.Recompute, r.Batch, b)
 			}
 		}
@@ -61,7 +63,7 @@ func costProbe(q PlanRequest, overhead time.Duration, rate float64, calls *int) 
 func TestPlanTiny(t *testing.T) {
 	cfg, _ := gpt.Preset("tiny")
 	q := PlanRequest{Config: cfg, Policy: amp.FP32, Seq: 128, TotalBatch: 64 * 128, Fused: true, BudgetFrom: "DRUTO_GPU_MEMORY"}
-	q.Budget = planMemory(q, 4, 16, gpt.RecomputeNone) + 1
+	q.Budget = q.Need(4, 16, gpt.RecomputeNone) + 1
 	calls := 0
 	q.Probe = costProbe(q, 50*time.Millisecond, 1e12, &calls)
 	p, err := PlanFor(q)
@@ -127,8 +129,99 @@ func TestPlanErrors(t *testing.T) {
 	}
 	q.TotalBatch, q.Budget = 8*128, 1<<20
 	_, err := PlanFor(q)
-	need := planMemory(q, 1, 8, gpt.RecomputeLayer)
+	need := q.Need(1, 8, gpt.RecomputeLayer)
 	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), GiB(need)) {
 		t.Errorf("1 MiB budget: %v; want ErrNoPlan saying it needs %s", err, GiB(need))
+	}
+}
+
+// shrinkingGPU is a device with a GPU's FreeMemory whose free memory drops
+// by what each probe leaves allocated (a real GPU keeps a probe's scratch
+// buffers until Close), and whose attention saves a log-sum-exp per row
+// (the GPU's flash kernels).
+type shrinkingGPU struct {
+	device.Device
+	free int64
+}
+
+func (g *shrinkingGPU) AttentionState(dt tensor.DType, B, T, C, NH int) device.AttnState {
+	return device.LSEState(B, T, NH)
+}
+
+func (g *shrinkingGPU) FreeMemory() (free, total uint64, err error) {
+	return uint64(g.free), uint64(g.free), nil
+}
+
+// TestPlanPassesCheck: for several models, policies, moment dtypes and
+// budgets, the step the planner chooses passes Check against the plan's
+// request, as druto train's pre-flight runs it, although the probes have
+// left 400 MiB of scratch allocated since the budget was read (what
+// refused gpt2-xl's plan on the H200: the free memory read again after
+// the probes, the reserve counted again on top). Reading the budget again
+// would refuse a plan chosen within the reserve of its budget.
+func TestPlanPassesCheck(t *testing.T) {
+	t.Setenv(device.MemoryCapEnv, "") // the budget is shrinkingGPU's free memory
+	tiny, _ := gpt.Preset("tiny")
+	g124, _ := gpt.Preset("gpt2-124M")
+	xl := gpt.Config{Vocab: 50304, MaxSeq: 1024, Layers: 48, Heads: 25, Channels: 1600}
+	cases := []struct {
+		cfg          gpt.Config
+		p            amp.Policy
+		moments      tensor.DType
+		fused        bool
+		seq, total   int
+		budgets      []int64
+		wantRefusals bool // some budget's plan would be refused by a second read
+	}{
+		{tiny, amp.FP32, 0, true, 128, 64 * 128, []int64{20 << 20, 40 << 20, 64 << 20, 1 << 30}, false},
+		{tiny, amp.BF16, tensor.BF16, false, 128, 16 * 128, []int64{14 << 20, 30 << 20}, false},
+		{g124, amp.BF16, 0, true, 1024, 524288, []int64{8 << 30, 16 << 30, 24 << 30, 80 << 30}, false},
+		{g124, amp.FP16, tensor.BF16, true, 1024, 16 * 1024, []int64{6 << 30, 12 << 30}, false},
+		{xl, amp.BF16, tensor.BF16, true, 1024, 16384, []int64{24<<30 - 30<<20, 32 << 30}, true},
+	}
+	cpuDev := cpu.New(device.Options{Fused: true})
+	for _, c := range cases {
+		refusals := 0
+		for _, budget := range c.budgets {
+			g := &shrinkingGPU{Device: cpuDev, free: budget}
+			q := PlanRequest{Config: c.cfg, Policy: c.p, Seq: c.seq, TotalBatch: c.total, Fused: c.fused, AdamState: c.moments}
+			calls := 0
+			cost := costProbe(q, 20*time.Millisecond, 300e12, &calls)
+			q.Probe = func(B int, r gpt.Recompute) (time.Duration, error) {
+				g.free -= 400 << 20
+				return cost(B, r)
+			}
+			p, err := PlanOn(g, q, false)
+			if errors.Is(err, ErrNoPlan) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s %s budget %s: %v", c.cfg, c.p, GiB(budget), err)
+			}
+			checkPlan(t, p)
+			ch := p.Chosen()
+			if err := p.Req.Check(ch.Batch, ch.Accum, ch.Recompute); err != nil {
+				t.Errorf("%s %s budget %s: the plan's step (B %d, accum %d, recompute %s) is refused: %v\n%s",
+					c.cfg, c.p, GiB(budget), ch.Batch, ch.Accum, ch.Recompute, err, p.Table())
+			}
+			if again, _ := RequestOn(g, PlanRequest{Config: c.cfg, Policy: c.p, Seq: c.seq, TotalBatch: c.total, Fused: c.fused, AdamState: c.moments}); calls > 0 &&
+				again.Check(ch.Batch, ch.Accum, ch.Recompute) != nil {
+				refusals++
+				t.Logf("a second read of the free memory (%s after the probes) would refuse this plan:\n%s", GiB(g.free), p.Table())
+			}
+		}
+		if c.wantRefusals && refusals == 0 {
+			t.Errorf("%s: no budget where a second read of the free memory would refuse the plan; the test no longer shows the bug", c.cfg)
+		}
+	}
+	// Check refuses one micro-batch more than fits, saying both figures.
+	q := PlanRequest{Config: tiny, Policy: amp.FP32, Seq: 128, TotalBatch: 8 * 128, Fused: true, Reserve: 1 << 20, BudgetFrom: "DRUTO_GPU_MEMORY"}
+	q.Budget = q.Need(4, 2, gpt.RecomputeNone) + q.Reserve
+	var fe *FitError
+	if err := q.Check(4, 2, gpt.RecomputeNone); err != nil {
+		t.Errorf("B 4 at its own budget: %v", err)
+	}
+	if err := q.Check(8, 1, gpt.RecomputeNone); !errors.As(err, &fe) || !strings.Contains(err.Error(), GiB(q.Budget)) || !strings.Contains(err.Error(), "DRUTO_GPU_MEMORY") {
+		t.Errorf("B 8 past the budget: %v", err)
 	}
 }
