@@ -5,13 +5,14 @@
 //
 // A lab notebook's cell calls Check with an Exercise built from the
 // student's function (Softmax, CrossEntropy, LayerNorm, LayerNormBackward,
-// AdamW, ScalerUpdate). Check runs the function in a goroutine, catches a
-// panic and stops waiting after a time limit, and shows one short paragraph
-// in the notebook's language: which output and index went wrong, expected
-// against got, the error against the tolerance, and a hint chosen from the
-// kind of mistake (a transposed layout, a missing max-subtraction, a
-// variance over N-1, ...). Each check ends with a score line and a JSON
-// record that Grade collects from executed notebooks.
+// AdamW, ScalerUpdate, Attention, AttentionBackward). Check runs the
+// function in a goroutine, catches a panic and stops waiting after a time
+// limit, and shows one short paragraph in the notebook's language: which
+// output and index went wrong, expected against got, the error against the
+// tolerance, and a hint chosen from the kind of mistake (a transposed
+// layout, a missing max-subtraction, a variance over N-1, a missing causal
+// mask, ...). Each check ends with a score line and a JSON record that
+// Grade collects from executed notebooks.
 //
 // Release writes student notebooks from solution notebooks (each
 // "// BEGIN SOLUTION" ... "// END SOLUTION" block replaced by a stub), and

@@ -244,7 +244,15 @@ func show(lang string, res Result) {
 // atol and rtol (tensor.Tolerance). It returns the worst element's
 // failure, nil when every element passes.
 func compare(output string, got []float32, want []float64, dims []int, scale float64) *Failure {
+	return compareAbs(output, got, want, dims, scale, 1)
+}
+
+// compareAbs is compare with the absolute tolerance at the scale abs:
+// |got-want| <= scale·(atol·abs + rtol·|want|), for an output whose
+// elements sum terms that cancel (the contract's RelNorm, abs its RMS).
+func compareAbs(output string, got []float32, want []float64, dims []int, scale, abs float64) *Failure {
 	atol, rtol := tensor.Tolerance(tensor.F32)
+	atol *= abs
 	var worst *Failure
 	ratio := 1.0
 	for i, w := range want {

@@ -11,7 +11,7 @@ import (
 
 func TestSolutionsPass(t *testing.T) {
 	for _, ex := range []Exercise{Softmax(solSoftmax), CrossEntropy(solCrossEntropy), LayerNorm(solLayerNorm),
-		LayerNormBackward(solLayerNormBackward), AdamW(solAdamW), ScalerUpdate(solScalerUpdate)} {
+		LayerNormBackward(solLayerNormBackward), AdamW(solAdamW), ScalerUpdate(solScalerUpdate), Attention(solAttention), AttentionBackward(solAttentionBackward)} {
 		res := Run(ex, time.Minute)
 		if !res.Passed || res.Points != res.Max || res.Max == 0 {
 			t.Errorf("%s: %d of %d, %s", ex.Name, res.Points, res.Max, Feedback("en", res))
@@ -291,7 +291,7 @@ func lab3Mistakes() []planted {
 // TestPlantedMistakes checks that each planted mistake fails its check
 // with the hint for its kind, in both languages' feedback.
 func TestPlantedMistakes(t *testing.T) {
-	for lab, ps := range map[string][]planted{"lab 1": lab1Mistakes(), "lab 2": lab2Mistakes(), "lab 3": lab3Mistakes()} {
+	for lab, ps := range map[string][]planted{"lab 1": lab1Mistakes(), "lab 2": lab2Mistakes(), "lab 3": lab3Mistakes(), "lab 4": lab4Mistakes()} {
 		if len(ps) < 5 {
 			t.Errorf("%s: %d planted mistakes, want at least 5", lab, len(ps))
 		}
@@ -356,9 +356,147 @@ func TestCatalogue(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"All %d cases match the reference. Well done!", "Hint: %s", "%d of %d cases", "%d steps", "n=%d, step %d",
-		"step %d (finite gradients)", "step %d (an overflow)", "the gradient against finite differences", "large logits (about 100)"} {
+		"step %d (finite gradients)", "step %d (an overflow)", "the gradient against finite differences", "large logits (about 100)",
+		"large scores (about 1800)"} {
 		if _, ok := bangla[f]; !ok {
 			t.Errorf("%q has no Bangla", f)
 		}
 	}
+}
+
+// attnHead is head h of sequence b in lab 4's tensors, as the notebook's
+// head type: row is the head's hs values at position t of q, k or v
+// (part 0, 1, 2) in qkv (B,T,3C), or, with layout set, in a (B,T,NH,3,hs)
+// qkv (the planted layout mistake).
+type attnHead struct {
+	b, h, T, C, NH int
+	layout         bool
+}
+
+func (x attnHead) row(qkv []float32, t, part int) []float32 {
+	hs := x.C / x.NH
+	i := (x.b*x.T+t)*3*x.C + part*x.C + x.h*hs
+	if x.layout {
+		i = (x.b*x.T+t)*3*x.C + (3*x.h+part)*hs
+	}
+	return qkv[i : i+hs]
+}
+
+func dot32(x, y []float32) (s float32) {
+	for i := range x {
+		s += x[i] * y[i]
+	}
+	return s
+}
+
+// axpyOrSet adds a·x into y, or stores it with set.
+func axpyOrSet(a float32, x, y []float32, set bool) {
+	for i := range x {
+		if set {
+			y[i] = 0
+		}
+		y[i] += a * x[i]
+	}
+}
+
+// attentionWith is the notebook's solution of lab 4's forward with one
+// mistake: "nomask", "maskoff" (one later key let in), "scale" (none),
+// "headsize" (1/√C), "maxsub" (no max subtracted), "layout", "outlayout".
+func attentionWith(mistake string) AttentionFunc {
+	return func(out, att, qkv []float32, B, T, C, NH int) {
+		hs := C / NH
+		scale := float32(1 / math.Sqrt(float64(hs)))
+		switch mistake {
+		case "scale":
+			scale = 1
+		case "headsize":
+			scale = float32(1 / math.Sqrt(float64(C)))
+		}
+		for bh := range B * NH {
+			x := attnHead{bh / NH, bh % NH, T, C, NH, mistake == "layout"}
+			for t := range T {
+				last := t
+				switch mistake {
+				case "nomask":
+					last = T - 1
+				case "maskoff":
+					last = min(t+1, T-1)
+				}
+				row := att[(bh*T+t)*T:][:T]
+				for t2 := range last + 1 {
+					row[t2] = dot32(x.row(qkv, t, 0), x.row(qkv, t2, 1)) * scale
+				}
+				live, mx, sum := row[:last+1], row[0], float32(0)
+				for _, v := range live {
+					mx = max(mx, v)
+				}
+				if mistake == "maxsub" {
+					mx = 0
+				}
+				for j, v := range live {
+					live[j] = float32(math.Exp(float64(v - mx)))
+					sum += live[j]
+				}
+				o := out[(x.b*T+t)*C+x.h*hs:]
+				if mistake == "outlayout" {
+					o = out[(bh*T+t)*hs:]
+				}
+				for t2 := range live {
+					live[t2] /= sum
+					axpyOrSet(live[t2], x.row(qkv, t2, 2), o, false)
+				}
+			}
+		}
+	}
+}
+
+// attentionBackwardWith is the notebook's solution of lab 4's backward
+// with one mistake: "softmaxbwd" (no Σ p·dp), "bwdscale" (none),
+// "accumulate" (every gradient stored, not added), "dk" (dk left out).
+func attentionBackwardWith(mistake string) AttentionBackwardFunc {
+	return func(dqkv, dout, qkv, att []float32, B, T, C, NH int) {
+		hs := C / NH
+		scale := float32(1 / math.Sqrt(float64(hs)))
+		if mistake == "bwdscale" {
+			scale = 1
+		}
+		set := mistake == "accumulate"
+		for bh := range B * NH {
+			x := attnHead{bh / NH, bh % NH, T, C, NH, false}
+			for t := range T {
+				g, p := dout[(x.b*T+t)*C+x.h*hs:][:hs], att[(bh*T+t)*T:][:t+1]
+				ds, s := make([]float32, t+1), float32(0)
+				for t2 := range t + 1 {
+					ds[t2] = dot32(g, x.row(qkv, t2, 2))
+					axpyOrSet(p[t2], g, x.row(dqkv, t2, 2), set)
+					s += p[t2] * ds[t2]
+				}
+				for t2 := range t + 1 {
+					if mistake != "softmaxbwd" {
+						ds[t2] -= s
+					}
+					ds[t2] *= p[t2]
+				}
+				for t2 := range t + 1 {
+					axpyOrSet(ds[t2]*scale, x.row(qkv, t2, 1), x.row(dqkv, t, 0), set)
+					if mistake != "dk" {
+						axpyOrSet(ds[t2]*scale, x.row(qkv, t, 0), x.row(dqkv, t2, 1), set)
+					}
+				}
+			}
+		}
+	}
+}
+
+func lab4Mistakes() []planted {
+	var ps []planted
+	for _, m := range []string{"nomask", "maskoff", "scale", "headsize", "maxsub", "layout", "outlayout"} {
+		ps = append(ps, planted{"attention " + m, m, Attention(attentionWith(m))})
+	}
+	for _, m := range []string{"softmaxbwd", "bwdscale", "accumulate", "dk"} {
+		ps = append(ps, planted{"attention backward " + m, m, AttentionBackward(attentionBackwardWith(m))})
+	}
+	return append(ps,
+		planted{"attention stub", "empty", Attention(func(out, att, qkv []float32, B, T, C, NH int) {})},
+		planted{"attention backward stub", "empty", AttentionBackward(func(dqkv, dout, qkv, att []float32, B, T, C, NH int) {})})
 }

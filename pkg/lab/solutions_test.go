@@ -6,7 +6,7 @@ import (
 	"github.com/druto/druto/pkg/amp"
 )
 
-// The solutions of labs 1-3, as the solution notebooks write them.
+// The solutions of labs 1-4, as the solution notebooks write them.
 
 func solSoftmax(probs, logits []float32, N, V int) {
 	for i := range N {
@@ -34,12 +34,14 @@ func solCrossEntropy(losses, dlogits, logits []float32, targets []int32, N, V in
 	}
 }
 
-// The layernorm and AdamW solutions are lab_test.go's builders of
-// planted mistakes, with none planted.
+// The layernorm, AdamW and attention solutions are lab_test.go's
+// builders of planted mistakes, with none planted.
 var (
 	solLayerNorm         = layerNormWith("")
 	solLayerNormBackward = layerNormBackwardWith("")
 	solAdamW             = adamWWith("")
+	solAttention         = attentionWith("")
+	solAttentionBackward = attentionBackwardWith("")
 )
 
 func solScalerUpdate(s *amp.GradScaler, finite bool) bool {
