@@ -154,7 +154,8 @@ func (d *Device) fail(err error) {
 }
 
 // parallel splits [0,n) into contiguous chunks of at least grain items and
-// runs fn on each from up to d.threads goroutines.
+// runs fn on each from up to d.threads goroutines: the caller's and the
+// team's helpers (team.go), or new goroutines when the team is busy.
 func (d *Device) parallel(n, grain int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
@@ -170,9 +171,14 @@ func (d *Device) parallel(n, grain int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
 	chunk := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += chunk {
+	if teamRun(n, chunk, workers, fn) {
+		return
+	}
+	// The first chunk runs on the calling goroutine: one goroutine fewer to
+	// start and wake per call.
+	var wg sync.WaitGroup
+	for lo := chunk; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
 		wg.Add(1)
 		go func(lo, hi int) {
@@ -180,6 +186,7 @@ func (d *Device) parallel(n, grain int, fn func(lo, hi int)) {
 			fn(lo, hi)
 		}(lo, hi)
 	}
+	fn(0, min(chunk, n))
 	wg.Wait()
 }
 

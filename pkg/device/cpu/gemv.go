@@ -28,7 +28,7 @@ func (d *Device) gemvOK(N int, w *tensor.Tensor) bool {
 // F32 or BF16.
 func (d *Device) gemv(y, x []float32, w *tensor.Tensor, N, C, OC int) {
 	quads := (OC + 3) / 4
-	grain := max(4, (1<<15)/max(C, 1)) // ≥ ~128 KiB of fp32 weights a chunk: a hand-off costs a few µs
+	grain := max(4, (1<<13)/max(C, 1)) // ≥ ~32 KiB of fp32 weights a chunk
 	d.parallel(quads, grain, func(lo, hi int) {
 		var acc [32]float32
 		for r := range N {
