@@ -1,0 +1,108 @@
+package gpu
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/druto/druto/internal/gputest"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// BenchmarkGPUDecodeOps: each op of a gpt2-124M decode step (bf16, the
+// fused device) at batch 1 and 64, captured 20 times into one CUDA graph
+// and replayed: µs an op, without launch overhead, as the decode graph runs
+// them (the attention over 200 cached positions of 1024). "step" is the sum
+// a step makes of them: 12 layers of the block's ops, then the head.
+func BenchmarkGPUDecodeOps(b *testing.B) {
+	fx.once.Do(fx.setup)
+	if fx.err != nil {
+		gputest.Skip(b, fx.err)
+	}
+	d := fx.fused
+	const C, NH, S, V, L, reps = 768, 12, 1024, 50304, 12, 20
+	dt := tensor.BF16
+	for _, B := range []int{1, 64} {
+		alloc := func(dt tensor.DType, shape ...int) *tensor.Tensor {
+			t, err := d.Alloc(dt, shape...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { d.Free(t) })
+			return t
+		}
+		x, ln, res := alloc(tensor.F32, B, C), alloc(dt, B, C), alloc(tensor.F32, B, C)
+		mean, rstd := alloc(tensor.F32, B), alloc(tensor.F32, B)
+		lnw, lnb := alloc(dt, C), alloc(dt, C)
+		qkv, atty, proj := alloc(dt, B, 3*C), alloc(dt, B, C), alloc(dt, B, C)
+		fch, fchG := alloc(dt, B, 4*C), alloc(dt, B, 4*C)
+		wqkv, bqkv := alloc(dt, 3*C, C), alloc(dt, 3*C)
+		wproj, bproj := alloc(dt, C, C), alloc(dt, C)
+		wfc, bfc := alloc(dt, 4*C, C), alloc(dt, 4*C)
+		wfp, bfp := alloc(dt, C, 4*C), alloc(dt, C)
+		wte, logits := alloc(dt, V, C), alloc(dt, B, V)
+		kc, vc := alloc(dt, B, NH, S, C/NH), alloc(dt, B, NH, S, C/NH)
+		pos, ids := alloc(tensor.I32, B), alloc(tensor.I32, B)
+		table, rows := alloc(tensor.I32, 1, V), alloc(tensor.I32, B, device.RowLen)
+		hp := make([]int32, B)
+		for i := range hp {
+			hp[i] = 200
+		}
+		hpos, _ := tensor.FromI32(hp, B)
+		d.Upload(pos, hpos)
+		hr := make([]int32, B*device.RowLen)
+		for i := range B {
+			hr[i*device.RowLen+device.RowLeft] = 1 << 20
+		}
+		hrows, _ := tensor.FromI32(hr, B, device.RowLen)
+		d.Upload(rows, hrows)
+		if err := d.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		ops := []struct {
+			name  string
+			times int // a step's count
+			fn    func()
+		}{
+			{"qkv", L, func() { d.Matmul(qkv, nil, ln, wqkv, bqkv, B, C, 3*C, device.None) }},
+			{"kv_append", L, func() { d.KVAppend(kc, vc, qkv, pos, B, 1, C, NH, S) }},
+			{"attention", L, func() { d.AttentionDecode(atty, qkv, kc, vc, pos, B, C, NH, S) }},
+			{"attn_proj", L, func() { d.Matmul(proj, nil, atty, wproj, bproj, B, C, C, device.None) }},
+			{"residual_ln", 2 * L, func() { d.ResidualLayerNorm(res, ln, mean, rstd, x, proj, lnw, lnb, B, C) }},
+			{"fc_gelu", L, func() { d.Matmul(fchG, fch, ln, wfc, bfc, B, C, 4*C, device.GELU) }},
+			{"fc_proj", L, func() { d.Matmul(proj, nil, fchG, wfp, bfp, B, 4*C, C, device.None) }},
+			{"head_sample", 1, func() { d.SampleHead(ids, logits, ln, wte, table, rows, B, C, V, 1, device.Sampling{}) }},
+		}
+		var step float64
+		for _, op := range ops {
+			b.Run(fmt.Sprintf("B%d/%s", B, op.name), func(b *testing.B) {
+				g, err := d.Capture(func() error {
+					for range reps {
+						op.fn()
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.Close()
+				start := time.Now()
+				n := 0
+				for b.Loop() {
+					if err := g.Launch(); err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				if err := d.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				us := float64(time.Since(start).Microseconds()) / float64(n*reps)
+				b.ReportMetric(us, "µs/op")
+				step += us * float64(op.times)
+			})
+		}
+		b.Logf("B %d: a step's ops add up to %.1f µs (%.0f tokens/s)", B, step, float64(B)*1e6/step)
+	}
+}
