@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest/gpudev"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
@@ -15,7 +16,7 @@ import (
 // equal to the CPU's in fp32 (16-bit runs are compared until a near tie
 // parts them), and one graph launch per token after the capture.
 func TestGPUDecode(t *testing.T) {
-	g := fusedGPU(t)
+	g := gpudev.Fused(t)
 	if err := g.DecodeReady(); err != nil {
 		t.Fatalf("decode ops: %v", err)
 	}
