@@ -57,6 +57,27 @@ func TestContractCheck(t *testing.T) {
 	}
 }
 
+// TestClassFixed: F32, I32 and BF16 each fix the one dtype they admit;
+// Float and Wide admit every float dtype and fix none.
+func TestClassFixed(t *testing.T) {
+	dts := []tensor.DType{tensor.F32, tensor.BF16, tensor.F16, tensor.I32}
+	for _, c := range []Class{Float, Wide, F32, I32, BF16} {
+		f, fixed := c.Fixed()
+		n := 0
+		for _, dt := range dts {
+			if c.Has(dt) {
+				n++
+				if fixed && dt != f {
+					t.Errorf("%s: fixes %s but has %s", c, f, dt)
+				}
+			}
+		}
+		if fixed != (n == 1) || (!fixed && n != 3) {
+			t.Errorf("%s: fixed %v (%s), has %d of %v", c, fixed, f, n, dts)
+		}
+	}
+}
+
 // TestAdamWArgs: bad steps and layouts are errors; a good layout gives its
 // segments sorted by offset, empty ones left out, and the contract's sizes.
 func TestAdamWArgs(t *testing.T) {
