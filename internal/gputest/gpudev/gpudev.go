@@ -6,11 +6,12 @@
 package gpudev
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 
 	"github.com/druto/druto/internal/gputest"
-	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/gpu"
 )
@@ -33,22 +34,17 @@ func Fused(tb testing.TB) *gpu.Device {
 	return fused.dev
 }
 
-// open loads the libraries and builds a fused device on device 0.
+// open builds a fused device on device 0 as detection does (gpu.Probe),
+// or says why it could not.
 func open() (*gpu.Device, error) {
-	libs := cuda.Load(cuda.LoadOptions{})
-	if libs.Err != nil {
-		return nil, libs.Err
+	m, dev, errs := gpu.Probe(context.Background(), gpu.Config{Options: device.Options{Fused: true}})
+	switch {
+	case dev != nil:
+		return dev, nil
+	case !m.Support:
+		return nil, gpu.ErrNoGPUSupport
+	case len(errs) == 0:
+		return nil, gpu.ErrNoDevice
 	}
-	n, err := libs.Driver.DeviceCount()
-	if err == nil && n == 0 {
-		err = cuda.ErrNoDevice
-	}
-	if err != nil {
-		return nil, err
-	}
-	ctx, err := libs.Driver.NewContext(0)
-	if err != nil {
-		return nil, err
-	}
-	return gpu.NewWith(ctx, gpu.Config{Options: device.Options{Fused: true}, Libs: libs})
+	return nil, errors.Join(errs...)
 }
