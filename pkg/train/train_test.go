@@ -132,6 +132,29 @@ func runSteps(t *testing.T, tr *Trainer, n int) []float32 {
 	return out
 }
 
+// resumedRun runs o in one trainer to step at (its checkpoint in
+// o.OutDir), resumes a second trainer from there that runs to o's last
+// step, and returns the first trainer and the metrics the two wrote.
+func resumedRun(t *testing.T, o Options, at int) (*Trainer, []Metric) {
+	t.Helper()
+	a := newTrainer(t, o)
+	if err := a.Run(context.Background(), at, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := newTrainer(t, o)
+	if err := b.Resume(o.OutDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Run(context.Background(), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := ReadMetricsFile(filepath.Join(o.OutDir, MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, ms
+}
+
 // TestResumeExact: N steps, save, resume in a new trainer, N more steps,
 // gives bit-identical losses to 2N straight steps.
 func TestResumeExact(t *testing.T) {
@@ -140,21 +163,7 @@ func TestResumeExact(t *testing.T) {
 		straight := runSteps(t, newTrainer(t, o), 12)
 		dir := t.TempDir()
 		o.OutDir = dir
-		a := newTrainer(t, o)
-		if err := a.Run(context.Background(), 6, nil); err != nil {
-			t.Fatal(err)
-		}
-		b := newTrainer(t, o)
-		if err := b.Resume(dir); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Run(context.Background(), 0, nil); err != nil {
-			t.Fatal(err)
-		}
-		ms, err := ReadMetricsFile(filepath.Join(dir, MetricsFile))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, ms := resumedRun(t, o, 6)
 		if len(ms) != 12 {
 			t.Fatalf("%v: metrics has %d lines, want 12", p, len(ms))
 		}
