@@ -1,6 +1,7 @@
 // Package gputest is the GPU tests' one rule for a missing GPU or library:
 // skip with the reason or, with DRUTO_REQUIRE_GPU=1 (set it on the GPU
-// machine), fail, so that a skip cannot pass for a pass.
+// machine), fail, so that a skip cannot pass for a pass. Package gpudev
+// opens the GPU device that the tests above pkg/device/gpu share.
 package gputest
 
 import (

@@ -29,15 +29,26 @@ const (
 
 // Has reports whether dt belongs to the class.
 func (c Class) Has(dt tensor.DType) bool {
-	switch c {
-	case F32:
-		return dt == tensor.F32
-	case I32:
-		return dt == tensor.I32
-	case BF16:
-		return dt == tensor.BF16
+	if f, ok := c.Fixed(); ok {
+		return dt == f
 	}
 	return dt.Float()
+}
+
+// Fixed returns the one dtype of a class of one (F32, I32, BF16) and true:
+// an argument of such a class keeps its dtype under every precision policy
+// and in every test (AdamWBF16's bf16 moments stay bf16 where a test runs
+// the op in fp32). Float and Wide give false.
+func (c Class) Fixed() (tensor.DType, bool) {
+	switch c {
+	case F32:
+		return tensor.F32, true
+	case I32:
+		return tensor.I32, true
+	case BF16:
+		return tensor.BF16, true
+	}
+	return 0, false
 }
 
 // String names the class in error messages.
@@ -262,6 +273,35 @@ func MaxAbs(t *T) float64 {
 // 2u·Σ p_j·|v_j| <= 2u·max|v|, v being ts[i] (qkv, or a KV cache).
 func ProbFloor(i int) func(dt tensor.DType, s []int, ts []*T) float64 {
 	return func(dt tensor.DType, _ []int, ts []*T) float64 { return 2 * Unit(dt) * MaxAbs(ts[i]) }
+}
+
+// LogitsClose reports whether a model's logits on one device (got) agree
+// with another's (want) when activations are stored in dt, and if not,
+// where: element by element at scale 8 in fp32. In 16 bits the devices
+// round the activations at other points (a fused kernel keeps fp32 inside,
+// the CPU twins round at each op), and those roundings pass through every
+// layer, so the rule is ||got-want||/||want|| <= 4·rtol of dt, and each
+// element within 8u of the largest |want| (a near-zero logit carries the
+// rounding of the large terms it sums).
+func LogitsClose(got, want []float32, dt tensor.DType) error {
+	if dt == tensor.F32 {
+		return tensor.CloseF32(got, want, dt, 8)
+	}
+	_, rtol := tensor.Tolerance(dt)
+	if e := tensor.RelErr(got, want); e > 4*rtol {
+		return fmt.Errorf("relative error %.3g > 4·rtol(%s) = %.3g", e, dt, 4*rtol)
+	}
+	top := 0.0
+	for _, w := range want {
+		top = max(top, math.Abs(float64(w)))
+	}
+	bound := 8 * Unit(dt) * top
+	for i := range got {
+		if d := math.Abs(float64(got[i] - want[i])); !(d <= bound) {
+			return fmt.Errorf("element %d: got %g want %g, off by %.3g > 8 units of the largest logit %.3g (%.3g)", i, got[i], want[i], d, top, bound)
+		}
+	}
+	return nil
 }
 
 // floor sets q's Floor.

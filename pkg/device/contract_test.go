@@ -57,6 +57,27 @@ func TestContractCheck(t *testing.T) {
 	}
 }
 
+// TestClassFixed: F32, I32 and BF16 each fix the one dtype they admit;
+// Float and Wide admit every float dtype and fix none.
+func TestClassFixed(t *testing.T) {
+	dts := []tensor.DType{tensor.F32, tensor.BF16, tensor.F16, tensor.I32}
+	for _, c := range []Class{Float, Wide, F32, I32, BF16} {
+		f, fixed := c.Fixed()
+		n := 0
+		for _, dt := range dts {
+			if c.Has(dt) {
+				n++
+				if fixed && dt != f {
+					t.Errorf("%s: fixes %s but has %s", c, f, dt)
+				}
+			}
+		}
+		if fixed != (n == 1) || (!fixed && n != 3) {
+			t.Errorf("%s: fixed %v (%s), has %d of %v", c, fixed, f, n, dts)
+		}
+	}
+}
+
 // TestAdamWArgs: bad steps and layouts are errors; a good layout gives its
 // segments sorted by offset, empty ones left out, and the contract's sizes.
 func TestAdamWArgs(t *testing.T) {
@@ -109,5 +130,48 @@ func TestRoundingRule(t *testing.T) {
 	}
 	if got := ProbFloor(1)(tensor.BF16, nil, []*T{nil, v}); got != 2*0x1p-8*3 {
 		t.Errorf("ProbFloor = %g, want 2u·3 (an infinity left out)", got)
+	}
+}
+
+// TestLogitsClose: in fp32 the element-wise rule at scale 8; in 16 bits
+// a rounding's error everywhere passes, and a wholesale error (the norm
+// bound), one element beyond 8u of the largest logit, a NaN or a short
+// slice fail.
+func TestLogitsClose(t *testing.T) {
+	want := make([]float32, 1000)
+	for i := range want {
+		want[i] = float32(i%13) - 6 // the largest |logit| is 6
+	}
+	off := func(f func(i int, w float32) float32) []float32 {
+		got := make([]float32, len(want))
+		for i, w := range want {
+			got[i] = f(i, w)
+		}
+		return got
+	}
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
+		u := float32(Unit(dt))
+		if err := LogitsClose(off(func(_ int, w float32) float32 { return w * (1 + u) }), want, dt); err != nil {
+			t.Errorf("%s: a rounding's error: %v", dt, err)
+		}
+		at := func(v float32) func(int, float32) float32 { // v at element 500
+			return func(i int, w float32) float32 {
+				if i == 500 {
+					return v
+				}
+				return w
+			}
+		}
+		bad := map[string][]float32{
+			"10% everywhere": off(func(_ int, w float32) float32 { return w * 1.1 }),
+			"one element":    off(at(want[500] + 0.3)), // 5% of the largest: 8u is 3.1% in bf16
+			"a NaN":          off(at(float32(math.NaN()))),
+			"short":          want[:999],
+		}
+		for name, got := range bad {
+			if err := LogitsClose(got, want, dt); err == nil {
+				t.Errorf("%s: %s passes", dt, name)
+			}
+		}
 	}
 }

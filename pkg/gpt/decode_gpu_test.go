@@ -1,24 +1,22 @@
 package gpt
 
 import (
-	"fmt"
-	"math"
 	"slices"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest/gpudev"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
-	"github.com/druto/druto/pkg/tensor"
 )
 
 // TestGPUDecode: on the GPU, for every policy, decoding over the cache
 // (prefill, then Next: the step and the draw as one graph) gives the logits
-// of the CPU's cache within the dtype's rule at every step, greedy tokens
+// of the CPU's cache within device.LogitsClose at every step, greedy tokens
 // equal to the CPU's in fp32 (16-bit runs are compared until a near tie
 // parts them), and one graph launch per token after the capture.
 func TestGPUDecode(t *testing.T) {
-	g := fusedGPU(t)
+	g := gpudev.Fused(t)
 	if err := g.DecodeReady(); err != nil {
 		t.Fatalf("decode ops: %v", err)
 	}
@@ -75,7 +73,7 @@ func TestGPUDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := decodeLogitsClose(gl, cl, dt); err != nil {
+			if err := device.LogitsClose(gl, cl, dt); err != nil {
 				t.Fatalf("%s step %d: logits: %v", p, step, err)
 			}
 			if !slices.Equal(gIDs, cIDs) {
@@ -104,32 +102,4 @@ func TestGPUDecode(t *testing.T) {
 		gm.Close()
 		cm.Close()
 	}
-}
-
-// decodeLogitsClose compares the GPU's logits with the CPU's: element by
-// element in fp32. In 16 bits the two devices round the activations at
-// other points (the GPU's fused ops keep fp32 inside, the CPU's twins round
-// at each op), and those roundings pass through every layer, so the rule is
-// the relative norm within 4·rtol of dt, and each element within 8 units of
-// the largest logit (a near-zero logit carries the rounding of the large
-// terms it sums).
-func decodeLogitsClose(got, want []float32, dt tensor.DType) error {
-	if dt == tensor.F32 {
-		return tensor.CloseF32(got, want, dt, 8)
-	}
-	_, rtol := tensor.Tolerance(dt)
-	if e := tensor.RelErr(got, want); e > 4*rtol {
-		return fmt.Errorf("relative error %.3g > 4·rtol(%s) = %.3g", e, dt, 4*rtol)
-	}
-	top := 0.0
-	for _, w := range want {
-		top = max(top, math.Abs(float64(w)))
-	}
-	bound := 8 * device.Unit(dt) * top
-	for i := range got {
-		if d := math.Abs(float64(got[i] - want[i])); !(d <= bound) {
-			return fmt.Errorf("element %d: got %g want %g, off by %.3g > 8 units of the largest logit %.3g (%.3g)", i, got[i], want[i], d, top, bound)
-		}
-	}
-	return nil
 }

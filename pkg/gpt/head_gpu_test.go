@@ -3,50 +3,12 @@ package gpt
 import (
 	"math"
 	"os"
-	"sync"
 	"testing"
 
-	"github.com/druto/druto/internal/gputest"
+	"github.com/druto/druto/internal/gputest/gpudev"
 	"github.com/druto/druto/pkg/amp"
-	"github.com/druto/druto/pkg/cuda"
-	"github.com/druto/druto/pkg/device"
-	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/tensor"
 )
-
-var gpuOnce struct {
-	sync.Once
-	dev *gpu.Device
-	err error
-}
-
-// fusedGPU returns a fused GPU device for this test binary, or skips (with
-// DRUTO_REQUIRE_GPU=1, fails) where none is usable.
-func fusedGPU(t *testing.T) *gpu.Device {
-	t.Helper()
-	gpuOnce.Do(func() {
-		libs := cuda.Load(cuda.LoadOptions{})
-		if gpuOnce.err = libs.Err; gpuOnce.err != nil {
-			return
-		}
-		n, err := libs.Driver.DeviceCount()
-		if err == nil && n == 0 {
-			err = cuda.ErrNoDevice
-		}
-		if gpuOnce.err = err; err != nil {
-			return
-		}
-		ctx, err := libs.Driver.NewContext(0)
-		if gpuOnce.err = err; err != nil {
-			return
-		}
-		gpuOnce.dev, gpuOnce.err = gpu.NewWith(ctx, gpu.Config{Options: device.Options{Fused: true}, Libs: libs})
-	})
-	if gpuOnce.err != nil {
-		gputest.Skip(t, gpuOnce.err)
-	}
-	return gpuOnce.dev
-}
 
 // TestGPUHeadChunked: on the GPU, a one-layer model of GPT-2's shape
 // (V 50304, C 768) at B 5 T 1024 runs its LM head in HeadRows chunks
@@ -59,7 +21,7 @@ func fusedGPU(t *testing.T) *gpu.Device {
 // MemoryOn counts for the model and its activations.
 func TestGPUHeadChunked(t *testing.T) {
 	t.Setenv(HeadRowsEnv, "") // the rule, not an override
-	dev := fusedGPU(t)
+	dev := gpudev.Fused(t)
 	cfg := Config{Vocab: 50304, MaxSeq: 1024, Layers: 1, Heads: 12, Channels: 768}
 	const B, T = 5, 1024
 	N := B * T

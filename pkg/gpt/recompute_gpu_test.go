@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/druto/druto/internal/gputest/gpudev"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -14,7 +15,7 @@ import (
 // deterministic for a fixed shape, so most come out equal). It skips
 // where no GPU is usable (saying why).
 func TestGPURecomputeMatchesNone(t *testing.T) {
-	dev := fusedGPU(t)
+	dev := gpudev.Fused(t)
 	cfg := Config{Vocab: 256, MaxSeq: 64, Layers: 3, Heads: 4, Channels: 128}
 	const B, T = 4, 64
 	for _, p := range []amp.Policy{amp.FP32, amp.BF16} {

@@ -2,51 +2,13 @@ package train
 
 import (
 	"math"
-	"sync"
 	"testing"
 
-	"github.com/druto/druto/internal/gputest"
+	"github.com/druto/druto/internal/gputest/gpudev"
 	"github.com/druto/druto/pkg/amp"
-	"github.com/druto/druto/pkg/cuda"
-	"github.com/druto/druto/pkg/device"
-	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
-
-var gpuOnce struct {
-	sync.Once
-	dev *gpu.Device
-	err error
-}
-
-// fusedGPU returns a fused GPU device for this test binary, or skips (with
-// DRUTO_REQUIRE_GPU=1, fails) where none is usable, saying why.
-func fusedGPU(t *testing.T) *gpu.Device {
-	t.Helper()
-	gpuOnce.Do(func() {
-		libs := cuda.Load(cuda.LoadOptions{})
-		if gpuOnce.err = libs.Err; gpuOnce.err != nil {
-			return
-		}
-		n, err := libs.Driver.DeviceCount()
-		if err == nil && n == 0 {
-			err = cuda.ErrNoDevice
-		}
-		if gpuOnce.err = err; err != nil {
-			return
-		}
-		ctx, err := libs.Driver.NewContext(0)
-		if gpuOnce.err = err; err != nil {
-			return
-		}
-		gpuOnce.dev, gpuOnce.err = gpu.NewWith(ctx, gpu.Config{Options: device.Options{Fused: true}, Libs: libs})
-	})
-	if gpuOnce.err != nil {
-		gputest.Skip(t, gpuOnce.err)
-	}
-	return gpuOnce.dev
-}
 
 // TestGPUAccumMatchesOneBatch is TestAccumMatchesOneBatch on the GPU, in
 // the graph step (a micro graph replayed 4 times a step, then the update
@@ -54,7 +16,7 @@ func fusedGPU(t *testing.T) *gpu.Device {
 // one batch of 8, the losses and gradient norms within the policy's
 // tolerance, the parameters in relative norm.
 func TestGPUAccumMatchesOneBatch(t *testing.T) {
-	dev := fusedGPU(t)
+	dev := gpudev.Fused(t)
 	const steps, B, n = 6, 2, 4
 	for _, p := range []amp.Policy{amp.FP32, amp.BF16} {
 		t.Run(p.String(), func(t *testing.T) {

@@ -200,30 +200,16 @@ func TestAccumMicroOverflowSkipsStep(t *testing.T) {
 	defer tr.Close()
 	tr.microHook = func(step, micro int, g *tensor.Tensor) {
 		if step == 3 && micro == 1 {
-			h := tensor.New(tensor.F32, g.Numel())
-			tr.dev.Download(h, g)
-			h.F32()[77] = float32(math.Inf(1))
-			tr.dev.Upload(g, h)
+			setInf(tr, g, 77)
 		}
 	}
 	runSteps(t, tr, 2)
-	before, scale := snapshot(t, tr), tr.Scaler.Scale
-	m, err := tr.Step()
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := snapshot(t, tr)
-	for k := range before {
-		for i := range before[k] {
-			if math.Float32bits(before[k][i]) != math.Float32bits(after[k][i]) {
-				t.Fatalf("buffer %d element %d changed on a skipped step", k, i)
-			}
-		}
-	}
+	scale := tr.Scaler.Scale
+	m, _ := skippedStep(t, tr)
 	if !m.StepSkipped || m.Skipped != 1 || tr.Scaler.Scale != scale/2 || tr.Opt.Steps != 2 {
 		t.Fatalf("step 3: skipped %v (%d), scale %g (was %g), optimizer steps %d", m.StepSkipped, m.Skipped, tr.Scaler.Scale, scale, tr.Opt.Steps)
 	}
-	if m, err = tr.Step(); err != nil || m.StepSkipped || tr.Opt.Steps != 3 {
+	if m, err := tr.Step(); err != nil || m.StepSkipped || tr.Opt.Steps != 3 {
 		t.Fatalf("the step after the skip: %+v %v", m, err)
 	}
 }

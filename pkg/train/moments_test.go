@@ -22,22 +22,8 @@ func TestBF16MomentsResume(t *testing.T) {
 	straight := runSteps(t, newTrainer(t, o), 8)
 	dir := t.TempDir()
 	o.OutDir = dir
-	a := newTrainer(t, o)
-	if err := a.Run(context.Background(), 4, nil); err != nil {
-		t.Fatal(err)
-	}
-	saved := snapshot(t, a)
-	b := newTrainer(t, o)
-	if err := b.Resume(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Run(context.Background(), 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := ReadMetricsFile(filepath.Join(dir, MetricsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, ms := resumedRun(t, o, 4)
+	saved := snapshot(t, a) // the moments saved at step 4
 	for i, m := range ms {
 		if m.Loss != straight[i] {
 			t.Errorf("step %d: resumed loss %v, straight %v", i+1, m.Loss, straight[i])

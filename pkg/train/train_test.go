@@ -132,6 +132,29 @@ func runSteps(t *testing.T, tr *Trainer, n int) []float32 {
 	return out
 }
 
+// resumedRun runs o in one trainer to step at (its checkpoint in
+// o.OutDir), resumes a second trainer from there that runs to o's last
+// step, and returns the first trainer and the metrics the two wrote.
+func resumedRun(t *testing.T, o Options, at int) (*Trainer, []Metric) {
+	t.Helper()
+	a := newTrainer(t, o)
+	if err := a.Run(context.Background(), at, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := newTrainer(t, o)
+	if err := b.Resume(o.OutDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Run(context.Background(), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := ReadMetricsFile(filepath.Join(o.OutDir, MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, ms
+}
+
 // TestResumeExact: N steps, save, resume in a new trainer, N more steps,
 // gives bit-identical losses to 2N straight steps.
 func TestResumeExact(t *testing.T) {
@@ -140,21 +163,7 @@ func TestResumeExact(t *testing.T) {
 		straight := runSteps(t, newTrainer(t, o), 12)
 		dir := t.TempDir()
 		o.OutDir = dir
-		a := newTrainer(t, o)
-		if err := a.Run(context.Background(), 6, nil); err != nil {
-			t.Fatal(err)
-		}
-		b := newTrainer(t, o)
-		if err := b.Resume(dir); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Run(context.Background(), 0, nil); err != nil {
-			t.Fatal(err)
-		}
-		ms, err := ReadMetricsFile(filepath.Join(dir, MetricsFile))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, ms := resumedRun(t, o, 6)
 		if len(ms) != 12 {
 			t.Fatalf("%v: metrics has %d lines, want 12", p, len(ms))
 		}
@@ -182,22 +191,20 @@ func snapshot(t *testing.T, tr *Trainer) [3][]float32 {
 	return out
 }
 
-// TestInfGradientSkipsStep: an Inf injected into one step's gradients skips
-// exactly that step (parameters and both moments unchanged), halves the
-// scale, and training goes on.
-func TestInfGradientSkipsStep(t *testing.T) {
-	tr := newTrainer(t, testOptions(10, amp.FP16))
-	tr.gradHook = func(step int, g *tensor.Tensor) {
-		if step == 3 {
-			h := tensor.New(tensor.F32, g.Numel())
-			tr.dev.Download(h, g)
-			h.F32()[1234] = float32(math.Inf(1))
-			tr.dev.Upload(g, h)
-		}
-	}
-	runSteps(t, tr, 2)
+// setInf sets element i of tr's device gradients g to +Inf.
+func setInf(tr *Trainer, g *tensor.Tensor, i int) {
+	h := tensor.New(tensor.F32, g.Numel())
+	tr.dev.Download(h, g)
+	h.F32()[i] = float32(math.Inf(1))
+	tr.dev.Upload(g, h)
+}
+
+// skippedStep takes tr's next step, which an Inf in its gradients must
+// skip: it fails t if the step changed a bit of the parameters or of
+// either moment, and returns the step's metrics and the snapshot after it.
+func skippedStep(t *testing.T, tr *Trainer) (Metric, [3][]float32) {
+	t.Helper()
 	before := snapshot(t, tr)
-	scale := tr.Scaler.Scale
 	m, err := tr.Step()
 	if err != nil {
 		t.Fatal(err)
@@ -210,10 +217,26 @@ func TestInfGradientSkipsStep(t *testing.T) {
 			}
 		}
 	}
+	return m, after
+}
+
+// TestInfGradientSkipsStep: an Inf injected into one step's gradients skips
+// exactly that step (parameters and both moments unchanged), halves the
+// scale, and training goes on.
+func TestInfGradientSkipsStep(t *testing.T) {
+	tr := newTrainer(t, testOptions(10, amp.FP16))
+	tr.gradHook = func(step int, g *tensor.Tensor) {
+		if step == 3 {
+			setInf(tr, g, 1234)
+		}
+	}
+	runSteps(t, tr, 2)
+	scale := tr.Scaler.Scale
+	m, after := skippedStep(t, tr)
 	if tr.Scaler.Scale != scale/2 || m.Skipped != 1 || tr.Opt.Steps != 2 {
 		t.Fatalf("scale %g (was %g), skipped %d, optimizer steps %d", tr.Scaler.Scale, scale, m.Skipped, tr.Opt.Steps)
 	}
-	m, err = tr.Step()
+	m, err := tr.Step()
 	if err != nil || m.Skipped != 1 || tr.Opt.Steps != 3 {
 		t.Fatalf("the step after the skip: %+v %v", m, err)
 	}

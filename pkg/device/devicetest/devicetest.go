@@ -224,13 +224,12 @@ func (c Case) DTypeOf(i int) tensor.DType {
 	if dt, ok := c.DTypes[i]; ok {
 		return dt
 	}
-	switch c.Contract.Params[i].Class {
-	case device.Wide, device.F32:
+	cl := c.Contract.Params[i].Class
+	if dt, ok := cl.Fixed(); ok {
+		return dt
+	}
+	if cl == device.Wide {
 		return tensor.F32
-	case device.I32:
-		return tensor.I32
-	case device.BF16:
-		return tensor.BF16
 	}
 	return c.DType
 }
