@@ -142,17 +142,7 @@ __device__ __forceinline__ void adamw_chunk(float* __restrict__ master, T* __res
 // master, grads, m, v (total) fp32; work (total) T or null; chunks (nchunks, 2)
 extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
     pdl_enter();
-    AdamC c;
-    c.gs = gs;
-    c.scaled = scaled;
-    c.decay = decay;
-    c.w1 = w1;
-    c.small = small;
-    c.b2 = b2;
-    c.w2 = w2;
-    c.step = step;
-    c.bc2 = bc2;
-    c.eps = eps;
+    AdamC c = {gs, decay, w1, b2, w2, step, bc2, eps, scaled, small};
     adamw_chunk(master, work, grads, m, v, chunks, do_decay, vec, c);
 }
 
@@ -165,6 +155,16 @@ extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
 #define ST_STEP 12
 #define ST_BC2 13
 
+// adam_from_state takes the per-step values of c from the step state st
+// (the device-resident step: pkg/device's Slot* constants).
+__device__ __forceinline__ void adam_from_state(AdamC& c, const float* __restrict__ st) {
+    c.gs = st[ST_GRADSCALE];
+    c.scaled = c.gs != 1.0f;
+    c.decay = st[ST_DECAY];
+    c.step = st[ST_STEP];
+    c.bc2 = st[ST_BC2];
+}
+
 // adamw_fused2 with gs, decay, step and bc2 from st (StateLen) fp32; a no-op
 // unless st[ST_FINITE] is set.
 #define ADAMW_STATE_ARGS                                                                                        \
@@ -175,17 +175,8 @@ extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
 extern "C" __global__ void adamw_fused_state2(ADAMW_STATE_ARGS) {
     pdl_enter();
     if (st[ST_FINITE] == 0.0f) return;
-    AdamC c;
-    c.gs = st[ST_GRADSCALE];
-    c.scaled = c.gs != 1.0f;
-    c.decay = st[ST_DECAY];
-    c.w1 = w1;
-    c.small = small;
-    c.b2 = b2;
-    c.w2 = w2;
-    c.step = st[ST_STEP];
-    c.bc2 = st[ST_BC2];
-    c.eps = eps;
+    AdamC c = {1.0f, 1.0f, w1, b2, w2, 0.0f, 1.0f, eps, 0, small};
+    adam_from_state(c, st);
     adamw_chunk(master, work, grads, m, v, chunks, st[ST_DODECAY] != 0.0f, vec, c);
 }
 
@@ -254,25 +245,11 @@ extern "C" __global__ void adamw_bf16m(float* __restrict__ master, T* __restrict
                                        const unsigned int* __restrict__ chunks, const float* __restrict__ st, float gs,
                                        int scaled, float decay, int do_decay, float w1, int small, float b2, float w2,
                                        float step, float bc2, float eps, unsigned long long seed, unsigned int stepno) {
-    AdamC c;
-    c.gs = gs;
-    c.scaled = scaled;
-    c.decay = decay;
-    c.w1 = w1;
-    c.small = small;
-    c.b2 = b2;
-    c.w2 = w2;
-    c.step = step;
-    c.bc2 = bc2;
-    c.eps = eps;
+    AdamC c = {gs, decay, w1, b2, w2, step, bc2, eps, scaled, small};
     if (st != 0) {
         if (st[ST_FINITE] == 0.0f) return;
-        c.gs = st[ST_GRADSCALE];
-        c.scaled = c.gs != 1.0f;
-        c.decay = st[ST_DECAY];
+        adam_from_state(c, st);
         do_decay = st[ST_DODECAY] != 0.0f;
-        c.step = st[ST_STEP];
-        c.bc2 = st[ST_BC2];
         stepno = (unsigned int)st[ST_OPTSTEPS];
     }
     const size_t lo = chunks[2 * blockIdx.x];
