@@ -14,11 +14,7 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return sqrtf(a); }
-thread_local dim3e threadIdx, blockIdx;
-dim3e blockDim, gridDim;
-float __shfl_xor_sync(unsigned, float v, int) { return v; } // unused here
-float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
-unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
+#include "../harness.h"
 #include "adamw.cu"
 
 static float bits(unsigned u) { return __uint_as_float(u); }

@@ -6,52 +6,10 @@
 //   usage: emu_F32 (no arguments: a fixed set of cases; exit 1 on a mismatch)
 // emu.h (../flash) is included first by run.sh (-include).
 #include <algorithm>
-#include <cstdio>
-#include <random>
-thread_local dim3e threadIdx, blockIdx;
-dim3e blockDim, gridDim;
-static std::barrier<>* cta;
-static std::vector<std::barrier<>*> warpbar;
-static uint64_t slot[64][32];
-void __syncthreads() { cta->arrive_and_wait(); }
-template <typename V> static V shfl(V v, int off) {
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    uint64_t u = 0;
-    memcpy(&u, &v, sizeof v);
-    slot[w][l] = u;
-    warpbar[w]->arrive_and_wait();
-    uint64_t r = slot[w][l ^ off];
-    warpbar[w]->arrive_and_wait();
-    V out;
-    memcpy(&out, &r, sizeof out);
-    return out;
-}
-float __shfl_xor_sync(unsigned, float v, int off) { return shfl(v, off); }
-double __shfl_xor_sync(unsigned, double v, int off) { return shfl(v, off); }
-unsigned long long __shfl_xor_sync(unsigned, unsigned long long v, int off) { return shfl(v, off); }
-float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
-unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
+#include "../harness.h"
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 using std::exp;
 #include "decode.cu"
-
-static void launch(int gx, int gy, int threads, std::function<void()> fn) {
-    gridDim = {(unsigned)gx, (unsigned)gy, 1};
-    blockDim = {(unsigned)threads, 1, 1};
-    std::barrier<> b(threads);
-    cta = &b;
-    std::vector<std::barrier<>*> wb;
-    for (int i = 0; i < threads / 32; i++) wb.push_back(new std::barrier<>(32));
-    warpbar = wb;
-    for (int y = 0; y < gy; y++)
-        for (int x = 0; x < gx; x++) {
-            std::vector<std::thread> th;
-            for (int i = 0; i < threads; i++)
-                th.emplace_back([&, i, x, y] { threadIdx = {(unsigned)i, 0, 0}; blockIdx = {(unsigned)x, (unsigned)y, 0}; fn(); });
-            for (auto& t : th) t.join();
-        }
-    for (auto p : wb) delete p;
-}
 
 static std::mt19937_64 rng(7);
 static double normal() { return std::normal_distribution<double>()(rng); }

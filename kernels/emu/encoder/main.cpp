@@ -25,21 +25,13 @@
 #include <cstdio>
 #include <random>
 #include <string>
-thread_local dim3e threadIdx, blockIdx;
-dim3e blockDim, gridDim;
-static std::barrier<>* cta;
-static std::vector<std::barrier<>*> warpbar;
-static unsigned slot[64][32];
-void __syncthreads() { cta->arrive_and_wait(); }
-static void wsync() { warpbar[threadIdx.x >> 5]->arrive_and_wait(); }
-void __syncwarp() { wsync(); }
-float __shfl_xor_sync(unsigned, float v, int) { return v; } // unused here
+#include "../harness.h"
 unsigned __ballot_sync(unsigned, bool p) {
     int w = threadIdx.x >> 5, l = threadIdx.x & 31;
     slot[w][l] = p;
     wsync();
     unsigned r = 0;
-    for (int i = 0; i < 32; i++) r |= slot[w][i] << i;
+    for (int i = 0; i < 32; i++) r |= (unsigned)slot[w][i] << i;
     wsync();
     return r;
 }
@@ -47,29 +39,7 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
-unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
 #include "encoder.cu"
-
-static bool reverseBlocks; // run the blocks of a launch last to first
-
-static void launch(int gx, int threads, std::function<void()> fn) {
-    gridDim = {(unsigned)gx, 1, 1};
-    blockDim = {(unsigned)threads, 1, 1};
-    std::barrier<> b(threads);
-    cta = &b;
-    std::vector<std::barrier<>*> wb;
-    for (int i = 0; i < threads / 32; i++) wb.push_back(new std::barrier<>(32));
-    warpbar = wb;
-    for (int n = 0; n < gx; n++) {
-        int x = reverseBlocks ? gx - 1 - n : n;
-        std::vector<std::thread> th;
-        for (int i = 0; i < threads; i++)
-            th.emplace_back([&, i, x] { threadIdx = {(unsigned)i, 0, 0}; blockIdx = {(unsigned)x, 0, 0}; fn(); });
-        for (auto& t : th) t.join();
-    }
-    for (auto p : wb) delete p;
-}
 
 static int blocks(int n, int per) { return (n + per - 1) / per; }
 
@@ -112,21 +82,21 @@ static void backward(const Plan& pl, std::vector<float>& te, std::vector<float>&
     memset(part.data(), poison, part.size() * 4);
     int nW = blocks(Tn * C, ENC_THREADS);
     auto w = [&](int i) { return nW * i / (1 + pl.passes); };
-    launch(pl.tiles + w(1), ENC_THREADS, [&] {
+    launch(pl.tiles + w(1), 1, ENC_THREADS, [&] {
         encoder_sort_count(hcnt.data(), look.data(), pe.data(), dout.data(), tok.data(), B, Tn, C, V, pl.passes, pl.tiles, pl.items, 0);
     });
     for (int p = 0; p < pl.passes; p++) {
         int out = p & 1;
-        launch(pl.tiles + w(p + 2) - w(p + 1), ENC_THREADS, [&] {
+        launch(pl.tiles + w(p + 2) - w(p + 1), 1, ENC_THREADS, [&] {
             encoder_sort_pass(keys[out].data(), vals[out].data(), keys[out ^ 1].data(), vals[out ^ 1].data(), tok.data(), hcnt.data(),
                               look.data(), pe.data(), dout.data(), B, Tn, C, V, p, pl.tiles, pl.items, w(p + 1));
         });
     }
     int fin = (pl.passes - 1) & 1;
-    launch(pl.segs, ENC_THREADS, [&] {
+    launch(pl.segs, 1, ENC_THREADS, [&] {
         encoder_backward(te.data(), part.data(), dout.data(), keys[fin].data(), vals[fin].data(), BT, C, V, pl.kmask, pl.L);
     });
-    launch(pl.segs, ENC_THREADS, [&] {
+    launch(pl.segs, 1, ENC_THREADS, [&] {
         encoder_backward_fixup(te.data(), part.data(), keys[fin].data(), BT, C, V, pl.kmask, pl.L, pl.segs);
     });
     skey = keys[fin];
@@ -190,7 +160,7 @@ int main(int argc, char** argv) {
     int bad = 0;
     for (int vec = 0; vec <= (C % 4 == 0); vec++) {
         std::vector<float> out((size_t)BT * C, 1.0f);
-        launch(3, 64, [&] { encoder_forward(out.data(), wte.data(), wpe.data(), tok.data(), BT, Tn, C, V, vec); });
+        launch(3, 1, 64, [&] { encoder_forward(out.data(), wte.data(), wpe.data(), tok.data(), BT, Tn, C, V, vec); });
         if (memcmp(out.data(), rout.data(), out.size() * 4) != 0) {
             printf("forward vec=%d: not the reference's bits\n", vec);
             bad++;

@@ -8,28 +8,8 @@
 #include <random>
 #include <math.h>
 inline float __frcp_rn(float x) { return 1.0f / x; }
-thread_local dim3e threadIdx, blockIdx;
-dim3e blockDim, gridDim;
-static std::barrier<>* cta;
-void __syncthreads() { cta->arrive_and_wait(); }
-float __shfl_xor_sync(unsigned, float v, int) { return v; } // unused by the kernels run here
-float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
-unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
+#include "../harness.h"
 #include "gelu.cu"
-
-static void launch(int gx, int gy, int threads, std::function<void()> fn) {
-    gridDim = {(unsigned)gx, (unsigned)gy, 1};
-    blockDim = {(unsigned)threads, 1, 1};
-    for (int y = 0; y < gy; y++)
-        for (int x = 0; x < gx; x++) {
-            std::barrier<> b(threads);
-            cta = &b;
-            std::vector<std::thread> th;
-            for (int i = 0; i < threads; i++)
-                th.emplace_back([&, i, x, y] { threadIdx = {(unsigned)i, 0, 0}; blockIdx = {(unsigned)x, (unsigned)y, 0}; fn(); });
-            for (auto& t : th) t.join();
-        }
-}
 
 static double gradRef(double x) { // pkg/device/cpu geluGrad, in float64
     const double s = std::sqrt(2 / M_PI), c = 0.044715;

@@ -6,48 +6,9 @@
 // shapes of GPT-2's decode step.
 //   usage: emu_BF16 (no arguments: a fixed set of cases; exit 1 on a mismatch)
 // emu.h (../flash) is included first by run.sh (-include).
-#include <cstdio>
-#include <random>
-thread_local dim3e threadIdx, blockIdx;
-dim3e blockDim, gridDim;
-static std::barrier<>* cta;
-static std::vector<std::barrier<>*> warpbar;
-static uint64_t slot[64][32];
-void __syncthreads() { cta->arrive_and_wait(); }
-template <typename V> static V shfl(V v, int off) {
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    uint64_t u = 0;
-    memcpy(&u, &v, sizeof v);
-    slot[w][l] = u;
-    warpbar[w]->arrive_and_wait();
-    uint64_t r = slot[w][l ^ off];
-    warpbar[w]->arrive_and_wait();
-    V out;
-    memcpy(&out, &r, sizeof out);
-    return out;
-}
-float __shfl_xor_sync(unsigned, float v, int off) { return shfl(v, off); }
-float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
-unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
+#include "../harness.h"
 inline float tanhf(float x) { return std::tanh(x); }
 #include "matmul.cu"
-
-static void launch(int gx, int threads, std::function<void()> fn) {
-    gridDim = {(unsigned)gx, 1, 1};
-    blockDim = {(unsigned)threads, 1, 1};
-    std::barrier<> b(threads);
-    cta = &b;
-    std::vector<std::barrier<>*> wb;
-    for (int i = 0; i < threads / 32; i++) wb.push_back(new std::barrier<>(32));
-    warpbar = wb;
-    for (int x = 0; x < gx; x++) {
-        std::vector<std::thread> th;
-        for (int i = 0; i < threads; i++)
-            th.emplace_back([&, i, x] { threadIdx = {(unsigned)i, 0, 0}; blockIdx = {(unsigned)x, 0, 0}; fn(); });
-        for (auto& t : th) t.join();
-    }
-    for (auto p : wb) delete p;
-}
 
 static std::mt19937_64 rng(7);
 static double normal() { return std::normal_distribution<double>()(rng); }
@@ -63,7 +24,7 @@ static void rows(int N, int C, int OC, int ks, int vec, int gelu, int bias) {
     for (auto& v : b) store(&v, 0, (float)normal());
     for (auto& v : out) store(&v, 0, NAN);
     const int cpb = ROWS_BLOCK / 32 / ks;
-    launch((OC + cpb - 1) / cpb, ROWS_BLOCK, [&] {
+    launch((OC + cpb - 1) / cpb, 1, ROWS_BLOCK, [&] {
         matmul_rows(out.data(), gelu ? pre.data() : nullptr, inp.data(), w.data(), bias ? b.data() : nullptr, N, C, OC, gelu, ks, vec);
     });
     // fp32 sums of C products: within ~C·2^-24 relative of the norms' product,

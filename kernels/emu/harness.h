@@ -1,0 +1,58 @@
+// harness.h: the host side the kernel emulators share (a development tool,
+// not part of druto): the CUDA thread and block indices, a launcher that
+// runs every CUDA thread of a block as a host thread (blocks one after
+// another, in order or last to first), __syncthreads and the warps'
+// barriers as std::barrier, __shfl_xor_sync through a per-warp slot table,
+// and the f16 conversions common.cuh asks DRUTO_EMU builds for. An
+// emulator's main.cpp includes it before the .cu it runs; flash/emu.h (the
+// CUDA built-ins) comes first, by -include. flash/main.cpp keeps its own:
+// its ldmatrix and mma emulation need wider slots.
+#pragma once
+#include <cstdio>
+#include <random>
+thread_local dim3e threadIdx, blockIdx;
+dim3e blockDim, gridDim;
+static std::barrier<>* cta;
+static std::vector<std::barrier<>*> warpbar;
+static uint64_t slot[64][32];
+void __syncthreads() { cta->arrive_and_wait(); }
+static void wsync() { warpbar[threadIdx.x >> 5]->arrive_and_wait(); }
+void __syncwarp() { wsync(); }
+template <typename V> static V shfl(V v, int off) {
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    slot[w][l] = u;
+    wsync();
+    uint64_t r = slot[w][l ^ off];
+    wsync();
+    V out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+float __shfl_xor_sync(unsigned, float v, int off) { return shfl(v, off); }
+double __shfl_xor_sync(unsigned, double v, int off) { return shfl(v, off); }
+unsigned long long __shfl_xor_sync(unsigned, unsigned long long v, int off) { return shfl(v, off); }
+float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
+unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
+
+static bool reverseBlocks; // run the blocks of a launch last to first
+
+// launch runs fn as a (gx, gy) grid of blocks of threads threads.
+static void launch(int gx, int gy, int threads, std::function<void()> fn) {
+    gridDim = {(unsigned)gx, (unsigned)gy, 1};
+    blockDim = {(unsigned)threads, 1, 1};
+    std::barrier<> b(threads);
+    cta = &b;
+    std::vector<std::barrier<>*> wb;
+    for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new std::barrier<>(32));
+    warpbar = wb;
+    for (int n = 0; n < gx * gy; n++) {
+        int k = reverseBlocks ? gx * gy - 1 - n : n, x = k % gx, y = k / gx;
+        std::vector<std::thread> th;
+        for (int i = 0; i < threads; i++)
+            th.emplace_back([&, i, x, y] { threadIdx = {(unsigned)i, 0, 0}; blockIdx = {(unsigned)x, (unsigned)y, 0}; fn(); });
+        for (auto& t : th) t.join();
+    }
+    for (auto p : wb) delete p;
+}
