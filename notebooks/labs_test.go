@@ -14,7 +14,7 @@ import (
 )
 
 // labNames are the graded labs, in the order a course takes them.
-var labNames = []string{"01-softmax", "02-layernorm", "03-adamw", "04-attention"}
+var labNames = []string{"01-softmax", "02-layernorm", "03-adamw", "04-attention", "06-bpe"}
 
 // TestLabsPaired checks the lab notebooks without running them: both
 // languages have every lab with the same code cells, Bangla prose in the

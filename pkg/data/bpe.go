@@ -211,6 +211,14 @@ func (b *BPE) encodeChunk(c []byte) []int32 {
 	return ids
 }
 
+// Chunks returns the chunks a BPE splits text into before it merges (see
+// BPE): joined, they are text, and no merge crosses from one to the next.
+func Chunks(text []byte) [][]byte {
+	var out [][]byte
+	splitChunks(text, func(c []byte) { out = append(out, c) })
+	return out
+}
+
 // chunk classes of splitChunks.
 const (
 	classSpace = iota

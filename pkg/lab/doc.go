@@ -14,6 +14,13 @@
 // mask, ...). Each check ends with a score line and a JSON record that
 // Grade collects from executed notebooks.
 //
+// Lab 6 (byte-pair encoding) compares token ids rather than numbers:
+// CountPairs, MergePair, TrainBPE and EncodeBPE run the student's
+// functions on random byte sequences, on Bangla lines of druto's corpus
+// (BanglaLines, cut by Chunks) and on edge cases, against druto's own BPE
+// in pkg/data; ShowBytes, ShowMerges and ShowEncoding show what the
+// notebook's BPE learned, in the notebook's language.
+//
 // Release writes student notebooks from solution notebooks (each
 // "// BEGIN SOLUTION" ... "// END SOLUTION" block replaced by a stub), and
 // Grade executes a folder of submitted notebooks headless and tabulates

@@ -70,6 +70,8 @@ type Failure struct {
 	Want      float64 `json:"want"`
 	Err       float64 `json:"err"`
 	Tol       float64 `json:"tol"`
+	GotText   string  `json:"got_text,omitempty"`  // an output that is not a number:
+	WantText  string  `json:"want_text,omitempty"` // a sequence, a pair, a count
 	Hint      string  `json:"hint"`
 	Case      string  `json:"case,omitempty"`
 	label     label
@@ -199,6 +201,8 @@ func Feedback(lang string, res Result) string {
 		b.WriteString(msg(lang, "Your function panicked (%s): %s.", what, f.Panic))
 	case f.TimedOut:
 		b.WriteString(msg(lang, "Your function did not return within %.0f s: is there a loop that never ends?", f.Tol))
+	case f.GotText != "" || f.WantText != "":
+		b.WriteString(msg(lang, "With %s, %s%s is %s where the reference has %s.", what, f.Output, f.Index, f.GotText, f.WantText))
 	case f.NotFinite:
 		b.WriteString(msg(lang, "With %s, %s%s is %v where the reference has %.4g.", what, f.Output, f.Index, f.Got, f.Want))
 	default:
@@ -236,6 +240,18 @@ func show(lang string, res Result) {
 		color, html.EscapeString(res.Feedback), html.EscapeString(score))
 	gonbui.SendData(&protocol.DisplayData{Data: map[protocol.MIMEType]any{
 		protocol.MIMETextHTML: h, protocol.MIMETextPlain: res.Feedback + "\n" + score, MIME: string(rec)}})
+	gonbui.Sync()
+}
+
+// display shows text as it is (preformatted) in the notebook, or prints
+// it.
+func display(text string) {
+	if !gonbui.IsNotebook {
+		fmt.Println(text)
+		return
+	}
+	gonbui.SendData(&protocol.DisplayData{Data: map[protocol.MIMEType]any{
+		protocol.MIMETextHTML: "<pre>" + html.EscapeString(text) + "</pre>", protocol.MIMETextPlain: text}})
 	gonbui.Sync()
 }
 

@@ -2,16 +2,19 @@ package lab
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 func TestSolutionsPass(t *testing.T) {
 	for _, ex := range []Exercise{Softmax(solSoftmax), CrossEntropy(solCrossEntropy), LayerNorm(solLayerNorm),
-		LayerNormBackward(solLayerNormBackward), AdamW(solAdamW), ScalerUpdate(solScalerUpdate), Attention(solAttention), AttentionBackward(solAttentionBackward)} {
+		LayerNormBackward(solLayerNormBackward), AdamW(solAdamW), ScalerUpdate(solScalerUpdate), Attention(solAttention), AttentionBackward(solAttentionBackward),
+		CountPairs(solBPE.countPairs), MergePair(solBPE.merge), TrainBPE(solBPE.train), EncodeBPE(solBPE.encode)} {
 		res := Run(ex, time.Minute)
 		if !res.Passed || res.Points != res.Max || res.Max == 0 {
 			t.Errorf("%s: %d of %d, %s", ex.Name, res.Points, res.Max, Feedback("en", res))
@@ -291,7 +294,7 @@ func lab3Mistakes() []planted {
 // TestPlantedMistakes checks that each planted mistake fails its check
 // with the hint for its kind, in both languages' feedback.
 func TestPlantedMistakes(t *testing.T) {
-	for lab, ps := range map[string][]planted{"lab 1": lab1Mistakes(), "lab 2": lab2Mistakes(), "lab 3": lab3Mistakes(), "lab 4": lab4Mistakes()} {
+	for lab, ps := range map[string][]planted{"lab 1": lab1Mistakes(), "lab 2": lab2Mistakes(), "lab 3": lab3Mistakes(), "lab 4": lab4Mistakes(), "lab 6": lab6Mistakes()} {
 		if len(ps) < 5 {
 			t.Errorf("%s: %d planted mistakes, want at least 5", lab, len(ps))
 		}
@@ -357,7 +360,14 @@ func TestCatalogue(t *testing.T) {
 	}
 	for _, f := range []string{"All %d cases match the reference. Well done!", "Hint: %s", "%d of %d cases", "%d steps", "n=%d, step %d",
 		"step %d (finite gradients)", "step %d (an overflow)", "the gradient against finite differences", "large logits (about 100)",
-		"large scores (about 1800)"} {
+		"large scores (about 1800)", "With %s, %s%s is %s where the reference has %s.", "random byte sequences", "random bytes 0-255",
+		"%d lines of Bangla", "empty and one-token sequences", "overlapping pairs (aaa)", "random byte sequences, %d merges",
+		"ties between equal counts", "%d lines of Bangla, %d merges", "a pair seen once, and no sequences", "random text",
+		"empty text and one byte", "merge order", "chunk boundaries", "%s: %d characters, %d bytes in UTF-8:",
+		"No merges yet: train returned none.", "Your encode returned no tokens yet.", "The first line in tokens:",
+		"%d of the %d new tokens are whole characters or more (valid UTF-8); the rest are pieces of a character's bytes.",
+		"%d characters, %d bytes: the byte tokenizer needs %.2f tokens a character; your BPE with %d merges needs %.2f (%d tokens).",
+		"Decoded, your tokens are not the text again: check encode."} {
 		if _, ok := bangla[f]; !ok {
 			t.Errorf("%q has no Bangla", f)
 		}
@@ -499,4 +509,208 @@ func lab4Mistakes() []planted {
 	return append(ps,
 		planted{"attention stub", "empty", Attention(func(out, att, qkv []float32, B, T, C, NH int) {})},
 		planted{"attention backward stub", "empty", AttentionBackward(func(dqkv, dout, qkv, att []float32, B, T, C, NH int) {})})
+}
+
+// bpeSol is the notebook's solution of lab 6 with one mistake (none for
+// ""), each function calling the others as the notebook's do.
+type bpeSol struct{ mistake string }
+
+func (s bpeSol) toIDs(chunk string) []int32 {
+	var ids []int32
+	if s.mistake == "runes" {
+		for _, r := range chunk {
+			ids = append(ids, r)
+		}
+		return ids
+	}
+	for i := range len(chunk) {
+		ids = append(ids, int32(chunk[i]))
+	}
+	return ids
+}
+
+func (s bpeSol) countPairs(seqs [][]int32) map[[2]int32]int {
+	switch s.mistake {
+	case "count stub":
+		return nil
+	case "crossseq":
+		seqs = [][]int32{slices.Concat(seqs...)}
+	}
+	counts := map[[2]int32]int{}
+	for _, ids := range seqs {
+		last := len(ids) - 1
+		if s.mistake == "lastpair" {
+			last--
+		}
+		seen, prev, prevAt := map[[2]int32]bool{}, [2]int32{}, -2
+		for i := 0; i < last; i++ {
+			p := [2]int32{ids[i], ids[i+1]}
+			switch {
+			case s.mistake == "once" && seen[p]:
+				continue
+			case s.mistake == "overlap" && p == prev && i == prevAt+1: // the same pair again, overlapping
+				continue
+			}
+			seen[p], prev, prevAt = true, p, i
+			counts[p]++
+		}
+	}
+	return counts
+}
+
+func (s bpeSol) merge(ids []int32, pair [2]int32, id int32) []int32 {
+	if s.mistake == "merge stub" {
+		return nil
+	}
+	if s.mistake == "swapped" {
+		pair = [2]int32{pair[1], pair[0]}
+	}
+	if s.mistake == "fromright" {
+		var out []int32
+		for i := len(ids) - 1; i >= 0; i-- {
+			if i > 0 && ids[i-1] == pair[0] && ids[i] == pair[1] {
+				out = append([]int32{id}, out...)
+				i--
+			} else {
+				out = append([]int32{ids[i]}, out...)
+			}
+		}
+		return out
+	}
+	out, done := []int32{}, false
+	for i := 0; i < len(ids); i++ {
+		if !done && i+1 < len(ids) && ids[i] == pair[0] && ids[i+1] == pair[1] {
+			out = append(out, id)
+			done = s.mistake == "firstonly"
+			if s.mistake != "overlapmerge" {
+				i++
+			}
+		} else {
+			out = append(out, ids[i])
+		}
+	}
+	return out
+}
+
+func (s bpeSol) mostFrequent(counts map[[2]int32]int) (best [2]int32, n int) {
+	for p, c := range counts {
+		smaller := p[0] < best[0] || p[0] == best[0] && p[1] < best[1]
+		switch s.mistake {
+		case "largest":
+			smaller = p[0] > best[0] || p[0] == best[0] && p[1] > best[1]
+		case "second first":
+			smaller = p[1] < best[1] || p[1] == best[1] && p[0] < best[0]
+		}
+		if c > n || c == n && smaller {
+			best, n = p, c
+		}
+	}
+	return best, n
+}
+
+func (s bpeSol) train(seqs [][]int32, n int) (merges [][2]int32) {
+	if s.mistake == "train stub" {
+		return nil
+	}
+	counts := s.countPairs(seqs)
+	for id := int32(256); id < int32(256+n); id++ {
+		if s.mistake != "recount" {
+			counts = s.countPairs(seqs)
+		}
+		pair, count := s.mostFrequent(counts)
+		if count < 2 && s.mistake != "stop" || count < 1 {
+			break
+		}
+		delete(counts, pair)
+		merges = append(merges, pair)
+		if s.mistake == "newid" {
+			id = int32(256 + len(merges))
+		}
+		for i := range seqs {
+			if s.mistake != "apply" {
+				seqs[i] = s.merge(seqs[i], pair, id)
+			}
+		}
+	}
+	return merges
+}
+
+func (s bpeSol) firstLearned(ids []int32, rank map[[2]int32]int32) (best [2]int32, id int32) {
+	id = -1
+	for i := 0; i+1 < len(ids); i++ {
+		p := [2]int32{ids[i], ids[i+1]}
+		r, ok := rank[p]
+		switch {
+		case !ok:
+		case s.mistake == "leftmost" && id < 0:
+			return p, r
+		case id < 0 || r < id && s.mistake != "reverse" || r > id && s.mistake == "reverse":
+			best, id = p, r
+		}
+	}
+	return best, id
+}
+
+func (s bpeSol) encode(text string, merges [][2]int32) (out []int32) {
+	if s.mistake == "encode stub" {
+		return nil
+	}
+	rank := map[[2]int32]int32{}
+	for i, m := range merges {
+		rank[m] = int32(256 + i)
+	}
+	chunks := Chunks(text)
+	if s.mistake == "nosplit" {
+		chunks = []string{text}
+	}
+	for _, c := range chunks {
+		ids := s.toIDs(c)
+		for p, id := s.firstLearned(ids, rank); id >= 0; p, id = s.firstLearned(ids, rank) {
+			ids = s.merge(ids, p, id)
+		}
+		out = append(out, ids...)
+	}
+	return out
+}
+
+func lab6Mistakes() []planted {
+	var ps []planted
+	for _, m := range [][2]string{{"overlap", "overlap"}, {"crossseq", "crossseq"}, {"lastpair", "lastpair"}, {"once", "once"}, {"count stub", "nothing"}} {
+		ps = append(ps, planted{"count pairs " + m[0], m[1], CountPairs(bpeSol{m[0]}.countPairs)})
+	}
+	for _, m := range [][2]string{{"overlapmerge", "overlapmerge"}, {"fromright", "fromright"}, {"firstonly", "firstonly"}, {"swapped", "swapped"}, {"merge stub", "nothing"}} {
+		ps = append(ps, planted{"merge " + m[0], m[1], MergePair(bpeSol{m[0]}.merge)})
+	}
+	for _, m := range [][2]string{{"largest", "tie"}, {"second first", "tie"}, {"stop", "stop"}, {"newid", "newid"}, {"recount", "recount"},
+		{"apply", "apply"}, {"overlapmerge", "overlapmerge"}, {"overlap", "overlap"}, {"train stub", "nothing"}} {
+		ps = append(ps, planted{"train " + m[0], m[1], TrainBPE(bpeSol{m[0]}.train)})
+	}
+	for _, m := range [][2]string{{"runes", "runes"}, {"reverse", "order"}, {"leftmost", "order"}, {"nosplit", "nosplit"}, {"overlapmerge", "overlapmerge"}, {"encode stub", "nothing"}} {
+		ps = append(ps, planted{"encode " + m[0], m[1], EncodeBPE(bpeSol{m[0]}.encode)})
+	}
+	return ps
+}
+
+// TestBPEModels checks lab 6's reference models against druto's own BPE
+// (pkg/data) on the Bangla corpus and random text, and on the cases the
+// exercises run.
+func TestBPEModels(t *testing.T) {
+	rng := tensor.NewRNG(7)
+	for _, text := range []string{BanglaLines(0, 40), randText(rng, 500, "aab bc  ক া্"), "aaaaaaa aaa", ""} {
+		seqs := chunkIDs(text)
+		want := drutoMerges(text, 50)
+		if got := trainModel(seqs, 50, "", 0); !slices.Equal(got, want) {
+			t.Errorf("trainModel on %q: %v, data.TrainBPE %v", quoteText(text), got, want)
+		}
+		if got := (bpeSol{}).train(cloneSeqs(seqs), 50); !slices.Equal(got, want) {
+			t.Errorf("the solution's train on %q: %v, data.TrainBPE %v", quoteText(text), got, want)
+		}
+		probe := BanglaLines(40, 45) + randText(rng, 100, "aab bc  ক া্")
+		if got, w := encodeModel(probe, want, "", 0), drutoEncode(probe, want); !slices.Equal(got, w) {
+			t.Errorf("encodeModel: %v, data %v", got, w)
+		}
+	}
+	if s := strings.Join(Chunks("আমি  বাংলায় গান গাই।"), "|"); s != "আমি| | বাংলায়| গান| গাই|।" {
+		t.Errorf("Chunks: %q", s)
+	}
 }
