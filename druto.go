@@ -81,7 +81,12 @@ type Report struct {
 	// Precision is the precision training picks on the backend
 	// (train.ChoosePolicy) and why: on a CPU, bf16 only where it has native
 	// bf16 dot products (AVX512_BF16) and a bf16 matmul measured faster.
-	Precision string        `json:"precision,omitempty"`
+	Precision string `json:"precision,omitempty"`
+	// FP8 says whether the GPU has FP8 tensor cores (compute capability
+	// 8.9 or newer: Ada, Hopper); false on the CPU. FP8Note says what that
+	// means for --amp fp8 (refused everywhere for now: fp8.go).
+	FP8       bool          `json:"fp8"`
+	FP8Note   string        `json:"fp8_note"`
 	Driver    *Driver       `json:"driver,omitempty"`
 	Libraries []gpu.LibInfo `json:"libraries,omitempty"`
 	Devices   []Device      `json:"devices,omitempty"`
@@ -211,6 +216,7 @@ func detect(ctx context.Context, o Options, keep, fresh bool) (Report, *gpu.Devi
 	} else {
 		_, r.Precision = train.ChoosePolicy(cpu.New(device.Options{Fused: true, Threads: o.Threads}))
 	}
+	r.FP8, r.FP8Note = fp8Verdict(r.Devices, false)
 	r.Millis = ms(time.Since(start))
 	if dev != nil && (!keep || !r.GPUUsable) {
 		if err := dev.Close(); err != nil {

@@ -43,6 +43,7 @@ func ReportTable(lang string, r druto.Report) *Table {
 	t.Add(Sprintf(lang, "CUDA driver"), drv)
 	t.Add(Sprintf(lang, "GPUs"), len(r.Devices))
 	t.Add(Sprintf(lang, "usable GPU"), yesNo(lang, r.GPUUsable))
+	t.Add(Sprintf(lang, "FP8 tensor cores (sm_89 and newer)"), yesNo(lang, r.FP8))
 	if r.Fallback != "" {
 		t.Add(Sprintf(lang, "fallback"), r.Fallback)
 	}

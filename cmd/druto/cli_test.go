@@ -66,7 +66,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown preset", []string{"train", "--preset", "huge", "--out", out}, "unknown preset"},
 		{"negative steps", []string{"train", "--steps", "-3", "--out", out}, "--steps"},
 		{"seq too long", []string{"train", "--seq", "4096", "--out", out}, "--seq"},
-		{"bad amp", []string{"train", "--amp", "fp8", "--out", out}, "precision"},
+		{"bad amp", []string{"train", "--amp", "fp4", "--out", out}, "precision"},
 		{"missing data", []string{"train", "--data", filepath.Join(dir, "nope.txt"), "--out", out}, "nope.txt"},
 		{"empty data", []string{"train", "--data", empty, "--out", out}, "empty"},
 		{"non-UTF-8 data", []string{"train", "--data", latin1, "--out", out}, "UTF-8"},

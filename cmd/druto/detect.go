@@ -64,6 +64,9 @@ func printReport(w io.Writer, r druto.Report) {
 	if r.Precision != "" {
 		fmt.Fprintf(w, "precision %s\n", r.Precision)
 	}
+	if r.FP8Note != "" {
+		fmt.Fprintf(w, "fp8       %s\n", r.FP8Note)
+	}
 	if !r.GPUSupport {
 		fmt.Fprintln(w, "build     no GPU support (CGO_ENABLED=0)")
 		return

@@ -13,14 +13,19 @@ type Policy uint8
 // The policies. FP32 computes and stores everything in fp32. BF16 and FP16
 // run matmuls and attention products in the 16-bit type with fp32
 // accumulation and keep layernorm statistics, softmax, cross-entropy,
-// reductions and optimizer math in fp32 (see Ops).
+// reductions and optimizer math in fp32 (see Ops). FP8 is BF16 with the
+// linear layers' GEMMs in FP8 (see FP8GEMMs): Transformer Engine's hybrid
+// recipe, e4m3 forward activations and weights, e5m2 gradients, each with
+// a per-tensor scale (FP8Scaler). It needs FP8 tensor cores (FP8Hardware);
+// druto has no FP8 kernels yet, so training refuses it (issue 38).
 const (
 	FP32 Policy = iota
 	BF16
 	FP16
+	FP8
 )
 
-// ParsePolicy returns the policy named s: "fp32", "bf16" or "fp16".
+// ParsePolicy returns the policy named s: "fp32", "bf16", "fp16" or "fp8".
 func ParsePolicy(s string) (Policy, error) {
 	switch s {
 	case "fp32", "":
@@ -29,8 +34,10 @@ func ParsePolicy(s string) (Policy, error) {
 		return BF16, nil
 	case "fp16":
 		return FP16, nil
+	case "fp8":
+		return FP8, nil
 	}
-	return 0, fmt.Errorf("amp: unknown precision %q (want fp32, bf16 or fp16)", s)
+	return 0, fmt.Errorf("amp: unknown precision %q (want fp32, bf16, fp16 or fp8)", s)
 }
 
 // String returns the policy's flag name.
@@ -42,14 +49,17 @@ func (p Policy) String() string {
 		return "bf16"
 	case FP16:
 		return "fp16"
+	case FP8:
+		return "fp8"
 	}
 	return fmt.Sprintf("policy(%d)", uint8(p))
 }
 
-// Half returns the 16-bit dtype of the policy, F32 under FP32.
+// Half returns the 16-bit dtype of the policy, F32 under FP32. Under FP8
+// it is BF16: what the ops outside the FP8 GEMMs store and compute in.
 func (p Policy) Half() tensor.DType {
 	switch p {
-	case BF16:
+	case BF16, FP8:
 		return tensor.BF16
 	case FP16:
 		return tensor.F16
@@ -61,7 +71,8 @@ func (p Policy) Half() tensor.DType {
 func (p Policy) Mixed() bool { return p != FP32 }
 
 // NeedsScaler reports whether gradients must be loss-scaled: fp16's narrow
-// exponent range underflows small gradients; bf16 has fp32's range.
+// exponent range underflows small gradients; bf16 has fp32's range. FP8's
+// operands carry per-tensor scales instead (FP8Scaler).
 func (p Policy) NeedsScaler() bool { return p == FP16 }
 
 // Kind names a class of tensors of the training step.
@@ -88,6 +99,27 @@ func (p Policy) DType(k Kind) tensor.DType {
 	return tensor.F32
 }
 
+// FP8GEMMs names the GEMMs that run in FP8 under the FP8 policy: the
+// linear layers of every block, forward and backward. The LM head (its
+// logits feed the softmax directly, and its vocabulary-wide gradient is
+// where low precision hurts most), attention's products, layernorm,
+// softmax and the optimizer stay bf16/fp32 until measured to pay.
+var FP8GEMMs = []string{"qkv", "attn proj", "fc", "fc proj"}
+
+// FP8Hardware reports whether a GPU of compute capability major.minor has
+// FP8 tensor cores: 8.9 (Ada) and newer (9.0 Hopper, Blackwell).
+func FP8Hardware(major, minor int) bool { return major > 8 || major == 8 && minor >= 9 }
+
+// FP8FormatOf returns the FP8 format of a GEMM operand of kind k under
+// the hybrid recipe: E5M2 (range) for gradients, E4M3 (precision) for
+// activations and weights.
+func FP8FormatOf(k Kind) tensor.FP8Format {
+	if k == ActGrad {
+		return tensor.E5M2
+	}
+	return tensor.E4M3
+}
+
 // OpPrecision says what one op computes and stores in.
 type OpPrecision struct {
 	Op      string
@@ -99,9 +131,29 @@ type OpPrecision struct {
 // stores in under policy p. The CPU reference and the GPU kernels follow it.
 func (p Policy) Ops() []OpPrecision {
 	h := p.String() // "fp32", "bf16" or "fp16"
+	if p == FP8 {
+		h = "bf16"
+	}
 	acc := "fp32"
 	if p.Mixed() {
 		acc = h + " inputs, fp32 accumulate"
+	}
+	if p == FP8 {
+		return []OpPrecision{
+			{"encoder (wte+wpe)", "fp32", "fp32 (residual stream)"},
+			{"layernorm", "fp32 statistics", "bf16, and the e4m3 input of qkv and fc with its amax"},
+			{"residual add", "fp32", "fp32"},
+			{"matmul qkv, attn proj, fc, fc proj (forward)", "e4m3 activations x e4m3 weights, per-tensor scales, fp32 accumulate", "bf16"},
+			{"matmul qkv, attn proj, fc, fc proj (backward)", "e5m2 gradients x e4m3 weights or activations, per-tensor scales, fp32 accumulate", "bf16 input gradients, fp32 weight gradients"},
+			{"GELU", "fp32", "bf16, and the e4m3 input of fc proj with its amax"},
+			{"LM head matmul", acc, "bf16"},
+			{"attention scores, att·v", acc, "bf16"},
+			{"attention softmax", "fp32", "bf16 (probabilities saved)"},
+			{"softmax cross-entropy", "fp32", "fp32 loss, bf16 dlogits"},
+			{"parameter gradients", "fp32", "fp32"},
+			{"grad norm, inf check", "fp32", "fp32"},
+			{"AdamW", "fp32", "fp32 master + m + v, bf16 working copy and e4m3 copy of the FP8 GEMMs' weights"},
+		}
 	}
 	return []OpPrecision{
 		{"encoder (wte+wpe)", "fp32", "fp32 (residual stream)"},

@@ -38,7 +38,7 @@ func TestScalerSemantics(t *testing.T) {
 }
 
 func TestPolicyTable(t *testing.T) {
-	for _, p := range []Policy{FP32, BF16, FP16} {
+	for _, p := range []Policy{FP32, BF16, FP16, FP8} {
 		q, err := ParsePolicy(p.String())
 		if err != nil || q != p {
 			t.Fatalf("round trip %v: %v %v", p, q, err)
@@ -58,7 +58,7 @@ func TestPolicyTable(t *testing.T) {
 	if !FP16.NeedsScaler() || BF16.NeedsScaler() {
 		t.Error("only fp16 needs the scaler")
 	}
-	if _, err := ParsePolicy("fp8"); err == nil {
+	if _, err := ParsePolicy("fp4"); err == nil {
 		t.Error("unknown policy accepted")
 	}
 }

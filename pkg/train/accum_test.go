@@ -214,12 +214,14 @@ func TestAccumMicroOverflowSkipsStep(t *testing.T) {
 	}
 }
 
-// TestAccumOptions: a negative Accum and an unknown recompute level are
-// refused; a resume needs the same accumulation.
+// TestAccumOptions: a negative Accum, an unknown recompute level and the
+// fp8 policy (no kernels yet) are refused; a resume needs the same
+// accumulation.
 func TestAccumOptions(t *testing.T) {
 	for _, f := range []func(*Options){
 		func(o *Options) { o.Accum = -1 },
 		func(o *Options) { o.Recompute = gpt.Recompute(9) },
+		func(o *Options) { o.Policy = amp.FP8 },
 	} {
 		o := testOptions(4, amp.FP32)
 		f(&o)

@@ -122,6 +122,28 @@ func DeviceCount(load LoadOptions) (int, error) {
 	return drv.DeviceCount()
 }
 
+// Devices lists the GPUs the driver sees, without making a context or
+// building a kernel: for checks that only need the compute capability.
+func Devices(load LoadOptions) ([]DeviceInfo, error) {
+	drv, err := cuda.LoadDriver(load)
+	if err != nil {
+		return nil, err
+	}
+	n, err := drv.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	var out []DeviceInfo
+	for i := range n {
+		info, err := drv.Device(i)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
 // BuildKernels builds every kernel for device 0 as New does, in a context
 // of its own that it closes before returning (the results keep their
 // origin, times, attributes and errors; their modules are gone).
