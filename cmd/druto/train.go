@@ -64,7 +64,7 @@ func runTrain(args []string) error {
 	prompt := fs.String("prompt", "\n", "text the samples continue")
 	ckptEvery := fs.Int("checkpoint-every", 0, "also checkpoint every N steps")
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
-	overwrite := fs.Bool("overwrite", false, "start a new run in an --out that holds another run's files: its model, state and metrics are replaced")
+	overwrite := fs.Bool("overwrite", false, "start a new run in an --out that holds another run's files: its model, state and metrics are replaced at the new run's first checkpoint (a run that fails before it leaves them as they were)")
 	dataChanged := fs.Bool("data-changed", false, "with --resume: continue on other data than the checkpoint's, on purpose")
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
 	graph := fs.Bool("graph", true, "on a GPU, run the step on the device as one CUDA graph (false: the host-driven step)")
