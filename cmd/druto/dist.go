@@ -24,6 +24,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +49,7 @@ import (
 type dataParallel struct {
 	ranks *int
 	gpus  *int
+	local int // rank processes of this host, set by setup in a rank (0: not a rank)
 }
 
 // distFlags adds --ranks and --gpus to fs.
@@ -84,6 +86,7 @@ func (d *dataParallel) setup(be *backend, opts *train.Options, args []string) (d
 		}
 		return true, launch(args, n, gpus)
 	}
+	d.local = cmp.Or(cfg.LocalWorld, n)
 	return false, joinRank(cfg, be, opts, n, gpus)
 }
 
