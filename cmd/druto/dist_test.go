@@ -165,10 +165,24 @@ func TestTrainRankErrors(t *testing.T) {
 		{"no transport", rankEnv, nil, "pass --gpus N or --ranks N"},
 		{"local world", append(rankEnv, "LOCAL_WORLD_SIZE=2"), []string{"--ranks", "3"}, "LOCAL_WORLD_SIZE=2 but --ranks 3"},
 	}
-	if n, err := gpu.DeviceCount(gpu.LoadOptions{}); err != nil {
-		cases = append(cases, rankCase{"no GPUs", nil, []string{"--gpus", "2"}, "--gpus 2"})
-	} else if n < 2 {
-		cases = append(cases, rankCase{"too few GPUs", nil, []string{"--gpus", "2"}, "--gpus 2"})
+	if n, err := gpu.DeviceCount(gpu.LoadOptions{}); err != nil || n == 0 {
+		cases = append(cases,
+			rankCase{"no GPU", nil, []string{"--gpus", "2"}, "--gpus 2: this machine has no usable GPU"},
+			rankCase{"no GPU for one", nil, []string{"--gpus", "1"}, "--gpus 1: this machine has no usable GPU"},
+			rankCase{"no GPU, absurd", nil, []string{"--gpus", "1000000"}, "leave out --gpus to train on the CPU"})
+	} else {
+		for _, g := range []int{n + 1, 1000000} {
+			cases = append(cases, rankCase{"more GPUs than the host's", nil, []string{"--gpus", strconv.Itoa(g)},
+				fmt.Sprintf("--gpus %d is more than the %d GPU(s) this host has visible", g, n)})
+		}
+	}
+	cases = append(cases, rankCase{"explicit zero GPUs", nil, []string{"--gpus", "0"}, "--gpus 0: give the number of GPUs"})
+	// --gpus is refused up front: before the checkpoint and the data are
+	// read (both missing here), in one line, with exit 1.
+	for i := range cases {
+		if strings.HasPrefix(cases[i].want, "--gpus") || strings.Contains(cases[i].want, "--gpus to train") {
+			cases[i].args = append(cases[i].args, "--init", filepath.Join(out, "missing.safetensors"), "--data", filepath.Join(out, "missing.txt"))
+		}
 	}
 	for _, c := range cases {
 		msg, err := runDruto(t, bin, c.env, append([]string{"train", "--steps", "1", "--out", out}, c.args...)...)
@@ -180,6 +194,9 @@ func TestTrainRankErrors(t *testing.T) {
 		last := msg[strings.LastIndex(msg, "\n")+1:]
 		if !strings.Contains(last, c.want) || strings.Contains(msg, "goroutine ") {
 			t.Errorf("%s: last line %q does not say %q", c.name, last, c.want)
+		}
+		if strings.Contains(c.want, "--gpus") && (strings.Contains(msg, "\n") || exitCode(err) != 1) {
+			t.Errorf("%s: exit %v, output %q: want one line and exit 1", c.name, err, msg)
 		}
 	}
 	// Rank 0 of 2 alone: the rendezvous times out naming rank 1.
