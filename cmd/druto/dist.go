@@ -24,6 +24,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,13 +47,17 @@ import (
 
 // dataParallel holds the flags of data-parallel training.
 type dataParallel struct {
-	ranks *int
-	gpus  *int
+	fs      *flag.FlagSet
+	ranks   *int
+	gpus    *int
+	local   int  // rank processes of this host, set by setup in a rank (0: not a rank)
+	counted bool // the launcher's --gpus was checked against the GPUs of the host
 }
 
 // distFlags adds --ranks and --gpus to fs.
 func distFlags(fs *flag.FlagSet) *dataParallel {
 	return &dataParallel{
+		fs:    fs,
 		ranks: fs.Int("ranks", 0, "data-parallel training over N CPU processes of this host (--batch is per rank)"),
 		gpus:  fs.Int("gpus", 0, "data-parallel training over N GPUs of this host, one process each (--batch is per GPU)"),
 	}
@@ -84,6 +89,7 @@ func (d *dataParallel) setup(be *backend, opts *train.Options, args []string) (d
 		}
 		return true, launch(args, n, gpus)
 	}
+	d.local = cmp.Or(cfg.LocalWorld, n)
 	return false, joinRank(cfg, be, opts, n, gpus)
 }
 
@@ -97,10 +103,29 @@ func (d *dataParallel) count() (int, bool, error) {
 		return 0, false, errors.New("--ranks (CPU processes) and --gpus (GPU processes) exclude each other")
 	case r > maxRanks():
 		return 0, false, inRange("ranks", r, 0, maxRanks(), fmt.Sprintf("each rank is a process with its own copy of the model, and this host has %d cores (4 ranks a core at most)", runtime.NumCPU()))
+	case g == 0 && d.given("gpus"):
+		return 0, false, errors.New("--gpus 0: give the number of GPUs to train on (1 or more), or leave out --gpus to train in one process")
 	case g > 0:
+		// The launcher (no RANK set) checks the host's GPUs before anything
+		// is loaded; a rank's own launcher chose its GPU (see bindGPU).
+		if _, isRank := os.LookupEnv(dist.EnvRank); !isRank && !d.counted {
+			if err := haveGPUs(g); err != nil {
+				return 0, false, err
+			}
+			d.counted = true
+		}
 		return g, true, nil
 	}
 	return r, false, nil
+}
+
+// given says whether the flag name was set on the command line.
+func (d *dataParallel) given(name string) bool {
+	set := false
+	if d.fs != nil {
+		d.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	}
+	return set
 }
 
 // maxRanks bounds --ranks: 4 processes a core.
@@ -124,11 +149,6 @@ func launch(args []string, n int, gpus bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find druto's own binary to start the ranks: %w", err)
-	}
-	if gpus {
-		if err := haveGPUs(n); err != nil {
-			return err
-		}
 	}
 	port := 0
 	if v := os.Getenv(dist.EnvMasterPort); v != "" {
@@ -156,14 +176,18 @@ func launch(args []string, n int, gpus bool) error {
 }
 
 // haveGPUs checks that the driver sees at least n GPUs (CUDA_VISIBLE_DEVICES
-// counts), so that a short host fails here, once, with the count.
+// counts), so that a short host (or one without a GPU) fails up front,
+// once, with the count and what to do.
 func haveGPUs(n int) error {
 	have, err := gpu.DeviceCount(gpu.LoadOptions{})
+	if err == nil && have == 0 {
+		err = errors.New("the driver sees none")
+	}
 	if err != nil {
-		return fmt.Errorf("--gpus %d: %w", n, err)
+		return fmt.Errorf("--gpus %d: this machine has no usable GPU (%v); leave out --gpus to train on the CPU, or use --ranks N for N CPU processes", n, err)
 	}
 	if have < n {
-		return fmt.Errorf("--gpus %d: this host has %d GPU(s) visible", n, have)
+		return fmt.Errorf("--gpus %d is more than the %d GPU(s) this host has visible (CUDA_VISIBLE_DEVICES counts); give --gpus between 1 and %d", n, have, have)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/druto/druto/internal/hostmem"
 	"github.com/druto/druto/internal/testreq"
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/gpu"
+	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
@@ -159,10 +165,24 @@ func TestTrainRankErrors(t *testing.T) {
 		{"no transport", rankEnv, nil, "pass --gpus N or --ranks N"},
 		{"local world", append(rankEnv, "LOCAL_WORLD_SIZE=2"), []string{"--ranks", "3"}, "LOCAL_WORLD_SIZE=2 but --ranks 3"},
 	}
-	if n, err := gpu.DeviceCount(gpu.LoadOptions{}); err != nil {
-		cases = append(cases, rankCase{"no GPUs", nil, []string{"--gpus", "2"}, "--gpus 2"})
-	} else if n < 2 {
-		cases = append(cases, rankCase{"too few GPUs", nil, []string{"--gpus", "2"}, "--gpus 2"})
+	if n, err := gpu.DeviceCount(gpu.LoadOptions{}); err != nil || n == 0 {
+		cases = append(cases,
+			rankCase{"no GPU", nil, []string{"--gpus", "2"}, "--gpus 2: this machine has no usable GPU"},
+			rankCase{"no GPU for one", nil, []string{"--gpus", "1"}, "--gpus 1: this machine has no usable GPU"},
+			rankCase{"no GPU, absurd", nil, []string{"--gpus", "1000000"}, "leave out --gpus to train on the CPU"})
+	} else {
+		for _, g := range []int{n + 1, 1000000} {
+			cases = append(cases, rankCase{"more GPUs than the host's", nil, []string{"--gpus", strconv.Itoa(g)},
+				fmt.Sprintf("--gpus %d is more than the %d GPU(s) this host has visible", g, n)})
+		}
+	}
+	cases = append(cases, rankCase{"explicit zero GPUs", nil, []string{"--gpus", "0"}, "--gpus 0: give the number of GPUs"})
+	// --gpus is refused up front: before the checkpoint and the data are
+	// read (both missing here), in one line, with exit 1.
+	for i := range cases {
+		if strings.HasPrefix(cases[i].want, "--gpus") || strings.Contains(cases[i].want, "--gpus to train") {
+			cases[i].args = append(cases[i].args, "--init", filepath.Join(out, "missing.safetensors"), "--data", filepath.Join(out, "missing.txt"))
+		}
 	}
 	for _, c := range cases {
 		msg, err := runDruto(t, bin, c.env, append([]string{"train", "--steps", "1", "--out", out}, c.args...)...)
@@ -174,6 +194,9 @@ func TestTrainRankErrors(t *testing.T) {
 		last := msg[strings.LastIndex(msg, "\n")+1:]
 		if !strings.Contains(last, c.want) || strings.Contains(msg, "goroutine ") {
 			t.Errorf("%s: last line %q does not say %q", c.name, last, c.want)
+		}
+		if strings.Contains(c.want, "--gpus") && (strings.Contains(msg, "\n") || exitCode(err) != 1) {
+			t.Errorf("%s: exit %v, output %q: want one line and exit 1", c.name, err, msg)
 		}
 	}
 	// Rank 0 of 2 alone: the rendezvous times out naming rank 1.
@@ -282,5 +305,48 @@ func TestBindGPU(t *testing.T) {
 		if got := os.Getenv("CUDA_VISIBLE_DEVICES"); err != nil || got != tc.want {
 			t.Errorf("%q local %d: %q %v, want %q", tc.visible, tc.local, got, err, tc.want)
 		}
+	}
+}
+
+// TestRanksShareHostMemory: the ranks of one host hold a model, optimizer
+// and activations each, so the host fit check counts them all. Under a
+// faked host (DRUTO_HOST_MEMORY) that holds one rank's step and a half,
+// one rank passes and two are refused, in fitCheck and through the CLI,
+// with both figures and what to do, before anything is written.
+func TestRanksShareHostMemory(t *testing.T) {
+	dev := cpu.New(device.Options{Fused: true})
+	cfg, err := gpt.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B, T = 4, 32
+	q, err := train.RequestOn(dev, train.PlanRequest{Config: cfg, Policy: amp.FP32, Seq: T, TotalBatch: B, Fused: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := q.Need(B, 1, gpt.RecomputeNone)
+	host := fmt.Sprintf("%dB", need*3/2+64<<20) // FitCheck keeps 64 MiB for the runtime
+	t.Setenv(hostmem.Env, host)
+	for _, ranks := range []int{0, 1} {
+		if err := fitCheck(dev, q, B, 1, gpt.RecomputeNone, ranks, "tiny"); err != nil {
+			t.Errorf("%d rank(s) of %s in %s: %v", ranks, train.GiB(need), host, err)
+		}
+	}
+	err = fitCheck(dev, q, B, 1, gpt.RecomputeNone, 2, "tiny")
+	if err == nil || !strings.Contains(err.Error(), "2 ranks on this host") || !strings.Contains(err.Error(), "fewer --ranks") {
+		t.Fatalf("2 ranks of %s in %s: %v, want a refusal that counts both", train.GiB(need), host, err)
+	}
+	bin := buildDruto(t)
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"train", "--preset", "tiny", "--seq", "32", "--batch", "4", "--steps", "1", "--eval-every", "0", "--sample-tokens", "0", "--out", out}
+	msg, err := runDruto(t, bin, []string{hostmem.Env + "=" + host}, append(args, "--ranks", "2")...)
+	if exitCode(err) != 1 || !strings.Contains(msg, "out of host memory: 2 ranks on this host") {
+		t.Errorf("--ranks 2 in %s: %v\n%s", host, err, msg)
+	}
+	if strings.Contains(msg, "goroutine") || strings.Contains(msg, "panic") {
+		t.Errorf("--ranks 2: a trace:\n%s", msg)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) > 0 {
+		t.Errorf("the refused ranks left files in %s: %v", out, entries)
 	}
 }

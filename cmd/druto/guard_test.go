@@ -70,7 +70,26 @@ func TestOutProtected(t *testing.T) {
 	// --overwrite replaces them; it does not go with --resume.
 	dir := filepath.Join(root, "overwrite")
 	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "metrics.jsonl"), []byte(`{"step":99,"loss":5}`+"\n"), 0o644)
+	oldLog := []byte(`{"step":99,"loss":5}` + "\n")
+	os.WriteFile(filepath.Join(dir, "metrics.jsonl"), oldLog, 0o644)
+	// A run that fails before its first checkpoint leaves the old files as
+	// they were: missing data, and data too short for one batch.
+	tiny := filepath.Join(root, "tiny.txt")
+	os.WriteFile(tiny, []byte("ab"), 0o644)
+	for _, data := range []string{filepath.Join(root, "missing.txt"), tiny} {
+		if err, _, last := drutoRun(t, bin, append([]string{"train", "--out", dir, "--overwrite", "--data", data}, quick...)...); exitCode(err) != 1 {
+			t.Fatalf("--overwrite --data %s: exit %v (%s), want 1", data, err, last)
+		}
+		if got, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl")); err != nil || !bytes.Equal(got, oldLog) {
+			t.Errorf("--overwrite --data %s failed before its first checkpoint, yet changed the old metrics (%q, %v)", data, got, err)
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("--overwrite --data %s left %s", data, e.Name())
+			}
+		}
+	}
 	if err, _, last := drutoRun(t, bin, append([]string{"train", "--out", dir, "--overwrite"}, quick...)...); err != nil {
 		t.Fatalf("--overwrite: %v: %s", err, last)
 	}

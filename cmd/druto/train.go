@@ -64,7 +64,7 @@ func runTrain(args []string) error {
 	prompt := fs.String("prompt", "\n", "text the samples continue")
 	ckptEvery := fs.Int("checkpoint-every", 0, "also checkpoint every N steps")
 	resume := fs.Bool("resume", false, "continue the run saved in --out")
-	overwrite := fs.Bool("overwrite", false, "start a new run in an --out that holds another run's files: its model, state and metrics are replaced")
+	overwrite := fs.Bool("overwrite", false, "start a new run in an --out that holds another run's files: its model, state and metrics are replaced at the new run's first checkpoint (a run that fails before it leaves them as they were)")
 	dataChanged := fs.Bool("data-changed", false, "with --resume: continue on other data than the checkpoint's, on purpose")
 	dryRun := fs.Bool("dry-run", false, "print the memory a step needs under --amp and exit")
 	graph := fs.Bool("graph", true, "on a GPU, run the step on the device as one CUDA graph (false: the host-driven step)")
@@ -287,7 +287,7 @@ func runTrain(args []string) error {
 	} else if q, err = train.RequestOn(dev, q); err != nil {
 		return err
 	}
-	if err := fitCheck(dev, q, opts.Batch, opts.Accum, opts.Recompute,
+	if err := fitCheck(dev, q, opts.Batch, opts.Accum, opts.Recompute, dp.local,
 		fmt.Sprintf("%s at B %d T %d under %s, recompute %s, %s moments", modelLabel(cfg, *preset, initCk != nil), *batch, *seq, policy, opts.Recompute, *adamState)); err != nil {
 		return err
 	}
@@ -481,8 +481,13 @@ func parseAdamState(s string) (tensor.DType, error) {
 // that does not fit q (train.PlanRequest.Check: the planner's own count
 // and budget, so a planned step always passes), in one line naming what,
 // and on the CPU one that the host's free memory cannot hold
-// (druto.FitError).
-func fitCheck(dev device.Device, q train.PlanRequest, B, accum int, r gpt.Recompute, what string) error {
+// (druto.FitError). ranks is the number of rank processes of this host
+// (data-parallel training; 0 or 1 without): each holds its own model,
+// optimizer and activations, so together they need ranks times one's
+// memory from the one host. Every rank checks this before any of them
+// allocates (right after the rendezvous), so each reads the same free
+// memory.
+func fitCheck(dev device.Device, q train.PlanRequest, B, accum int, r gpt.Recompute, ranks int, what string) error {
 	const todo = "lower --batch or --seq (--dry-run prints the breakdown)"
 	var fe *train.FitError
 	if err := q.Check(B, accum, r); errors.As(err, &fe) {
@@ -501,7 +506,13 @@ func fitCheck(dev device.Device, q train.PlanRequest, B, accum int, r gpt.Recomp
 	if _, ok := dev.(*gpu.Device); ok {
 		return nil // q's budget is the GPU's free memory, read once
 	}
-	return druto.FitError(dev, q.Need(B, accum, r), what)
+	need := q.Need(B, accum, r)
+	if ranks > 1 {
+		return druto.FitCheck(dev, int64(ranks)*need,
+			fmt.Sprintf("%d ranks on this host, each %s (about %s), together", ranks, what, train.GiB(need)),
+			"lower --batch or --seq, or run fewer --ranks (--dry-run prints one rank's breakdown)")
+	}
+	return druto.FitError(dev, need, what)
 }
 
 // modelLabel names the model in messages: the preset, or for a checkpoint

@@ -154,3 +154,61 @@ func addSeeds(f *testing.F, path string) []byte {
 	f.Add(noChecksum(good))
 	return good
 }
+
+// FuzzHFConfig reads a transformers GPT-2 (testdata/hf-gpt2-tiny) with any
+// bytes as the config.json beside it (ReadModelConfig: the --init and Hub
+// path's config reader). It never panics; a config it accepts is valid
+// (positive sizes, heads dividing the width, below 2^31 and maxParams) and
+// agrees with the file's tensors: the vocabulary, context, depth and width
+// are the tiny model's, whatever the JSON said. Seeds: the real config.json
+// and edits of it.
+func FuzzHFConfig(f *testing.F) {
+	src := filepath.Join("testdata", "hf-gpt2-tiny")
+	real, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	model, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	dir := f.TempDir()
+	path := filepath.Join(dir, "model.safetensors")
+	if err := os.WriteFile(path, model, 0o644); err != nil {
+		f.Fatal(err)
+	}
+	want := gpt.Config{Vocab: PaddedVocab(50257), MaxSeq: 128, Layers: 2, Heads: 4, Channels: 64}
+	f.Add(real)
+	for _, kv := range [][2]string{
+		{`"n_head": 4`, `"n_head": 3`}, {`"n_head": 4`, `"n_head": 0`}, {`"n_layer": 2`, `"n_layer": 2147483648`},
+		{`"n_positions": 128`, `"n_positions": -128`}, {`"n_embd": 64`, `"n_embd": 1e300`}, {`"model_type": "gpt2"`, `"model_type": "llama"`},
+		{`"n_inner": null`, `"n_inner": 7`}, {`"vocab_size": 50257`, `"vocab_size": "50257"`},
+	} {
+		f.Add(bytes.Replace(real, []byte(kv[0]), []byte(kv[1]), 1))
+	}
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := ReadModelConfig(path)
+		if err != nil {
+			if bytes.Equal(b, real) {
+				t.Fatalf("the real config.json does not load: %v", err)
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted config %v: %v", cfg, err)
+		}
+		if cfg.Vocab != want.Vocab || cfg.MaxSeq != want.MaxSeq || cfg.Layers != want.Layers || cfg.Channels != want.Channels {
+			t.Fatalf("accepted config %v for the tensors of %v", cfg, want)
+		}
+		if cfg.Heads < 1 || cfg.Channels%cfg.Heads != 0 || cfg.NumParams() > maxParams {
+			t.Fatalf("accepted config %v", cfg)
+		}
+		if bytes.Equal(b, real) && cfg != want {
+			t.Fatalf("the real config.json reads as %v, want %v", cfg, want)
+		}
+	})
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -50,10 +49,13 @@ type Recipe struct {
 	// Resume continues the run saved in OutDir; without it (and without
 	// Fresh), an OutDir that already holds a run is ErrRunExists.
 	Resume bool
-	// Fresh starts the run over: it removes the checkpoint, the training
-	// state and the metrics log a previous run left in OutDir (the token
-	// cache stays, it depends only on the data). A notebook sets it so that
-	// a second Run All trains again from step 0 instead of failing.
+	// Fresh starts the run over: its first checkpoint replaces the model,
+	// the training state and the metrics log a previous run left in OutDir
+	// (the token cache stays, it depends only on the data). Until then the
+	// old files stay untouched (the new log is kept under another name), so
+	// a run that fails or is killed before its first checkpoint leaves the
+	// old run whole. A notebook sets it so that a second Run All trains
+	// again from step 0 instead of failing.
 	Fresh bool
 	// Init, when set, starts from these weights (fine-tuning); its Config
 	// must equal Options.Config.
@@ -152,13 +154,6 @@ func Start(dev device.Device, r Recipe) (*Run, error) {
 	if r.Fresh && r.Resume {
 		return nil, fmt.Errorf("train: a run starts fresh or resumes, not both (Recipe.Fresh and Recipe.Resume)")
 	}
-	if r.Fresh && r.OutDir != "" {
-		for _, f := range []string{ModelFile, StateFile, MetricsFile, pendingModel} {
-			if err := os.Remove(filepath.Join(r.OutDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("train: starting fresh: %w", err)
-			}
-		}
-	}
 	if !r.Resume && !r.Fresh && r.OutDir != "" {
 		held, err := RunFiles(r.OutDir)
 		if err != nil {
@@ -188,6 +183,7 @@ func Start(dev device.Device, r Recipe) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	tr.fresh = r.Fresh && r.OutDir != ""
 	switch {
 	case r.Resume:
 		err = tr.Resume(r.OutDir)

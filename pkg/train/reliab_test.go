@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -661,5 +663,113 @@ func TestTransformersHostile(t *testing.T) {
 	}
 	if err := load(path); err == nil || !strings.Contains(err.Error(), "FIFO") {
 		t.Errorf("config.json a FIFO: %v", err)
+	}
+}
+
+// files returns the contents of the regular files in dir, by name.
+func files(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil {
+			out[e.Name()] = string(b)
+		}
+	}
+	return out
+}
+
+// TestFreshReplacesAtFirstCheckpoint: a run that replaces another
+// (Recipe.Fresh, druto train --overwrite) leaves the old run's files
+// byte-identical until its first checkpoint is committed: when its data
+// are bad, and when its first save is cut before the commit point, whether
+// the process goes on (Run settles the folder) or is killed (the next start
+// does). A save cut after the commit point, and a save that completes,
+// leave the new run's model, state and log together. No temp file stays.
+func TestFreshReplacesAtFirstCheckpoint(t *testing.T) {
+	defer func() { saveHook = nil }()
+	o := testOptions(4, amp.FP32)
+	oldRun := func() (string, map[string]string) {
+		o.OutDir = t.TempDir()
+		if err := newTrainer(t, o).Run(context.Background(), 4, nil); err != nil {
+			t.Fatal(err)
+		}
+		return o.OutDir, files(t, o.OutDir)
+	}
+	dir, before := oldRun()
+	bad := Recipe{Options: o, Data: filepath.Join(dir, "missing.txt"), Fresh: true}
+	if _, err := Start(cpu.New(device.Options{Fused: true}), bad); err == nil {
+		t.Fatal("a fresh run on missing data started")
+	}
+	if got := files(t, dir); !maps.Equal(got, before) {
+		t.Errorf("a fresh run that failed to start changed %s: %v, was %v", dir, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(before)))
+	}
+	for _, c := range []struct {
+		stage    string // the save is cut after this stage ("": not cut)
+		replaced bool
+	}{{"model", false}, {"state", true}, {"metrics", true}, {"", true}} {
+		for _, killed := range []bool{false, true} {
+			dir, before := oldRun()
+			n := o
+			n.OutDir, n.Seed = dir, 8 // another model than the old run's
+			b := newTrainer(t, n)
+			b.fresh = true
+			saveHook = func(stage string) error {
+				if stage == c.stage {
+					return errKilled
+				}
+				return nil
+			}
+			var err error
+			if killed { // no deferred clean-up: the next start settles the folder
+				if err = b.openMetrics(); err != nil {
+					t.Fatal(err)
+				}
+				runSteps(t, b, 2)
+				b.emit(Metric{Step: 2, Loss: 1}, nil)
+				err = b.Save(dir)
+				b.metrics.Close()
+				if got := files(t, dir); !c.replaced && !maps.Equal(got, before) {
+					for name := range before {
+						if got[name] != before[name] {
+							t.Errorf("killed after %s: %s changed", c.stage, name)
+						}
+					}
+				}
+				if rerr := recoverCheckpoint(dir, false); rerr != nil {
+					t.Fatal(rerr)
+				}
+			} else {
+				err = b.Run(context.Background(), 2, nil)
+			}
+			saveHook = nil
+			if (c.stage != "") != errors.Is(err, errKilled) {
+				t.Fatalf("cut after %q (killed %v): %v", c.stage, killed, err)
+			}
+			after := files(t, dir)
+			for _, name := range []string{ModelFile, StateFile, MetricsFile} {
+				if changed := after[name] != before[name]; changed != c.replaced {
+					t.Errorf("cut after %q (killed %v): %s changed %v, want %v", c.stage, killed, name, changed, c.replaced)
+				}
+			}
+			if c.replaced {
+				if _, _, err := LoadModel(filepath.Join(dir, ModelFile)); err != nil {
+					t.Errorf("cut after %q (killed %v): %v", c.stage, killed, err)
+				}
+				r := newTrainer(t, n)
+				if err := r.Resume(dir); err != nil || r.StepsDone() != 2 {
+					t.Errorf("cut after %q (killed %v): resume at step %d: %v", c.stage, killed, r.StepsDone(), err)
+				}
+				if ms, err := ReadMetricsFile(filepath.Join(dir, MetricsFile)); err != nil || len(ms) == 0 || ms[len(ms)-1].Step != 2 {
+					t.Errorf("cut after %q (killed %v): the log holds %+v (%v), want the new run's", c.stage, killed, ms, err)
+				}
+			} else if !maps.Equal(after, before) {
+				t.Errorf("cut after %q (killed %v): the old run's files changed: %v", c.stage, killed, slices.Sorted(maps.Keys(after)))
+			}
+			noTemps(t, dir)
+		}
 	}
 }

@@ -171,6 +171,7 @@ type Trainer struct {
 	in, tg  []int32
 	tokens  []int32 // the training tokens (SetBatchShape makes a new loader over them)
 	metrics *os.File
+	fresh   bool           // replaces the run in OutDir at its first checkpoint (Recipe.Fresh; see pendingMetrics)
 	ds      *devStep       // the device-resident step (devstep.go); nil on the host step
 	poison  *tensor.Tensor // (1) F32 on the device: Options.InjectGrad's value
 	lossAcc *tensor.Tensor // (Batch·Seq) F32 on the device with Accum > 1: Σ over micro-batches of the per-token losses
@@ -499,7 +500,16 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 		if err := t.openMetrics(); err != nil {
 			return err
 		}
-		defer t.metrics.Close()
+		defer func() {
+			t.metrics.Close()
+			t.metrics = nil
+			if t.fresh {
+				// No checkpoint, or a first save cut after its commit point:
+				// settle the folder as the next start would (the old run
+				// whole, or the new one's model and log together).
+				recoverCheckpoint(o.OutDir, false)
+			}
+		}()
 	}
 	skipRow := 0 // consecutive skipped steps
 	for t.step < last {
@@ -608,10 +618,13 @@ func (t *Trainer) openMetrics() error {
 	if err := os.MkdirAll(t.opts.OutDir, 0o755); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
-	if err := recoverCheckpoint(t.opts.OutDir); err != nil {
+	if err := recoverCheckpoint(t.opts.OutDir, false); err != nil {
 		return err
 	}
 	path := filepath.Join(t.opts.OutDir, MetricsFile)
+	if t.fresh {
+		path = filepath.Join(t.opts.OutDir, pendingMetrics)
+	}
 	// Keep only the lines of steps already done (a resumed run may have
 	// logged steps after its last checkpoint), atomically.
 	var keep []byte
@@ -721,8 +734,12 @@ func (t *Trainer) Save(dir string) error {
 	if mdt == tensor.BF16 {
 		st.Moments = "bf16"
 	}
-	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), t.opts.SaveDType, st, m.ToF32(), v.ToF32()); err != nil {
+	fresh := t.fresh && dir == t.opts.OutDir
+	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), t.opts.SaveDType, st, m.ToF32(), v.ToF32(), fresh); err != nil {
 		return err
+	}
+	if fresh {
+		t.fresh = false // the run is the folder's now
 	}
 	t.saved = t.step
 	return nil
@@ -733,7 +750,7 @@ func (t *Trainer) Save(dir string) error {
 // model, policy, batch, schedule and seed), and so must the training data
 // unless Options.DataChanged says the change is meant.
 func (t *Trainer) Resume(dir string) error {
-	if err := recoverCheckpoint(dir); err != nil {
+	if err := recoverCheckpoint(dir, false); err != nil {
 		return err
 	}
 	cfg, params, sum, err := loadModel(filepath.Join(dir, ModelFile))
