@@ -10,12 +10,13 @@ import (
 
 	"github.com/druto/druto"
 	"github.com/druto/druto/pkg/device/gpu"
+	"github.com/druto/druto/pkg/record"
 )
 
 // Results are the JSON files committed under a checkout's bench/results,
 // by kind; other files there (logs) are not listed.
 type Results struct {
-	Bench   []string // training-step benchmark reports (pkg/bench.Report with step times)
+	Bench   []string // training-step benchmark reports (record.Report with step times)
 	Kernels []string // kernel micro-benchmark reports (records carrying only "kernels")
 	Detect  []string // detect reports (druto.Report: "backend" and "host")
 }
@@ -35,19 +36,16 @@ func FindResults(repo string) (Results, error) {
 		if err != nil {
 			return res, fmt.Errorf("nbui: %w", err)
 		}
-		var top map[string]json.RawMessage
-		if err := json.Unmarshal(b, &top); err != nil {
+		kind, err := record.Classify(b)
+		if err != nil {
 			return res, fmt.Errorf("nbui: %s: %w", f, err)
 		}
-		raw, records := top["records"]
-		_, backend := top["backend"]
-		_, host := top["host"]
-		switch {
-		case records && kernelsOnly(raw):
+		switch kind {
+		case record.KindKernels:
 			res.Kernels = append(res.Kernels, f)
-		case records:
+		case record.KindBench:
 			res.Bench = append(res.Bench, f)
-		case backend && host:
+		case record.KindDetect:
 			res.Detect = append(res.Detect, f)
 		}
 	}
@@ -114,22 +112,4 @@ func DetectSummaryTable(lang string, paths ...string) (*Table, error) {
 			fmt.Sprintf("%d/%d", passed, tested), fmt.Sprintf("%.1e", worst))
 	}
 	return t, nil
-}
-
-// kernelsOnly reports whether every record carries kernel timings and no
-// training-step time: a micro-benchmark report, plotted as bandwidth.
-func kernelsOnly(raw json.RawMessage) bool {
-	var recs []struct {
-		StepMs  float64           `json:"step_ms"`
-		Kernels []json.RawMessage `json:"kernels"`
-	}
-	if json.Unmarshal(raw, &recs) != nil || len(recs) == 0 {
-		return false
-	}
-	for _, r := range recs {
-		if r.StepMs != 0 || len(r.Kernels) == 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -78,12 +78,12 @@ func fixtureBench() Bench {
 			}
 			if bs == 16 && i == 2 {
 				r.Kernels = []Kernel{
-					{"layernorm_fwd", "fused", 0.021, 3100, 4270},
-					{"layernorm_fwd", "decomposed", 0.071, 920, 4270},
-					{"adamw", "fused", 0.41, 3650, 4270},
-					{"adamw", "decomposed", 2.3, 650, 4270},
-					{"softmax_xent", "fused", 0.62, 2800, 4270},
-					{"softmax_xent", "decomposed", 1.9, 910, 4270},
+					{Name: "layernorm_fwd", Mode: "fused", Ms: 0.021, GBps: 3100, CeilingGBps: 4270},
+					{Name: "layernorm_fwd", Mode: "decomposed", Ms: 0.071, GBps: 920, CeilingGBps: 4270},
+					{Name: "adamw", Mode: "fused", Ms: 0.41, GBps: 3650, CeilingGBps: 4270},
+					{Name: "adamw", Mode: "decomposed", Ms: 2.3, GBps: 650, CeilingGBps: 4270},
+					{Name: "softmax_xent", Mode: "fused", Ms: 0.62, GBps: 2800, CeilingGBps: 4270},
+					{Name: "softmax_xent", Mode: "decomposed", Ms: 1.9, GBps: 910, CeilingGBps: 4270},
 				}
 			}
 			b.Records = append(b.Records, r)

@@ -79,7 +79,7 @@ func FuzzParseBench(f *testing.F) {
 			if r.Config == "" || r.Mode == "" {
 				t.Fatalf("record %d accepted without config or mode: %+v", i, r)
 			}
-			if err := r.check(); err != nil {
+			if err := r.Check(); err != nil {
 				t.Fatalf("record %d accepted with %v", i, err)
 			}
 			if !(r.StepMs == 0 && len(r.Kernels) > 0) {

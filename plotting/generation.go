@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/druto/druto/internal/boundedread"
+	"github.com/druto/druto/pkg/record"
 )
 
 // Decode is one generation measurement: System (e.g. "druto fused+fp32",
@@ -34,23 +35,20 @@ type Decode struct {
 // ReadSample reads the generation records of a druto bench --sample report
 // (its "sample" list) as Decode values named "druto MODE".
 func ReadSample(path string) ([]Decode, error) {
-	var rep struct {
-		Sample []struct {
-			Config     string  `json:"config"`
-			Mode       string  `json:"mode"`
-			Batch      int     `json:"batch"`
-			DecodeTokS float64 `json:"decode_tokens_per_s"`
-			BoundTokS  float64 `json:"bound_tokens_per_s"`
-		} `json:"sample"`
+	f, _, err := boundedread.Open(path, maxBenchBytes)
+	if err != nil {
+		return nil, fmt.Errorf("plotting: %w", err)
 	}
-	if err := readJSON(path, &rep); err != nil {
-		return nil, err
+	defer f.Close()
+	samples, err := record.ParseSamples(f)
+	if err != nil {
+		return nil, fmt.Errorf("plotting: %s: %w", path, err)
 	}
-	if len(rep.Sample) == 0 {
+	if len(samples) == 0 {
 		return nil, fmt.Errorf("plotting: %s holds no generation records (druto bench --sample writes them)", path)
 	}
-	out := make([]Decode, len(rep.Sample))
-	for i, r := range rep.Sample {
+	out := make([]Decode, len(samples))
+	for i, r := range samples {
 		out[i] = Decode{System: "druto " + r.Mode, Config: r.Config, Batch: r.Batch, TokensPerS: r.DecodeTokS, BoundTokS: r.BoundTokS}
 	}
 	return out, nil
@@ -92,18 +90,6 @@ func ReadTorchSample(path, config string) ([]Decode, error) {
 		return nil, fmt.Errorf("plotting: %s holds no torch_sample_bench.py result", path)
 	}
 	return out, nil
-}
-
-func readJSON(path string, v any) error {
-	f, _, err := boundedread.Open(path, maxBenchBytes)
-	if err != nil {
-		return fmt.Errorf("plotting: %w", err)
-	}
-	defer f.Close()
-	if err := json.NewDecoder(f).Decode(v); err != nil {
-		return fmt.Errorf("plotting: %s: %w", path, err)
-	}
-	return nil
 }
 
 // Generation draws decode tokens per second as bars, one group per model

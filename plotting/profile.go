@@ -7,18 +7,18 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/record"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
 
-// StepProfile plots where one training step's time goes (bench.ProfileStep,
-// `druto bench --profile`): a horizontal bar of milliseconds per op class,
+// StepProfile plots where one training step's time goes (a record.Profile:
+// bench.ProfileStep, `druto bench --profile`): a horizontal bar of milliseconds per op class,
 // largest at the top, each labelled with its share of the step and, where
 // its work is counted, its percentage of the measured ceiling (matmul peak
 // or copy bandwidth). Options: Lang, BanglaDigits, Title.
-func StepProfile(p *bench.Profile, opts ...Option) (*plot.Plot, error) {
+func StepProfile(p *record.Profile, opts ...Option) (*plot.Plot, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/record"
 )
 
-func sampleProfile() *bench.Profile {
-	return &bench.Profile{Config: "gpt2-124M", Mode: "fused+bf16", Batch: 16, Seq: 1024, Steps: 3, StepMs: 10,
-		Rows: []bench.ProfileRow{
+func sampleProfile() *record.Profile {
+	return &record.Profile{Config: "gpt2-124M", Mode: "fused+bf16", Batch: 16, Seq: 1024, Steps: 3, StepMs: 10,
+		Rows: []record.ProfileRow{
 			{Class: "gemm lm head 50304x768", Calls: 2, Ms: 4, Share: 0.4, Rate: 600, Unit: "TFLOP/s", Pct: 76},
 			{Class: "attention", Calls: 24, Ms: 3, Share: 0.3, Rate: 150, Unit: "TFLOP/s", Pct: 19},
 			{Class: "layernorm", Calls: 50, Ms: 2, Share: 0.2, Rate: 3000, Unit: "GB/s", Pct: 70},
@@ -49,7 +49,7 @@ func TestStepProfile(t *testing.T) {
 			t.Fatalf("%s: %v", lang, err)
 		}
 	}
-	if _, err := StepProfile(&bench.Profile{}); err == nil {
+	if _, err := StepProfile(&record.Profile{}); err == nil {
 		t.Error("an empty profile plotted")
 	}
 	bad := sampleProfile()

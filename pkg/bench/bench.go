@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -23,6 +22,7 @@ import (
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/optim"
+	"github.com/druto/druto/pkg/record"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -59,92 +59,18 @@ type Case struct {
 	Seq    int
 }
 
-// Memory is the bytes of a step by component.
-type Memory struct {
-	Params      int64 `json:"params"`
-	Grads       int64 `json:"grads"`
-	Optimizer   int64 `json:"optimizer"`
-	Activations int64 `json:"activations"`
-}
+// The records a benchmark writes; their definitions and JSON forms live in
+// pkg/record, which readers (plotting, nbui) import without the devices.
+type (
+	Memory = record.Memory // the bytes of a step by component
+	Kernel = record.Kernel // one op micro-benchmark
+	Util   = record.Util   // one utilisation sample
+	Record = record.Bench  // the result of one (case, mode)
+)
 
-// Kernel is one op micro-benchmark.
-type Kernel struct {
-	Name        string  `json:"name"`
-	Mode        string  `json:"mode"`
-	Ms          float64 `json:"ms"`
-	GBps        float64 `json:"gbps"`
-	CeilingGBps float64 `json:"ceiling_gbps,omitempty"`
-	// CeilingSource is where CeilingGBps comes from ("copy": measured in
-	// the same run; "given"; "nominal: ..." naming a figure not measured).
-	CeilingSource string  `json:"ceiling_source,omitempty"`
-	TFLOPs        float64 `json:"tflops,omitempty"` // compute-bound ops (attention: causal FLOPs)
-}
-
-// Util is one utilisation sample.
-type Util struct {
-	TS           float64 `json:"t_s"`
-	GPUUtil      float64 `json:"gpu_util"`
-	MemUsedBytes float64 `json:"mem_used_bytes"`
-}
-
-// Record is the result of one (case, mode).
-type Record struct {
-	Config     string  `json:"config"`
-	Mode       string  `json:"mode"`
-	Baseline   bool    `json:"baseline"`
-	Batch      int     `json:"batch"`
-	Seq        int     `json:"seq"`
-	Steps      int     `json:"steps"`        // timed steps
-	StepMs     float64 `json:"step_ms"`      // median
-	StepMsMin  float64 `json:"step_ms_min"`  //
-	StepMsMax  float64 `json:"step_ms_max"`  //
-	TokensPerS float64 `json:"tokens_per_s"` // from the median
-	MFU        float64 `json:"mfu,omitempty"`
-	Loss       float32 `json:"loss"` // last step's loss, a sanity check that the run trained
-	// Launches is the kernels, cuBLAS(Lt) calls and memsets the host queued
-	// per timed step (a graph replay counts 1), where the device counts them.
-	Launches float64 `json:"launches_per_step,omitempty"`
-	// StepPath is how the step ran ("host", "device", "graph", or why a
-	// graph was not used).
-	StepPath string `json:"step_path,omitempty"`
-	// Timing says how each timed step was measured, so that the median,
-	// min and max are read rightly: TimingEvents, TimingHost or TimingSpan.
-	Timing string `json:"timing,omitempty"`
-	Memory Memory `json:"memory"` // counted from the model's tables (gpt.MemoryOn)
-	// PeakBytes is the MEASURED high-water mark of the device memory in
-	// use during the case (model, optimizer, activations, the device's
-	// scratch and workspace), from the device's allocator, reset before
-	// the model is made; 0 where the device does not measure it (the CPU).
-	PeakBytes int64    `json:"peak_bytes,omitempty"`
-	Kernels   []Kernel `json:"kernels,omitempty"`
-	// Util is NVML's utilisation sampled every UtilEvery over a run of at
-	// least UtilSeconds after the timed steps (graph modes on a GPU), and
-	// GPUUtil their mean after the first half second (NVML averages over
-	// its own sample period, up to a second, so the timed steps alone are
-	// too short); UtilNote says why there is none.
-	Util     []Util   `json:"util,omitempty"`
-	GPUUtil  float64  `json:"gpu_util_pct,omitempty"`
-	UtilNote string   `json:"util_note,omitempty"`
-	Profile  *Profile `json:"profile,omitempty"` // where the step's time goes (ProfileStep)
-}
-
-// Report is a benchmark run: where and when, and its records.
-type Report struct {
-	Device    string   `json:"device"`
-	Driver    string   `json:"driver,omitempty"`
-	Date      string   `json:"date"`
-	Git       string   `json:"git"`
-	GoVersion string   `json:"go"`
-	CPUs      int      `json:"cpus"`
-	CPU       string   `json:"cpu,omitempty"`        // the processor's model name (/proc/cpuinfo), where known
-	PeakFLOPs float64  `json:"peak_flops,omitempty"` // the MFU denominator, measured or quoted
-	PeakNote  string   `json:"peak_note,omitempty"`
-	CopyGBps  float64  `json:"copy_gbps,omitempty"` // the bandwidth profiles compare with (CopyBandwidth)
-	Data      string   `json:"data,omitempty"`      // the tokens trained on: a file (Options.Tokens) or "" for the built-in corpus
-	Records   []Record `json:"records,omitempty"`   // training steps (none in a --sample report)
-	// Sample holds the generation benchmark's records (druto bench --sample).
-	Sample []SampleRecord `json:"sample,omitempty"`
-}
+// Report is a benchmark run: where and when, and its records (the form of
+// record.Report, with the methods that write it).
+type Report record.Report
 
 // NewReport starts a report for device name.
 func NewReport(deviceName string) *Report {
@@ -361,7 +287,7 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 		r.MFU = c.Config.FLOPsPerToken(c.Seq) * r.TokensPerS / peak
 	}
 	mem := gpt.MemoryOn(dev, c.Config, c.Batch, c.Seq, m.Policy) // the attention state dev saves
-	r.Memory = Memory{mem.Params, mem.Grads, mem.Optimizer, mem.Activations}
+	r.Memory = Memory{Params: mem.Params, Grads: mem.Grads, Optimizer: mem.Optimizer, Activations: mem.Activations}
 	if measures {
 		r.PeakBytes = peaker.MemoryPeak()
 	}
@@ -495,11 +421,11 @@ func (r *Report) SpeedUps() map[string]map[string]float64 {
 
 // Save writes the report as indented JSON, atomically.
 func (r *Report) Save(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := (*record.Report)(r).Marshal()
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(path, append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(path, b); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 	return nil
@@ -511,9 +437,9 @@ func Load(path string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	var r Report
-	if err := json.Unmarshal(b, &r); err != nil {
+	r, err := record.ParseReport(b)
+	if err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", path, err)
 	}
-	return &r, nil
+	return (*Report)(r), nil
 }

@@ -60,7 +60,7 @@ func TestStepTimesCPU(t *testing.T) {
 			t.Errorf("%s: loss %v after 4 steps", m, r.Loss)
 		}
 		mem := gpt.MemoryFor(c.Config, 2, 32, m.Policy)
-		if r.Memory != (Memory{mem.Params, mem.Grads, mem.Optimizer, mem.Activations}) {
+		if r.Memory != (Memory{Params: mem.Params, Grads: mem.Grads, Optimizer: mem.Optimizer, Activations: mem.Activations}) {
 			t.Errorf("%s: memory %+v, want %+v", m, r.Memory, mem)
 		}
 	}

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -36,62 +35,21 @@ import (
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/optim"
+	"github.com/druto/druto/pkg/record"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
 
 // ProfileRow is one op class of a step.
-type ProfileRow struct {
-	Class string  `json:"class"`
-	Calls int     `json:"calls"`           // op calls per step
-	Ms    float64 `json:"ms"`              // device time per step
-	Share float64 `json:"share"`           // of the step's time
-	FLOPs float64 `json:"flops,omitempty"` // per step, for products
-	Bytes float64 `json:"bytes,omitempty"` // per step, for memory-bound ops
-	Rate  float64 `json:"rate,omitempty"`  // achieved TFLOP/s or GB/s
-	Unit  string  `json:"unit,omitempty"`  // "TFLOP/s" or "GB/s"
-	Pct   float64 `json:"pct_of_ceiling,omitempty"`
-}
+type ProfileRow = record.ProfileRow
 
 // Profile is ProfileStep's result: the mean over the profiled steps.
-type Profile struct {
-	Config    string       `json:"config"`
-	Mode      string       `json:"mode"`
-	Batch     int          `json:"batch"`
-	Seq       int          `json:"seq"`
-	Steps     int          `json:"steps"`
-	StepMs    float64      `json:"step_ms"`          // per step: op timing included (host modes), or the real graph step (graph modes)
-	OpsMs     float64      `json:"ops_ms,omitempty"` // graph modes: the sum of the ops' isolated graph replays
-	Method    string       `json:"method,omitempty"` // how the op times were taken (graph modes)
-	PeakFLOPs float64      `json:"peak_flops"`
-	CopyGBps  float64      `json:"copy_gbps"`
-	Rows      []ProfileRow `json:"rows"`
-}
+type Profile = record.Profile
 
 // Ceilings are the rates a profile's percentages are taken against.
 type Ceilings struct {
 	PeakFLOPs float64 // FLOP/s (Peak)
 	CopyGBps  float64 // GB/s (CopyBandwidth)
-}
-
-// Table renders the profile as aligned text.
-func (p *Profile) Table() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s B%d T%d %s: %.3f ms/step over %d profiled steps (peak %.1f TFLOP/s, copy %.0f GB/s)\n",
-		p.Config, p.Batch, p.Seq, p.Mode, p.StepMs, p.Steps, p.PeakFLOPs/1e12, p.CopyGBps)
-	if p.Method != "" {
-		fmt.Fprintf(&b, "  (%s; Σ ops %.3f ms vs graph step %.3f ms)\n", p.Method, p.OpsMs, p.StepMs)
-	}
-	fmt.Fprintf(&b, "  %-30s %6s %9s %6s %12s %9s\n", "class", "calls", "ms", "share", "rate", "% ceiling")
-	for _, r := range p.Rows {
-		rate, pct := "", ""
-		if r.Unit != "" {
-			rate = fmt.Sprintf("%.3g %s", r.Rate, r.Unit)
-			pct = fmt.Sprintf("%.1f", r.Pct)
-		}
-		fmt.Fprintf(&b, "  %-30s %6d %9.3f %5.1f%% %12s %9s\n", r.Class, r.Calls, r.Ms, 100*r.Share, rate, pct)
-	}
-	return b.String()
 }
 
 // ProfileStep trains c in mode m on dev for o.Warmup untimed steps, then

@@ -14,32 +14,14 @@ import (
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/record"
 	"github.com/druto/druto/pkg/train"
 )
 
 // SampleRecord is one generation benchmark: Batch prompts of PromptTokens
 // tokens continued by NewTokens tokens each, greedy, a random model of the
-// preset, the median of Rounds rounds.
-type SampleRecord struct {
-	Config       string  `json:"config"`
-	Mode         string  `json:"mode"` // fused+fp32, fused+bf16, ...
-	Batch        int     `json:"batch"`
-	PromptTokens int     `json:"prompt_tokens"`
-	NewTokens    int     `json:"new_tokens"`
-	Rounds       int     `json:"rounds"`
-	PrefillMs    float64 `json:"prefill_ms"`          // prompts in, first tokens out (the model already loaded)
-	DecodeTokS   float64 `json:"decode_tokens_per_s"` // every sequence's tokens after the first, per second
-	DecodeMin    float64 `json:"decode_tokens_per_s_min"`
-	DecodeMax    float64 `json:"decode_tokens_per_s_max"`
-	Cached       bool    `json:"kv_cache"`
-	Weights      string  `json:"weights"` // "checkpoint", or "random" (GPT-2's initialisation, seed 1)
-	// WeightBytes is what one decode step reads of the weights: every
-	// parameter in the working dtype but the position table (one row).
-	WeightBytes int64 `json:"weight_bytes"`
-	// BoundTokS is the decode rate if a step cost only reading the weights
-	// once at the report's copy bandwidth: Batch × CopyGBps / WeightBytes.
-	BoundTokS float64 `json:"bound_tokens_per_s,omitempty"`
-}
+// preset, the median of Rounds rounds (record.Sample).
+type SampleRecord = record.Sample
 
 // Sample benchmarks generation on dev for case c (Batch prompts of Seq
 // tokens) under mode m: newTokens tokens a prompt, rounds times after one

@@ -25,6 +25,7 @@ import (
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/record"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -75,7 +76,7 @@ func testFP16Overflow(t *testing.T, mode StepMode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := splitLines(raw)
+	lines := record.Lines(raw)
 	if len(lines) != 8 {
 		t.Fatalf("%d metrics lines, want 8", len(lines))
 	}

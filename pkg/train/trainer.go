@@ -15,6 +15,7 @@ import (
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/optim"
+	"github.com/druto/druto/pkg/record"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -131,27 +132,8 @@ func (o Options) Validate() error {
 }
 
 // Metric is one line of the metrics log (JSON lines, one per step; eval and
-// sample results ride on the step they happened at). Its JSON form (see
-// MarshalJSON) writes a value that is not finite as null.
-type Metric struct {
-	Step       int
-	Loss       float32
-	LR         float32
-	GradNorm   float32
-	TokensPerS float64
-	MsPerStep  float64
-	// DeviceMs is the step's own time on the device, between two timing
-	// marks queued before its uploads and after its state snapshot
-	// (device.Marker: CUDA events), in the device-resident step modes on a
-	// device that has them; 0 otherwise (MsPerStep is then the span of the
-	// collected steps over their number). Not written to metrics files.
-	DeviceMs    float64
-	LossScale   float32
-	StepSkipped bool    // this step's update was skipped (non-finite gradients); JSON "skipped"
-	Skipped     int     // steps skipped so far; JSON "skipped_steps"
-	ValLoss     float32 // on eval steps
-	Sample      string  // on sample steps
-}
+// sample results ride on the step they happened at); see record.Metric.
+type Metric = record.Metric
 
 // Trainer runs the training loop of one model on one device.
 type Trainer struct {
@@ -629,9 +611,8 @@ func (t *Trainer) openMetrics() error {
 	// logged steps after its last checkpoint), atomically.
 	var keep []byte
 	if old, err := readMetrics(path); err == nil && t.step > 0 {
-		for _, line := range splitLines(old) {
-			var m struct{ Step int }
-			if json.Unmarshal(line, &m) == nil && m.Step <= t.step {
+		for _, line := range record.Lines(old) {
+			if step, ok := record.LineStep(line); ok && step <= t.step {
 				keep = append(append(keep, line...), '\n')
 			}
 		}
@@ -645,24 +626,6 @@ func (t *Trainer) openMetrics() error {
 	}
 	t.metrics = f
 	return nil
-}
-
-func splitLines(b []byte) [][]byte {
-	var out [][]byte
-	for len(b) > 0 {
-		i := 0
-		for i < len(b) && b[i] != '\n' {
-			i++
-		}
-		if i > 0 {
-			out = append(out, b[:i])
-		}
-		if i == len(b) {
-			break
-		}
-		b = b[i+1:]
-	}
-	return out
 }
 
 // optionsKey is what must match for a resume to continue the same run.
