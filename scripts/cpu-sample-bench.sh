@@ -12,10 +12,14 @@
 #     beside the weight-read bound at the copy bandwidth measured in the run;
 #   - PyTorch once more, so that each side has a run before and after the
 #     other's (a shared machine drifts).
-# Writes bench/results/NAME.json (druto's report), NAME-torch.jsonl
-# (PyTorch's lines, both runs) and NAME.txt (the log: stats, ids compared).
+# Writes RESULTS/NAME.json (druto's report), NAME-torch.jsonl (PyTorch's
+# lines, both runs) and NAME.txt (the log: stats, ids compared). RESULTS is
+# build/results by default, outside what git tracks; RESULTS=bench/results
+# writes a record to keep (the notebooks list bench/results/*.json, so add
+# its row to bench/results/README.md).
 #
-#   scripts/cpu-sample-bench.sh sample-cpu-epyc-avx2
+#   scripts/cpu-sample-bench.sh sample-try
+#   RESULTS=bench/results scripts/cpu-sample-bench.sh sample-cpu-epyc-avx2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=${1:?usage: scripts/cpu-sample-bench.sh NAME}
@@ -25,7 +29,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rev=$(git rev-parse --short HEAD)
 go build -ldflags "-X github.com/druto/druto.Revision=$rev" -o "$work/druto" ./cmd/druto
-out=bench/results/$name
+results=${RESULTS:-build/results}
+mkdir -p "$results"
+out=$results/$name
 log=$out.txt
 {
   echo "# $(date -u +%FT%TZ) git $rev, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $threads threads"

@@ -106,9 +106,14 @@
 #   scripts/gpu-bench.sh                     detect checks kernels bench hf faults train
 #   scripts/gpu-bench.sh --sanitize          only the sanitizer section
 #   scripts/gpu-bench.sh detect tests        these sections
+#
+# OUT names the folder the results go to (the device tool sets it; default
+# build/gpu-out, outside what git tracks). Nothing is written into
+# bench/results: copy a record there only when a README, notebook or test
+# cites it, and add its row to bench/results/README.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-out-gpu}
+OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 B=build/gpu
 A=$B/anchors

@@ -48,10 +48,10 @@ func DotBF16() (string, bool) {
 
 // PreferFusedBF16 reports whether SgemmBF16's fused path is the better
 // choice for bf16 operands even with a native library loaded: where druto's
-// kernel is the AVX-512 one. On the tiny step (issue 20, 2-core Zen 4 EPYC
-// with OpenBLAS 0.3.21, BenchmarkStepBF16Paths, three runs) bf16 took
-// 1.06-1.08x fp32's CPU time fused against 1.09-1.10x with fp32 copies for
-// OpenBLAS; with the AVX2 kernel the two were even (1.07-1.12x both).
+// kernel is the AVX-512 one, which widens bf16 inside its packing faster
+// than OpenBLAS's fp32 kernels make up for the copies; druto's AVX2 kernel
+// is no faster than the copies (BenchmarkStepBF16Paths in pkg/device/cpu
+// compares the two paths).
 func PreferFusedBF16() bool {
 	_, isa, ok := gemm.Asm()
 	return ok && isa == gemm.ISAAVX512

@@ -39,8 +39,9 @@ func New(opt device.Options) *Device {
 // so that child processes do not inherit it. pkg/blas runs OpenBLAS on one
 // thread per call and spreads products over goroutines itself, but a
 // pthread OpenBLAS started with more threads keeps a pool that spins in
-// sched_yield: measured on the 2-core EPYC, 9% of the fused fp32 step's CPU
-// time in libc, and the step 1.3-2x slower, until the pool is never made.
+// sched_yield, taking CPU time from druto's own goroutines (on a 2-core
+// machine the fused fp32 step ran 1.3-2x slower with the pool); with one
+// thread the pool is never made.
 func loadBLAS() {
 	blasOnce.Do(func() {
 		const env = "OPENBLAS_NUM_THREADS"

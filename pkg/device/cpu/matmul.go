@@ -347,16 +347,15 @@ func (d *Device) gemmF32(t *tensor.Tensor) []float32 {
 // widens them inside the packing of druto's assembly SGEMM (where the CPU
 // has it, blas.FusedBF16), with no fp32 copy; "widen" makes pooled fp32
 // copies of them for pkg/blas's Sgemm (OpenBLAS when installed); anything
-// else, or none, picks by the CPU and the library. With a native library the copies
-// are the default on AVX2-only CPUs: on the tiny step (issue 20, 2-core
-// EPYC, CPU time per step interleaved, BenchmarkStepBF16Paths, nine runs)
-// bf16 took 1.02-1.07x fp32 with them and 1.02-1.12x fused. Where druto's
-// kernel is AVX-512 (blas.PreferFusedBF16) "fused" is the default: there it
-// took 1.06-1.08x against 1.09-1.10x with the copies (three runs). Without a
-// native library both run druto's kernel and "fused" saves the copies
-// (1.03-1.09x against 1.06-1.12x). On CPUs with AVX512_BF16, "fused" runs
-// two bf16 operands on blas.SgemmBF16's pair kernel (VDPBF16PS): the tiny
-// step then took 0.76-0.79x fp32's CPU time (issue 20, session 16).
+// else, or none, picks by the CPU and the library: "fused" where druto's
+// kernel is the AVX-512 one (blas.PreferFusedBF16) or no native library is
+// loaded (both paths then run druto's kernel, and "fused" saves the
+// copies); the copies on AVX2-only CPUs with a native library, where
+// OpenBLAS's fp32 kernels make up for the copying
+// (BenchmarkStepBF16Paths compares the two). On CPUs with AVX512_BF16,
+// "fused" runs two bf16 operands on blas.SgemmBF16's pair kernel
+// (VDPBF16PS), two k steps an instruction, which makes the bf16 step
+// cheaper than fp32's.
 const EnvBF16GEMM = "DRUTO_CPU_BF16_GEMM"
 
 // fusedBF16 selects blas.SgemmBF16 for bf16 operands: set by loadBLAS

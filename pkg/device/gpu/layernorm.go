@@ -13,17 +13,19 @@ package gpu
 //
 // Fused: one kernel per op (forward: a warp per row; backward: one pass
 // over the rows into per-block partials of dweight and dbias, then
-// layernorm_reduce, 32 columns × 32 slices of partial rows per block). The backward grid is as many blocks as
-// are resident at once (a persistent grid), so every block sums the same
-// number of rows and the partials are few. Rows of fp32 whose C is one of
-// lnCWidths (128, 256, 512, 768, 1024; the backward to 768) take the
-// fixed-width kernels, the same arithmetic with C known at compile time and
-// every load of a row issued first (lnFixed; H200, GPT-2's 16384 × 768,
-// druto bench --kernels stream rows: forward 87.5% of the copy bandwidth
-// against 79%, residual + layernorm 88.3 against 82.6, backward with its
-// reduce 86.0 against the TMA kernel's 75.5: bench/results/dev/gpu12-ab).
-// Other widths: on sm_90 (NVRTC
-// 12+) the backward of fp32 rows with C % 8 == 0 is
+// layernorm_reduce, 32 columns × 32 slices of partial rows per block). The
+// backward grid is as many blocks as are resident at once (a persistent
+// grid), so every block sums the same number of rows and the partials are
+// few. Rows of fp32 whose C is one of lnCWidths (128, 256, 512, 768, 1024;
+// the backward to 768) take the fixed-width kernels (lnFixed): the same
+// arithmetic with C known at compile time and every load of a row issued
+// before anything that waits on one. In the run-time-C kernels the loads
+// of weight and bias (and, in the residual form, of the next row) wait
+// behind the stores before them, which the compiler may not reorder; the
+// fixed-width kernels take GPT-2's 16384 × 768 rows from 76-83% to 86-88%
+// of the copy bandwidth on an H200 (bench/results/README.md has the run).
+// Other widths: on sm_90 (NVRTC 12+) the backward of fp32 rows with
+// C % 8 == 0 is
 // layernorm_backward_tma_rf32: the bulk-copy engine brings chunks of 8 rows
 // into a ring of shared-memory stages (lnTMAStages), one block an SM.
 // Decomposed: the CPU reference's passes, one kernel each, through fp32

@@ -15,11 +15,10 @@ package gpu
 //     far inside the 16-bit tolerances. Every float dtype (fp32 too: there
 //     the kernel's derivative is the CPU reference's tanhf form). It moves
 //     dpre once more than the epilogue (written by the GEMM, read and
-//     written by the kernel: ~300 MB at GPT-2 124M's B16 T1024, ~75 µs on
-//     an H200), but the plain GEMM runs cuBLASLt's fast Hopper kernels,
-//     where the DGELU epilogue's took 0.62 ms for the whole op against the
-//     fc backward's 0.22 ms at the same FLOPs (H200, bench/results/dev/
-//     gpu4-run2).
+//     written by the kernel: ~300 MB at GPT-2 124M's B16 T1024), and is
+//     still the faster form: the plain GEMM runs cuBLASLt's fast Hopper
+//     kernels, while the GEMMs that carry the DGELU epilogue took about
+//     three times as long as a plain GEMM of the same FLOPs on an H200.
 //   - epilogue: one cublasLtMatmul computes dpre = gelu'(pre)·(dout·weight)
 //     with pre read as the aux matrix (the pre-activation Matmul's
 //     GELU_AUX_BIAS epilogue stored, in the storage dtype) and writes
@@ -85,8 +84,8 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 // fused form (see the file comment): "kernel" or unset (the default), the
 // stored dgrad GEMM and gelu_bias_backward; "epilogue", cuBLASLt's
 // DGELU_BGRAD epilogue. (The DGELU epilogue alone with the bias gradient as
-// column sums lost to both on the H200: 0.525 ms against the kernel form's
-// 0.346 at gpt2-124M's shape, bench/results/dev/gpu6-run2.)
+// column sums is not offered: it was slower than both, by half again
+// against the kernel form at gpt2-124M's shape on an H200.)
 const DGELUEnv = "DRUTO_DGELU"
 
 // dgeluEnv reads DGELUEnv: whether the epilogue form is chosen.
