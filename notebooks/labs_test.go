@@ -120,7 +120,8 @@ func TestLabs(t *testing.T) {
 			Env: append(env, lab.TimeoutEnv+"=3s"), Cell: brokenCell, Limit: brokenLimit})
 		close(done)
 	}()
-	rows, err := lab.Grade(filepath.Join(dir, "labs"), lab.GradeOptions{Jupyter: jupyter, Env: env, Cell: cellLimit, Limit: nbLimit, Jobs: 2})
+	kept := filepath.Join(sharedOut, "labs")
+	rows, err := lab.Grade(filepath.Join(dir, "labs"), lab.GradeOptions{Jupyter: jupyter, Env: env, Cell: cellLimit, Limit: nbLimit, Jobs: 2, Keep: kept})
 	<-done
 	took := time.Since(start)
 	if err != nil || brokenErr != nil {
@@ -159,6 +160,11 @@ func TestLabs(t *testing.T) {
 		if limit := map[bool]time.Duration{true: brokenLimit, false: nbLimit}[strings.HasPrefix(where, "broken")]; r.Seconds > limit.Seconds()+15 {
 			t.Errorf("%s took %.0f s, past the notebook limit of %v", where, r.Seconds, limit)
 		}
+	}
+	if !t.Failed() {
+		labsKept.Lock()
+		labsKept.dir = kept
+		labsKept.Unlock()
 	}
 	csvPath, jsonPath := filepath.Join(dir, "grades.csv"), filepath.Join(dir, "grades.json")
 	if err := lab.WriteReports(rows, csvPath, jsonPath); err != nil {

@@ -24,6 +24,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -44,6 +45,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/druto/druto/nbui"
+	"github.com/druto/druto/pkg/lab"
 	"github.com/druto/druto/plotting"
 	"golang.org/x/image/font/opentype"
 	"gonum.org/v1/plot/font"
@@ -1403,4 +1405,134 @@ func lastLine(s string) string {
 		return "no output"
 	}
 	return last
+}
+
+// htmlLab is the lab whose solved notebooks TestLabHTML exports: its
+// checks show feedback and its last cell a figure (the loss scale).
+const htmlLab = "03-adamw"
+
+// labsKept records where TestLabs kept the notebooks it executed
+// (lab.GradeOptions.Keep, with the graded folder's layout: solution/LANG/NAME.ipynb),
+// when every solution passed, for TestLabHTML to export.
+var labsKept struct {
+	sync.Mutex
+	dir string
+}
+
+// TestLabHTML exports the solved lab htmlLab of each language to HTML with
+// nbconvert, as an instructor publishes a worked lab, and looks at each page
+// in Chromium: every check's feedback paragraph and score line are on the
+// page, visible, in the notebook's language, and every figure has ink (and,
+// in Bangla, its title inside the figure). It uses the notebooks TestLabs
+// executed, else executes the two itself through lab.Grade.
+func TestLabHTML(t *testing.T) {
+	chromium, jupyter := browserDeps(t, false)
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := artifacts(t)
+	labsKept.Lock()
+	kept := labsKept.dir
+	labsKept.Unlock()
+	if kept == "" {
+		src := filepath.Join(t.TempDir(), "labs")
+		for _, lang := range langs {
+			b, err := os.ReadFile(filepath.Join("labs", lang, htmlLab+".ipynb"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(src, "solution", lang, htmlLab+".ipynb"), b)
+		}
+		kept = filepath.Join(t.TempDir(), "kept")
+		rows, err := lab.Grade(src, lab.GradeOptions{Jupyter: jupyter, Env: kernelEnv(t, repo, t.TempDir()),
+			Cell: 3 * time.Minute, Limit: 8 * time.Minute, Jobs: 2, Keep: kept})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Status != "ok" || r.Passed != r.Exercises {
+				t.Fatalf("%s: %d of %d exercises, %s", r.Notebook, r.Passed, r.Exercises, r.Status)
+			}
+		}
+		t.Logf("TestLabs did not keep its notebooks in this run: executed the two solutions of %s", htmlLab)
+	}
+	ctx := newBrowser(t, chromium)
+	if _, err := run(ctx, time.Minute, chromedp.EmulateViewport(1280, 1024)); err != nil {
+		t.Fatal(err)
+	}
+	for _, lang := range langs {
+		executed := filepath.Join(kept, "solution", lang, htmlLab+".ipynb")
+		site := filepath.Join(t.TempDir(), lang)
+		cmd := exec.Command(jupyter, "nbconvert", "--to", "html", "--log-level=WARN", "--output-dir", site, executed)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("nbconvert --to html %s: %v\n%s", executed, err, tail(string(out), 3000))
+		}
+		nb := readNotebook(t, executed)
+		var results []lab.Result
+		for _, c := range codeCells(nb) {
+			for _, o := range c.Outputs {
+				if raw, ok := o.Data[lab.MIME]; ok {
+					var str string
+					if json.Unmarshal(raw, &str) == nil {
+						raw = json.RawMessage(str) // GoNB sends the record as a string
+					}
+					var r lab.Result
+					if err := json.Unmarshal(raw, &r); err != nil {
+						t.Fatalf("%s: a lab record that is not JSON: %v", lang, err)
+					}
+					results = append(results, r)
+				}
+			}
+		}
+		if len(results) == 0 {
+			t.Fatalf("%s/%s: the executed notebook holds no lab record", lang, htmlLab)
+		}
+		page := filepath.Join(site, htmlLab+".html")
+		if _, err := run(ctx, 2*time.Minute, chromedp.Navigate("file://"+page)); err != nil {
+			t.Fatalf("%s: opening %s: %v", lang, page, err)
+		}
+		text, err := run(ctx, time.Minute, chromedp.Evaluate[string](`document.body.innerText`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			for _, want := range []string{r.Feedback, lab.ScoreLine(lang, r)} {
+				if !r.Passed || !strings.Contains(text, want) {
+					t.Errorf("%s/%s: the page does not show %q (passed %v): page screenshot %s",
+						lang, htmlLab, want, r.Passed, screenshotPage(ctx, dir, lang+"-"+htmlLab))
+				}
+			}
+			if (lang == "bn") != hasBengali(r.Feedback) {
+				t.Errorf("%s/%s: feedback not in the notebook's language: %q", lang, htmlLab, r.Feedback)
+			}
+		}
+		want := imageOutputs(nb)
+		figs, err := run(ctx, time.Minute, chromedp.Evaluate[[]figure](fmt.Sprintf(findFiguresJS, ".jp-OutputArea-output")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == 0 || len(figs) != want {
+			t.Errorf("%s/%s: the page shows %d figures, the notebook has %d image outputs (want at least one): page screenshot %s",
+				lang, htmlLab, len(figs), want, screenshotPage(ctx, dir, lang+"-"+htmlLab))
+		}
+		for _, f := range figs {
+			img, raw, err := shootFigure(ctx, f.Index)
+			if err != nil {
+				t.Fatalf("%s figure %d: %v", lang, f.Index+1, err)
+			}
+			shot := filepath.Join(dir, fmt.Sprintf("lab-%s-%s-fig%d.png", lang, htmlLab, f.Index+1))
+			if in := ink(img); !f.Loaded || f.Width < 100 || f.Height < 100 || in < minInk {
+				os.WriteFile(shot, raw, 0o644)
+				t.Errorf("%s/%s figure %d is blank (loaded %v, %dx%d, %.2f%% ink): screenshot %s", lang, htmlLab, f.Index+1, f.Loaded, f.Width, f.Height, 100*in, shot)
+			}
+			if lang == "bn" {
+				if msg := banglaLayout(img, false); msg != "" {
+					os.WriteFile(shot, raw, 0o644)
+					t.Errorf("bn/%s figure %d: %s: screenshot %s", htmlLab, f.Index+1, msg, shot)
+				}
+			}
+		}
+		t.Logf("%s/%s: %d checks' feedback and %d figures shown", lang, htmlLab, len(results), len(figs))
+	}
 }

@@ -158,6 +158,7 @@ func TestEnglishBanglaDifferOnlyInLabels(t *testing.T) {
 		{"MemoryGrouped", func(o ...Option) (*plot.Plot, error) { return Memory(base, append(o, Grouped(true))...) }},
 		{"Utilisation", func(o ...Option) (*plot.Plot, error) { return Utilisation(recs, o...) }},
 		{"Bandwidth", func(o ...Option) (*plot.Plot, error) { return Bandwidth(recs, o...) }},
+		{"LossScale", func(o ...Option) (*plot.Plot, error) { return LossScale(fixtureScales(), o...) }},
 	}
 	for _, hp := range helpers {
 		for _, digits := range []bool{false, true} {
@@ -210,7 +211,7 @@ func TestEnglishBanglaDifferOnlyInLabels(t *testing.T) {
 						t.Fatalf("%s: %d ticks vs %d", ax.name, len(et), len(bt))
 					}
 					nominal := ax.name == "X" && hp.name != "LossCurves" && hp.name != "LossCurvesLog" &&
-						hp.name != "Throughput" && hp.name != "Utilisation"
+						hp.name != "Throughput" && hp.name != "Utilisation" && hp.name != "LossScale"
 					for i := range et {
 						if et[i].Value != bt[i].Value {
 							t.Errorf("%s tick %d at %v vs %v", ax.name, i, et[i].Value, bt[i].Value)

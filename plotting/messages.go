@@ -46,6 +46,9 @@ const (
 	msgHere
 	msgSkippedPoints
 	msgClampedPoints
+	msgScaleTitle
+	msgLossScaleLog2
+	msgSkippedStep
 	msgCount // number of messages; keep last
 )
 
@@ -89,6 +92,9 @@ var messages = [msgCount][2]string{
 	msgHere:            {"here", "এখানে"},
 	msgSkippedPoints:   {"%s points left out (NaN or ±Inf)", "%sটি বিন্দু বাদ দেওয়া হয়েছে (NaN বা ±Inf)"},
 	msgClampedPoints:   {"%s points beyond ±1e300 drawn at the edge", "±1e300-এর বাইরের %sটি বিন্দু কিনারায় আঁকা হয়েছে"},
+	msgScaleTitle:      {"Loss scale, step by step", "ধাপে ধাপে লস স্কেল"},
+	msgLossScaleLog2:   {"loss scale (log₂)", "লস স্কেল (log₂)"},
+	msgSkippedStep:     {"%s: skipped step", "%s: বাদ পড়া ধাপ"},
 }
 
 // locale turns messages and numbers into the strings of one language.

@@ -85,7 +85,7 @@ func labGrade(args []string) error {
 	cell := fs.Duration("cell-limit", 2*time.Minute, "a cell running longer is interrupted")
 	limit := fs.Duration("limit", 10*time.Minute, "a notebook running longer is stopped")
 	jobs := fs.Int("jobs", 1, "notebooks executed at once")
-	keep := fs.String("keep", "", "folder to keep the executed notebooks in")
+	keep := fs.String("keep", "", "folder to keep the executed notebooks in, at their paths under DIR")
 	repo := fs.String("repo", os.Getenv("DRUTO_REPO"), "the druto checkout the notebooks use (default $DRUTO_REPO, else the one around the working folder)")
 	pos, err := splitArgs(fs, args)
 	if err != nil {

@@ -26,7 +26,7 @@ type GradeOptions struct {
 	Cell    time.Duration // a cell's limit: it is interrupted after it (default 2m)
 	Limit   time.Duration // a notebook's limit: it is killed after it (default 10m)
 	Jobs    int           // notebooks executed at once (default 1)
-	Keep    string        // folder for the executed notebooks ("": a temporary one, removed)
+	Keep    string        // folder for the executed notebooks, at their paths under dir ("": a temporary one, removed)
 }
 
 // Row is one graded notebook: its exercises' results, the score (points
@@ -96,7 +96,7 @@ func Grade(dir string, opt GradeOptions) ([]Row, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			rel, _ := filepath.Rel(dir, f)
-			rows[i] = gradeOne(f, rel, filepath.Join(out, fmt.Sprintf("%03d", i)), opt)
+			rows[i] = gradeOne(f, rel, filepath.Join(out, filepath.Dir(rel)), opt)
 		}()
 	}
 	wg.Wait()

@@ -176,16 +176,21 @@ func panicSite() string {
 // for Grade) or on stdout. It never fails the cell: a wrong, panicking or
 // endless function is feedback.
 func Check(lang string, ex Exercise) Result {
-	timeout := DefaultTimeout
-	if s := os.Getenv(TimeoutEnv); s != "" {
-		if d, err := time.ParseDuration(s); err == nil && d > 0 {
-			timeout = d
-		}
-	}
-	res := Run(ex, timeout)
+	res := Run(ex, timeout())
 	res.Feedback = Feedback(lang, res)
 	show(lang, res)
 	return res
+}
+
+// timeout is how long a check waits for the student's function:
+// TimeoutEnv, else DefaultTimeout.
+func timeout() time.Duration {
+	if s := os.Getenv(TimeoutEnv); s != "" {
+		if d, err := time.ParseDuration(s); err == nil && d > 0 {
+			return d
+		}
+	}
+	return DefaultTimeout
 }
 
 // Feedback is the paragraph Check shows for res, in lang.

@@ -714,3 +714,39 @@ func TestBPEModels(t *testing.T) {
 		t.Errorf("Chunks: %q", s)
 	}
 }
+
+// TestSimulateScaler: druto's own update agrees with itself at every step;
+// the run backs off at the spike and grows again; a scaler that never
+// backs off is told where it first differs; a panic is reported.
+func TestSimulateScaler(t *testing.T) {
+	ref, yours, sum := SimulateScaler("en", func(s *amp.GradScaler, finite bool) bool { return s.Update(finite) })
+	if !strings.Contains(sum, "agree at every step") || len(yours.Scale) != ScalerSteps || len(ref.Skipped) != len(yours.Skipped) {
+		t.Errorf("the reference against itself: %q, %d steps", sum, len(yours.Scale))
+	}
+	lo, hi := ref.Scale[0], ref.Scale[0]
+	for _, s := range ref.Scale {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	if len(ref.Skipped) < 10 || hi < 4*ref.Scale[0] || lo > ref.Scale[0]/16 || ref.Scale[ScalerSteps-1] < 8*lo {
+		t.Errorf("the run should grow, back off at the spike and grow again: %d skipped, scale from %g to %g, last %g",
+			len(ref.Skipped), lo, hi, ref.Scale[ScalerSteps-1])
+	}
+	_, _, sum = SimulateScaler("bn", func(s *amp.GradScaler, finite bool) bool {
+		if finite {
+			return s.Update(true)
+		}
+		return true
+	})
+	if !strings.Contains(sum, "প্রথম অমিল") {
+		t.Errorf("a scaler without back-off: %q", sum)
+	}
+	_, yours, sum = SimulateScaler("en", func(s *amp.GradScaler, finite bool) bool {
+		if !finite {
+			panic("boom")
+		}
+		return s.Update(true)
+	})
+	if !strings.Contains(sum, "panicked") || len(yours.Scale) == 0 {
+		t.Errorf("a panicking scaler: %q after %d steps", sum, len(yours.Scale))
+	}
+}

@@ -20,6 +20,10 @@ var bangla = map[string]string{
 	"step %d (finite gradients)":              "%d নম্বর ধাপ (গ্রেডিয়েন্ট সসীম)",
 	"step %d (an overflow)":                   "%d নম্বর ধাপ (ওভারফ্লো)",
 	"large scores (about 1800)":               "বড় স্কোর (প্রায় ১৮০০)",
+	"druto's GradScaler":                      "druto-র GradScaler",
+	"your ScalerUpdate":                       "আপনার ScalerUpdate",
+	"Your scaler skipped %d of %d steps, as druto's did; the two agree at every step.":                                     "আপনার স্কেলার %[2]dটি ধাপের মধ্যে %[1]dটি বাদ দিয়েছে, druto-রটিও তা-ই; প্রতিটি ধাপে দুটি মিলে যায়।",
+	"Your scaler skipped %d of %d steps, druto's %d; they first differ at step %d, where your scale is %g and druto's %g.": "আপনার স্কেলার %[2]dটি ধাপের মধ্যে %[1]dটি বাদ দিয়েছে, druto-রটি %[3]dটি; প্রথম অমিল %[4]d নম্বর ধাপে, যেখানে আপনার স্কেল %[5]g আর druto-র %[6]g।",
 
 	// Hints (the texts of hints below).
 	"the outputs are still all zero: your function has not written them yet. Fill in the TODO.":                                                                                      "আউটপুটগুলো এখনো সব শূন্য: আপনার ফাংশন এখনো সেগুলো লেখেনি। TODO অংশটি পূরণ করুন।",
