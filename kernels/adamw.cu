@@ -30,8 +30,7 @@
 // group, so its loads stay in flight during the ~60 instructions an element
 // of the update costs (correctly rounded division and square root). Bytes
 // per element: 16 read (p, g, m, v), 12 written (p, m, v) and sizeof(T) for
-// work. (The unpipelined adamw_fused, 89.7% of copy bandwidth against 92.7%
-// on the H200, is gone.)
+// work. (An unpipelined form, slower on the H200, is gone.)
 //
 // adamw_fused_state2: adamw_fused2 with the per-step scalars read from the
 // step state that step_update wrote (kernels/step.cu, pkg/device's Slot*

@@ -107,9 +107,9 @@ __device__ __forceinline__ float gelu_grad_fast(float x) {
 // launcher sizes it to the blocks resident at once), software pipelined:
 // each thread issues the loads of its next vector before it computes and
 // stores the current one, so its 32 bytes of loads stay in flight during
-// the ~25 instructions an element of the derivative costs (the unpipelined
-// gelu_backward16, which waited for each vector's loads, measured 69.8% of
-// copy bandwidth against 75.7% on the H200, and is gone). dinp may be dout: a thread's next vector is
+// the ~25 instructions an element of the derivative costs (an unpipelined
+// form, which waited for each vector's loads, was slower and is gone).
+// dinp may be dout: a thread's next vector is
 // another vector, loaded before the current one is stored. The last
 // n % W elements (W = 16/sizeof(T)), and every element when vec is 0
 // (not 16-byte aligned), take the scalar path.
@@ -211,9 +211,8 @@ extern "C" __global__ void gelu_backward_pass(int op, float* __restrict__ x2, fl
 // ten FMAs an element: with the paired rounding below, sm_90's SASS of the
 // vector loop is ~22 instructions an element, where gelu_backward2's
 // (gelu_grad_fast's IEEE reciprocal, the separate terms, common.cuh's
-// rounding) is ~52, which at 6 bytes an element is about the H200's memory
-// time (4.2 TB/s): that kernel is issue-bound at ~76% of the copy
-// bandwidth. The relative error is a few fp32 ulps wherever gelu' is not
+// rounding) is ~52, which at 6 bytes an element is about a Hopper GPU's
+// memory time: that kernel is issue-bound. The relative error is a few fp32 ulps wherever gelu' is not
 // near its zero (x ≈ -0.75), where it is ~1e-7 absolute: far inside the
 // 16-bit rounding of the result (the CPU reference's fp32 tanh form loses
 // more in the left tail, where 1 - t·t and t + 1 cancel). fp32 T keeps

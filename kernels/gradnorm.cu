@@ -16,8 +16,7 @@
 //     are the same on every device and grid, and with ~30K chunks for GPT-2
 //     124M every warp sums nearly the same number of them: no second wave
 //     of blocks, no block barriers. (It replaced gradnorm_partial, a fixed
-//     grid of 1024 blocks: 66.0% of copy bandwidth against 78.9% on the
-//     H200.)
+//     grid of 1024 blocks, which ran in two waves and was slower.)
 //   gradnorm_final: one block adds the partials in a fixed order and writes
 //     out[0] = sqrt(Σ)·|scale| and out[1] = 1 when the sum is finite; else
 //     out[0] = the sum (Inf or NaN) and out[1] = 0. step.cu's step_update

@@ -31,10 +31,8 @@
 //     n = rstd·(x-mean), out = n·w + b, no FMA.
 //   residual_layernorm_forward: res = a + b rounded to R, stored, and the
 //     rounded sum normalised as above, in the same row visit.
-//     (A persistent-grid variant with the next row's loads in flight,
-//     layernorm_forward2, measured 61.7% of copy bandwidth against these
-//     kernels' 66.6% on the H200, its residual form 76.3% against 76.5%,
-//     and is gone.)
+//     (A persistent-grid variant with the next row's loads in flight was
+//     no faster, and is gone.)
 //   layernorm_backward: per row, the two row means of dnorm = w·dout and
 //     dnorm·n, then dinp += rstd·(dnorm - mean(dnorm) - n·mean(dnorm·n)),
 //     and the row's dweight (n·dout) and dbias (dout) shares summed into
@@ -48,8 +46,7 @@
 //     do not change between runs. On sm_90, layernorm_backward_tma_rf32
 //     (below) does the same with the rows brought into shared memory by
 //     the bulk-copy engine. (A variant with the next row's loads in
-//     flight, layernorm_backward3, measured 62.3% of copy bandwidth against
-//     this kernel's 65.2% on the H200, and is gone.)
+//     flight was slower, and is gone.)
 //
 // Fixed-width forms (layernorm_forward_rf32_cC, residual_layernorm_forward_rf32_cC,
 // layernorm_backward_rf32_cC; the section "fixed-width forms" below): the same
@@ -76,10 +73,8 @@
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block LN_ROW_BLOCK layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_forward_rf32_c128 residual_layernorm_forward_rf32_c128 layernorm_forward_rf32_c256 residual_layernorm_forward_rf32_c256 layernorm_forward_rf32_c512 residual_layernorm_forward_rf32_c512 layernorm_forward_rf32_c768 residual_layernorm_forward_rf32_c768 layernorm_forward_rf32_c1024 residual_layernorm_forward_rf32_c1024 layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
-// 128 threads (4 rows a block, up to 16 blocks an SM): on the H200 at
-// GPT-2's 16384 x 768 the forward's stream rows were 78.8/77.8% of copy
-// against 77.8/77.7% with 256, the residual form 82.7/82.3 against
-// 81.5/81.4, 512 slower (bench/results/dev/gpu11-ab).
+// 128 threads (4 rows a block, up to 16 blocks an SM): at GPT-2's
+// 16384 x 768 on the H200 as fast as 256 or a little faster, 512 slower.
 #define LN_ROW_BLOCK 128
 // druto:block LN_BWD_BLOCK layernorm_backward layernorm_backward_rf32
 #define LN_BWD_BLOCK 128
@@ -246,19 +241,19 @@ __device__ __forceinline__ float raw4_at(const Raw4& r, int j) {
 // lane in registers, of which a row of C uses C/128. These are the same
 // arithmetic for one C known at compile time (every lane exactly G groups,
 // no predicates), with the loads of a row issued before anything that waits
-// on them (bench/results/dev/gpu12-lab, H200, 16384 x 768, graph streams):
+// on them:
 //   layernorm_forward_rf32_cC: weight and bias loaded with the row, not
-//     after the sums (where each group's load waited on the store before it):
-//     91.2% of the copy bandwidth against 82.3%, the bits unchanged;
+//     after the sums (where each group's load waited on the store before it),
+//     the bits unchanged;
 //   residual_layernorm_forward_rf32_cC: also every load of a and b before
-//     the first store of res: 93.8% against 86.4%, the bits unchanged;
+//     the first store of res, the bits unchanged;
 //   layernorm_backward_rf32_cC: layernorm_backward_rf32's warp per row with
 //     the row's x, dout and dinp in registers, blocks of LN_CBWD_BLOCK
 //     threads (one an SM at C = 768: 128 registers a thread), the warps'
 //     dweight/dbias sums in dynamic shared memory (LN_CBWD_BLOCK/32 · 2C
-//     floats); a persistent grid, layernorm_reduce after: 87.9% against the
-//     TMA kernel's 77.5% (dinp bit-identical; dweight and dbias summed over
-//     other partials, so rounded differently).
+//     floats); a persistent grid, layernorm_reduce after: faster than the
+//     TMA kernel at these widths (dinp bit-identical; dweight and dbias
+//     summed over other partials, so rounded differently).
 // The launchers use them where the rows are fp32, aligned, and C is one of
 // lnCWidths; for DTYPE f32 they serve rows of T = fp32 as well.
 
