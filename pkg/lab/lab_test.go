@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -809,6 +810,9 @@ func TestKernelExercise(t *testing.T) {
 		{"no GPU, compiles", &fakeRunner{gpuErr: noGPU}, []string{"No GPU here: your kernel compiles (NVRTC 11.8)", "Go twin's grade above counts"}},
 		{"no GPU, no NVRTC", &fakeRunner{gpuErr: noGPU, compileErr: fmt.Errorf("%w: libnvrtc not found", ErrNoNVRTC)}, []string{"no NVRTC"}},
 		{"no GPU, does not compile", &fakeRunner{gpuErr: noGPU, compileErr: compileErr}, []string{"does not compile", "identifier \"y\" is undefined"}},
+		{"no GPU, no kernel", &fakeRunner{gpuErr: noGPU, compileErr: fmt.Errorf("%w in the PTX", ErrKernelName)}, []string{"defines no kernel bias_gelu"}},
+		{"no GPU, NVRTC fails", &fakeRunner{gpuErr: noGPU, compileErr: errors.New("nvrtc: out of memory")}, []string{"NVRTC failed: nvrtc: out of memory"}},
+		{"a GPU, no NVRTC", &fakeRunner{compileErr: fmt.Errorf("%w: libnvrtc not found", ErrNoNVRTC)}, []string{"This GPU (Fake GPU) has no NVRTC"}},
 	} {
 		res := Run(BiasGELUKernel("", c.r), time.Minute)
 		en, bn := Feedback("en", res), Feedback("bn", res)
@@ -820,7 +824,7 @@ func TestKernelExercise(t *testing.T) {
 				t.Errorf("%s: feedback lacks %q: %s", c.name, w, en)
 			}
 		}
-		if first, _, _ := strings.Cut(en, "\n"); strings.Count(first, ".") > 3 || !strings.Contains(bn, "জিপিইউ নেই") {
+		if first, _, _ := strings.Cut(en, "\n"); strings.Count(first, ". ") > 2 || !strings.Contains(bn, "জিপিইউ") || !hasBangla(bn) {
 			t.Errorf("%s: not one line, or no Bangla: %q / %q", c.name, en, bn)
 		}
 	}
@@ -841,6 +845,22 @@ func TestKernelExercise(t *testing.T) {
 		if en := Feedback("en", res); !res.Passed || res.Points != len(bgSizes) || !strings.Contains(en, c.want) || !strings.Contains(res.Note, c.want) {
 			t.Errorf("the solution kernel at %.0f GB/s: %+v\n%s", c.kernel, res, en)
 		}
-		t.Log(Feedback("bn", res))
+		if bn := Feedback("bn", res); !strings.Contains(bn, "ব্যান্ডউইথ") {
+			t.Errorf("the bandwidth line in Bangla: %s", bn)
+		}
 	}
+	res = Run(BiasGELUKernel("", &fakeRunner{compileErr: fmt.Errorf("%w: no such function", ErrKernelName)}), time.Minute)
+	if res.Failure == nil || res.Failure.Hint != "kernelname" || !strings.Contains(Feedback("bn", res), "bias_gelu") {
+		t.Errorf("a kernel of another name on a GPU: %+v", res.Failure)
+	}
+}
+
+// hasBangla reports whether s has a letter of the Bengali block.
+func hasBangla(s string) bool {
+	for _, r := range s {
+		if r >= 0x0980 && r <= 0x09FF {
+			return true
+		}
+	}
+	return false
 }
