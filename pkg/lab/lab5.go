@@ -207,6 +207,7 @@ type CompileError struct {
 	Log   string
 }
 
+// Error gives NVRTC's version and its log.
 func (e *CompileError) Error() string {
 	return fmt.Sprintf("lab: NVRTC %s did not compile the kernel:\n%s", e.NVRTC, e.Log)
 }
