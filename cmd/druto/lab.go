@@ -118,7 +118,11 @@ func labGrade(args []string) error {
 		return err
 	}
 	for _, r := range rows {
-		fmt.Printf("%-40s %3d/%-3d exercises %d/%d  %s (%.0f s)\n", r.Notebook, r.Points, r.Max, r.Passed, r.Exercises, r.Status, r.Seconds)
+		skipped := ""
+		if r.Skipped > 0 { // e.g. lab 5's kernel on a machine without a GPU
+			skipped = fmt.Sprintf(" (%d not graded here)", r.Skipped)
+		}
+		fmt.Printf("%-40s %3d/%-3d exercises %d/%d%s  %s (%.0f s)\n", r.Notebook, r.Points, r.Max, r.Passed, r.Exercises, skipped, r.Status, r.Seconds)
 	}
 	if err := lab.WriteReports(rows, *csvPath, *jsonPath); err != nil {
 		return fmt.Errorf("%v (check that the folder is writable, or give --csv and --json)", err)

@@ -14,6 +14,13 @@
 // mask, ...). Each check ends with a score line and a JSON record that
 // Grade collects from executed notebooks.
 //
+// Lab 5 (a fused bias + GELU) checks a Go twin, BiasGELU, and the same op
+// as CUDA C, BiasGELUKernel, which a KernelRunner compiles with NVRTC and
+// runs on the GPU (package labcuda's; it needs cgo, so only lab 5's
+// notebook imports it), then times against the device's copy bandwidth.
+// Where there is no GPU the kernel's exercise is skipped with one line
+// (Result.Skipped) and Grade leaves it out of the score.
+//
 // Lab 6 (byte-pair encoding) compares token ids rather than numbers:
 // CountPairs, MergePair, TrainBPE and EncodeBPE run the student's
 // functions on random byte sequences, on Bangla lines of druto's corpus

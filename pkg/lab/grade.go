@@ -31,7 +31,9 @@ type GradeOptions struct {
 
 // Row is one graded notebook: its exercises' results, the score (points
 // of the cases, exercises passed of those its cells check) and what
-// happened to it.
+// happened to it. An exercise that cannot be graded on this machine (lab
+// 5's kernel where there is no GPU) has its result, marked skipped, but
+// counts in neither Exercises nor the points: Skipped counts those.
 type Row struct {
 	Notebook  string   `json:"notebook"`
 	Lang      string   `json:"lang"`
@@ -39,6 +41,7 @@ type Row struct {
 	Max       int      `json:"max"`
 	Passed    int      `json:"exercises_passed"`
 	Exercises int      `json:"exercises"`
+	Skipped   int      `json:"exercises_skipped,omitempty"`
 	Status    string   `json:"status"` // ok, or what went wrong
 	Seconds   float64  `json:"seconds"`
 	Results   []Result `json:"results"`
@@ -183,7 +186,13 @@ func gradeOne(path, rel, outDir string, opt GradeOptions) (row Row) {
 	executed := filepath.Join(outDir, name+".ipynb")
 	results, cellErrs := readResults(executed)
 	row.Results = results
+	checks := row.Exercises
 	for _, r := range results {
+		if r.Skipped {
+			row.Skipped++
+			row.Exercises--
+			continue
+		}
 		row.Points += r.Points
 		row.Max += r.Max
 		if r.Passed {
@@ -197,8 +206,8 @@ func gradeOne(path, rel, outDir string, opt GradeOptions) (row Row) {
 		row.Status = "failed: " + lastLine(log.String())
 	case len(cellErrs) > 0:
 		row.Status = strings.Join(cellErrs, "; ")
-	case len(results) < row.Exercises:
-		row.Status = fmt.Sprintf("%d of %d checks ran", len(results), row.Exercises)
+	case len(results) < checks:
+		row.Status = fmt.Sprintf("%d of %d checks ran", len(results), checks)
 	default:
 		row.Status = "ok"
 	}

@@ -35,6 +35,15 @@ const MIME = "application/vnd.druto.lab+json"
 type Exercise struct {
 	Name  string
 	cases []testCase
+	// setup, when set, runs before the cases (under the same timeout): a
+	// failure ends the exercise there; a skip sets the exercise aside,
+	// ungraded, with its line (lab 5's kernel on a machine without a GPU).
+	setup func() (skip *label, f *Failure)
+	// after, when set, runs once every case has passed and returns a line
+	// for the feedback (lab 5's bandwidth against the copy's).
+	after func() *label
+	// done, when set, runs when the exercise ends (frees what setup took).
+	done func()
 }
 
 // testCase runs the student's function once and returns nil when its
@@ -78,6 +87,9 @@ type Failure struct {
 	Panic     string `json:"panic,omitempty"`
 	TimedOut  bool   `json:"timed_out,omitempty"`
 	NotFinite bool   `json:"not_finite,omitempty"`
+	// Log is a compiler's or the GPU's message (lab 5's kernel), shown
+	// as it is below the feedback.
+	Log string `json:"log,omitempty"`
 }
 
 // Result is the outcome of one exercise: its score (cases passed of all)
@@ -90,6 +102,15 @@ type Result struct {
 	Failure  *Failure `json:"failure,omitempty"`
 	Feedback string   `json:"feedback"`
 	Seconds  float64  `json:"seconds"`
+	// Skipped marks an exercise set aside ungraded on this machine (lab
+	// 5's kernel where there is no GPU): Max is 0 and Grade leaves it out
+	// of the score; Note says why.
+	Skipped bool `json:"skipped,omitempty"`
+	// Note is a line beside the score, in English (the feedback has it in
+	// the notebook's language): why the exercise was skipped, or lab 5's
+	// bandwidth.
+	Note string `json:"note,omitempty"`
+	note *label
 }
 
 // Run runs every case of ex (stopping at the first failure, which it
@@ -101,8 +122,9 @@ func Run(ex Exercise, timeout time.Duration) Result {
 	start := time.Now()
 	res := Result{Exercise: ex.Name, Max: len(ex.cases)}
 	type outcome struct {
-		passed int
-		f      *Failure
+		passed     int
+		f          *Failure
+		skip, note *label
 	}
 	done := make(chan outcome, 1)
 	go func() {
@@ -114,8 +136,16 @@ func Run(ex Exercise, timeout time.Duration) Result {
 					o.f.label = ex.cases[o.passed].what
 				}
 			}
+			if ex.done != nil {
+				ex.done()
+			}
 			done <- o
 		}()
+		if ex.setup != nil {
+			if o.skip, o.f = ex.setup(); o.skip != nil || o.f != nil {
+				return
+			}
+		}
 		for _, c := range ex.cases {
 			if f := c.run(); f != nil {
 				if f.label.format == "" {
@@ -126,17 +156,26 @@ func Run(ex Exercise, timeout time.Duration) Result {
 			}
 			o.passed++
 		}
+		if o.f == nil && ex.after != nil {
+			o.note = ex.after()
+		}
 	}()
 	select {
 	case o := <-done:
-		res.Points, res.Failure = o.passed, o.f
+		res.Points, res.Failure, res.note = o.passed, o.f, o.note
+		if o.skip != nil {
+			res.Max, res.note, res.Skipped = 0, o.skip, true
+		}
 	case <-time.After(timeout):
 		res.Failure = &Failure{TimedOut: true, Hint: "timeout", Tol: timeout.Seconds()}
 	}
 	if res.Failure != nil {
 		res.Failure.Case = res.Failure.label.in("en")
 	}
-	res.Passed = res.Failure == nil
+	if res.note != nil {
+		res.Note = res.note.in("en")
+	}
+	res.Passed = res.Failure == nil && !res.Skipped
 	res.Seconds = time.Since(start).Seconds()
 	return res
 }
@@ -196,7 +235,12 @@ func timeout() time.Duration {
 // Feedback is the paragraph Check shows for res, in lang.
 func Feedback(lang string, res Result) string {
 	f := res.Failure
-	if f == nil {
+	switch {
+	case res.Skipped:
+		return res.note.in(lang)
+	case f == nil && res.note != nil:
+		return msg(lang, "All %d cases match the reference. Well done!", res.Max) + " " + res.note.in(lang)
+	case f == nil:
 		return msg(lang, "All %d cases match the reference. Well done!", res.Max)
 	}
 	var b strings.Builder
@@ -206,6 +250,12 @@ func Feedback(lang string, res Result) string {
 		b.WriteString(msg(lang, "Your function panicked (%s): %s.", what, f.Panic))
 	case f.TimedOut:
 		b.WriteString(msg(lang, "Your function did not return within %.0f s: is there a loop that never ends?", f.Tol))
+	case f.Hint == "compile":
+		b.WriteString(msg(lang, "Your kernel does not compile (%s). NVRTC says:", f.Output))
+	case f.Hint == "launch":
+		b.WriteString(msg(lang, "With %s, the kernel failed on the GPU:", what))
+	case f.Log != "":
+		b.WriteString(msg(lang, "Your kernel could not be built or loaded on this GPU:"))
 	case f.GotText != "" || f.WantText != "":
 		b.WriteString(msg(lang, "With %s, %s%s is %s where the reference has %s.", what, f.Output, f.Index, f.GotText, f.WantText))
 	case f.NotFinite:
@@ -214,10 +264,13 @@ func Feedback(lang string, res Result) string {
 		b.WriteString(msg(lang, "With %s, %s%s is %.6g where the reference has %.6g: an error of %.2g against a tolerance of %.2g.",
 			what, f.Output, f.Index, f.Got, f.Want, f.Err, f.Tol))
 	}
+	if f.Log != "" {
+		b.WriteString("\n" + f.Log + "\n")
+	}
 	if h, ok := hints[f.Hint]; ok {
 		b.WriteString(" " + msg(lang, "Hint: %s", msg(lang, h)))
 	}
-	return b.String()
+	return strings.TrimSpace(b.String())
 }
 
 // ScoreLine is the one-line score of res in lang.
@@ -231,20 +284,25 @@ func ScoreLine(lang string, res Result) string {
 
 func show(lang string, res Result) {
 	score := ScoreLine(lang, res)
+	if res.Skipped {
+		score = ""
+	}
 	if !gonbui.IsNotebook {
-		fmt.Println(res.Feedback)
-		fmt.Println(score)
+		fmt.Println(strings.TrimSpace(res.Feedback + "\n" + score))
 		return
 	}
 	rec, _ := json.Marshal(res)
 	color := "#1a7f37"
-	if !res.Passed {
+	switch {
+	case res.Skipped:
+		color = "#6e7781"
+	case !res.Passed:
 		color = "#b35900"
 	}
-	h := fmt.Sprintf(`<div style="border-left:4px solid %s;padding:4px 10px"><p>%s</p><p><b>%s</b></p></div>`,
+	h := fmt.Sprintf(`<div style="border-left:4px solid %s;padding:4px 10px"><p style="white-space:pre-wrap">%s</p><p><b>%s</b></p></div>`,
 		color, html.EscapeString(res.Feedback), html.EscapeString(score))
 	gonbui.SendData(&protocol.DisplayData{Data: map[protocol.MIMEType]any{
-		protocol.MIMETextHTML: h, protocol.MIMETextPlain: res.Feedback + "\n" + score, MIME: string(rec)}})
+		protocol.MIMETextHTML: h, protocol.MIMETextPlain: strings.TrimSpace(res.Feedback + "\n" + score), MIME: string(rec)}})
 	gonbui.Sync()
 }
 

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -14,7 +16,7 @@ import (
 func TestSolutionsPass(t *testing.T) {
 	for _, ex := range []Exercise{Softmax(solSoftmax), CrossEntropy(solCrossEntropy), LayerNorm(solLayerNorm),
 		LayerNormBackward(solLayerNormBackward), AdamW(solAdamW), ScalerUpdate(solScalerUpdate), Attention(solAttention), AttentionBackward(solAttentionBackward),
-		CountPairs(solBPE.countPairs), MergePair(solBPE.merge), TrainBPE(solBPE.train), EncodeBPE(solBPE.encode)} {
+		BiasGELU(solBiasGELU), CountPairs(solBPE.countPairs), MergePair(solBPE.merge), TrainBPE(solBPE.train), EncodeBPE(solBPE.encode)} {
 		res := Run(ex, time.Minute)
 		if !res.Passed || res.Points != res.Max || res.Max == 0 {
 			t.Errorf("%s: %d of %d, %s", ex.Name, res.Points, res.Max, Feedback("en", res))
@@ -294,7 +296,7 @@ func lab3Mistakes() []planted {
 // TestPlantedMistakes checks that each planted mistake fails its check
 // with the hint for its kind, in both languages' feedback.
 func TestPlantedMistakes(t *testing.T) {
-	for lab, ps := range map[string][]planted{"lab 1": lab1Mistakes(), "lab 2": lab2Mistakes(), "lab 3": lab3Mistakes(), "lab 4": lab4Mistakes(), "lab 6": lab6Mistakes()} {
+	for lab, ps := range map[string][]planted{"lab 1": lab1Mistakes(), "lab 2": lab2Mistakes(), "lab 3": lab3Mistakes(), "lab 4": lab4Mistakes(), "lab 5": lab5Mistakes(), "lab 6": lab6Mistakes()} {
 		if len(ps) < 5 {
 			t.Errorf("%s: %d planted mistakes, want at least 5", lab, len(ps))
 		}
@@ -367,7 +369,9 @@ func TestCatalogue(t *testing.T) {
 		"No merges yet: train returned none.", "Your encode returned no tokens yet.", "The first line in tokens:",
 		"%d of the %d new tokens are whole characters or more (valid UTF-8); the rest are pieces of a character's bytes.",
 		"%d characters, %d bytes: the byte tokenizer needs %.2f tokens a character; your BPE with %d merges needs %.2f (%d tokens).",
-		"Decoded, your tokens are not the text again: check encode."} {
+		"Decoded, your tokens are not the text again: check encode.", "With %s, the kernel failed on the GPU:",
+		"Your kernel could not be built or loaded on this GPU:", "Your kernel does not compile (%s). NVRTC says:", "building the kernel",
+		"Timing it at N=%d, C=%d failed: %v"} {
 		if _, ok := bangla[f]; !ok {
 			t.Errorf("%q has no Bangla", f)
 		}
@@ -749,4 +753,150 @@ func TestSimulateScaler(t *testing.T) {
 	if !strings.Contains(sum, "panicked") || len(yours.Scale) == 0 {
 		t.Errorf("a panicking scaler: %q after %d steps", sum, len(yours.Scale))
 	}
+}
+
+// biasGELUWith is lab 5's Go twin, as a student writes it in float32,
+// with one mistake.
+func biasGELUWith(mistake string) BiasGELUFunc {
+	return func(out, inp, bias []float32, N, C int) {
+		at := func(i, j int) int { return i*C + j }
+		if mistake == "transposed" {
+			at = func(i, j int) int { return j*N + i }
+		}
+		rows, cols := N, C
+		switch mistake {
+		case "lastcol":
+			cols--
+		case "lastrow":
+			rows--
+		}
+		for i := range rows {
+			for j := range cols {
+				x := inp[at(i, j)] + bias[j]
+				switch mistake {
+				case "biasrow":
+					x = inp[at(i, j)] + bias[i]
+				case "biasafter":
+					x = inp[at(i, j)]
+				}
+				s, coef, half := math.Sqrt(2/math.Pi), 0.044715, 0.5
+				switch mistake {
+				case "sqrt2pi":
+					s = 2 / math.Pi
+				case "cubic":
+					coef = 0
+				case "half":
+					half = 1
+				}
+				xf := float64(x)
+				y := float32(half * xf * (1 + math.Tanh(s*(xf+coef*xf*xf*xf))))
+				switch mistake {
+				case "erf":
+					y = float32(0.5 * xf * (1 + math.Erf(xf/math.Sqrt2)))
+				case "relu":
+					y = max(0, x)
+				case "biasafter":
+					y += bias[j]
+				}
+				out[at(i, j)] = y
+			}
+		}
+	}
+}
+
+func lab5Mistakes() []planted {
+	var ps []planted
+	for _, m := range [][2]string{{"biasrow", "biasrow"}, {"biasafter", "biasafter"}, {"erf", "erf"}, {"half", "half"}, {"cubic", "cubic"},
+		{"sqrt2pi", "sqrt2pi"}, {"transposed", "transposed"}, {"lastcol", "bound"}, {"lastrow", "bound"}, {"relu", "relu"}} {
+		ps = append(ps, planted{"bias-gelu " + m[0], m[1], BiasGELU(biasGELUWith(m[0]))})
+	}
+	return append(ps, planted{"bias-gelu stub", "empty", BiasGELU(func(out, inp, bias []float32, N, C int) {})})
+}
+
+// fakeRunner runs lab 5's kernel exercise without a GPU: fn stands for
+// the compiled kernel.
+type fakeRunner struct {
+	gpuErr, compileErr error
+	fn                 BiasGELUFunc
+	kernel, copy       float64
+}
+
+func (f *fakeRunner) GPU() (string, error)           { return "Fake GPU", f.gpuErr }
+func (f *fakeRunner) Compile(string) (string, error) { return "11.8", f.compileErr }
+func (f *fakeRunner) Launch(out, inp, bias []float32, N, C int) error {
+	f.fn(out, inp, bias, N, C)
+	return nil
+}
+func (f *fakeRunner) Bandwidth(N, C int) (float64, float64, error) { return f.kernel, f.copy, nil }
+func (f *fakeRunner) Close() error                                 { return nil }
+
+// TestKernelExercise checks lab 5's kernel exercise through a fake
+// runner: skipped in one line where there is no GPU (compiled, without
+// NVRTC, not compiling), NVRTC's messages for a kernel that does not
+// compile, the Go twin's diagnoses and the bandwidth line on a GPU.
+func TestKernelExercise(t *testing.T) {
+	noGPU := fmt.Errorf("%w: no CUDA driver", ErrNoGPU)
+	log := "bias_gelu.cu(4): error: identifier \"y\" is undefined\n\n1 error detected in the compilation of \"bias_gelu.cu\".\n"
+	compileErr := &CompileError{NVRTC: "11.8", Log: log}
+	for _, c := range []struct {
+		name string
+		r    *fakeRunner
+		want []string // in the English feedback
+	}{
+		{"no GPU, compiles", &fakeRunner{gpuErr: noGPU}, []string{"No GPU here: your kernel compiles (NVRTC 11.8)", "Go twin's grade above counts"}},
+		{"no GPU, no NVRTC", &fakeRunner{gpuErr: noGPU, compileErr: fmt.Errorf("%w: libnvrtc not found", ErrNoNVRTC)}, []string{"no NVRTC"}},
+		{"no GPU, does not compile", &fakeRunner{gpuErr: noGPU, compileErr: compileErr}, []string{"does not compile", "identifier \"y\" is undefined"}},
+		{"no GPU, no kernel", &fakeRunner{gpuErr: noGPU, compileErr: fmt.Errorf("%w in the PTX", ErrKernelName)}, []string{"defines no kernel bias_gelu"}},
+		{"no GPU, NVRTC fails", &fakeRunner{gpuErr: noGPU, compileErr: errors.New("nvrtc: out of memory")}, []string{"NVRTC failed: nvrtc: out of memory"}},
+		{"a GPU, no NVRTC", &fakeRunner{compileErr: fmt.Errorf("%w: libnvrtc not found", ErrNoNVRTC)}, []string{"This GPU (Fake GPU) has no NVRTC"}},
+	} {
+		res := Run(BiasGELUKernel("", c.r), time.Minute)
+		en, bn := Feedback("en", res), Feedback("bn", res)
+		if !res.Skipped || res.Passed || res.Max != 0 || res.Failure != nil || res.Note == "" {
+			t.Errorf("%s: want a skip, got %+v", c.name, res)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(en, w) {
+				t.Errorf("%s: feedback lacks %q: %s", c.name, w, en)
+			}
+		}
+		if first, _, _ := strings.Cut(en, "\n"); strings.Count(first, ". ") > 2 || !strings.Contains(bn, "জিপিইউ") || !hasBangla(bn) {
+			t.Errorf("%s: not one line, or no Bangla: %q / %q", c.name, en, bn)
+		}
+	}
+	res := Run(BiasGELUKernel("", &fakeRunner{compileErr: compileErr}), time.Minute)
+	if en := Feedback("en", res); res.Failure == nil || res.Failure.Hint != "compile" || !strings.Contains(en, "(4): error: identifier") ||
+		strings.Contains(en, "1 error detected\n\n") || !strings.Contains(Feedback("bn", res), "NVRTC বলছে") {
+		t.Errorf("a kernel that does not compile on a GPU: %+v\n%s", res.Failure, en)
+	}
+	res = Run(BiasGELUKernel("", &fakeRunner{fn: biasGELUWith("biasrow")}), time.Minute)
+	if res.Failure == nil || res.Failure.Hint != "biasrow" {
+		t.Errorf("a kernel with bias indexed by the row: %+v", res.Failure)
+	}
+	for _, c := range []struct {
+		kernel float64
+		want   string
+	}{{3400, "★ Bandwidth at N=16384, C=4096: 3400 GB/s, 85% of this GPU's copy bandwidth (4000 GB/s)"}, {2000, "the stretch goal is 80% (★)"}} {
+		res = Run(BiasGELUKernel("", &fakeRunner{fn: solBiasGELU, kernel: c.kernel, copy: 4000}), time.Minute)
+		if en := Feedback("en", res); !res.Passed || res.Points != len(bgSizes) || !strings.Contains(en, c.want) || !strings.Contains(res.Note, c.want) {
+			t.Errorf("the solution kernel at %.0f GB/s: %+v\n%s", c.kernel, res, en)
+		}
+		if bn := Feedback("bn", res); !strings.Contains(bn, "ব্যান্ডউইথ") {
+			t.Errorf("the bandwidth line in Bangla: %s", bn)
+		}
+	}
+	res = Run(BiasGELUKernel("", &fakeRunner{compileErr: fmt.Errorf("%w: no such function", ErrKernelName)}), time.Minute)
+	if res.Failure == nil || res.Failure.Hint != "kernelname" || !strings.Contains(Feedback("bn", res), "bias_gelu") {
+		t.Errorf("a kernel of another name on a GPU: %+v", res.Failure)
+	}
+}
+
+// hasBangla reports whether s has a letter of the Bengali block.
+func hasBangla(s string) bool {
+	for _, r := range s {
+		if r >= 0x0980 && r <= 0x09FF {
+			return true
+		}
+	}
+	return false
 }

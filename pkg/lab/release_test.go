@@ -29,7 +29,7 @@ func TestRelease(t *testing.T) {
 	src := filepath.Join("..", "..", "notebooks", "labs")
 	dst := t.TempDir()
 	files, err := Release(src, dst)
-	if err != nil || len(files) != 10 {
+	if err != nil || len(files) != 12 {
 		t.Fatalf("Release: %v, %d files", err, len(files))
 	}
 	for _, f := range files {

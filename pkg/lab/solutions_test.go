@@ -6,7 +6,7 @@ import (
 	"github.com/druto/druto/pkg/amp"
 )
 
-// The solutions of labs 1-4 and 6, as the solution notebooks write them.
+// The solutions of labs 1-6, as the solution notebooks write them.
 
 func solSoftmax(probs, logits []float32, N, V int) {
 	for i := range N {
@@ -34,7 +34,7 @@ func solCrossEntropy(losses, dlogits, logits []float32, targets []int32, N, V in
 	}
 }
 
-// The layernorm, AdamW, attention and BPE solutions are lab_test.go's
+// The layernorm, AdamW, attention, bias-GELU and BPE solutions are lab_test.go's
 // builders of planted mistakes, with none planted.
 var (
 	solLayerNorm         = layerNormWith("")
@@ -42,6 +42,7 @@ var (
 	solAdamW             = adamWWith("")
 	solAttention         = attentionWith("")
 	solAttentionBackward = attentionBackwardWith("")
+	solBiasGELU          = biasGELUWith("")
 	solBPE               = bpeSol{}
 )
 
