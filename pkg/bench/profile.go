@@ -575,6 +575,10 @@ func (p *profiler) AttentionBackwardStore(dqkv, dout, qkv, out, att *device.T, B
 	})
 }
 
+func (p *profiler) BiasGrad(dbias, dout *device.T, N, OC int) {
+	p.op(&device.Ops.BiasGrad, []int{N, OC}, tensors{dbias, dout}, func() { p.Device.BiasGrad(dbias, dout, N, OC) })
+}
+
 func (p *profiler) GELUBackward(dinp, inp, dout *device.T, n int) {
 	p.op(&device.Ops.GELUBackward, []int{n}, tensors{dinp, inp, dout}, func() { p.Device.GELUBackward(dinp, inp, dout, n) })
 }

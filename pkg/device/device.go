@@ -98,6 +98,10 @@ type Device interface {
 	// dbias += Σ_rows dout (dbias may be nil; dinp may be nil when not needed).
 	// dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
 	MatmulBackward(dinp, dweight, dbias, dout, inp, weight *T, N, C, OC int)
+	// BiasGrad accumulates dbias += Σ_rows dout in fp32: the bias gradient
+	// of a layer whose output gradient is dout.
+	// dbias (OC) F32, dout (N,OC)
+	BiasGrad(dbias, dout *T, N, OC int)
 	// MatmulBackwardGELU is MatmulBackward of a layer whose input inp is
 	// gelu(pre) (the out and pre of a Matmul with GELU) with the GELU's
 	// backward folded into its dinp product, as cuBLASLt's DGELU_BGRAD
@@ -157,7 +161,7 @@ var Ops = struct {
 	Encoder, EncoderBackward                             Contract
 	LayerNorm, LayerNormBackward, ResidualLayerNorm, Add Contract
 	Matmul, MatmulBackward, GELUBackward                 Contract
-	MatmulBackwardGELU                                   Contract
+	MatmulBackwardGELU, BiasGrad                         Contract
 	Attention, AttentionBackward                         Contract
 	CrossEntropy, AdamWStep, GradNorm, Cast              Contract
 	MatmulBackwardStore, AttentionBackwardStore          Contract // GradStorer
@@ -251,6 +255,11 @@ var Ops = struct {
 		// dgrad and wgrad, the GELU backward and both bias gradients in
 		// their epilogues or between them: all of it the product's class.
 		Tol: by16(8, 2), Class: "gemm", FLOPs: gemmFLOPs(4)},
+	// N, OC: fp32 sums over N rows in different orders (MatmulBackward's
+	// dbias alone)
+	BiasGrad: Contract{Op: "BiasGrad", Sizes: []string{"N", "OC+"},
+		Params: []Param{rowSum(p("dbias", F32, Acc, prod(1))), p("dout", Float, In, prod(0, 1))},
+		Tol:    one, Class: "gelu/bias", Shapes: [][]int{{34, 40}, {5, 11}, {1, 1}, {300, 1003}}},
 	// n
 	GELUBackward: Contract{Op: "GELUBackward", Sizes: []string{"n"},
 		Params: []Param{p("dinp", Float, Out, prod(0)), p("inp", Float, In, prod(0)), p("dout", Float, In, prod(0))},

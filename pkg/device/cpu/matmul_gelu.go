@@ -77,3 +77,15 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 		d.parallel(N*C, 1<<14, func(lo, hi int) { store(dpre, lo, y[lo:hi]) })
 	}
 }
+
+// BiasGrad accumulates dbias += Σ_rows dout in fp32 (column sums of dout
+// widened to fp32).
+// dbias (OC) F32, dout (N,OC)
+func (d *Device) BiasGrad(dbias, dout *tensor.Tensor, N, OC int) {
+	if !d.check(&device.Ops.BiasGrad, []int{N, OC}, dbias, dout) {
+		return
+	}
+	g := d.gemmF32(dout)
+	d.columnSumInto(dbias, g, N, OC)
+	releaseF32(dout, g)
+}

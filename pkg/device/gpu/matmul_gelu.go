@@ -254,3 +254,13 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 	d.weightGrad(op, dweight, dbias, dout, g, inp, N, C, OC, ht)
 	return true
 }
+
+// BiasGrad accumulates dbias += Σ_rows dout in fp32 (matmul.cu's
+// matmul_bias_grad).
+// dbias (OC) F32, dout (N,OC)
+func (d *Device) BiasGrad(dbias, dout *tensor.Tensor, N, OC int) {
+	if !d.check(&device.Ops.BiasGrad, []int{N, OC}, dbias, dout) || N == 0 {
+		return
+	}
+	d.biasGrad(dbias, dout, N, OC)
+}
