@@ -254,7 +254,7 @@ var Ops = struct {
 			dy(p("dout", Float, In, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))), gen(p("pre", Float, In, prod(0, 1)), Dyadic4), dyW(p("weight", Float, In, prod(2, 1)))},
 		// dgrad and wgrad, the GELU backward and both bias gradients in
 		// their epilogues or between them: all of it the product's class.
-		Tol: by16(8, 2), Class: "gemm", FLOPs: gemmFLOPs(4)},
+		Tol: by16(8, 2), Class: "gemm", FLOPs: gemmFLOPs(4), Decomposed: matmulBackwardGELU},
 	// N, OC: fp32 sums over N rows in different orders (MatmulBackward's
 	// dbias alone)
 	BiasGrad: Contract{Op: "BiasGrad", Sizes: []string{"N", "OC+"},
