@@ -47,6 +47,7 @@ type MomentsBF16 interface {
 var AdamWBF16 = Contract{Op: "AdamWBF16", Sizes: []string{"total", "step"},
 	Params: []Param{p("master", F32, Acc, prod(0)), opt(p("work", Float, Out, prod(0))), p("grads", F32, In, prod(0)),
 		p("m", BF16, Acc, prod(0)), gen(p("v", BF16, Acc, prod(0)), Positive), opt(p("state", F32, In, func([]int) int { return StateLen }))},
+	Iface: "MomentsBF16", Class: "optimizer",
 	Tol: one, Rule: func(s []int, ts []*T) error {
 		if ts[5] == nil && s[1] < 1 {
 			return fmt.Errorf("step=%d without a step state; bias correction is 1-based: %w", s[1], tensor.ErrShape)

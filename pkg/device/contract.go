@@ -9,8 +9,10 @@ package device
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -110,9 +112,14 @@ type Param struct {
 	Floor func(dt tensor.DType, s []int, ts []*T) float64
 }
 
-// Contract is one op's arguments: its integer sizes (a name ending in "+"
-// must be at least 1), its tensor arguments in call order, the tolerance
-// its outputs meet against the CPU reference, and any further rule.
+// Contract is one op's descriptor, the one place an op is declared beside
+// its method: its integer sizes (a name ending in "+" must be at least 1),
+// its tensor arguments in call order, the tolerance its outputs meet
+// against the CPU reference, any further rule, and what the rest of the
+// module derives from it: the interface that declares the method, the
+// profiler's class of its time (pkg/bench), the sizes of conformance cases
+// package devicetest derives for it, and its decomposed composition.
+// Contracts lists them all.
 type Contract struct {
 	Op     string
 	Sizes  []string
@@ -127,6 +134,48 @@ type Contract struct {
 	// IndexMax is the exclusive bound of Index inputs at sizes s (the rows
 	// of the table they index: Encoder's vocabulary, CrossEntropy's V).
 	IndexMax func(s []int, ts []*T) int
+
+	// Iface names the interface whose method Op is: "" for Device, else an
+	// optional one ("GradStorer", "Stepper", "GELUer", "MomentsBF16",
+	// "Decoder").
+	Iface string
+	// Class is the profiler's class of the op's time (pkg/bench), e.g.
+	// "layernorm"; "gemm" is named there by the product's shape (sizes
+	// N, C, OC first). Empty: the op is not part of a training step.
+	Class string
+	// FLOPs, when set, is the op's useful arithmetic at sizes s, for ops
+	// whose time is measured against the matmul peak; without it the
+	// profiler counts the op's bytes (Traffic).
+	FLOPs func(s []int, ts []*T) float64
+	// Shapes, when set, are sizes at which package devicetest derives the
+	// op's conformance cases itself, at every float dtype: it calls the
+	// method named Op with the tensors in Params order, then the sizes
+	// (converted to the method's parameter types). An op of that
+	// signature needs no hand-written case.
+	Shapes [][]int
+	// Decomposed, when set, runs the op on d as the sequence of other
+	// Device ops that its fused form replaces (s and ts as Check takes
+	// them): the decomposed form, written once above the backends, which
+	// both call.
+	Decomposed func(d Device, s []int, ts []*T)
+}
+
+// Traffic is the bytes an op moves by its arguments' roles: each input
+// read once, each output written once, each accumulated tensor read and
+// written (nil tensors count nothing); ts in Params order.
+func (c *Contract) Traffic(ts []*T) float64 {
+	var n float64
+	for i, t := range ts {
+		if t == nil || i >= len(c.Params) {
+			continue
+		}
+		b := float64(t.Bytes())
+		if c.Params[i].Role == Acc {
+			b *= 2
+		}
+		n += b
+	}
+	return n
 }
 
 // Check returns an error naming the op and the argument when sizes or
@@ -170,16 +219,41 @@ func Numel(t *T) int {
 	return t.Numel()
 }
 
-// Contracts lists every op's contract (Ops): Device's, then GradStorer's,
-// then Stepper's, then those of the optional interfaces GELUer
-// (GELUForward) and MomentsBF16 (AdamWBF16).
-func Contracts() []*Contract {
-	o := &Ops
-	return []*Contract{&o.Encoder, &o.EncoderBackward, &o.LayerNorm, &o.LayerNormBackward, &o.ResidualLayerNorm,
-		&o.Add, &o.Matmul, &o.MatmulBackward, &o.MatmulBackwardGELU, &o.GELUBackward, &o.Attention, &o.AttentionBackward, &o.CrossEntropy,
-		&o.AdamWStep, &o.GradNorm, &o.Cast, &o.MatmulBackwardStore, &o.AttentionBackwardStore, &o.CrossEntropyScaled, &o.StepUpdate, &o.AdamWState,
-		&GELUForward, &AdamWBF16}
+// Contracts lists every op's descriptor: Device's, GradStorer's and
+// Stepper's (the fields of Ops, in their order), then those of the
+// optional interfaces GELUer (GELUForward) and MomentsBF16 (AdamWBF16),
+// then Decoder's (the fields of DecodeOps). Every method of those
+// interfaces is an op listed here, but for Plumbing.
+func Contracts() []*Contract { return contracts() }
+
+var contracts = sync.OnceValue(func() []*Contract {
+	var cs []*Contract
+	fields := func(v reflect.Value) {
+		for i := range v.NumField() {
+			cs = append(cs, v.Field(i).Addr().Interface().(*Contract))
+		}
+	}
+	fields(reflect.ValueOf(&Ops).Elem())
+	cs = append(cs, &GELUForward, &AdamWBF16)
+	fields(reflect.ValueOf(&DecodeOps).Elem())
+	return cs
+})
+
+// Lookup returns the descriptor of the op named op, nil for none.
+func Lookup(op string) *Contract {
+	for _, c := range Contracts() {
+		if c.Op == op {
+			return c
+		}
+	}
+	return nil
 }
+
+// Plumbing are the methods of Device (and Decoder) that are not ops and
+// have no descriptor: naming, memory, transfers, synchronisation and
+// readiness (a profiler times Zero, Upload and Download as they are, with
+// no contract to derive from).
+var Plumbing = []string{"Name", "Fused", "Alloc", "Free", "Upload", "Download", "Zero", "Sync", "AttentionState", "DecodeReady"}
 
 // Size helpers of the declarations below.
 func prod(idx ...int) func(s []int) int {
@@ -198,6 +272,20 @@ func times(k int, idx ...int) func(s []int) int {
 }
 
 func one(tensor.DType, []int) float64 { return 1 }
+
+// gemmFLOPs is the work of k/2 products of (N,C)·(C,OC), sizes N, C, OC first.
+func gemmFLOPs(k float64) func(s []int, _ []*T) float64 {
+	return func(s []int, _ []*T) float64 { return k * float64(s[0]) * float64(s[1]) * float64(s[2]) }
+}
+
+// attnFLOPs is k times causal attention's useful forward work (sizes B,
+// T, C): 2·B·NH·T²·hs, the two products over the lower triangle; the
+// backward is 2.5 times that.
+func attnFLOPs(k float64) func(s []int, _ []*T) float64 {
+	return func(s []int, _ []*T) float64 {
+		return k * 2 * float64(s[0]) * float64(s[1]) * float64(s[1]) * float64(s[2])
+	}
+}
 
 // sumTol is the tolerance scale of a result that sums k = s[i] terms in an
 // order that differs between devices (√k/8, at least 1).
@@ -344,155 +432,6 @@ func rows(name string, t *T, C, min int) error {
 		return fmt.Errorf("%s is %s%v, want rows of C=%d (at least %d): %w", name, t.DType, t.Shape, C, min, tensor.ErrShape)
 	}
 	return nil
-}
-
-// The contracts of the ops of Device (and Stepper), in the order and with
-// the argument names of their methods; the shapes are those the interface
-// documents.
-var Ops = struct {
-	Encoder, EncoderBackward                             Contract
-	LayerNorm, LayerNormBackward, ResidualLayerNorm, Add Contract
-	Matmul, MatmulBackward, GELUBackward                 Contract
-	MatmulBackwardGELU                                   Contract
-	Attention, AttentionBackward                         Contract
-	CrossEntropy, AdamWStep, GradNorm, Cast              Contract
-	MatmulBackwardStore, AttentionBackwardStore          Contract // GradStorer
-	CrossEntropyScaled, StepUpdate, AdamWState           Contract
-}{
-	// B, T, C
-	Encoder: Contract{Op: "Encoder", Sizes: []string{"B", "T", "C+"},
-		Params: []Param{p("out", Wide, Out, prod(0, 1, 2)), p("wte", Float, In, nil), p("wpe", Float, In, nil),
-			gen(p("tokens", I32, In, prod(0, 1)), Index)},
-		Tol: one, Rule: encoderRule(1), IndexMax: func(s []int, ts []*T) int { return ts[1].Numel() / s[2] }},
-	EncoderBackward: Contract{Op: "EncoderBackward", Sizes: []string{"B", "T", "C+"},
-		Params: []Param{p("dwte", Wide, Acc, nil), p("dwpe", Wide, Acc, nil), p("dout", Float, In, prod(0, 1, 2)),
-			gen(p("tokens", I32, In, prod(0, 1)), Index)},
-		// One id may take every row (skewed tokens): up to B·T terms a sum,
-		// added in the sorted segments' order on the GPU.
-		Tol: func(_ tensor.DType, s []int) float64 { return sumScale(s[0] * s[1]) }, Rule: encoderRule(0),
-		IndexMax: func(s []int, ts []*T) int { return ts[0].Numel() / s[2] }},
-	// N, C
-	LayerNorm: Contract{Op: "LayerNorm", Sizes: []string{"N", "C+"},
-		Params: []Param{p("out", Float, Out, prod(0, 1)), p("mean", F32, Out, prod(0)), p("rstd", F32, Out, prod(0)),
-			p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)), p("bias", Float, In, prod(1))},
-		Tol: one},
-	// dinp: fp32 sums over C rounded once to the dtype (scale 1), plus
-	// lnBwdFloor: at C = 1 the variance is 0, rstd = 1/√eps (316) and the
-	// row's terms cancel exactly, so only the fp32 rounding of that
-	// cancellation is left, times rstd, at the inputs' scale (not the
-	// output's, which is dinp's old value); dweight and dbias sum N rows
-	// in different orders (k/16 ulps for k terms). The tests give mean and
-	// rstd of inp.
-	LayerNormBackward: Contract{Op: "LayerNormBackward", Sizes: []string{"N", "C+"},
-		Params: []Param{floor(p("dinp", Float, Acc, prod(0, 1)), lnBwdFloor), rowSum(p("dweight", Wide, Acc, prod(1))), rowSum(p("dbias", Wide, Acc, prod(1))),
-			p("dout", Float, In, prod(0, 1)), p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)),
-			p("mean", F32, In, prod(0)), gen(p("rstd", F32, In, prod(0)), Positive)},
-		Tol: one},
-	ResidualLayerNorm: Contract{Op: "ResidualLayerNorm", Sizes: []string{"N", "C+"},
-		Params: []Param{p("res", Float, Out, prod(0, 1)), p("out", Float, Out, prod(0, 1)), p("mean", F32, Out, prod(0)),
-			p("rstd", F32, Out, prod(0)), p("a", Float, In, prod(0, 1)), p("b", Float, In, prod(0, 1)),
-			p("weight", Float, In, prod(1)), p("bias", Float, In, prod(1))},
-		Tol: one},
-	// n
-	Add: Contract{Op: "Add", Sizes: []string{"n"},
-		Params: []Param{p("out", Float, Out, prod(0)), p("a", Float, In, prod(0)), p("b", Float, In, prod(0))}, Tol: one},
-	// N, C, OC, act
-	// On dyadic operands fp32 results are exact (scale 1); 16-bit ones by
-	// √C/8 (cuBLASLt may split a long K and add the parts in the output
-	// type), twice that with GELU (cuBLASLt's own approximation of it).
-	Matmul: Contract{Op: "Matmul", Sizes: []string{"N", "C+", "OC+", "act"},
-		Params: []Param{p("out", Float, Out, prod(0, 2)), opt(p("pre", Float, Out, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))),
-			dyW(p("weight", Float, In, prod(2, 1))), opt(dy(p("bias", Float, In, prod(2))))},
-		Tol: func(dt tensor.DType, s []int) float64 {
-			if dt == tensor.F32 {
-				return 1
-			}
-			return max(1, math.Sqrt(float64(s[1]))/8) * float64(1+s[3])
-		}, Rule: func(s []int, ts []*T) error {
-			switch Activation(s[3]) {
-			case None:
-				if ts[1] != nil {
-					return fmt.Errorf("pre must be nil without GELU")
-				}
-			case GELU:
-				if ts[1] == nil {
-					return fmt.Errorf("GELU needs pre for the pre-activation")
-				}
-			default:
-				return fmt.Errorf("activation %d: %w", s[3], ErrUnsupported)
-			}
-			return nil
-		}},
-	// N, C, OC
-	// Dyadic operands: exact in fp32. A 16-bit dinp at scale 2: cuBLAS
-	// rounds α·A·B to the output type before adding β·C (two roundings).
-	MatmulBackward: Contract{Op: "MatmulBackward", Sizes: []string{"N", "C+", "OC+"},
-		Params: []Param{opt(dy(p("dinp", Float, Acc, prod(0, 1)))), tol(dy(p("dweight", Wide, Acc, prod(2, 1))), one), opt(tol(dy(p("dbias", Wide, Acc, prod(2))), one)),
-			dy(p("dout", Float, In, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))), dyW(p("weight", Float, In, prod(2, 1)))},
-		Tol: by16(1, 2)},
-	// dpre: GELU's derivative (tanhf's ulps in fp32: 8; 2 in 16 bits, as
-	// GELUBackward); dpreBias sums N rows of dpre that the GPU's epilogue
-	// rounds to 16 bits first (as PyTorch autocast's bias gradient): the
-	// compute dtype's tolerance by 4√N; dweight and dbias exact (dyadic).
-	MatmulBackwardGELU: Contract{Op: "MatmulBackwardGELU", Sizes: []string{"N", "C+", "OC+"},
-		Params: []Param{p("dpre", Float, Out, prod(0, 1)), opt(rounded(tol(dy(p("dpreBias", F32, Acc, prod(1))), func(_ tensor.DType, s []int) float64 {
-			return max(1, 4*math.Sqrt(float64(s[0])))
-		}))), tol(dy(p("dweight", Wide, Acc, prod(2, 1))), one), opt(tol(dy(p("dbias", Wide, Acc, prod(2))), one)),
-			dy(p("dout", Float, In, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))), gen(p("pre", Float, In, prod(0, 1)), Dyadic4), dyW(p("weight", Float, In, prod(2, 1)))},
-		Tol: by16(8, 2)},
-	// n
-	GELUBackward: Contract{Op: "GELUBackward", Sizes: []string{"n"},
-		Params: []Param{p("dinp", Float, Out, prod(0)), p("inp", Float, In, prod(0)), p("dout", Float, In, prod(0))},
-		// fp32: tanhf's ulps (8); 16 bits: the derivative in fp32 from the
-		// same inputs, rounded once on each device (scale 1).
-		Tol: by16(8, 1)},
-	// B, T, C, NH
-	Attention: Contract{Op: "Attention", Sizes: []string{"B", "T", "C+", "NH+"},
-		Params: []Param{floor(p("out", Float, Out, prod(0, 1, 2)), ProbFloor(2)), p("att", Float, State, nil), p("qkv", Float, In, times(3, 0, 1, 2))},
-		Tol:    attnTol, Rule: attnRule},
-	AttentionBackward: Contract{Op: "AttentionBackward", Sizes: []string{"B", "T", "C+", "NH+"},
-		Params: []Param{relNorm(p("dqkv", Float, Acc, times(3, 0, 1, 2))), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
-			opt(p("out", Float, In, prod(0, 1, 2))), p("att", Float, State, nil)},
-		Tol: attnBwdTol, Rule: attnRule},
-	// N, V
-	CrossEntropy: Contract{Op: "CrossEntropy", Sizes: []string{"N", "V+"},
-		Params: []Param{tol(p("losses", F32, Out, prod(0)), ceTol), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index)},
-		Tol:    ceGradTol, IndexMax: func(s []int, _ []*T) int { return s[1] }},
-	// total (layout.Total), step (hp.Step)
-	AdamWStep: Contract{Op: "AdamWStep", Sizes: []string{"total", "step+"},
-		Params: []Param{p("master", F32, Acc, prod(0)), opt(p("work", Float, Out, prod(0))), p("grads", F32, In, prod(0)),
-			p("m", F32, Acc, prod(0)), gen(p("v", F32, Acc, prod(0)), Positive)},
-		Tol: one},
-	// n (grads.Numel())
-	GradNorm: Contract{Op: "GradNorm", Sizes: []string{"n"}, // sums in float64 on both devices
-		Params: []Param{p("grads", Float, In, prod(0))}, Tol: one},
-	// n (dst.Numel())
-	Cast: Contract{Op: "Cast", Sizes: []string{"n"},
-		Params: []Param{p("dst", Float, Out, prod(0)), p("src", Float, In, prod(0))}, Tol: one},
-	// GradStorer: MatmulBackward and AttentionBackward with the input
-	// gradient an output (its old contents are never read; tests poison it)
-	MatmulBackwardStore: Contract{Op: "MatmulBackwardStore", Sizes: []string{"N", "C+", "OC+"}, // dyadic: exact, one rounding
-		Params: []Param{p("dinp", Float, Out, prod(0, 1)), dy(p("dweight", Wide, Acc, prod(2, 1))), opt(dy(p("dbias", Wide, Acc, prod(2)))),
-			dy(p("dout", Float, In, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))), dyW(p("weight", Float, In, prod(2, 1)))},
-		Tol: one},
-	AttentionBackwardStore: Contract{Op: "AttentionBackwardStore", Sizes: []string{"B", "T", "C+", "NH+"},
-		Params: []Param{relNorm(p("dqkv", Float, Out, times(3, 0, 1, 2))), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
-			opt(p("out", Float, In, prod(0, 1, 2))), p("att", Float, State, nil)},
-		Tol: attnBwdTol, Rule: attnRule},
-	// N, V
-	CrossEntropyScaled: Contract{Op: "CrossEntropyScaled", Sizes: []string{"N", "V+"},
-		Params: []Param{tol(p("losses", F32, Out, prod(0)), ceTol), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index),
-			p("state", F32, In, func([]int) int { return StateLen })},
-		Tol: ceGradTol, IndexMax: func(s []int, _ []*T) int { return s[1] }},
-	// losses, grads (their element counts)
-	StepUpdate: Contract{Op: "StepUpdate", Sizes: []string{"losses", "grads"},
-		Params: []Param{p("state", F32, Acc, func([]int) int { return StateLen }), p("losses", F32, In, prod(0)), p("grads", F32, In, prod(1))},
-		Tol:    sumTol(1)},
-	// total (layout.Total)
-	AdamWState: Contract{Op: "AdamWState", Sizes: []string{"total"},
-		Params: []Param{p("master", F32, Acc, prod(0)), opt(p("work", Float, Out, prod(0))), p("grads", F32, In, prod(0)),
-			p("m", F32, Acc, prod(0)), gen(p("v", F32, Acc, prod(0)), Positive), p("state", F32, In, func([]int) int { return StateLen })},
-		Tol: one},
 }
 
 // encoderRule checks the token table (V,C) and the position table

@@ -200,12 +200,13 @@ func SampleRow(logits []float32, st []int32, left int, o Sampling, u float32, sc
 	return last, st[last]
 }
 
-// DecodeOps are the contracts of Decoder's ops.
+// DecodeOps are the descriptors of Decoder's ops (no profiler class: they
+// are not part of a training step).
 var DecodeOps = struct {
 	EncoderAt, KVAppend, AttentionDecode, SampleHead Contract
 }{
 	// N, C
-	EncoderAt: Contract{Op: "EncoderAt", Sizes: []string{"N", "C+"},
+	EncoderAt: Contract{Op: "EncoderAt", Iface: "Decoder", Sizes: []string{"N", "C+"},
 		Params: []Param{p("out", Float, Out, prod(0, 1)), p("wte", Float, In, nil), p("wpe", Float, In, nil),
 			gen(p("tokens", I32, In, prod(0)), Index), gen(p("pos", I32, In, prod(0)), Index)},
 		Tol: one, Rule: func(s []int, ts []*T) error {
@@ -215,18 +216,18 @@ var DecodeOps = struct {
 			return rows("wpe", ts[2], s[1], 1)
 		}, IndexMax: func(s []int, ts []*T) int { return min(ts[1].Numel(), ts[2].Numel()) / s[1] }},
 	// B, T, C, NH, S
-	KVAppend: Contract{Op: "KVAppend", Sizes: []string{"B", "T", "C+", "NH+", "S+"},
+	KVAppend: Contract{Op: "KVAppend", Iface: "Decoder", Sizes: []string{"B", "T", "C+", "NH+", "S+"},
 		Params: []Param{p("kc", Float, Acc, prod(0, 4, 2)), p("vc", Float, Acc, prod(0, 4, 2)),
 			p("qkv", Float, In, func(s []int) int { return s[0] * s[1] * 3 * s[2] }), p("pos", I32, In, prod(0))},
 		Tol: one, Rule: decodeRule(2, 3), IndexMax: func(s []int, _ []*T) int { return max(s[4]-s[1]+1, 1) }},
 	// B, C, NH, S
-	AttentionDecode: Contract{Op: "AttentionDecode", Sizes: []string{"B", "C+", "NH+", "S+"},
+	AttentionDecode: Contract{Op: "AttentionDecode", Iface: "Decoder", Sizes: []string{"B", "C+", "NH+", "S+"},
 		Params: []Param{p("out", Float, Out, prod(0, 1)), p("qkv", Float, In, func(s []int) int { return s[0] * 3 * s[1] }),
 			p("kc", Float, In, prod(0, 3, 1)), p("vc", Float, In, prod(0, 3, 1)), p("pos", I32, In, prod(0))},
 		// One rounding of an fp32 softmax-weighted sum, as Attention's.
 		Tol: one, Rule: decodeRule(1, 2), IndexMax: func(s []int, _ []*T) int { return s[3] }},
 	// B, C, V, NS
-	SampleHead: Contract{Op: "SampleHead", Sizes: []string{"B", "C+", "V+", "NS+"},
+	SampleHead: Contract{Op: "SampleHead", Iface: "Decoder", Sizes: []string{"B", "C+", "V+", "NS+"},
 		Params: []Param{p("ids", I32, Out, prod(0)), p("logits", Float, Out, prod(0, 2)), p("x", Float, In, prod(0, 1)),
 			p("wte", Float, In, prod(2, 1)), p("table", I32, In, prod(3, 2)),
 			p("rows", I32, Acc, func(s []int) int { return s[0] * RowLen })},

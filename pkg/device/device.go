@@ -2,6 +2,7 @@ package device
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/druto/druto/pkg/tensor"
@@ -97,6 +98,10 @@ type Device interface {
 	// dbias += Σ_rows dout (dbias may be nil; dinp may be nil when not needed).
 	// dinp (N,C), dweight (OC,C), dbias (OC), dout (N,OC), inp (N,C), weight (OC,C)
 	MatmulBackward(dinp, dweight, dbias, dout, inp, weight *T, N, C, OC int)
+	// BiasGrad accumulates dbias += Σ_rows dout in fp32: the bias gradient
+	// of a layer whose output gradient is dout.
+	// dbias (OC) F32, dout (N,OC)
+	BiasGrad(dbias, dout *T, N, OC int)
 	// MatmulBackwardGELU is MatmulBackward of a layer whose input inp is
 	// gelu(pre) (the out and pre of a Matmul with GELU) with the GELU's
 	// backward folded into its dinp product, as cuBLASLt's DGELU_BGRAD
@@ -146,6 +151,168 @@ type Device interface {
 	// GradNorm returns the global L2 norm of grads·scale in fp32 and whether
 	// every element was finite, in one pass over the buffer.
 	GradNorm(grads *T, scale float32) (norm float32, finite bool)
+}
+
+// Ops are the descriptors of Device's ops (and GradStorer's and
+// Stepper's), in the order and with the argument names of their methods;
+// the shapes are those the interface documents. A new op of Device is
+// declared here, beside its method above: Contracts lists every field.
+var Ops = struct {
+	Encoder, EncoderBackward                             Contract
+	LayerNorm, LayerNormBackward, ResidualLayerNorm, Add Contract
+	Matmul, MatmulBackward, GELUBackward                 Contract
+	MatmulBackwardGELU, BiasGrad                         Contract
+	Attention, AttentionBackward                         Contract
+	CrossEntropy, AdamWStep, GradNorm, Cast              Contract
+	MatmulBackwardStore, AttentionBackwardStore          Contract // GradStorer
+	CrossEntropyScaled, StepUpdate, AdamWState           Contract
+}{
+	// B, T, C
+	Encoder: Contract{Op: "Encoder", Sizes: []string{"B", "T", "C+"},
+		Params: []Param{p("out", Wide, Out, prod(0, 1, 2)), p("wte", Float, In, nil), p("wpe", Float, In, nil),
+			gen(p("tokens", I32, In, prod(0, 1)), Index)},
+		Tol: one, Rule: encoderRule(1), Class: "encoder", IndexMax: func(s []int, ts []*T) int { return ts[1].Numel() / s[2] }},
+	EncoderBackward: Contract{Op: "EncoderBackward", Sizes: []string{"B", "T", "C+"},
+		Params: []Param{p("dwte", Wide, Acc, nil), p("dwpe", Wide, Acc, nil), p("dout", Float, In, prod(0, 1, 2)),
+			gen(p("tokens", I32, In, prod(0, 1)), Index)},
+		// One id may take every row (skewed tokens): up to B·T terms a sum,
+		// added in the sorted segments' order on the GPU.
+		Tol: func(_ tensor.DType, s []int) float64 { return sumScale(s[0] * s[1]) }, Rule: encoderRule(0), Class: "encoder",
+		IndexMax: func(s []int, ts []*T) int { return ts[0].Numel() / s[2] }},
+	// N, C
+	LayerNorm: Contract{Op: "LayerNorm", Sizes: []string{"N", "C+"},
+		Params: []Param{p("out", Float, Out, prod(0, 1)), p("mean", F32, Out, prod(0)), p("rstd", F32, Out, prod(0)),
+			p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)), p("bias", Float, In, prod(1))},
+		Tol: one, Class: "layernorm"},
+	// dinp: fp32 sums over C rounded once to the dtype (scale 1), plus
+	// lnBwdFloor: at C = 1 the variance is 0, rstd = 1/√eps (316) and the
+	// row's terms cancel exactly, so only the fp32 rounding of that
+	// cancellation is left, times rstd, at the inputs' scale (not the
+	// output's, which is dinp's old value); dweight and dbias sum N rows
+	// in different orders (k/16 ulps for k terms). The tests give mean and
+	// rstd of inp.
+	LayerNormBackward: Contract{Op: "LayerNormBackward", Sizes: []string{"N", "C+"},
+		Params: []Param{floor(p("dinp", Float, Acc, prod(0, 1)), lnBwdFloor), rowSum(p("dweight", Wide, Acc, prod(1))), rowSum(p("dbias", Wide, Acc, prod(1))),
+			p("dout", Float, In, prod(0, 1)), p("inp", Float, In, prod(0, 1)), p("weight", Float, In, prod(1)),
+			p("mean", F32, In, prod(0)), gen(p("rstd", F32, In, prod(0)), Positive)},
+		Tol: one, Class: "layernorm"},
+	ResidualLayerNorm: Contract{Op: "ResidualLayerNorm", Sizes: []string{"N", "C+"},
+		Params: []Param{p("res", Float, Out, prod(0, 1)), p("out", Float, Out, prod(0, 1)), p("mean", F32, Out, prod(0)),
+			p("rstd", F32, Out, prod(0)), p("a", Float, In, prod(0, 1)), p("b", Float, In, prod(0, 1)),
+			p("weight", Float, In, prod(1)), p("bias", Float, In, prod(1))},
+		Tol: one, Class: "layernorm", Decomposed: residualLayerNorm},
+	// n
+	Add: Contract{Op: "Add", Sizes: []string{"n"},
+		Params: []Param{p("out", Float, Out, prod(0)), p("a", Float, In, prod(0)), p("b", Float, In, prod(0))}, Tol: one, Class: "layernorm"},
+	// N, C, OC, act
+	// On dyadic operands fp32 results are exact (scale 1); 16-bit ones by
+	// √C/8 (cuBLASLt may split a long K and add the parts in the output
+	// type), twice that with GELU (cuBLASLt's own approximation of it).
+	Matmul: Contract{Op: "Matmul", Sizes: []string{"N", "C+", "OC+", "act"},
+		Params: []Param{p("out", Float, Out, prod(0, 2)), opt(p("pre", Float, Out, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))),
+			dyW(p("weight", Float, In, prod(2, 1))), opt(dy(p("bias", Float, In, prod(2))))},
+		Class: "gemm", FLOPs: gemmFLOPs(2), Tol: func(dt tensor.DType, s []int) float64 {
+			if dt == tensor.F32 {
+				return 1
+			}
+			return max(1, math.Sqrt(float64(s[1]))/8) * float64(1+s[3])
+		}, Rule: func(s []int, ts []*T) error {
+			switch Activation(s[3]) {
+			case None:
+				if ts[1] != nil {
+					return fmt.Errorf("pre must be nil without GELU")
+				}
+			case GELU:
+				if ts[1] == nil {
+					return fmt.Errorf("GELU needs pre for the pre-activation")
+				}
+			default:
+				return fmt.Errorf("activation %d: %w", s[3], ErrUnsupported)
+			}
+			return nil
+		}},
+	// N, C, OC
+	// Dyadic operands: exact in fp32. A 16-bit dinp at scale 2: cuBLAS
+	// rounds α·A·B to the output type before adding β·C (two roundings).
+	MatmulBackward: Contract{Op: "MatmulBackward", Sizes: []string{"N", "C+", "OC+"},
+		Params: []Param{opt(dy(p("dinp", Float, Acc, prod(0, 1)))), tol(dy(p("dweight", Wide, Acc, prod(2, 1))), one), opt(tol(dy(p("dbias", Wide, Acc, prod(2))), one)),
+			dy(p("dout", Float, In, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))), dyW(p("weight", Float, In, prod(2, 1)))},
+		Tol: by16(1, 2), Class: "gemm", FLOPs: func(s []int, ts []*T) float64 {
+			if ts[0] != nil {
+				return gemmFLOPs(4)(s, ts) // dinp too
+			}
+			return gemmFLOPs(2)(s, ts)
+		}},
+	// dpre: GELU's derivative (tanhf's ulps in fp32: 8; 2 in 16 bits, as
+	// GELUBackward); dpreBias sums N rows of dpre that the GPU's epilogue
+	// rounds to 16 bits first (as PyTorch autocast's bias gradient): the
+	// compute dtype's tolerance by 4√N; dweight and dbias exact (dyadic).
+	MatmulBackwardGELU: Contract{Op: "MatmulBackwardGELU", Sizes: []string{"N", "C+", "OC+"},
+		Params: []Param{p("dpre", Float, Out, prod(0, 1)), opt(rounded(tol(dy(p("dpreBias", F32, Acc, prod(1))), func(_ tensor.DType, s []int) float64 {
+			return max(1, 4*math.Sqrt(float64(s[0])))
+		}))), tol(dy(p("dweight", Wide, Acc, prod(2, 1))), one), opt(tol(dy(p("dbias", Wide, Acc, prod(2))), one)),
+			dy(p("dout", Float, In, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))), gen(p("pre", Float, In, prod(0, 1)), Dyadic4), dyW(p("weight", Float, In, prod(2, 1)))},
+		// dgrad and wgrad, the GELU backward and both bias gradients in
+		// their epilogues or between them: all of it the product's class.
+		Tol: by16(8, 2), Class: "gemm", FLOPs: gemmFLOPs(4), Decomposed: matmulBackwardGELU},
+	// N, OC: fp32 sums over N rows in different orders (MatmulBackward's
+	// dbias alone)
+	BiasGrad: Contract{Op: "BiasGrad", Sizes: []string{"N", "OC+"},
+		Params: []Param{rowSum(p("dbias", F32, Acc, prod(1))), p("dout", Float, In, prod(0, 1))},
+		Tol:    one, Class: "gelu/bias", Shapes: [][]int{{34, 40}, {5, 11}, {1, 1}, {300, 1003}}},
+	// n
+	GELUBackward: Contract{Op: "GELUBackward", Sizes: []string{"n"},
+		Params: []Param{p("dinp", Float, Out, prod(0)), p("inp", Float, In, prod(0)), p("dout", Float, In, prod(0))},
+		// fp32: tanhf's ulps (8); 16 bits: the derivative in fp32 from the
+		// same inputs, rounded once on each device (scale 1).
+		Tol: by16(8, 1), Class: "gelu/bias"},
+	// B, T, C, NH
+	Attention: Contract{Op: "Attention", Sizes: []string{"B", "T", "C+", "NH+"},
+		Params: []Param{floor(p("out", Float, Out, prod(0, 1, 2)), ProbFloor(2)), p("att", Float, State, nil), p("qkv", Float, In, times(3, 0, 1, 2))},
+		Tol:    attnTol, Rule: attnRule, Class: "attention", FLOPs: attnFLOPs(1)},
+	AttentionBackward: Contract{Op: "AttentionBackward", Sizes: []string{"B", "T", "C+", "NH+"},
+		Params: []Param{relNorm(p("dqkv", Float, Acc, times(3, 0, 1, 2))), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
+			opt(p("out", Float, In, prod(0, 1, 2))), p("att", Float, State, nil)},
+		Tol: attnBwdTol, Rule: attnRule, Class: "attention", FLOPs: attnFLOPs(2.5)},
+	// N, V
+	CrossEntropy: Contract{Op: "CrossEntropy", Sizes: []string{"N", "V+"},
+		Params: []Param{tol(p("losses", F32, Out, prod(0)), ceTol), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index)},
+		Tol:    ceGradTol, Class: "classifier + loss", IndexMax: func(s []int, _ []*T) int { return s[1] }},
+	// total (layout.Total), step (hp.Step)
+	AdamWStep: Contract{Op: "AdamWStep", Sizes: []string{"total", "step+"},
+		Params: []Param{p("master", F32, Acc, prod(0)), opt(p("work", Float, Out, prod(0))), p("grads", F32, In, prod(0)),
+			p("m", F32, Acc, prod(0)), gen(p("v", F32, Acc, prod(0)), Positive)},
+		Tol: one, Class: "optimizer"},
+	// n (grads.Numel())
+	GradNorm: Contract{Op: "GradNorm", Sizes: []string{"n"}, // sums in float64 on both devices
+		Params: []Param{p("grads", Float, In, prod(0))}, Tol: one, Class: "optimizer"},
+	// n (dst.Numel())
+	Cast: Contract{Op: "Cast", Sizes: []string{"n"},
+		Params: []Param{p("dst", Float, Out, prod(0)), p("src", Float, In, prod(0))}, Tol: one, Class: "cast and copies"},
+	// GradStorer: MatmulBackward and AttentionBackward with the input
+	// gradient an output (its old contents are never read; tests poison it)
+	MatmulBackwardStore: Contract{Op: "MatmulBackwardStore", Sizes: []string{"N", "C+", "OC+"}, // dyadic: exact, one rounding
+		Params: []Param{p("dinp", Float, Out, prod(0, 1)), dy(p("dweight", Wide, Acc, prod(2, 1))), opt(dy(p("dbias", Wide, Acc, prod(2)))),
+			dy(p("dout", Float, In, prod(0, 2))), dy(p("inp", Float, In, prod(0, 1))), dyW(p("weight", Float, In, prod(2, 1)))},
+		Tol: one, Iface: "GradStorer", Class: "gemm", FLOPs: gemmFLOPs(4)},
+	AttentionBackwardStore: Contract{Op: "AttentionBackwardStore", Sizes: []string{"B", "T", "C+", "NH+"},
+		Params: []Param{relNorm(p("dqkv", Float, Out, times(3, 0, 1, 2))), p("dout", Float, In, prod(0, 1, 2)), p("qkv", Float, In, times(3, 0, 1, 2)),
+			opt(p("out", Float, In, prod(0, 1, 2))), p("att", Float, State, nil)},
+		Tol: attnBwdTol, Rule: attnRule, Iface: "GradStorer", Class: "attention", FLOPs: attnFLOPs(2.5)},
+	// N, V
+	CrossEntropyScaled: Contract{Op: "CrossEntropyScaled", Sizes: []string{"N", "V+"},
+		Params: []Param{tol(p("losses", F32, Out, prod(0)), ceTol), p("logits", Float, Acc, prod(0, 1)), gen(p("targets", I32, In, prod(0)), Index),
+			p("state", F32, In, func([]int) int { return StateLen })},
+		Tol: ceGradTol, Iface: "Stepper", Class: "classifier + loss", IndexMax: func(s []int, _ []*T) int { return s[1] }},
+	// losses, grads (their element counts)
+	StepUpdate: Contract{Op: "StepUpdate", Sizes: []string{"losses", "grads"},
+		Params: []Param{p("state", F32, Acc, func([]int) int { return StateLen }), p("losses", F32, In, prod(0)), p("grads", F32, In, prod(1))},
+		Tol:    sumTol(1), Iface: "Stepper", Class: "optimizer"},
+	// total (layout.Total)
+	AdamWState: Contract{Op: "AdamWState", Sizes: []string{"total"},
+		Params: []Param{p("master", F32, Acc, prod(0)), opt(p("work", Float, Out, prod(0))), p("grads", F32, In, prod(0)),
+			p("m", F32, Acc, prod(0)), gen(p("v", F32, Acc, prod(0)), Positive), p("state", F32, In, func([]int) int { return StateLen })},
+		Tol: one, Iface: "Stepper", Class: "optimizer"},
 }
 
 // GradStorer is implemented by devices that can store an input gradient

@@ -14,5 +14,13 @@
 //
 // Every op that the fused-versus-plain comparison is about has a fused and a
 // decomposed form inside each implementation; Options.Fused picks one for the
-// whole device, so a model runs unchanged on either.
+// whole device, so a model runs unchanged on either. A decomposed form that is
+// a sequence of other ops is written once, here (decomposed.go), and both
+// implementations call it.
+//
+// Each op is declared once: its method, and beside it its descriptor (a
+// Contract in Ops, or next to an optional interface), from which the
+// argument checks, the conformance cases (package devicetest), the
+// profiler's classes (package bench) and the decomposed composition are
+// derived. Contracts lists them.
 package device

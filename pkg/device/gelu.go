@@ -22,6 +22,7 @@ type GELUer interface {
 // GELUBackward), two roundings in 16 bits.
 var GELUForward = Contract{Op: "GELU", Sizes: []string{"n"},
 	Params: []Param{p("out", Float, Out, prod(0)), p("inp", Float, In, prod(0))},
+	Iface:  "GELUer", Class: "gelu/bias",
 	Tol: func(dt tensor.DType, _ []int) float64 {
 		return map[bool]float64{true: 8, false: 2}[dt == tensor.F32]
 	}}

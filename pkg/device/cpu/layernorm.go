@@ -63,8 +63,7 @@ func (d *Device) ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias *ten
 	if d.fused {
 		d.layerNormFused(res, out, mean, rstd, a, b, weight, bias, N, C)
 	} else {
-		d.addPass(res, a, b, N*C)
-		d.layerNormDecomposed(out, mean, rstd, res, weight, bias, N, C)
+		device.ResidualLayerNormDecomposed(d, res, out, mean, rstd, a, b, weight, bias, N, C)
 	}
 }
 

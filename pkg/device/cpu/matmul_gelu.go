@@ -7,9 +7,10 @@ package cpu
 // Fused form: dweight and dbias as MatmulBackward; then one fp32 GEMM
 // y = dout·weight, one pass y ← gelu'(pre)·y, the bias gradient summed from
 // y (fp32, before any rounding), and y rounded once into dpre. Decomposed
-// form: the sequence the model ran before the op existed: dpre zeroed,
+// form: the sequence the model ran before the op existed,
+// device.MatmulBackwardGELUDecomposed (shared with the GPU): dpre zeroed,
 // MatmulBackward accumulating into it (one rounding), GELUBackward over it
-// (a second), and the column sums of the rounded dpre.
+// (a second), and the column sums of the rounded dpre (BiasGrad).
 
 import (
 	"fmt"
@@ -29,14 +30,7 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 		return
 	}
 	if !d.fused {
-		d.Zero(dpre)
-		d.MatmulBackward(dpre, dweight, dbias, dout, inp, weight, N, C, OC)
-		d.GELUBackward(dpre, pre, dpre, N*C)
-		if dpreBias != nil {
-			g := d.gemmF32(dpre)
-			d.columnSumInto(dpreBias, g, N, C)
-			releaseF32(dpre, g)
-		}
+		device.MatmulBackwardGELUDecomposed(d, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC)
 		return
 	}
 	blas.SetThreads(d.threads)
@@ -76,4 +70,16 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 	if dpre.DType != tensor.F32 {
 		d.parallel(N*C, 1<<14, func(lo, hi int) { store(dpre, lo, y[lo:hi]) })
 	}
+}
+
+// BiasGrad accumulates dbias += Σ_rows dout in fp32 (column sums of dout
+// widened to fp32).
+// dbias (OC) F32, dout (N,OC)
+func (d *Device) BiasGrad(dbias, dout *tensor.Tensor, N, OC int) {
+	if !d.check(&device.Ops.BiasGrad, []int{N, OC}, dbias, dout) {
+		return
+	}
+	g := d.gemmF32(dout)
+	d.columnSumInto(dbias, g, N, OC)
+	releaseF32(dout, g)
 }

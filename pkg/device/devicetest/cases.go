@@ -11,6 +11,7 @@ package devicetest
 import (
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
@@ -74,7 +75,67 @@ func set(sh shapes) []Case {
 	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} { // last, for the same reason
 		out = append(out, optionalCases(dt, sh)...)
 	}
+	if sh.enc { // after all of them, for the same reason
+		out = append(out, derived()...)
+	}
 	return out
+}
+
+// derived are the cases of the ops whose descriptor has Shapes, at every
+// float dtype: the method named by the contract called with the case's
+// tensors, then its sizes.
+func derived() []Case {
+	var cs []Case
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
+		for _, c := range device.Contracts() {
+			for _, s := range c.Shapes {
+				cs = append(cs, Case{Name: name(c, dt, s, ""), Contract: c, DType: dt, Sizes: s, Call: byName(c, s)})
+			}
+		}
+	}
+	return cs
+}
+
+// byName calls the method c.Op of a device by reflection: the tensors in
+// Params order, then the sizes s converted to its parameter types. A
+// device without the method reports it unsupported.
+func byName(c *device.Contract, s []int) func(device.Device, []*T) ([]float32, error) {
+	return func(d device.Device, ts []*T) ([]float32, error) {
+		m := reflect.ValueOf(d).MethodByName(c.Op)
+		if !m.IsValid() {
+			return nil, fmt.Errorf("%s has no method %s: %w", d.Name(), c.Op, device.ErrUnsupported)
+		}
+		f := m.Type()
+		if f.NumIn() != len(ts)+len(s) {
+			return nil, fmt.Errorf("devicetest: %s takes %d arguments, the contract %d tensors and %d sizes", c.Op, f.NumIn(), len(ts), len(s))
+		}
+		in := make([]reflect.Value, 0, f.NumIn())
+		for _, t := range ts {
+			in = append(in, reflect.ValueOf(t))
+		}
+		for i, v := range s {
+			in = append(in, reflect.ValueOf(v).Convert(f.In(len(ts)+i)))
+		}
+		m.Call(in)
+		return nil, nil
+	}
+}
+
+// Decomposed returns c with its op run as the descriptor's decomposed
+// composition (device.Contract.Decomposed) and true, or false when the op
+// has none: run against the op on the reference, it checks that the
+// composition both backends call computes the op.
+func Decomposed(c Case) (Case, bool) {
+	dec := c.Contract.Decomposed
+	if dec == nil {
+		return c, false
+	}
+	c.Name += " decomposed"
+	c.Call = func(d device.Device, ts []*T) ([]float32, error) {
+		dec(d, c.Sizes, ts)
+		return nil, nil
+	}
+	return c, true
 }
 
 // optionalCases are the cases of the optional interfaces' ops: GELUer's

@@ -48,6 +48,30 @@ func TestEveryOpHasCases(t *testing.T) {
 	}
 }
 
+// TestDecomposedCompositions: each descriptor's decomposed composition,
+// run on the CPU device in both forms, computes its op (the fused CPU
+// reference) within the op's contract.
+func TestDecomposedCompositions(t *testing.T) {
+	ref := cpu.New(device.Options{Fused: true, Threads: 2})
+	n := 0
+	for i, c := range Cases() {
+		dc, ok := Decomposed(c)
+		if !ok {
+			continue
+		}
+		for _, fused := range []bool{true, false} {
+			dev := cpu.New(device.Options{Fused: fused, Threads: 2})
+			if r := run(dev, ref, dc, c, uint64(i)); !r.Pass || r.Unsupported {
+				t.Errorf("fused=%v %s: %+v", fused, dc.Name, r)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no op has a decomposed composition")
+	}
+}
+
 // badDevice wraps the CPU device and breaks one op: it leaves LayerNorm's
 // rstd unwritten, and moves one element of Matmul's output.
 type badDevice struct{ device.Device }

@@ -493,8 +493,7 @@ func (d *Device) Zero(t *tensor.Tensor) {
 	if t == nil || t.Numel() == 0 {
 		return
 	}
-	d.launches.Add(1)
-	if err := d.stream.Memset8(d.ptr(t), 0, uint64(t.Bytes())); err != nil {
+	if err := d.memset(d.ptr(t), t.Bytes()); err != nil {
 		d.fail(fmt.Errorf("gpu: zero: %w", err))
 	}
 }

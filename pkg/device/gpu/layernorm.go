@@ -237,10 +237,7 @@ func (d *Device) ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias *ten
 		d.kResidualLayerNorm(sfx, dt, res, out, mean, rstd, a, b, weight, bias, N, C)
 		return
 	}
-	d.batch(func() {
-		d.kAdd(sfx, dt, res, a, b, int64(N)*int64(C))
-		d.layerNormDecomposed(sfx, dt, out, mean, rstd, res, weight, bias, N, C)
-	})
+	d.batch(func() { device.ResidualLayerNormDecomposed(d, res, out, mean, rstd, a, b, weight, bias, N, C) })
 }
 
 // Add computes out = a + b elementwise over n elements (one pass in both

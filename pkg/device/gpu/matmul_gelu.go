@@ -36,8 +36,9 @@ package gpu
 //
 // Both forms then run the weight gradient, weightGrad's, as in
 // MatmulBackward. The decomposed form, and configurations neither fused
-// form can run, take the sequence the op replaces: dpre zeroed,
-// MatmulBackward into it, GELUBackward, column sums.
+// form can run, take the sequence the op replaces, written once above the
+// backends (device.MatmulBackwardGELUDecomposed): dpre zeroed,
+// MatmulBackward into it, GELUBackward, BiasGrad.
 
 import (
 	"fmt"
@@ -69,15 +70,7 @@ func (d *Device) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, p
 			return
 		}
 	}
-	if err := d.memset(d.ptr(dpre), dpre.Bytes()); err != nil {
-		d.fail(fmt.Errorf("gpu: %s: zero dpre: %w", op, err))
-		return
-	}
-	d.MatmulBackward(dpre, dweight, dbias, dout, inp, weight, N, C, OC)
-	d.GELUBackward(dpre, pre, dpre, N*C)
-	if dpreBias != nil {
-		d.biasGrad(dpreBias, dpre, N, C)
-	}
+	device.MatmulBackwardGELUDecomposed(d, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC)
 }
 
 // DGELUEnv names the environment variable that picks MatmulBackwardGELU's
@@ -253,4 +246,14 @@ func (d *Device) matmulDGELU(op string, dpre, dpreBias, dweight, dbias, dout, in
 	}
 	d.weightGrad(op, dweight, dbias, dout, g, inp, N, C, OC, ht)
 	return true
+}
+
+// BiasGrad accumulates dbias += Σ_rows dout in fp32 (matmul.cu's
+// matmul_bias_grad).
+// dbias (OC) F32, dout (N,OC)
+func (d *Device) BiasGrad(dbias, dout *tensor.Tensor, N, OC int) {
+	if !d.check(&device.Ops.BiasGrad, []int{N, OC}, dbias, dout) || N == 0 {
+		return
+	}
+	d.biasGrad(dbias, dout, N, OC)
 }
