@@ -19,6 +19,19 @@
 // their PTX and the manifest read from their directives (Variants, Source,
 // ParsePTXHeader).
 //
+// A file whose instructions need a newer GPU says so on a "// druto:arch"
+// line, and its PTX is made for that target: flash_attention.cu (bf16:
+// sm_80), flash_attention2.cu (sm_80), and fp8.cu (sm_90: the FP8
+// cast-transpose of issue 38, q = fp8(x·s), qt = qᵀ and amax in one pass;
+// its cvt.rn.satfinite.e4m3x2/e5m2x2 is sm_90-only in PTX ISA 7.8). On an
+// older device those variants are unavailable and are not compiled.
+//
+// emu/ holds host emulators of some kernels (a development tool, not part
+// of druto): each compiles a .cu as C++ with -DDRUTO_EMU, runs every CUDA
+// thread of a block as a host thread, and checks the results against a
+// reference (emu/NAME/run.sh). emu/fp8 is also run by pkg/device/gpu's
+// TestFP8EmulatorMatchesCPU against pkg/tensor's FP8 conversions.
+//
 // The PTX is regenerated with `go generate ./kernels`
 // (gen-ptx.sh, nvcc 11.8), which writes each source's sha256, and each
 // included header's, into the PTX header; TestPTXUpToDate fails when a .cu

@@ -119,7 +119,7 @@ func TestVariants(t *testing.T) {
 			t.Fatalf("druto:arch %s accepted", bad)
 		}
 	}
-	flash, flash2 := false, false
+	flash, flash2, fp8 := false, false, false
 	for _, v := range vs {
 		if v.File == "flash_attention.cu" {
 			flash = true
@@ -135,12 +135,17 @@ func TestVariants(t *testing.T) {
 			if v.MinArch != 80 { // cp.async and bf16/f16 mma.m16n8k16: sm_80, both dtypes
 				t.Errorf("%s: MinArch %d, want 80", v, v.MinArch)
 			}
+		} else if v.File == "fp8.cu" {
+			fp8 = true
+			if v.MinArch != 90 { // cvt.rn.satfinite.e4m3x2/e5m2x2: sm_90 in PTX ISA 7.8 (sm_89 from 8.1)
+				t.Errorf("%s: MinArch %d, want 90", v, v.MinArch)
+			}
 		} else if v.MinArch != DefaultMinArch {
 			t.Errorf("%s: MinArch %d, want %d", v, v.MinArch, DefaultMinArch)
 		}
 	}
-	if !flash || !flash2 {
-		t.Errorf("flash_attention.cu variants %v, flash_attention2.cu variants %v: want both", flash, flash2)
+	if !flash || !flash2 || !fp8 {
+		t.Errorf("flash_attention.cu variants %v, flash_attention2.cu variants %v, fp8.cu variants %v: want all", flash, flash2, fp8)
 	}
 }
 

@@ -8,7 +8,9 @@
 #     notebook tests (notebooks/), pinned as ../shared/NOTEBOOKS.md found works;
 #   - Chromium and the Jupyter Notebook server, for the browser tests
 #     (notebooks/web_test.go: exported HTML and live Jupyter);
-#   - a C compiler for cgo (pkg/cuda, pkg/blas), already on most machines.
+#   - a C compiler for cgo (pkg/cuda, pkg/blas), already on most machines,
+#     and g++ for the kernel emulator that pkg/device/gpu's
+#     TestFP8EmulatorMatchesCPU builds (kernels/emu/fp8).
 # Idempotent; needs root (or sudo) for apt. Set DRUTO_SKIP_APT=1 to skip apt and
 # DRUTO_CUDA_LIBS=1 to add NVRTC and cuBLAS 11.8 from Debian's non-free
 # component (docker/ sets it; the driver, libcuda, comes from the host), or
@@ -28,7 +30,7 @@ APT_PACKAGES=(
   jupyter-nbconvert python3-nbclient jupyter-client python3-ipykernel
   jupyter-notebook
   python3-torch python3-numpy
-  gcc libc6-dev binutils ca-certificates git
+  gcc g++ libc6-dev binutils ca-certificates git
 )
 if [ "${DRUTO_SKIP_BROWSER:-0}" != 1 ]; then
   APT_PACKAGES+=(chromium)

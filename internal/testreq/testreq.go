@@ -35,7 +35,7 @@ var Switches = []Switch{
 	{"DRUTO_TORCH_TESTS", "require", "PyTorch (python3-torch)", true},
 	{"DRUTO_NOTEBOOK_TESTS", "require", "Jupyter and the GoNB kernel", true},
 	{"DRUTO_BROWSER_TESTS", "require", "Chromium and the Jupyter Notebook server", true},
-	{"DRUTO_CC_TESTS", "require", "a C compiler for cgo (gcc)", true},
+	{"DRUTO_CC_TESTS", "require", "a C compiler for cgo (gcc), and g++ for the kernel emulators", true},
 	{"DRUTO_BINUTILS_TESTS", "require", "GNU as and objdump that know AVX512_BF16 (binutils)", true},
 	{"DRUTO_TESTDATA_TESTS", "require", "test data committed to the repository", true},
 	{"DRUTO_OS_TESTS", "require", "Linux's /proc, mmap and a POSIX sh", true},

@@ -58,6 +58,10 @@ func TestLaunchBlocks(t *testing.T) {
 		d.Cast(dev(bf, 99), dev(h, 99))
 		d.GradNorm(dev(f32, 5000), 1)
 		d.AdamWState(dev(f32, 3000), dev(bf, 3000), dev(f32, 3000), dev(f32, 3000), dev(f32, 3000), layout, device.AdamW{Beta1: 0.9, Beta2: 0.95}, dev(f32, device.StateLen))
+		// FP8 cast-transpose: a method of *Device, no op of device.Device yet
+		for _, f := range []tensor.FP8Format{tensor.E4M3, tensor.E5M2} {
+			_ = d.CastTransposeFP8(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 1), dev(bf, N, C), dev(f32, 1), f, N, C)
+		}
 	})
 	if err != nil {
 		t.Error(err)

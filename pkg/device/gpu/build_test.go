@@ -7,6 +7,7 @@ package gpu
 // Skips without a GPU unless DRUTO_REQUIRE_GPU=1.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -104,7 +105,8 @@ func TestGPUBuildAndCache(t *testing.T) {
 	}
 }
 
-// TestGPUPTXJIT: without NVRTC every variant loads from the embedded PTX.
+// TestGPUPTXJIT: without NVRTC every variant loads from the embedded PTX,
+// but those whose file needs a newer GPU than the device (ErrArch).
 func TestGPUPTXJIT(t *testing.T) {
 	_, c := buildCtx(t)
 	built, err := (&builder{Ctx: c}).buildAll()
@@ -112,6 +114,10 @@ func TestGPUPTXJIT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range built {
+		if errors.Is(k.Err, ErrArch) { // the file needs a newer GPU (its druto:arch line)
+			t.Logf("%-24s %v", k.Variant, k.Err)
+			continue
+		}
 		if k.Err != nil || k.From != FromPTX || !k.Module.FromPTX || k.Fallback == "" {
 			t.Fatalf("%s: from %s, err %v", k.Variant, k.From, k.Err)
 		}

@@ -100,6 +100,9 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 	}
 	unused := 0
 	for _, v := range vs {
+		if notOps[v.Kernel] {
+			continue
+		}
 		if !names[v.Kernel] {
 			t.Errorf("no conformance case launches %s at any dtype (%s)", v.Kernel, v.File)
 		} else if !got[v.Kernel+"/"+v.DType.String()] {
@@ -108,6 +111,13 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 	}
 	t.Logf("%d unused variants", unused)
 	t.Logf("%d kernel variants, %d launched by %d cases", len(vs), len(got), len(cases))
+}
+
+// notOps are kernels that no op of device.Device launches yet, so no
+// conformance case can: each is checked by its own tests instead.
+var notOps = map[string]bool{
+	"cast_transpose_e4m3": true, // fp8.go: TestLaunchCastTransposeFP8, TestGPUCastTransposeFP8, TestFP8EmulatorMatchesCPU
+	"cast_transpose_e5m2": true,
 }
 
 // TestGPUConformance runs every conformance case in every mode of the

@@ -1,0 +1,272 @@
+// main.cpp: host emulator of kernels/fp8.cu's cast_transpose_e4m3 and
+// cast_transpose_e5m2 (see run.sh): every CUDA thread of a block is a host
+// thread, __syncthreads a std::barrier, the warp shuffle a slot table
+// (harness.h), atomicMax a compare-and-swap loop, and the PTX instruction
+// cvt.rn.satfinite.{e4m3,e5m2}x2.f32 the function cvt8 below, written from
+// the instruction's definition (round to nearest even on the value,
+// satfinite: past the largest finite value, ±Inf included, gives ±max;
+// NaN gives the canonical NaN 0x7f, as cuda_fp8.hpp's host fallback of the
+// same conversion writes it).
+//
+//   emu_F32 selftest            cvt8 against ref8 (below) on every fp8
+//                               value, the midpoints between neighbours
+//                               and their float neighbours, specials and a
+//                               sweep of float32
+//   emu_DT N C                  the kernels on random x (N,C) with special
+//                               values, both formats, vector and scalar
+//                               paths, against ref8 of x·s, qt = qᵀ and
+//                               amax = max |x|; "OK" or a mismatch, exit 1
+//   emu_DT io N C FMT VR VC     for pkg/device/gpu's TestFP8EmulatorMatchesCPU:
+//                               stdin: scale (f32), then x (N·C of T, raw);
+//                               stdout: q (N·C), qt (N·C), amax (f32 bits)
+//   emu_F32 cvt FMT             stdin: f32 values; stdout: one byte each
+//
+// ref8 is independent of cvt8: it decodes every code of the format from
+// its bit fields and picks the nearest value (ties to the even code), as
+// the OCP FP8 specification defines rounding, without any bit arithmetic
+// on the input.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <mutex>
+#include <string>
+#include <math.h>
+#include "../harness.h"
+
+unsigned int __shfl_xor_sync(unsigned, unsigned int v, int off) { return shfl(v, off); }
+unsigned int atomicMax(unsigned int* p, unsigned int v) {
+    std::atomic_ref<unsigned int> a(*p);
+    unsigned int old = a.load();
+    while (old < v && !a.compare_exchange_weak(old, v)) {
+    }
+    return old;
+}
+
+// Format parameters: E4M3 (bias 7, 3 mantissa bits, no Inf, 0x7f NaN,
+// max 448 = 0x7e) and E5M2 (bias 15, 2 mantissa bits, 0x7c Inf, max
+// 57344 = 0x7b).
+struct Fmt {
+    int man, bias;
+    double max;
+    unsigned char maxcode;
+    bool e5m2;
+};
+static const Fmt E4M3f = {3, 7, 448, 0x7e, false}, E5M2f = {2, 15, 57344, 0x7b, true};
+
+// cvt8 is one lane of cvt.rn.satfinite.<fmt>x2.f32.
+static unsigned char cvt8(float f, const Fmt& p) {
+    if (std::isnan(f)) return 0x7f;
+    const unsigned char sign = std::signbit(f) ? 0x80 : 0;
+    const double a = std::fabs((double)f);
+    if (a > p.max) return sign | p.maxcode; // satfinite
+    if (a == 0) return sign;
+    int e;
+    std::frexp(a, &e);                 // a = m·2^e, m in [0.5, 1)
+    const int E = std::max(e - 1, 1 - p.bias); // the binade's exponent, or the subnormals'
+    const double quantum = std::ldexp(1.0, E - p.man);
+    const double r = std::nearbyint(a / quantum) * quantum; // the default mode: ties to even
+    if (r == 0) return sign;
+    std::frexp(r, &e);
+    const int E2 = e - 1;
+    if (E2 < 1 - p.bias) return sign | (unsigned char)(r / std::ldexp(1.0, 1 - p.bias - p.man)); // subnormal
+    const unsigned mant = (unsigned)(r / std::ldexp(1.0, E2 - p.man)) - (1u << p.man);
+    return sign | (unsigned char)(((E2 + p.bias) << p.man) | mant);
+}
+unsigned short druto_emu_cvt_e4m3x2(float a, float b) { return (unsigned short)(cvt8(a, E4M3f) << 8 | cvt8(b, E4M3f)); }
+unsigned short druto_emu_cvt_e5m2x2(float a, float b) { return (unsigned short)(cvt8(a, E5M2f) << 8 | cvt8(b, E5M2f)); }
+
+#include "fp8.cu"
+
+// isnan8 reports whether code is a NaN of the format.
+static bool isnan8(unsigned char q, const Fmt& p) { return p.e5m2 ? (q & 0x7f) > 0x7c : (q & 0x7f) == 0x7f; }
+
+// decode8 returns the value of a code from its bit fields.
+static double decode8(unsigned char q, const Fmt& p) {
+    const int ebits = 7 - p.man;
+    const int exp = (q >> p.man) & ((1 << ebits) - 1), man = q & ((1 << p.man) - 1);
+    double v;
+    if (isnan8(q, p))
+        v = NAN;
+    else if (p.e5m2 && exp == 31)
+        v = INFINITY;
+    else if (exp == 0)
+        v = std::ldexp((double)man, 1 - p.bias - p.man);
+    else
+        v = std::ldexp((double)(man | (1 << p.man)), exp - p.bias - p.man);
+    return (q & 0x80) ? -v : v;
+}
+
+// ref8 rounds f to the nearest finite value of the format by search, ties
+// to the even code, saturating; NaN gives 0x7f.
+static unsigned char ref8(float f, const Fmt& p) {
+    if (std::isnan(f)) return 0x7f;
+    const unsigned char sign = std::signbit(f) ? 0x80 : 0;
+    const double a = std::fabs((double)f);
+    if (a >= p.max) return sign | p.maxcode;
+    static double table[2][128];
+    static std::once_flag once;
+    std::call_once(once, [] {
+        for (int c = 0; c < 128; c++) table[0][c] = decode8(c, E4M3f), table[1][c] = decode8(c, E5M2f);
+    });
+    const double* t = table[p.e5m2];
+    int best = 0;
+    for (int c = 1; c <= p.maxcode; c++) {
+        const double d = std::fabs(t[c] - a), db = std::fabs(t[best] - a);
+        if (d < db || (d == db && (c & 1) == 0)) best = c;
+    }
+    return sign | (unsigned char)best;
+}
+
+static bool same8(unsigned char a, unsigned char b, const Fmt& p) { return a == b || (isnan8(a, p) && isnan8(b, p)); }
+
+static float f32bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t bitsf32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+// selftest checks cvt8 against ref8; returns the number of mismatches.
+static int selftest() {
+    int bad = 0;
+    for (const Fmt* p : {&E4M3f, &E5M2f}) {
+        std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, -1e-45f, 1e38f, -1e38f, 3.4028235e38f};
+        for (int c = 0; c < 256; c++) {
+            if (isnan8(c, *p)) continue;
+            const double v = decode8(c, *p);
+            xs.push_back((float)v);
+            if (std::isinf(v)) continue;
+            // the midpoint to the next code up, and the floats around it
+            for (int d : {1, -1}) {
+                int n = c + d;
+                if (n < 0 || n > 255 || isnan8(n, *p) || ((n ^ c) & 0x80) || std::isinf(decode8(n, *p))) continue;
+                const float mid = (float)((v + decode8(n, *p)) / 2);
+                xs.push_back(mid);
+                xs.push_back(std::nextafter(mid, INFINITY));
+                xs.push_back(std::nextafter(mid, -INFINITY));
+            }
+        }
+        for (float m : {(float)p->max, (float)(p->max * 1.0625), (float)(p->max * 1.125), (float)(p->max * 1.2)})
+            for (float s : {1.0f, -1.0f}) {
+                xs.push_back(s * m);
+                xs.push_back(std::nextafter(s * m, INFINITY));
+                xs.push_back(std::nextafter(s * m, -INFINITY));
+            }
+        for (uint64_t u = 0; u < (1ull << 32); u += 65521) xs.push_back(f32bits((uint32_t)u));
+        int n = 0;
+        for (float x : xs) {
+            const unsigned char a = cvt8(x, *p), b = ref8(x, *p);
+            n++;
+            if (!same8(a, b, *p)) {
+                if (bad++ < 10) printf("cvt %s: %a (0x%08x): cvt8 0x%02x, ref8 0x%02x\n", p->e5m2 ? "e5m2" : "e4m3", x, bitsf32(x), a, b);
+            }
+        }
+        printf("cvt %s: %d values checked\n", p->e5m2 ? "e5m2" : "e4m3", n);
+    }
+    return bad;
+}
+
+struct Out {
+    std::vector<unsigned char> q, qt;
+    float amax;
+};
+
+// run launches the kernel of format f on x (N,C) as fp8.go does.
+static Out run(int f, const std::vector<T>& x, float scale, int N, int C, int vr, int vc) {
+    Out o;
+    o.q.assign((size_t)N * C, 0xA5); // poison
+    o.qt.assign((size_t)N * C, 0x5A);
+    o.amax = 0;
+    const int gx = (C + CT_TILE - 1) / CT_TILE, gy = (N + CT_TILE - 1) / CT_TILE;
+    launch(gx, gy, CT_BLOCK, [&] {
+        if (f == FP8_E4M3)
+            cast_transpose_e4m3(o.q.data(), o.qt.data(), &o.amax, x.data(), &scale, N, C, vr, vc);
+        else
+            cast_transpose_e5m2(o.q.data(), o.qt.data(), &o.amax, x.data(), &scale, N, C, vr, vc);
+    });
+    return o;
+}
+
+static const char* dtname() { return DTYPE == DRUTO_F32 ? "f32" : DTYPE == DRUTO_BF16 ? "bf16" : "f16"; }
+
+// check runs both formats and paths on random x with special values.
+static int check(int N, int C) {
+    std::mt19937 rng(N * 7919 + C);
+    std::normal_distribution<float> nd(0, 1);
+    std::vector<T> x((size_t)N * C);
+    for (size_t i = 0; i < x.size(); i++) x[i] = from_f32<T>(nd(rng) * std::ldexp(1.0f, (int)(rng() % 9) - 4));
+    const float specials[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-7f, -3e-6f, 6e4f, -1e5f, 2.5e-3f, 1e-30f};
+    int bad = 0;
+    for (int withNaN = 0; withNaN < 2; withNaN++) {
+        std::vector<T> xs = x;
+        if (withNaN) // every special value, at random places
+            for (float v : specials)
+                for (int k = 0; k < 3; k++) xs[rng() % xs.size()] = from_f32<T>(v);
+        uint32_t want = 0;
+        for (auto& v : xs) want = std::max(want, bitsf32(to_f32(v)) & 0x7fffffffu);
+        for (int f : {FP8_E4M3, FP8_E5M2}) {
+            const Fmt& p = f == FP8_E4M3 ? E4M3f : E5M2f;
+            const float s = f == FP8_E4M3 ? 37.5f : 1536.0f; // some values saturate, some flush
+            const int vr = C % 16 == 0, vc = N % 16 == 0;
+            Out a = run(f, xs, s, N, C, vr, vc), b = run(f, xs, s, N, C, 0, 0);
+            int e = 0;
+            for (int r = 0; r < N; r++)
+                for (int c = 0; c < C; c++) {
+                    const size_t i = (size_t)r * C + c;
+                    const unsigned char w = ref8(to_f32(xs[i]) * s, p);
+                    const unsigned char g = a.q[i], gt = a.qt[(size_t)c * N + r];
+                    if (!same8(g, w, p) || g != gt || g != b.q[i] || gt != b.qt[(size_t)c * N + r]) {
+                        if (e++ < 5)
+                            printf("  %s %s (%d,%d): x %a q 0x%02x qt 0x%02x scalar 0x%02x/0x%02x want 0x%02x\n", dtname(),
+                                   p.e5m2 ? "e5m2" : "e4m3", r, c, to_f32(xs[i]), g, gt, b.q[i], b.qt[(size_t)c * N + r], w);
+                    }
+                }
+            if (bitsf32(a.amax) != want || bitsf32(b.amax) != want) {
+                printf("  amax %a / %a (0x%08x), want 0x%08x\n", a.amax, b.amax, bitsf32(a.amax), want);
+                e++;
+            }
+            printf("%-4s %s N %4d C %4d %s vec(%d,%d): %s\n", dtname(), p.e5m2 ? "e5m2" : "e4m3", N, C,
+                   withNaN ? "specials" : "normal  ", vr, vc, e ? "MISMATCH" : "OK");
+            bad += e;
+        }
+    }
+    return bad;
+}
+
+static bool readAll(void* p, size_t n) { return fread(p, 1, n, stdin) == n; }
+
+int main(int argc, char** argv) {
+    if (argc >= 2 && std::string(argv[1]) == "selftest") return selftest() ? 1 : 0;
+    if (argc >= 3 && std::string(argv[1]) == "cvt") {
+        const Fmt& p = std::string(argv[2]) == "e5m2" ? E5M2f : E4M3f;
+        std::vector<float> in;
+        float v;
+        while (fread(&v, 4, 1, stdin) == 1) in.push_back(v);
+        std::vector<unsigned char> out(in.size() + 1);
+        // in pairs through the x2 instruction's emulation, as the kernel calls it
+        for (size_t i = 0; i < in.size(); i += 2) {
+            const float hi = i + 1 < in.size() ? in[i + 1] : 0.0f;
+            const unsigned short w = p.e5m2 ? druto_emu_cvt_e5m2x2(hi, in[i]) : druto_emu_cvt_e4m3x2(hi, in[i]);
+            out[i] = (unsigned char)(w & 0xff);
+            out[i + 1] = (unsigned char)(w >> 8);
+        }
+        fwrite(out.data(), 1, in.size(), stdout);
+        return 0;
+    }
+    if (argc >= 8 && std::string(argv[1]) == "io") {
+        const int N = atoi(argv[2]), C = atoi(argv[3]), vr = atoi(argv[5]), vc = atoi(argv[6]);
+        const int f = std::string(argv[4]) == "e5m2" ? FP8_E5M2 : FP8_E4M3;
+        reverseBlocks = atoi(argv[7]) != 0;
+        float s;
+        std::vector<T> x((size_t)N * C);
+        if (!readAll(&s, 4) || !readAll(x.data(), x.size() * sizeof(T))) {
+            fprintf(stderr, "emu: short input\n");
+            return 2;
+        }
+        Out o = run(f, x, s, N, C, vr, vc);
+        fwrite(o.q.data(), 1, o.q.size(), stdout);
+        fwrite(o.qt.data(), 1, o.qt.size(), stdout);
+        fwrite(&o.amax, 4, 1, stdout);
+        return 0;
+    }
+    if (argc == 3) return check(atoi(argv[1]), atoi(argv[2])) ? 1 : 0;
+    fprintf(stderr, "usage: emu selftest | emu N C | emu io N C e4m3|e5m2 VECROW VECCOL REVERSE | emu cvt e4m3|e5m2\n");
+    return 2;
+}

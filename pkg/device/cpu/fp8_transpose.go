@@ -1,0 +1,53 @@
+package cpu
+
+// fp8_transpose.go: the CPU reference of kernels/fp8.cu's cast-transpose
+// (issue 38), the twin of pkg/device/gpu's CastTransposeFP8.
+
+import (
+	"math"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// CastTransposeFP8 writes q (N,C) = fp8(x·scale) in format f, qt (C,N) its
+// transpose, and returns amax = max |x| over x (N,C) before scaling.
+//
+//	q (N,C), qt (C,N), x (N,C)
+//
+// Each product x·scale is rounded to float32 first and then narrowed as
+// tensor.QuantizeFP8 does (nearest even, saturating to ±max, ±Inf too).
+// amax is the largest |x| compared as a float's bits with the sign
+// cleared, as the kernel's atomicMax compares them: +Inf above every
+// finite value, a NaN above +Inf (so amax is NaN when any x is; of several
+// NaNs the one with the largest bits). x holds the input widened to
+// float32, which is exact from bf16 and f16.
+func CastTransposeFP8(q, qt []uint8, x []float32, scale float32, f tensor.FP8Format, N, C int) (amax float32) {
+	q, qt, x = q[:N*C], qt[:N*C], x[:N*C]
+	var m uint32
+	for r := range N {
+		for c := range C {
+			v := x[r*C+c]
+			m = max(m, math.Float32bits(v)&0x7fffffff)
+			b := f.FromF32(v * scale)
+			q[r*C+c] = b
+			qt[c*N+r] = b
+		}
+	}
+	return math.Float32frombits(m)
+}
+
+// SameFP8 reports whether two codes of format f are equal, any NaN
+// matching any NaN: the GPU writes a canonical NaN (0x7f), which need not
+// be tensor's (the sign kept, 0x7e in E5M2).
+func SameFP8(a, b uint8, f tensor.FP8Format) bool {
+	return a == b || IsNaNFP8(a, f) && IsNaNFP8(b, f)
+}
+
+// IsNaNFP8 reports whether code q is a NaN of format f: S.1111.111 in E4M3,
+// S.11111.xx with xx ≠ 0 in E5M2.
+func IsNaNFP8(q uint8, f tensor.FP8Format) bool {
+	if f == tensor.E5M2 {
+		return q&0x7f > 0x7c
+	}
+	return q&0x7f == 0x7f
+}
