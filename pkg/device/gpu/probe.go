@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,8 +183,10 @@ type Compiled struct {
 }
 
 // CompileKernels compiles every module with NVRTC alone for each target
-// ("sm_XY" gives a cubin, "compute_XY" PTX); it needs no GPU. dtypes, when
-// given ("bf16", ...), keep the modules of those storage types only.
+// ("sm_XY" gives a cubin, "compute_XY" PTX); it needs no GPU. A module whose
+// MinArch is above the target is left out, as a device of that
+// architecture leaves it unbuilt. dtypes, when given ("bf16", ...), keep the
+// modules of those storage types only.
 func CompileKernels(load LoadOptions, archs []string, dtypes ...string) ([]Compiled, error) {
 	n, err := cuda.LoadNVRTC(load)
 	if err != nil {
@@ -196,9 +199,10 @@ func CompileKernels(load LoadOptions, archs []string, dtypes ...string) ([]Compi
 	var out []Compiled
 	for _, arch := range archs {
 		arch = strings.TrimSpace(arch)
+		cc, _ := strconv.Atoi(arch[strings.IndexByte(arch, '_')+1:])
 		done := map[string]bool{}
 		for _, v := range vs {
-			if done[moduleKey(v)] || (len(dtypes) > 0 && !slices.Contains(dtypes, v.DType.String())) {
+			if done[moduleKey(v)] || (len(dtypes) > 0 && !slices.Contains(dtypes, v.DType.String())) || cc > 0 && cc < v.MinArch {
 				continue
 			}
 			done[moduleKey(v)] = true
