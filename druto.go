@@ -9,7 +9,7 @@
 // launched it (Report.Kernels, Report.OpTests); then one training step of
 // a small model (every kernel of the step, forward and backward) runs on
 // the GPU and on the CPU under each precision policy and must agree within
-// gpt.StepLimit (Report.StepChecks).
+// gpt.StepLimit (train.StepChecks, Report.StepChecks).
 //
 // The backend choice lives here, above both implementations, because
 // package device holds only the interface. Open returns the GPU device
@@ -34,8 +34,6 @@ import (
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/devicetest"
 	"github.com/druto/druto/pkg/device/gpu"
-	"github.com/druto/druto/pkg/gpt"
-	"github.com/druto/druto/pkg/optim"
 	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
@@ -119,15 +117,9 @@ type Report struct {
 	Millis   float64  `json:"detect_ms"`
 }
 
-// StepCheck is gpt.CompareStep's verdict on one policy. Error is set when
-// the step could not run at all under the policy (e.g. no bf16 GEMM on an
-// sm_75 GPU): the policy is unavailable on this GPU, which is reported but,
-// except for fp32, does not make the GPU unusable for the other policies.
-type StepCheck struct {
-	gpt.StepDiff
-	Pass  bool   `json:"pass"`
-	Error string `json:"error,omitempty"`
-}
+// StepCheck is one policy's step check (train.StepChecks: the step on the
+// GPU against the CPU reference), as Report.StepChecks lists them.
+type StepCheck = train.StepCheck
 
 // Host describes the machine running druto.
 type Host struct {
@@ -332,9 +324,9 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 		r.StepChecksCached = len(v.Checks) > 0
 		if !r.StepChecksCached {
 			ref := cpu.New(device.Options{Fused: o.Fused, Threads: o.Threads})
-			v.Checks, v.Usable, v.Notes = stepChecks(dev, ref, uint64(time.Now().UnixNano()))
+			v.Checks, v.Usable, v.Notes = train.StepChecks(dev, ref, uint64(time.Now().UnixNano()))
 			if v.Usable && ctx.Err() == nil {
-				v.Graphs = graphCheck(dev)
+				v.Graphs = train.GraphCheck(dev)
 			}
 		}
 		if !r.OpTestsCached || !r.StepChecksCached {
@@ -363,71 +355,6 @@ const SelfTestEnv = "DRUTO_SELFTEST"
 
 // selfTestSeed draws the inputs of detect's op self-tests.
 const selfTestSeed = 1337
-
-// graphCheck trains the check model for three steps as a CUDA graph (a
-// plain warm-up, the capture, a replay) and says whether the graph ran.
-func graphCheck(dev device.Device) string {
-	if !dev.Fused() {
-		return "unavailable: the decomposed form keeps the host-driven step"
-	}
-	c := gpt.CheckConfig
-	toks := make([]int32, 4*c.B*c.T)
-	for i := range toks {
-		toks[i] = int32(i * 7 % c.Config.Vocab)
-	}
-	var why string
-	o := train.Options{Config: c.Config, Policy: amp.FP32, Batch: c.B, Seq: c.T, Optim: optim.Defaults(3), Seed: 1,
-		Step: train.StepGraph, LogEvery: 3, Notice: func(s string) { why = s }}
-	tr, err := train.New(dev, o, toks, nil)
-	if err != nil {
-		return "unavailable: " + firstLine(err.Error())
-	}
-	defer tr.Close()
-	if err := tr.Run(context.Background(), 3, nil); err != nil {
-		_ = dev.Sync()
-		return "unavailable: " + firstLine(err.Error())
-	}
-	if tr.GraphStatus() == "graph" && tr.GraphBuilds() == 1 {
-		return "available"
-	}
-	if why == "" {
-		why = tr.GraphStatus()
-	}
-	return "unavailable: " + firstLine(why)
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// stepChecks runs gpt.CompareStep of dev against ref on gpt.CheckConfig
-// under FP32, BF16 and FP16. dev is usable when every step that ran agrees
-// with ref and the fp32 step ran; a 16-bit policy whose step cannot run on
-// dev (an error, not a disagreement) is reported as unavailable in the
-// check and in notes, and leaves dev usable for the others.
-func stepChecks(dev, ref device.Device, seed uint64) (checks []StepCheck, usable bool, notes []string) {
-	c := gpt.CheckConfig
-	usable = true
-	for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
-		d, err := gpt.CompareStep(dev, ref, c.Config, p, c.B, c.T, seed)
-		if err != nil {
-			_ = dev.Sync() // clear what the failed step recorded; the error is err
-			_ = ref.Sync()
-			checks = append(checks, StepCheck{StepDiff: gpt.StepDiff{Policy: p.String(), Limit: gpt.StepLimit(p)}, Error: err.Error()})
-			if p == amp.FP32 {
-				return checks, false, nil // no policy works without the fp32 path
-			}
-			notes = append(notes, fmt.Sprintf("--amp %s is unavailable on this GPU: a training step under it failed: %v", p, err))
-			continue
-		}
-		checks = append(checks, StepCheck{StepDiff: d, Pass: d.Pass()})
-		usable = usable && d.Pass()
-	}
-	return checks, usable, notes
-}
 
 // PolicyError returns an error when detection found that a training step
 // under p cannot run on the chosen GPU (its step check failed to run), nil

@@ -67,7 +67,6 @@ __device__ __forceinline__ void flash_fwd(T* __restrict__ out, float* __restrict
     __shared__ __align__(16) unsigned short sK[FA_BC * LD];
     __shared__ __align__(16) unsigned short sV[FA_BC * LD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t4 = lane & 3;
     const int qt = gridDim.x - 1 - blockIdx.x; // the longest tiles first
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const long long ld = 3LL * C;
@@ -78,16 +77,9 @@ __device__ __forceinline__ void flash_fwd(T* __restrict__ out, float* __restrict
     const float sl2 = scale * FA_LOG2E;
 
     unsigned qf[HS / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; kk++) {
-        qf[kk][0] = fa_ldg32(q, ld, q0 + g, kk * 16 + 2 * t4, Tn);
-        qf[kk][1] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 2 * t4, Tn);
-        qf[kk][2] = fa_ldg32(q, ld, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
-        qf[kk][3] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
-    }
+    fa_ldgA<HS>(qf, q, ld, q0, Tn, lane);
     float o[HS / 8][4];
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    fa_zero<HS>(o);
     float m0 = FA_NEG_INF, m1 = FA_NEG_INF; // running max (log2 domain) of rows g, g+8
     float l0 = 0.0f, l1 = 0.0f;             // this thread's part of the running sums
 
@@ -97,102 +89,11 @@ __device__ __forceinline__ void flash_fwd(T* __restrict__ out, float* __restrict
         fa_tile<FA_BC, HS, LD>(sK, k, ld, k0, Tn);
         fa_tile<FA_BC, HS, LD>(sV, v, ld, k0, Tn);
         __syncthreads();
-
-        float s[FA_BC / 8][4];
-#pragma unroll
-        for (int j = 0; j < FA_BC / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < HS / 16; kk++) {
-#pragma unroll
-            for (int j = 0; j < FA_BC / 16; j++) {
-                unsigned bf[4];
-                fa_ldBt<LD>(bf, sK, j * 16, kk * 16, lane);
-                fa_mma(s[2 * j], qf[kk], bf[0], bf[1]);
-                fa_mma(s[2 * j + 1], qf[kk], bf[2], bf[3]);
-            }
-        }
-        // scale to the log2 domain; mask the diagonal tile (key > query, key >= T)
-        const bool diag = kt == qt;
-        float mx0 = m0, mx1 = m1;
-#pragma unroll
-        for (int j = 0; j < FA_BC / 8; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float x = s[j][e] * sl2;
-                if (diag) {
-                    int key = k0 + j * 8 + 2 * t4 + (e & 1);
-                    int row = q0 + g + (e >> 1) * 8;
-                    if (key > row || key >= Tn) x = FA_NEG_INF;
-                }
-                s[j][e] = x;
-            }
-            mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-            mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-        }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        // key 0 is in tile 0 and valid for every row, so mx is finite from
-        // the first tile on; the guard keeps exp2f(-inf - -inf) out anyway.
-        const float b0 = mx0 == FA_NEG_INF ? 0.0f : mx0;
-        const float b1 = mx1 == FA_NEG_INF ? 0.0f : mx1;
-        const float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1); // m = -inf gives 0
-        m0 = mx0;
-        m1 = mx1;
-        l0 *= c0;
-        l1 *= c1;
-#pragma unroll
-        for (int j = 0; j < HS / 8; j++) {
-            o[j][0] *= c0;
-            o[j][1] *= c0;
-            o[j][2] *= c1;
-            o[j][3] *= c1;
-        }
-#pragma unroll
-        for (int j = 0; j < FA_BC / 8; j++) {
-            s[j][0] = exp2f(s[j][0] - b0);
-            s[j][1] = exp2f(s[j][1] - b0);
-            s[j][2] = exp2f(s[j][2] - b1);
-            s[j][3] = exp2f(s[j][3] - b1);
-            l0 += s[j][0] + s[j][1];
-            l1 += s[j][2] + s[j][3];
-        }
-        // o += p·v: the k dimension is the 64 keys, 16 per step
-#pragma unroll
-        for (int kk = 0; kk < FA_BC / 16; kk++) {
-            unsigned pa[4];
-            pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
-            pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
-            pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-            for (int j = 0; j < HS / 16; j++) {
-                unsigned bf[4];
-                fa_ldB<LD>(bf, sV, kk * 16, j * 16, lane);
-                fa_mma(o[2 * j], pa, bf[0], bf[1]);
-                fa_mma(o[2 * j + 1], pa, bf[2], bf[3]);
-            }
-        }
+        // only the diagonal tile is masked (key > query, key >= T)
+        const FaMask mk = fa_mask(kt == qt, q0, k0, Tn, lane);
+        fa_fwd_tile<HS, FA_BC, LD>(o, m0, m1, l0, l1, qf, sK, sV, sl2, mk, lane);
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    const int r0 = q0 + g, r1 = q0 + g + 8;
-    T* ob = out + (long long)b * Tn * C + h * HS;
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) {
-        int c = j * 8 + 2 * t4;
-        if (r0 < Tn) *reinterpret_cast<unsigned*>(ob + (long long)r0 * C + c) = fa_pack(o[j][0] * i0, o[j][1] * i0);
-        if (r1 < Tn) *reinterpret_cast<unsigned*>(ob + (long long)r1 * C + c) = fa_pack(o[j][2] * i1, o[j][3] * i1);
-    }
-    if (t4 == 0) {
-        float* lb = lse + (long long)bh * Tn;
-        if (r0 < Tn) lb[r0] = (m0 + log2f(l0)) * 0.69314718055994531f;
-        if (r1 < Tn) lb[r1] = (m1 + log2f(l1)) * 0.69314718055994531f;
-    }
+    fa_fwd_out<HS>(out + (long long)b * Tn * C + h * HS, lse + (long long)bh * Tn, o, m0, m1, l0, l1, q0, Tn, C, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_BLOCK) flash_fwd_hs32(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tn, int C, int NH, float scale) {
@@ -265,19 +166,10 @@ __device__ __forceinline__ void flash_bwd(T* __restrict__ dqkv, float* __restric
 
     fa_tile<FA_BC, HS, LD>(sK, k, ld, k0, Tn);
     unsigned vf[HS / 16][4]; // v of this warp's 16 keys, A fragments
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; kk++) {
-        vf[kk][0] = fa_ldg32(v, ld, k0 + kw + g, kk * 16 + 2 * t4, Tn);
-        vf[kk][1] = fa_ldg32(v, ld, k0 + kw + g + 8, kk * 16 + 2 * t4, Tn);
-        vf[kk][2] = fa_ldg32(v, ld, k0 + kw + g, kk * 16 + 8 + 2 * t4, Tn);
-        vf[kk][3] = fa_ldg32(v, ld, k0 + kw + g + 8, kk * 16 + 8 + 2 * t4, Tn);
-    }
+    fa_ldgA<HS>(vf, v, ld, k0 + kw, Tn, lane);
     float dk[HS / 8][4], dv[HS / 8][4];
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) {
-        dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.0f;
-        dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.0f;
-    }
+    fa_zero<HS>(dk);
+    fa_zero<HS>(dv);
     const int nq = (Tn + BR - 1) / BR;
     for (int qt = k0 / BR; qt < nq; qt++) {
         const int q0 = qt * BR;
@@ -293,66 +185,19 @@ __device__ __forceinline__ void flash_bwd(T* __restrict__ dqkv, float* __restric
 
         // Sᵀ = k·qᵀ and dPᵀ = v·doutᵀ: 16 keys × BR queries per warp
         float s[BR / 8][4], dp[BR / 8][4];
-#pragma unroll
-        for (int j = 0; j < BR / 8; j++) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-            dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
-        }
+        fa_zero<BR>(s);
+        fa_zero<BR>(dp);
 #pragma unroll
         for (int kk = 0; kk < HS / 16; kk++) {
             unsigned ka[4];
             fa_ldA<LD>(ka, sK, kw, kk * 16, lane);
-#pragma unroll
-            for (int j = 0; j < BR / 16; j++) {
-                unsigned bf[4];
-                fa_ldBt<LD>(bf, sQ, j * 16, kk * 16, lane);
-                fa_mma(s[2 * j], ka, bf[0], bf[1]);
-                fa_mma(s[2 * j + 1], ka, bf[2], bf[3]);
-                fa_ldBt<LD>(bf, sO, j * 16, kk * 16, lane);
-                fa_mma(dp[2 * j], vf[kk], bf[0], bf[1]);
-                fa_mma(dp[2 * j + 1], vf[kk], bf[2], bf[3]);
-            }
+            fa_mma_bt2<BR, LD>(s, ka, sQ, dp, vf[kk], sO, kk * 16, lane);
         }
-        // Pᵀ, then dSᵀ = Pᵀ∘(dPᵀ - dd) in place of dp. Element e of n-tile j:
-        // key kw + g + (e>>1)·8, query j·8 + 2·t4 + (e&1) (tile-relative).
+        // Pᵀ, then dSᵀ = Pᵀ∘(dPᵀ - dd) in place of dp
         const bool edge = q0 < k0 + FA_BC || q0 + BR > Tn || k0 + FA_BC > Tn;
-#pragma unroll
-        for (int j = 0; j < BR / 8; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int qi = j * 8 + 2 * t4 + (e & 1);
-                float p = exp2f(s[j][e] * sl2 - sL[qi]);
-                if (edge) {
-                    int key = k0 + kw + g + (e >> 1) * 8, row = q0 + qi;
-                    if (key > row || key >= Tn || row >= Tn) p = 0.0f;
-                }
-                s[j][e] = p;
-                dp[j][e] = p * (dp[j][e] - sD[qi]);
-            }
-        }
+        fa_dsT<BR, false>(s, dp, sL, sD, sl2, edge, k0 + kw + g, q0, Tn, lane);
         // dv += Pᵀ·dout and dk += dSᵀ·q (k dimension: the BR queries)
-#pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) {
-            unsigned pa[4], sa[4];
-            pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
-            pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
-            pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-            sa[0] = fa_pack(dp[2 * kk][0], dp[2 * kk][1]);
-            sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
-            sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-            sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-#pragma unroll
-            for (int j = 0; j < HS / 16; j++) {
-                unsigned bf[4];
-                fa_ldB<LD>(bf, sO, kk * 16, j * 16, lane);
-                fa_mma(dv[2 * j], pa, bf[0], bf[1]);
-                fa_mma(dv[2 * j + 1], pa, bf[2], bf[3]);
-                fa_ldB<LD>(bf, sQ, kk * 16, j * 16, lane);
-                fa_mma(dk[2 * j], sa, bf[0], bf[1]);
-                fa_mma(dk[2 * j + 1], sa, bf[2], bf[3]);
-            }
-        }
+        fa_dkv<BR, HS, LD>(dk, dv, s, dp, sQ, sO, lane);
         // dS to shared memory, query-major: sS[query][key]
 #pragma unroll
         for (int j = 0; j < BR / 8; j++) {
@@ -368,19 +213,12 @@ __device__ __forceinline__ void flash_bwd(T* __restrict__ dqkv, float* __restric
         {
             const int rg = warp % NG, cs = warp / NG;
             float dq[DW / 8][4];
-#pragma unroll
-            for (int j = 0; j < DW / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+            fa_zero<DW>(dq);
 #pragma unroll
             for (int kk = 0; kk < FA_BC / 16; kk++) {
                 unsigned sa[4];
                 fa_ldA<LS>(sa, sS, rg * 16, kk * 16, lane);
-#pragma unroll
-                for (int j = 0; j < DW / 16; j++) {
-                    unsigned bf[4];
-                    fa_ldB<LD>(bf, sK, kk * 16, cs * DW + j * 16, lane);
-                    fa_mma(dq[2 * j], sa, bf[0], bf[1]);
-                    fa_mma(dq[2 * j + 1], sa, bf[2], bf[3]);
-                }
+                fa_mma_b<DW, LD>(dq, sa, sK, kk * 16, cs * DW, lane);
             }
             const int r0 = q0 + rg * 16 + g, r1 = r0 + 8;
             float* qa = dqacc + (long long)b * Tn * C + h * HS + cs * DW;
@@ -400,26 +238,7 @@ __device__ __forceinline__ void flash_bwd(T* __restrict__ dqkv, float* __restric
     }
     // dk (×scale) and dv are added to dqkv's k and v parts, rows past T skipped
     T* dkb = dqkv + (long long)b * Tn * ld + C + h * HS;
-    T* dvb = dkb + C;
-    const int r0 = k0 + kw + g, r1 = r0 + 8;
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) {
-        int c = j * 8 + 2 * t4;
-        if (r0 < Tn) {
-            unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r0 * ld + c);
-            unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r0 * ld + c);
-            float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
-            *pk = fa_pack(ok.x + dk[j][0] * scale, ok.y + dk[j][1] * scale);
-            *pv = fa_pack(ov.x + dv[j][0], ov.y + dv[j][1]);
-        }
-        if (r1 < Tn) {
-            unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r1 * ld + c);
-            unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r1 * ld + c);
-            float2 ok = fa_unpack(*pk), ov = fa_unpack(*pv);
-            *pk = fa_pack(ok.x + dk[j][2] * scale, ok.y + dk[j][3] * scale);
-            *pv = fa_pack(ov.x + dv[j][2], ov.y + dv[j][3]);
-        }
-    }
+    fa_grad_out<HS, true>(dkb, dk, scale, dkb + C, dv, 1.0f, ld, k0 + kw, Tn, 0, lane);
 }
 
 #define FA_BWD_ARGS                                                                                            \

@@ -83,6 +83,67 @@ __device__ __forceinline__ void fa2_tile(unsigned short* s, const T* g, long lon
     }
 }
 
+// fa2_chunk is this thread's first 16-byte chunk of a BC-key tile of m
+// (row stride ld), as fa2_tile wants it.
+template <int HS>
+__device__ __forceinline__ const T* fa2_chunk(const T* m, long long ld) {
+    return m + (long long)(threadIdx.x / (HS / 8)) * ld + (threadIdx.x % (HS / 8)) * 8;
+}
+
+// The key-tile walk of flash_fwd2 and flash_bwd2q over query tile qt
+// (128 rows): key tiles 0..fa2_nkt-1 cover the keys up to the tile's last
+// row and below T; k and v tile kt+1 load (cp.async) into the other half
+// of the double buffers sK, sV while tile kt is multiplied:
+//
+//   fa2_keys0(...);                       // tile 0 starts loading
+//   ... this warp's own fragments ...
+//   for (int kt = 0; kt < nkt; kt++) {
+//       const int st = fa2_keys(..., kt, nkt, Tn); // tile kt is in buffer st
+//       if (kt * BC <= q0 + 15) { ... fa2_mask(...) ... }
+//       __syncthreads();                  // buffer st is free for tile kt+2
+//   }
+//
+// A warp skips the tiles wholly above its rows q0..q0+15 (warp-uniform;
+// key 0 is in tile 0, which every warp runs). k points at the head's k
+// (row stride ld), its v at k + C.
+template <int BC>
+__device__ __forceinline__ int fa2_nkt(int qt, int Tn) {
+    return (min(qt * FA2_BM + FA2_BM, Tn) + BC - 1) / BC;
+}
+
+template <int HS, int BC>
+__device__ __forceinline__ void fa2_keys0(unsigned short (*sK)[BC * (HS + 8)], unsigned short (*sV)[BC * (HS + 8)],
+                                          const T* k, long long ld, int C, int Tn) {
+    const T* gk = fa2_chunk<HS>(k, ld);
+    fa2_tile<BC, HS, HS + 8>(sK[0], gk, ld, 0, Tn);
+    fa2_tile<BC, HS, HS + 8>(sV[0], gk + C, ld, 0, Tn);
+    fa2_commit();
+}
+
+// fa2_keys starts tile kt+1 into the other buffer (freed at the end of
+// kt-1) and waits for tile kt, which it returns the buffer of.
+template <int HS, int BC>
+__device__ __forceinline__ int fa2_keys(unsigned short (*sK)[BC * (HS + 8)], unsigned short (*sV)[BC * (HS + 8)],
+                                        const T* k, long long ld, int C, int kt, int nkt, int Tn) {
+    const int st = kt & 1;
+    if (kt + 1 < nkt) {
+        const T* gk = fa2_chunk<HS>(k, ld);
+        fa2_tile<BC, HS, HS + 8>(sK[st ^ 1], gk, ld, kt * BC + BC, Tn);
+        fa2_tile<BC, HS, HS + 8>(sV[st ^ 1], gk + C, ld, kt * BC + BC, Tn);
+    }
+    fa2_commit(); // possibly empty: the group count stays uniform
+    fa2_wait<1>(); // tile kt has landed (this thread's copies)
+    __syncthreads(); // ... and everyone's
+    return st;
+}
+
+// fa2_mask masks key tile k0 for rows q0..q0+15 where a key may pass a row
+// or T.
+template <int BC>
+__device__ __forceinline__ FaMask fa2_mask(int q0, int k0, int Tn, int lane) {
+    return fa_mask(k0 + BC - 1 > q0 || k0 + BC > Tn, q0, k0, Tn, lane);
+}
+
 // out (B,T,C) T, lse (B,NH,T) F32, qkv (B,T,3C) T; grid (B·NH, ceil(T/128)), 256 threads
 template <int HS, int BC>
 __device__ __forceinline__ void flash_fwd2(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv,
@@ -91,7 +152,6 @@ __device__ __forceinline__ void flash_fwd2(T* __restrict__ out, float* __restric
     __shared__ __align__(16) unsigned short sK[2][BC * LD];
     __shared__ __align__(16) unsigned short sV[2][BC * LD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t4 = lane & 3;
     const int qt = gridDim.y - 1 - blockIdx.y; // the longest tiles first
     const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
     const long long ld = 3LL * C;
@@ -99,140 +159,24 @@ __device__ __forceinline__ void flash_fwd2(T* __restrict__ out, float* __restric
     const T* k = q + C;
     const int q0 = qt * FA2_BM + warp * 16; // this warp's first query row
     const float sl2 = scale * FA_LOG2E;
-    // key tiles 0..nkt-1 cover keys up to the tile's last row and below T
-    const int kend = min(qt * FA2_BM + FA2_BM, Tn);
-    const int nkt = (kend + BC - 1) / BC;
-    const T* gk = k + (long long)(threadIdx.x / (HS / 8)) * ld + (threadIdx.x % (HS / 8)) * 8; // this thread's chunk
-    const T* gv = gk + C;
 
-    fa2_tile<BC, HS, LD>(sK[0], gk, ld, 0, Tn);
-    fa2_tile<BC, HS, LD>(sV[0], gv, ld, 0, Tn);
-    fa2_commit();
+    fa2_keys0<HS, BC>(sK, sV, k, ld, C, Tn);
 
-    unsigned qf[HS / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; kk++) {
-        qf[kk][0] = fa_ldg32(q, ld, q0 + g, kk * 16 + 2 * t4, Tn);
-        qf[kk][1] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 2 * t4, Tn);
-        qf[kk][2] = fa_ldg32(q, ld, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
-        qf[kk][3] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
-    }
+    unsigned qf[HS / 16][4]; // q stays in registers for the whole key loop
+    fa_ldgA<HS>(qf, q, ld, q0, Tn, lane);
     float o[HS / 8][4];
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    fa_zero<HS>(o);
     float m0 = FA_NEG_INF, m1 = FA_NEG_INF; // running max (log2 domain) of rows g, g+8
     float l0 = 0.0f, l1 = 0.0f;             // this thread's part of the running sums
 
+    const int nkt = fa2_nkt<BC>(qt, Tn);
     for (int kt = 0; kt < nkt; kt++) {
-        const int k0 = kt * BC, st = kt & 1;
-        if (kt + 1 < nkt) { // the next tile into the other buffer (freed at the end of kt-1)
-            fa2_tile<BC, HS, LD>(sK[st ^ 1], gk, ld, k0 + BC, Tn);
-            fa2_tile<BC, HS, LD>(sV[st ^ 1], gv, ld, k0 + BC, Tn);
-        }
-        fa2_commit(); // possibly empty: the group count stays uniform
-        fa2_wait<1>(); // tile kt has landed (this thread's copies)
-        __syncthreads(); // ... and everyone's
-
-        // Warp-uniform: tiles wholly above this warp's rows add nothing
-        // (key 0 is in tile 0, which every warp runs, so m is finite after it).
-        if (k0 <= q0 + 15) {
-            const unsigned short* cK = sK[st];
-            const unsigned short* cV = sV[st];
-            float s[BC / 8][4];
-#pragma unroll
-            for (int j = 0; j < BC / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < HS / 16; kk++) {
-#pragma unroll
-                for (int j = 0; j < BC / 16; j++) {
-                    unsigned bf[4];
-                    fa_ldBt<LD>(bf, cK, j * 16, kk * 16, lane);
-                    fa_mma(s[2 * j], qf[kk], bf[0], bf[1]);
-                    fa_mma(s[2 * j + 1], qf[kk], bf[2], bf[3]);
-                }
-            }
-            // scale to the log2 domain; mask where a key may pass a row or T
-            const bool mask = k0 + BC - 1 > q0 || k0 + BC > Tn;
-            // key k0 + j·8 + 2·t4 + (e&1) is masked when it passes its row
-            // (q0 + g, or q0 + g + 8 for e >= 2) or T - 1: offsets past lim
-            const int lim0 = min(q0 + g, Tn - 1) - k0 - 2 * t4;
-            const int lim1 = min(q0 + g + 8, Tn - 1) - k0 - 2 * t4;
-            float mx0 = m0, mx1 = m1;
-#pragma unroll
-            for (int j = 0; j < BC / 8; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float x = s[j][e] * sl2;
-                    if (mask && j * 8 + (e & 1) > ((e >> 1) ? lim1 : lim0)) x = FA_NEG_INF;
-                    s[j][e] = x;
-                }
-                mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-                mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-            }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            const float b0 = mx0 == FA_NEG_INF ? 0.0f : mx0;
-            const float b1 = mx1 == FA_NEG_INF ? 0.0f : mx1;
-            const float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1); // m = -inf gives 0
-            m0 = mx0;
-            m1 = mx1;
-            l0 *= c0;
-            l1 *= c1;
-#pragma unroll
-            for (int j = 0; j < HS / 8; j++) {
-                o[j][0] *= c0;
-                o[j][1] *= c0;
-                o[j][2] *= c1;
-                o[j][3] *= c1;
-            }
-#pragma unroll
-            for (int j = 0; j < BC / 8; j++) {
-                s[j][0] = exp2f(s[j][0] - b0);
-                s[j][1] = exp2f(s[j][1] - b0);
-                s[j][2] = exp2f(s[j][2] - b1);
-                s[j][3] = exp2f(s[j][3] - b1);
-                l0 += s[j][0] + s[j][1];
-                l1 += s[j][2] + s[j][3];
-            }
-            // o += p·v: the k dimension is the BC keys, 16 per step
-#pragma unroll
-            for (int kk = 0; kk < BC / 16; kk++) {
-                unsigned pa[4];
-                pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
-                pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
-                pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-                for (int j = 0; j < HS / 16; j++) {
-                    unsigned bf[4];
-                    fa_ldB<LD>(bf, cV, kk * 16, j * 16, lane);
-                    fa_mma(o[2 * j], pa, bf[0], bf[1]);
-                    fa_mma(o[2 * j + 1], pa, bf[2], bf[3]);
-                }
-            }
-        }
+        const int st = fa2_keys<HS, BC>(sK, sV, k, ld, C, kt, nkt, Tn), k0 = kt * BC;
+        if (k0 <= q0 + 15) // tiles wholly above this warp's rows add nothing
+            fa_fwd_tile<HS, BC, LD>(o, m0, m1, l0, l1, qf, sK[st], sV[st], sl2, fa2_mask<BC>(q0, k0, Tn, lane), lane);
         __syncthreads(); // buffer st is free for tile kt+2
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    const int r0 = q0 + g, r1 = q0 + g + 8;
-    T* ob = out + (long long)b * Tn * C + h * HS;
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) {
-        int c = j * 8 + 2 * t4;
-        if (r0 < Tn) *reinterpret_cast<unsigned*>(ob + (long long)r0 * C + c) = fa_pack(o[j][0] * i0, o[j][1] * i0);
-        if (r1 < Tn) *reinterpret_cast<unsigned*>(ob + (long long)r1 * C + c) = fa_pack(o[j][2] * i1, o[j][3] * i1);
-    }
-    if (t4 == 0) {
-        float* lb = lse + (long long)bh * Tn;
-        if (r0 < Tn) lb[r0] = (m0 + log2f(l0)) * 0.69314718055994531f;
-        if (r1 < Tn) lb[r1] = (m1 + log2f(l1)) * 0.69314718055994531f;
-    }
+    fa_fwd_out<HS>(out + (long long)b * Tn * C + h * HS, lse + (long long)bh * Tn, o, m0, m1, l0, l1, q0, Tn, C, lane);
 }
 
 #define FA2_FWD_ARGS T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ qkv, int Tn, int C, int NH, float scale
@@ -341,19 +285,6 @@ __device__ __forceinline__ void fa2b_qtile(unsigned char* sm, int st, const T* q
     }
 }
 
-// fa2_old returns the two elements at p widened, the gradient a backward
-// kernel adds to, or zeros when store is set (the store form,
-// AttentionBackwardStore: the old values, NaN included, are never read;
-// 0 + x gives the bits the accumulate form gives on a zeroed dqkv).
-__device__ __forceinline__ float2 fa2_old(const unsigned* p, int store) {
-    if (store) {
-        float2 z;
-        z.x = z.y = 0.0f;
-        return z;
-    }
-    return fa_unpack(*p);
-}
-
 // dk and dv of one key tile (flash_bwd2kv_hsN; dq by flash_bwd2q_hsN).
 template <int HS, int BM>
 __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __restrict__ qkv, const T* __restrict__ dout,
@@ -378,7 +309,7 @@ __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __re
     const float* sL = reinterpret_cast<const float*>(sm + G::L);
     const float* sD = reinterpret_cast<const float*>(sm + G::D);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t4 = lane & 3;
+    const int g = lane >> 2;
     const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
     const int k0 = blockIdx.y * FA2_BN;
     const int kw = warp * 16; // this warp's keys within the tile
@@ -407,11 +338,8 @@ __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __re
         }
     }
     float dk[HS / 8][4], dv[HS / 8][4];
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) {
-        dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.0f;
-        dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.0f;
-    }
+    fa_zero<HS>(dk);
+    fa_zero<HS>(dv);
 
     for (int qt = qt0; qt < nq; qt++) {
         const int q0 = qt * BM, st = (qt - qt0) & 1;
@@ -429,11 +357,8 @@ __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __re
             const float* cD = sD + st * BM;
             // Sᵀ = k·qᵀ and dPᵀ = v·doutᵀ: 16 keys × BM queries
             float s[BM / 8][4], dp[BM / 8][4];
-#pragma unroll
-            for (int j = 0; j < BM / 8; j++) {
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-                dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
-            }
+            fa_zero<BM>(s);
+            fa_zero<BM>(dp);
 #pragma unroll
             for (int kk = 0; kk < HS / 16; kk++) {
                 unsigned ka[4], va[4];
@@ -443,83 +368,19 @@ __device__ __forceinline__ void flash_bwd2kv(T* __restrict__ dqkv, const T* __re
                 }
                 const unsigned* kap = KREG ? kf[KREG ? kk : 0] : ka;
                 const unsigned* vap = KREG ? vf[KREG ? kk : 0] : va;
-#pragma unroll
-                for (int j = 0; j < BM / 16; j++) {
-                    unsigned bf[4];
-                    fa_ldBt<LD>(bf, cQ, j * 16, kk * 16, lane);
-                    fa_mma(s[2 * j], kap, bf[0], bf[1]);
-                    fa_mma(s[2 * j + 1], kap, bf[2], bf[3]);
-                    fa_ldBt<LD>(bf, cO, j * 16, kk * 16, lane);
-                    fa_mma(dp[2 * j], vap, bf[0], bf[1]);
-                    fa_mma(dp[2 * j + 1], vap, bf[2], bf[3]);
-                }
+                fa_mma_bt2<BM, LD>(s, kap, cQ, dp, vap, cO, kk * 16, lane);
             }
-            // Pᵀ, then dSᵀ = Pᵀ∘(dPᵀ − dd) in place of dp. Element e of
-            // n-tile j: key k0 + kw + g + (e>>1)·8, query q0 + j·8 + 2·t4 + (e&1).
+            // Pᵀ, then dSᵀ = Pᵀ∘(dPᵀ − dd) in place of dp (cL: lse, natural log)
             const bool edge = k0 + kw + 15 > q0 || q0 + BM > Tn || k0 + kw + 16 > Tn;
-            const int key0 = k0 + kw + g;
-#pragma unroll
-            for (int j = 0; j < BM / 8; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int qi = j * 8 + 2 * t4 + (e & 1);
-                    float p = exp2f(s[j][e] * sl2 - cL[qi] * FA_LOG2E); // cL: lse, natural log
-                    if (edge) {
-                        const int key = key0 + (e >> 1) * 8, row = q0 + qi;
-                        if (key > row || key >= Tn || row >= Tn) p = 0.0f;
-                    }
-                    s[j][e] = p;
-                    dp[j][e] = p * (dp[j][e] - cD[qi]);
-                }
-            }
+            fa_dsT<BM, true>(s, dp, cL, cD, sl2, edge, k0 + kw + g, q0, Tn, lane);
             // dv += Pᵀ·dout, dk += dSᵀ·q (k dimension: the BM queries)
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++) {
-                unsigned pa[4], sa[4];
-                pa[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
-                pa[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
-                pa[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                pa[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-                sa[0] = fa_pack(dp[2 * kk][0], dp[2 * kk][1]);
-                sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
-                sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-                sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-#pragma unroll
-                for (int j = 0; j < HS / 16; j++) {
-                    unsigned bf[4];
-                    fa_ldB<LD>(bf, cO, kk * 16, j * 16, lane);
-                    fa_mma(dv[2 * j], pa, bf[0], bf[1]);
-                    fa_mma(dv[2 * j + 1], pa, bf[2], bf[3]);
-                    fa_ldB<LD>(bf, cQ, kk * 16, j * 16, lane);
-                    fa_mma(dk[2 * j], sa, bf[0], bf[1]);
-                    fa_mma(dk[2 * j + 1], sa, bf[2], bf[3]);
-                }
-            }
+            fa_dkv<BM, HS, LD>(dk, dv, s, dp, cQ, cO, lane);
         }
     }
     // dk (×scale) and dv are added to dqkv's k and v parts (store: to zero,
     // the old values never read), rows past T skipped
     T* dkb = dqkv + (long long)b * Tn * ld + C + h * HS;
-    T* dvb = dkb + C;
-    const int r0 = k0 + kw + g, r1 = r0 + 8;
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) {
-        const int c = j * 8 + 2 * t4;
-        if (r0 < Tn) {
-            unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r0 * ld + c);
-            unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r0 * ld + c);
-            const float2 ok = fa2_old(pk, store), ov = fa2_old(pv, store);
-            *pk = fa_pack(ok.x + dk[j][0] * scale, ok.y + dk[j][1] * scale);
-            *pv = fa_pack(ov.x + dv[j][0], ov.y + dv[j][1]);
-        }
-        if (r1 < Tn) {
-            unsigned* pk = reinterpret_cast<unsigned*>(dkb + (long long)r1 * ld + c);
-            unsigned* pv = reinterpret_cast<unsigned*>(dvb + (long long)r1 * ld + c);
-            const float2 ok = fa2_old(pk, store), ov = fa2_old(pv, store);
-            *pk = fa_pack(ok.x + dk[j][2] * scale, ok.y + dk[j][3] * scale);
-            *pv = fa_pack(ov.x + dv[j][2], ov.y + dv[j][3]);
-        }
-    }
+    fa_grad_out<HS, true>(dkb, dk, scale, dkb + C, dv, 1.0f, ld, k0 + kw, Tn, store, lane);
 }
 
 #define FA2_BWD_ARGS                                                                                          \
@@ -551,7 +412,7 @@ __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __res
     __shared__ __align__(16) unsigned short sK[2][BC * LD];
     __shared__ __align__(16) unsigned short sV[2][BC * LD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int g = lane >> 2, t4 = lane & 3;
+    const int g = lane >> 2;
     const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
     const int qt = gridDim.y - 1 - blockIdx.y; // the longest tiles first
     const long long ld = 3LL * C;
@@ -560,116 +421,46 @@ __device__ __forceinline__ void flash_bwd2q(T* __restrict__ dqkv, const T* __res
     const T* go = dout + (long long)b * Tn * C + h * HS;
     const int q0 = qt * FA2_BM + warp * 16; // this warp's first query row
     const float sl2 = scale * FA_LOG2E;
-    const int kend = min(qt * FA2_BM + FA2_BM, Tn);
-    const int nkt = (kend + BC - 1) / BC;
-    const T* gk = k + (long long)(threadIdx.x / (HS / 8)) * ld + (threadIdx.x % (HS / 8)) * 8; // this thread's chunk
-    const T* gv = gk + C;
 
-    fa2_tile<BC, HS, LD>(sK[0], gk, ld, 0, Tn);
-    fa2_tile<BC, HS, LD>(sV[0], gv, ld, 0, Tn);
-    fa2_commit();
+    fa2_keys0<HS, BC>(sK, sV, k, ld, C, Tn);
 
     unsigned qf[HS / 16][4], of[HS / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; kk++) {
-        qf[kk][0] = fa_ldg32(q, ld, q0 + g, kk * 16 + 2 * t4, Tn);
-        qf[kk][1] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 2 * t4, Tn);
-        qf[kk][2] = fa_ldg32(q, ld, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
-        qf[kk][3] = fa_ldg32(q, ld, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
-        of[kk][0] = fa_ldg32(go, C, q0 + g, kk * 16 + 2 * t4, Tn);
-        of[kk][1] = fa_ldg32(go, C, q0 + g + 8, kk * 16 + 2 * t4, Tn);
-        of[kk][2] = fa_ldg32(go, C, q0 + g, kk * 16 + 8 + 2 * t4, Tn);
-        of[kk][3] = fa_ldg32(go, C, q0 + g + 8, kk * 16 + 8 + 2 * t4, Tn);
-    }
+    fa_ldgA<HS>(qf, q, ld, q0, Tn, lane);
+    fa_ldgA<HS>(of, go, C, q0, Tn, lane);
     // rows past T: lse and dd 0 (their q and dout are 0: dS = 0, never written)
     const float* lb = lse + (long long)bh * Tn;
     const float* db = dd + (long long)bh * Tn;
     const float L0 = q0 + g < Tn ? lb[q0 + g] * FA_LOG2E : 0.0f, L1 = q0 + g + 8 < Tn ? lb[q0 + g + 8] * FA_LOG2E : 0.0f;
     const float D0 = q0 + g < Tn ? db[q0 + g] : 0.0f, D1 = q0 + g + 8 < Tn ? db[q0 + g + 8] : 0.0f;
     float dq[HS / 8][4];
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+    fa_zero<HS>(dq);
 
+    const int nkt = fa2_nkt<BC>(qt, Tn);
     for (int kt = 0; kt < nkt; kt++) {
-        const int k0 = kt * BC, st = kt & 1;
-        if (kt + 1 < nkt) { // the next tile into the other buffer (freed at the end of kt-1)
-            fa2_tile<BC, HS, LD>(sK[st ^ 1], gk, ld, k0 + BC, Tn);
-            fa2_tile<BC, HS, LD>(sV[st ^ 1], gv, ld, k0 + BC, Tn);
-        }
-        fa2_commit();
-        fa2_wait<1>();
-        __syncthreads();
-        if (k0 <= q0 + 15) { // warp-uniform: tiles wholly above this warp's rows add nothing
-            const unsigned short* cK = sK[st];
-            const unsigned short* cV = sV[st];
+        const int st = fa2_keys<HS, BC>(sK, sV, k, ld, C, kt, nkt, Tn), k0 = kt * BC;
+        if (k0 <= q0 + 15) { // tiles wholly above this warp's rows add nothing
+            // S = q·kᵀ and dP = dout·vᵀ, as the forward's S
             float s[BC / 8][4], dp[BC / 8][4];
+            fa_zero<BC>(s);
+            fa_zero<BC>(dp);
 #pragma unroll
-            for (int j = 0; j < BC / 8; j++) {
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-                dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
-            }
-#pragma unroll
-            for (int kk = 0; kk < HS / 16; kk++) {
-#pragma unroll
-                for (int j = 0; j < BC / 16; j++) {
-                    unsigned bf[4];
-                    fa_ldBt<LD>(bf, cK, j * 16, kk * 16, lane);
-                    fa_mma(s[2 * j], qf[kk], bf[0], bf[1]);
-                    fa_mma(s[2 * j + 1], qf[kk], bf[2], bf[3]);
-                    fa_ldBt<LD>(bf, cV, j * 16, kk * 16, lane);
-                    fa_mma(dp[2 * j], of[kk], bf[0], bf[1]);
-                    fa_mma(dp[2 * j + 1], of[kk], bf[2], bf[3]);
-                }
-            }
-            // key k0 + j·8 + 2·t4 + (e&1) is masked when it passes its row
-            // (q0 + g, or q0 + g + 8 for e >= 2) or T - 1: offsets past lim
-            const bool mask = k0 + BC - 1 > q0 || k0 + BC > Tn;
-            const int lim0 = min(q0 + g, Tn - 1) - k0 - 2 * t4;
-            const int lim1 = min(q0 + g + 8, Tn - 1) - k0 - 2 * t4;
+            for (int kk = 0; kk < HS / 16; kk++) fa_mma_bt2<BC, LD>(s, qf[kk], sK[st], dp, of[kk], sV[st], kk * 16, lane);
+            // dS = P∘(dP − dd) in place of dp, P masked as the forward's
+            const FaMask mk = fa2_mask<BC>(q0, k0, Tn, lane);
 #pragma unroll
             for (int j = 0; j < BC / 8; j++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     float p = exp2f(s[j][e] * sl2 - ((e >> 1) ? L1 : L0));
-                    if (mask && j * 8 + (e & 1) > ((e >> 1) ? lim1 : lim0)) p = 0.0f;
+                    if (fa_masked(mk, j, e)) p = 0.0f;
                     dp[j][e] = p * (dp[j][e] - ((e >> 1) ? D1 : D0));
                 }
             }
-            // dq += dS·k: the k dimension is the BC keys, 16 per step
-#pragma unroll
-            for (int kk = 0; kk < BC / 16; kk++) {
-                unsigned sa[4];
-                sa[0] = fa_pack(dp[2 * kk][0], dp[2 * kk][1]);
-                sa[1] = fa_pack(dp[2 * kk][2], dp[2 * kk][3]);
-                sa[2] = fa_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-                sa[3] = fa_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-#pragma unroll
-                for (int j = 0; j < HS / 16; j++) {
-                    unsigned bf[4];
-                    fa_ldB<LD>(bf, cK, kk * 16, j * 16, lane);
-                    fa_mma(dq[2 * j], sa, bf[0], bf[1]);
-                    fa_mma(dq[2 * j + 1], sa, bf[2], bf[3]);
-                }
-            }
+            fa_pv<BC, HS, LD>(dq, dp, sK[st], lane); // dq += dS·k: the k dimension is the BC keys, 16 per step
         }
         __syncthreads(); // buffer st is free for tile kt+2
     }
-    T* dqb = dqkv + (long long)b * Tn * ld + h * HS;
-    const int r0 = q0 + g, r1 = r0 + 8;
-#pragma unroll
-    for (int j = 0; j < HS / 8; j++) {
-        const int c = j * 8 + 2 * t4;
-        if (r0 < Tn) {
-            unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r0 * ld + c);
-            const float2 o = fa2_old(p, store);
-            *p = fa_pack(o.x + dq[j][0] * scale, o.y + dq[j][1] * scale);
-        }
-        if (r1 < Tn) {
-            unsigned* p = reinterpret_cast<unsigned*>(dqb + (long long)r1 * ld + c);
-            const float2 o = fa2_old(p, store);
-            *p = fa_pack(o.x + dq[j][2] * scale, o.y + dq[j][3] * scale);
-        }
-    }
+    fa_grad_out<HS, false>(dqkv + (long long)b * Tn * ld + h * HS, dq, scale, 0, 0, 0.0f, ld, q0, Tn, store, lane);
 }
 
 // hs 32/64: two CTAs (16 warps) an SM within 128 registers (hs 64: 32-key
