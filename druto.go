@@ -1,15 +1,19 @@
 // Package druto is where a program or notebook starts: Detect says what
 // this machine offers (driver, libraries, GPU, which fused kernels build and
 // pass their self-test against the CPU reference), and Open returns the
-// device.Device to train on, with the reason for the choice.
+// device.Device to train on, with the Report behind the choice.
 //
-// The self-test has two levels: every op runs the conformance cases of
-// package devicetest on the GPU and on the CPU reference, in each form, on
-// NaN-poisoned outputs, and each kernel gets the verdict of the cases that
-// launched it (Report.Kernels, Report.OpTests); then one training step of
-// a small model (every kernel of the step, forward and backward) runs on
-// the GPU and on the CPU under each precision policy and must agree within
-// gpt.StepLimit (train.StepChecks, Report.StepChecks).
+// The root only gathers and decides; the parts live where their subjects
+// do. gpu.Probe loads the libraries and builds the kernels; every op runs
+// the conformance cases of package devicetest on the GPU and on the CPU
+// reference, in each form, on NaN-poisoned outputs (gpu.Device.SelfTest),
+// and each kernel gets the verdict of the cases that launched it
+// (Report.Kernels, Report.OpTests); then one training step of a small
+// model (every kernel of the step, forward and backward) runs on the GPU
+// and on the CPU under each precision policy and must agree within
+// gpt.StepLimit (train.StepChecks, Report.StepChecks). The verdict is kept
+// per process and beside the kernel cache (internal/selftest), so Open
+// reuses a passing one where Detect tests afresh.
 //
 // The backend choice lives here, above both implementations, because
 // package device holds only the interface. Open returns the GPU device
@@ -28,13 +32,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/druto/druto/internal/hostmem"
+	"github.com/druto/druto/internal/selftest"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/device/devicetest"
 	"github.com/druto/druto/pkg/device/gpu"
-	"github.com/druto/druto/pkg/tensor"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -95,13 +98,13 @@ type Report struct {
 	// StepChecks compare one training step (forward and backward through
 	// every kernel of the model) on the GPU with the CPU reference, per
 	// policy: the self-test that covers the kernels without one of their own.
-	StepChecks []StepCheck `json:"step_checks,omitempty"`
+	StepChecks []train.StepCheck `json:"step_checks,omitempty"`
 	// Graphs says whether the training step runs as a CUDA graph here:
 	// "available", or "unavailable: why" (training then uses plain launches).
 	Graphs string `json:"graphs,omitempty"`
 	// OpTestsCached and StepChecksCached say the verdict came from an
 	// earlier run of this program on this GPU and driver (this process or
-	// the cache on disk, stepcache.go). Detect runs the op tests afresh;
+	// the cache on disk, internal/selftest). Detect runs the op tests afresh;
 	// Open reuses a passing verdict.
 	OpTestsCached    bool `json:"op_tests_cached,omitempty"`
 	StepChecksCached bool `json:"step_checks_cached,omitempty"`
@@ -116,10 +119,6 @@ type Report struct {
 	Errors   []string `json:"errors,omitempty"` // problems met on the way, in order
 	Millis   float64  `json:"detect_ms"`
 }
-
-// StepCheck is one policy's step check (train.StepChecks: the step on the
-// GPU against the CPU reference), as Report.StepChecks lists them.
-type StepCheck = train.StepCheck
 
 // Host describes the machine running druto.
 type Host struct {
@@ -241,7 +240,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 	if dev == nil {
 		return nil
 	}
-	r.Attention = attentionPath(dev)
+	r.Attention = dev.AttentionPath()
 	r.Launch = dev.PDLStatus()
 	usable := true
 	for _, k := range dev.Kernels() {
@@ -258,15 +257,20 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 		r.Kernels = append(r.Kernels, kernelReport(k))
 	}
 	// The verdict is cached per process and beside the kernel cache
-	// (stepcache.go), keyed by the program, GPU, driver and build; detect
-	// (fresh) runs the op tests again and refreshes it.
-	key := verdictKey(r, o.Fused)
-	var v verdict
+	// (internal/selftest), keyed by the program, GPU, driver and build;
+	// detect (fresh) runs the op tests again and refreshes it.
+	cache := selftest.Cache{Dir: o.CacheDir, Off: o.NoCache}
+	key := ""
+	if r.Driver != nil && len(r.Devices) > 0 {
+		key = selftest.Key(selftest.Subject{Device: r.Devices[0].DeviceInfo, CUDA: r.Driver.CUDA,
+			Libraries: r.Libraries, Kernels: dev.Kernels(), Attention: r.Attention, Fused: o.Fused})
+	}
+	var v selftest.Verdict
 	if ctx.Err() == nil {
 		// Every op's conformance cases in every form, against the CPU
 		// reference of that form: each kernel's verdict is that of the
 		// cases that launched it.
-		v, r.OpTestsCached = opVerdict(o, key, fresh, func() ([]devicetest.Result, map[string]*gpu.KernelTest) {
+		v, r.OpTestsCached = cache.Ops(key, fresh, func() ([]devicetest.Result, map[string]*gpu.KernelTest) {
 			ref := cpu.New(device.Options{Fused: true, Threads: o.Threads})
 			plain := cpu.New(device.Options{Fused: false, Threads: o.Threads})
 			// A fixed seed: the same inputs every detect, so a verdict is
@@ -298,7 +302,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 		if dnnFailed > 0 {
 			r.Errors = append(r.Errors, fmt.Sprintf("cuDNN attention failed %d op tests (see op_tests); the own flash kernels run", dnnFailed))
 		}
-		r.Attention = attentionPath(dev)
+		r.Attention = dev.AttentionPath()
 		switch {
 		case failed > 0 && os.Getenv(SelfTestEnv) == "report":
 			// Diagnosis only: the failures stay in the report, and the
@@ -330,7 +334,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 			}
 		}
 		if !r.OpTestsCached || !r.StepChecksCached {
-			if err := keepVerdict(o, v); err != nil { // only a whole pass is kept
+			if err := cache.Keep(v); err != nil { // only a whole pass is kept
 				r.Errors = append(r.Errors, err.Error())
 			}
 		}
@@ -389,41 +393,6 @@ func (r *Report) failedStep() string {
 	return ""
 }
 
-// attentionKernels describes the attention path dev runs under the 16-bit
-// policies at GPT-2's head size (Device.AttentionState's choice).
-func attentionKernels(dev *gpu.Device) string {
-	if !dev.Fused() {
-		return "cuBLAS score GEMMs + softmax kernels (the decomposed form)"
-	}
-	var on []string
-	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
-		if st := dev.AttentionState(dt, 1, 1, 64, 1); len(st.Shape) == 3 {
-			on = append(on, dt.String())
-		}
-	}
-	switch len(on) {
-	case 2:
-		return "flash kernels for fused bf16 and f16 at head sizes 32, 64, 128 (log-sum-exp saved); cuBLAS score GEMMs otherwise"
-	case 1:
-		return "flash kernels for fused " + on[0] + " at head sizes 32, 64, 128 (the other 16-bit type needs a newer GPU); cuBLAS score GEMMs otherwise"
-	}
-	return "cuBLAS score GEMMs + softmax kernels (the flash kernels were not built: see kernels)"
-}
-
-// attentionPath says which attention path the GPU runs, and for the flash
-// path which backend (the own kernels or cuDNN) and the notes of the
-// cuDNN backend.
-func attentionPath(dev *gpu.Device) string {
-	p := attentionKernels(dev)
-	if strings.HasPrefix(p, "flash kernels") {
-		p += "; flash backend: " + dev.AttentionBackend()
-	}
-	for _, n := range dev.AttentionNotes() {
-		p += "; " + n
-	}
-	return p
-}
-
 func kernelReport(k *gpu.Built) Kernel {
 	kr := Kernel{
 		Name: k.Kernel, DType: k.DType.String(), Arch: k.Arch, Status: k.From,
@@ -450,7 +419,7 @@ func kernelReport(k *gpu.Built) Kernel {
 // exits needs none). DRUTO_FUSED=0 in the environment turns fusion off, as
 // it does for the CLI, so a notebook run with it measures the baseline.
 // Unlike Detect, Open reuses a passing self-test verdict of an earlier run
-// of this program on this GPU, driver and build (stepcache.go).
+// of this program on this GPU, driver and build (internal/selftest).
 func Open(o Options) (device.Device, Report, error) {
 	if os.Getenv("DRUTO_FUSED") == "0" {
 		o.Fused = false
@@ -497,46 +466,3 @@ func revision() string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// FitError returns an error when dev cannot hold need bytes (what a
-// training step needs, gpt.MemoryFor, plus scratch): one line with both
-// figures and what to do (lower --batch or --seq). It is FitCheck with the
-// training step's advice.
-func FitError(dev device.Device, need int64, what string) error {
-	return FitCheck(dev, need, what, "lower --batch or --seq (--dry-run prints the breakdown)")
-}
-
-// FitCheck returns an error when dev cannot hold need bytes: what needs
-// them, both figures, and todo, what to do. On a GPU the free figure is the
-// device's; on the CPU it is the host's (internal/hostmem: DRUTO_HOST_MEMORY,
-// the cgroup's limit, then MemAvailable), checked before anything large is
-// allocated, since Go cannot recover from running out of memory. It is nil
-// when the free memory cannot be read (the allocation then says why).
-func FitCheck(dev device.Device, need int64, what, todo string) error {
-	g, ok := dev.(*gpu.Device)
-	if !ok {
-		free, src, err := hostmem.Available()
-		if err != nil {
-			if src == "" && os.Getenv(hostmem.Env) != "" {
-				return err // a DRUTO_HOST_MEMORY that is not a size
-			}
-			return nil
-		}
-		const margin = 64 << 20 // the Go runtime, the data
-		if need <= free-margin {
-			return nil
-		}
-		return fmt.Errorf("out of host memory: %s needs about %.2f GiB, but this machine has %.2f GiB free (%s); %s",
-			what, float64(need+margin)/(1<<30), float64(free)/(1<<30), src, todo)
-	}
-	free, _, err := g.FreeMemory()
-	if err != nil {
-		return nil
-	}
-	const margin = 512 << 20 // workspaces, attention and classifier scratch
-	if need+margin <= int64(free) {
-		return nil
-	}
-	return fmt.Errorf("out of GPU memory: %s needs about %.1f GiB, but %s has %.1f GiB free; %s",
-		what, float64(need+margin)/(1<<30), g.Context().Device.Name, float64(free)/(1<<30), todo)
-}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/druto/druto/internal/gputest"
+	"github.com/druto/druto/internal/selftest"
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/device/gpu"
 )
@@ -111,7 +112,7 @@ func TestDetect(t *testing.T) {
 // build kind, so the step checks run again).
 func TestDetectCacheAndPTX(t *testing.T) {
 	dir := t.TempDir()
-	forget() // TestDetect's verdict, kept in this process, has the same key
+	selftest.Forget() // TestDetect's verdict, kept in this process, has the same key
 	first := DetectWith(context.Background(), Options{CacheDir: dir, Fused: true})
 	if !first.GPUUsable {
 		if gputest.Required() {
@@ -122,7 +123,7 @@ func TestDetectCacheAndPTX(t *testing.T) {
 	if first.StepChecksCached {
 		t.Fatalf("first detection in a fresh cache reports cached step checks")
 	}
-	forget() // only the disk copy is left
+	selftest.Forget() // only the disk copy is left
 	second := DetectWith(context.Background(), Options{CacheDir: dir, Fused: true})
 	checkKernels(t, second, gpu.FromCache)
 	if !second.StepChecksCached {
@@ -135,7 +136,7 @@ func TestDetectCacheAndPTX(t *testing.T) {
 
 	// Open (train, each bench mode) reuses the whole verdict from disk: no
 	// conformance case and no step check runs.
-	forget()
+	selftest.Forget()
 	dev, open, err := Open(Options{Backend: BackendGPU, CacheDir: dir, Fused: true})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device/gpu"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/train"
 )
 
 // TestReportStepChecks: how the report reads the step checks
@@ -14,10 +15,10 @@ import (
 // not run is not a failed step, PolicyError names it and the GPU; a
 // disagreement names its policy.
 func TestReportStepChecks(t *testing.T) {
-	check := func(p string, pass bool, err string) StepCheck {
-		return StepCheck{StepDiff: gpt.StepDiff{Policy: p}, Pass: pass, Error: err}
+	check := func(p string, pass bool, err string) train.StepCheck {
+		return train.StepCheck{StepDiff: gpt.StepDiff{Policy: p}, Pass: pass, Error: err}
 	}
-	checks := []StepCheck{check("fp32", true, ""), check("bf16", false, "cublasGemmEx: CUBLAS_STATUS_NOT_SUPPORTED"), check("fp16", true, "")}
+	checks := []train.StepCheck{check("fp32", true, ""), check("bf16", false, "cublasGemmEx: CUBLAS_STATUS_NOT_SUPPORTED"), check("fp16", true, "")}
 	r := Report{Backend: BackendGPU, StepChecks: checks, Devices: []Device{{DeviceInfo: gpu.DeviceInfo{Name: "NVIDIA T4"}}}}
 	if f := r.failedStep(); f != "" {
 		t.Errorf("an unavailable bf16 counted as a failed step: %q", f)
@@ -29,11 +30,11 @@ func TestReportStepChecks(t *testing.T) {
 		t.Errorf("PolicyError(fp16) = %v", err)
 	}
 
-	r = Report{StepChecks: []StepCheck{check("fp32", false, ""), check("bf16", false, ""), check("fp16", false, "")}}
+	r = Report{StepChecks: []train.StepCheck{check("fp32", false, ""), check("bf16", false, ""), check("fp16", false, "")}}
 	if r.failedStep() != "fp32" {
 		t.Fatalf("every step disagrees: failed %q, checks %+v", r.failedStep(), r.StepChecks)
 	}
-	r = Report{StepChecks: []StepCheck{check("fp32", false, "no fp32 GEMM")}}
+	r = Report{StepChecks: []train.StepCheck{check("fp32", false, "no fp32 GEMM")}}
 	if r.failedStep() != "fp32" {
 		t.Fatalf("fp32 step could not run: failed %q", r.failedStep())
 	}

@@ -345,7 +345,7 @@ func testReport() druto.Report {
 				SelfTest: &gpu.KernelTest{Pass: false, MaxRelErr: 0.5, Cases: []string{"fused: LayerNorm bf16 [17 96]"}, Error: "element 3: 1 vs 2\n..."}},
 			{Name: "softmax", DType: "f16", Status: gpu.Unavailable, Error: "no PTX"},
 		},
-		StepChecks: []druto.StepCheck{
+		StepChecks: []train.StepCheck{
 			{StepDiff: gpt.StepDiff{Policy: "fp32", LossRelErr: 1e-7, GradRelErr: 1e-6, Worst: "wte", WorstErr: 2e-6, Limit: 1e-4}, Pass: true},
 			{StepDiff: gpt.StepDiff{Policy: "bf16", LossRelErr: 1e-3, GradRelErr: 0.1, Worst: "h.1.mlp.c_fc.weight", WorstErr: 0.2, Limit: 0.0625}},
 			{StepDiff: gpt.StepDiff{Policy: "fp16", Limit: 0.0078}, Error: "gpu: matmul: not supported\nmore"},

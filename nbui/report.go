@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/druto/druto"
+	"github.com/druto/druto/pkg/train"
 )
 
 // yesNo translates a boolean.
@@ -165,7 +166,7 @@ func ShowSelfTests(lang string, ks []druto.Kernel) {
 
 // StepCheckTable lists detect's step checks: per precision policy, one
 // training step of the tiny model on the GPU against the CPU reference.
-func StepCheckTable(lang string, cs []druto.StepCheck) *Table {
+func StepCheckTable(lang string, cs []train.StepCheck) *Table {
 	t := NewTable(lang, "policy", "loss rel. error", "gradients rel. error", "worst tensor", "max rel. error", "limit",
 		"AdamW rel. error", "verdict").
 		WithCaption("One training step on the GPU against the CPU reference")

@@ -325,7 +325,7 @@ func TestRanksShareHostMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	need := q.Need(B, 1, gpt.RecomputeNone)
-	host := fmt.Sprintf("%dB", need*3/2+64<<20) // FitCheck keeps 64 MiB for the runtime
+	host := fmt.Sprintf("%dB", need*3/2+64<<20) // freeCheck keeps 64 MiB for the runtime
 	t.Setenv(hostmem.Env, host)
 	for _, ranks := range []int{0, 1} {
 		if err := fitCheck(dev, q, B, 1, gpt.RecomputeNone, ranks, "tiny"); err != nil {

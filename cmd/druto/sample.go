@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/druto/druto"
 	"github.com/druto/druto/internal/boundedread"
 	"github.com/druto/druto/internal/hostmem"
 	"github.com/druto/druto/pkg/amp"
@@ -324,7 +323,7 @@ func runEval(args []string) error {
 	// The forward's activations (counted as a training step's, an upper
 	// bound) and the batch's ids must fit before the first is allocated.
 	need := gpt.MemoryFor(m.Config, *batch, *seq, amp.FP32).Activations + 8*int64(*batch**seq)
-	if err := druto.FitCheck(m.Device(), need, fmt.Sprintf("evaluating %s at B %d T %d", m.Config, *batch, *seq), "lower --batch or --seq"); err != nil {
+	if err := freeCheck(m.Device(), need, fmt.Sprintf("evaluating %s at B %d T %d", m.Config, *batch, *seq), "lower --batch or --seq"); err != nil {
 		return err
 	}
 	update, finish := encodeProgress(*path, tok, false)

@@ -477,44 +477,6 @@ func parseAdamState(s string) (tensor.DType, error) {
 	return 0, fmt.Errorf("--adam-state %q is not a moment dtype; choose fp32 or bf16", s)
 }
 
-// fitCheck refuses a step of micro-batch B, accum micro-steps and level r
-// that does not fit q (train.PlanRequest.Check: the planner's own count
-// and budget, so a planned step always passes), in one line naming what,
-// and on the CPU one that the host's free memory cannot hold
-// (druto.FitError). ranks is the number of rank processes of this host
-// (data-parallel training; 0 or 1 without): each holds its own model,
-// optimizer and activations, so together they need ranks times one's
-// memory from the one host. Every rank checks this before any of them
-// allocates (right after the rendezvous), so each reads the same free
-// memory.
-func fitCheck(dev device.Device, q train.PlanRequest, B, accum int, r gpt.Recompute, ranks int, what string) error {
-	const todo = "lower --batch or --seq (--dry-run prints the breakdown)"
-	var fe *train.FitError
-	if err := q.Check(B, accum, r); errors.As(err, &fe) {
-		if g, ok := dev.(*gpu.Device); ok {
-			under := ""
-			if fe.From == device.MemoryCapEnv {
-				under = " under " + device.MemoryCapEnv
-			}
-			return fmt.Errorf("out of GPU memory: %s needs about %s (%s of reserve included), but %s has %s free%s; %s",
-				what, train.GiB(fe.Need+fe.Reserve), train.GiB(fe.Reserve), g.Context().Device.Name, train.GiB(fe.Budget), under, todo)
-		}
-		return fmt.Errorf("over the memory budget: %s needs about %s, the budget is %s (%s); %s", what, train.GiB(fe.Need+fe.Reserve), train.GiB(fe.Budget), fe.From, todo)
-	} else if err != nil {
-		return err
-	}
-	if _, ok := dev.(*gpu.Device); ok {
-		return nil // q's budget is the GPU's free memory, read once
-	}
-	need := q.Need(B, accum, r)
-	if ranks > 1 {
-		return druto.FitCheck(dev, int64(ranks)*need,
-			fmt.Sprintf("%d ranks on this host, each %s (about %s), together", ranks, what, train.GiB(need)),
-			"lower --batch or --seq, or run fewer --ranks (--dry-run prints one rank's breakdown)")
-	}
-	return druto.FitError(dev, need, what)
-}
-
 // modelLabel names the model in messages: the preset, or for a checkpoint
 // given with --init the preset of its shape, or the shape itself (e.g.
 // "V50304 T1024 L48 H25 C1600").

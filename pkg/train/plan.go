@@ -39,7 +39,7 @@ type PlanRequest struct {
 	// "free on NVIDIA H200"), for the table's caption.
 	BudgetFrom string
 	// Reserve is kept free beside the memory model's count (workspaces and
-	// scratch the model does not count: 512 MiB on a GPU, as druto.FitError).
+	// scratch the model does not count: GPUReserve on a GPU).
 	Reserve int64
 	// Fused counts the fused ops' memory (the LM head in chunks); false:
 	// the decomposed baseline's.
@@ -377,7 +377,8 @@ func ProbeStep(dev device.Device, cfg gpt.Config, p amp.Policy, B, T int, r gpt.
 }
 
 // GPUReserve is the memory a GPU plan keeps free beside the memory model's
-// count (workspaces, attention and classifier scratch), as druto.FitError.
+// count (workspaces, attention and classifier scratch); the CLI keeps it
+// free too when it checks a need against the GPU's free memory.
 const GPUReserve = 512 << 20
 
 // RequestOn returns q with dev's budget and attention state. Where q has

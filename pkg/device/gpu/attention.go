@@ -60,6 +60,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
@@ -143,6 +144,42 @@ func (d *Device) AttentionState(dt tensor.DType, B, T, C, NH int) device.AttnSta
 		return device.LSEState(B, T, NH)
 	}
 	return device.ProbState(dt, B, T, NH)
+}
+
+// AttentionPath says, in a line for detect's report, which attention path
+// the device runs under the 16-bit policies at GPT-2's head size (64): the
+// flash kernels and their backend (the own kernels or cuDNN, with the
+// cuDNN backend's notes), or the cuBLAS score GEMMs.
+func (d *Device) AttentionPath() string {
+	p := d.attentionKernels()
+	if strings.HasPrefix(p, "flash kernels") {
+		p += "; flash backend: " + d.AttentionBackend()
+	}
+	for _, n := range d.AttentionNotes() {
+		p += "; " + n
+	}
+	return p
+}
+
+// attentionKernels is AttentionPath's first part: which kernels run
+// attention for bf16 and f16 at head size 64 (AttentionState's choice).
+func (d *Device) attentionKernels() string {
+	if !d.Fused() {
+		return "cuBLAS score GEMMs + softmax kernels (the decomposed form)"
+	}
+	var on []string
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		if d.flashFor(dt, 1, 64, 1) {
+			on = append(on, dt.String())
+		}
+	}
+	switch len(on) {
+	case 2:
+		return "flash kernels for fused bf16 and f16 at head sizes 32, 64, 128 (log-sum-exp saved); cuBLAS score GEMMs otherwise"
+	case 1:
+		return "flash kernels for fused " + on[0] + " at head sizes 32, 64, 128 (the other 16-bit type needs a newer GPU); cuBLAS score GEMMs otherwise"
+	}
+	return "cuBLAS score GEMMs + softmax kernels (the flash kernels were not built: see kernels)"
 }
 
 // attnArgs validates an attention call; with flash set the state att is
