@@ -10,6 +10,8 @@ package testreq
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -73,4 +75,28 @@ func Skip(tb testing.TB, env, format string, args ...any) {
 		return
 	}
 	tb.Skipf("%s (set %s=%s to make this a failure)", msg, env, s.Require)
+}
+
+// ModuleDeps returns the packages of this module (github.com/druto/druto
+// and below) that the package pkg (a path or pattern go list takes,
+// relative to the test's folder) depends on, pkg itself included, as `go
+// list -deps` gives them. The test is skipped where Go is not installed: a
+// test binary built elsewhere (scripts/gpu-build.sh) runs without it.
+func ModuleDeps(t testing.TB, pkg string) []string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH: cannot list the imports") // skip: a test binary built elsewhere runs without Go; go test always has it
+	}
+	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	var deps []string
+	for _, p := range strings.Fields(string(out)) {
+		if p == "github.com/druto/druto" || strings.HasPrefix(p, "github.com/druto/druto/") {
+			deps = append(deps, p)
+		}
+	}
+	return deps
 }

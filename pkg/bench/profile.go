@@ -656,28 +656,13 @@ func gpuCopy(g *gpu.Device) (float64, error) {
 	}
 	defer func() { g.Free(src); g.Free(dst) }()
 	s := g.Stream()
-	e0, err1 := g.Context().NewEvent()
-	e1, err2 := g.Context().NewEvent()
-	if err := errors.Join(err1, err2); err != nil {
+	d, err := g.Context().Median(s, 10, func() error {
+		return s.CopyDtoD(cuda.DevicePtr(dst.Dev), cuda.DevicePtr(src.Dev), n)
+	})
+	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = e0.Destroy(); _ = e1.Destroy() }()
-	var ts []float64
-	for i := range 11 {
-		err := errors.Join(e0.Record(s), s.CopyDtoD(cuda.DevicePtr(dst.Dev), cuda.DevicePtr(src.Dev), n), e1.Record(s))
-		if err != nil {
-			return 0, err
-		}
-		d, err := cuda.Elapsed(e0, e1)
-		if err != nil {
-			return 0, err
-		}
-		if i > 0 {
-			ts = append(ts, d.Seconds())
-		}
-	}
-	sort.Float64s(ts)
-	return 2 * n / ts[len(ts)/2] / 1e9, nil
+	return 2 * n / d.Seconds() / 1e9, nil
 }
 
 // benchTrainer returns a trainer of c in mode m on dev, fed enough of the

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestContextOneThread: every call that needs the context runs on one OS
@@ -167,4 +168,25 @@ func TestContextOutOfMemory(t *testing.T) {
 		}
 	}
 	_ = p.Free(b)
+}
+
+// TestMedian: Median leaves the first run out and returns the median of
+// the others; an error of op comes back.
+func TestMedian(t *testing.T) {
+	f := newFakeDriver()
+	f.elapsed = []float32{100, 5, 1, 4, 2, 3}
+	c, err := fakeContext(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	runs := 0
+	d, err := c.Median(c.DefaultStream(), 5, func() error { runs++; return nil })
+	if err != nil || runs != 6 || d != 3*time.Millisecond {
+		t.Errorf("Median: %v after %d runs, %v; want 3ms after 6 (the 100 ms warm-up left out)", d, runs, err)
+	}
+	boom := errors.New("boom")
+	if _, err := c.Median(c.DefaultStream(), 5, func() error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("an op's error: %v", err)
+	}
 }

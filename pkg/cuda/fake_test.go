@@ -67,7 +67,8 @@ type fakeDriver struct {
 	blocks   map[DevicePtr]uint64
 	threads  map[int]int // OS thread id -> calls
 	calls    []string
-	failCall string // a call that returns CUDA_ERROR_INVALID_VALUE
+	failCall string    // a call that returns CUDA_ERROR_INVALID_VALUE
+	elapsed  []float32 // the times cuEventElapsedTime returns in turn (ms); 1.5 when none are left
 }
 
 func newFakeDriver() *fakeDriver {
@@ -175,7 +176,13 @@ func (f *fakeDriver) eventDestroy(uintptr) error             { return f.note("cu
 func (f *fakeDriver) eventRecord(uintptr, uintptr) error     { return f.note("cuEventRecord") }
 func (f *fakeDriver) eventSynchronize(uintptr) error         { return f.note("cuEventSynchronize") }
 func (f *fakeDriver) eventElapsedTime(uintptr, uintptr) (float32, error) {
-	return 1.5, f.note("cuEventElapsedTime")
+	ms := float32(1.5)
+	f.mu.Lock()
+	if len(f.elapsed) > 0 {
+		ms, f.elapsed = f.elapsed[0], f.elapsed[1:]
+	}
+	f.mu.Unlock()
+	return ms, f.note("cuEventElapsedTime")
 }
 func (f *fakeDriver) streamBeginCapture(uintptr, int) error { return f.note("cuStreamBeginCapture_v2") }
 func (f *fakeDriver) streamEndCapture(uintptr) (uintptr, error) {

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 )
@@ -173,6 +174,32 @@ func Elapsed(start, end *Event) (time.Duration, error) {
 		return err
 	})
 	return time.Duration(float64(ms) * float64(time.Millisecond)), err
+}
+
+// Median times op on stream s with two events: one untimed run, then the
+// median device time of runs more. op enqueues its work on s.
+func (c *Context) Median(s *Stream, runs int, op func() error) (time.Duration, error) {
+	e0, err1 := c.NewEvent()
+	e1, err2 := c.NewEvent()
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	defer func() { _ = e0.Destroy(); _ = e1.Destroy() }()
+	ts := make([]time.Duration, 0, runs)
+	for i := range runs + 1 {
+		if err := errors.Join(e0.Record(s), op(), e1.Record(s)); err != nil {
+			return 0, err
+		}
+		d, err := Elapsed(e0, e1)
+		if err != nil {
+			return 0, err
+		}
+		if i > 0 {
+			ts = append(ts, d)
+		}
+	}
+	slices.Sort(ts)
+	return ts[len(ts)/2], nil
 }
 
 // Capture modes of BeginCapture (CUstreamCaptureMode).

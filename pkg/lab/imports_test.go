@@ -1,24 +1,17 @@
 package lab
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/druto/druto/internal/testreq"
 )
 
 // TestNoCUDA: pkg/lab, which every lab notebook's cells import, does not
 // build pkg/cuda (cgo); lab 5's kernel check lives in pkg/lab/labcuda,
-// which only lab 5's notebook imports. It asks `go list -deps`.
+// which only lab 5's notebook imports.
 func TestNoCUDA(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH: cannot list the imports") // skip: a test binary built elsewhere runs without Go; go test always has it
-	}
-	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}}", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	for _, p := range strings.Fields(string(out)) {
+	for _, p := range testreq.ModuleDeps(t, ".") {
 		if p == "github.com/druto/druto/pkg/cuda" || strings.HasPrefix(p, "github.com/druto/druto/pkg/device/gpu") || p == "github.com/druto/druto/nbui" {
 			t.Errorf("pkg/lab imports %s: keep it out of every lab cell's program", p)
 		}

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/lab"
@@ -206,28 +205,8 @@ func (r *Runner) Bandwidth(N, C int) (kernel, copy float64, err error) {
 // median times op with events on the default stream: one warm-up, then
 // the median of 10 runs, in seconds.
 func (r *Runner) median(op func() error) (float64, error) {
-	s := r.ctx.DefaultStream()
-	e0, err1 := r.ctx.NewEvent()
-	e1, err2 := r.ctx.NewEvent()
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	defer func() { _ = e0.Destroy(); _ = e1.Destroy() }()
-	var ts []float64
-	for i := range 11 {
-		if err := errors.Join(e0.Record(s), op(), e1.Record(s)); err != nil {
-			return 0, err
-		}
-		d, err := cuda.Elapsed(e0, e1)
-		if err != nil {
-			return 0, err
-		}
-		if i > 0 {
-			ts = append(ts, d.Seconds())
-		}
-	}
-	sort.Float64s(ts)
-	return ts[len(ts)/2], nil
+	d, err := r.ctx.Median(r.ctx.DefaultStream(), 10, op)
+	return d.Seconds(), err
 }
 
 // Close unloads the kernel and closes the context.
