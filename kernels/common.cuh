@@ -168,6 +168,34 @@ union vec16 {
     T e[16 / sizeof(T)];
 };
 
+// unpack16 widens the 16/sizeof(T) values of one 128-bit vector into v,
+// from the vector's 32-bit words (no union indexed at run time, which some
+// compilers keep in local memory).
+__device__ __forceinline__ void unpack16(uint4 u, float* v) {
+    const unsigned int w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+#if DTYPE == DRUTO_F32
+        v[k] = __uint_as_float(w[k]);
+#elif DTYPE == DRUTO_BF16
+        v[2 * k] = bf16_bits_to_f32(w[k] & 0xffffu);
+        v[2 * k + 1] = bf16_bits_to_f32(w[k] >> 16);
+#else
+        v[2 * k] = f16_bits_to_f32((unsigned short)(w[k] & 0xffffu));
+        v[2 * k + 1] = f16_bits_to_f32((unsigned short)(w[k] >> 16));
+#endif
+    }
+}
+
+// dot16 is the fp32 dot product of the four floats of one 128-bit vector
+// of f32 with w[0..3], in element order, from the vector's words.
+#if DTYPE == DRUTO_F32
+__device__ __forceinline__ float dot16(uint4 u, const float* w) {
+    return w[0] * __uint_as_float(u.x) + w[1] * __uint_as_float(u.y) + w[2] * __uint_as_float(u.z) +
+           w[3] * __uint_as_float(u.w);
+}
+#endif
+
 // pack16 rounds the 16/sizeof(T) values v to T into one 128-bit vector: two
 // at a time on sm_80+ (cvt.rn.bf16x2/f16x2), else one by one.
 __device__ __forceinline__ uint4 pack16(const float* v) {

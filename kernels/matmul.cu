@@ -163,20 +163,25 @@ extern "C" __global__ void __launch_bounds__(ROWS_BLOCK) matmul_rows(T* __restri
         const T* wr = w + (size_t)col * C;
         if (vec) {
             for (int k = lo + lane * VE; k < hi; k += 32 * VE) {
-                vec16 wv;
-                wv.u = *reinterpret_cast<const uint4*>(wr + k);
                 float wf[16 / sizeof(T)];
-#pragma unroll
-                for (int e = 0; e < VE; e++) wf[e] = to_f32(wv.e[e]);
+                unpack16(*reinterpret_cast<const uint4*>(wr + k), wf);
 #pragma unroll
                 for (int n = 0; n < ROWS_MAX; n++) {
                     if (n < N) {
+#if DTYPE == DRUTO_F32
+                        // f32 from the vector's words: NVRTC 13 kept the
+                        // union below in local memory for f32.
+                        acc[n] += dot16(*reinterpret_cast<const uint4*>(inp + (size_t)n * C + k), wf);
+#else
+                        // 16-bit types through the union: dot16 made ptxas
+                        // (11.8, sm_90) spill for bf16.
                         vec16 xv;
                         xv.u = *reinterpret_cast<const uint4*>(inp + (size_t)n * C + k);
                         float s = 0.0f;
 #pragma unroll
                         for (int e = 0; e < VE; e++) s += wf[e] * to_f32(xv.e[e]);
                         acc[n] += s;
+#endif
                     }
                 }
             }

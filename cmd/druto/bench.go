@@ -434,7 +434,7 @@ func benchSample(be *backend, configs, modes string, newTokens, rounds int, out,
 	rep.CopyGBps = bw
 	fmt.Fprintf(os.Stderr, "druto bench --sample on %s; copy bandwidth %.1f GB/s (%d threads, measured now)\n", dev.Name(), bw, threads)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tB\tprompt\tnew\tmode\tprefill ms\tdecode tok/s\tbound tok/s\tof bound\t")
+	fmt.Fprintln(tw, "config\tB\tprompt\tnew\tmode\tprefill ms\tdecode tok/s\tbound tok/s\tof bound\tlaunches/token\t")
 	for _, c := range cs {
 		for _, m := range ms {
 			if m.Step != 0 || !m.Fused {
@@ -456,8 +456,15 @@ func benchSample(be *backend, configs, modes string, newTokens, rounds int, out,
 				return fmt.Errorf("%s %s: %w", c.Name, m, err)
 			}
 			rep.Sample = append(rep.Sample, r)
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.0f%%\t\n", r.Config, r.Batch, r.PromptTokens, r.NewTokens, r.Mode,
-				r.PrefillMs, r.DecodeTokS, r.BoundTokS, 100*r.DecodeTokS/r.BoundTokS)
+			launches := "-"
+			if r.LaunchesPerToken > 0 {
+				launches = fmt.Sprintf("%.1f", r.LaunchesPerToken)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.0f%%\t%s\t\n", r.Config, r.Batch, r.PromptTokens, r.NewTokens, r.Mode,
+				r.PrefillMs, r.DecodeTokS, r.BoundTokS, 100*r.DecodeTokS/r.BoundTokS, launches)
+			if strings.HasPrefix(r.Graph, "plain") {
+				fmt.Fprintf(os.Stderr, "druto bench: %s %s decoded without a CUDA graph: %s\n", c.Name, m, strings.TrimPrefix(r.Graph, "plain: "))
+			}
 		}
 	}
 	tw.Flush()

@@ -196,6 +196,12 @@ func runSample(args []string) error {
 		if st.Cached {
 			how = "key/value cache"
 		}
+		switch {
+		case st.Graph == "graph":
+			how += fmt.Sprintf(", one CUDA graph a step (%.1f launches a token)", st.LaunchesPerToken)
+		case st.Graph != "":
+			how += ", no CUDA graph (" + strings.TrimPrefix(st.Graph, "plain: ") + ")"
+		}
 		fmt.Fprintf(os.Stderr, "load %.2f s, time to first token %.3f s (prefill of %d prompts), decode %.1f tokens/s (%d sequences × %d tokens, %s, %s, %s)\n",
 			loaded.Seconds(), (loaded + st.Prefill).Seconds(), group, st.DecodeRate(), st.Batch, st.Tokens, how, policy, dev.Name())
 	}

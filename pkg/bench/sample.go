@@ -72,7 +72,7 @@ func Sample(dev device.Device, c Case, m Mode, newTokens, rounds int, copyGBps f
 			pre = append(pre, float64(st.Prefill)/float64(time.Millisecond))
 			dec = append(dec, st.DecodeRate())
 		}
-		r.Cached = st.Cached
+		r.Cached, r.Graph, r.LaunchesPerToken = st.Cached, st.Graph, st.LaunchesPerToken
 	}
 	sort.Float64s(pre)
 	sort.Float64s(dec)

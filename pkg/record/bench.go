@@ -91,6 +91,12 @@ type Sample struct {
 	DecodeMin    float64 `json:"decode_tokens_per_s_min"`
 	DecodeMax    float64 `json:"decode_tokens_per_s_max"`
 	Cached       bool    `json:"kv_cache"`
+	// Graph is how the decode steps ran where graphs can be captured:
+	// "graph" (one CUDA graph launch a step) or "plain: " and why not.
+	Graph string `json:"graph,omitempty"`
+	// LaunchesPerToken is the device launches a decode step queued
+	// (kernels, cuBLAS calls, graph launches), where the device counts them.
+	LaunchesPerToken float64 `json:"launches_per_token,omitempty"`
 	Weights      string  `json:"weights"` // "checkpoint", or "random" (GPT-2's initialisation, seed 1)
 	// WeightBytes is what one decode step reads of the weights: every
 	// parameter in the working dtype but the position table (one row).

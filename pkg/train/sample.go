@@ -71,7 +71,18 @@ type SampleStats struct {
 	Tokens  int           // tokens generated per sequence
 	Cached  bool          // generated over a key/value cache
 	Slides  int           // times a full cache was refilled from the last MaxSeq/2 tokens
+	// Graph says how the decode steps ran on a device that captures
+	// graphs: "graph" (each step and draw one CUDA graph launch), or
+	// "plain: " and why not; "" elsewhere.
+	Graph string
+	// LaunchesPerToken is the device launches (kernels, cuBLAS calls,
+	// graph launches) a decode step queued, over the steps after the
+	// capture, on a device that counts them (0 elsewhere).
+	LaunchesPerToken float64
 }
+
+// launchCounter is a device that counts its launches (gpu.Device).
+type launchCounter interface{ Launches() int64 }
 
 // DecodeRate returns the tokens per second of the decode phase over every
 // sequence (the first token of each, which prefill yields, not counted).
@@ -287,8 +298,13 @@ func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, 
 		return err
 	}
 	s.stats.Cached = true
+	lc, counts := s.m.Device().(launchCounter)
 	var first time.Time
+	var l0 int64
 	for i := range n {
+		if counts && i == 2 { // after the first Next: its plain run and capture
+			l0 = lc.Launches()
+		}
 		var ids []int32
 		var err error
 		if i == 0 {
@@ -325,6 +341,15 @@ func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, 
 		}
 	}
 	s.stats.Decode = time.Since(first)
+	if counts && n > 2 {
+		s.stats.LaunchesPerToken = float64(lc.Launches()-l0) / float64(n-2)
+	}
+	if _, ok := s.m.Device().(device.Grapher); ok {
+		s.stats.Graph = "graph"
+		if c.GraphWhy != "" {
+			s.stats.Graph = "plain: " + c.GraphWhy
+		}
+	}
 	return nil
 }
 

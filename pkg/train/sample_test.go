@@ -261,3 +261,65 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		}
 	}
 }
+
+// countingGrapher is replayGrapher counting its graph launches as a GPU
+// device counts launches (a plain op on the CPU counts none here).
+type countingGrapher struct {
+	replayGrapher
+	launches int64
+}
+
+type countingGraph struct {
+	device.Graph
+	c *countingGrapher
+}
+
+func (g countingGraph) Launch() error { g.c.launches++; return g.Graph.Launch() }
+
+func (c *countingGrapher) Capture(fn func() error) (device.Graph, error) {
+	g, err := c.replayGrapher.Capture(fn)
+	return countingGraph{g, c}, err
+}
+
+func (c *countingGrapher) Launches() int64 { return c.launches }
+
+// TestSampleGraphStats: on a device that captures graphs, the stats say the
+// decode steps ran as one graph launch a token (the steps after the
+// capture), the tokens equal the plain device's; where capture fails they
+// say why.
+func TestSampleGraphStats(t *testing.T) {
+	const n = 12
+	gen := func(dev device.Device) ([]int32, SampleStats) {
+		m, err := gpt.New(dev, testCfg, amp.FP32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.Init(3); err != nil {
+			t.Fatal(err)
+		}
+		s := newSampler(m, data.Bytes{}, SampleOptions{}, 1)
+		defer s.Close()
+		out, err := s.Generate([]int32{'a', 'b'}, n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, s.Stats()
+	}
+	plain, pst := gen(cpu.New(device.Options{Fused: true}))
+	if pst.Graph != "" || pst.LaunchesPerToken != 0 {
+		t.Fatalf("plain CPU device: graph %q, %.1f launches a token; want none", pst.Graph, pst.LaunchesPerToken)
+	}
+	cg := &countingGrapher{replayGrapher: replayGrapher{Device: cpu.New(device.Options{Fused: true})}}
+	graphed, gst := gen(cg)
+	if !slices.Equal(plain, graphed) {
+		t.Fatalf("graph tokens %v, plain %v", graphed, plain)
+	}
+	if gst.Graph != "graph" || gst.LaunchesPerToken != 1 || cg.captures != 1 {
+		t.Fatalf("graph device: graph %q, %.2f launches a token, %d captures; want graph, 1, 1", gst.Graph, gst.LaunchesPerToken, cg.captures)
+	}
+	_, fst := gen(&fakeGrapher{Device: cpu.New(device.Options{Fused: true})})
+	if !strings.HasPrefix(fst.Graph, "plain: ") || !strings.Contains(fst.Graph, "NOT_SUPPORTED") {
+		t.Fatalf("failing capture: graph %q; want plain: and the cause", fst.Graph)
+	}
+}

@@ -297,11 +297,11 @@ func BenchmarkGPUCastTransposeFP8(b *testing.B) {
 			qs, _ := g.Alloc(tensor.I32, N*C/2) // q and qt, N·C bytes each
 			amax, _ := g.Alloc(tensor.F32, 1)
 			scale, _ := g.Alloc(tensor.F32, 1)
-			cp, _ := g.Alloc(tensor.I32, N*C/2)
-			q := cuda.DevicePtr(qs.Dev)
-			qt := q + cuda.DevicePtr(N*C)
 			n := int64(N * C)
 			moved := n*int64(dt.Size()) + 2*n
+			cp, _ := g.Alloc(tensor.I32, int(moved/2/4)) // the copy's target: half the bytes moved
+			q := cuda.DevicePtr(qs.Dev)
+			qt := q + cuda.DevicePtr(N*C)
 			b.Run(fmt.Sprintf("%s_%dx%d", dt, N, C), func(b *testing.B) {
 				for range b.N {
 					ms, err := time1(func() error { return g.CastTransposeFP8(q, qt, amax, x, scale, tensor.E4M3, N, C) })
