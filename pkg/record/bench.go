@@ -97,7 +97,7 @@ type Sample struct {
 	// LaunchesPerToken is the device launches a decode step queued
 	// (kernels, cuBLAS calls, graph launches), where the device counts them.
 	LaunchesPerToken float64 `json:"launches_per_token,omitempty"`
-	Weights      string  `json:"weights"` // "checkpoint", or "random" (GPT-2's initialisation, seed 1)
+	Weights          string  `json:"weights"` // "checkpoint", or "random" (GPT-2's initialisation, seed 1)
 	// WeightBytes is what one decode step reads of the weights: every
 	// parameter in the working dtype but the position table (one row).
 	WeightBytes int64 `json:"weight_bytes"`
