@@ -481,6 +481,15 @@ func (p *profiler) gemmClass(C, OC int) string {
 // than its tensors (the encoder's rows) or more (a gradient written over
 // its input). TestProfilerWrapsEveryOp fails for an op without one: an op
 // promoted from the embedded Device would run untimed.
+//
+// The wrappers of Device's ops of regular signature (tensors in Params
+// order, then sizes) are generated into profile_ops.go from
+// pkg/device/device.go; the ones below are those the generator leaves
+// alone because they are declared here: their work or their signature is
+// not the regular one. TestProfileOpsUpToDate fails when profile_ops.go is
+// not what the generator writes now.
+
+//go:generate go run ./internal/genprofile/cmd
 
 // op times the op of descriptor c at sizes s on tensors ts (in its Params
 // order), a product under its shape's class.
@@ -501,56 +510,22 @@ func (p *profiler) op(c *device.Contract, s []int, ts []*device.T, run func()) {
 // tensors lists an op's tensor arguments in its Params order.
 type tensors = []*device.T
 
+// Encoder reads B·T rows of each table, not the whole tables its
+// descriptor's Traffic would count.
 func (p *profiler) Encoder(out, wte, wpe, tokens *device.T, B, T, C int) {
 	rows := float64(B*T*C) * float64(wte.DType.Size())
 	p.timed(device.Ops.Encoder.Class, 0, bytesOf(out, tokens)+2*rows, func() { p.Device.Encoder(out, wte, wpe, tokens, B, T, C) })
 }
 
+// EncoderBackward accumulates into B·T rows of each table, not the whole
+// tables.
 func (p *profiler) EncoderBackward(dwte, dwpe, dout, tokens *device.T, B, T, C int) {
 	rows := float64(B*T*C) * float64(dwte.DType.Size())
 	p.timed(device.Ops.EncoderBackward.Class, 0, bytesOf(dout, tokens)+4*rows, func() { p.Device.EncoderBackward(dwte, dwpe, dout, tokens, B, T, C) })
 }
 
-func (p *profiler) LayerNorm(out, mean, rstd, inp, weight, bias *device.T, N, C int) {
-	p.op(&device.Ops.LayerNorm, []int{N, C}, tensors{out, mean, rstd, inp, weight, bias}, func() {
-		p.Device.LayerNorm(out, mean, rstd, inp, weight, bias, N, C)
-	})
-}
-
-func (p *profiler) LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd *device.T, N, C int) {
-	p.op(&device.Ops.LayerNormBackward, []int{N, C}, tensors{dinp, dweight, dbias, dout, inp, weight, mean, rstd}, func() {
-		p.Device.LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C)
-	})
-}
-
-func (p *profiler) ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias *device.T, N, C int) {
-	p.op(&device.Ops.ResidualLayerNorm, []int{N, C}, tensors{res, out, mean, rstd, a, b, weight, bias}, func() {
-		p.Device.ResidualLayerNorm(res, out, mean, rstd, a, b, weight, bias, N, C)
-	})
-}
-
-func (p *profiler) Add(out, a, b *device.T, n int) {
-	p.op(&device.Ops.Add, []int{n}, tensors{out, a, b}, func() { p.Device.Add(out, a, b, n) })
-}
-
-func (p *profiler) Matmul(out, pre, inp, weight, bias *device.T, N, C, OC int, act device.Activation) {
-	p.op(&device.Ops.Matmul, []int{N, C, OC, int(act)}, tensors{out, pre, inp, weight, bias}, func() {
-		p.Device.Matmul(out, pre, inp, weight, bias, N, C, OC, act)
-	})
-}
-
-func (p *profiler) MatmulBackward(dinp, dweight, dbias, dout, inp, weight *device.T, N, C, OC int) {
-	p.op(&device.Ops.MatmulBackward, []int{N, C, OC}, tensors{dinp, dweight, dbias, dout, inp, weight}, func() {
-		p.Device.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
-	})
-}
-
-func (p *profiler) MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight *device.T, N, C, OC int) {
-	p.op(&device.Ops.MatmulBackwardGELU, []int{N, C, OC}, tensors{dpre, dpreBias, dweight, dbias, dout, inp, pre, weight}, func() {
-		p.Device.MatmulBackwardGELU(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC)
-	})
-}
-
+// MatmulBackwardStore is GradStorer's: on a device without it, the zeroing
+// and MatmulBackward that the model would queue instead.
 func (p *profiler) MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *device.T, N, C, OC int) {
 	s, ok := p.Device.(device.GradStorer)
 	if !ok {
@@ -563,6 +538,8 @@ func (p *profiler) MatmulBackwardStore(dinp, dweight, dbias, dout, inp, weight *
 	})
 }
 
+// AttentionBackwardStore is GradStorer's, with AttentionBackward's
+// fallback as MatmulBackwardStore's.
 func (p *profiler) AttentionBackwardStore(dqkv, dout, qkv, out, att *device.T, B, T, C, NH int) {
 	s, ok := p.Device.(device.GradStorer)
 	if !ok {
@@ -575,24 +552,8 @@ func (p *profiler) AttentionBackwardStore(dqkv, dout, qkv, out, att *device.T, B
 	})
 }
 
-func (p *profiler) BiasGrad(dbias, dout *device.T, N, OC int) {
-	p.op(&device.Ops.BiasGrad, []int{N, OC}, tensors{dbias, dout}, func() { p.Device.BiasGrad(dbias, dout, N, OC) })
-}
-
-func (p *profiler) GELUBackward(dinp, inp, dout *device.T, n int) {
-	p.op(&device.Ops.GELUBackward, []int{n}, tensors{dinp, inp, dout}, func() { p.Device.GELUBackward(dinp, inp, dout, n) })
-}
-
-func (p *profiler) Attention(out, att, qkv *device.T, B, T, C, NH int) {
-	p.op(&device.Ops.Attention, []int{B, T, C, NH}, tensors{out, att, qkv}, func() { p.Device.Attention(out, att, qkv, B, T, C, NH) })
-}
-
-func (p *profiler) AttentionBackward(dqkv, dout, qkv, out, att *device.T, B, T, C, NH int) {
-	p.op(&device.Ops.AttentionBackward, []int{B, T, C, NH}, tensors{dqkv, dout, qkv, out, att}, func() {
-		p.Device.AttentionBackward(dqkv, dout, qkv, out, att, B, T, C, NH)
-	})
-}
-
+// CrossEntropy takes a float argument, and its gradient (dscale != 0)
+// writes the logits a second time.
 func (p *profiler) CrossEntropy(losses, logits, targets *device.T, N, V int, dscale float32) {
 	b := bytesOf(losses, logits, targets)
 	if dscale != 0 {
@@ -601,17 +562,15 @@ func (p *profiler) CrossEntropy(losses, logits, targets *device.T, N, V int, dsc
 	p.timed(device.Ops.CrossEntropy.Class, 0, b, func() { p.Device.CrossEntropy(losses, logits, targets, N, V, dscale) })
 }
 
+// AdamWStep takes a layout and hyper-parameters, not sizes.
 func (p *profiler) AdamWStep(master, work, grads, m, v *device.T, layout *tensor.Layout, hp device.AdamW) {
 	p.op(&device.Ops.AdamWStep, nil, tensors{master, work, grads, m, v}, func() { p.Device.AdamWStep(master, work, grads, m, v, layout, hp) })
 }
 
+// GradNorm takes a float argument and returns values.
 func (p *profiler) GradNorm(grads *device.T, scale float32) (norm float32, finite bool) {
 	p.op(&device.Ops.GradNorm, nil, tensors{grads}, func() { norm, finite = p.Device.GradNorm(grads, scale) })
 	return norm, finite
-}
-
-func (p *profiler) Cast(dst, src *device.T) {
-	p.op(&device.Ops.Cast, nil, tensors{dst, src}, func() { p.Device.Cast(dst, src) })
 }
 
 // Plumbing that a step's time includes (device.Plumbing: no descriptor).

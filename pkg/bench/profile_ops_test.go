@@ -1,15 +1,18 @@
 package bench
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/pkg/bench/internal/genprofile"
 	"github.com/druto/druto/pkg/device"
 )
 
@@ -77,4 +80,35 @@ func declaredMethods(t *testing.T) map[string]map[string]bool {
 		}
 	}
 	return out
+}
+
+// TestProfileOpsUpToDate: profile_ops.go is what the generator writes from
+// the current pkg/device/device.go and this package's hand-written
+// wrappers; after a new op or a changed signature, run go generate
+// ./pkg/bench.
+func TestProfileOpsUpToDate(t *testing.T) {
+	want, err := genprofile.Generate(filepath.Join("..", "device", "device.go"), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(genprofile.Output)
+	if err != nil {
+		t.Fatalf("%v: run go generate ./pkg/bench", err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl || i >= len(g) || i >= len(w) {
+			t.Fatalf("%s is stale (run go generate ./pkg/bench): line %d is\n\t%q\nwant\n\t%q", genprofile.Output, i+1, gl, wl)
+		}
+	}
 }

@@ -47,7 +47,7 @@ func SimulateScaler(lang string, fn ScalerUpdateFunc) (ref, yours ScalerTrace, s
 			grads[k] *= 128
 		}
 	}
-	ref = runScaler(grads, func(s *amp.GradScaler, finite bool) bool { return s.Update(finite) })
+	runScaler(&ref, grads, func(s *amp.GradScaler, finite bool) bool { return s.Update(finite) })
 	ref.Label = msg(lang, "druto's GradScaler")
 	defer func() { yours.Label = msg(lang, "your ScalerUpdate") }()
 	type outcome struct {
@@ -65,7 +65,7 @@ func SimulateScaler(lang string, fn ScalerUpdateFunc) (ref, yours ScalerTrace, s
 			o.tr = tr
 			done <- o
 		}()
-		tr = runScalerInto(&tr, grads, fn)
+		runScaler(&tr, grads, fn)
 	}()
 	select {
 	case o := <-done:
@@ -98,16 +98,10 @@ func SimulateScaler(lang string, fn ScalerUpdateFunc) (ref, yours ScalerTrace, s
 		len(yours.Skipped), ScalerSteps, len(ref.Skipped), first, got, ref.Scale[first-1])
 }
 
-// runScaler is runScalerInto on a trace of its own.
-func runScaler(grads []float64, update ScalerUpdateFunc) ScalerTrace {
-	var tr ScalerTrace
-	return runScalerInto(&tr, grads, update)
-}
-
-// runScalerInto steps a GradScaler (torch's defaults, GrowthInterval
+// runScaler steps a GradScaler (torch's defaults, GrowthInterval
 // scalerRunInterval) through the run with update, appending to *tr as it
-// goes so that a panic leaves the steps done so far.
-func runScalerInto(tr *ScalerTrace, grads []float64, update ScalerUpdateFunc) ScalerTrace {
+// goes so that a panic in update leaves the steps done so far.
+func runScaler(tr *ScalerTrace, grads []float64, update ScalerUpdateFunc) {
 	s := amp.NewGradScaler(true)
 	s.GrowthInterval = scalerRunInterval
 	for k, g := range grads {
@@ -121,5 +115,4 @@ func runScalerInto(tr *ScalerTrace, grads []float64, update ScalerUpdateFunc) Sc
 			break // a scale of 0, a negative one or ±Inf: nothing more to draw
 		}
 	}
-	return *tr
 }
