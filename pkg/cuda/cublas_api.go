@@ -13,7 +13,14 @@ const (
 	R32F  DataType = 0  // CUDA_R_32F
 	R16F  DataType = 2  // CUDA_R_16F
 	R16BF DataType = 14 // CUDA_R_16BF
+	// The OCP FP8 formats (tensor.E4M3, tensor.E5M2), one byte an element:
+	// cuBLASLt operands only (LtParams' AType and BType), on sm_89 and newer.
+	R8FE4M3 DataType = 28 // CUDA_R_8F_E4M3
+	R8FE5M2 DataType = 29 // CUDA_R_8F_E5M2
 )
+
+// FP8 reports whether t is one of the FP8 element types.
+func (t DataType) FP8() bool { return t == R8FE4M3 || t == R8FE5M2 }
 
 // ComputeType is a cublasComputeType_t: the precision products and sums
 // are computed in.

@@ -77,6 +77,8 @@ const (
 	ltDescBias      = 8
 	ltDescAux       = 11
 	ltDescAuxLD     = 12
+	ltDescAScale    = 17 // CUBLASLT_MATMUL_DESC_A_SCALE_POINTER
+	ltDescBScale    = 18 // CUBLASLT_MATMUL_DESC_B_SCALE_POINTER
 	ltDescBiasType  = 26 // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
 	ltPrefMaxWS     = 1
 	ltAlgoID        = 0 // CUBLASLT_ALGO_CONFIG_ID
@@ -139,6 +141,21 @@ func (h *LtHandle) Destroy() error {
 
 // LtParams describe D = epilogue(alpha·op(A)·op(B) + beta·C) in the same
 // column-major terms as Gemm; D has C's type and layout.
+//
+// FP8 operands (AType and BType R8FE4M3 or R8FE5M2) compute
+//
+//	D = epilogue(alpha·scaleA·scaleB·op(A)·op(B) + beta·C)
+//
+// with scaleA and scaleB fp32 scalars in device memory, given with each
+// run (LtArgs.AScale, BScale): the dequantisation factors, 1/s for an
+// operand cast as fp8(x·s). cuBLASLt's FP8 kernels on Hopper take only
+// the "TN" layout (TransA, not TransB: both operands K-major), fp32
+// compute and scale, and 16-byte rows: K and LDA, LDB multiples of 16, LDC
+// a multiple of 16 bytes of CType (Blackwell's are less strict; the Hopper
+// rules hold for every GPU here). NewMatmul refuses FP8 parameters outside
+// these rules, and an FP8 CType (an FP8 D needs a D scale, which
+// druto does not pass); a type combination the library has no kernel for
+// fails in its heuristic with NOT_SUPPORTED.
 type LtParams struct {
 	TransA, TransB      bool
 	M, N, K             int
@@ -184,6 +201,9 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 	}
 	if p.Epilogue.usesAux() && p.AuxLD < p.M {
 		return nil, fmt.Errorf("cuda: lt matmul: aux leading dimension %d below M=%d", p.AuxLD, p.M)
+	}
+	if err := p.validateFP8(); err != nil {
+		return nil, err
 	}
 	m := &LtMatmul{h: h, p: p}
 	api := h.l.api
@@ -269,6 +289,40 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 	return m, nil
 }
 
+// fp8 reports whether the matmul has FP8 operands.
+func (p *LtParams) fp8() bool { return p.AType.FP8() || p.BType.FP8() }
+
+// validateFP8 checks FP8 parameters against the rules of LtParams' comment
+// (cublasLtMatmul's FP8 requirements), so that a violation reads as what
+// it is rather than as a heuristic with no algorithm.
+func (p *LtParams) validateFP8() error {
+	if !p.fp8() && !p.CType.FP8() {
+		return nil
+	}
+	cBytes := 2
+	if p.CType == R32F {
+		cBytes = 4
+	}
+	var why string
+	switch {
+	case p.CType.FP8():
+		why = "an FP8 C/D type (it needs a D scale; not supported here)"
+	case !p.AType.FP8() || !p.BType.FP8():
+		why = fmt.Sprintf("one FP8 operand (types %d, %d): both must be FP8", p.AType, p.BType)
+	case !p.TransA || p.TransB:
+		why = fmt.Sprintf("transA=%v transB=%v: FP8 needs the TN layout (A transposed, B not)", p.TransA, p.TransB)
+	case p.Compute != Compute32F:
+		why = fmt.Sprintf("compute type %d: FP8 needs CUBLAS_COMPUTE_32F", p.Compute)
+	case p.K%16 != 0 || p.LDA%16 != 0 || p.LDB%16 != 0:
+		why = fmt.Sprintf("K=%d LDA=%d LDB=%d: FP8 needs multiples of 16", p.K, p.LDA, p.LDB)
+	case p.LDC*cBytes%16 != 0:
+		why = fmt.Sprintf("LDC=%d: FP8 needs 16-byte columns of C and D", p.LDC)
+	default:
+		return nil
+	}
+	return fmt.Errorf("cuda: lt matmul %dx%dx%d: %s", p.M, p.N, p.K, why)
+}
+
 // addSplitK appends the split-K variants of the first candidate that the
 // library accepts (see ltSplitKs); on the context's thread.
 func (m *LtMatmul) addSplitK(api ltAPI) {
@@ -334,10 +388,16 @@ func (m *LtMatmul) AlgoInfo(i int) string {
 
 // LtArgs are the operands of one run of an LtMatmul.
 type LtArgs struct {
-	Alpha, Beta    float32
-	A, B, C, D     DevicePtr // C may equal D; with Beta 0 C is not read
-	Bias           DevicePtr // for the bias epilogues
-	Aux            DevicePtr // for the AUX and gradient epilogues
+	Alpha, Beta float32
+	A, B, C, D  DevicePtr // C may equal D; with Beta 0 C is not read
+	Bias        DevicePtr // for the bias epilogues
+	Aux         DevicePtr // for the AUX and gradient epilogues
+	// AScale and BScale point to one fp32 each, the dequantisation factors
+	// of FP8 operands A and B (see LtParams); 0 means none (a factor of 1).
+	// They are per run, as Bias is, so that one configured matmul (one
+	// algorithm choice per shape) serves every layer's scales. Only FP8
+	// matmuls take them.
+	AScale, BScale DevicePtr
 	Workspace      DevicePtr
 	WorkspaceBytes uint64
 }
@@ -349,6 +409,9 @@ func (m *LtMatmul) Run(s *Stream, a LtArgs) error {
 	}
 	if m.p.Epilogue.usesAux() && a.Aux == 0 {
 		return errors.New("cuda: lt matmul: the epilogue needs an aux pointer")
+	}
+	if (a.AScale != 0 || a.BScale != 0) && !m.p.fp8() {
+		return errors.New("cuda: lt matmul: scale pointers are for FP8 operands")
 	}
 	if a.WorkspaceBytes < m.WorkspaceRequired {
 		return fmt.Errorf("cuda: lt matmul: the algorithm needs %d workspace bytes, got %d", m.WorkspaceRequired, a.WorkspaceBytes)
@@ -386,6 +449,17 @@ func (m *LtMatmul) run(api ltAPI, s *Stream, a LtArgs) error {
 		x := uint64(a.Aux)
 		if err := api.matmulDescSetAttribute(m.desc, ltDescAux, unsafe.Pointer(&x), 8); err != nil {
 			return err
+		}
+	}
+	if m.p.fp8() { // every run: a run without scales must not keep the last one's
+		for _, sc := range [...]struct {
+			attr int
+			p    DevicePtr
+		}{{ltDescAScale, a.AScale}, {ltDescBScale, a.BScale}} {
+			v := uint64(sc.p)
+			if err := api.matmulDescSetAttribute(m.desc, sc.attr, unsafe.Pointer(&v), 8); err != nil {
+				return err
+			}
 		}
 	}
 	alpha, beta := a.Alpha, a.Beta

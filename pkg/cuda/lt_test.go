@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -16,14 +17,32 @@ type fakeLt struct {
 	reject  map[uint64]bool // by algo[0]
 	attrs   map[int][]byte  // the last value of each descriptor attribute
 	ran     []uint64        // algo[0] of every matmul queued
+	desc    [2]int          // the compute and scale types of the last descriptor
+	layouts []fakeLayout    // every matrix layout created, in order
+	// scales holds the A and B scale pointers on the descriptor when each
+	// matmul was queued (zero: unset or null).
+	scales [][2]uint64
 }
 
-func (f *fakeLt) create() (uintptr, error)                                       { return 1, nil }
-func (f *fakeLt) destroy(uintptr) error                                          { return nil }
-func (f *fakeLt) version() uint64                                                { return 120000 }
-func (f *fakeLt) matmulDescCreate(int, int) (uintptr, error)                     { return 2, nil }
-func (f *fakeLt) matmulDescDestroy(uintptr) error                                { return nil }
-func (f *fakeLt) matrixLayoutCreate(int, uint64, uint64, int64) (uintptr, error) { return 3, nil }
+// fakeLayout is the arguments of one cublasLtMatrixLayoutCreate.
+type fakeLayout struct {
+	dtype      int
+	rows, cols uint64
+	ld         int64
+}
+
+func (f *fakeLt) create() (uintptr, error) { return 1, nil }
+func (f *fakeLt) destroy(uintptr) error    { return nil }
+func (f *fakeLt) version() uint64          { return 120000 }
+func (f *fakeLt) matmulDescCreate(compute, scale int) (uintptr, error) {
+	f.desc = [2]int{compute, scale}
+	return 2, nil
+}
+func (f *fakeLt) matmulDescDestroy(uintptr) error { return nil }
+func (f *fakeLt) matrixLayoutCreate(dtype int, rows, cols uint64, ld int64) (uintptr, error) {
+	f.layouts = append(f.layouts, fakeLayout{dtype, rows, cols, ld})
+	return 3, nil
+}
 func (f *fakeLt) matrixLayoutSetAttribute(uintptr, int, unsafe.Pointer, uintptr) error {
 	return nil
 }
@@ -79,6 +98,13 @@ func (f *fakeLt) matmul(_, _ uintptr, _ unsafe.Pointer, _ DevicePtr, _ uintptr, 
 		return Error{Call: "cublasLtMatmul", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED"}
 	}
 	f.ran = append(f.ran, algo[0])
+	var sc [2]uint64
+	for i, attr := range []int{ltDescAScale, ltDescBScale} {
+		if b := f.attrs[attr]; len(b) == 8 {
+			sc[i] = binary.LittleEndian.Uint64(b)
+		}
+	}
+	f.scales = append(f.scales, sc)
 	return nil
 }
 
@@ -187,5 +213,114 @@ func TestLtCandidates(t *testing.T) {
 	}
 	if m, err := h.NewMatmul(p); err != nil || m.Algos() != 3 { // algo 9, split in 2 and in 4
 		t.Fatalf("the variants again: %v", err)
+	}
+}
+
+// TestLtFP8: an FP8 matmul (the row-major out (N,OC) = a (N,C)·b (OC,C)ᵀ of
+// gpu.MatmulFP8: TN, A = b, B = a) creates its layouts with the FP8 types
+// and one-byte leading dimensions, an fp32 compute and scale type, and
+// sets both scale pointers on the descriptor before every run, nulls
+// included; FP8 parameters outside cuBLASLt's rules and scale pointers on
+// a non-FP8 matmul are refused.
+func TestLtFP8(t *testing.T) {
+	c, err := fakeContext(newFakeDriver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeLt{results: []ltHeuristic{{algo: [8]uint64{7}}}}
+	h := &LtHandle{l: &BLASLt{api: f}, c: c, h: 1}
+	const N, C, OC = 64, 768, 2304
+	p := LtParams{TransA: true, M: OC, N: N, K: C, AType: R8FE4M3, BType: R8FE5M2, CType: R16BF,
+		LDA: C, LDB: C, LDC: OC, Compute: Compute32F, MaxWorkspace: 32 << 20}
+	m, err := h.NewMatmul(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.desc != [2]int{int(Compute32F), int(R32F)} {
+		t.Errorf("descriptor compute/scale types %v, want %d, %d", f.desc, Compute32F, R32F)
+	}
+	want := []fakeLayout{{int(R8FE4M3), C, OC, C}, {int(R8FE5M2), C, N, C}, {int(R16BF), OC, N, OC}}
+	if len(f.layouts) != len(want) {
+		t.Fatalf("layouts %v, want %v", f.layouts, want)
+	}
+	for i := range want {
+		if f.layouts[i] != want[i] {
+			t.Errorf("layout %d: %+v, want %+v", i, f.layouts[i], want[i])
+		}
+	}
+	if b := f.attrs[ltDescTransA]; len(b) != 4 || b[0] != 1 {
+		t.Errorf("transA attribute %v, want 1", b)
+	}
+	if b := f.attrs[ltDescTransB]; len(b) != 4 || b[0] != 0 {
+		t.Errorf("transB attribute %v, want 0", b)
+	}
+	if f.attrs[ltDescAScale] != nil || f.attrs[ltDescBScale] != nil {
+		t.Error("scale pointers set before a run")
+	}
+	args := LtArgs{Alpha: 1, A: 0x100, B: 0x200, D: 0x300, AScale: 0x1000, BScale: 0x2000, Workspace: 0x600, WorkspaceBytes: 32 << 20}
+	if err := m.Run(s, args); err != nil {
+		t.Fatal(err)
+	}
+	args.AScale, args.BScale = 0x3000, 0
+	if err := m.Run(s, args); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.scales) != 2 || f.scales[0] != [2]uint64{0x1000, 0x2000} || f.scales[1] != [2]uint64{0x3000, 0} {
+		t.Errorf("scale pointers at each run %#x, want [0x1000 0x2000] then [0x3000 0]", f.scales)
+	}
+
+	// Refused: outside the FP8 rules, before any descriptor is made.
+	for _, c := range []struct {
+		name string
+		edit func(q *LtParams)
+	}{
+		{"NN", func(q *LtParams) { q.TransA, q.LDA = false, OC }},
+		{"TT", func(q *LtParams) { q.TransB, q.LDB = true, N }},
+		{"one FP8 operand", func(q *LtParams) { q.BType = R16BF }},
+		{"FP8 D", func(q *LtParams) { q.CType = R8FE4M3 }},
+		{"tf32 compute", func(q *LtParams) { q.Compute = Compute32FFastTF32 }},
+		{"K 24", func(q *LtParams) { q.K, q.LDA, q.LDB = 24, 24, 24 }},
+		{"LDA 776", func(q *LtParams) { q.LDA = C + 8 }},
+		{"LDC 2300", func(q *LtParams) { q.M, q.LDC = 2300, 2300 }},
+	} {
+		q := p
+		c.edit(&q)
+		f.layouts = nil
+		if _, err := h.NewMatmul(q); err == nil || len(f.layouts) != 0 {
+			t.Errorf("%s: %v, %d layouts made; want refused before any", c.name, err, len(f.layouts))
+		}
+	}
+	// fp32 C/D: 2302·4 bytes are not 16-byte columns, 2300·4 are.
+	q := p
+	q.CType, q.M, q.LDC = R32F, 2302, 2302
+	if _, err := h.NewMatmul(q); err == nil {
+		t.Error("fp32 D with LDC 2302 accepted")
+	}
+	q.M, q.LDC = 2300, 2300
+	if _, err := h.NewMatmul(q); err != nil {
+		t.Errorf("fp32 D: %v", err)
+	}
+
+	// A bf16 matmul sets no scale pointers and refuses them.
+	b := LtParams{TransA: true, M: OC, N: N, K: C, AType: R16BF, BType: R16BF, CType: R16BF,
+		LDA: C, LDB: C, LDC: OC, Compute: Compute32F, MaxWorkspace: 32 << 20}
+	f.attrs, f.scales = nil, nil
+	bm, err := h.NewMatmul(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bm.Run(s, LtArgs{Alpha: 1, A: 0x100, B: 0x200, D: 0x300, WorkspaceBytes: 32 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if f.attrs[ltDescAScale] != nil || f.attrs[ltDescBScale] != nil {
+		t.Error("a bf16 matmul set scale pointers")
+	}
+	if err := bm.Run(s, LtArgs{Alpha: 1, A: 0x100, B: 0x200, D: 0x300, AScale: 0x1000, WorkspaceBytes: 32 << 20}); err == nil {
+		t.Error("scale pointers on a bf16 matmul accepted")
 	}
 }

@@ -1,8 +1,8 @@
 package cpu
 
 // fp8.go: the CPU reference of an FP8 GEMM with per-tensor scales, as
-// cuBLASLt computes it on sm_89+ (issue 38; the GPU side is not written
-// yet, and its conformance cases will compare against MatmulFP8).
+// cuBLASLt computes it on sm_89+ (issue 38; pkg/device/gpu's MatmulFP8 is
+// the GPU side, and its TestGPUMatmulFP8 compares against MatmulFP8).
 //
 // cuBLASLt's FP8 matmul computes
 //

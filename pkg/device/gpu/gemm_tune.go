@@ -54,8 +54,11 @@ func (d *Device) tuning() bool {
 
 // dtBytes is the element size of a cuBLAS element type.
 func dtBytes(t cuda.DataType) uint64 {
-	if t == cuda.R32F {
+	switch {
+	case t == cuda.R32F:
 		return 4
+	case t.FP8():
+		return 1
 	}
 	return 2
 }

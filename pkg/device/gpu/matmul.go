@@ -102,11 +102,12 @@ func dataType(dt tensor.DType) (cuda.DataType, bool) {
 }
 
 // LtFallbacks lists, sorted, the cuBLASLt configurations that had no
-// algorithm and run the decomposed sequence instead, with cuBLASLt's reason.
+// algorithm and run the decomposed sequence instead, with cuBLASLt's reason
+// (not FP8 ones: MatmulFP8 has no other path and returns the error).
 func (d *Device) LtFallbacks() []string {
 	var out []string
 	for k, e := range d.lts {
-		if e.err != nil {
+		if e.err != nil && !k.p.AType.FP8() {
 			out = append(out, fmt.Sprintf("M=%d N=%d K=%d epilogue %d (fp32 bias %v): %v", k.p.M, k.p.N, k.p.K, k.p.Epilogue, k.p.BiasF32, e.err))
 		}
 	}
