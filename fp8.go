@@ -1,12 +1,12 @@
 package druto
 
 // fp8.go: whether FP8 training can run here (issue 38). FP8 GEMMs need
-// FP8 tensor cores, compute capability 8.9 (Ada) or newer; and druto's FP8
-// kernels (the scaled casts in the producing kernels, cuBLASLt's FP8
-// GEMMs) are not written yet, so for now --amp fp8 is refused on every
-// machine, with the reason that applies: the hardware where it lacks FP8,
-// "not yet implemented" where it has it. The next GPU session writes the
-// kernels and turns the second refusal into a run.
+// FP8 tensor cores, compute capability 8.9 (Ada) or newer. druto has the
+// FP8 pieces of the GPU (the cast with its transposed copy and amax, the
+// cuBLASLt FP8 GEMM, both sm_90) but not yet the FP8 training step that
+// uses them (the producing kernels emitting FP8, the scaler), so for now
+// --amp fp8 is refused on every machine, with the reason that applies: the
+// hardware where it lacks FP8, "not yet implemented" where it has it.
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func fp8Verdict(devs []Device, cpu bool) (hw bool, note string) {
 	case !amp.FP8Hardware(devs[0].Major, devs[0].Minor):
 		return false, fmt.Sprintf("no: %s; this is %s (%s)", fp8Needs, devs[0].Name, devs[0].Arch)
 	}
-	return true, fmt.Sprintf("%s (%s) has FP8 tensor cores (e4m3, e5m2), but druto's FP8 kernels are not written yet: --amp fp8 is refused (issue 38)",
+	return true, fmt.Sprintf("%s (%s) has FP8 tensor cores (e4m3, e5m2), but druto's FP8 training step is not written yet: --amp fp8 is refused (issue 38)",
 		devs[0].Name, devs[0].Arch)
 }
 
@@ -53,7 +53,7 @@ func fp8Refusal(devs []Device, cpu bool) error {
 	hw, _ := fp8Verdict(devs, cpu)
 	switch {
 	case hw:
-		return fmt.Errorf("--amp fp8 is not yet implemented on the GPU: %s (%s) has FP8 tensor cores, but druto's FP8 kernels (scaled casts, cuBLASLt FP8 GEMMs) are not written yet; use --amp bf16",
+		return fmt.Errorf("--amp fp8 is not yet implemented on the GPU: %s (%s) has FP8 tensor cores, but druto's FP8 training step (producers emitting FP8, the step around the FP8 GEMMs) is not written yet; use --amp bf16",
 			devs[0].Name, devs[0].Arch)
 	case cpu || len(devs) == 0:
 		this := "the CPU (no CUDA GPU found)"
