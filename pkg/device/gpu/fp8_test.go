@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -239,7 +238,7 @@ func TestGPUCastTransposeFP8(t *testing.T) {
 
 // BenchmarkGPUCastTransposeFP8 times cast_transpose_e4m3 at GPT-2 124M's
 // activation and MLP shapes (B·T = 8192 rows) for bf16 and f32 input with
-// CUDA events (3 warm-up runs, median of 20) and reports GB/s (read x,
+// CUDA events (cuda.Context.Median of 20) and reports GB/s (read x,
 // write q and qt) against a device-to-device copy of the same bytes read
 // and written, timed the same way in the same run.
 func BenchmarkGPUCastTransposeFP8(b *testing.B) {
@@ -251,41 +250,9 @@ func BenchmarkGPUCastTransposeFP8(b *testing.B) {
 	if major, minor := g.Capability(); major*10+minor < fp8MinArch {
 		testreq.Skip(b, "DRUTO_GPU_FEATURE_TESTS", "no FP8 conversion on %s (cast_transpose needs sm_90)", g.Name())
 	}
-	time1 := func(fn func() error) (float64, error) {
-		start, err := g.ctx.NewEvent()
-		if err != nil {
-			return 0, err
-		}
-		defer start.Destroy()
-		end, err := g.ctx.NewEvent()
-		if err != nil {
-			return 0, err
-		}
-		defer end.Destroy()
-		var ms []float64
-		for i := range 23 {
-			if err := start.Record(g.stream); err != nil {
-				return 0, err
-			}
-			if err := fn(); err != nil {
-				return 0, err
-			}
-			if err := end.Record(g.stream); err != nil {
-				return 0, err
-			}
-			if err := end.Synchronize(); err != nil {
-				return 0, err
-			}
-			el, err := cuda.Elapsed(start, end)
-			if err != nil {
-				return 0, err
-			}
-			if i >= 3 {
-				ms = append(ms, float64(el)/float64(time.Millisecond))
-			}
-		}
-		sort.Float64s(ms)
-		return ms[len(ms)/2], nil
+	time1 := func(fn func() error) (float64, error) { // ms, the median of 20 event-timed runs
+		d, err := g.ctx.Median(g.stream, 20, fn)
+		return float64(d) / float64(time.Millisecond), err
 	}
 	for _, dt := range []tensor.DType{tensor.BF16, tensor.F32} {
 		for _, sh := range [][2]int{{8192, 768}, {8192, 3072}} {
