@@ -1,8 +1,8 @@
 // decode.cu: generation over a key/value cache (pkg/device/gpu/decode.go,
 // the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
 //
-// druto:kernel encoder_at kv_append attention_decode attention_decode_combine sample_rows
-// druto:pdl encoder_at kv_append attention_decode attention_decode_combine sample_rows
+// druto:kernel encoder_at kv_append attention_decode attention_decode_combine sample_parts sample_rows
+// druto:pdl encoder_at kv_append attention_decode attention_decode_combine sample_parts sample_rows
 // druto:dtypes f32 bf16 f16
 //
 // encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
@@ -26,6 +26,16 @@
 // draw: the first kept id by id whose running sum of weights exceeds u
 // times their total (weights exp((l - max)/T) in double, as the CPU twin).
 // The row's state advances as SampleHead documents.
+// sample_parts spreads the passes over the vocabulary across the GPU: block
+// (p, b) scans ids [p·DEC_PART_IDS, (p+1)·DEC_PART_IDS) of row b for the
+// allowed ids' best key, their count, whether a logit is not finite and,
+// under a temperature, their weights' sum relative to the part's own best,
+// Σ exp((l - mx_p)/T). sample_rows, given those parts, takes the argmax
+// from them, and where no top-k or top-p cut applies draws without another
+// pass over the row: the total is Σ sum_p·exp((mx_p - max)/T), the part
+// where the running sum passes u times the total is found from the parts'
+// weights, and only that part's ids are walked. A top-k or top-p cut still
+// runs the exact bisections over the whole row in one block.
 
 #include "common.cuh"
 
@@ -36,6 +46,9 @@
 #define DEC_CHUNK 256 // cached positions a split of attention_decode scores (read by the launcher)
 // druto:block DEC_SAMPLE_BLOCK sample_rows
 #define DEC_SAMPLE_BLOCK 1024
+// druto:block DEC_PART_BLOCK sample_parts
+#define DEC_PART_BLOCK 256
+#define DEC_PART_IDS 2048 // ids a block of sample_parts scans (read by the launcher)
 #define DEC_NEG_INF __int_as_float(0xff800000) // -inf (NVRTC has no math.h for INFINITY)
 
 // The slots of a row's sampling state (device.Row*).
@@ -190,38 +203,19 @@ __device__ double dec_sum_d(double v, double* sh) {
 }
 __device__ int dec_sum_i(int v, double* sh) { return (int)dec_sum_d((double)v, sh); }
 
-// sample_rows: grid B, DEC_SAMPLE_BLOCK threads. logits (B,V) T, table
-// (NS,V), rows (B,ROW_LEN), ids (B).
-extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* __restrict__ ids,
-        const T* __restrict__ logits, const int* __restrict__ table, int* __restrict__ rows, int V, int NS,
-        float temperature, int topk, float topp) {
-    pdl_enter();
-    __shared__ double sh[DEC_SAMPLE_BLOCK / 32];
-    __shared__ unsigned long long best_sh[DEC_SAMPLE_BLOCK / 32];
-    __shared__ int bad_sh;
-    int b = blockIdx.x;
-    int* row = rows + (size_t)b * ROW_LEN;
-    int st = row[ROW_STATE], left = row[ROW_LEFT];
-    const T* l = logits + (size_t)b * V;
-    if (st < 0 || st >= NS) { // the host validates states; a bad one draws nothing
-        if (threadIdx.x == 0) ids[b] = -1;
-        return;
-    }
-    const int* tab = table + (size_t)st * V;
-    if (threadIdx.x == 0) bad_sh = 0;
-    __syncthreads();
-    // Argmax over the allowed tokens: (key, ~id) packed so that the largest
-    // is the largest logit with the smallest id.
-    unsigned long long best = 0;
-    int count = 0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        if (!dec_allowed(tab[i], left)) continue;
-        float v = load(l, i);
-        if (v - v != 0.f) bad_sh = 1;
-        unsigned long long k = ((unsigned long long)dec_key(v) << 32) | (unsigned)(0x7fffffff - i);
-        best = k > best ? k : best;
-        count++;
-    }
+// DecPart is sample_parts' result for one part of a row (32 bytes).
+struct DecPart {
+    unsigned long long best; // the largest (key, ~id) of the part's allowed ids, 0 if none
+    double sum;              // Σ exp((l - mx)/T) over them (temperature > 0), else 0
+    float mx;                // the logit of best
+    int count;               // allowed ids
+    int bad;                 // 1 if an allowed logit is not finite
+    int pad;
+};
+
+// dec_best_count reduces each thread's (best, count) over the block; every
+// thread gets both.
+__device__ void dec_best_count(unsigned long long& best, int& count, unsigned long long* best_sh, double* sh) {
     for (int off = 16; off > 0; off >>= 1) {
         unsigned long long o = __shfl_xor_sync(0xffffffffu, best, off);
         best = o > best ? o : best;
@@ -232,87 +226,211 @@ extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* 
     best = 0;
     for (int w = 0; w < warps; w++) best = best_sh[w] > best ? best_sh[w] : best;
     count = dec_sum_i(count, sh);
+}
+
+// sample_parts: grid (P, B), DEC_PART_BLOCK threads. parts (B,P), logits
+// (B,V) T, table (NS,V), rows (B,ROW_LEN).
+extern "C" __global__ void __launch_bounds__(DEC_PART_BLOCK) sample_parts(DecPart* __restrict__ parts,
+        const T* __restrict__ logits, const int* __restrict__ table, const int* __restrict__ rows, int V, int NS,
+        float temperature) {
+    pdl_enter();
+    __shared__ double sh[DEC_PART_BLOCK / 32];
+    __shared__ unsigned long long best_sh[DEC_PART_BLOCK / 32];
+    __shared__ int bad_sh;
+    int p = blockIdx.x, P = gridDim.x, b = blockIdx.y;
+    DecPart* out = parts + (size_t)b * P + p;
+    const int* row = rows + (size_t)b * ROW_LEN;
+    int st = row[ROW_STATE], left = row[ROW_LEFT];
+    if (st < 0 || st >= NS) { // sample_rows draws nothing for a bad state
+        if (threadIdx.x == 0) *out = DecPart{0, 0.0, 0.f, 0, 0, 0};
+        return;
+    }
+    const T* l = logits + (size_t)b * V;
+    const int* tab = table + (size_t)st * V;
+    int lo = p * DEC_PART_IDS, hi = min(V, lo + DEC_PART_IDS);
+    if (threadIdx.x == 0) bad_sh = 0;
+    __syncthreads();
+    unsigned long long best = 0;
+    int count = 0;
+    for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        if (!dec_allowed(tab[i], left)) continue;
+        float v = load(l, i);
+        if (v - v != 0.f) bad_sh = 1;
+        unsigned long long k = ((unsigned long long)dec_key(v) << 32) | (unsigned)(0x7fffffff - i);
+        best = k > best ? k : best;
+        count++;
+    }
+    dec_best_count(best, count, best_sh, sh);
+    int bad = bad_sh;
+    double sum = 0;
+    float mx = 0.f;
+    if (count > 0 && !bad) {
+        mx = load(l, 0x7fffffff - (int)(best & 0xffffffffu));
+        if (temperature > 0.f) {
+            double inv = 1.0 / (double)temperature;
+            for (int i = lo + threadIdx.x; i < hi; i += blockDim.x)
+                if (dec_allowed(tab[i], left)) sum += exp(((double)load(l, i) - (double)mx) * inv);
+            sum = dec_sum_d(sum, sh);
+        }
+    }
+    if (threadIdx.x == 0) *out = DecPart{best, sum, mx, count, bad, 0};
+}
+
+// dec_draw walks ids [lo, hi) in tiles of blockDim ids, weights
+// exp((l - mx)/T) of the allowed ids whose key is at least theta, from the
+// running sum run: a tile's sum first, and the one tile where the running
+// sum passes r is walked id by id. It returns the id where it passes r, or
+// -1 with last set to the last weighted id seen (rounding left r unreached).
+__device__ int dec_draw(const T* l, const int* tab, int left, int lo, int hi, unsigned theta, float mx, double inv,
+        double r, double run, double* scan, double* sh, int& last) {
+    int chosen = -1;
+    for (int base = lo; base < hi && chosen < 0; base += blockDim.x) {
+        int i = base + threadIdx.x;
+        double w = 0;
+        if (i < hi) {
+            float v = load(l, i);
+            if (dec_allowed(tab[i], left) && dec_key(v) >= theta) w = exp(((double)v - (double)mx) * inv);
+        }
+        double tile = dec_sum_d(w, sh);
+        if (tile == 0) continue;
+        scan[threadIdx.x] = w;
+        __syncthreads();
+        if (run + tile > r) { // walk this tile (every thread the same walk)
+            for (int k = 0; k < (int)blockDim.x && base + k < hi; k++) {
+                if (scan[k] == 0) continue;
+                last = base + k;
+                run += scan[k];
+                if (run > r) { chosen = base + k; break; }
+            }
+        } else {
+            for (int k = (int)blockDim.x - 1; k >= 0; k--)
+                if (base + k < hi && scan[k] != 0) { last = base + k; break; }
+            run += tile;
+        }
+        __syncthreads();
+    }
+    return chosen;
+}
+
+// sample_rows: grid B, DEC_SAMPLE_BLOCK threads. logits (B,V) T, table
+// (NS,V), rows (B,ROW_LEN), ids (B); parts (B,P) from sample_parts, or P = 0
+// (the whole row scanned here).
+extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* __restrict__ ids,
+        const T* __restrict__ logits, const int* __restrict__ table, int* __restrict__ rows, int V, int NS,
+        float temperature, int topk, float topp, const DecPart* __restrict__ parts, int P) {
+    pdl_enter();
+    __shared__ double sh[DEC_SAMPLE_BLOCK / 32];
+    __shared__ unsigned long long best_sh[DEC_SAMPLE_BLOCK / 32];
+    __shared__ double scan[DEC_SAMPLE_BLOCK];
+    __shared__ int bad_sh;
+    int b = blockIdx.x;
+    int* row = rows + (size_t)b * ROW_LEN;
+    int st = row[ROW_STATE], left = row[ROW_LEFT];
+    const T* l = logits + (size_t)b * V;
+    if (st < 0 || st >= NS) { // the host validates states; a bad one draws nothing
+        if (threadIdx.x == 0) ids[b] = -1;
+        return;
+    }
+    const int* tab = table + (size_t)st * V;
+    const DecPart* pr = parts + (size_t)b * P;
+    // Argmax over the allowed tokens: (key, ~id) packed so that the largest
+    // is the largest logit with the smallest id; from the parts when given.
+    unsigned long long best = 0;
+    int count = 0, bad = 0;
+    if (P > 0) {
+        for (int q = 0; q < P; q++) {
+            best = pr[q].best > best ? pr[q].best : best;
+            count += pr[q].count;
+            bad |= pr[q].bad;
+        }
+    } else {
+        if (threadIdx.x == 0) bad_sh = 0;
+        __syncthreads();
+        for (int i = threadIdx.x; i < V; i += blockDim.x) {
+            if (!dec_allowed(tab[i], left)) continue;
+            float v = load(l, i);
+            if (v - v != 0.f) bad_sh = 1;
+            unsigned long long k = ((unsigned long long)dec_key(v) << 32) | (unsigned)(0x7fffffff - i);
+            best = k > best ? k : best;
+            count++;
+        }
+        dec_best_count(best, count, best_sh, sh);
+        bad = bad_sh;
+    }
     int id;
-    if (bad_sh) id = -2;
+    if (bad) id = -2;
     else if (count == 0) id = -1;
     else {
         id = 0x7fffffff - (int)(best & 0xffffffffu);
         if (temperature > 0.f) {
             float mx = load(l, id);
             double inv = 1.0 / (double)temperature;
-            // Top-k: the largest key K with at least topk allowed logits at or above it.
-            unsigned kth = 0;
-            if (topk > 0 && topk < count) {
-                unsigned lo = 0, hi = 0xffffffffu; // count(>= lo) >= topk holds
-                while (lo < hi) {
-                    unsigned mid = lo + (hi - lo) / 2 + 1;
-                    int c = 0;
-                    for (int i = threadIdx.x; i < V; i += blockDim.x)
-                        if (dec_allowed(tab[i], left) && dec_key(load(l, i)) >= mid) c++;
-                    if (dec_sum_i(c, sh) >= topk) lo = mid; else hi = mid - 1;
+            unsigned long long seed = (unsigned)row[ROW_SEED_LO] | ((unsigned long long)(unsigned)row[ROW_SEED_HI] << 32);
+            double u = (double)dec_uniform(seed, (unsigned)row[ROW_STEP]);
+            bool cut = (topk > 0 && topk < count) || (topp > 0.f && topp < 1.f);
+            int chosen, last = -1;
+            if (P > 0 && !cut) {
+                // The total and the part the draw lands in from the parts'
+                // weights, then that part's ids walked.
+                double total = 0;
+                for (int q = 0; q < P; q++)
+                    if (pr[q].count > 0) total += pr[q].sum * exp(((double)pr[q].mx - (double)mx) * inv);
+                double r = u * total, run = 0, before = 0;
+                int q = 0, qlast = -1;
+                for (; q < P; q++) {
+                    double w = pr[q].count > 0 ? pr[q].sum * exp(((double)pr[q].mx - (double)mx) * inv) : 0;
+                    if (w == 0) continue;
+                    if (run + w > r) break;
+                    qlast = q, before = run;
+                    run += w;
                 }
-                kth = lo;
-            }
-            double total = 0;
-            for (int i = threadIdx.x; i < V; i += blockDim.x) {
-                float v = load(l, i);
-                if (dec_allowed(tab[i], left) && dec_key(v) >= kth) total += exp(((double)v - (double)mx) * inv);
-            }
-            total = dec_sum_d(total, sh);
-            // Top-p: the largest key θ >= kth whose kept weight reaches P of the total.
-            unsigned theta = kth;
-            if (topp > 0.f && topp < 1.f) {
-                unsigned lo = kth, hi = 0xffffffffu;
-                double need = (double)topp * total;
-                while (lo < hi) {
-                    unsigned mid = lo + (hi - lo) / 2 + 1;
-                    double c = 0;
-                    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-                        float v = load(l, i);
-                        if (dec_allowed(tab[i], left) && dec_key(v) >= mid) c += exp(((double)v - (double)mx) * inv);
+                if (q == P) q = qlast < 0 ? 0 : qlast, run = before; // rounding left r unreached: the last weighted part
+                chosen = dec_draw(l, tab, left, q * DEC_PART_IDS, min(V, (q + 1) * DEC_PART_IDS), 0u, mx, inv, r, run, scan, sh, last);
+            } else {
+                // Top-k: the largest key K with at least topk allowed logits at or above it.
+                unsigned kth = 0;
+                if (topk > 0 && topk < count) {
+                    unsigned lo = 0, hi = 0xffffffffu; // count(>= lo) >= topk holds
+                    while (lo < hi) {
+                        unsigned mid = lo + (hi - lo) / 2 + 1;
+                        int c = 0;
+                        for (int i = threadIdx.x; i < V; i += blockDim.x)
+                            if (dec_allowed(tab[i], left) && dec_key(load(l, i)) >= mid) c++;
+                        if (dec_sum_i(c, sh) >= topk) lo = mid; else hi = mid - 1;
                     }
-                    if (dec_sum_d(c, sh) >= need) lo = mid; else hi = mid - 1;
+                    kth = lo;
                 }
-                theta = lo;
-                total = 0;
+                double total = 0;
                 for (int i = threadIdx.x; i < V; i += blockDim.x) {
                     float v = load(l, i);
-                    if (dec_allowed(tab[i], left) && dec_key(v) >= theta) total += exp(((double)v - (double)mx) * inv);
+                    if (dec_allowed(tab[i], left) && dec_key(v) >= kth) total += exp(((double)v - (double)mx) * inv);
                 }
                 total = dec_sum_d(total, sh);
-            }
-            // The draw: the kept weights in id order, a tile of blockDim ids
-            // at a time: a tile's sum first, and the one tile where the
-            // running sum passes u·total is walked id by id.
-            unsigned long long seed = (unsigned)row[ROW_SEED_LO] | ((unsigned long long)(unsigned)row[ROW_SEED_HI] << 32);
-            double r = (double)dec_uniform(seed, (unsigned)row[ROW_STEP]) * total;
-            double run = 0;
-            int chosen = -1, last = -1;
-            __shared__ double scan[DEC_SAMPLE_BLOCK];
-            for (int base = 0; base < V && chosen < 0; base += blockDim.x) {
-                int i = base + threadIdx.x;
-                double w = 0;
-                if (i < V) {
-                    float v = load(l, i);
-                    if (dec_allowed(tab[i], left) && dec_key(v) >= theta) w = exp(((double)v - (double)mx) * inv);
-                }
-                double tile = dec_sum_d(w, sh);
-                if (tile == 0) continue;
-                scan[threadIdx.x] = w;
-                __syncthreads();
-                if (run + tile > r) { // walk this tile (every thread the same walk)
-                    for (int k = 0; k < (int)blockDim.x && base + k < V; k++) {
-                        if (scan[k] == 0) continue;
-                        last = base + k;
-                        run += scan[k];
-                        if (run > r) { chosen = base + k; break; }
+                // Top-p: the largest key θ >= kth whose kept weight reaches P of the total.
+                unsigned theta = kth;
+                if (topp > 0.f && topp < 1.f) {
+                    unsigned lo = kth, hi = 0xffffffffu;
+                    double need = (double)topp * total;
+                    while (lo < hi) {
+                        unsigned mid = lo + (hi - lo) / 2 + 1;
+                        double c = 0;
+                        for (int i = threadIdx.x; i < V; i += blockDim.x) {
+                            float v = load(l, i);
+                            if (dec_allowed(tab[i], left) && dec_key(v) >= mid) c += exp(((double)v - (double)mx) * inv);
+                        }
+                        if (dec_sum_d(c, sh) >= need) lo = mid; else hi = mid - 1;
                     }
-                } else {
-                    for (int k = (int)blockDim.x - 1; k >= 0; k--)
-                        if (base + k < V && scan[k] != 0) { last = base + k; break; }
-                    run += tile;
+                    theta = lo;
+                    total = 0;
+                    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+                        float v = load(l, i);
+                        if (dec_allowed(tab[i], left) && dec_key(v) >= theta) total += exp(((double)v - (double)mx) * inv);
+                    }
+                    total = dec_sum_d(total, sh);
                 }
-                __syncthreads();
+                // The draw: the first kept id by id whose running sum of
+                // weights exceeds u times their total.
+                chosen = dec_draw(l, tab, left, 0, V, theta, mx, inv, u * total, 0, scan, sh, last);
             }
             id = chosen >= 0 ? chosen : last;
         }

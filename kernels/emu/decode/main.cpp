@@ -94,7 +94,7 @@ static int sample_ref(const std::vector<float>& l, const int* st, int left, floa
     return last;
 }
 
-static void sample(int V, float temp, int topk, float topp, int seed) {
+static void sample(int V, float temp, int topk, float topp, int seed, bool with_parts) {
     const int B = 3, NS = 2;
     std::vector<float> logits(B * V);
     std::vector<int> table(NS * V), rows(B * ROW_LEN, 0), ids(B, -9);
@@ -107,7 +107,14 @@ static void sample(int V, float temp, int topk, float topp, int seed) {
         rows[b * ROW_LEN + ROW_SEED_LO] = seed * 7 + b;
     }
     std::vector<int> before = rows;
-    launch(B, 1, DEC_SAMPLE_BLOCK, [&] { sample_rows(ids.data(), logits.data(), table.data(), rows.data(), V, NS, temp, topk, topp); });
+    int P = 0;
+    std::vector<DecPart> parts;
+    if (with_parts) { // sample_parts first, as the launcher runs them
+        P = (V + DEC_PART_IDS - 1) / DEC_PART_IDS;
+        parts.resize(B * P);
+        launch(P, B, DEC_PART_BLOCK, [&] { sample_parts(parts.data(), logits.data(), table.data(), rows.data(), V, NS, temp); });
+    }
+    launch(B, 1, DEC_SAMPLE_BLOCK, [&] { sample_rows(ids.data(), logits.data(), table.data(), rows.data(), V, NS, temp, topk, topp, parts.data(), P); });
     for (int b = 0; b < B; b++) {
         const int* r = &before[b * ROW_LEN];
         unsigned long long sd = (unsigned)r[ROW_SEED_LO] | ((unsigned long long)(unsigned)r[ROW_SEED_HI] << 32);
@@ -118,7 +125,7 @@ static void sample(int V, float temp, int topk, float topp, int seed) {
         bool ok = ids[b] == want && rows[b * ROW_LEN + ROW_LEFT] == r[ROW_LEFT] - 1 && rows[b * ROW_LEN + ROW_STEP] == r[ROW_STEP] + 1 &&
                   (want < 0 || rows[b * ROW_LEN + ROW_STATE] == (st[want] & 0xff));
         fails += !ok;
-        printf("%s sample_rows V%d T%.1f K%d P%.2f row %d: id %d, reference %d\n", ok ? "OK  " : "FAIL", V, temp, topk, topp, b, ids[b], want);
+        printf("%s sample_rows%s V%d T%.1f K%d P%.2f row %d: id %d, reference %d\n", ok ? "OK  " : "FAIL", with_parts ? "+parts" : "", V, temp, topk, topp, b, ids[b], want);
     }
 }
 
@@ -126,13 +133,20 @@ int main() {
     attention(2, 128, 2, 600);
     attention(3, 48, 2, 5);
     attention(1, 64, 1, 1);
-    for (int seed = 1; seed <= 2; seed++) {
-        sample(3000, 0, 0, 0, seed);
-        sample(3000, 1, 0, 0, seed);
-        sample(3000, 0.7f, 40, 0, seed);
-        sample(3000, 1.3f, 0, 0.9f, seed);
-        sample(1000, 1, 5, 0.5f, seed);
-        sample(50, 1, 1, 0, seed);
+    for (int parts = 0; parts <= 1; parts++)
+        for (int seed = 1; seed <= 2; seed++) {
+            sample(3000, 0, 0, 0, seed, parts);
+            sample(3000, 1, 0, 0, seed, parts);
+            sample(3000, 0.7f, 40, 0, seed, parts);
+            sample(3000, 1.3f, 0, 0.9f, seed, parts);
+            sample(1000, 1, 5, 0.5f, seed, parts);
+            sample(50, 1, 1, 0, seed, parts);
+        }
+    // With parts: a vocabulary of several parts (GPT-2's), greedy and under
+    // temperatures, many seeds (the draw lands in every part).
+    for (int seed = 3; seed <= 14; seed++) {
+        sample(50304, seed % 3 == 0 ? 0.f : 0.5f + 0.1f * (seed % 9), 0, 0, seed, true);
+        sample(5000, 2.0f, 0, 0, seed, true);
     }
     // kv_append and encoder_at: exact placement.
     int B = 2, Tn = 3, C = 8, NH = 2, S = 6, hs = C / NH;

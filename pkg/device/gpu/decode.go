@@ -24,12 +24,17 @@ var (
 	decAttBlock    = kernels.MustBlock("decode.cu", "DEC_ATT_BLOCK")
 	decChunk       = kernels.MustBlock("decode.cu", "DEC_CHUNK")
 	decSampleBlock = kernels.MustBlock("decode.cu", "DEC_SAMPLE_BLOCK")
+	decPartBlock   = kernels.MustBlock("decode.cu", "DEC_PART_BLOCK")
+	decPartIDs     = kernels.MustDefine("decode.cu", "DEC_PART_IDS")
 )
+
+// decPartBytes is the size of kernels/decode.cu's DecPart.
+const decPartBytes = 32
 
 // DecodeKernels are the kernels of the decode ops: a failure to build them,
 // or their ops' self-test, turns generation's cache off on this device
 // (DisableDecode), never the GPU.
-var DecodeKernels = []string{"encoder_at", "kv_append", "attention_decode", "attention_decode_combine", "sample_rows"}
+var DecodeKernels = []string{"encoder_at", "kv_append", "attention_decode", "attention_decode_combine", "sample_parts", "sample_rows"}
 
 // DecodeReady returns nil when every decode kernel is built for the
 // device's float dtypes and the ops were not turned off.
@@ -124,8 +129,10 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 }
 
 // SampleHead: the logits by the LM head's GEMM into logits (x's dtype),
-// then sample_rows draws each row's token on the device and advances its
-// state; only ids need to come back to the host.
+// then sample_parts scans each row's vocabulary in parts of DEC_PART_IDS
+// ids across the GPU (argmax, counts, weight sums) and sample_rows draws
+// each row's token from them on the device and advances its state; only
+// ids need to come back to the host.
 // ids (B) I32, logits (B,V), x (B,C), wte (V,C), table (NS,V) I32, rows (B,RowLen) I32
 func (d *Device) SampleHead(ids, logits, x, wte, table, rows *tensor.Tensor, B, C, V, NS int, o device.Sampling) {
 	const op = "sample_rows"
@@ -133,7 +140,16 @@ func (d *Device) SampleHead(ids, logits, x, wte, table, rows *tensor.Tensor, B, 
 		!d.checkDT(op, x.DType, logits, wte) || B == 0 {
 		return
 	}
+	P := blocks(V, decPartIDs)
+	parts := d.scratch("decode.sample_parts", B*P*decPartBytes)
+	if parts == 0 {
+		return
+	}
 	d.Matmul(logits, nil, x, wte, nil, B, C, V, device.None)
+	if !d.launch("sample_parts", x.DType, cuda.Dim3{X: uint32(P), Y: uint32(B), Z: 1}, cuda.D1(decPartBlock), 0,
+		parts, d.ptr(logits), d.ptr(table), d.ptr(rows), V, NS, o.Temperature) {
+		return
+	}
 	d.launch(op, x.DType, cuda.D1(B), cuda.D1(decSampleBlock), 0,
-		d.ptr(ids), d.ptr(logits), d.ptr(table), d.ptr(rows), V, NS, o.Temperature, o.TopK, o.TopP)
+		d.ptr(ids), d.ptr(logits), d.ptr(table), d.ptr(rows), V, NS, o.Temperature, o.TopK, o.TopP, parts, P)
 }
