@@ -71,7 +71,8 @@ func TestLabsPaired(t *testing.T) {
 // code and one cell never end, two at a time: solutions pass every check;
 // student notebooks fail every check with feedback (in Bangla for the
 // Bangla ones) and no crash; the panicking and endless notebooks get their
-// rows, within the limits. An exercise a machine cannot grade (lab 5's
+// rows, within the limits; lab 3 run twice in one kernel passes both times.
+// An exercise a machine cannot grade (lab 5's
 // kernel without a GPU) is skipped with its line in the notebook's
 // language, in solution and student notebooks alike.
 func TestLabs(t *testing.T) {
@@ -103,6 +104,11 @@ func TestLabs(t *testing.T) {
 	if _, err := lab.Release(filepath.Join(dir, "labs", "solution"), filepath.Join(dir, "labs", "student")); err != nil {
 		t.Fatal(err)
 	}
+	// Lab 3's solution with its cells twice over, as a student who presses
+	// Run All again in the same kernel runs it: the second pass must pass
+	// every check again (lab 3's last cell imports labplot after the
+	// others, the case most likely to differ).
+	writeTwice(t, filepath.Join("labs", "en", "03-adamw.ipynb"), filepath.Join(dir, "labs", "solution-rerun", "en", "03-adamw.ipynb"))
 	// One notebook for what can break: a student's softmax that panics, a
 	// cross-entropy that never ends, a cell that panics and one that never
 	// ends.
@@ -130,8 +136,15 @@ func TestLabs(t *testing.T) {
 		t.Fatal(err, brokenErr)
 	}
 	t.Logf("graded %d notebooks in %.0f s", len(rows)+len(broken), took.Seconds())
-	if len(rows) != 2*2*len(labNames) || len(broken) != 1 {
-		t.Fatalf("%d and %d rows, want %d and 1", len(rows), len(broken), 2*2*len(labNames))
+	if len(rows) != 2*2*len(labNames)+1 || len(broken) != 1 {
+		t.Fatalf("%d and %d rows, want %d and 1", len(rows), len(broken), 2*2*len(labNames)+1)
+	}
+	maxOf := map[string]int{}
+	for _, r := range rows {
+		maxOf[r.Notebook] = r.Max
+	}
+	if once, twice := maxOf[filepath.Join("solution", "en", "03-adamw.ipynb")], maxOf[filepath.Join("solution-rerun", "en", "03-adamw.ipynb")]; once == 0 || twice != 2*once {
+		t.Errorf("lab 3 run twice in one kernel: %d points at most, want twice the %d of one run", twice, once)
 	}
 	broken[0].Notebook = "broken/" + broken[0].Notebook
 	rows = append(rows, broken...)
@@ -193,6 +206,22 @@ func writeFile(t *testing.T, path string, b []byte) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeTwice writes the notebook src with its cells twice over to dst.
+func writeTwice(t *testing.T, src, dst string) {
+	t.Helper()
+	var nb map[string]any
+	b, err := os.ReadFile(src)
+	if err != nil || json.Unmarshal(b, &nb) != nil {
+		t.Fatalf("%s: %v", src, err)
+	}
+	cells := nb["cells"].([]any)
+	nb["cells"] = append(cells, cells...)
+	if b, err = json.Marshal(nb); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dst, b)
 }
 
 // writeBroken writes lab 1's English solution with a softmax that
