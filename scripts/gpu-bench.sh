@@ -680,10 +680,13 @@ PY
     $B/druto tokenizer shard --out "$shard" --tokens "${FIT_TOKENS:-2000000}" 2>&1 || echo "token shard failed: $?"
     echo "## gpt2-124M: the FLOPs and memory of --recompute layer (dry run)"
     $B/druto train --backend gpu --dry-run "${g124[@]}" --recompute layer 2>&1 | grep -E 'total|recompute'
-    fitrun 124M-none "${g124[@]}" --seed 42 --recompute none
-    fitrun 124M-layer "${g124[@]}" --seed 42 --recompute layer
-    fitrun 124M-none-seed43 "${g124[@]}" --seed 43 --recompute none
-    fitrun 124M-bf16m "${g124[@]}" --seed 42 --recompute none --adam-state bf16 --until "$until"
+    # FIT124 picks the runs (default all four): none, layer, seed43 (the
+    # noise floor), bf16m (bf16 moments until BF16M_UNTIL).
+    local runs=" ${FIT124:-none layer seed43 bf16m} "
+    [[ $runs == *" none "* ]] && fitrun 124M-none "${g124[@]}" --seed 42 --recompute none
+    [[ $runs == *" layer "* ]] && fitrun 124M-layer "${g124[@]}" --seed 42 --recompute layer
+    [[ $runs == *" seed43 "* ]] && fitrun 124M-none-seed43 "${g124[@]}" --seed 43 --recompute none
+    [[ $runs == *" bf16m "* ]] && fitrun 124M-bf16m "${g124[@]}" --seed 42 --recompute none --adam-state bf16 --until "$until"
     ;; esac
   } > "$LOGS/fit.log" 2>&1
   fitsummary "$FITW" "$LOGS/fit.log" > "$LOGS/fit-summary.txt" 2>&1
