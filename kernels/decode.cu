@@ -213,6 +213,17 @@ struct DecPart {
     int pad;
 };
 
+// dec_part_set writes one part record (field by field: NVRTC's default
+// dialect takes no braced initialiser here).
+__device__ __forceinline__ void dec_part_set(DecPart* p, unsigned long long best, double sum, float mx, int count, int bad) {
+    p->best = best;
+    p->sum = sum;
+    p->mx = mx;
+    p->count = count;
+    p->bad = bad;
+    p->pad = 0;
+}
+
 // dec_best_count reduces each thread's (best, count) over the block; every
 // thread gets both.
 __device__ void dec_best_count(unsigned long long& best, int& count, unsigned long long* best_sh, double* sh) {
@@ -242,7 +253,7 @@ extern "C" __global__ void __launch_bounds__(DEC_PART_BLOCK) sample_parts(DecPar
     const int* row = rows + (size_t)b * ROW_LEN;
     int st = row[ROW_STATE], left = row[ROW_LEFT];
     if (st < 0 || st >= NS) { // sample_rows draws nothing for a bad state
-        if (threadIdx.x == 0) *out = DecPart{0, 0.0, 0.f, 0, 0, 0};
+        if (threadIdx.x == 0) dec_part_set(out, 0, 0.0, 0.f, 0, 0);
         return;
     }
     const T* l = logits + (size_t)b * V;
@@ -273,7 +284,7 @@ extern "C" __global__ void __launch_bounds__(DEC_PART_BLOCK) sample_parts(DecPar
             sum = dec_sum_d(sum, sh);
         }
     }
-    if (threadIdx.x == 0) *out = DecPart{best, sum, mx, count, bad, 0};
+    if (threadIdx.x == 0) dec_part_set(out, best, sum, mx, count, bad);
 }
 
 // dec_draw walks ids [lo, hi) in tiles of blockDim ids, weights
