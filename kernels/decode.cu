@@ -13,8 +13,9 @@
 // cached positions [0, pos[b]], the positions cut into splits of
 // DEC_CHUNK; block (split, b·NH+h) scores its chunk one warp a position
 // (the lanes read a key row together), takes the softmax's max and sum over
-// the chunk, and writes its unnormalised output and (max, sum) to the
-// partials; attention_decode_combine merges a pair's splits with the
+// the chunk, sums the value rows of its positions one warp a position (the
+// lanes over the channels), and writes its unnormalised output and (max,
+// sum) to the partials; attention_decode_combine merges a pair's splits with the
 // log-sum-exp rule and rounds once into out. The grid depends on S only, so
 // a graph replays it for any lengths.
 // sample_rows: device.SampleRow for each row of the logits, one block a row:
@@ -43,7 +44,8 @@
 #define DEC_BLOCK 256
 // druto:block DEC_ATT_BLOCK attention_decode attention_decode_combine
 #define DEC_ATT_BLOCK 128
-#define DEC_CHUNK 256 // cached positions a split of attention_decode scores (read by the launcher)
+#define DEC_CHUNK 64 // cached positions a split of attention_decode scores (read by the launcher)
+#define DEC_MAX_HEAD 256 // the largest head size attention_decode holds (q and the warps' sums in shared memory)
 // druto:block DEC_SAMPLE_BLOCK sample_rows
 #define DEC_SAMPLE_BLOCK 1024
 // druto:block DEC_PART_BLOCK sample_parts
@@ -89,13 +91,19 @@ extern "C" __global__ void __launch_bounds__(DEC_BLOCK) kv_append(T* __restrict_
 
 // attention_decode: grid (splits, B·NH), DEC_ATT_BLOCK threads; part_o
 // (B·NH, splits, hs) fp32, part_ml (B·NH, splits, 2) fp32 (max, sum).
+// Warp w scores positions lo+w, lo+w+warps, ... (the lanes over the head's
+// channels), and takes the same positions' value rows into its own
+// accumulators (lane l over channels l, l+32, ...), so every warp works on
+// both products; the warps' sums are then added in warp order
+// (deterministic).
 extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(float* __restrict__ part_o,
         float* __restrict__ part_ml, const T* __restrict__ qkv, const T* __restrict__ kc, const T* __restrict__ vc,
         const int* __restrict__ pos, int B, int C, int NH, int S) {
     pdl_enter();
-    __shared__ float q[256];           // hs <= 256
+    __shared__ float q[DEC_MAX_HEAD];
     __shared__ float p[DEC_CHUNK];
     __shared__ float red[DEC_ATT_BLOCK / 32];
+    __shared__ float pv[DEC_ATT_BLOCK / 32][DEC_MAX_HEAD];
     int split = blockIdx.x, splits = gridDim.x, bh = blockIdx.y;
     int b = bh / NH, h = bh % NH, hs = C / NH;
     int n = pos[b] + 1;
@@ -143,9 +151,25 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(flo
         pml[0] = m;
         pml[1] = t;
     }
+    // p·V: warp w over positions lo+w, lo+w+warps, ...; lane l holds
+    // channels l, l+32, ... (hs <= DEC_MAX_HEAD = 8·32).
+    float acc[DEC_MAX_HEAD / 32];
+#pragma unroll
+    for (int k = 0; k < DEC_MAX_HEAD / 32; k++) acc[k] = 0.f;
+    for (int j = lo + warp; j < hi; j += warps) {
+        float pj = p[j - lo];
+        const T* vr = vb + (size_t)j * hs;
+#pragma unroll
+        for (int k = 0; k < DEC_MAX_HEAD / 32; k++)
+            if (lane + 32 * k < hs) acc[k] += pj * load(vr, lane + 32 * k);
+    }
+#pragma unroll
+    for (int k = 0; k < DEC_MAX_HEAD / 32; k++)
+        if (lane + 32 * k < hs) pv[warp][lane + 32 * k] = acc[k];
+    __syncthreads();
     for (int d = threadIdx.x; d < hs; d += blockDim.x) {
         float o = 0.f;
-        for (int j = lo; j < hi; j++) o += p[j - lo] * load(vb, (size_t)j * hs + d);
+        for (int w = 0; w < warps; w++) o += pv[w][d];
         po[d] = o;
     }
 }
