@@ -339,14 +339,32 @@ func runTrain(args []string) error {
 	prog := newProgress(tr.StepsDone(), last)
 	start := time.Now()
 	var final train.Metric
+	// The peak is printed when the last step is reported, before the final
+	// checkpoint is written: a big model's write takes minutes, and a run
+	// stopped during it still says what memory its steps used.
+	peak, peaked := func() {}, false
+	if pm, ok := dev.(bench.PeakMemory); ok { // the GPU: its allocator's high-water mark
+		limit := ""
+		if memCap > 0 {
+			limit = fmt.Sprintf(" (%s caps it at %s)", device.MemoryCapEnv, train.GiB(memCap))
+		}
+		peak = func() { prog.note(fmt.Sprintf("druto: peak device memory %s%s", train.GiB(pm.MemoryPeak()), limit)) }
+	}
 	err = tr.Run(ctx, *until, func(m train.Metric) {
 		final = m
 		prog.update(m)
 		if m.Sample != "" {
 			prog.note("sample @" + fmt.Sprint(m.Step) + ":\n" + m.Sample)
 		}
+		if m.Step == last && !peaked {
+			peak()
+			peaked = true
+		}
 	})
 	prog.finish()
+	if err == nil && !peaked {
+		peak()
+	}
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("interrupted at step %d; checkpoint saved in %s, continue with --resume", tr.StepsDone(), *out)
 	}
@@ -363,13 +381,6 @@ func runTrain(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "druto: done, step %d loss %.4f%s in %s; %s\n",
 		final.Step, final.Loss, val, time.Since(start).Round(time.Millisecond), where)
-	if pm, ok := dev.(bench.PeakMemory); ok { // the GPU: its allocator's high-water mark
-		limit := ""
-		if memCap > 0 {
-			limit = fmt.Sprintf(" (%s caps it at %s)", device.MemoryCapEnv, train.GiB(memCap))
-		}
-		fmt.Fprintf(os.Stderr, "druto: peak device memory %s%s\n", train.GiB(pm.MemoryPeak()), limit)
-	}
 	return nil
 }
 
