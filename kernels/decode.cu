@@ -11,11 +11,10 @@
 // of the caches (B,NH,S,hs), one thread an element of k and of v.
 // attention_decode (flash-decoding): one query row a sequence against its
 // cached positions [0, pos[b]], the positions cut into splits of
-// DEC_CHUNK; block (split, b·NH+h) scores its chunk one warp a position
-// (the lanes read a key row together), takes the softmax's max and sum over
-// the chunk, sums the value rows of its positions one warp a position (the
-// lanes over the channels), and writes its unnormalised output and (max,
-// sum) to the partials; attention_decode_combine merges a pair's splits with the
+// DEC_CHUNK; block (split, b·NH+h) scores its chunk, takes the softmax's
+// max and sum over the chunk, sums the value rows of its positions (the
+// threads' layout is at the kernel), and writes its unnormalised output and
+// (max, sum) to the partials; attention_decode_combine merges a pair's splits with the
 // log-sum-exp rule and rounds once into out. The grid depends on S only, so
 // a graph replays it for any lengths.
 // sample_rows: device.SampleRow for each row of the logits, one block a row:
@@ -91,19 +90,124 @@ extern "C" __global__ void __launch_bounds__(DEC_BLOCK) kv_append(T* __restrict_
 
 // attention_decode: grid (splits, B·NH), DEC_ATT_BLOCK threads; part_o
 // (B·NH, splits, hs) fp32, part_ml (B·NH, splits, 2) fp32 (max, sum).
-// Warp w scores positions lo+w, lo+w+warps, ... (the lanes over the head's
-// channels), and takes the same positions' value rows into its own
-// accumulators (lane l over channels l, l+32, ...), so every warp works on
-// both products; the warps' sums are then added in warp order
-// (deterministic).
+// At batch 1 the kernel is bound by memory latency, not bandwidth: a block
+// reads 64 rows of 128 bytes each of K and V. So every load of a phase is
+// issued before any is used: a unit is a 16-byte vector of T (or one
+// element where the head's rows are not whole vectors), and
+//   - scores: DEC_ATT_BLOCK/DEC_CHUNK threads a position, each over every
+//     such unit of its key row (they are independent loads), the threads'
+//     sums added in thread order;
+//   - p·V: thread t holds unit t % U of the value rows of positions
+//     g, g+G, ... (g = t / U, G = DEC_ATT_BLOCK / U groups), the groups'
+//     sums then added in group order (deterministic).
+
+// dec_unit widens unit u of a cached row into v[0..W) (W = 16/sizeof(T):
+// a 16-byte vector; W = 1: one element). v holds 16/sizeof(T) floats
+// whatever W, so that the branch W does not take stays in bounds.
+template <int W>
+__device__ __forceinline__ void dec_unit(const T* row, int u, float* v) {
+    if (W == 1) {
+        v[0] = load(row, u);
+    } else {
+        unpack16(*reinterpret_cast<const uint4*>(row + (size_t)u * W), v);
+    }
+}
+
+template <int W>
+__device__ __forceinline__ void dec_attend(float* __restrict__ po, float* __restrict__ pml, const float* q, float* p,
+        float* sc, float* pv, float* red, const T* kb, const T* vb, int lo, int cnt, int hs) {
+    const int U = hs / W, TPP = DEC_ATT_BLOCK / DEC_CHUNK;
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32, warps = DEC_ATT_BLOCK / 32;
+    // Scores: thread t takes position t % DEC_CHUNK and the part t /
+    // DEC_CHUNK of its key row (TPP consecutive runs of units).
+    {
+        const int j = t % DEC_CHUNK, part = t / DEC_CHUNK, per = (U + TPP - 1) / TPP;
+        float s = 0.f;
+        if (j < cnt) {
+            const T* kr = kb + (size_t)(lo + j) * hs;
+            const int u1 = min(U, (part + 1) * per);
+#pragma unroll 8
+            for (int u = part * per; u < u1; u++) {
+                float kv[16 / sizeof(T)];
+                dec_unit<W>(kr, u, kv);
+#pragma unroll
+                for (int e = 0; e < W; e++) s += q[u * W + e] * kv[e];
+            }
+        }
+        sc[part * DEC_CHUNK + j] = s;
+    }
+    __syncthreads();
+    const float scale = rsqrtf((float)hs);
+    for (int j = t; j < cnt; j += DEC_ATT_BLOCK) {
+        float s = 0.f;
+        for (int k = 0; k < TPP; k++) s += sc[k * DEC_CHUNK + j];
+        p[j] = s * scale;
+    }
+    __syncthreads();
+    float m = DEC_NEG_INF;
+    for (int j = t; j < cnt; j += DEC_ATT_BLOCK) m = fmaxf(m, p[j]);
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < warps; w++) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float l = 0.f;
+    for (int j = t; j < cnt; j += DEC_ATT_BLOCK) {
+        float e = expf(p[j] - m);
+        p[j] = e;
+        l += e;
+    }
+    l = warp_sum(l);
+    if (lane == 0) red[warp] = l;
+    __syncthreads();
+    if (t == 0) {
+        float tot = 0.f;
+        for (int w = 0; w < warps; w++) tot += red[w];
+        pml[0] = m;
+        pml[1] = tot;
+    }
+    // p·V: G groups of U threads; the rest of the block (U not dividing
+    // DEC_ATT_BLOCK) idles. U > DEC_ATT_BLOCK (rows of more than 128
+    // elements that are not whole vectors): one group, units t, t+128, ...
+    const int G = U <= DEC_ATT_BLOCK ? DEC_ATT_BLOCK / U : 1;
+    const int g = t / (U <= DEC_ATT_BLOCK ? U : DEC_ATT_BLOCK);
+    if (g < G) {
+        for (int u = U <= DEC_ATT_BLOCK ? t % U : t; u < U; u += DEC_ATT_BLOCK) {
+            float acc[W];
+#pragma unroll
+            for (int e = 0; e < W; e++) acc[e] = 0.f;
+#pragma unroll 4
+            for (int j = g; j < cnt; j += G) {
+                float vv[16 / sizeof(T)];
+                dec_unit<W>(vb + (size_t)(lo + j) * hs, u, vv);
+                const float pj = p[j];
+#pragma unroll
+                for (int e = 0; e < W; e++) acc[e] += pj * vv[e];
+            }
+#pragma unroll
+            for (int e = 0; e < W; e++) pv[g * hs + u * W + e] = acc[e];
+        }
+    }
+    __syncthreads();
+    for (int d = t; d < hs; d += DEC_ATT_BLOCK) {
+        float o = 0.f;
+        for (int k = 0; k < G; k++) o += pv[k * hs + d];
+        po[d] = o;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(float* __restrict__ part_o,
         float* __restrict__ part_ml, const T* __restrict__ qkv, const T* __restrict__ kc, const T* __restrict__ vc,
         const int* __restrict__ pos, int B, int C, int NH, int S) {
     pdl_enter();
+    // pv holds G·hs floats: at most DEC_ATT_BLOCK·16/sizeof(T) (whole
+    // vectors) or DEC_MAX_HEAD (one group).
     __shared__ float q[DEC_MAX_HEAD];
     __shared__ float p[DEC_CHUNK];
+    __shared__ float sc[DEC_ATT_BLOCK];
     __shared__ float red[DEC_ATT_BLOCK / 32];
-    __shared__ float pv[DEC_ATT_BLOCK / 32][DEC_MAX_HEAD];
+    __shared__ float pv[DEC_ATT_BLOCK * 16 / sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / sizeof(T) : DEC_MAX_HEAD];
     int split = blockIdx.x, splits = gridDim.x, bh = blockIdx.y;
     int b = bh / NH, h = bh % NH, hs = C / NH;
     int n = pos[b] + 1;
@@ -117,60 +221,15 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(flo
     }
     for (int d = threadIdx.x; d < hs; d += blockDim.x) q[d] = load(qkv, (size_t)b * 3 * C + h * hs + d);
     __syncthreads();
-    float scale = rsqrtf((float)hs);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     const T* kb = kc + (size_t)bh * S * hs;
     const T* vb = vc + (size_t)bh * S * hs;
-    for (int j = lo + warp; j < hi; j += warps) {
-        float s = 0.f;
-        for (int d = lane; d < hs; d += 32) s += q[d] * load(kb, (size_t)j * hs + d);
-        s = warp_sum(s);
-        if (lane == 0) p[j - lo] = s * scale;
-    }
-    __syncthreads();
-    float m = DEC_NEG_INF;
-    for (int j = threadIdx.x; j < hi - lo; j += blockDim.x) m = fmaxf(m, p[j]);
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    m = red[0];
-    for (int w = 1; w < warps; w++) m = fmaxf(m, red[w]);
-    __syncthreads();
-    float l = 0.f;
-    for (int j = threadIdx.x; j < hi - lo; j += blockDim.x) {
-        float e = expf(p[j] - m);
-        p[j] = e;
-        l += e;
-    }
-    l = warp_sum(l);
-    if (lane == 0) red[warp] = l;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float t = 0.f;
-        for (int w = 0; w < warps; w++) t += red[w];
-        pml[0] = m;
-        pml[1] = t;
-    }
-    // p·V: warp w over positions lo+w, lo+w+warps, ...; lane l holds
-    // channels l, l+32, ... (hs <= DEC_MAX_HEAD = 8·32).
-    float acc[DEC_MAX_HEAD / 32];
-#pragma unroll
-    for (int k = 0; k < DEC_MAX_HEAD / 32; k++) acc[k] = 0.f;
-    for (int j = lo + warp; j < hi; j += warps) {
-        float pj = p[j - lo];
-        const T* vr = vb + (size_t)j * hs;
-#pragma unroll
-        for (int k = 0; k < DEC_MAX_HEAD / 32; k++)
-            if (lane + 32 * k < hs) acc[k] += pj * load(vr, lane + 32 * k);
-    }
-#pragma unroll
-    for (int k = 0; k < DEC_MAX_HEAD / 32; k++)
-        if (lane + 32 * k < hs) pv[warp][lane + 32 * k] = acc[k];
-    __syncthreads();
-    for (int d = threadIdx.x; d < hs; d += blockDim.x) {
-        float o = 0.f;
-        for (int w = 0; w < warps; w++) o += pv[w][d];
-        po[d] = o;
+    const int VE = 16 / (int)sizeof(T);
+    // Whole 16-byte vectors: rows of a multiple of VE elements from
+    // 16-byte aligned caches (every row then starts on a vector).
+    if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0) {
+        dec_attend<16 / sizeof(T)>(po, pml, q, p, sc, pv, red, kb, vb, lo, hi - lo, hs);
+    } else {
+        dec_attend<1>(po, pml, q, p, sc, pv, red, kb, vb, lo, hi - lo, hs);
     }
 }
 

@@ -133,6 +133,10 @@ int main() {
     attention(2, 128, 2, 600);
     attention(3, 48, 2, 5);
     attention(1, 64, 1, 1);
+    attention(2, 30, 2, 130);  // hs 15: rows that are not whole vectors (one element a unit)
+    attention(1, 512, 2, 70);  // hs 256 (DEC_MAX_HEAD): 64 vectors a row
+    attention(2, 768, 12, 300); // gpt2-124M's heads
+    attention(1, 20, 2, 9);    // hs 10, hs·4 bytes not a multiple of 16
     for (int parts = 0; parts <= 1; parts++)
         for (int seed = 1; seed <= 2; seed++) {
             sample(3000, 0, 0, 0, seed, parts);
