@@ -1,8 +1,8 @@
 // decode.cu: generation over a key/value cache (pkg/device/gpu/decode.go,
 // the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
 //
-// druto:kernel encoder_at kv_append attention_decode attention_decode_combine sample_parts sample_rows
-// druto:pdl encoder_at kv_append attention_decode attention_decode_combine sample_parts sample_rows
+// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows
+// druto:pdl encoder_at kv_append attention_decode sample_parts sample_rows
 // druto:dtypes f32 bf16 f16
 //
 // encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
@@ -14,9 +14,11 @@
 // DEC_CHUNK; block (split, b·NH+h) scores its chunk, takes the softmax's
 // max and sum over the chunk, sums the value rows of its positions (the
 // threads' layout is at the kernel), and writes its unnormalised output and
-// (max, sum) to the partials; attention_decode_combine merges a pair's splits with the
-// log-sum-exp rule and rounds once into out. The grid depends on S only, so
-// a graph replays it for any lengths.
+// (max, sum) to the partials; the last block of a pair (b, h) to finish
+// (a counter a pair, reset by that block) merges the pair's splits with the
+// log-sum-exp rule in split order and rounds once into out. Splits past
+// pos[b] return at once. The grid depends on S only, so a graph replays it
+// for any lengths.
 // sample_rows: device.SampleRow for each row of the logits, one block a row:
 // the allowed tokens' argmax (ties to the smallest id), then for a
 // temperature the top-k cut (the K-th largest allowed logit, found by
@@ -41,7 +43,7 @@
 
 // druto:block DEC_BLOCK encoder_at kv_append
 #define DEC_BLOCK 256
-// druto:block DEC_ATT_BLOCK attention_decode attention_decode_combine
+// druto:block DEC_ATT_BLOCK attention_decode
 #define DEC_ATT_BLOCK 128
 #define DEC_CHUNK 64 // cached positions a split of attention_decode scores (read by the launcher)
 #define DEC_MAX_HEAD 256 // the largest head size attention_decode holds (q and the warps' sums in shared memory)
@@ -126,7 +128,7 @@ __device__ __forceinline__ void dec_attend(float* __restrict__ po, float* __rest
         if (j < cnt) {
             const T* kr = kb + (size_t)(lo + j) * hs;
             const int u1 = min(U, (part + 1) * per);
-#pragma unroll 8
+#pragma unroll 4
             for (int u = part * per; u < u1; u++) {
                 float kv[16 / sizeof(T)];
                 dec_unit<W>(kr, u, kv);
@@ -177,7 +179,8 @@ __device__ __forceinline__ void dec_attend(float* __restrict__ po, float* __rest
             float acc[W];
 #pragma unroll
             for (int e = 0; e < W; e++) acc[e] = 0.f;
-#pragma unroll 4
+            // No unroll pragma: ptxas 11.8 spilled (sm_90, bf16 and f16)
+            // with one, and unrolls this loop by itself.
             for (int j = g; j < cnt; j += G) {
                 float vv[16 / sizeof(T)];
                 dec_unit<W>(vb + (size_t)(lo + j) * hs, u, vv);
@@ -197,9 +200,13 @@ __device__ __forceinline__ void dec_attend(float* __restrict__ po, float* __rest
     }
 }
 
-extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(float* __restrict__ part_o,
-        float* __restrict__ part_ml, const T* __restrict__ qkv, const T* __restrict__ kc, const T* __restrict__ vc,
-        const int* __restrict__ pos, int B, int C, int NH, int S) {
+// attention_decode: grid (splits, B·NH), DEC_ATT_BLOCK threads; out (B,C);
+// part_o (B·NH, splits, hs) and part_ml (B·NH, splits, 2) fp32 scratch;
+// done (B·NH) counters, zero before the first launch (each pair's last block
+// sets its counter back to zero).
+extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(T* __restrict__ out,
+        float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv,
+        const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
     pdl_enter();
     // pv holds G·hs floats: at most DEC_ATT_BLOCK·16/sizeof(T) (whole
     // vectors) or DEC_MAX_HEAD (one group).
@@ -208,17 +215,15 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(flo
     __shared__ float sc[DEC_ATT_BLOCK];
     __shared__ float red[DEC_ATT_BLOCK / 32];
     __shared__ float pv[DEC_ATT_BLOCK * 16 / sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / sizeof(T) : DEC_MAX_HEAD];
+    __shared__ int last;
     int split = blockIdx.x, splits = gridDim.x, bh = blockIdx.y;
     int b = bh / NH, h = bh % NH, hs = C / NH;
     int n = pos[b] + 1;
+    int active = (n + DEC_CHUNK - 1) / DEC_CHUNK; // the splits that hold positions
+    if (split >= active) return;
     int lo = split * DEC_CHUNK, hi = min(lo + DEC_CHUNK, n);
     float* po = part_o + ((size_t)bh * splits + split) * hs;
     float* pml = part_ml + ((size_t)bh * splits + split) * 2;
-    if (lo >= hi) { // nothing cached in this split
-        for (int d = threadIdx.x; d < hs; d += blockDim.x) po[d] = 0.f;
-        if (threadIdx.x == 0) { pml[0] = DEC_NEG_INF; pml[1] = 0.f; }
-        return;
-    }
     for (int d = threadIdx.x; d < hs; d += blockDim.x) q[d] = load(qkv, (size_t)b * 3 * C + h * hs + d);
     __syncthreads();
     const T* kb = kc + (size_t)bh * S * hs;
@@ -231,22 +236,27 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(flo
     } else {
         dec_attend<1>(po, pml, q, p, sc, pv, red, kb, vb, lo, hi - lo, hs);
     }
-}
-
-// attention_decode_combine: grid B·NH, DEC_ATT_BLOCK threads; out (B,C).
-extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode_combine(T* __restrict__ out,
-        const float* __restrict__ part_o, const float* __restrict__ part_ml, int C, int NH, int splits) {
-    pdl_enter();
-    int bh = blockIdx.x, b = bh / NH, h = bh % NH, hs = C / NH;
-    const float* ml = part_ml + (size_t)bh * splits * 2;
+    // The last block of the pair merges: every block makes its partials
+    // visible before it counts itself (the fence), and the last reads them
+    // past L1 (volatile).
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(done + bh, 1u) == (unsigned)active - 1;
+        if (last) done[bh] = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const volatile float* ml = part_ml + (size_t)bh * splits * 2;
+    const volatile float* pa = part_o + (size_t)bh * splits * hs;
     float M = DEC_NEG_INF;
-    for (int s = 0; s < splits; s++) M = fmaxf(M, ml[2 * s]);
+    for (int s = 0; s < active; s++) M = fmaxf(M, ml[2 * s]);
     float L = 0.f;
-    for (int s = 0; s < splits; s++) L += ml[2 * s + 1] > 0.f ? ml[2 * s + 1] * expf(ml[2 * s] - M) : 0.f;
+    for (int s = 0; s < active; s++) L += ml[2 * s + 1] * expf(ml[2 * s] - M);
     for (int d = threadIdx.x; d < hs; d += blockDim.x) {
         float o = 0.f;
-        for (int s = 0; s < splits; s++)
-            if (ml[2 * s + 1] > 0.f) o += part_o[((size_t)bh * splits + s) * hs + d] * expf(ml[2 * s] - M);
+        for (int s = 0; s < active; s++) o += pa[(size_t)s * hs + d] * expf(ml[2 * s] - M);
         store(out, (size_t)b * C + h * hs + d, o / L);
     }
 }

@@ -32,5 +32,7 @@ inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return
 void __syncthreads();
 float __shfl_xor_sync(unsigned, float, int);
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 using std::exp2f; using std::log2f; using std::fmaxf;
 inline int min(int a, int b) { return a < b ? a : b; }

@@ -34,7 +34,7 @@ const decPartBytes = 32
 // DecodeKernels are the kernels of the decode ops: a failure to build them,
 // or their ops' self-test, turns generation's cache off on this device
 // (DisableDecode), never the GPU.
-var DecodeKernels = []string{"encoder_at", "kv_append", "attention_decode", "attention_decode_combine", "sample_parts", "sample_rows"}
+var DecodeKernels = []string{"encoder_at", "kv_append", "attention_decode", "sample_parts", "sample_rows"}
 
 // DecodeReady returns nil when every decode kernel is built for the
 // device's float dtypes and the ops were not turned off.
@@ -116,16 +116,12 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 	hs := C / NH
 	po := d.scratch("decode.part_o", B*NH*splits*hs*4)
 	pml := d.scratch("decode.part_ml", B*NH*splits*2*4)
-	if po == 0 || pml == 0 {
+	done := d.zeroScratch("decode.done", B*NH*4)
+	if po == 0 || pml == 0 || done == 0 {
 		return
 	}
-	dt := qkv.DType
-	if !d.launch(op, dt, cuda.Dim3{X: uint32(splits), Y: uint32(B * NH), Z: 1}, cuda.D1(decAttBlock), 0,
-		po, pml, d.ptr(qkv), d.ptr(kc), d.ptr(vc), d.ptr(pos), B, C, NH, S) {
-		return
-	}
-	d.launch("attention_decode_combine", dt, cuda.D1(B*NH), cuda.D1(decAttBlock), 0,
-		d.ptr(out), po, pml, C, NH, splits)
+	d.launch(op, qkv.DType, cuda.Dim3{X: uint32(splits), Y: uint32(B * NH), Z: 1}, cuda.D1(decAttBlock), 0,
+		d.ptr(out), po, pml, done, d.ptr(qkv), d.ptr(kc), d.ptr(vc), d.ptr(pos), B, C, NH, S)
 }
 
 // SampleHead: the logits by the LM head's GEMM into logits (x's dtype),

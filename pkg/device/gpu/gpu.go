@@ -784,6 +784,21 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 	return p
 }
 
+// zeroScratch is scratch whose bytes are zero when it is made (a kernel's
+// counters, which the kernel returns to zero itself).
+func (d *Device) zeroScratch(name string, bytes int) cuda.DevicePtr {
+	s, ok := d.scratches[name]
+	fresh := !ok || s.bytes < max(bytes, 1)
+	p := d.scratch(name, bytes)
+	if p != 0 && fresh {
+		if err := d.memset(p, max(bytes, 1)); err != nil {
+			d.fail(fmt.Errorf("gpu: scratch %s: zero: %w", name, err))
+			return 0
+		}
+	}
+	return p
+}
+
 // do runs fn on the context's thread in one hop: batch many small driver
 // calls (launches, copies) inside it where their number matters.
 func (d *Device) do(fn func() error) {
