@@ -187,15 +187,6 @@ __device__ __forceinline__ void unpack16(uint4 u, float* v) {
     }
 }
 
-// dot16 is the fp32 dot product of the four floats of one 128-bit vector
-// of f32 with w[0..3], in element order, from the vector's words.
-#if DTYPE == DRUTO_F32
-__device__ __forceinline__ float dot16(uint4 u, const float* w) {
-    return w[0] * __uint_as_float(u.x) + w[1] * __uint_as_float(u.y) + w[2] * __uint_as_float(u.z) +
-           w[3] * __uint_as_float(u.w);
-}
-#endif
-
 // pack16 rounds the 16/sizeof(T) values v to T into one 128-bit vector: two
 // at a time on sm_80+ (cvt.rn.bf16x2/f16x2), else one by one.
 __device__ __forceinline__ uint4 pack16(const float* v) {

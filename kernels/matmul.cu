@@ -145,6 +145,15 @@ extern "C" __global__ void __launch_bounds__(CAST_BIAS_BLOCK)
     }
 }
 
+#if DTYPE == DRUTO_F32
+// dot44 is the fp32 dot product of two 128-bit vectors of four floats, in
+// element order (w.x·x.x + w.y·x.y + ...).
+__device__ __forceinline__ float dot44(uint4 w, uint4 x) {
+    return __uint_as_float(w.x) * __uint_as_float(x.x) + __uint_as_float(w.y) * __uint_as_float(x.y) +
+           __uint_as_float(w.z) * __uint_as_float(x.z) + __uint_as_float(w.w) * __uint_as_float(x.w);
+}
+#endif
+
 // out (N,OC) T, pre (N,OC) T (gelu only), inp (N,C) T, w (OC,C) T, bias (OC) T or null
 extern "C" __global__ void __launch_bounds__(ROWS_BLOCK) matmul_rows(T* __restrict__ out, T* __restrict__ pre,
         const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC,
@@ -163,27 +172,31 @@ extern "C" __global__ void __launch_bounds__(ROWS_BLOCK) matmul_rows(T* __restri
         const T* wr = w + (size_t)col * C;
         if (vec) {
             for (int k = lo + lane * VE; k < hi; k += 32 * VE) {
+#if DTYPE == DRUTO_F32
+                // f32 from the vectors' words, no array: NVRTC 13 kept a
+                // 16-byte array of the weights (and before it the union
+                // below) in local memory for f32.
+                const uint4 wu = *reinterpret_cast<const uint4*>(wr + k);
+#pragma unroll
+                for (int n = 0; n < ROWS_MAX; n++)
+                    if (n < N) acc[n] += dot44(wu, *reinterpret_cast<const uint4*>(inp + (size_t)n * C + k));
+#else
                 float wf[16 / sizeof(T)];
                 unpack16(*reinterpret_cast<const uint4*>(wr + k), wf);
 #pragma unroll
                 for (int n = 0; n < ROWS_MAX; n++) {
                     if (n < N) {
-#if DTYPE == DRUTO_F32
-                        // f32 from the vector's words: NVRTC 13 kept the
-                        // union below in local memory for f32.
-                        acc[n] += dot16(*reinterpret_cast<const uint4*>(inp + (size_t)n * C + k), wf);
-#else
-                        // 16-bit types through the union: dot16 made ptxas
-                        // (11.8, sm_90) spill for bf16.
+                        // 16-bit types through the union: a form without
+                        // it made ptxas (11.8, sm_90) spill for bf16.
                         vec16 xv;
                         xv.u = *reinterpret_cast<const uint4*>(inp + (size_t)n * C + k);
                         float s = 0.0f;
 #pragma unroll
                         for (int e = 0; e < VE; e++) s += wf[e] * to_f32(xv.e[e]);
                         acc[n] += s;
-#endif
                     }
                 }
+#endif
             }
         } else {
             for (int k = lo + lane; k < hi; k += 32) {
