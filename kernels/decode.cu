@@ -332,6 +332,28 @@ __device__ void dec_best_count(unsigned long long& best, int& count, unsigned lo
     count = dec_sum_i(count, sh);
 }
 
+// dec_scan reduces the allowed ids of ids [lo, hi) of a row to the block's
+// argmax and count: best packs (key, ~id), so that the largest is the
+// largest logit with the smallest id. It returns 1 if an allowed logit is
+// not finite (bad_sh: the caller's shared flag). Every thread gets all three.
+__device__ int dec_scan(const T* l, const int* tab, int left, int lo, int hi, unsigned long long& best, int& count,
+        int* bad_sh, unsigned long long* best_sh, double* sh) {
+    if (threadIdx.x == 0) *bad_sh = 0;
+    __syncthreads();
+    best = 0;
+    count = 0;
+    for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        if (!dec_allowed(tab[i], left)) continue;
+        float v = load(l, i);
+        if (v - v != 0.f) *bad_sh = 1;
+        unsigned long long k = ((unsigned long long)dec_key(v) << 32) | (unsigned)(0x7fffffff - i);
+        best = k > best ? k : best;
+        count++;
+    }
+    dec_best_count(best, count, best_sh, sh); // its barriers also publish bad_sh
+    return *bad_sh;
+}
+
 // sample_parts: grid (P, B), DEC_PART_BLOCK threads. parts (B,P), logits
 // (B,V) T, table (NS,V), rows (B,ROW_LEN).
 extern "C" __global__ void __launch_bounds__(DEC_PART_BLOCK) sample_parts(DecPart* __restrict__ parts,
@@ -352,20 +374,9 @@ extern "C" __global__ void __launch_bounds__(DEC_PART_BLOCK) sample_parts(DecPar
     const T* l = logits + (size_t)b * V;
     const int* tab = table + (size_t)st * V;
     int lo = p * DEC_PART_IDS, hi = min(V, lo + DEC_PART_IDS);
-    if (threadIdx.x == 0) bad_sh = 0;
-    __syncthreads();
-    unsigned long long best = 0;
-    int count = 0;
-    for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-        if (!dec_allowed(tab[i], left)) continue;
-        float v = load(l, i);
-        if (v - v != 0.f) bad_sh = 1;
-        unsigned long long k = ((unsigned long long)dec_key(v) << 32) | (unsigned)(0x7fffffff - i);
-        best = k > best ? k : best;
-        count++;
-    }
-    dec_best_count(best, count, best_sh, sh);
-    int bad = bad_sh;
+    unsigned long long best;
+    int count;
+    int bad = dec_scan(l, tab, left, lo, hi, best, count, &bad_sh, best_sh, sh);
     double sum = 0;
     float mx = 0.f;
     if (count > 0 && !bad) {
@@ -448,18 +459,7 @@ extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* 
             bad |= pr[q].bad;
         }
     } else {
-        if (threadIdx.x == 0) bad_sh = 0;
-        __syncthreads();
-        for (int i = threadIdx.x; i < V; i += blockDim.x) {
-            if (!dec_allowed(tab[i], left)) continue;
-            float v = load(l, i);
-            if (v - v != 0.f) bad_sh = 1;
-            unsigned long long k = ((unsigned long long)dec_key(v) << 32) | (unsigned)(0x7fffffff - i);
-            best = k > best ? k : best;
-            count++;
-        }
-        dec_best_count(best, count, best_sh, sh);
-        bad = bad_sh;
+        bad = dec_scan(l, tab, left, 0, V, best, count, &bad_sh, best_sh, sh);
     }
     int id;
     if (bad) id = -2;

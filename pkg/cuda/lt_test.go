@@ -108,6 +108,22 @@ func (f *fakeLt) matmul(_, _ uintptr, _ unsafe.Pointer, _ DevicePtr, _ uintptr, 
 	return nil
 }
 
+// fakeLtHandle is a cuBLASLt handle over f on a fake driver's context, and
+// a stream of it; the context closes when the test ends.
+func fakeLtHandle(t *testing.T, f *fakeLt) (*LtHandle, *Stream) {
+	t.Helper()
+	c, err := fakeContext(newFakeDriver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &LtHandle{l: &BLASLt{api: f}, c: c, h: 1}, s
+}
+
 func TestLtHeuristicSize(t *testing.T) {
 	if n := unsafe.Sizeof(ltHeuristic{}); n != 96 {
 		t.Fatalf("ltHeuristic is %d bytes; cublasLtMatmulHeuristicResult_t is 96", n)
@@ -118,15 +134,6 @@ func TestLtHeuristicSize(t *testing.T) {
 // the workspace, in order; Run falls through rejected candidates until one
 // runs, then stays on it; UseAlgo picks one; BiasF32 sets the bias type.
 func TestLtCandidates(t *testing.T) {
-	c, err := fakeContext(newFakeDriver())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := &fakeLt{
 		results: []ltHeuristic{
 			{algo: [8]uint64{1}, workspace: 64 << 20}, // too much workspace
@@ -137,7 +144,7 @@ func TestLtCandidates(t *testing.T) {
 		},
 		reject: map[uint64]bool{3: true},
 	}
-	h := &LtHandle{l: &BLASLt{api: f}, c: c, h: 1}
+	h, s := fakeLtHandle(t, f)
 	p := LtParams{TransA: true, M: 8, N: 16, K: 8192, AType: R16BF, BType: R16BF, CType: R16BF, LDA: 8192, LDB: 8192, LDC: 8,
 		Compute: Compute32F, Epilogue: EpilogueDGELUBGrad, AuxLD: 8, MaxWorkspace: 32 << 20, BiasF32: true}
 	m, err := h.NewMatmul(p)
@@ -223,17 +230,8 @@ func TestLtCandidates(t *testing.T) {
 // included; FP8 parameters outside cuBLASLt's rules and scale pointers on
 // a non-FP8 matmul are refused.
 func TestLtFP8(t *testing.T) {
-	c, err := fakeContext(newFakeDriver())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := &fakeLt{results: []ltHeuristic{{algo: [8]uint64{7}}}}
-	h := &LtHandle{l: &BLASLt{api: f}, c: c, h: 1}
+	h, s := fakeLtHandle(t, f)
 	const N, C, OC = 64, 768, 2304
 	p := LtParams{TransA: true, M: OC, N: N, K: C, AType: R8FE4M3, BType: R8FE5M2, CType: R16BF,
 		LDA: C, LDB: C, LDC: OC, Compute: Compute32F, MaxWorkspace: 32 << 20}

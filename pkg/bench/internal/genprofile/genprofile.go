@@ -106,46 +106,46 @@ type descriptor struct {
 // deviceMethods returns the methods of the Device interface in
 // declaration order.
 func deviceMethods(f *ast.File) ([]*ast.Field, error) {
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.TYPE {
+	for _, s := range specs(f, token.TYPE) {
+		ts := s.(*ast.TypeSpec)
+		if ts.Name.Name != "Device" {
 			continue
 		}
-		for _, s := range g.Specs {
-			ts := s.(*ast.TypeSpec)
-			if ts.Name.Name != "Device" {
-				continue
-			}
-			it, ok := ts.Type.(*ast.InterfaceType)
-			if !ok {
-				return nil, fmt.Errorf("genprofile: device.Device is not an interface")
-			}
-			var ms []*ast.Field
-			for _, m := range it.Methods.List {
-				if _, ok := m.Type.(*ast.FuncType); ok && len(m.Names) == 1 {
-					ms = append(ms, m)
-				}
-			}
-			return ms, nil
+		it, ok := ts.Type.(*ast.InterfaceType)
+		if !ok {
+			return nil, fmt.Errorf("genprofile: device.Device is not an interface")
 		}
+		var ms []*ast.Field
+		for _, m := range it.Methods.List {
+			if _, ok := m.Type.(*ast.FuncType); ok && len(m.Names) == 1 {
+				ms = append(ms, m)
+			}
+		}
+		return ms, nil
 	}
 	return nil, fmt.Errorf("genprofile: no Device interface")
+}
+
+// specs returns the specs of f's top-level declarations of kind tok
+// (token.TYPE, token.VAR), in order.
+func specs(f *ast.File, tok token.Token) []ast.Spec {
+	var out []ast.Spec
+	for _, d := range f.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == tok {
+			out = append(out, g.Specs...)
+		}
+	}
+	return out
 }
 
 // descriptors reads the Ops table's fields by their Op name.
 func descriptors(f *ast.File) (map[string]descriptor, error) {
 	var lit *ast.CompositeLit
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.VAR {
-			continue
-		}
-		for _, s := range g.Specs {
-			vs := s.(*ast.ValueSpec)
-			for i, n := range vs.Names {
-				if n.Name == "Ops" && i < len(vs.Values) {
-					lit, _ = vs.Values[i].(*ast.CompositeLit)
-				}
+	for _, s := range specs(f, token.VAR) {
+		vs := s.(*ast.ValueSpec)
+		for i, n := range vs.Names {
+			if n.Name == "Ops" && i < len(vs.Values) {
+				lit, _ = vs.Values[i].(*ast.CompositeLit)
 			}
 		}
 	}
@@ -219,16 +219,10 @@ func paramName(e ast.Expr) string {
 // (Activation): a size argument of such a type goes into the sizes as int(x).
 func integerTypes(f *ast.File) map[string]bool {
 	out := map[string]bool{}
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.TYPE {
-			continue
-		}
-		for _, s := range g.Specs {
-			ts := s.(*ast.TypeSpec)
-			if id, ok := ts.Type.(*ast.Ident); ok && ts.Assign == 0 && isInteger(id.Name) {
-				out[ts.Name.Name] = true
-			}
+	for _, s := range specs(f, token.TYPE) {
+		ts := s.(*ast.TypeSpec)
+		if id, ok := ts.Type.(*ast.Ident); ok && ts.Assign == 0 && isInteger(id.Name) {
+			out[ts.Name.Name] = true
 		}
 	}
 	return out
