@@ -237,15 +237,7 @@ func fakeDNNHandle(t *testing.T, f *fakeDNN) (*DNNHandle, *Stream) {
 func fakeDNNHandleDriver(t *testing.T, f *fakeDNN) (*DNNHandle, *Stream, *fakeDriver) {
 	t.Helper()
 	drv := newFakeDriver()
-	c, err := fakeContext(drv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := fakeStream(t, drv)
 	l, err := newDNN(f, LibInfo{Name: "cudnn"})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"sync"
 	"syscall"
+	"testing"
 	"unsafe"
 )
 
@@ -232,4 +233,19 @@ func fakeContext(f *fakeDriver) (*Context, error) {
 		return nil, err
 	}
 	return d.NewContext(0)
+}
+
+// fakeStream is a stream of a context on f, closed when the test ends.
+func fakeStream(t *testing.T, f *fakeDriver) (*Context, *Stream) {
+	t.Helper()
+	c, err := fakeContext(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
 }

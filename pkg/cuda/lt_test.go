@@ -112,15 +112,7 @@ func (f *fakeLt) matmul(_, _ uintptr, _ unsafe.Pointer, _ DevicePtr, _ uintptr, 
 // a stream of it; the context closes when the test ends.
 func fakeLtHandle(t *testing.T, f *fakeLt) (*LtHandle, *Stream) {
 	t.Helper()
-	c, err := fakeContext(newFakeDriver())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := fakeStream(t, newFakeDriver())
 	return &LtHandle{l: &BLASLt{api: f}, c: c, h: 1}, s
 }
 
