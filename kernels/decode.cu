@@ -204,7 +204,10 @@ __device__ __forceinline__ void dec_attend(float* __restrict__ po, float* __rest
 // part_o (B·NH, splits, hs) and part_ml (B·NH, splits, 2) fp32 scratch;
 // done (B·NH) counters, zero before the first launch (each pair's last block
 // sets its counter back to zero).
-extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK) attention_decode(T* __restrict__ out,
+// The launch bounds' 8 blocks an SM (at most 64 registers a thread) keep
+// ptxas from its default target: NVRTC (11.8 and 13) gave attention_decode
+// 40 registers and an 8-byte stack of spilled addresses without it.
+extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 8) attention_decode(T* __restrict__ out,
         float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv,
         const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
     pdl_enter();

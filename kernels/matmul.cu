@@ -155,7 +155,10 @@ __device__ __forceinline__ float dot44(uint4 w, uint4 x) {
 #endif
 
 // out (N,OC) T, pre (N,OC) T (gelu only), inp (N,C) T, w (OC,C) T, bias (OC) T or null
-extern "C" __global__ void __launch_bounds__(ROWS_BLOCK) matmul_rows(T* __restrict__ out, T* __restrict__ pre,
+// 4 blocks an SM (at most 64 registers a thread): without a minimum NVRTC
+// 13 gave matmul_rows/f32 48 registers and 16 bytes of local memory
+// (TestGPUBuildAndCache); NVRTC 11.8 gives it 56 registers and no stack.
+extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows(T* __restrict__ out, T* __restrict__ pre,
         const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC,
         int gelu, int ks, int vec) {
     pdl_enter();
