@@ -241,15 +241,38 @@ func directives(src []byte) (kernels []string, dtypes []DType, archs map[DType]i
 }
 
 // PDLKernels returns the kernels a source's "// druto:pdl NAME..." lines
-// name: those whose body begins with pdl_enter() (TestPDLKernelsWait).
+// name, whose body begins with pdl_enter(), and those its
+// "// druto:pdl-weights NAME:PARAM,..." lines name, which read only the
+// named pointer parameters (weights no kernel of a decode step writes)
+// before pdl_enter() (TestPDLKernelsWait).
 func PDLKernels(src []byte) map[string]bool {
 	out := map[string]bool{}
+	for k := range PDLWeights(src) {
+		out[k] = true
+	}
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "// druto:pdl "); ok {
 			for _, k := range strings.Fields(rest) {
 				out[k] = true
+			}
+		}
+	}
+	return out
+}
+
+// PDLWeights returns, for each kernel a "// druto:pdl-weights" line names,
+// the pointer parameters it may read before pdl_enter().
+func PDLWeights(src []byte) map[string][]string {
+	out := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(src))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "// druto:pdl-weights "); ok {
+			for _, f := range strings.Fields(rest) {
+				k, params, _ := strings.Cut(f, ":")
+				out[k] = append(out[k], strings.Split(params, ",")...)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -215,16 +216,27 @@ func TestPDLKernelsWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := string(src)
+		weights := PDLWeights(src)
 		for k := range PDLKernels(src) {
 			n++
 			if !declared[f+":"+k] {
 				t.Errorf("%s: druto:pdl names %s, which no druto:kernel line declares", f, k)
 				continue
 			}
-			if !beginsWithPDL(text, k) {
+			if w, ok := weights[k]; ok {
+				if bad := readsBeforePDL(text, k, w); bad != "" {
+					t.Errorf("%s: %s is on the druto:pdl-weights line with %v, but %s", f, k, w, bad)
+				}
+			} else if !beginsWithPDL(text, k) {
 				t.Errorf("%s: %s is on the druto:pdl line but does not begin with pdl_enter();", f, k)
 			}
 		}
+	}
+	early := "extern \"C\" __global__ void k2(float* __restrict__ out, const float* __restrict__ w, const float* x, int n) {\n" +
+		"    float a = w[threadIdx.x];\n    pdl_enter();\n    out[0] = a + x[0];\n}\n"
+	if readsBeforePDL(early, "k2", []string{"w"}) != "" || readsBeforePDL(strings.Replace(early, "w[threadIdx.x]", "x[threadIdx.x]", 1), "k2", []string{"w"}) == "" ||
+		readsBeforePDL(strings.Replace(early, "    pdl_enter();\n", "", 1), "k2", []string{"w"}) == "" {
+		t.Error("readsBeforePDL does not tell a kernel that reads only its weights before pdl_enter() from one that reads more")
 	}
 	late := "extern \"C\" __global__ void k1(float* p) {\n    p[0] = 1;\n    pdl_enter();\n}\n"
 	if beginsWithPDL(late, "k1") || !beginsWithPDL(strings.Replace(late, "p[0] = 1;\n    pdl_enter();", "pdl_enter();", 1), "k1") {
@@ -238,6 +250,32 @@ func TestPDLKernelsWait(t *testing.T) {
 			t.Errorf("%s: Variant.PDL is false", v)
 		}
 	}
+}
+
+// readsBeforePDL returns "" when kernel k's body calls pdl_enter() and the
+// code before that names no pointer parameter of k but those of allowed,
+// else what is wrong.
+func readsBeforePDL(src, k string, allowed []string) string {
+	m := regexp.MustCompile(`__global__ void(?: __launch_bounds__\([^)]*\))?\s+` + k + `\(([^{;]*)\)\s*\{`).FindStringSubmatchIndex(src)
+	if m == nil {
+		return "its definition was not found"
+	}
+	params, body := src[m[2]:m[3]], src[m[1]:]
+	before, _, found := strings.Cut(body, "pdl_enter();")
+	if !found {
+		return "it does not call pdl_enter()"
+	}
+	for _, p := range strings.Split(params, ",") {
+		if !strings.Contains(p, "*") {
+			continue
+		}
+		f := strings.Fields(strings.NewReplacer("*", " ").Replace(p))
+		name := f[len(f)-1]
+		if !slices.Contains(allowed, name) && regexp.MustCompile(`(^|[^.\w])`+name+`\b`).MatchString(before) {
+			return "it uses " + name + " before pdl_enter()"
+		}
+	}
+	return ""
 }
 
 // beginsWithPDL reports whether kernel k's body in src starts with

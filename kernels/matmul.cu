@@ -2,7 +2,8 @@
 // (pkg/device/gpu/matmul.go).
 //
 // druto:kernel matmul_bias_grad add_f32 cast_bias_grad matmul_rows
-// druto:pdl matmul_bias_grad add_f32 cast_bias_grad matmul_rows
+// druto:pdl matmul_bias_grad add_f32 cast_bias_grad
+// druto:pdl-weights matmul_rows:w
 // druto:dtypes f32 bf16 f16
 //
 // matmul_bias_grad: dbias[oc] += Σ_n dout[n,oc], fp32 sums, deterministic:
@@ -42,6 +43,16 @@
 // their sums are added in warp order: deterministic, no atomics. The bias
 // is added to the fp32 sum; under GELU pre gets the sum and out gelu of the
 // fp32 sum, each rounded once (the CPU reference's fused epilogue).
+// A lane issues the loads of ROWS_U vectors of its part of the row before
+// using any of them (GPT-2's rows are one such batch: 768 16-bit values a
+// row, or 3 vectors a lane; 384 fp32 values a warp at ks 2), so a whole
+// wave's share of W is in flight at once instead of one vector a warp;
+// summed in k order as before (the same sums, bit for bit). The first batch
+// is loaded before pdl_enter() (the druto:pdl-weights line): W is a
+// weight, which no kernel of a decode step writes, so its loads overlap the
+// kernel before this one when launched as a programmatic dependent launch.
+// Only W may be read before pdl_enter (TestPDLKernelsWait): matmul_rows
+// must not follow, on its stream, a kernel that writes its W.
 // grid ceil(OC / (ROWS_BLOCK/32/ks)), ROWS_BLOCK threads; vec: C a multiple
 // of 16/sizeof(T) and inp, W 16-byte aligned (else scalar loads).
 
@@ -58,6 +69,7 @@
 // druto:block ROWS_BLOCK matmul_rows
 #define ROWS_BLOCK 256
 #define ROWS_MAX 8 // the most rows matmul_rows takes (read by the launcher)
+#define ROWS_U 4   // the 16-byte vectors of W a lane loads before using them (read by the launcher)
 
 // dbias (OC) F32, dout (N,OC) T
 extern "C" __global__ void matmul_bias_grad(float* __restrict__ dbias, const T* __restrict__ dout, int N, int OC) {
@@ -161,45 +173,65 @@ __device__ __forceinline__ float dot44(uint4 w, uint4 x) {
 extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows(T* __restrict__ out, T* __restrict__ pre,
         const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC,
         int gelu, int ks, int vec) {
-    pdl_enter();
-    __shared__ float red[ROWS_BLOCK / 32][ROWS_MAX];
     const int VE = 16 / (int)sizeof(T); // elements of a 16-byte vector
+    const int STRIDE = 32 * VE;         // a warp's elements per vector load
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int col = blockIdx.x * (ROWS_BLOCK / 32 / ks) + warp / ks, part = warp % ks;
+    const int chunk = ((C + ks - 1) / ks + VE - 1) / VE * VE;
+    const int lo = part * chunk, hi = min(C, lo + chunk);
+    const T* wr = w + (size_t)min(col, OC - 1) * C;
+    // W only, before waiting on the previous kernel: this lane's first batch.
+    uint4 wv[ROWS_U];
+    int k = lo + lane * VE;
+    if (vec && col < OC) {
+#pragma unroll
+        for (int u = 0; u < ROWS_U; u++)
+            if (k + u * STRIDE < hi) wv[u] = *reinterpret_cast<const uint4*>(wr + k + u * STRIDE);
+    }
+    pdl_enter();
+    __shared__ float red[ROWS_BLOCK / 32][ROWS_MAX];
     float acc[ROWS_MAX];
 #pragma unroll
     for (int n = 0; n < ROWS_MAX; n++) acc[n] = 0.0f;
     if (col < OC) {
-        const int chunk = ((C + ks - 1) / ks + VE - 1) / VE * VE;
-        const int lo = part * chunk, hi = min(C, lo + chunk);
-        const T* wr = w + (size_t)col * C;
         if (vec) {
-            for (int k = lo + lane * VE; k < hi; k += 32 * VE) {
+            for (;;) {
+#pragma unroll
+                for (int u = 0; u < ROWS_U; u++) {
+                    const int kk = k + u * STRIDE;
+                    if (kk < hi) {
 #if DTYPE == DRUTO_F32
-                // f32 from the vectors' words, no array: NVRTC 13 kept a
-                // 16-byte array of the weights (and before it the union
-                // below) in local memory for f32.
-                const uint4 wu = *reinterpret_cast<const uint4*>(wr + k);
+                        // f32 from the vectors' words, no array: NVRTC 13
+                        // kept a 16-byte array of the weights (and before it
+                        // a union) in local memory for f32.
 #pragma unroll
-                for (int n = 0; n < ROWS_MAX; n++)
-                    if (n < N) acc[n] += dot44(wu, *reinterpret_cast<const uint4*>(inp + (size_t)n * C + k));
+                        for (int n = 0; n < ROWS_MAX; n++)
+                            if (n < N) acc[n] += dot44(wv[u], *reinterpret_cast<const uint4*>(inp + (size_t)n * C + kk));
 #else
-                float wf[16 / sizeof(T)];
-                unpack16(*reinterpret_cast<const uint4*>(wr + k), wf);
+                        float wf[16 / sizeof(T)];
+                        unpack16(wv[u], wf);
 #pragma unroll
-                for (int n = 0; n < ROWS_MAX; n++) {
-                    if (n < N) {
-                        // 16-bit types through the union: a form without
-                        // it made ptxas (11.8, sm_90) spill for bf16.
-                        vec16 xv;
-                        xv.u = *reinterpret_cast<const uint4*>(inp + (size_t)n * C + k);
-                        float s = 0.0f;
+                        for (int n = 0; n < ROWS_MAX; n++) {
+                            if (n < N) {
+                                // 16-bit types through the union: a form
+                                // without it made ptxas (11.8, sm_90) spill
+                                // for bf16.
+                                vec16 xv;
+                                xv.u = *reinterpret_cast<const uint4*>(inp + (size_t)n * C + kk);
+                                float s = 0.0f;
 #pragma unroll
-                        for (int e = 0; e < VE; e++) s += wf[e] * to_f32(xv.e[e]);
-                        acc[n] += s;
+                                for (int e = 0; e < VE; e++) s += wf[e] * to_f32(xv.e[e]);
+                                acc[n] += s;
+                            }
+                        }
+#endif
                     }
                 }
-#endif
+                k += ROWS_U * STRIDE;
+                if (k >= hi) break;
+#pragma unroll
+                for (int u = 0; u < ROWS_U; u++)
+                    if (k + u * STRIDE < hi) wv[u] = *reinterpret_cast<const uint4*>(wr + k + u * STRIDE);
             }
         } else {
             for (int k = lo + lane; k < hi; k += 32) {

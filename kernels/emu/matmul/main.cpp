@@ -64,6 +64,7 @@ int main() {
         rows(1, 768, 40, ks, 1, 0, 1);
         rows(3, 3072, 17, ks, 1, 0, 1);
         rows(8, 768, 33, ks, 1, 1, 1);
+        rows(2, 1600, 9, ks, 1, 1, 1); // gpt2-xl: a lane's part ends inside a batch of ROWS_U vectors
     }
     rows(5, 768, 24, 2, 0, 1, 1);          // the scalar path
     rows(2, 8 * VE + 3, 9, 1, 0, 0, 0);    // C not a multiple of a vector

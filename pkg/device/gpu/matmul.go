@@ -303,13 +303,16 @@ func (d *Device) matmulLt(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC i
 // matmulRows runs the fused form over at most rowsMax rows (a decode
 // step's) as matmul.cu's matmul_rows: a pass over the weights with every
 // SM busy, where a GEMM would leave most of them idle (see matmul.cu).
-// ks, the warps sharing an output column, grows until about four warps a
-// column are in flight per SM slot (OC·ks against 4·rowsBlock/32 per SM),
-// keeping a warp's chunk of C at least 256 elements.
+// ks, the warps sharing an output column, doubles while the doubled grid
+// still fits one wave (4 blocks of rowsBlock threads an SM: the kernel's
+// launch bounds) and a warp's chunk of C stays at least 256 elements: a
+// lane loads up to ROWS_U vectors at once, so a wave with one warp a row
+// (gpt2-124M's qkv and MLP) already has its whole share of W in flight,
+// and a second, partial wave would add a memory latency.
 func (d *Device) matmulRows(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
 	warps := rowsBlock / 32
 	ks := 1
-	for ks < warps && OC*ks < 4*warps*d.sms() && C/(2*ks) >= 256 {
+	for ks < warps && OC*2*ks <= 4*warps*d.sms() && C/(2*ks) >= 256 {
 		ks *= 2
 	}
 	vec := 0
