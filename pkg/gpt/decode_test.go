@@ -273,3 +273,91 @@ func TestKVCacheNextGraph(t *testing.T) {
 		t.Errorf("%d captures and %d launches, want 2 and 9", rd.captures, rd.launches)
 	}
 }
+
+// batchDev is the CPU device with device.Batcher: it counts the hand-offs
+// and records a Batch inside another.
+type batchDev struct {
+	*cpu.Device
+	batches int
+	depth   int
+	nested  bool
+}
+
+func (d *batchDev) Batch(fn func() error) error {
+	d.batches++
+	d.depth++
+	defer func() { d.depth-- }()
+	if d.depth > 1 {
+		d.nested = true
+	}
+	return fn()
+}
+
+// TestKVCacheBatches: on a device with device.Batcher, each of Prefill,
+// Sample, Step and Next is one hand-off (the GPU's per-op hops were most of
+// a token's host time), never one inside another, and draws what it draws
+// without one.
+func TestKVCacheBatches(t *testing.T) {
+	run := func(dev device.Device) ([][]int32, int) {
+		m, err := New(dev, decodeConfig, amp.FP32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.Init(4); err != nil {
+			t.Fatal(err)
+		}
+		c, err := m.NewKVCache(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		calls := 0
+		for b, p := range [][]int32{{1, 2, 3}, {9}} {
+			if err := c.Prefill(b, p); err != nil {
+				t.Fatal(err)
+			}
+			calls++
+		}
+		rows := make([]int32, 2*device.RowLen)
+		rows[device.RowLeft], rows[device.RowLen+device.RowLeft] = 100, 100
+		if err := c.SetRows(rows); err != nil {
+			t.Fatal(err)
+		}
+		o := device.Sampling{Temperature: 1, TopK: 10}
+		var out [][]int32
+		for i := range 5 {
+			var ids []int32
+			var err error
+			switch i {
+			case 0:
+				ids, err = c.Sample(o)
+				calls++
+			case 2:
+				if err = c.Step(nil); err == nil {
+					ids, err = c.Sample(o)
+				}
+				calls += 2
+			default:
+				ids, err = c.Next(o)
+				calls++
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ids)
+		}
+		return out, calls
+	}
+	want, _ := run(cpu.New(device.Options{Fused: true, Threads: 2}))
+	bd := &batchDev{Device: cpu.New(device.Options{Fused: true, Threads: 2})}
+	got, calls := run(bd)
+	if bd.batches != calls || bd.nested {
+		t.Errorf("%d hand-offs (nested: %v) for %d cache calls; want one each, none nested", bd.batches, bd.nested, calls)
+	}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("token %d: %v with Batch, %v without", i, got[i], want[i])
+		}
+	}
+}
