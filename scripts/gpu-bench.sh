@@ -51,6 +51,15 @@
 #             same checkpoint greedy against PyTorch's ids, and
 #             DEV=cuda DTYPE=bf16 torch_sample_bench.py beside it
 #             (the gpt2-124M checkpoint: one CPU training step made here)
+#   decode    decode.log: where a decode token's time goes (issue 34):
+#             BenchmarkGPUDecodeGraph (gpt2-124M bf16, B 1 and 64: a token
+#             by Next, the graph launched and waited for, the graph replayed
+#             back to back), BenchmarkGPUDecodeOps (each op alone), and
+#             druto bench --sample (bf16, B 1 and 64, random weights) in
+#             ROUNDS (default 2) rounds, alternating with the binary BASE
+#             (default build/gpu/old/druto, a previous revision's druto
+#             carried beside this one; left out where it is missing).
+#             ~90 s, plus ~35 s a round with BASE
 #   fit       fit.log, fit-summary.txt: issue 42's H200 must-shows in one
 #             call (~520 s of device time at the defaults, most of a 600 s
 #             call; not in the default list): druto detect's self-test of
@@ -521,6 +530,25 @@ losscurve() {
   } > "$LOGS/losscurve.log" 2>&1
 }
 
+decode() {
+  local base=${BASE:-$B/old/druto} r v bin
+  {
+    stamp
+    (cd pkg/gpt && timeout 90 "$ROOT/$B/gpt.test" -test.run '^$' -test.bench BenchmarkGPUDecodeGraph -test.benchtime 128x)
+    (cd pkg/device/gpu && timeout 90 "$ROOT/$B/device-gpu.test" -test.run '^$' -test.bench BenchmarkGPUDecodeOps -test.benchtime 20x)
+    [ -x "$base" ] || echo "## no BASE binary ($base): druto bench --sample of this revision only"
+    for r in $(seq "${ROUNDS:-2}"); do
+      for v in new base; do
+        bin=$B/druto
+        if [ $v = base ]; then [ -x "$base" ] || continue; bin=$base; fi
+        echo "## round $r: $v ($bin)"
+        timeout 90 $bin bench --sample --backend gpu --configs gpt2-124M:1x16,gpt2-124M:64x16 --modes fused+bf16 --tokens 256 \
+          --json "$LOGS/decode-$v-$r.json" || echo "bench --sample failed: $?"
+      done
+    done
+  } > "$LOGS/decode.log" 2>&1
+}
+
 hubcheck() {
   { stamp; python3 scripts/hf_hub_check.py --druto $B/druto; echo "hubcheck exit $?"; } > "$LOGS/hubcheck.log" 2>&1
 }
@@ -705,4 +733,5 @@ for f in "$LOGS"/tests.log "$LOGS"/sanitize.log; do [ -f "$f" ] && { echo "== $(
 [ -f "$LOGS/bench.log" ] && grep -E 'ms/step|skipping|fall' "$LOGS/bench.log" | head -40
 [ -f "$LOGS/compare.log" ] && grep -E -A12 '^side +mode|^compare .* rc=|^floor rc=' "$LOGS/compare.log"
 [ -f "$LOGS/losscurve.log" ] && grep -E 'final|within|: [0-9.]+ s$' "$LOGS/losscurve.log"
+[ -f "$LOGS/decode.log" ] && grep -E 'µs/token|add up|^## round|fused\+bf16' "$LOGS/decode.log"
 exit 0

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -342,13 +343,15 @@ func runTrain(args []string) error {
 	// The peak is printed when the last step is reported, before the final
 	// checkpoint is written: a big model's write takes minutes, and a run
 	// stopped during it still says what memory its steps used.
-	peak, peaked := func() {}, false
-	if pm, ok := dev.(bench.PeakMemory); ok { // the GPU: its allocator's high-water mark
-		limit := ""
-		if memCap > 0 {
-			limit = fmt.Sprintf(" (%s caps it at %s)", device.MemoryCapEnv, train.GiB(memCap))
+	var peaked sync.Once
+	peak := func() {
+		if pm, ok := dev.(bench.PeakMemory); ok { // the GPU: its allocator's high-water mark
+			limit := ""
+			if memCap > 0 {
+				limit = fmt.Sprintf(" (%s caps it at %s)", device.MemoryCapEnv, train.GiB(memCap))
+			}
+			prog.note(fmt.Sprintf("druto: peak device memory %s%s", train.GiB(pm.MemoryPeak()), limit))
 		}
-		peak = func() { prog.note(fmt.Sprintf("druto: peak device memory %s%s", train.GiB(pm.MemoryPeak()), limit)) }
 	}
 	err = tr.Run(ctx, *until, func(m train.Metric) {
 		final = m
@@ -356,14 +359,13 @@ func runTrain(args []string) error {
 		if m.Sample != "" {
 			prog.note("sample @" + fmt.Sprint(m.Step) + ":\n" + m.Sample)
 		}
-		if m.Step == last && !peaked {
-			peak()
-			peaked = true
+		if m.Step == last {
+			peaked.Do(peak)
 		}
 	})
 	prog.finish()
-	if err == nil && !peaked {
-		peak()
+	if err == nil {
+		peaked.Do(peak)
 	}
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("interrupted at step %d; checkpoint saved in %s, continue with --resume", tr.StepsDone(), *out)

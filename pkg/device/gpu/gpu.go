@@ -750,19 +750,26 @@ func (d *Device) checkDT(op string, dt tensor.DType, ts ...*tensor.Tensor) bool 
 // the stream may still use the old contents: one stream orders it. It
 // returns 0 after recording an error.
 func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
+	p, _ := d.scratchFresh(name, bytes)
+	return p
+}
+
+// scratchFresh is scratch, also reporting whether this call allocated the
+// buffer (its contents are then undefined).
+func (d *Device) scratchFresh(name string, bytes int) (cuda.DevicePtr, bool) {
 	if launchHook != nil {
-		return hookAddr
+		return hookAddr, false
 	}
 	if bytes <= 0 {
 		bytes = 1
 	}
 	s, ok := d.scratches[name]
 	if ok && s.bytes >= bytes {
-		return s.ptr
+		return s.ptr, false
 	}
 	if d.capturing {
 		d.fail(fmt.Errorf("gpu: scratch %s needs %d bytes during graph capture (run the step once before capturing)", name, bytes))
-		return 0
+		return 0, false
 	}
 	pool := d.ctx.Pool()
 	if ok {
@@ -770,7 +777,7 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 		// user of the recycled block, so freeing it to the pool is safe.
 		if err := pool.Free(s.ptr); err != nil {
 			d.fail(fmt.Errorf("gpu: scratch %s: %w", name, err))
-			return 0
+			return 0, false
 		}
 		delete(d.scratches, name)
 		d.moves++
@@ -778,18 +785,16 @@ func (d *Device) scratch(name string, bytes int) cuda.DevicePtr {
 	p, err := pool.Alloc(uint64(bytes))
 	if err != nil {
 		d.fail(fmt.Errorf("gpu: scratch %s of %d bytes: %w", name, bytes, err))
-		return 0
+		return 0, false
 	}
 	d.scratches[name] = scratchBuf{ptr: p, bytes: bytes}
-	return p
+	return p, true
 }
 
 // zeroScratch is scratch whose bytes are zero when it is made (a kernel's
 // counters, which the kernel returns to zero itself).
 func (d *Device) zeroScratch(name string, bytes int) cuda.DevicePtr {
-	s, ok := d.scratches[name]
-	fresh := !ok || s.bytes < max(bytes, 1)
-	p := d.scratch(name, bytes)
+	p, fresh := d.scratchFresh(name, bytes)
 	if p != 0 && fresh {
 		if err := d.memset(p, max(bytes, 1)); err != nil {
 			d.fail(fmt.Errorf("gpu: scratch %s: zero: %w", name, err))
