@@ -455,7 +455,10 @@ sample() {
 # where the deadline leaves 40 s, where each side's best mode spends its step
 # (druto bench --profile, torch.profiler's kernels) ~20 s. Total ~270-395 s. Guards, so the call ends inside 560 s whatever compilation
 # takes: compare.py builds no further PyTorch mode after COMPARE_BUILD_BUDGET
-# (default 300 s, the cheapest mode first, max-autotune last) and starts no
+# (default 300 s, the cheapest mode first, max-autotune last; list MODES in
+# that order too), cuts a build still running then (session 40's compiled
+# whole-step graph autotuned past its share and took the config's rounds
+# with it), and starts no
 # round that would end after COMPARE_DEADLINE (default 400 s), each from its
 # own start; COMPARE_TIMEOUT (default the deadline + 40 s) kills it, keeping the rounds
 # already written; the floor has FLOOR_TIMEOUT (90 s). With several CONFIGs

@@ -15,7 +15,7 @@ PyTorch picks), and a summary: per mode the median over rounds of the per-round 
 (min..max over rounds); each side's best mode; the lead; whether the spreads overlap; the floor, if given.
 DEV=cpu runs it on the CPU (druto --backend cpu, host clocks): a check of the harness, not a measurement.
 """
-import argparse, datetime, json, os, subprocess, sys, time
+import argparse, datetime, json, os, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
@@ -24,9 +24,32 @@ import torch_gpt_bench as tb  # noqa: E402
 # druto preset -> (PyTorch config name, druto batch x seq, steps by default)
 CONFIGS = {"gpt2-124M": ("gpt2-124M-B16-T1024", "16x1024", 20), "small": ("small-d256-L4-B32-T256", "32x256", 50),
            "tiny": ("tiny-d128-L4-B8-T128", "8x128", 50)}
-# The cheapest to build first: a mode whose build would start after --build-budget is left out (and said so).
+# The cheapest to build first: a mode whose build would start after --build-budget is left out, and one
+# still building when the budget runs out is cut (SIGALRM; both said so), so that a slow autotuning leaves
+# the rounds of the modes already built.
 STRONGEST = "bf16-cudnn-eager-wholegraph,bf16-cudnn-compile,bf16-cudnn-compile-maxautotune"
 T0 = time.time()
+
+
+class BuildCut(Exception):
+    """A PyTorch mode's build ran past --build-budget."""
+
+
+def build_cut(signum, frame):
+    raise BuildCut()
+
+
+def device_ok():
+    """Whether the device still runs work after a build was cut (it may have been cut inside a graph capture)."""
+    if not DEV_IS_CUDA():
+        return True
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+        return True
+    except Exception:
+        return False
 
 
 def log(**kw):
@@ -98,7 +121,8 @@ def main():
                     help="1: after the rounds, where each side's best mode spends its step (druto bench --profile; "
                          "torch.profiler's kernels), when --deadline leaves 40 s")
     ap.add_argument("--build-budget", type=float, default=300,
-                    help="seconds from the start after which no further PyTorch mode is built")
+                    help="seconds from the start after which no PyTorch mode is built: none starts, and one "
+                         "still building is cut")
     ap.add_argument("--deadline", type=float, default=400,
                     help="seconds from the start by which the last round must end (a round that would not is left out)")
     a = ap.parse_args()
@@ -132,7 +156,10 @@ def main():
                                       error=f"left out: {t0 - T0:.0f} s gone, past --build-budget {a.build_budget:.0f} s"))
             log(build=mode, skipped="past --build-budget")
             continue
+        cut = False
         try:
+            signal.signal(signal.SIGALRM, build_cut)
+            signal.setitimer(signal.ITIMER_REAL, max(0.001, a.build_budget - (t0 - T0)))
             if DEV_IS_CUDA():
                 torch.cuda.reset_peak_memory_stats()
             step_fn, m, _, backend = tb.build(c, mode)
@@ -140,12 +167,22 @@ def main():
                 step_fn(*data[i % len(data)])
             if DEV_IS_CUDA():
                 torch.cuda.synchronize()
+            signal.setitimer(signal.ITIMER_REAL, 0)
             peak_all = torch.cuda.max_memory_allocated() / 2**30 if DEV_IS_CUDA() else 0.0
             built[mode] = (step_fn, sum(p.numel() for p in m.parameters()), backend, time.time() - t0, peak_all)
             res["builds"].append(dict(mode=mode, build_and_warmup_s=time.time() - t0))
+        except BuildCut:
+            cut = True
+            res["errors"].append(dict(side="torch", mode=mode, stage="build",
+                                      error=f"cut after {time.time() - t0:.0f} s: --build-budget {a.build_budget:.0f} s ran out"))
         except Exception as ex:  # report and go on without the mode
             res["errors"].append(dict(side="torch", mode=mode, stage="build", error=str(ex)[:400]))
-        log(build=mode, seconds=time.time() - t0, ok=mode in built)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        log(build=mode, seconds=time.time() - t0, ok=mode in built, **({"cut": "--build-budget ran out"} if cut else {}))
+        if cut and not device_ok():
+            res["errors"].append(dict(side="torch", stage="build", error="the device is unusable after the cut: no further build"))
+            break
     floor = []
     if a.floor and os.path.exists(a.floor):
         with open(a.floor) as fh:
