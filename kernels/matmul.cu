@@ -69,7 +69,7 @@
 // druto:block ROWS_BLOCK matmul_rows
 #define ROWS_BLOCK 256
 #define ROWS_MAX 8 // the most rows matmul_rows takes (read by the launcher)
-#define ROWS_U 4   // the 16-byte vectors of W a lane loads before using them (read by the launcher)
+#define ROWS_U 4   // the 16-byte vectors of W a lane loads before using them
 
 // dbias (OC) F32, dout (N,OC) T
 extern "C" __global__ void matmul_bias_grad(float* __restrict__ dbias, const T* __restrict__ dout, int N, int OC) {
