@@ -11,17 +11,20 @@ import (
 )
 
 // BenchmarkGPUDecodeOps: each op of a gpt2-124M decode step (bf16, the
-// fused device) at batch 1 and 64, captured 20 times into one CUDA graph
+// fused device) at batch 1 and 64, captured 24 times into one CUDA graph
 // and replayed: µs an op, without launch overhead, as the decode graph runs
-// them (the attention over 200 cached positions of 1024). "step" is the sum
-// a step makes of them: 12 layers of the block's ops, then the head.
+// them (the attention over 200 cached positions of 1024). Each call of an
+// op takes the weights and cache of the next of 12 layers, so that, as in
+// the decode step, they come from device memory and not from the L2 cache
+// a replay of one layer's would leave them in. "step" is the sum a step
+// makes of them: 12 layers of the block's ops, then the head.
 func BenchmarkGPUDecodeOps(b *testing.B) {
 	fx.once.Do(fx.setup)
 	if fx.err != nil {
 		gputest.Skip(b, fx.err)
 	}
 	d := fx.fused
-	const C, NH, S, V, L, reps = 768, 12, 1024, 50304, 12, 20
+	const C, NH, S, V, L, reps = 768, 12, 1024, 50304, 12, 24
 	dt := tensor.BF16
 	for _, B := range []int{1, 64} {
 		alloc := func(dt tensor.DType, shape ...int) *tensor.Tensor {
@@ -37,12 +40,14 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 		lnw, lnb := alloc(dt, C), alloc(dt, C)
 		qkv, atty, proj := alloc(dt, B, 3*C), alloc(dt, B, C), alloc(dt, B, C)
 		fch, fchG := alloc(dt, B, 4*C), alloc(dt, B, 4*C)
-		wqkv, bqkv := alloc(dt, 3*C, C), alloc(dt, 3*C)
-		wproj, bproj := alloc(dt, C, C), alloc(dt, C)
-		wfc, bfc := alloc(dt, 4*C, C), alloc(dt, 4*C)
-		wfp, bfp := alloc(dt, C, 4*C), alloc(dt, C)
+		// a layer's weights and cache, 12 of each
+		type layer struct{ wqkv, bqkv, wproj, bproj, wfc, bfc, wfp, bfp, kc, vc *tensor.Tensor }
+		ls := make([]layer, L)
+		for i := range ls {
+			ls[i] = layer{alloc(dt, 3*C, C), alloc(dt, 3*C), alloc(dt, C, C), alloc(dt, C), alloc(dt, 4*C, C), alloc(dt, 4*C),
+				alloc(dt, C, 4*C), alloc(dt, C), alloc(dt, B, NH, S, C/NH), alloc(dt, B, NH, S, C/NH)}
+		}
 		wte, logits := alloc(dt, V, C), alloc(dt, B, V)
-		kc, vc := alloc(dt, B, NH, S, C/NH), alloc(dt, B, NH, S, C/NH)
 		pos, ids := alloc(tensor.I32, B), alloc(tensor.I32, B)
 		table, rows := alloc(tensor.I32, 1, V), alloc(tensor.I32, B, device.RowLen)
 		hp := make([]int32, B)
@@ -63,29 +68,29 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 		ops := []struct {
 			name  string
 			times int // a step's count
-			fn    func()
+			fn    func(l layer)
 		}{
-			{"qkv", L, func() { d.Matmul(qkv, nil, ln, wqkv, bqkv, B, C, 3*C, device.None) }},
-			{"kv_append", L, func() { d.KVAppend(kc, vc, qkv, pos, B, 1, C, NH, S) }},
-			{"attention", L, func() { d.AttentionDecode(atty, qkv, kc, vc, pos, B, C, NH, S) }},
-			{"attn_proj", L, func() { d.Matmul(proj, nil, atty, wproj, bproj, B, C, C, device.None) }},
-			{"residual_ln", 2 * L, func() { d.ResidualLayerNorm(res, ln, mean, rstd, x, proj, lnw, lnb, B, C) }},
-			{"fc_gelu", L, func() { d.Matmul(fchG, fch, ln, wfc, bfc, B, C, 4*C, device.GELU) }},
-			{"fc_proj", L, func() { d.Matmul(proj, nil, fchG, wfp, bfp, B, 4*C, C, device.None) }},
-			{"head_sample", 1, func() { d.SampleHead(ids, logits, ln, wte, table, rows, B, C, V, 1, device.Sampling{}) }},
+			{"qkv", L, func(l layer) { d.Matmul(qkv, nil, ln, l.wqkv, l.bqkv, B, C, 3*C, device.None) }},
+			{"kv_append", L, func(l layer) { d.KVAppend(l.kc, l.vc, qkv, pos, B, 1, C, NH, S) }},
+			{"attention", L, func(l layer) { d.AttentionDecode(atty, qkv, l.kc, l.vc, pos, B, C, NH, S) }},
+			{"attn_proj", L, func(l layer) { d.Matmul(proj, nil, atty, l.wproj, l.bproj, B, C, C, device.None) }},
+			{"residual_ln", 2 * L, func(layer) { d.ResidualLayerNorm(res, ln, mean, rstd, x, proj, lnw, lnb, B, C) }},
+			{"fc_gelu", L, func(l layer) { d.Matmul(fchG, fch, ln, l.wfc, l.bfc, B, C, 4*C, device.GELU) }},
+			{"fc_proj", L, func(l layer) { d.Matmul(proj, nil, fchG, l.wfp, l.bfp, B, 4*C, C, device.None) }},
+			{"head_sample", 1, func(layer) { d.SampleHead(ids, logits, ln, wte, table, rows, B, C, V, 1, device.Sampling{}) }},
 		}
 		var step float64
 		for _, op := range ops {
 			b.Run(fmt.Sprintf("B%d/%s", B, op.name), func(b *testing.B) {
 				// One plain run first: an op's scratch and its GEMM
 				// algorithm are set up outside a capture.
-				op.fn()
+				op.fn(ls[0])
 				if err := d.Sync(); err != nil {
 					b.Fatal(err)
 				}
 				g, err := d.Capture(func() error {
-					for range reps {
-						op.fn()
+					for i := range reps {
+						op.fn(ls[i%L])
 					}
 					return nil
 				})
