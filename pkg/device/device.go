@@ -473,6 +473,14 @@ type Batcher interface {
 	Batch(fn func() error) error
 }
 
+// Batch runs fn through d's Batcher where d has one, else runs fn.
+func Batch(d Device, fn func() error) error {
+	if b, ok := d.(Batcher); ok {
+		return b.Batch(fn)
+	}
+	return fn()
+}
+
 // StateSnap is implemented by devices that can copy the step state to the
 // host without waiting: Snapshot queues a copy of state into record i (of
 // n kept, allocated by Records), readable with Record after the next Sync.

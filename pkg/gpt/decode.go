@@ -327,12 +327,7 @@ func (c *KVCache) Next(o device.Sampling) (ids []int32, err error) {
 // upload, launch, download and wait cost one hand-off instead of one each
 // (76 µs a token at batch 1 on an H200, BenchmarkGPUDecodeGraph); else it
 // runs fn.
-func (c *KVCache) batch(fn func() error) error {
-	if b, ok := c.m.dev.(device.Batcher); ok {
-		return b.Batch(fn)
-	}
-	return fn()
-}
+func (c *KVCache) batch(fn func() error) error { return device.Batch(c.m.dev, fn) }
 
 func (c *KVCache) next(o device.Sampling) ([]int32, error) {
 	if err := c.stepPositions(); err != nil {

@@ -202,24 +202,31 @@ func (d *replayDev) Capture(fn func() error) (device.Graph, error) {
 	return &replayGraph{d, fn}, nil
 }
 
+// twoSequences opens decodeConfig's fp32 model (Init(4)) on dev with a
+// cache of two sequences, both closed when the test ends.
+func twoSequences(t *testing.T, dev device.Device) *KVCache {
+	m, err := New(dev, decodeConfig, amp.FP32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	if err := m.Init(4); err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.NewKVCache(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // TestKVCacheNextGraph: Next through a graph (captured once, replayed for
 // every later token) draws what Step and Sample draw without one, and a
 // change of the sampling options captures again.
 func TestKVCacheNextGraph(t *testing.T) {
 	run := func(dev device.Device, o []device.Sampling) [][]int32 {
-		m, err := New(dev, decodeConfig, amp.FP32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		if err := m.Init(4); err != nil {
-			t.Fatal(err)
-		}
-		c, err := m.NewKVCache(2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := twoSequences(t, dev)
 		for b, p := range [][]int32{{1, 2, 3}, {9}} {
 			if err := c.Prefill(b, p); err != nil {
 				t.Fatal(err)
@@ -299,19 +306,7 @@ func (d *batchDev) Batch(fn func() error) error {
 // without one.
 func TestKVCacheBatches(t *testing.T) {
 	run := func(dev device.Device) ([][]int32, int) {
-		m, err := New(dev, decodeConfig, amp.FP32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		if err := m.Init(4); err != nil {
-			t.Fatal(err)
-		}
-		c, err := m.NewKVCache(2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := twoSequences(t, dev)
 		calls := 0
 		for b, p := range [][]int32{{1, 2, 3}, {9}} {
 			if err := c.Prefill(b, p); err != nil {

@@ -256,12 +256,7 @@ func (t *Trainer) core() error {
 }
 
 // batch runs fn through the device's Batcher when it has one.
-func (t *Trainer) batch(fn func() error) error {
-	if b, ok := t.dev.(device.Batcher); ok {
-		return b.Batch(fn)
-	}
-	return fn()
-}
+func (t *Trainer) batch(fn func() error) error { return device.Batch(t.dev, fn) }
 
 // queueDevice queues one device-resident step and its state snapshot.
 func (t *Trainer) queueDevice() error {
