@@ -466,8 +466,17 @@ sample() {
 compare() {
   local shard=$LOGS/tokens-gpt2.bin rev
   rev=$(cat $B/REVISION)
+  # Inductor's and Triton's caches (compiled graphs, autotuning choices) in
+  # build/, which the device tool keeps between calls on a warm machine: a
+  # max-autotune build that takes a call of its own (COMPARE_BUILD_BUDGET
+  # near the call's limit, ROUNDS=1) is then loaded, not autotuned again, by
+  # the next call's full comparison.
+  export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$PWD/build/inductor-cache}
+  export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$TORCHINDUCTOR_CACHE_DIR/triton}
+  mkdir -p "$TRITON_CACHE_DIR"
   {
     stamp
+    echo "inductor cache $TORCHINDUCTOR_CACHE_DIR: $(du -sh "$TORCHINDUCTOR_CACHE_DIR" | cut -f1)"
     $B/druto tokenizer shard --out "$shard" --tokens "${SHARD_TOKENS:-4000000}" || echo "token shard failed: $?"
     if [ "${FLOOR:-1}" = 1 ] && [[ " ${CONFIG:-gpt2-124M} " == *" gpt2-124M "* ]]; then
       echo "## floor: $A/gemm_floor.py (cuDNN attention, one CUDA graph of the step's GEMMs and attention)"
