@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
@@ -62,6 +63,7 @@ func TestLaunchBlocks(t *testing.T) {
 		for _, f := range []tensor.FP8Format{tensor.E4M3, tensor.E5M2} {
 			_ = d.CastTransposeFP8(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 1), dev(bf, N, C), dev(f32, 1), f, N, C)
 		}
+		_ = d.FP8ScaleUpdate(dev(f32, 2*(3+4)), dev(tensor.I32, 2*amp.FP8MetaLen), 2, 4, 0)
 	})
 	if err != nil {
 		t.Error(err)

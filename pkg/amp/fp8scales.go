@@ -1,0 +1,112 @@
+package amp
+
+// fp8scales.go: the scaling state of all the FP8 tensors of a training
+// step in one flat layout, the one kernels/fp8scale.cu updates on the
+// device, and UpdateFP8Scales, its reference. Each tensor follows the rule
+// of FP8Scaler.Update (tests prove them equal); the layout lets one kernel
+// launch update every tensor inside the step's CUDA graph, and lets the
+// producers of the FP8 operands read their scale and add their amax at
+// fixed device addresses.
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// The fields of a tensor's record in FP8Scales.Meta (kernels/fp8scale.cu's
+// FP8_META_* defines).
+const (
+	FP8MetaFormat = iota // 0 E4M3, 1 E5M2
+	FP8MetaNext          // the history slot the next amax goes to
+	FP8MetaFilled        // the history slots that hold an amax
+	FP8MetaBad           // non-finite amaxes seen (overflow events)
+	FP8MetaLen
+)
+
+// FP8Scales is the scaling state of K tensors cast to FP8 under one recipe:
+//
+//	St   amax[K], scale[K], inv[K], hist[K][H]   (float32)
+//	Meta K records of FP8MetaLen int32
+//
+// amax[k] is where tensor k's producer adds max |x| (as float bits, with
+// atomicMax) and is zero after an update; scale[k] is what its next cast
+// multiplies by; inv[k] = 1/scale[k], the dequantisation factor of the FP8
+// GEMM's scale pointers; hist[k] is the ring of its last H amaxes (H = 0
+// under current scaling).
+type FP8Scales struct {
+	K, H, Margin int
+	St           []float32
+	Meta         []int32
+}
+
+// NewFP8Scales returns the state of tensors of the given formats under r:
+// every scale and inverse 1, amaxes and histories 0.
+func NewFP8Scales(formats []tensor.FP8Format, r FP8Recipe) (*FP8Scales, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	K, H := len(formats), 0
+	if r.Delayed {
+		H = r.History
+	}
+	s := &FP8Scales{K: K, H: H, Margin: r.Margin, St: make([]float32, K*(3+H)), Meta: make([]int32, K*FP8MetaLen)}
+	for k, f := range formats {
+		switch f {
+		case tensor.E4M3:
+			s.Meta[k*FP8MetaLen+FP8MetaFormat] = 0
+		case tensor.E5M2:
+			s.Meta[k*FP8MetaLen+FP8MetaFormat] = 1
+		default:
+			return nil, fmt.Errorf("amp: fp8 tensor %d has format %d, want E4M3 or E5M2", k, f)
+		}
+		s.St[K+k], s.St[2*K+k] = 1, 1
+	}
+	return s, nil
+}
+
+// Amax, Scale and Inv return tensor k's pending amax, scale and inverse;
+// Bad its count of non-finite amaxes.
+func (s *FP8Scales) Amax(k int) float32  { return s.St[k] }
+func (s *FP8Scales) Scale(k int) float32 { return s.St[s.K+k] }
+func (s *FP8Scales) Inv(k int) float32   { return s.St[2*s.K+k] }
+func (s *FP8Scales) Bad(k int) int64     { return int64(s.Meta[k*FP8MetaLen+FP8MetaBad]) }
+
+// Update runs UpdateFP8Scales on the state.
+func (s *FP8Scales) Update() { UpdateFP8Scales(s.St, s.Meta, s.K, s.H, s.Margin) }
+
+// UpdateFP8Scales is the reference of kernels/fp8scale.cu's
+// fp8_scale_update on FP8Scales' layout: for each tensor k, amax[k] goes
+// through FP8Scaler.Update's rule (a non-finite amax is counted and changes
+// nothing; under delayed scaling, H > 0, it enters the ring and the scale
+// follows the ring's maximum; under current scaling the amax alone; an
+// amax of 0 keeps the scale), inv[k] becomes 1/scale[k], and amax[k] is
+// set to 0 for the next step's producers.
+func UpdateFP8Scales(st []float32, meta []int32, K, H, margin int) {
+	amax, scale, inv := st[:K], st[K:2*K], st[2*K:3*K]
+	for k := range K {
+		a, m := amax[k], meta[k*FP8MetaLen:(k+1)*FP8MetaLen]
+		amax[k] = 0
+		if a != a || math.IsInf(float64(a), 0) {
+			m[FP8MetaBad]++
+			continue
+		}
+		if H > 0 {
+			hist := st[3*K+k*H : 3*K+(k+1)*H]
+			hist[m[FP8MetaNext]] = a
+			m[FP8MetaNext] = (m[FP8MetaNext] + 1) % int32(H)
+			m[FP8MetaFilled] = min(m[FP8MetaFilled]+1, int32(H))
+			a = 0
+			for _, h := range hist[:m[FP8MetaFilled]] {
+				a = max(a, h)
+			}
+		}
+		f := tensor.E4M3
+		if m[FP8MetaFormat] == 1 {
+			f = tensor.E5M2
+		}
+		scale[k], _ = FP8ScaleFor(f, a, margin, scale[k])
+		inv[k] = 1 / scale[k]
+	}
+}

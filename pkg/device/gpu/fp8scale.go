@@ -1,0 +1,60 @@
+package gpu
+
+// fp8scale.go: FP8ScaleUpdate, the launcher of kernels/fp8scale.cu: the
+// scales of every FP8 tensor of a training step updated on the device from
+// the amaxes their producers added, in one launch inside the step's graph
+// (issue 38). amp.FP8Scales documents the layout; amp.UpdateFP8Scales is
+// the reference.
+
+import (
+	"fmt"
+
+	"github.com/druto/druto/kernels"
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/cuda"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+var fp8sBlock = kernels.MustBlock("fp8scale.cu", "FP8S_BLOCK") // fp8_scale_update
+
+// FP8ScaleUpdate queues one kernel that updates the scaling state of K FP8
+// tensors with amax histories of H steps (0: current scaling) and the
+// given margin, as amp.UpdateFP8Scales does on the host:
+//
+//	st (K·(3+H)) f32: amax[K], scale[K], inv[K], hist[K·H]; meta (K·amp.FP8MetaLen) i32
+//
+// Each amax is consumed (set to 0). The kernel needs no FP8 instruction and
+// runs on any GPU. Arguments that do not fit return an error wrapping
+// ErrFP8Args, also recorded for Sync, as a launch failure is.
+func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) error {
+	if err := d.fp8ScaleUpdate(st, meta, K, H, margin); err != nil {
+		d.fail(err)
+		return err
+	}
+	return nil
+}
+
+func (d *Device) fp8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) error {
+	switch {
+	case K < 0 || H < 0 || margin < 0 || margin > 64:
+		return fmt.Errorf("%w: K %d, H %d, margin %d (want K, H ≥ 0, margin in [0, 64])", ErrFP8Args, K, H, margin)
+	case K > maxGridX:
+		return fmt.Errorf("%w: %d tensors, at most %d", ErrFP8Args, K, maxGridX)
+	case st == nil || st.DType != tensor.F32 || st.Numel() != K*(3+H):
+		return fmt.Errorf("%w: st %s, want %d f32 (K·(3+H)): %w", ErrFP8Args, desc(st), K*(3+H), tensor.ErrShape)
+	case meta == nil || meta.DType != tensor.I32 || meta.Numel() != K*amp.FP8MetaLen:
+		return fmt.Errorf("%w: meta %s, want %d i32 (K·%d): %w", ErrFP8Args, desc(meta), K*amp.FP8MetaLen, amp.FP8MetaLen, tensor.ErrShape)
+	}
+	if K == 0 {
+		return nil
+	}
+	for _, t := range []*tensor.Tensor{st, meta} {
+		if t.Dev == 0 {
+			return fmt.Errorf("%w: %s is a host tensor", ErrFP8Args, desc(t))
+		}
+	}
+	if !d.run("fp8_scale_update", tensor.F32, cuda.D1(K), cuda.D1(fp8sBlock), 0, d.ptr(st), d.ptr(meta), K, H, margin) {
+		return fmt.Errorf("gpu: FP8ScaleUpdate: fp8_scale_update did not launch (see Sync)")
+	}
+	return nil
+}
