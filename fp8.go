@@ -3,8 +3,9 @@ package druto
 // fp8.go: whether FP8 training can run here (issue 38). FP8 GEMMs need
 // FP8 tensor cores, compute capability 8.9 (Ada) or newer. druto has the
 // FP8 pieces of the GPU (the cast with its transposed copy and amax, the
-// cuBLASLt FP8 GEMM, both sm_90) but not yet the FP8 training step that
-// uses them (the producing kernels emitting FP8, the scaler), so for now
+// cuBLASLt FP8 GEMM, both sm_90; the scales' update on the device) but not
+// yet the FP8 training step that uses them (the producing kernels emitting
+// FP8, the step around the GEMMs), so for now
 // --amp fp8 is refused on every machine, with the reason that applies: the
 // hardware where it lacks FP8, "not yet implemented" where it has it.
 
