@@ -8,7 +8,10 @@
 // What the files share (the dtypes and their conversions, 4-wide vector
 // loads, warp sums) is in common.cuh, which each file includes with
 // `#include "common.cuh"`: nvcc reads it from this folder, and Source
-// pastes it in place of that line for NVRTC (Expand). Every module of a
+// pastes it in place of that line for NVRTC (Expand). Code that two files
+// share beyond that has a header of its own: flash_common.cuh (the two
+// flash-attention files), layernorm.cuh (the layernorm forward's row, which
+// layernorm.cu and fp8.cu's FP8 producers both run). Every module of a
 // file and dtype holds all of the file's kernels.
 //
 // Package gpu (pkg/device/gpu) builds a variant on a device, best way
@@ -22,15 +25,18 @@
 // A file whose instructions need a newer GPU says so on a "// druto:arch"
 // line, and its PTX is made for that target: flash_attention.cu (bf16:
 // sm_80), flash_attention2.cu (sm_80), and fp8.cu (sm_90: the FP8
-// cast-transpose of issue 38, q = fp8(x·s), qt = qᵀ and amax in one pass;
-// its cvt.rn.satfinite.e4m3x2/e5m2x2 is sm_90-only in PTX ISA 7.8). On an
-// older device those variants are unavailable and are not compiled.
+// cast-transpose of issue 38, q = fp8(x·s), qt = qᵀ and amax in one pass,
+// and the layernorm forwards that write their output so, as the qkv and fc
+// GEMMs' FP8 input; its cvt.rn.satfinite.e4m3x2/e5m2x2 is sm_90-only in
+// PTX ISA 7.8). On an older device those variants are unavailable and are
+// not compiled.
 //
 // emu/ holds host emulators of some kernels (a development tool, not part
 // of druto): each compiles a .cu as C++ with -DDRUTO_EMU, runs every CUDA
 // thread of a block as a host thread, and checks the results against a
 // reference (emu/NAME/run.sh). emu/fp8 is also run by pkg/device/gpu's
-// TestFP8EmulatorMatchesCPU against pkg/tensor's FP8 conversions.
+// TestFP8EmulatorMatchesCPU and TestLayerNormFP8EmulatorMatchesCPU against
+// pkg/tensor's FP8 conversions and pkg/device/cpu's twins.
 //
 // The PTX is regenerated with `go generate ./kernels`
 // (gen-ptx.sh, nvcc 11.8), which writes each source's sha256, and each

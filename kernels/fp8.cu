@@ -1,7 +1,11 @@
-// fp8.cu: the FP8 cast of FP8 training on Hopper (issue 38;
-// pkg/device/gpu/fp8.go, CastTransposeFP8).
+// fp8.cu: the FP8 casts of FP8 training on Hopper (issue 38;
+// pkg/device/gpu/fp8.go: CastTransposeFP8, LayerNormFP8,
+// ResidualLayerNormFP8): the cast-transpose of any tensor, and the
+// layernorm forwards that produce the FP8 input of the qkv and fc GEMMs
+// themselves.
 //
 // druto:kernel cast_transpose_e4m3 cast_transpose_e5m2
+// druto:kernel layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
 // druto:dtypes f32 bf16 f16
 // druto:arch 90
 //
@@ -53,8 +57,65 @@
 // Traffic: read sizeof(T) bytes an element (4, or 2 for bf16/f16), write 2
 // (q and qt), plus one float of scale per block and one atomic per block:
 // 6 B/elt from fp32, 4 B/elt from bf16.
+//
+// layernorm_fp8_e4m3, residual_layernorm_fp8_e4m3: layernorm.cu's
+// layernorm_forward_rf32 and residual_layernorm_forward_rf32 (the forms the
+// training step runs: the residual stream is fp32, weight, bias and b are
+// T) with the output cast instead of stored: q (N,C) e4m3 = fp8(y·s),
+// qt (C,N) = qᵀ and amax = max |y|, y the layernorm's output in fp32 before
+// scaling (not rounded to T first: one rounding, to FP8), s = scale[0] on
+// the device. mean and rstd (and res, the rounded sum a + b) are stored as
+// the layernorm stores them, for the backward and the next residual add.
+// The FP8 cast of a T output would cost a pass that reads 2 B/elt and
+// writes 2 more; here the layernorm writes 2 B/elt (q, qt) instead of the
+// 2 of its bf16 output.
+//
+// Arithmetic: each row is layernorm.cuh's ln_forward_row, the function of
+// layernorm.cu's forwards, with an output (LnFP8Row) that casts y·s to FP8
+// where they round y to T, so mean, rstd, res and y are their bits (the
+// fixed-width layernorm_forward_rf32_cC compute the same bits too). The
+// row path follows the same vec flag: rows of C <= 1024 in registers,
+// wider rows (GPT-2 large's 1280, xl's 1600) in three passes over L1/L2.
+// amax: each lane keeps the largest |y| bits of its values, the block
+// reduces them (warp shuffles, then one thread) and adds them with one
+// atomicMax, as cast_transpose does; a row with a NaN or an Inf is NaN
+// throughout (Inf - Inf in its variance), so amax is NaN; an infinite
+// weight makes y ±Inf, amax +Inf and q ±448.
+//
+// Tiling by rows: a block of LNF8_BLOCK = 512 threads (16 warps) owns
+// LNF8_ROWS = 64 consecutive rows (tokens) and all C channels; grid
+// ceil(N/64). Warp w normalises rows w, w+16, w+32, w+48 (a warp a row, as
+// layernorm.cu), writing each row's FP8 bytes to a 64×C byte tile in
+// dynamic shared memory (4 bytes a lane a store on the vector path: a warp
+// covers 128 consecutive bytes, no bank conflict). After one barrier:
+// q: the block's rows are 64·C consecutive bytes of q, copied from the
+// tile with 16-byte stores (q aligned: a block starts at a multiple of
+// 64·C bytes) and bytes for the tail; qt: column c of the block is the
+// 64-byte segment of qt's row c from column r0, written in four chunks of
+// 16 rows: lane l of a warp takes column 32·g+l, gathers the chunk's 16
+// bytes down it (each load of the warp reads 32 consecutive bytes of one
+// tile row, no bank conflict) and stores them with one 16-byte store
+// (N % 16 == 0 and qt aligned), else byte by byte, as at the partial chunk
+// of the last block.
+//
+// Shared memory: 64·C bytes dynamic (48 KiB at C = 768, 64 KiB at 1024,
+// 80 KiB at 1280, 100 KiB at 1600) plus 64 bytes static; past 48 KiB the
+// launcher raises the kernel's limit at load (to 64·LNF8_MAX_C = 224 KiB,
+// within sm_90's 227 KiB a block), and refuses C > LNF8_MAX_C = 3584.
+// Registers: 64 a thread (ptxas, sm_90; no stack, no spills), so at most
+// two blocks (32 warps) an SM whatever C; shared memory alone would allow
+// four at C = 768, three at 1024, two at 1280 and 1600, one past about
+// 1800.
+//
+// Traffic (bytes an element): layernorm_fp8_e4m3 reads 4 (the fp32 row)
+// and writes 2 (q and qt): 6 B/elt, against layernorm_forward_rf32's 4 + 2
+// (its bf16 output) and a cast_transpose of that output's 2 + 2 after it.
+// residual_layernorm_fp8_e4m3 reads 4 (a) + sizeof(T) (b) and writes 4
+// (res) + 2: 12 B/elt from a bf16 b. weight and bias (C each) are read
+// again per row, from L1; mean and rstd are 8 bytes a row.
 
 #include "common.cuh"
+#include "layernorm.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block CT_BLOCK cast_transpose_e4m3 cast_transpose_e5m2
@@ -93,6 +154,27 @@ template <> __device__ __forceinline__ unsigned short fp8x2<FP8_E5M2>(float lo, 
 // abs_bits is |v| as a float's bits: unsigned order is |v|'s order, NaN on top.
 __device__ __forceinline__ unsigned int abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 __device__ __forceinline__ unsigned int max_u32(unsigned int a, unsigned int b) { return a > b ? a : b; }
+
+// column16 copies n <= 16 bytes down a column of a shared-memory tile,
+// col[0], col[ld], ..., to dst (a row of qt): with one 16-byte store when
+// vec and n == 16 (dst then 16-byte aligned), else byte by byte.
+__device__ __forceinline__ void column16(unsigned char* dst, const unsigned char* col, int ld, int n, int vec) {
+    if (vec && n == 16) {
+        unsigned int w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (unsigned int)col[(4 * k) * ld] | ((unsigned int)col[(4 * k + 1) * ld] << 8) |
+                   ((unsigned int)col[(4 * k + 2) * ld] << 16) | ((unsigned int)col[(4 * k + 3) * ld] << 24);
+        uint4 o;
+        o.x = w[0];
+        o.y = w[1];
+        o.z = w[2];
+        o.w = w[3];
+        *reinterpret_cast<uint4*>(dst) = o;
+    } else {
+        for (int k = 0; k < n; k++) dst[k] = col[k * ld];
+    }
+}
 
 template <int F>
 __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
@@ -161,21 +243,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     if (col < C && row < N) {
         unsigned char* qc = qt + (size_t)col * N + row;
         const int n = N - row < 16 ? N - row : 16;
-        if (vec_col && n == 16) {
-            unsigned int w[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                w[k] = (unsigned int)tile[rr + 4 * k][cc] | ((unsigned int)tile[rr + 4 * k + 1][cc] << 8) |
-                       ((unsigned int)tile[rr + 4 * k + 2][cc] << 16) | ((unsigned int)tile[rr + 4 * k + 3][cc] << 24);
-            uint4 o;
-            o.x = w[0];
-            o.y = w[1];
-            o.z = w[2];
-            o.w = w[3];
-            *reinterpret_cast<uint4*>(qc) = o;
-        } else {
-            for (int k = 0; k < n; k++) qc[k] = tile[rr + k][cc];
-        }
+        column16(qc, &tile[rr][cc], CT_TILE, n, vec_col);
     }
 }
 
@@ -190,3 +258,129 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
 
 CAST_TRANSPOSE(cast_transpose_e4m3, FP8_E4M3)
 CAST_TRANSPOSE(cast_transpose_e5m2, FP8_E5M2)
+
+// ---- layernorm with the FP8 cast: the producer of the qkv and fc GEMMs ----
+//
+// Block sizes, rows and the widest C (launchers: pkg/device/gpu/fp8.go).
+// druto:block LNF8_BLOCK layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
+#define LNF8_BLOCK 512
+// LNF8_ROWS is the rows (tokens) a block owns: the bytes of each column
+// segment of qt it writes.
+#define LNF8_ROWS 64
+// LNF8_MAX_C is the widest row: the block's LNF8_ROWS·C bytes of dynamic
+// shared memory (224 KiB at 3584) within sm_90's 227 KiB a block.
+#define LNF8_MAX_C 3584
+
+// LnFP8Row is the output of ln_forward_row (layernorm.cuh) for the FP8
+// kernels: y·s cast to format F into the row's bytes in shared memory,
+// and the largest |y| bits seen (before scaling) in m.
+template <int F> struct LnFP8Row {
+    unsigned char* row;
+    float s;
+    unsigned int m;
+    __device__ __forceinline__ void put4(int g, const F4& y) {
+        m = max_u32(max_u32(m, abs_bits(y.v[0])), max_u32(abs_bits(y.v[1]), max_u32(abs_bits(y.v[2]), abs_bits(y.v[3]))));
+        const unsigned int w = fp8x2<F>(y.v[0] * s, y.v[1] * s) | ((unsigned int)fp8x2<F>(y.v[2] * s, y.v[3] * s) << 16);
+        *reinterpret_cast<unsigned int*>(row + 4 * g) = w; // C % 4 == 0 on this path: aligned
+    }
+    __device__ __forceinline__ void put(int i, float y) {
+        m = max_u32(m, abs_bits(y));
+        row[i] = (unsigned char)(fp8x2<F>(y * s, 0.0f) & 0xffu);
+    }
+};
+
+// The block's rows as FP8 bytes, LNF8_ROWS × C, rows of C bytes.
+#ifdef DRUTO_EMU
+static __align__(16) unsigned char lnf8_tile[LNF8_ROWS * LNF8_MAX_C];
+#else
+extern __shared__ __align__(16) unsigned char lnf8_tile[];
+#endif
+
+template <int F, bool RES>
+__device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
+                                            float* __restrict__ amax, float* __restrict__ mean,
+                                            float* __restrict__ rstd, const float* a, const T* __restrict__ b,
+                                            const T* __restrict__ weight, const T* __restrict__ bias,
+                                            const float* __restrict__ scale, int N, int C, int vec, int vec_q,
+                                            int vec_col) {
+    __shared__ unsigned int wmax[LNF8_BLOCK / 32];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int r0 = blockIdx.x * LNF8_ROWS, nr = min(LNF8_ROWS, N - r0);
+
+    // Rows: warp w normalises rows w, w + 16, ... of the block, its bytes to
+    // the tile (the same call as layernorm.cu's forwards, another output).
+    LnFP8Row<F> out;
+    out.s = scale[0];
+    out.m = 0;
+    for (int rl = warp; rl < nr; rl += LNF8_BLOCK / 32) {
+        out.row = lnf8_tile + (size_t)rl * C;
+        ln_forward_row<float, RES>(res, out, mean, rstd, a, b, weight, bias, r0 + rl, C, vec);
+    }
+    unsigned int m = out.m;
+    for (int off = 16; off > 0; off >>= 1) m = max_u32(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) wmax[warp] = m;
+    __syncthreads(); // the tile and wmax are complete
+    if (tid == 0) {
+        unsigned int bm = 0;
+#pragma unroll
+        for (int w = 0; w < LNF8_BLOCK / 32; w++) bm = max_u32(bm, wmax[w]);
+        if (bm != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), bm);
+    }
+
+    // q: the block's rows are nr·C consecutive bytes of q from row r0, as in
+    // the tile; 16 bytes a thread while whole vectors last (r0·C is a
+    // multiple of 64, so q aligned is enough), then bytes.
+    const size_t nbytes = (size_t)nr * C;
+    unsigned char* qb = q + (size_t)r0 * C;
+    size_t done = 0;
+    if (vec_q) {
+        const size_t nv = nbytes / 16;
+        for (size_t i = tid; i < nv; i += LNF8_BLOCK)
+            reinterpret_cast<uint4*>(qb)[i] = reinterpret_cast<const uint4*>(lnf8_tile)[i];
+        done = nv * 16;
+    }
+    for (size_t i = done + tid; i < nbytes; i += LNF8_BLOCK) qb[i] = lnf8_tile[i];
+
+    // qt: column c of the block is qt's row c from column r0, LNF8_ROWS bytes
+    // in four chunks of 16 rows. Item (group, chunk) of a warp: lane l takes
+    // column 32·group + l and gathers the chunk's 16 bytes down it (byte
+    // loads: the warp reads 32 consecutive bytes of one row, no bank
+    // conflict), then one 16-byte store (vec_col: N % 16 == 0 and qt
+    // aligned) or 16 byte stores; the bottom block's partial chunk byte by
+    // byte.
+    const int items = (C + 31) / 32 * (LNF8_ROWS / 16);
+    for (int it = warp; it < items; it += LNF8_BLOCK / 32) {
+        const int c = (it / (LNF8_ROWS / 16)) * 32 + lane, rr = (it % (LNF8_ROWS / 16)) * 16;
+        if (c >= C || rr >= nr) continue;
+        unsigned char* qc = qt + (size_t)c * N + r0 + rr;
+        const unsigned char* tc = lnf8_tile + (size_t)rr * C + c;
+        const int n = nr - rr < 16 ? nr - rr : 16;
+        column16(qc, tc, C, n, vec_col);
+    }
+}
+
+// Launchers: pkg/device/gpu/fp8.go (LayerNormFP8, ResidualLayerNormFP8).
+// q (N,C) and qt (C,N) E4M3 bytes, amax one float zeroed before the launch,
+// mean and rstd (N) f32 (either may be null), inp, res and a (N,C) f32 (the
+// residual stream), b (N,C), weight and bias (C) T, scale one float; grid
+// ceil(N/LNF8_ROWS) blocks of LNF8_BLOCK threads, LNF8_ROWS·C bytes of
+// dynamic shared memory. vec as layernorm.cu's (rows of 4 aligned
+// elements), vec_q (q 16-byte aligned), vec_col (as cast_transpose's).
+extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
+    layernorm_fp8_e4m3(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
+                       float* __restrict__ mean, float* __restrict__ rstd, const float* __restrict__ inp,
+                       const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ scale, int N,
+                       int C, int vec, int vec_q, int vec_col) {
+    ln_fp8_body<FP8_E4M3, false>((float*)0, q, qt, amax, mean, rstd, inp, (const T*)0, weight, bias, scale, N, C, vec,
+                                 vec_q, vec_col);
+}
+
+// res is written and (on the three-pass path) read back, so it is not __restrict__.
+extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
+    residual_layernorm_fp8_e4m3(float* res, unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
+                                float* __restrict__ amax, float* __restrict__ mean, float* __restrict__ rstd,
+                                const float* a, const T* __restrict__ b, const T* __restrict__ weight,
+                                const T* __restrict__ bias, const float* __restrict__ scale, int N, int C, int vec,
+                                int vec_q, int vec_col) {
+    ln_fp8_body<FP8_E4M3, true>(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale, N, C, vec, vec_q, vec_col);
+}

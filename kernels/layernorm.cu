@@ -28,7 +28,10 @@
 //     the variance about it computed from the registers (two passes, no
 //     Welford drift); otherwise three passes over the row in L1/L2.
 //     Rounded like the CPU reference (pkg/device/cpu layerNormFused):
-//     n = rstd·(x-mean), out = n·w + b, no FMA.
+//     n = rstd·(x-mean), out = n·w + b, no FMA. The row is ln_forward_row
+//     of layernorm.cuh, which fp8.cu's FP8 producers (layernorm_fp8_e4m3,
+//     residual_layernorm_fp8_e4m3) share, so their statistics and values
+//     are these bits.
 //   residual_layernorm_forward: res = a + b rounded to R, stored, and the
 //     rounded sum normalised as above, in the same row visit.
 //     (A persistent-grid variant with the next row's loads in flight was
@@ -65,11 +68,7 @@
 // add: out = a + b elementwise (out and a of type R, b of type T).
 
 #include "common.cuh"
-
-#define LN_EPS 1e-5f
-// LN_G is the float4 groups per lane the fast paths keep in registers: rows
-// of up to 32·4·LN_G = 1024 elements.
-#define LN_G 8
+#include "layernorm.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block LN_ROW_BLOCK layernorm_forward layernorm_forward_rf32 residual_layernorm_forward residual_layernorm_forward_rf32 layernorm_forward_rf32_c128 residual_layernorm_forward_rf32_c128 layernorm_forward_rf32_c256 residual_layernorm_forward_rf32_c256 layernorm_forward_rf32_c512 residual_layernorm_forward_rf32_c512 layernorm_forward_rf32_c768 residual_layernorm_forward_rf32_c768 layernorm_forward_rf32_c1024 residual_layernorm_forward_rf32_c1024 layernorm_mean layernorm_mean_rf32 layernorm_rstd layernorm_rstd_rf32
@@ -87,94 +86,14 @@
 
 // ---- forward ------------------------------------------------------------
 
-// ln_forward_row normalises one row with one warp. With RES, the row is
-// a + b, rounded to R and stored into res first; else it is x (= a).
-template <typename R, bool RES>
-__device__ __forceinline__ void ln_forward_row(R* res, T* out, float* mean, float* rstd, const R* a, const T* b,
-                                               const T* weight, const T* bias, int row, int C, int vec) {
-    const int lane = threadIdx.x & 31;
-    const size_t off = (size_t)row * C;
-    const R* x = a + off;
-    T* o = out + off;
-    float m, s;
-    if (vec && C <= 128 * LN_G) {
-        const int ng = C >> 2;
-        F4 xv[LN_G];
-        float sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < LN_G; k++) {
-            int g = lane + 32 * k;
-            if (g < ng) {
-                xv[k] = ld4(x + 4 * g);
-                if (RES) {
-                    F4 bv = ld4(b + off + 4 * g);
-#pragma unroll
-                    for (int j = 0; j < 4; j++) xv[k].v[j] = round_to<R>(xv[k].v[j] + bv.v[j]);
-                    st4(res + off + 4 * g, xv[k]);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) sum += xv[k].v[j];
-            }
-        }
-        m = warp_sum(sum) / (float)C;
-        float sq = 0.0f;
-#pragma unroll
-        for (int k = 0; k < LN_G; k++) {
-            if (lane + 32 * k < ng) {
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    float d = xv[k].v[j] - m;
-                    sq += d * d;
-                }
-            }
-        }
-        s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
-#pragma unroll
-        for (int k = 0; k < LN_G; k++) {
-            int g = lane + 32 * k;
-            if (g < ng) {
-                F4 wv = ld4(weight + 4 * g), bv = ld4(bias + 4 * g), ov;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    float n = __fmul_rn(s, __fsub_rn(xv[k].v[j], m));
-                    ov.v[j] = __fadd_rn(__fmul_rn(n, wv.v[j]), bv.v[j]);
-                }
-                st4(o + 4 * g, ov);
-            }
-        }
-    } else {
-        if (RES) {
-            for (int i = lane; i < C; i += 32) store(res + off, i, load(a + off, i) + load(b + off, i));
-            __syncwarp();
-            x = res + off; // normalise what was stored (this lane's own writes, and the warp's after the sync)
-        }
-        float sum = 0.0f;
-        for (int i = lane; i < C; i += 32) sum += load(x, i);
-        m = warp_sum(sum) / (float)C;
-        float sq = 0.0f;
-        for (int i = lane; i < C; i += 32) {
-            float d = load(x, i) - m;
-            sq += d * d;
-        }
-        s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
-        for (int i = lane; i < C; i += 32) {
-            float n = __fmul_rn(s, __fsub_rn(load(x, i), m));
-            store(o, i, __fadd_rn(__fmul_rn(n, load(weight, i)), load(bias, i)));
-        }
-    }
-    if (lane == 0) {
-        if (mean != 0) mean[row] = m;
-        if (rstd != 0) rstd[row] = s;
-    }
-}
-
 // out (N,C) T, mean (N) or null, rstd (N) or null, inp (N,C) R, weight (C), bias (C); a warp per row
 template <typename R>
 __device__ __forceinline__ void ln_forward(T* out, float* mean, float* rstd, const R* inp, const T* weight,
                                            const T* bias, int N, int C, int vec) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= N) return; // the whole warp leaves together
-    ln_forward_row<R, false>((R*)0, out, mean, rstd, inp, (const T*)0, weight, bias, row, C, vec);
+    LnStore o = {out + (size_t)row * C};
+    ln_forward_row<R, false>((R*)0, o, mean, rstd, inp, (const T*)0, weight, bias, row, C, vec);
 }
 
 extern "C" __global__ void layernorm_forward(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
@@ -198,7 +117,8 @@ __device__ __forceinline__ void ln_residual_forward(R* res, T* out, float* mean,
                                                     const T* weight, const T* bias, int N, int C, int vec) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= N) return;
-    ln_forward_row<R, true>(res, out, mean, rstd, a, b, weight, bias, row, C, vec);
+    LnStore o = {out + (size_t)row * C};
+    ln_forward_row<R, true>(res, o, mean, rstd, a, b, weight, bias, row, C, vec);
 }
 
 // res is written and (on the general path) read back, so it is not __restrict__.

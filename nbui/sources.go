@@ -74,7 +74,7 @@ var fuses = map[string]string{
 	"encoder.cu":          "token and position embeddings added in one pass",
 	"flash_attention.cu":  "causal attention without the T×T matrix (FlashAttention-2), on tensor cores",
 	"flash_attention2.cu": "a second flash-attention forward and backward (sm_80 and later)",
-	"fp8.cu":              "the FP8 cast with its transposed copy and amax in one pass (sm_90)",
+	"fp8.cu":              "the FP8 cast with its transposed copy and amax in one pass, also straight out of layernorm (sm_90)",
 	"fp8scale.cu":         "every FP8 tensor's scale from its amax history, in one launch on the GPU",
 	"gelu.cu":             "GELU with the bias add of the linear layers",
 	"gradnorm.cu":         "the gradients' global norm with the inf/NaN check and the scaling",

@@ -1,5 +1,6 @@
 // main.cpp: host emulator of kernels/fp8.cu's cast_transpose_e4m3 and
-// cast_transpose_e5m2 (see run.sh): every CUDA thread of a block is a host
+// cast_transpose_e5m2, layernorm_fp8_e4m3 and residual_layernorm_fp8_e4m3
+// (see run.sh): every CUDA thread of a block is a host
 // thread, __syncthreads a std::barrier, the warp shuffle a slot table
 // (harness.h), atomicMax a compare-and-swap loop, and the PTX instruction
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 the function cvt8 below, written from
@@ -16,9 +17,20 @@
 //                               values, both formats, vector and scalar
 //                               paths, against ref8 of x·s, qt = qᵀ and
 //                               amax = max |x|; "OK" or a mismatch, exit 1
-//   emu_DT io N C FMT VR VC     for pkg/device/gpu's TestFP8EmulatorMatchesCPU:
+//   emu_DT io N C FMT VR VC REV for pkg/device/gpu's TestFP8EmulatorMatchesCPU:
 //                               stdin: scale (f32), then x (N·C of T, raw);
 //                               stdout: q (N·C), qt (N·C), amax (f32 bits)
+//   emu_DT ln N C               the layernorm kernels, plain and residual,
+//                               on random rows with special values, the
+//                               launcher's paths and the scalar ones,
+//                               against layernorm.cu's row function
+//                               (checkLN); "OK" or a mismatch, exit 1
+//   emu_DT lnio N C RES VEC VQ VC [REV]
+//                               for TestLayerNormFP8EmulatorMatchesCPU:
+//                               stdin: scale (f32), rows a (N·C f32), with
+//                               RES b (N·C of T), weight and bias (C of T);
+//                               stdout: q, qt, amax, mean (N f32), rstd
+//                               (N f32), with RES res (N·C f32)
 //   emu_F32 cvt FMT             stdin: f32 values; stdout: one byte each
 //
 // ref8 is independent of cvt8: it decodes every code of the format from
@@ -75,6 +87,12 @@ static unsigned char cvt8(float f, const Fmt& p) {
 }
 unsigned short druto_emu_cvt_e4m3x2(float a, float b) { return (unsigned short)(cvt8(a, E4M3f) << 8 | cvt8(b, E4M3f)); }
 unsigned short druto_emu_cvt_e5m2x2(float a, float b) { return (unsigned short)(cvt8(a, E5M2f) << 8 | cvt8(b, E5M2f)); }
+
+// The rounded fp32 operations layernorm.cuh spells out (the host rounds
+// each operation to fp32 and, without -mfma, fuses none).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
 
 #include "fp8.cu"
 
@@ -230,6 +248,195 @@ static int check(int N, int C) {
     return bad;
 }
 
+
+// ---- layernorm_fp8_e4m3 and residual_layernorm_fp8_e4m3 ------------------
+
+// LnF32 is an output of layernorm.cuh's ln_forward_row that keeps y in
+// fp32: what layernorm.cu's forwards compute before rounding to T.
+struct LnF32 {
+    float* o;
+    void put4(int g, const F4& y) {
+        for (int j = 0; j < 4; j++) o[4 * g + j] = y.v[j];
+    }
+    void put(int i, float y) { o[i] = y; }
+};
+
+// LnIn is one call's inputs: rows a (N,C) f32 (the residual stream), with
+// res also b (N,C) T; weight, bias (C) T; the scale.
+struct LnIn {
+    int N, C;
+    bool res;
+    std::vector<float> a;
+    std::vector<T> b, w, bias;
+    float s;
+};
+
+struct LnOut {
+    std::vector<unsigned char> q, qt;
+    float amax;
+    std::vector<float> mean, rstd, res;
+};
+
+// runLN launches the FP8 kernel as fp8.go does, outputs poisoned.
+static LnOut runLN(const LnIn& in, int vec, int vq, int vc) {
+    const int N = in.N, C = in.C;
+    LnOut o;
+    o.q.assign((size_t)N * C, 0xA5);
+    o.qt.assign((size_t)N * C, 0x5A);
+    o.amax = 0;
+    o.mean.assign(N, NAN);
+    o.rstd.assign(N, NAN);
+    o.res.assign(in.res ? (size_t)N * C : 0, NAN);
+    launch((N + LNF8_ROWS - 1) / LNF8_ROWS, 1, LNF8_BLOCK, [&] {
+        if (in.res)
+            residual_layernorm_fp8_e4m3(o.res.data(), o.q.data(), o.qt.data(), &o.amax, o.mean.data(), o.rstd.data(),
+                                        in.a.data(), in.b.data(), in.w.data(), in.bias.data(), &in.s, N, C, vec, vq, vc);
+        else
+            layernorm_fp8_e4m3(o.q.data(), o.qt.data(), &o.amax, o.mean.data(), o.rstd.data(), in.a.data(),
+                               in.w.data(), in.bias.data(), &in.s, N, C, vec, vq, vc);
+    });
+    return o;
+}
+
+// LnRef is layernorm.cu's forward on the same rows: y (N,C) in fp32 (its
+// row function through LnF32), out (N,C) rounded to T (through LnStore,
+// the kernels' own output), mean, rstd and res.
+struct LnRef {
+    std::vector<float> y, mean, rstd, res;
+    std::vector<T> out;
+    bool consistent = true; // both calls of a row gave the same res, mean and rstd
+};
+
+// refLN runs ln_forward_row as layernorm.cu's forwards do (a warp a row,
+// LN_ROW_BLOCK's 4 rows a block), twice a row: once for each output.
+static LnRef refLN(const LnIn& in, int vec) {
+    const int N = in.N, C = in.C;
+    LnRef r;
+    r.y.assign((size_t)N * C, NAN);
+    r.out.assign((size_t)N * C, from_f32<T>(NAN));
+    r.mean.assign(N, NAN);
+    r.rstd.assign(N, NAN);
+    r.res.assign((size_t)N * C, NAN);
+    std::vector<float> res2 = r.res, mean2 = r.mean, rstd2 = r.rstd;
+    launch((N + 3) / 4, 1, 128, [&] {
+        const int row = blockIdx.x * 4 + threadIdx.x / 32;
+        if (row >= N) return;
+        LnF32 f = {r.y.data() + (size_t)row * C};
+        LnStore t = {r.out.data() + (size_t)row * C};
+        const float* a = in.a.data();
+        const T *w = in.w.data(), *bias = in.bias.data();
+        if (in.res) {
+            ln_forward_row<float, true>(r.res.data(), f, r.mean.data(), r.rstd.data(), a, in.b.data(), w, bias, row, C, vec);
+            ln_forward_row<float, true>(res2.data(), t, mean2.data(), rstd2.data(), a, in.b.data(), w, bias, row, C, vec);
+        } else {
+            ln_forward_row<float, false>((float*)0, f, r.mean.data(), r.rstd.data(), a, (const T*)0, w, bias, row, C, vec);
+            ln_forward_row<float, false>((float*)0, t, mean2.data(), rstd2.data(), a, (const T*)0, w, bias, row, C, vec);
+        }
+    });
+    if (memcmp(res2.data(), r.res.data(), 4 * res2.size()) || memcmp(mean2.data(), r.mean.data(), 4 * (size_t)N) ||
+        memcmp(rstd2.data(), r.rstd.data(), 4 * (size_t)N))
+        r.consistent = false;
+    return r;
+}
+
+// sameBits compares floats bit for bit, any NaN matching any NaN.
+static bool sameBits(float a, float b) { return bitsf32(a) == bitsf32(b) || (std::isnan(a) && std::isnan(b)); }
+
+static const char* lnModes[] = {"normal", "w Inf", "x NaN/Inf"};
+
+// lnInput makes rows with values spread over 2^-4 .. 2^4 and weights
+// over 2^-9 .. 2^5, so that y·s both saturates and flushes to zero; mode
+// 1 puts +Inf and -Inf into two weights (y ±Inf there: amax Inf, q ±max),
+// mode 2 a NaN and an Inf into rows of x (those rows NaN: amax NaN).
+static LnIn lnInput(std::mt19937& rng, int N, int C, bool res, int mode) {
+    std::normal_distribution<float> nd(0, 1);
+    LnIn in;
+    in.N = N, in.C = C, in.res = res, in.s = 37.5f;
+    in.a.resize((size_t)N * C);
+    for (auto& v : in.a) v = nd(rng) * std::ldexp(1.0f, (int)(rng() % 9) - 4);
+    if (res) {
+        in.b.resize((size_t)N * C);
+        for (auto& v : in.b) v = from_f32<T>(nd(rng));
+    }
+    in.w.resize(C);
+    in.bias.resize(C);
+    for (int c = 0; c < C; c++) {
+        in.w[c] = from_f32<T>(nd(rng) * std::ldexp(1.0f, (int)(rng() % 15) - 9));
+        in.bias[c] = from_f32<T>(nd(rng) * 0.01f);
+    }
+    if (mode == 1) {
+        in.w[rng() % C] = from_f32<T>(INFINITY);
+        in.w[rng() % C] = from_f32<T>(-INFINITY);
+    } else if (mode == 2) {
+        in.a[rng() % in.a.size()] = NAN;
+        in.a[rng() % in.a.size()] = INFINITY;
+    }
+    return in;
+}
+
+// checkLN runs both kernels on rows (N,C) in each mode, with the paths the
+// launcher would take and with every path scalar, against refLN with the
+// same row path: mean, rstd and res the same bits; q = ref8(y·s) (the
+// independent search, not cvt8), qt = qᵀ, amax = max |y| the same bits;
+// the reference's own T output = y rounded to T; y within fp32 rounding of
+// a float64 layernorm (mode 0).
+static int checkLN(int N, int C) {
+    std::mt19937 rng(N * 7919 + C + 38);
+    int bad = 0;
+    for (int res = 0; res < 2; res++)
+        for (int mode = 0; mode < 3; mode++) {
+            const LnIn in = lnInput(rng, N, C, res, mode);
+            for (int natural = 1; natural >= 0; natural--) {
+                const int vec = natural && C % 4 == 0, vq = natural, vc = natural && N % 16 == 0;
+                const LnOut o = runLN(in, vec, vq, vc);
+                const LnRef r = refLN(in, vec);
+                int e = 0;
+                auto miss = [&](const char* what, int i, double got, double want) {
+                    if (e++ < 5) printf("  %s[%d]: %a, want %a\n", what, i, got, want);
+                };
+                for (int i = 0; i < N; i++) {
+                    if (!sameBits(o.mean[i], r.mean[i])) miss("mean", i, o.mean[i], r.mean[i]);
+                    if (!sameBits(o.rstd[i], r.rstd[i])) miss("rstd", i, o.rstd[i], r.rstd[i]);
+                }
+                // the float64 layernorm's mean and variance of each row
+                std::vector<double> m64(N), v64(N);
+                for (int row = 0; row < N && mode == 0; row++) {
+                    const float* x = res ? r.res.data() + (size_t)row * C : in.a.data() + (size_t)row * C;
+                    for (int k = 0; k < C; k++) m64[row] += x[k];
+                    m64[row] /= C;
+                    for (int k = 0; k < C; k++) v64[row] += (x[k] - m64[row]) * (x[k] - m64[row]);
+                    v64[row] /= C;
+                }
+                uint32_t want = 0;
+                int sat = 0, zero = 0, nan = 0; // codes: ±max, ±0, NaN
+                for (int i = 0; i < N * C; i++) {
+                    const int row = i / C, c = i % C;
+                    const float y = r.y[i];
+                    want = std::max(want, bitsf32(y) & 0x7fffffffu);
+                    sat += (o.q[i] & 0x7f) == 0x7e, zero += (o.q[i] & 0x7f) == 0, nan += (o.q[i] & 0x7f) == 0x7f;
+                    if (!same8(o.q[i], ref8(y * in.s, E4M3f), E4M3f)) miss("q", i, decode8(o.q[i], E4M3f), y * in.s);
+                    if (o.qt[(size_t)c * N + row] != o.q[i]) miss("qt", i, o.qt[(size_t)c * N + row], o.q[i]);
+                    if (res && !sameBits(o.res[i], r.res[i])) miss("res", i, o.res[i], r.res[i]);
+                    if (bitsf32(to_f32(r.out[i])) != bitsf32(to_f32(from_f32<T>(y))) && !std::isnan(y))
+                        miss("layernorm.cu out", i, to_f32(r.out[i]), y);
+                    if (mode == 0) {
+                        const float x = res ? r.res[i] : in.a[i];
+                        const double n = (x - m64[row]) / std::sqrt(v64[row] + 1e-5), w = to_f32(in.w[c]), b = to_f32(in.bias[c]);
+                        if (std::fabs(y - (n * w + b)) > 1e-5 * (std::fabs(n * w) + std::fabs(b)) + 1e-6 * std::fabs(w))
+                            miss("y against float64", i, y, n * w + b);
+                    }
+                }
+                if (!sameBits(o.amax, f32bits(want))) miss("amax", 0, o.amax, f32bits(want));
+                if (!r.consistent) miss("the reference's two calls (res, mean, rstd)", 0, 0, 0);
+                printf("%-4s ln N %4d C %4d %s %-9s vec(%d,%d,%d) amax %-8.3g q ±max %5d ±0 %5d NaN %5d: %s\n", dtname(), N,
+                       C, res ? "residual" : "plain   ", lnModes[mode], vec, vq, vc, o.amax, sat, zero, nan,
+                       e ? "MISMATCH" : "OK");
+                bad += e;
+            }
+        }
+    return bad;
+}
+
 static bool readAll(void* p, size_t n) { return fread(p, 1, n, stdin) == n; }
 
 int main(int argc, char** argv) {
@@ -266,7 +473,33 @@ int main(int argc, char** argv) {
         fwrite(&o.amax, 4, 1, stdout);
         return 0;
     }
+    if (argc >= 8 && std::string(argv[1]) == "lnio") {
+        LnIn in;
+        in.N = atoi(argv[2]), in.C = atoi(argv[3]), in.res = atoi(argv[4]) != 0;
+        const int vec = atoi(argv[5]), vq = atoi(argv[6]), vc = atoi(argv[7]);
+        reverseBlocks = argc >= 9 && atoi(argv[8]) != 0;
+        const size_t n = (size_t)in.N * in.C;
+        in.a.resize(n);
+        in.b.resize(in.res ? n : 0);
+        in.w.resize(in.C);
+        in.bias.resize(in.C);
+        if (!readAll(&in.s, 4) || !readAll(in.a.data(), 4 * n) || !readAll(in.b.data(), sizeof(T) * in.b.size()) ||
+            !readAll(in.w.data(), sizeof(T) * in.C) || !readAll(in.bias.data(), sizeof(T) * in.C)) {
+            fprintf(stderr, "emu: short input\n");
+            return 2;
+        }
+        LnOut o = runLN(in, vec, vq, vc);
+        fwrite(o.q.data(), 1, n, stdout);
+        fwrite(o.qt.data(), 1, n, stdout);
+        fwrite(&o.amax, 4, 1, stdout);
+        fwrite(o.mean.data(), 4, in.N, stdout);
+        fwrite(o.rstd.data(), 4, in.N, stdout);
+        fwrite(o.res.data(), 4, o.res.size(), stdout);
+        return 0;
+    }
+    if (argc == 4 && std::string(argv[1]) == "ln") return checkLN(atoi(argv[2]), atoi(argv[3])) ? 1 : 0;
     if (argc == 3) return check(atoi(argv[1]), atoi(argv[2])) ? 1 : 0;
-    fprintf(stderr, "usage: emu selftest | emu N C | emu io N C e4m3|e5m2 VECROW VECCOL REVERSE | emu cvt e4m3|e5m2\n");
+    fprintf(stderr, "usage: emu selftest | emu N C | emu ln N C | emu io N C e4m3|e5m2 VECROW VECCOL REVERSE | "
+                    "emu lnio N C RES VEC VECQ VECCOL [REVERSE] | emu cvt e4m3|e5m2\n");
     return 2;
 }

@@ -113,15 +113,21 @@ func (d *Device) layerNormFused(res, out, mean, rstd, inp, b, weight, bias *tens
 				}
 				x = r
 			}
-			m := sum64(x) / float64(C)
-			v := sumSqDev64(x, m) / float64(C)
-			mf, sf := float32(m), float32(1/math.Sqrt(v+lnEps))
+			mf, sf := lnStats(x)
 			o := out32(out, off, C, ob)
 			lnNorm(o, x, w, bs, mf, sf)
 			flush32(out, off, o)
 			mu[i], rs[i] = mf, sf
 		}
 	})
+}
+
+// lnStats returns a row's mean and rstd = 1/sqrt(var + eps) in fp32, both
+// from float64 sums (var the biased variance about the float64 mean).
+func lnStats(x []float32) (mean, rstd float32) {
+	m := sum64(x) / float64(len(x))
+	v := sumSqDev64(x, m) / float64(len(x))
+	return float32(m), float32(1 / math.Sqrt(v+lnEps))
 }
 
 // layerNormDecomposed: mean, variance, normalise and affine kernels, each a

@@ -59,10 +59,13 @@ func TestLaunchBlocks(t *testing.T) {
 		d.Cast(dev(bf, 99), dev(h, 99))
 		d.GradNorm(dev(f32, 5000), 1)
 		d.AdamWState(dev(f32, 3000), dev(bf, 3000), dev(f32, 3000), dev(f32, 3000), dev(f32, 3000), layout, device.AdamW{Beta1: 0.9, Beta2: 0.95}, dev(f32, device.StateLen))
-		// FP8 cast-transpose: a method of *Device, no op of device.Device yet
+		// FP8 cast-transpose and producers: methods of *Device, no ops of device.Device yet
+		q, qt := cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev)
 		for _, f := range []tensor.FP8Format{tensor.E4M3, tensor.E5M2} {
-			_ = d.CastTransposeFP8(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 1), dev(bf, N, C), dev(f32, 1), f, N, C)
+			_ = d.CastTransposeFP8(q, qt, dev(f32, 1), dev(bf, N, C), dev(f32, 1), f, N, C)
 		}
+		_ = d.LayerNormFP8(q, qt, dev(f32, 1), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, C), dev(bf, C), dev(f32, 1), N, C)
+		_ = d.ResidualLayerNormFP8(dev(f32, N, C), q, qt, dev(f32, 1), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, N, C), dev(bf, C), dev(bf, C), dev(f32, 1), N, C)
 		_ = d.FP8ScaleUpdate(dev(f32, 2*(3+4)), dev(tensor.I32, 2*amp.FP8MetaLen), 2, 4, 0)
 	})
 	if err != nil {

@@ -4,6 +4,11 @@ package gpu
 //
 //   - CastTransposeFP8, the launcher of kernels/fp8.cu: x to FP8 with a
 //     device-side scale, row-major and transposed, and amax.
+//   - LayerNormFP8 and ResidualLayerNormFP8, the FP8 producers of
+//     kernels/fp8.cu: LayerNorm (ResidualLayerNorm) of the fp32 residual
+//     stream whose output, instead of being stored in T, is cast to E4M3
+//     as CastTransposeFP8 casts it, in the same kernel: the input of the
+//     qkv and fc GEMMs and its transposed copy, with no cast pass.
 //   - MatmulFP8, the FP8 GEMM on cuBLASLt: out (N,OC) bf16 =
 //     a (N,C)·b (OC,C)ᵀ · invA·invB, with per-tensor dequantisation
 //     factors read on the device, the contract of pkg/device/cpu's
@@ -44,7 +49,26 @@ import (
 var (
 	ctBlock = kernels.MustBlock("fp8.cu", "CT_BLOCK") // cast_transpose_e4m3/e5m2
 	ctTile  = kernels.MustDefine("fp8.cu", "CT_TILE") // the side of a block's square tile
+
+	lnf8Block = kernels.MustBlock("fp8.cu", "LNF8_BLOCK")  // (residual_)layernorm_fp8_e4m3
+	lnf8Rows  = kernels.MustDefine("fp8.cu", "LNF8_ROWS")  // the rows (tokens) a block owns
+	lnf8MaxC  = kernels.MustDefine("fp8.cu", "LNF8_MAX_C") // the widest row: LNF8_ROWS·C bytes of shared memory
 )
+
+// The FP8 producers' kernels.
+const (
+	lnFP8Kernel    = "layernorm_fp8_e4m3"
+	resLNFP8Kernel = "residual_layernorm_fp8_e4m3"
+)
+
+func init() {
+	// The block's rows as FP8 bytes (lnf8Rows·C) pass the 48 KB a block
+	// gets without asking from C = 769 on: the limit is raised at load to
+	// the widest row's.
+	for _, k := range []string{lnFP8Kernel, resLNFP8Kernel} {
+		dynamicSmem[k] = lnf8Rows * lnf8MaxC
+	}
+}
 
 // fp8MinArch is the compute capability ×10 that the FP8 conversion
 // instructions need in the embedded PTX (fp8.cu's druto:arch line).
@@ -69,18 +93,24 @@ var ErrFP8Args = errors.New("gpu: bad arguments to an FP8 operation")
 // for arguments that do not fit; both are also recorded for Sync, as a
 // launch failure is.
 func (d *Device) CastTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
-	if err := d.castTransposeFP8(q, qt, amax, x, scale, f, N, C); err != nil {
-		d.fail(err)
-		return err
+	return d.record(d.castTransposeFP8(q, qt, amax, x, scale, f, N, C))
+}
+
+// fp8Arch returns an error wrapping ErrArch when the device is older than
+// sm_90, for op, an FP8 operation (one rule for all, see the file's
+// comment).
+func (d *Device) fp8Arch(op string) error {
+	if d.ctx != nil {
+		if major, minor := d.Capability(); major*10+minor < fp8MinArch {
+			return fmt.Errorf("gpu: %s needs sm_%d or newer (druto's FP8 operations share one rule; the FP8 cvt is sm_90's in PTX ISA 7.8), this device is sm_%d%d: %w", op, fp8MinArch, major, minor, ErrArch)
+		}
 	}
 	return nil
 }
 
 func (d *Device) castTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
-	if d.ctx != nil {
-		if major, minor := d.Capability(); major*10+minor < fp8MinArch {
-			return fmt.Errorf("gpu: CastTransposeFP8 needs sm_%d or newer (FP8 cvt in PTX ISA 7.8), this device is sm_%d%d: %w", fp8MinArch, major, minor, ErrArch)
-		}
+	if err := d.fp8Arch("CastTransposeFP8"); err != nil {
+		return err
 	}
 	switch {
 	case f != tensor.E4M3 && f != tensor.E5M2:
@@ -89,20 +119,9 @@ func (d *Device) castTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.T
 		return fmt.Errorf("%w: N %d, C %d", ErrFP8Args, N, C)
 	case x == nil || !x.DType.Float() || x.Numel() != N*C:
 		return fmt.Errorf("%w: x %s, want %d elements of f32, bf16 or f16: %w", ErrFP8Args, desc(x), N*C, tensor.ErrShape)
-	case amax == nil || amax.DType != tensor.F32 || amax.Numel() != 1:
-		return fmt.Errorf("%w: amax %s, want f32 (1): %w", ErrFP8Args, desc(amax), tensor.ErrShape)
-	case scale == nil || scale.DType != tensor.F32 || scale.Numel() != 1:
-		return fmt.Errorf("%w: scale %s, want f32 (1): %w", ErrFP8Args, desc(scale), tensor.ErrShape)
-	case N*C > 0 && (q == 0 || qt == 0):
-		return fmt.Errorf("%w: a null q or qt", ErrFP8Args)
 	}
-	for _, t := range []*tensor.Tensor{amax, x, scale} {
-		if t.Dev == 0 && t.Numel() > 0 {
-			return fmt.Errorf("%w: %s is a host tensor", ErrFP8Args, desc(t))
-		}
-	}
-	if err := d.memset(d.ptr(amax), 4); err != nil {
-		return fmt.Errorf("gpu: CastTransposeFP8: zero amax: %w", err)
+	if err := d.fp8Outputs("CastTransposeFP8", q, qt, amax, scale, N*C, x); err != nil {
+		return err
 	}
 	if N == 0 || C == 0 {
 		return nil
@@ -120,6 +139,139 @@ func (d *Device) castTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.T
 	grid := cuda.Dim3{X: uint32(blocks(C, ctTile)), Y: uint32(min(blocks(N, ctTile), maxGridYZ+1)), Z: 1}
 	if !d.run(kernel, x.DType, grid, cuda.D1(ctBlock), 0, q, qt, d.ptr(amax), xp, d.ptr(scale), N, C, vecRow, vecCol) {
 		return fmt.Errorf("gpu: CastTransposeFP8: %s/%s did not launch (see Sync)", kernel, x.DType)
+	}
+	return nil
+}
+
+// fp8Outputs checks what every FP8 cast takes: amax and scale one f32
+// each, q and qt not null when n (their bytes) > 0, and amax, scale and
+// ins on the device; then it zeroes amax (the kernels' atomicMax starts
+// from +0).
+func (d *Device) fp8Outputs(op string, q, qt cuda.DevicePtr, amax, scale *tensor.Tensor, n int, ins ...*tensor.Tensor) error {
+	switch {
+	case amax == nil || amax.DType != tensor.F32 || amax.Numel() != 1:
+		return fmt.Errorf("%w: amax %s, want f32 (1): %w", ErrFP8Args, desc(amax), tensor.ErrShape)
+	case scale == nil || scale.DType != tensor.F32 || scale.Numel() != 1:
+		return fmt.Errorf("%w: scale %s, want f32 (1): %w", ErrFP8Args, desc(scale), tensor.ErrShape)
+	case n > 0 && (q == 0 || qt == 0):
+		return fmt.Errorf("%w: a null q or qt", ErrFP8Args)
+	}
+	for _, t := range append([]*tensor.Tensor{amax, scale}, ins...) {
+		if t.Dev == 0 && t.Numel() > 0 {
+			return fmt.Errorf("%w: %s is a host tensor", ErrFP8Args, desc(t))
+		}
+	}
+	if err := d.memset(d.ptr(amax), 4); err != nil {
+		return fmt.Errorf("gpu: %s: zero amax: %w", op, err)
+	}
+	return nil
+}
+
+// LayerNormFP8 queues one kernel that normalises each row of inp as
+// LayerNorm does (the same row code, layernorm.cuh: mean and rstd are
+// LayerNorm's bits, stored for the backward) and, instead of storing the
+// output y in T, writes q (N,C) = e4m3(y·s), qt (C,N) = qᵀ (the K-major
+// copy of the weight-gradient GEMM, K = tokens) and amax = max |y| (y in
+// fp32, before scaling; NaN when any y is), s = scale[0] read on the
+// device. It zeroes amax first (one 4-byte memset).
+//
+//	q (N,C) bytes, qt (C,N) bytes, amax (1) f32, mean (N) f32, rstd (N) f32,
+//	inp (N,C) f32, weight (C) T, bias (C) T, scale (1) f32
+//
+// inp is the residual stream, fp32 under every precision policy; T is
+// f32, bf16 or f16. The conversion is CastTransposeFP8's (nearest even,
+// saturating to ±448); pkg/device/cpu's LayerNormFP8 is the reference, and
+// given this kernel's mean and rstd its NormCastTransposeFP8 gives q, qt
+// and amax bit for bit (NaN codes aside, see cpu.SameFP8). C may be at most
+// 3584 (the kernel keeps a block's 64 rows of FP8 bytes in shared memory).
+// It needs sm_90 (an error wrapping ErrArch below), and returns ErrFP8Args
+// for arguments that do not fit; both are also recorded for Sync, as a
+// launch failure is.
+func (d *Device) LayerNormFP8(q, qt cuda.DevicePtr, amax, mean, rstd, inp, weight, bias, scale *tensor.Tensor, N, C int) error {
+	return d.record(d.layerNormFP8(nil, q, qt, amax, mean, rstd, inp, nil, weight, bias, scale, N, C))
+}
+
+// ResidualLayerNormFP8 is LayerNormFP8 of res = a + b, rounded to fp32 and
+// stored, as ResidualLayerNorm with an fp32 res computes and stores it.
+//
+//	res (N,C) f32, q (N,C) bytes, qt (C,N) bytes, amax (1) f32, mean (N) f32,
+//	rstd (N) f32, a (N,C) f32, b (N,C) T, weight (C) T, bias (C) T, scale (1) f32
+func (d *Device) ResidualLayerNormFP8(res *tensor.Tensor, q, qt cuda.DevicePtr, amax, mean, rstd, a, b, weight, bias, scale *tensor.Tensor, N, C int) error {
+	if res == nil {
+		return d.record(fmt.Errorf("%w: res nil", ErrFP8Args))
+	}
+	return d.record(d.layerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale, N, C))
+}
+
+// record records err (when not nil) for Sync, and returns it.
+func (d *Device) record(err error) error {
+	if err != nil {
+		d.fail(err)
+	}
+	return err
+}
+
+// layerNormFP8 checks and launches the FP8 layernorm; res nil is the plain
+// form (b unused).
+func (d *Device) layerNormFP8(res *tensor.Tensor, q, qt cuda.DevicePtr, amax, mean, rstd, a, b, weight, bias, scale *tensor.Tensor, N, C int) error {
+	op, kernel, rows := "LayerNormFP8", lnFP8Kernel, "inp"
+	if res != nil {
+		op, kernel, rows = "ResidualLayerNormFP8", resLNFP8Kernel, "a"
+	}
+	if err := d.fp8Arch(op); err != nil {
+		return err
+	}
+	want := func(t *tensor.Tensor, name string, dt tensor.DType, n int) error {
+		if t == nil || t.DType != dt || t.Numel() != n {
+			return fmt.Errorf("%w: %s: %s %s, want %d elements of %s: %w", ErrFP8Args, op, name, desc(t), n, dt, tensor.ErrShape)
+		}
+		return nil
+	}
+	switch {
+	case N < 0 || C < 0:
+		return fmt.Errorf("%w: %s: N %d, C %d", ErrFP8Args, op, N, C)
+	case C > lnf8MaxC:
+		return fmt.Errorf("%w: %s: C %d is wider than %d (a block keeps its %d rows of C FP8 bytes in shared memory)", ErrFP8Args, op, C, lnf8MaxC, lnf8Rows)
+	case weight == nil || !weight.DType.Float():
+		return fmt.Errorf("%w: %s: weight %s, want f32, bf16 or f16", ErrFP8Args, op, desc(weight))
+	}
+	T := weight.DType
+	ins := []*tensor.Tensor{mean, rstd, a, weight, bias}
+	checks := []error{want(weight, "weight", T, C), want(bias, "bias", T, C), want(mean, "mean", tensor.F32, N),
+		want(rstd, "rstd", tensor.F32, N), want(a, rows, tensor.F32, N*C)}
+	if res != nil {
+		ins = append(ins, res, b)
+		checks = append(checks, want(res, "res", tensor.F32, N*C), want(b, "b", T, N*C))
+	}
+	if err := errors.Join(checks...); err != nil {
+		return err
+	}
+	if err := d.fp8Outputs(op, q, qt, amax, scale, N*C, ins...); err != nil {
+		return err
+	}
+	if N == 0 || C == 0 {
+		return nil
+	}
+	// vec: layernorm.cu's (rows of 4 aligned elements); vecQ: q's 16-byte
+	// stores (a block's rows start at a multiple of 64·C bytes); vecCol:
+	// qt's, as CastTransposeFP8's.
+	vec, vecQ, vecCol := 0, 0, 0
+	if C%4 == 0 {
+		vec = vec4(d.ptr(a), 4, d.ptr(res), 4, d.ptr(b), T.Size(), d.ptr(weight), T.Size(), d.ptr(bias), T.Size())
+	}
+	if uint64(q)%16 == 0 {
+		vecQ = 1
+	}
+	if N%16 == 0 && uint64(qt)%16 == 0 {
+		vecCol = 1
+	}
+	args := []any{q, qt, d.ptr(amax), d.ptr(mean), d.ptr(rstd), d.ptr(a)}
+	if res != nil {
+		args = []any{d.ptr(res), q, qt, d.ptr(amax), d.ptr(mean), d.ptr(rstd), d.ptr(a), d.ptr(b)}
+	}
+	args = append(args, d.ptr(weight), d.ptr(bias), d.ptr(scale), N, C, vec, vecQ, vecCol)
+	if !d.run(kernel, T, grid1(blocks(N, lnf8Rows)), cuda.D1(lnf8Block), lnf8Rows*C, args...) {
+		return fmt.Errorf("gpu: %s: %s/%s did not launch (see Sync)", op, kernel, T)
 	}
 	return nil
 }
@@ -167,10 +319,8 @@ func (d *Device) MatmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tenso
 }
 
 func (d *Device) matmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, invA, invB *tensor.Tensor, N, C, OC int) error {
-	if d.ctx != nil {
-		if major, minor := d.Capability(); major*10+minor < fp8MinArch {
-			return fmt.Errorf("gpu: MatmulFP8 needs sm_%d or newer (druto's FP8 operations share one rule), this device is sm_%d%d: %w", fp8MinArch, major, minor, ErrArch)
-		}
+	if err := d.fp8Arch("MatmulFP8"); err != nil {
+		return err
 	}
 	ta, okA := fp8DataType(fa)
 	tb, okB := fp8DataType(fb)

@@ -62,6 +62,13 @@ func checkFP8(t *testing.T, name string, q, qt []byte, amax float32, x []float32
 	t.Helper()
 	wq, wqt := make([]byte, N*C), make([]byte, N*C)
 	wamax := cpu.CastTransposeFP8(wq, wqt, x, scale, f, N, C)
+	compareFP8(t, name, q, qt, amax, wq, wqt, wamax, x, f, N, C)
+}
+
+// compareFP8 compares q, qt and amax with the twin's wq, wqt and wamax; x
+// (N,C) are the kernel's inputs (for the messages).
+func compareFP8(t *testing.T, name string, q, qt []byte, amax float32, wq, wqt []byte, wamax float32, x []float32, f tensor.FP8Format, N, C int) {
+	t.Helper()
 	bad := 0
 	for i := range wq {
 		if !cpu.SameFP8(q[i], wq[i], f) || !cpu.SameFP8(qt[i], wqt[i], f) {

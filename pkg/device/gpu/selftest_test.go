@@ -119,6 +119,9 @@ var notOps = map[string]bool{
 	"cast_transpose_e4m3": true, // fp8.go: TestLaunchCastTransposeFP8, TestGPUCastTransposeFP8, TestFP8EmulatorMatchesCPU
 	"cast_transpose_e5m2": true,
 	"fp8_scale_update":    true, // fp8scale.go: TestLaunchFP8ScaleUpdate, TestGPUFP8ScaleUpdate, TestFP8ScaleEmulatorMatchesAmp
+	// fp8.go: TestLaunchLayerNormFP8, TestGPULayerNormFP8, TestLayerNormFP8EmulatorMatchesCPU
+	"layernorm_fp8_e4m3":          true,
+	"residual_layernorm_fp8_e4m3": true,
 }
 
 // TestGPUConformance runs every conformance case in every mode of the
