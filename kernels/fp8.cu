@@ -1,10 +1,11 @@
 // fp8.cu: the FP8 casts of FP8 training on Hopper (issue 38;
-// pkg/device/gpu/fp8.go: CastTransposeFP8, LayerNormFP8,
-// ResidualLayerNormFP8): the cast-transpose of any tensor, and the
+// pkg/device/gpu/fp8.go: CastTransposeFP8, GELUCastTransposeFP8,
+// LayerNormFP8, ResidualLayerNormFP8): the cast-transpose of any tensor,
+// the GELU that produces the FP8 input of the MLP projection, and the
 // layernorm forwards that produce the FP8 input of the qkv and fc GEMMs
 // themselves.
 //
-// druto:kernel cast_transpose_e4m3 cast_transpose_e5m2
+// druto:kernel cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3
 // druto:kernel layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
 // druto:dtypes f32 bf16 f16
 // druto:arch 90
@@ -16,6 +17,14 @@
 // (cuBLASLt's FP8 GEMMs on Hopper take only the "TN" layout, both operands
 // K-major) and the amax the delayed scaling records: no separate cast,
 // transpose or amax pass (Transformer Engine's cast-transpose).
+//
+// gelu_cast_transpose_e4m3: the same with x = gelu(pre) (common.cuh's
+// gelu_f in fp32 of the stored pre-activation): the fc GEMM writes only
+// its pre-activation (which the GELU backward needs anyway) and this pass
+// makes the e4m3 input of the MLP projection, its transposed copy and
+// amax = max |gelu(pre)|, in place of the bf16 GELU output: it reads 2
+// B/elt and writes 2, where the bf16 path writes a 2 B/elt GELU output that
+// a cast-transpose would read again.
 //
 // Conversion: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, the product x·s rounded
 // to fp32 first (tensor.QuantizeFP8 computes the same product): round to
@@ -118,7 +127,7 @@
 #include "layernorm.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
-// druto:block CT_BLOCK cast_transpose_e4m3 cast_transpose_e5m2
+// druto:block CT_BLOCK cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3
 #define CT_BLOCK 256
 // CT_TILE is the tile's side: CT_BLOCK threads move 16 bytes each, once by
 // rows and once by columns (CT_TILE·CT_TILE = 16·CT_BLOCK).
@@ -176,7 +185,11 @@ __device__ __forceinline__ void column16(unsigned char* dst, const unsigned char
     }
 }
 
-template <int F>
+// The elementwise op a cast-transpose applies to x before the cast.
+#define CT_COPY 0
+#define CT_GELU 1
+
+template <int F, int OP>
 __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                                                     float* __restrict__ amax, const T* __restrict__ x,
                                                     const float* __restrict__ scale, int N, int C, int vec_row,
@@ -201,7 +214,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
             for (int k = 0; k < 4; k++) {
                 F4 f = ld4(xr + 4 * k);
 #pragma unroll
-                for (int e = 0; e < 4; e++) v[4 * k + e] = f.v[e];
+                for (int e = 0; e < 4; e++) v[4 * k + e] = OP == CT_GELU ? gelu_f(f.v[e]) : f.v[e];
             }
             unsigned int w[8];
 #pragma unroll
@@ -217,7 +230,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
             *reinterpret_cast<uint4*>(&tile[tr][tc]) = o;
         } else {
             for (int k = 0; k < n; k++) {
-                const float v = load(xr, k);
+                const float v = OP == CT_GELU ? gelu_f(load(xr, k)) : load(xr, k);
                 m = max_u32(m, abs_bits(v));
                 const unsigned char b = (unsigned char)(fp8x2<F>(v * s, 0.0f) & 0xffu);
                 qr[k] = b;
@@ -249,15 +262,16 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
 
 // Launchers: pkg/device/gpu/fp8.go. q (N,C) and qt (C,N) are bytes of the
 // format in the name; amax one float, zeroed before the launch.
-#define CAST_TRANSPOSE(name, F)                                                                                 \
+#define CAST_TRANSPOSE(name, F, OP)                                                                               \
     extern "C" __global__ void __launch_bounds__(CT_BLOCK)                                                      \
         name(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,           \
              const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) { \
-        cast_transpose_body<F>(q, qt, amax, x, scale, N, C, vec_row, vec_col);                                  \
+        cast_transpose_body<F, OP>(q, qt, amax, x, scale, N, C, vec_row, vec_col);                               \
     }
 
-CAST_TRANSPOSE(cast_transpose_e4m3, FP8_E4M3)
-CAST_TRANSPOSE(cast_transpose_e5m2, FP8_E5M2)
+CAST_TRANSPOSE(cast_transpose_e4m3, FP8_E4M3, CT_COPY)
+CAST_TRANSPOSE(cast_transpose_e5m2, FP8_E5M2, CT_COPY)
+CAST_TRANSPOSE(gelu_cast_transpose_e4m3, FP8_E4M3, CT_GELU)
 
 // ---- layernorm with the FP8 cast: the producer of the qkv and fc GEMMs ----
 //

@@ -18,6 +18,8 @@
 //                               paths, against ref8 of x·s, qt = qᵀ and
 //                               amax = max |x|; "OK" or a mismatch, exit 1
 //   emu_DT io N C FMT VR VC REV for pkg/device/gpu's TestFP8EmulatorMatchesCPU:
+//                               (FMT e4m3, e5m2, or gelu: the GELU
+//                               cast-transpose, x the pre-activation)
 //                               stdin: scale (f32), then x (N·C of T, raw);
 //                               stdout: q (N·C), qt (N·C), amax (f32 bits)
 //   emu_DT ln N C               the layernorm kernels, plain and residual,
@@ -186,7 +188,9 @@ struct Out {
     float amax;
 };
 
-// run launches the kernel of format f on x (N,C) as fp8.go does.
+// run launches the kernel of format f on x (N,C) as fp8.go does; f = EMU_GELU
+// runs gelu_cast_transpose_e4m3 on x as the pre-activation.
+#define EMU_GELU 2
 static Out run(int f, const std::vector<T>& x, float scale, int N, int C, int vr, int vc) {
     Out o;
     o.q.assign((size_t)N * C, 0xA5); // poison
@@ -194,7 +198,9 @@ static Out run(int f, const std::vector<T>& x, float scale, int N, int C, int vr
     o.amax = 0;
     const int gx = (C + CT_TILE - 1) / CT_TILE, gy = (N + CT_TILE - 1) / CT_TILE;
     launch(gx, gy, CT_BLOCK, [&] {
-        if (f == FP8_E4M3)
+        if (f == EMU_GELU)
+            gelu_cast_transpose_e4m3(o.q.data(), o.qt.data(), &o.amax, x.data(), &scale, N, C, vr, vc);
+        else if (f == FP8_E4M3)
             cast_transpose_e4m3(o.q.data(), o.qt.data(), &o.amax, x.data(), &scale, N, C, vr, vc);
         else
             cast_transpose_e5m2(o.q.data(), o.qt.data(), &o.amax, x.data(), &scale, N, C, vr, vc);
@@ -459,7 +465,8 @@ int main(int argc, char** argv) {
     }
     if (argc >= 8 && std::string(argv[1]) == "io") {
         const int N = atoi(argv[2]), C = atoi(argv[3]), vr = atoi(argv[5]), vc = atoi(argv[6]);
-        const int f = std::string(argv[4]) == "e5m2" ? FP8_E5M2 : FP8_E4M3;
+        const std::string fs = argv[4];
+        const int f = fs == "e5m2" ? FP8_E5M2 : fs == "gelu" ? EMU_GELU : FP8_E4M3;
         reverseBlocks = atoi(argv[7]) != 0;
         float s;
         std::vector<T> x((size_t)N * C);
@@ -499,7 +506,7 @@ int main(int argc, char** argv) {
     }
     if (argc == 4 && std::string(argv[1]) == "ln") return checkLN(atoi(argv[2]), atoi(argv[3])) ? 1 : 0;
     if (argc == 3) return check(atoi(argv[1]), atoi(argv[2])) ? 1 : 0;
-    fprintf(stderr, "usage: emu selftest | emu N C | emu ln N C | emu io N C e4m3|e5m2 VECROW VECCOL REVERSE | "
+    fprintf(stderr, "usage: emu selftest | emu N C | emu ln N C | emu io N C e4m3|e5m2|gelu VECROW VECCOL REVERSE | "
                     "emu lnio N C RES VEC VECQ VECCOL [REVERSE] | emu cvt e4m3|e5m2\n");
     return 2;
 }

@@ -36,6 +36,18 @@ func CastTransposeFP8(q, qt []uint8, x []float32, scale float32, f tensor.FP8For
 	return math.Float32frombits(m)
 }
 
+// GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) in E4M3 (the
+// reference of kernels/fp8.cu's gelu_cast_transpose_e4m3): the tanh-form
+// GELU of each pre-activation in float32, as the GELU forward computes it,
+// then cast and transposed; amax = max |gelu(pre)|.
+//
+//	q (N,C), qt (C,N), pre (N,C)
+func GELUCastTransposeFP8(q, qt []uint8, pre []float32, scale float32, N, C int) (amax float32) {
+	y := make([]float32, N*C)
+	geluForwardGo(y, pre[:N*C])
+	return CastTransposeFP8(q, qt, y, scale, tensor.E4M3, N, C)
+}
+
 // SameFP8 reports whether two codes of format f are equal, any NaN
 // matching any NaN: the GPU writes a canonical NaN (0x7f), which need not
 // be tensor's (the sign kept, 0x7e in E5M2).

@@ -93,7 +93,20 @@ var ErrFP8Args = errors.New("gpu: bad arguments to an FP8 operation")
 // for arguments that do not fit; both are also recorded for Sync, as a
 // launch failure is.
 func (d *Device) CastTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
-	return d.record(d.castTransposeFP8(q, qt, amax, x, scale, f, N, C))
+	return d.record(d.castTransposeFP8("CastTransposeFP8", "", q, qt, amax, x, scale, f, N, C))
+}
+
+// GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) (the tanh form, in
+// fp32 of the stored pre-activation) in E4M3: the input of the MLP
+// projection, its transposed copy and amax = max |gelu(pre)|, made from
+// the fc layer's pre-activation in one pass (kernels/fp8.cu's
+// gelu_cast_transpose_e4m3; pkg/device/cpu's GELUCastTransposeFP8 is the
+// reference, equal within one E4M3 rounding: the two GELUs' tanh may
+// differ in the last bit). Errors as CastTransposeFP8's.
+//
+//	q (N,C) bytes, qt (C,N) bytes, amax (1) f32, pre (N,C) f32/bf16/f16, scale (1) f32
+func (d *Device) GELUCastTransposeFP8(q, qt cuda.DevicePtr, amax, pre, scale *tensor.Tensor, N, C int) error {
+	return d.record(d.castTransposeFP8("GELUCastTransposeFP8", "gelu_", q, qt, amax, pre, scale, tensor.E4M3, N, C))
 }
 
 // fp8Arch returns an error wrapping ErrArch when the device is older than
@@ -108,8 +121,10 @@ func (d *Device) fp8Arch(op string) error {
 	return nil
 }
 
-func (d *Device) castTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
-	if err := d.fp8Arch("CastTransposeFP8"); err != nil {
+// castTransposeFP8 launches the cast-transpose kernel op+"cast_transpose_"+f
+// for the method name.
+func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
+	if err := d.fp8Arch(name); err != nil {
 		return err
 	}
 	switch {
@@ -120,13 +135,13 @@ func (d *Device) castTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.T
 	case x == nil || !x.DType.Float() || x.Numel() != N*C:
 		return fmt.Errorf("%w: x %s, want %d elements of f32, bf16 or f16: %w", ErrFP8Args, desc(x), N*C, tensor.ErrShape)
 	}
-	if err := d.fp8Outputs("CastTransposeFP8", q, qt, amax, scale, N*C, x); err != nil {
+	if err := d.fp8Outputs(name, q, qt, amax, scale, N*C, x); err != nil {
 		return err
 	}
 	if N == 0 || C == 0 {
 		return nil
 	}
-	kernel := "cast_transpose_" + f.String()
+	kernel := op + "cast_transpose_" + f.String()
 	// 16-byte rows: x and q when every row starts aligned, qt likewise.
 	xp := d.ptr(x)
 	vecRow, vecCol := 0, 0
@@ -138,7 +153,7 @@ func (d *Device) castTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.T
 	}
 	grid := cuda.Dim3{X: uint32(blocks(C, ctTile)), Y: uint32(min(blocks(N, ctTile), maxGridYZ+1)), Z: 1}
 	if !d.run(kernel, x.DType, grid, cuda.D1(ctBlock), 0, q, qt, d.ptr(amax), xp, d.ptr(scale), N, C, vecRow, vecCol) {
-		return fmt.Errorf("gpu: CastTransposeFP8: %s/%s did not launch (see Sync)", kernel, x.DType)
+		return fmt.Errorf("gpu: %s: %s/%s did not launch (see Sync)", name, kernel, x.DType)
 	}
 	return nil
 }
