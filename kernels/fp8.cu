@@ -6,6 +6,7 @@
 // themselves.
 //
 // druto:kernel cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3
+// druto:kernel cast_transpose_dbias_e5m2
 // druto:kernel layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
 // druto:dtypes f32 bf16 f16
 // druto:arch 90
@@ -25,6 +26,18 @@
 // amax = max |gelu(pre)|, in place of the bf16 GELU output: it reads 2
 // B/elt and writes 2, where the bf16 path writes a 2 B/elt GELU output that
 // a cast-transpose would read again.
+//
+// cast_transpose_dbias_e5m2: the cast-transpose of a linear layer's output
+// gradient dy to e5m2, with the bias gradient's column sums on the way
+// (Transformer Engine's cast_transpose_dbias): part[tile row][c] = the sum
+// of column c over the tile's 64 rows, which matmul.cu's matmul_bias_grad
+// then adds into dbias in tile order. dy is read once for the dx GEMM's
+// operand, the dW GEMM's transposed operand, amax and dbias. The sums are
+// of the unscaled values in fp32, in a fixed order: thread t holds row
+// t/4's 16 columns from 16·(t%4); the 8 rows of a warp that share columns
+// are added by the butterfly over lanes 4, 8, 16, i.e.
+// ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), then the 8 warps' sums in warp
+// order (rows past N and columns past C add nothing).
 //
 // Conversion: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, the product x·s rounded
 // to fp32 first (tensor.QuantizeFP8 computes the same product): round to
@@ -127,7 +140,7 @@
 #include "layernorm.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
-// druto:block CT_BLOCK cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3
+// druto:block CT_BLOCK cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3 cast_transpose_dbias_e5m2
 #define CT_BLOCK 256
 // CT_TILE is the tile's side: CT_BLOCK threads move 16 bytes each, once by
 // rows and once by columns (CT_TILE·CT_TILE = 16·CT_BLOCK).
@@ -188,14 +201,17 @@ __device__ __forceinline__ void column16(unsigned char* dst, const unsigned char
 // The elementwise op a cast-transpose applies to x before the cast.
 #define CT_COPY 0
 #define CT_GELU 1
+#define CT_DBIAS 2 // copy, and the column sums into part
 
+// part: the column sums of CT_DBIAS, (gridDim.y, C) fp32; unused otherwise.
 template <int F, int OP>
 __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
-                                                    float* __restrict__ amax, const T* __restrict__ x,
-                                                    const float* __restrict__ scale, int N, int C, int vec_row,
-                                                    int vec_col) {
+                                                    float* __restrict__ amax, float* __restrict__ part,
+                                                    const T* __restrict__ x, const float* __restrict__ scale, int N,
+                                                    int C, int vec_row, int vec_col) {
     __shared__ __align__(16) unsigned char tile[CT_TILE][CT_TILE];
     __shared__ unsigned int wmax[CT_BLOCK / 32];
+    __shared__ float csum[OP == CT_DBIAS ? CT_BLOCK / 32 : 1][CT_TILE];
     const int tid = threadIdx.x;
     const int r0 = blockIdx.y * CT_TILE, c0 = blockIdx.x * CT_TILE;
     const float s = scale[0];
@@ -204,6 +220,9 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     const int tr = tid / 4, tc = (tid % 4) * 16;
     const int r = r0 + tr, c = c0 + tc;
     unsigned int m = 0; // the largest |x| bits seen
+    float cs[OP == CT_DBIAS ? 16 : 1]; // CT_DBIAS: this thread's 16 values (0 outside the tensor)
+#pragma unroll
+    for (int k = 0; k < (OP == CT_DBIAS ? 16 : 1); k++) cs[k] = 0.f;
     if (r < N && c < C) {
         const T* xr = x + (size_t)r * C + c;
         unsigned char* qr = q + (size_t)r * C + c;
@@ -219,6 +238,10 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
             unsigned int w[8];
 #pragma unroll
             for (int k = 0; k < 16; k++) m = max_u32(m, abs_bits(v[k]));
+            if (OP == CT_DBIAS) {
+#pragma unroll
+                for (int k = 0; k < 16; k++) cs[k % (OP == CT_DBIAS ? 16 : 1)] = v[k];
+            }
 #pragma unroll
             for (int k = 0; k < 8; k++) w[k] = fp8x2<F>(v[2 * k] * s, v[2 * k + 1] * s);
             uint4 o;
@@ -229,9 +252,14 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
             *reinterpret_cast<uint4*>(qr) = o;
             *reinterpret_cast<uint4*>(&tile[tr][tc]) = o;
         } else {
-            for (int k = 0; k < n; k++) {
+            // Unrolled with a guard, so that cs is indexed by constants
+            // (registers, not local memory).
+#pragma unroll
+            for (int k = 0; k < 16; k++) {
+                if (k >= n) break;
                 const float v = OP == CT_GELU ? gelu_f(load(xr, k)) : load(xr, k);
                 m = max_u32(m, abs_bits(v));
+                if (OP == CT_DBIAS) cs[k % (OP == CT_DBIAS ? 16 : 1)] = v;
                 const unsigned char b = (unsigned char)(fp8x2<F>(v * s, 0.0f) & 0xffu);
                 qr[k] = b;
                 tile[tr][tc + k] = b;
@@ -247,6 +275,29 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
 #pragma unroll
         for (int w = 0; w < CT_BLOCK / 32; w++) b = max_u32(b, wmax[w]);
         if (b != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), b);
+    }
+    if (OP == CT_DBIAS) {
+        // The 8 rows of the warp with the same columns: lanes l, l^4, l^8, l^16.
+        const int lane = tid & 31;
+#pragma unroll
+        for (int k = 0; k < (OP == CT_DBIAS ? 16 : 1); k++) {
+            float v = cs[k];
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            cs[k] = v;
+        }
+        if (lane < 4) {
+#pragma unroll
+            for (int k = 0; k < (OP == CT_DBIAS ? 16 : 1); k++) csum[tid / 32][lane * 16 + k] = cs[k];
+        }
+        __syncthreads();
+        if (tid < CT_TILE && c0 + tid < C) {
+            float a = 0.f;
+#pragma unroll
+            for (int w = 0; w < CT_BLOCK / 32; w++) a += csum[w][tid];
+            part[(size_t)blockIdx.y * C + c0 + tid] = a;
+        }
     }
 
     // Columns: column cc of the tile, rows rr .. rr+15, to qt row c0+cc.
@@ -266,12 +317,20 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     extern "C" __global__ void __launch_bounds__(CT_BLOCK)                                                      \
         name(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,           \
              const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) { \
-        cast_transpose_body<F, OP>(q, qt, amax, x, scale, N, C, vec_row, vec_col);                               \
+        cast_transpose_body<F, OP>(q, qt, amax, nullptr, x, scale, N, C, vec_row, vec_col);                               \
     }
 
 CAST_TRANSPOSE(cast_transpose_e4m3, FP8_E4M3, CT_COPY)
 CAST_TRANSPOSE(cast_transpose_e5m2, FP8_E5M2, CT_COPY)
 CAST_TRANSPOSE(gelu_cast_transpose_e4m3, FP8_E4M3, CT_GELU)
+
+// part (ceil(N/CT_TILE), C) fp32: each tile's column sums (see the header).
+extern "C" __global__ void __launch_bounds__(CT_BLOCK)
+    cast_transpose_dbias_e5m2(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
+                              float* __restrict__ part, const T* __restrict__ x, const float* __restrict__ scale, int N,
+                              int C, int vec_row, int vec_col) {
+    cast_transpose_body<FP8_E5M2, CT_DBIAS>(q, qt, amax, part, x, scale, N, C, vec_row, vec_col);
+}
 
 // ---- layernorm with the FP8 cast: the producer of the qkv and fc GEMMs ----
 //

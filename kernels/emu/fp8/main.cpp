@@ -22,6 +22,10 @@
 //                               cast-transpose, x the pre-activation)
 //                               stdin: scale (f32), then x (N·C of T, raw);
 //                               stdout: q (N·C), qt (N·C), amax (f32 bits)
+//   emu_DT dbio N C VR VC REV   cast_transpose_dbias_e5m2, for
+//                               TestDBiasFP8EmulatorMatchesCPU: stdin as
+//                               io's; stdout: q, qt, amax, then the column
+//                               sums part (ceil(N/64)·C f32)
 //   emu_DT ln N C               the layernorm kernels, plain and residual,
 //                               on random rows with special values, the
 //                               launcher's paths and the scalar ones,
@@ -478,6 +482,28 @@ int main(int argc, char** argv) {
         fwrite(o.q.data(), 1, o.q.size(), stdout);
         fwrite(o.qt.data(), 1, o.qt.size(), stdout);
         fwrite(&o.amax, 4, 1, stdout);
+        return 0;
+    }
+    if (argc >= 7 && std::string(argv[1]) == "dbio") {
+        const int N = atoi(argv[2]), C = atoi(argv[3]), vr = atoi(argv[4]), vc = atoi(argv[5]);
+        reverseBlocks = atoi(argv[6]) != 0;
+        float s;
+        std::vector<T> x((size_t)N * C);
+        if (!readAll(&s, 4) || !readAll(x.data(), x.size() * sizeof(T))) {
+            fprintf(stderr, "emu: short input\n");
+            return 2;
+        }
+        const int gx = (C + CT_TILE - 1) / CT_TILE, gy = (N + CT_TILE - 1) / CT_TILE;
+        std::vector<unsigned char> q((size_t)N * C, 0xA5), qt((size_t)N * C, 0x5A);
+        std::vector<float> part((size_t)gy * C, NAN);
+        float amax = 0;
+        launch(gx, gy, CT_BLOCK, [&] {
+            cast_transpose_dbias_e5m2(q.data(), qt.data(), &amax, part.data(), x.data(), &s, N, C, vr, vc);
+        });
+        fwrite(q.data(), 1, q.size(), stdout);
+        fwrite(qt.data(), 1, qt.size(), stdout);
+        fwrite(&amax, 4, 1, stdout);
+        fwrite(part.data(), 4, part.size(), stdout);
         return 0;
     }
     if (argc >= 8 && std::string(argv[1]) == "lnio") {

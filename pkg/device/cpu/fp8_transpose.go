@@ -48,6 +48,44 @@ func GELUCastTransposeFP8(q, qt []uint8, pre []float32, scale float32, N, C int)
 	return CastTransposeFP8(q, qt, y, scale, tensor.E4M3, N, C)
 }
 
+// CastTransposeDBiasFP8 is CastTransposeFP8 of dy (N,C) in E5M2 that also
+// adds the column sums of dy (unscaled, fp32) into dbias (C): the
+// reference of kernels/fp8.cu's cast_transpose_dbias_e5m2 with matmul.cu's
+// matmul_bias_grad after it. Each 64-row tile's sum of a column is the
+// kernel's (FP8DBiasTile), and the tiles' sums are added in order; the
+// GPU's second stage adds them in another fixed order, so dbias agrees to
+// fp32 rounding.
+//
+//	q (N,C), qt (C,N), dbias (C), dy (N,C)
+func CastTransposeDBiasFP8(q, qt []uint8, dbias, dy []float32, scale float32, N, C int) (amax float32) {
+	for c := range C {
+		var s float32
+		for r0 := 0; r0 < N; r0 += 64 {
+			s += FP8DBiasTile(dy, N, C, r0, c)
+		}
+		dbias[c] += s
+	}
+	return CastTransposeFP8(q, qt, dy, scale, tensor.E5M2, N, C)
+}
+
+// FP8DBiasTile returns the sum of column c of dy (N,C) over the rows
+// [r0, r0+64) below N in cast_transpose_dbias_e5m2's order: the warps'
+// sums of 8 rows each, ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), added in warp
+// order from 0 (rows past N count as +0).
+func FP8DBiasTile(dy []float32, N, C, r0, c int) float32 {
+	var a float32
+	for w := range 8 {
+		var r [8]float32
+		for i := range r {
+			if row := r0 + 8*w + i; row < N {
+				r[i] = dy[row*C+c]
+			}
+		}
+		a += ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+	}
+	return a
+}
+
 // SameFP8 reports whether two codes of format f are equal, any NaN
 // matching any NaN: the GPU writes a canonical NaN (0x7f), which need not
 // be tensor's (the sign kept, 0x7e in E5M2).

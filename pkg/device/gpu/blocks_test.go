@@ -67,6 +67,7 @@ func TestLaunchBlocks(t *testing.T) {
 		_ = d.LayerNormFP8(q, qt, dev(f32, 1), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, C), dev(bf, C), dev(f32, 1), N, C)
 		_ = d.ResidualLayerNormFP8(dev(f32, N, C), q, qt, dev(f32, 1), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, N, C), dev(bf, C), dev(bf, C), dev(f32, 1), N, C)
 		_ = d.GELUCastTransposeFP8(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 1), dev(bf, N, C), dev(f32, 1), N, C)
+		_ = d.CastTransposeDBiasFP8(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 1), dev(f32, C), dev(bf, N, C), dev(f32, 1), N, C)
 		_ = d.FP8ScaleUpdate(dev(f32, 2*(3+4)), dev(tensor.I32, 2*amp.FP8MetaLen), 2, 4, 0)
 	})
 	if err != nil {

@@ -93,7 +93,7 @@ var ErrFP8Args = errors.New("gpu: bad arguments to an FP8 operation")
 // for arguments that do not fit; both are also recorded for Sync, as a
 // launch failure is.
 func (d *Device) CastTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
-	return d.record(d.castTransposeFP8("CastTransposeFP8", "", q, qt, amax, x, scale, f, N, C))
+	return d.record(d.castTransposeFP8("CastTransposeFP8", "", q, qt, amax, x, scale, f, N, C, 0))
 }
 
 // GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) (the tanh form, in
@@ -106,7 +106,7 @@ func (d *Device) CastTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.T
 //
 //	q (N,C) bytes, qt (C,N) bytes, amax (1) f32, pre (N,C) f32/bf16/f16, scale (1) f32
 func (d *Device) GELUCastTransposeFP8(q, qt cuda.DevicePtr, amax, pre, scale *tensor.Tensor, N, C int) error {
-	return d.record(d.castTransposeFP8("GELUCastTransposeFP8", "gelu_", q, qt, amax, pre, scale, tensor.E4M3, N, C))
+	return d.record(d.castTransposeFP8("GELUCastTransposeFP8", "gelu_", q, qt, amax, pre, scale, tensor.E4M3, N, C, 0))
 }
 
 // fp8Arch returns an error wrapping ErrArch when the device is older than
@@ -121,9 +121,53 @@ func (d *Device) fp8Arch(op string) error {
 	return nil
 }
 
+// CastTransposeDBiasFP8 is CastTransposeFP8 of a linear layer's output
+// gradient dy in E5M2 with the bias gradient on the way: q, qt and amax as
+// CastTransposeFP8's, and dbias (C) += the column sums of dy, unscaled, in
+// fp32 (kernels/fp8.cu's cast_transpose_dbias_e5m2 writes each 64-row
+// tile's sums, matmul.cu's matmul_bias_grad adds them in tile order:
+// deterministic). dy is read once for the dx and dW GEMMs' operands, amax
+// and dbias. pkg/device/cpu's CastTransposeDBiasFP8 is the reference.
+//
+//	q (N,C) bytes, qt (C,N) bytes, amax (1) f32, dbias (C) f32, dy (N,C) f32/bf16/f16, scale (1) f32
+func (d *Device) CastTransposeDBiasFP8(q, qt cuda.DevicePtr, amax, dbias, dy, scale *tensor.Tensor, N, C int) error {
+	return d.record(d.castTransposeDBiasFP8(q, qt, amax, dbias, dy, scale, N, C))
+}
+
+func (d *Device) castTransposeDBiasFP8(q, qt cuda.DevicePtr, amax, dbias, dy, scale *tensor.Tensor, N, C int) error {
+	const name = "CastTransposeDBiasFP8"
+	switch {
+	case dbias == nil || dbias.DType != tensor.F32 || dbias.Numel() != C:
+		return fmt.Errorf("%w: dbias %s, want f32 (%d): %w", ErrFP8Args, desc(dbias), C, tensor.ErrShape)
+	case dbias.Dev == 0 && C > 0:
+		return fmt.Errorf("%w: %s is a host tensor", ErrFP8Args, desc(dbias))
+	}
+	if err := d.fp8Arch(name); err != nil {
+		return err
+	}
+	if N < 0 || C < 0 {
+		return fmt.Errorf("%w: N %d, C %d", ErrFP8Args, N, C)
+	}
+	chunks := blocks(N, ctTile)
+	part := cuda.DevicePtr(0)
+	if N > 0 && C > 0 {
+		if part = d.buf("fp8.dbias.part", chunks*C*4); part == 0 {
+			return fmt.Errorf("gpu: %s: no scratch for the column sums", name)
+		}
+	}
+	if err := d.castTransposeFP8(name, "", q, qt, amax, dy, scale, tensor.E5M2, N, C, part); err != nil {
+		return err
+	}
+	if N > 0 && C > 0 && !d.run(kernBiasGrad, tensor.F32, grid1(blocks(C, 32)), cuda.D1(biasGradBlock), 0, d.ptr(dbias), part, chunks, C) {
+		return fmt.Errorf("gpu: %s: %s did not launch (see Sync)", name, kernBiasGrad)
+	}
+	return nil
+}
+
 // castTransposeFP8 launches the cast-transpose kernel op+"cast_transpose_"+f
-// for the method name.
-func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
+// for the method name; with part (the column sums' scratch, not 0) it is
+// cast_transpose_dbias_e5m2.
+func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int, part cuda.DevicePtr) error {
 	if err := d.fp8Arch(name); err != nil {
 		return err
 	}
@@ -142,6 +186,11 @@ func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x
 		return nil
 	}
 	kernel := op + "cast_transpose_" + f.String()
+	args := []any{q, qt, d.ptr(amax)}
+	if part != 0 {
+		kernel = "cast_transpose_dbias_" + f.String()
+		args = append(args, part)
+	}
 	// 16-byte rows: x and q when every row starts aligned, qt likewise.
 	xp := d.ptr(x)
 	vecRow, vecCol := 0, 0
@@ -151,8 +200,11 @@ func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x
 	if N%16 == 0 && uint64(qt)%16 == 0 {
 		vecCol = 1
 	}
-	grid := cuda.Dim3{X: uint32(blocks(C, ctTile)), Y: uint32(min(blocks(N, ctTile), maxGridYZ+1)), Z: 1}
-	if !d.run(kernel, x.DType, grid, cuda.D1(ctBlock), 0, q, qt, d.ptr(amax), xp, d.ptr(scale), N, C, vecRow, vecCol) {
+	if blocks(N, ctTile) > maxGridYZ {
+		return fmt.Errorf("%w: N %d rows, at most %d (65535 tiles of 64 rows in the grid's y dimension)", ErrFP8Args, N, maxGridYZ*ctTile)
+	}
+	grid := cuda.Dim3{X: uint32(blocks(C, ctTile)), Y: uint32(blocks(N, ctTile)), Z: 1}
+	if !d.run(kernel, x.DType, grid, cuda.D1(ctBlock), 0, append(args, xp, d.ptr(scale), N, C, vecRow, vecCol)...) {
 		return fmt.Errorf("gpu: %s: %s/%s did not launch (see Sync)", name, kernel, x.DType)
 	}
 	return nil

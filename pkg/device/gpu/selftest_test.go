@@ -116,10 +116,11 @@ func TestSelfTestCoversEveryKernel(t *testing.T) {
 // notOps are kernels that no op of device.Device launches yet, so no
 // conformance case can: each is checked by its own tests instead.
 var notOps = map[string]bool{
-	"cast_transpose_e4m3":      true, // fp8.go: TestLaunchCastTransposeFP8, TestGPUCastTransposeFP8, TestFP8EmulatorMatchesCPU
-	"cast_transpose_e5m2":      true,
-	"gelu_cast_transpose_e4m3": true, // fp8_gelu_test.go
-	"fp8_scale_update":         true, // fp8scale.go: TestLaunchFP8ScaleUpdate, TestGPUFP8ScaleUpdate, TestFP8ScaleEmulatorMatchesAmp
+	"cast_transpose_e4m3":       true, // fp8.go: TestLaunchCastTransposeFP8, TestGPUCastTransposeFP8, TestFP8EmulatorMatchesCPU
+	"cast_transpose_e5m2":       true,
+	"gelu_cast_transpose_e4m3":  true, // fp8_producers_test.go
+	"cast_transpose_dbias_e5m2": true, // fp8_producers_test.go
+	"fp8_scale_update":          true, // fp8scale.go: TestLaunchFP8ScaleUpdate, TestGPUFP8ScaleUpdate, TestFP8ScaleEmulatorMatchesAmp
 	// fp8.go: TestLaunchLayerNormFP8, TestGPULayerNormFP8, TestLayerNormFP8EmulatorMatchesCPU
 	"layernorm_fp8_e4m3":          true,
 	"residual_layernorm_fp8_e4m3": true,
