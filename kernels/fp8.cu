@@ -317,7 +317,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     extern "C" __global__ void __launch_bounds__(CT_BLOCK)                                                      \
         name(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,           \
              const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) { \
-        cast_transpose_body<F, OP>(q, qt, amax, nullptr, x, scale, N, C, vec_row, vec_col);                               \
+        cast_transpose_body<F, OP>(q, qt, amax, (float*)0, x, scale, N, C, vec_row, vec_col);                               \
     }
 
 CAST_TRANSPOSE(cast_transpose_e4m3, FP8_E4M3, CT_COPY)
