@@ -28,7 +28,8 @@ package gpu
 // layout, both operands K-major, the only one Hopper's FP8 kernels take;
 // a (N,C) and b (OC,C) with rows of C contiguous are the linear layer's
 // input and weight as druto stores them. The output is bf16, the training's
-// working type (cuBLASLt would also write fp32 with an fp32 C). The compute
+// working type, or fp32 (MatmulFP8Add: the weight gradient, accumulated
+// into the fp32 gradient buffer with cuBLASLt's beta = 1). The compute
 // type is CUBLAS_COMPUTE_32F without cuBLASLt's fast-accumulation mode
 // (its default): partial sums are promoted to fp32 registers, though the
 // FP8 tensor-core instruction itself accumulates with fewer bits than fp32
@@ -358,10 +359,10 @@ func fp8DataType(f tensor.FP8Format) (cuda.DataType, bool) {
 //
 //	out[n][o] = (Σ_c fa(a[n][c])·fb(b[o][c])) · invA[0] · invB[0]
 //
-// on cuBLASLt (fp32 compute, see the file's comment), rounded to bf16 once
-// at the end.
+// on cuBLASLt (fp32 compute, see the file's comment), rounded once at the
+// end to out's type, bf16 or f32.
 //
-//	out (N,OC) bf16, a (N,C) bytes in format fa, b (OC,C) bytes in format fb,
+//	out (N,OC) bf16 or f32, a (N,C) bytes in format fa, b (OC,C) bytes in format fb,
 //	invA (1) f32, invB (1) f32
 //
 // invA and invB are the dequantisation factors read on the device: 1/s for
@@ -373,20 +374,30 @@ func fp8DataType(f tensor.FP8Format) (cuda.DataType, bool) {
 // cuBLASLt's FP8 rules (see cuda.LtParams) and its heuristic's assumption
 // of 256-byte aligned operands (Pool allocations are) make these arguments
 // errors wrapping ErrFP8Args: C not a multiple of 16, OC not a multiple of
-// 8 (16-byte rows of out), a null or misaligned a, b or out. A format pair
+// 8 (bf16) or 4 (f32) (16-byte rows of out), a null or misaligned a, b or
+// out. A format pair
 // cuBLASLt has no kernel for is an error from its heuristic. C = 0 zeroes
 // out (an empty sum). It needs sm_90 (ErrArch below); every error is also
 // recorded for Sync.
 func (d *Device) MatmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, invA, invB *tensor.Tensor, N, C, OC int) error {
-	if err := d.matmulFP8(out, a, b, fa, fb, invA, invB, N, C, OC); err != nil {
-		d.fail(err)
-		return err
-	}
-	return nil
+	return d.record(d.matmulFP8("MatmulFP8", false, out, a, b, fa, fb, invA, invB, N, C, OC))
 }
 
-func (d *Device) matmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, invA, invB *tensor.Tensor, N, C, OC int) error {
-	if err := d.fp8Arch("MatmulFP8"); err != nil {
+// MatmulFP8Add is MatmulFP8 into an f32 out that it adds to:
+// out[n][o] += (Σ_c fa(a[n][c])·fb(b[o][c]))·invA[0]·invB[0] (cuBLASLt's
+// beta = 1, one fp32 rounding of the sum): the weight gradient of an FP8
+// linear layer, dW (OC,C) += dyᵀ·x with a = dyᵀ (OC,N) in E5M2 and b = xᵀ
+// (C,N) in E4M3, both K-major (K = tokens), accumulating over micro-steps
+// as the bf16 backward's weight gradients do. Errors as MatmulFP8's; out
+// must be f32, and C = 0 leaves it as it is.
+//
+//	out (N,OC) f32, a (N,C) bytes in format fa, b (OC,C) bytes in format fb, invA (1) f32, invB (1) f32
+func (d *Device) MatmulFP8Add(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, invA, invB *tensor.Tensor, N, C, OC int) error {
+	return d.record(d.matmulFP8("MatmulFP8Add", true, out, a, b, fa, fb, invA, invB, N, C, OC))
+}
+
+func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, invA, invB *tensor.Tensor, N, C, OC int) error {
+	if err := d.fp8Arch(name); err != nil {
 		return err
 	}
 	ta, okA := fp8DataType(fa)
@@ -398,10 +409,14 @@ func (d *Device) matmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tenso
 		return fmt.Errorf("%w: N %d, C %d, OC %d", ErrFP8Args, N, C, OC)
 	case C%16 != 0:
 		return fmt.Errorf("%w: C %d is not a multiple of 16 (cuBLASLt's FP8 GEMMs need 16-byte rows of a and b)", ErrFP8Args, C)
-	case OC%8 != 0:
-		return fmt.Errorf("%w: OC %d is not a multiple of 8 (cuBLASLt's FP8 GEMMs need 16-byte rows of the bf16 out)", ErrFP8Args, OC)
-	case out == nil || out.DType != tensor.BF16 || out.Numel() != N*OC:
-		return fmt.Errorf("%w: out %s, want bf16 (%d,%d): %w", ErrFP8Args, desc(out), N, OC, tensor.ErrShape)
+	case out == nil || !(out.DType == tensor.F32 || out.DType == tensor.BF16 && !add) || out.Numel() != N*OC:
+		want := "bf16 or f32"
+		if add {
+			want = "f32"
+		}
+		return fmt.Errorf("%w: out %s, want %s (%d,%d): %w", ErrFP8Args, desc(out), want, N, OC, tensor.ErrShape)
+	case OC*out.DType.Size()%16 != 0:
+		return fmt.Errorf("%w: OC %d is not a multiple of %d (cuBLASLt's FP8 GEMMs need 16-byte rows of the %s out)", ErrFP8Args, OC, 16/out.DType.Size(), out.DType)
 	case invA == nil || invA.DType != tensor.F32 || invA.Numel() != 1:
 		return fmt.Errorf("%w: invA %s, want f32 (1): %w", ErrFP8Args, desc(invA), tensor.ErrShape)
 	case invB == nil || invB.DType != tensor.F32 || invB.Numel() != 1:
@@ -416,8 +431,11 @@ func (d *Device) matmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tenso
 		return nil
 	}
 	if C == 0 {
-		if err := d.memset(d.ptr(out), N*OC*2); err != nil {
-			return fmt.Errorf("gpu: MatmulFP8: zero out: %w", err)
+		if add {
+			return nil
+		}
+		if err := d.memset(d.ptr(out), N*OC*out.DType.Size()); err != nil {
+			return fmt.Errorf("gpu: %s: zero out: %w", name, err)
 		}
 		return nil
 	}
@@ -435,18 +453,25 @@ func (d *Device) matmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tenso
 		AType: tb, BType: ta, CType: cuda.R16BF, LDA: C, LDB: C, LDC: OC,
 		Compute: cuda.Compute32F, Epilogue: cuda.EpilogueDefault, MaxWorkspace: WorkspaceBytes,
 	}
+	if out.DType == tensor.F32 {
+		p.CType = cuda.R32F
+	}
 	m := d.ltMatmul(p)
 	if m == nil {
 		if e, ok := d.lts[ltKey{p}]; ok && e.err != nil {
-			return fmt.Errorf("gpu: MatmulFP8 %s·%s (%d,%d,%d): %w", fa, fb, N, C, OC, e.err)
+			return fmt.Errorf("gpu: %s %s·%s (%d,%d,%d) to %s: %w", name, fa, fb, N, C, OC, out.DType, e.err)
 		}
-		return fmt.Errorf("gpu: MatmulFP8 %s·%s (%d,%d,%d): no cuBLASLt matmul (see Sync)", fa, fb, N, C, OC)
+		return fmt.Errorf("gpu: %s %s·%s (%d,%d,%d) to %s: no cuBLASLt matmul (see Sync)", name, fa, fb, N, C, OC, out.DType)
 	}
 	d.launches.Add(1)
 	// cuBLASLt's A is b and its B is a: their scales go the same way.
-	if err := m.Run(d.stream, cuda.LtArgs{Alpha: 1, A: b, B: a, D: d.ptr(out), AScale: d.ptr(invB), BScale: d.ptr(invA),
-		Workspace: d.ws, WorkspaceBytes: WorkspaceBytes}); err != nil {
-		return fmt.Errorf("gpu: MatmulFP8 (cuBLASLt): %w", err)
+	args := cuda.LtArgs{Alpha: 1, A: b, B: a, D: d.ptr(out), AScale: d.ptr(invB), BScale: d.ptr(invA),
+		Workspace: d.ws, WorkspaceBytes: WorkspaceBytes}
+	if add {
+		args.Beta, args.C = 1, d.ptr(out)
+	}
+	if err := m.Run(d.stream, args); err != nil {
+		return fmt.Errorf("gpu: %s (cuBLASLt): %w", name, err)
 	}
 	return nil
 }

@@ -47,8 +47,17 @@ func TestLaunchMatmulFP8(t *testing.T) {
 		{"N -1", func(d *Device) error {
 			return d.MatmulFP8(dev(BF, 0, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), -1, C, OC)
 		}},
-		{"out f32", func(d *Device) error {
-			return d.MatmulFP8(dev(F, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+		{"out f16", func(d *Device) error {
+			return d.MatmulFP8(dev(tensor.F16, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+		}},
+		{"f32 out, OC 22", func(d *Device) error {
+			return d.MatmulFP8(dev(F, N, 22), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, 22)
+		}},
+		{"Add into bf16", func(d *Device) error {
+			return d.MatmulFP8Add(dev(BF, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+		}},
+		{"Add with C 40", func(d *Device) error {
+			return d.MatmulFP8Add(dev(F, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, 40, OC)
 		}},
 		{"out short", func(d *Device) error {
 			return d.MatmulFP8(dev(BF, N, OC-1), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
@@ -110,13 +119,22 @@ func TestLaunchMatmulFP8(t *testing.T) {
 		if err := d.MatmulFP8(dev(BF, N, OC), 0, 0, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, 0, OC); err != nil {
 			t.Errorf("C 0: %v", err)
 		}
+		if err := d.MatmulFP8(dev(F, N, 20), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, 20); err != nil {
+			t.Errorf("f32 out, OC 20: %v", err)
+		}
+		if err := d.MatmulFP8Add(dev(F, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC); err != nil {
+			t.Errorf("Add: %v", err)
+		}
+		if err := d.MatmulFP8Add(dev(F, N, OC), 0, 0, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, 0, OC); err != nil {
+			t.Errorf("Add, C 0: %v", err)
+		}
 	})
 	memsetHook = nil
 	if err != nil || len(got) != 0 {
 		t.Errorf("valid calls: recorded %v, %d launches", err, len(got))
 	}
 	if len(zeroed) != 1 || zeroed[0] != N*OC*2 {
-		t.Errorf("memsets %v, want one of %d bytes (out, for C 0)", zeroed, N*OC*2)
+		t.Errorf("memsets %v, want one of %d bytes (out, for C 0; Add leaves out as it is)", zeroed, N*OC*2)
 	}
 }
 
@@ -306,6 +324,22 @@ func TestGPUMatmulFP8(t *testing.T) {
 			}
 			if n := len(g.lts) - lts; n > 1 {
 				t.Errorf("%s: %d cuBLASLt configurations made for one shape, want at most 1", name, n)
+			}
+			if OC%4 == 0 && N*C*OC <= 1<<28 {
+				// f32 out, then MatmulFP8Add onto it: the product once, then twice.
+				out := poisoned(t, g, tensor.F32, N, OC)
+				if err := g.MatmulFP8(out, a, b, fa, fb, dA, dB, N, C, OC); err != nil {
+					t.Fatalf("%s f32: %v", name, err)
+				}
+				checkMatmulFP8(t, name+" f32", toHost(t, g, out).F32(), r, sabs, C, OC)
+				if err := g.MatmulFP8Add(out, a, b, fa, fb, dA, dB, N, C, OC); err != nil {
+					t.Fatalf("%s add: %v", name, err)
+				}
+				r2, sabs2 := make([]float32, N*OC), make([]float32, N*OC)
+				for i := range r {
+					r2[i], sabs2[i] = 2*r[i], 2*sabs[i]
+				}
+				checkMatmulFP8(t, name+" f32 + add", toHost(t, g, out).F32(), r2, sabs2, C, OC)
 			}
 		}
 	}
