@@ -66,12 +66,17 @@ func NewFP8Scales(formats []tensor.FP8Format, r FP8Recipe) (*FP8Scales, error) {
 	return s, nil
 }
 
-// Amax, Scale and Inv return tensor k's pending amax, scale and inverse;
-// Bad its count of non-finite amaxes.
-func (s *FP8Scales) Amax(k int) float32  { return s.St[k] }
+// Amax returns tensor k's pending amax (0 after an update).
+func (s *FP8Scales) Amax(k int) float32 { return s.St[k] }
+
+// Scale returns the scale of tensor k's next cast.
 func (s *FP8Scales) Scale(k int) float32 { return s.St[s.K+k] }
-func (s *FP8Scales) Inv(k int) float32   { return s.St[2*s.K+k] }
-func (s *FP8Scales) Bad(k int) int64     { return int64(s.Meta[k*FP8MetaLen+FP8MetaBad]) }
+
+// Inv returns 1/Scale(k), the dequantisation factor of the FP8 GEMM.
+func (s *FP8Scales) Inv(k int) float32 { return s.St[2*s.K+k] }
+
+// Bad returns tensor k's count of non-finite amaxes (overflow events).
+func (s *FP8Scales) Bad(k int) int64 { return int64(s.Meta[k*FP8MetaLen+FP8MetaBad]) }
 
 // Update runs UpdateFP8Scales on the state.
 func (s *FP8Scales) Update() { UpdateFP8Scales(s.St, s.Meta, s.K, s.H, s.Margin) }
