@@ -194,7 +194,14 @@ func safeRange(a *plot.Axis, log bool) {
 	a.Max = math.Max(math.Min(a.Max, plotLimit), -plotLimit)
 	if log {
 		if a.Min > 0 && !(a.Max > a.Min*(1+1e-9)) {
-			a.Min, a.Max = a.Min/2, a.Max*2
+			// Halving the smallest subnormal gives 0, which a log axis
+			// cannot take (gonum panics): keep such an end where it is.
+			if lo := a.Min / 2; lo > 0 {
+				a.Min = lo
+			}
+			if hi := a.Max * 2; hi <= plotLimit {
+				a.Max = hi
+			}
 		}
 		return
 	}
