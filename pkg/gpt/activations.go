@@ -185,6 +185,7 @@ type activations struct {
 	logits            *tensor.Tensor // (rows, V)
 	datty, dqkv, dfch *tensor.Tensor
 	all               []*tensor.Tensor
+	f8                *fp8Batch // the FP8 step's buffers for this set (fp8.go), nil until trained under amp.FP8
 }
 
 // allocActivations allocates the buffers of activationSpecs, the LM head
@@ -228,6 +229,10 @@ func allocActivations(dev device.Device, c Config, p amp.Policy, B, T, rows int,
 func (a *activations) free(dev device.Device) {
 	for _, t := range a.all {
 		dev.Free(t)
+	}
+	if a.f8 != nil {
+		a.f8.free(dev)
+		a.f8 = nil
 	}
 }
 

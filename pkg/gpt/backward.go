@@ -10,6 +10,10 @@ import (
 // after the head's share of wte's gradient. Ops run in the reverse order of
 // forward, as in llm.c. Errors surface at the next Sync.
 func (m *Model) backward() {
+	if m.fp8 != nil && m.acts.f8 != nil {
+		m.backwardFP8()
+		return
+	}
 	d, a, p, g := m.dev, m.acts, m.wp, m.gp
 	B, T := m.B, m.T
 	N := B * T

@@ -81,9 +81,15 @@ func (m *Model) GradientsMicro(inputs, targets []int32, B, T int, lossScale floa
 	if lossScale == 0 || math.IsNaN(float64(lossScale)) || math.IsInf(float64(lossScale), 0) {
 		return 0, fmt.Errorf("gpt: Gradients: loss scale %v must be finite and nonzero", lossScale)
 	}
-	if _, err := m.forward(inputs, targets, B, T, lossScale/float32(micro*B*T)); err != nil {
+	if err := m.SetBatch(inputs, targets, B, T); err != nil {
 		return 0, err
 	}
+	if m.trainsFP8() {
+		if err := m.ensureFP8(); err != nil {
+			return 0, err
+		}
+	}
+	m.run(B, T, true, lossScale/float32(micro*B*T), nil)
 	m.backward()
 	// One host synchronisation per step, after backward: the losses of the
 	// fused classifier are read only now, so a GPU runs forward and
@@ -127,6 +133,13 @@ func (m *Model) SetBatch(inputs, targets []int32, B, T int) error {
 			return fmt.Errorf("gpt: target token %d at %d outside the vocabulary [0,%d)", tok, i, V)
 		}
 	}
+	// The FP8 step's buffers are made here, outside any graph capture,
+	// when the step can run at this size (else Gradients says why).
+	if m.trainsFP8() && m.fp8Refusal() == nil {
+		if err := m.ensureFP8(); err != nil {
+			return err
+		}
+	}
 	host, _ := tensor.FromI32(inputs, N)
 	m.dev.Upload(m.acts.tokens, host)
 	if targets != nil {
@@ -145,6 +158,15 @@ func (m *Model) run(B, T int, targets bool, dscale float32, state *tensor.Tensor
 	d, a, p := m.dev, m.acts, m.wp
 	N := B * T
 	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
+	if dscale != 0 && m.fp8 != nil && a.f8 != nil {
+		m.runFP8(B, T)
+		m.B, m.T = B, T
+		m.logitsOf = nil
+		if targets {
+			m.head(N, dscale, state)
+		}
+		return
+	}
 
 	d.Encoder(a.encoded, p.wte, p.wpe, a.tokens, B, T, C)
 	d.LayerNorm(layer(a.ln1, 0), layer(a.ln1Mean, 0), layer(a.ln1Rstd, 0), a.encoded, p.layers[0].ln1w, p.layers[0].ln1b, N, C)

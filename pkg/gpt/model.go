@@ -31,6 +31,8 @@ type Model struct {
 	logitsOf  *activations   // the set whose lnf Logits may read (the last run was a Forward), or nil
 	headRows  int            // rows of the LM head's chunk for sets allocated from now; 0: HeadRows
 	recompute Recompute      // what backward computes again instead of keeping (SetRecompute)
+	fp8       *fp8State      // the FP8 step's scales and weight copies (amp.FP8), nil until its first step
+	fp8Recipe *amp.FP8Recipe // SetFP8Recipe's, nil: amp.DefaultFP8Recipe
 }
 
 // params are views of one flat buffer, by role.
@@ -252,10 +254,15 @@ func (m *Model) download(t *tensor.Tensor) ([]float32, error) {
 	return host.ToF32(), nil
 }
 
-// ZeroGrad sets every gradient to zero (backward accumulates).
+// ZeroGrad sets every gradient to zero (backward accumulates): a
+// training step begins. Under amp.FP8 it also queues the FP8 scales'
+// update from the last step's amaxes and the weights' FP8 casts.
 func (m *Model) ZeroGrad() {
 	if m.grads != nil {
 		m.dev.Zero(m.grads)
+	}
+	if m.fp8 != nil {
+		m.beginFP8Step()
 	}
 }
 
@@ -265,6 +272,10 @@ func (m *Model) Close() {
 		a.free(m.dev)
 	}
 	m.cache, m.acts = nil, nil
+	if m.fp8 != nil {
+		m.fp8.free(m.dev)
+		m.fp8 = nil
+	}
 	for _, t := range []*tensor.Tensor{m.master, m.work, m.grads} {
 		if t != nil {
 			m.dev.Free(t)

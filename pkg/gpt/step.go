@@ -29,6 +29,11 @@ func (m *Model) GradientsQueuedMicro(B, T, micro int, state *tensor.Tensor) erro
 	if m.acts == nil || m.acts.B != B || m.acts.T != T {
 		return fmt.Errorf("gpt: GradientsQueued for B %d x T %d without SetBatch of that size", B, T)
 	}
+	if m.trainsFP8() {
+		if err := m.ensureFP8(); err != nil {
+			return err
+		}
+	}
 	m.run(B, T, true, 1/float32(micro*B*T), state)
 	m.backward()
 	return nil

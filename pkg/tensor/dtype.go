@@ -14,6 +14,11 @@ const (
 	BF16                  // bfloat16: 8 exponent bits, 7 mantissa bits
 	F16                   // IEEE 754 binary16: 5 exponent bits, 10 mantissa bits
 	I32                   // signed 32-bit integer (token ids)
+	// The FP8 formats as storage (FP8Format says how their bytes convert):
+	// the operands of FP8 GEMMs, written by the kernels that produce them.
+	// They are not Float: no op but the FP8 ones takes them.
+	F8E4M3
+	F8E5M2
 )
 
 // Size returns the number of bytes of one element.
@@ -23,6 +28,8 @@ func (d DType) Size() int {
 		return 4
 	case BF16, F16:
 		return 2
+	case F8E4M3, F8E5M2:
+		return 1
 	}
 	return 0
 }
@@ -38,8 +45,24 @@ func (d DType) String() string {
 		return "f16"
 	case I32:
 		return "i32"
+	case F8E4M3:
+		return "f8e4m3"
+	case F8E5M2:
+		return "f8e5m2"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// FP8 returns the FP8 format of F8E4M3 and F8E5M2, and false for the
+// other dtypes.
+func (d DType) FP8() (FP8Format, bool) {
+	switch d {
+	case F8E4M3:
+		return E4M3, true
+	case F8E5M2:
+		return E5M2, true
+	}
+	return 0, false
 }
 
 // Float reports whether d is a floating-point type.

@@ -158,6 +158,14 @@ func (f FP8Format) format() fp8Format {
 	return e4m3
 }
 
+// DType returns the tensor dtype that stores the format: F8E4M3 or F8E5M2.
+func (f FP8Format) DType() DType {
+	if f == E5M2 {
+		return F8E5M2
+	}
+	return F8E4M3
+}
+
 // Max returns the format's largest finite value: 448 or 57344.
 func (f FP8Format) Max() float32 {
 	if f == E5M2 {

@@ -126,6 +126,18 @@ func (t *Tensor) check(dt DType) {
 	}
 }
 
+// U8 returns the bytes of a host FP8 tensor (F8E4M3, F8E5M2), aliasing its
+// memory. It panics on a dtype or placement mismatch, a programming error.
+func (t *Tensor) U8() []uint8 {
+	if _, ok := t.DType.FP8(); !ok {
+		panic(fmt.Sprintf("tensor: byte view of a %s tensor", t.DType))
+	}
+	if t.host == nil && t.Numel() > 0 {
+		panic("tensor: host view of a device tensor")
+	}
+	return t.host[:t.Numel()]
+}
+
 // F32 returns the elements of a host F32 tensor, aliasing its memory.
 // It panics on a dtype or placement mismatch, a programming error.
 func (t *Tensor) F32() []float32 {
@@ -210,6 +222,11 @@ func (t *Tensor) ToF32() []float32 {
 	case I32:
 		for i, v := range t.I32() {
 			out[i] = float32(v)
+		}
+	case F8E4M3, F8E5M2:
+		f, _ := t.DType.FP8()
+		for i, q := range t.U8() {
+			out[i] = f.ToF32(q)
 		}
 	}
 	return out

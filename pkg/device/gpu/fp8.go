@@ -9,14 +9,16 @@ package gpu
 //     stream whose output, instead of being stored in T, is cast to E4M3
 //     as CastTransposeFP8 casts it, in the same kernel: the input of the
 //     qkv and fc GEMMs and its transposed copy, with no cast pass.
-//   - MatmulFP8, the FP8 GEMM on cuBLASLt: out (N,OC) bf16 =
+//   - GELUCastTransposeFP8 and CastTransposeDBiasFP8: the input of the MLP
+//     projection from the fc layer's pre-activation, and an output
+//     gradient in E5M2 with its bias gradient.
+//   - MatmulFP8 (MatmulFP8Add), the FP8 GEMM on cuBLASLt: out (N,OC) =
 //     a (N,C)·b (OC,C)ᵀ · invA·invB, with per-tensor dequantisation
 //     factors read on the device, the contract of pkg/device/cpu's
 //     MatmulFP8 (its reference).
 //
-// They are methods of *Device only, not ops of device.Device: the FP8 step
-// that will call them is not written yet, and pkg/tensor has no byte dtype,
-// so FP8 operands are device pointers (N·C bytes, row-major). Both need
+// With FP8ScaleUpdate (fp8scale.go) they implement device.FP8, whose FP8
+// operands are tensors of dtype tensor.F8E4M3 or F8E5M2. They need
 // sm_90 or newer (one rule for every FP8 operation: cuBLASLt has FP8 on
 // sm_89 too, the conversion kernels need sm_90's PTX) and return errors
 // wrapping ErrArch below it, ErrFP8Args for arguments that do not fit; both
@@ -80,12 +82,12 @@ const fp8MinArch = 90
 var ErrFP8Args = errors.New("gpu: bad arguments to an FP8 operation")
 
 // CastTransposeFP8 queues one kernel that writes q (N,C) = fp8(x·s) in
-// format f, qt (C,N) = qᵀ (the K-major copy of the backward's "TN" FP8
-// GEMMs) and amax = max |x| (before scaling; NaN when any x is NaN), with
-// s = scale[0] read on the device (the FP8 scaler's scale, no host round
-// trip). It zeroes amax first (one 4-byte memset).
+// q's format, qt (C,N) = qᵀ (the K-major copy of the backward's "TN" FP8
+// GEMMs) and amax = max(amax, max |x|) (before scaling; NaN when any x is
+// NaN), with s = scale[0] read on the device (the FP8 scaler's scale, no
+// host round trip); it implements device.FP8.
 //
-//	q (N,C) bytes, qt (C,N) bytes, amax (1) f32, x (N,C) f32/bf16/f16, scale (1) f32
+//	q (N,C), qt (C,N) F8E4M3 or F8E5M2, amax (1) f32, x (N,C) f32/bf16/f16, scale (1) f32
 //
 // The conversion rounds x·s (in fp32) to nearest even and saturates to
 // ±max, as tensor.QuantizeFP8; pkg/device/cpu's CastTransposeFP8 is the
@@ -93,8 +95,13 @@ var ErrFP8Args = errors.New("gpu: bad arguments to an FP8 operation")
 // newer and returns an error wrapping ErrArch on older GPUs, ErrFP8Args
 // for arguments that do not fit; both are also recorded for Sync, as a
 // launch failure is.
-func (d *Device) CastTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
-	return d.record(d.castTransposeFP8("CastTransposeFP8", "", q, qt, amax, x, scale, f, N, C, 0))
+func (d *Device) CastTransposeFP8(q, qt, amax, x, scale *tensor.Tensor, N, C int) {
+	const op = "CastTransposeFP8"
+	f, err := d.fp8Pair(op, q, qt, 0, N*C)
+	if err == nil {
+		err = d.castTransposeFP8(op, "", d.ptr(q), d.ptr(qt), amax, x, scale, f, N, C, 0)
+	}
+	d.record(err)
 }
 
 // GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) (the tanh form, in
@@ -105,9 +112,36 @@ func (d *Device) CastTransposeFP8(q, qt cuda.DevicePtr, amax, x, scale *tensor.T
 // reference, equal within one E4M3 rounding: the two GELUs' tanh may
 // differ in the last bit). Errors as CastTransposeFP8's.
 //
-//	q (N,C) bytes, qt (C,N) bytes, amax (1) f32, pre (N,C) f32/bf16/f16, scale (1) f32
-func (d *Device) GELUCastTransposeFP8(q, qt cuda.DevicePtr, amax, pre, scale *tensor.Tensor, N, C int) error {
-	return d.record(d.castTransposeFP8("GELUCastTransposeFP8", "gelu_", q, qt, amax, pre, scale, tensor.E4M3, N, C, 0))
+//	q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1) f32, pre (N,C) f32/bf16/f16, scale (1) f32
+func (d *Device) GELUCastTransposeFP8(q, qt, amax, pre, scale *tensor.Tensor, N, C int) {
+	const op = "GELUCastTransposeFP8"
+	f, err := d.fp8Pair(op, q, qt, tensor.E4M3, N*C)
+	if err == nil {
+		err = d.castTransposeFP8(op, "gelu_", d.ptr(q), d.ptr(qt), amax, pre, scale, f, N, C, 0)
+	}
+	d.record(err)
+}
+
+// fp8Pair checks an FP8 cast's q and qt: on the device, of one FP8 dtype
+// (want's, when not 0) and n elements each; it returns their format.
+func (d *Device) fp8Pair(op string, q, qt *tensor.Tensor, want tensor.FP8Format, n int) (tensor.FP8Format, error) {
+	if q == nil || qt == nil {
+		return 0, fmt.Errorf("%w: %s: a nil q or qt", ErrFP8Args, op)
+	}
+	f, ok := q.DType.FP8()
+	switch {
+	case !ok || q.DType != qt.DType || (want != 0 && f != want):
+		w := "one FP8 dtype"
+		if want != 0 {
+			w = want.DType().String()
+		}
+		return 0, fmt.Errorf("%w: %s: q %s, qt %s, want %s", ErrFP8Args, op, desc(q), desc(qt), w)
+	case q.Numel() != n || qt.Numel() != n:
+		return 0, fmt.Errorf("%w: %s: q %s, qt %s, want %d elements: %w", ErrFP8Args, op, desc(q), desc(qt), n, tensor.ErrShape)
+	case n > 0 && (q.Dev == 0 || qt.Dev == 0):
+		return 0, fmt.Errorf("%w: %s: q or qt is a host tensor", ErrFP8Args, op)
+	}
+	return f, nil
 }
 
 // fp8Arch returns an error wrapping ErrArch when the device is older than
@@ -130,9 +164,13 @@ func (d *Device) fp8Arch(op string) error {
 // deterministic). dy is read once for the dx and dW GEMMs' operands, amax
 // and dbias. pkg/device/cpu's CastTransposeDBiasFP8 is the reference.
 //
-//	q (N,C) bytes, qt (C,N) bytes, amax (1) f32, dbias (C) f32, dy (N,C) f32/bf16/f16, scale (1) f32
-func (d *Device) CastTransposeDBiasFP8(q, qt cuda.DevicePtr, amax, dbias, dy, scale *tensor.Tensor, N, C int) error {
-	return d.record(d.castTransposeDBiasFP8(q, qt, amax, dbias, dy, scale, N, C))
+//	q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1) f32, dbias (C) f32, dy (N,C) f32/bf16/f16, scale (1) f32
+func (d *Device) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *tensor.Tensor, N, C int) {
+	_, err := d.fp8Pair("CastTransposeDBiasFP8", q, qt, tensor.E5M2, N*C)
+	if err == nil {
+		err = d.castTransposeDBiasFP8(d.ptr(q), d.ptr(qt), amax, dbias, dy, scale, N, C)
+	}
+	d.record(err)
 }
 
 func (d *Device) castTransposeDBiasFP8(q, qt cuda.DevicePtr, amax, dbias, dy, scale *tensor.Tensor, N, C int) error {
@@ -213,8 +251,8 @@ func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x
 
 // fp8Outputs checks what every FP8 cast takes: amax and scale one f32
 // each, q and qt not null when n (their bytes) > 0, and amax, scale and
-// ins on the device; then it zeroes amax (the kernels' atomicMax starts
-// from +0).
+// ins on the device. The kernels add to amax (atomicMax on the bits of
+// |x|), so that it spans every cast into it until FP8ScaleUpdate clears it.
 func (d *Device) fp8Outputs(op string, q, qt cuda.DevicePtr, amax, scale *tensor.Tensor, n int, ins ...*tensor.Tensor) error {
 	switch {
 	case amax == nil || amax.DType != tensor.F32 || amax.Numel() != 1:
@@ -229,9 +267,6 @@ func (d *Device) fp8Outputs(op string, q, qt cuda.DevicePtr, amax, scale *tensor
 			return fmt.Errorf("%w: %s is a host tensor", ErrFP8Args, desc(t))
 		}
 	}
-	if err := d.memset(d.ptr(amax), 4); err != nil {
-		return fmt.Errorf("gpu: %s: zero amax: %w", op, err)
-	}
 	return nil
 }
 
@@ -240,10 +275,10 @@ func (d *Device) fp8Outputs(op string, q, qt cuda.DevicePtr, amax, scale *tensor
 // LayerNorm's bits, stored for the backward) and, instead of storing the
 // output y in T, writes q (N,C) = e4m3(y·s), qt (C,N) = qᵀ (the K-major
 // copy of the weight-gradient GEMM, K = tokens) and amax = max |y| (y in
-// fp32, before scaling; NaN when any y is), s = scale[0] read on the
-// device. It zeroes amax first (one 4-byte memset).
+// fp32, before scaling; NaN when any y is) added into amax as
+// CastTransposeFP8 adds, s = scale[0] read on the device.
 //
-//	q (N,C) bytes, qt (C,N) bytes, amax (1) f32, mean (N) f32, rstd (N) f32,
+//	q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1) f32, mean (N) f32, rstd (N) f32,
 //	inp (N,C) f32, weight (C) T, bias (C) T, scale (1) f32
 //
 // inp is the residual stream, fp32 under every precision policy; T is
@@ -255,20 +290,28 @@ func (d *Device) fp8Outputs(op string, q, qt cuda.DevicePtr, amax, scale *tensor
 // It needs sm_90 (an error wrapping ErrArch below), and returns ErrFP8Args
 // for arguments that do not fit; both are also recorded for Sync, as a
 // launch failure is.
-func (d *Device) LayerNormFP8(q, qt cuda.DevicePtr, amax, mean, rstd, inp, weight, bias, scale *tensor.Tensor, N, C int) error {
-	return d.record(d.layerNormFP8(nil, q, qt, amax, mean, rstd, inp, nil, weight, bias, scale, N, C))
+func (d *Device) LayerNormFP8(q, qt, amax, mean, rstd, inp, weight, bias, scale *tensor.Tensor, N, C int) {
+	_, err := d.fp8Pair("LayerNormFP8", q, qt, tensor.E4M3, N*C)
+	if err == nil {
+		err = d.layerNormFP8(nil, d.ptr(q), d.ptr(qt), amax, mean, rstd, inp, nil, weight, bias, scale, N, C)
+	}
+	d.record(err)
 }
 
 // ResidualLayerNormFP8 is LayerNormFP8 of res = a + b, rounded to fp32 and
 // stored, as ResidualLayerNorm with an fp32 res computes and stores it.
 //
-//	res (N,C) f32, q (N,C) bytes, qt (C,N) bytes, amax (1) f32, mean (N) f32,
+//	res (N,C) f32, q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1) f32, mean (N) f32,
 //	rstd (N) f32, a (N,C) f32, b (N,C) T, weight (C) T, bias (C) T, scale (1) f32
-func (d *Device) ResidualLayerNormFP8(res *tensor.Tensor, q, qt cuda.DevicePtr, amax, mean, rstd, a, b, weight, bias, scale *tensor.Tensor, N, C int) error {
-	if res == nil {
-		return d.record(fmt.Errorf("%w: res nil", ErrFP8Args))
+func (d *Device) ResidualLayerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale *tensor.Tensor, N, C int) {
+	_, err := d.fp8Pair("ResidualLayerNormFP8", q, qt, tensor.E4M3, N*C)
+	if err == nil && res == nil {
+		err = errFP8NilRes
 	}
-	return d.record(d.layerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale, N, C))
+	if err == nil {
+		err = d.layerNormFP8(res, d.ptr(q), d.ptr(qt), amax, mean, rstd, a, b, weight, bias, scale, N, C)
+	}
+	d.record(err)
 }
 
 // record records err (when not nil) for Sync, and returns it.
@@ -357,13 +400,13 @@ func fp8DataType(f tensor.FP8Format) (cuda.DataType, bool) {
 
 // MatmulFP8 queues the FP8 GEMM
 //
-//	out[n][o] = (Σ_c fa(a[n][c])·fb(b[o][c])) · invA[0] · invB[0]
+//	out[n][o] = (Σ_c fa(a[n][c])·fb(b[o][c])) · invA[0] · invB[0] + bias[o]
 //
 // on cuBLASLt (fp32 compute, see the file's comment), rounded once at the
 // end to out's type, bf16 or f32.
 //
-//	out (N,OC) bf16 or f32, a (N,C) bytes in format fa, b (OC,C) bytes in format fb,
-//	invA (1) f32, invB (1) f32
+//	out (N,OC) bf16 or f32, a (N,C) and b (OC,C) F8E4M3 or F8E5M2 (fa, fb: their formats),
+//	bias (OC) out's dtype or nil (cuBLASLt's bias epilogue), invA (1) f32, invB (1) f32
 //
 // invA and invB are the dequantisation factors read on the device: 1/s for
 // an operand cast with scale s (the inverse of CastTransposeFP8's scale).
@@ -379,8 +422,8 @@ func fp8DataType(f tensor.FP8Format) (cuda.DataType, bool) {
 // cuBLASLt has no kernel for is an error from its heuristic. C = 0 zeroes
 // out (an empty sum). It needs sm_90 (ErrArch below); every error is also
 // recorded for Sync.
-func (d *Device) MatmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, invA, invB *tensor.Tensor, N, C, OC int) error {
-	return d.record(d.matmulFP8("MatmulFP8", false, out, a, b, fa, fb, invA, invB, N, C, OC))
+func (d *Device) MatmulFP8(out, a, b, bias, invA, invB *tensor.Tensor, N, C, OC int) {
+	d.matmulFP8T("MatmulFP8", false, out, a, b, bias, invA, invB, N, C, OC)
 }
 
 // MatmulFP8Add is MatmulFP8 into an f32 out that it adds to:
@@ -391,12 +434,34 @@ func (d *Device) MatmulFP8(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tenso
 // as the bf16 backward's weight gradients do. Errors as MatmulFP8's; out
 // must be f32, and C = 0 leaves it as it is.
 //
-//	out (N,OC) f32, a (N,C) bytes in format fa, b (OC,C) bytes in format fb, invA (1) f32, invB (1) f32
-func (d *Device) MatmulFP8Add(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, invA, invB *tensor.Tensor, N, C, OC int) error {
-	return d.record(d.matmulFP8("MatmulFP8Add", true, out, a, b, fa, fb, invA, invB, N, C, OC))
+//	out (N,OC) f32, a (N,C) and b (OC,C) F8E4M3 or F8E5M2, invA (1) f32, invB (1) f32
+func (d *Device) MatmulFP8Add(out, a, b, invA, invB *tensor.Tensor, N, C, OC int) {
+	d.matmulFP8T("MatmulFP8Add", true, out, a, b, nil, invA, invB, N, C, OC)
 }
 
-func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, invA, invB *tensor.Tensor, N, C, OC int) error {
+// matmulFP8T checks a and b (FP8 device tensors of N·C and OC·C
+// elements) and runs matmulFP8 on their addresses and formats.
+func (d *Device) matmulFP8T(name string, add bool, out, a, b, bias, invA, invB *tensor.Tensor, N, C, OC int) {
+	for _, x := range []struct {
+		name string
+		t    *tensor.Tensor
+		n    int
+	}{{"a", a, N * C}, {"b", b, OC * C}} {
+		if x.t == nil {
+			d.record(fmt.Errorf("%w: %s: %s is nil", ErrFP8Args, name, x.name))
+			return
+		}
+		if _, ok := x.t.DType.FP8(); !ok || x.t.Numel() != x.n || (x.n > 0 && x.t.Dev == 0) {
+			d.record(fmt.Errorf("%w: %s: %s %s, want %d elements of an FP8 dtype on the device: %w", ErrFP8Args, name, x.name, desc(x.t), x.n, tensor.ErrShape))
+			return
+		}
+	}
+	fa, _ := a.DType.FP8()
+	fb, _ := b.DType.FP8()
+	d.record(d.matmulFP8(name, add, out, d.ptr(a), d.ptr(b), fa, fb, bias, invA, invB, N, C, OC))
+}
+
+func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb tensor.FP8Format, bias, invA, invB *tensor.Tensor, N, C, OC int) error {
 	if err := d.fp8Arch(name); err != nil {
 		return err
 	}
@@ -421,8 +486,14 @@ func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.
 		return fmt.Errorf("%w: invA %s, want f32 (1): %w", ErrFP8Args, desc(invA), tensor.ErrShape)
 	case invB == nil || invB.DType != tensor.F32 || invB.Numel() != 1:
 		return fmt.Errorf("%w: invB %s, want f32 (1): %w", ErrFP8Args, desc(invB), tensor.ErrShape)
+	case bias != nil && (add || bias.DType != out.DType || bias.Numel() != OC):
+		return fmt.Errorf("%w: bias %s, want %s (%d) (and no bias with Add): %w", ErrFP8Args, desc(bias), out.DType, OC, tensor.ErrShape)
 	}
-	for _, t := range []*tensor.Tensor{out, invA, invB} {
+	ts := []*tensor.Tensor{out, invA, invB}
+	if bias != nil {
+		ts = append(ts, bias)
+	}
+	for _, t := range ts {
 		if t.Dev == 0 && t.Numel() > 0 {
 			return fmt.Errorf("%w: %s is a host tensor", ErrFP8Args, desc(t))
 		}
@@ -456,6 +527,9 @@ func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.
 	if out.DType == tensor.F32 {
 		p.CType = cuda.R32F
 	}
+	if bias != nil {
+		p.Epilogue = cuda.EpilogueBias // bias of out's type (cuBLASLt's default: D's)
+	}
 	m := d.ltMatmul(p)
 	if m == nil {
 		if e, ok := d.lts[ltKey{p}]; ok && e.err != nil {
@@ -470,8 +544,13 @@ func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.
 	if add {
 		args.Beta, args.C = 1, d.ptr(out)
 	}
+	if bias != nil {
+		args.Bias = d.ptr(bias)
+	}
 	if err := m.Run(d.stream, args); err != nil {
 		return fmt.Errorf("gpu: %s (cuBLASLt): %w", name, err)
 	}
 	return nil
 }
+
+var errFP8NilRes = fmt.Errorf("%w: ResidualLayerNormFP8: res is nil", ErrFP8Args)

@@ -33,62 +33,62 @@ func TestLaunchMatmulFP8(t *testing.T) {
 		call func(d *Device) error
 	}{
 		{"format 0", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a, b, 0, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a, b, 0, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"format 3", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a, b, tensor.E4M3, 3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a, b, tensor.E4M3, 3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"C 40", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, 40, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, 40, OC)
 		}},
 		{"OC 20", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, 20), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, 20)
+			return d.matmulFP8P(dev(BF, N, 20), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, 20)
 		}},
 		{"N -1", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, 0, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), -1, C, OC)
+			return d.matmulFP8P(dev(BF, 0, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), -1, C, OC)
 		}},
 		{"out f16", func(d *Device) error {
-			return d.MatmulFP8(dev(tensor.F16, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(tensor.F16, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"f32 out, OC 22", func(d *Device) error {
-			return d.MatmulFP8(dev(F, N, 22), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, 22)
+			return d.matmulFP8P(dev(F, N, 22), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, 22)
 		}},
 		{"Add into bf16", func(d *Device) error {
-			return d.MatmulFP8Add(dev(BF, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8AddP(dev(BF, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"Add with C 40", func(d *Device) error {
-			return d.MatmulFP8Add(dev(F, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, 40, OC)
+			return d.matmulFP8AddP(dev(F, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, 40, OC)
 		}},
 		{"out short", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC-1), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC-1), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"nil out", func(d *Device) error {
-			return d.MatmulFP8(nil, a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(nil, a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"invA bf16", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(BF, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(BF, 1), dev(F, 1), N, C, OC)
 		}},
 		{"invB 2", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 2), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 2), N, C, OC)
 		}},
 		{"nil invA", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, nil, dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, nil, dev(F, 1), N, C, OC)
 		}},
 		{"host invB", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), tensor.New(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), tensor.New(F, 1), N, C, OC)
 		}},
 		{"nil a", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), 0, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), 0, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"nil b", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a, 0, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a, 0, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"a misaligned", func(d *Device) error {
-			return d.MatmulFP8(dev(BF, N, OC), a+16, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(dev(BF, N, OC), a+16, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 		{"out misaligned", func(d *Device) error {
 			o := dev(BF, N*OC+8)
-			return d.MatmulFP8(o.MustView(8, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
+			return d.matmulFP8P(o.MustView(8, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC)
 		}},
 	} {
 		var ret error
@@ -100,7 +100,7 @@ func TestLaunchMatmulFP8(t *testing.T) {
 
 	// Below sm_90: ErrArch, returned and recorded, whatever the arguments.
 	old := &Device{ctx: &cuda.Context{Device: cuda.DeviceInfo{Major: 8, Minor: 9}}}
-	if err := old.MatmulFP8(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC); !errors.Is(err, ErrArch) || !errors.Is(old.err, ErrArch) {
+	if err := old.matmulFP8P(dev(BF, N, OC), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC); !errors.Is(err, ErrArch) || !errors.Is(old.err, ErrArch) {
 		t.Errorf("sm_89: returned %v, recorded %v; want ErrArch", err, old.err)
 	}
 
@@ -109,23 +109,23 @@ func TestLaunchMatmulFP8(t *testing.T) {
 	memsetHook = func(p cuda.DevicePtr, n int) { zeroed = append(zeroed, n) }
 	got, err := hooked(t, true, func(d *Device) {
 		for _, f := range [][2]tensor.FP8Format{{tensor.E4M3, tensor.E4M3}, {tensor.E5M2, tensor.E4M3}, {tensor.E4M3, tensor.E5M2}} {
-			if err := d.MatmulFP8(dev(BF, N, OC), a, b, f[0], f[1], dev(F, 1), dev(F, 1), N, C, OC); err != nil {
+			if err := d.matmulFP8P(dev(BF, N, OC), a, b, f[0], f[1], dev(F, 1), dev(F, 1), N, C, OC); err != nil {
 				t.Errorf("%s·%s: %v", f[0], f[1], err)
 			}
 		}
-		if err := d.MatmulFP8(dev(BF, 0, OC), 0, 0, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), 0, C, OC); err != nil {
+		if err := d.matmulFP8P(dev(BF, 0, OC), 0, 0, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), 0, C, OC); err != nil {
 			t.Errorf("N 0: %v", err)
 		}
-		if err := d.MatmulFP8(dev(BF, N, OC), 0, 0, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, 0, OC); err != nil {
+		if err := d.matmulFP8P(dev(BF, N, OC), 0, 0, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, 0, OC); err != nil {
 			t.Errorf("C 0: %v", err)
 		}
-		if err := d.MatmulFP8(dev(F, N, 20), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, 20); err != nil {
+		if err := d.matmulFP8P(dev(F, N, 20), a, b, tensor.E4M3, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, 20); err != nil {
 			t.Errorf("f32 out, OC 20: %v", err)
 		}
-		if err := d.MatmulFP8Add(dev(F, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC); err != nil {
+		if err := d.matmulFP8AddP(dev(F, N, OC), a, b, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, C, OC); err != nil {
 			t.Errorf("Add: %v", err)
 		}
-		if err := d.MatmulFP8Add(dev(F, N, OC), 0, 0, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, 0, OC); err != nil {
+		if err := d.matmulFP8AddP(dev(F, N, OC), 0, 0, tensor.E5M2, tensor.E4M3, dev(F, 1), dev(F, 1), N, 0, OC); err != nil {
 			t.Errorf("Add, C 0: %v", err)
 		}
 	})
@@ -273,7 +273,7 @@ func checkMatmulFP8(t *testing.T, name string, got, r, sabs []float32, C, OC int
 func TestGPUMatmulFP8(t *testing.T) {
 	g := gpuDev(t, true)
 	if major, minor := g.Capability(); major*10+minor < fp8MinArch {
-		err := g.MatmulFP8(toGPU(t, g, tensor.New(tensor.BF16, 16, 16)), 1, 1, tensor.E4M3, tensor.E4M3,
+		err := g.matmulFP8P(toGPU(t, g, tensor.New(tensor.BF16, 16, 16)), 1, 1, tensor.E4M3, tensor.E4M3,
 			toGPU(t, g, tensor.New(tensor.F32, 1)), toGPU(t, g, tensor.New(tensor.F32, 1)), 16, 16, 16)
 		if !errors.Is(err, ErrArch) {
 			t.Errorf("on sm_%d%d: %v, want ErrArch", major, minor, err)
@@ -309,7 +309,7 @@ func TestGPUMatmulFP8(t *testing.T) {
 			}
 			for run, inv := range invs {
 				out := poisoned(t, g, tensor.BF16, N, OC)
-				if err := g.MatmulFP8(out, a, b, fa, fb, inv, dB, N, C, OC); err != nil {
+				if err := g.matmulFP8P(out, a, b, fa, fb, inv, dB, N, C, OC); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 				got := toHost(t, g, out).ToF32()
@@ -328,11 +328,11 @@ func TestGPUMatmulFP8(t *testing.T) {
 			if OC%4 == 0 && N*C*OC <= 1<<28 {
 				// f32 out, then MatmulFP8Add onto it: the product once, then twice.
 				out := poisoned(t, g, tensor.F32, N, OC)
-				if err := g.MatmulFP8(out, a, b, fa, fb, dA, dB, N, C, OC); err != nil {
+				if err := g.matmulFP8P(out, a, b, fa, fb, dA, dB, N, C, OC); err != nil {
 					t.Fatalf("%s f32: %v", name, err)
 				}
 				checkMatmulFP8(t, name+" f32", toHost(t, g, out).F32(), r, sabs, C, OC)
-				if err := g.MatmulFP8Add(out, a, b, fa, fb, dA, dB, N, C, OC); err != nil {
+				if err := g.matmulFP8AddP(out, a, b, fa, fb, dA, dB, N, C, OC); err != nil {
 					t.Fatalf("%s add: %v", name, err)
 				}
 				r2, sabs2 := make([]float32, N*OC), make([]float32, N*OC)
@@ -403,7 +403,7 @@ func BenchmarkGPUMatmulFP8(b *testing.B) {
 		b.Run(fmt.Sprintf("%s_%dx%dx%d", sh.name, N, C, OC), func(b *testing.B) {
 			for range b.N {
 				t8, err := median(func() error {
-					return g.MatmulFP8(out8, cuda.DevicePtr(qa.Dev), cuda.DevicePtr(qb.Dev), tensor.E4M3, tensor.E4M3, invA, invB, N, C, OC)
+					return g.matmulFP8P(out8, cuda.DevicePtr(qa.Dev), cuda.DevicePtr(qb.Dev), tensor.E4M3, tensor.E4M3, invA, invB, N, C, OC)
 				})
 				if err != nil {
 					b.Fatal(err)

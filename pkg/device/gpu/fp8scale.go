@@ -26,12 +26,8 @@ var fp8sBlock = kernels.MustBlock("fp8scale.cu", "FP8S_BLOCK") // fp8_scale_upda
 // Each amax is consumed (set to 0). The kernel needs no FP8 instruction and
 // runs on any GPU. Arguments that do not fit return an error wrapping
 // ErrFP8Args, also recorded for Sync, as a launch failure is.
-func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) error {
-	if err := d.fp8ScaleUpdate(st, meta, K, H, margin); err != nil {
-		d.fail(err)
-		return err
-	}
-	return nil
+func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
+	d.record(d.fp8ScaleUpdate(st, meta, K, H, margin))
 }
 
 func (d *Device) fp8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) error {

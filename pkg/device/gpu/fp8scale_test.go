@@ -147,7 +147,7 @@ func TestLaunchFP8ScaleUpdate(t *testing.T) {
 	var blocks []cuda.Dim3
 	blockHook = func(_ string, b cuda.Dim3) { blocks = append(blocks, b) }
 	got, err := hooked(t, true, func(d *Device) {
-		if err := d.FP8ScaleUpdate(st, meta, 150, 16, 3); err != nil {
+		if err := d.fp8ScaleUpdateP(st, meta, 150, 16, 3); err != nil {
 			t.Error(err)
 		}
 	})
@@ -184,7 +184,7 @@ func TestGPUFP8ScaleUpdate(t *testing.T) {
 		for s := range c.steps {
 			am, _ := tensor.FromF32(c.amaxes[s*K:(s+1)*K], K)
 			g.Upload(st.MustView(0, K), am)
-			if err := g.FP8ScaleUpdate(st, meta, K, H, c.recipe.Margin); err != nil {
+			if err := g.fp8ScaleUpdateP(st, meta, K, H, c.recipe.Margin); err != nil {
 				t.Fatalf("%s step %d: %v", name, s, err)
 			}
 			copy(ref.St, c.amaxes[s*K:(s+1)*K])
@@ -205,7 +205,7 @@ func TestGPUFP8ScaleUpdate(t *testing.T) {
 		{"host st", tensor.New(F, 6), toGPU(t, g, tensor.New(I, 8)), 2, 0, 0},
 		{"margin 65", toGPU(t, g, tensor.New(F, 6)), toGPU(t, g, tensor.New(I, 8)), 2, 0, 65},
 	} {
-		if err := g.FP8ScaleUpdate(c.st, c.meta, c.K, c.H, c.margin); !errors.Is(err, ErrFP8Args) {
+		if err := g.fp8ScaleUpdateP(c.st, c.meta, c.K, c.H, c.margin); !errors.Is(err, ErrFP8Args) {
 			t.Errorf("%s: %v, want ErrFP8Args", c.name, err)
 		}
 		_ = g.Sync()

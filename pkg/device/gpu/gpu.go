@@ -138,7 +138,10 @@ type layoutTable struct {
 	table []uint32 // what ptr holds, to see when the layout's segments changed
 }
 
-var _ device.Device = (*Device)(nil)
+var (
+	_ device.Device = (*Device)(nil)
+	_ device.FP8    = (*Device)(nil)
+)
 
 // New returns a GPU device on ctx's device with the libraries loaded from
 // their default places and every kernel built (NVRTC for the exact

@@ -1,0 +1,63 @@
+package device
+
+// fp8.go: the ops of FP8 linear layers (amp.FP8, issue 38).
+
+// FP8 is the optional interface of a device that runs the linear layers
+// of a training step with FP8 operands (amp.FP8): each operand comes out
+// of the op that produces it already cast, with its transposed copy
+// (Hopper's FP8 GEMMs take only both operands K-major) and its amax, so
+// that FP8 costs no pass of its own. FP8 tensors have dtype
+// tensor.F8E4M3 or tensor.F8E5M2, and a scale, an inverse scale and an
+// amax are one-element f32 views into an amp.FP8Scales state on the
+// device, read and written there (no host round trip, so a step stays
+// one CUDA graph).
+//
+// The casts round x·scale in fp32 to nearest even and saturate at the
+// format's ±max (tensor.QuantizeFP8), and add to their amax: amax =
+// max(amax, max |x|) of the values before scaling, NaN when any is NaN,
+// so that an amax spans the micro-steps of a step until FP8ScaleUpdate
+// takes and clears it. pkg/device/cpu's functions of the same names are
+// the references, and its Device implements FP8 with them. Errors
+// surface at Sync, as Device's do.
+type FP8 interface {
+	// LayerNormFP8 is LayerNorm whose output y (fp32) is written as
+	// q = e4m3(y·scale), its transpose qt and amax (the input of the qkv
+	// and fc layers); mean and rstd are stored as LayerNorm stores them.
+	// inp is the residual stream, f32.
+	// q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1), mean (N), rstd (N), inp (N,C) F32, weight (C), bias (C), scale (1)
+	LayerNormFP8(q, qt, amax, mean, rstd, inp, weight, bias, scale *T, N, C int)
+	// ResidualLayerNormFP8 is LayerNormFP8 of res = a + b, rounded to
+	// fp32 and stored (ResidualLayerNorm with an f32 res).
+	// res (N,C) F32, q, qt, amax, mean, rstd as LayerNormFP8's, a (N,C) F32, b (N,C), weight (C), bias (C), scale (1)
+	ResidualLayerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale *T, N, C int)
+	// CastTransposeFP8 writes q = fp8(x·scale) in q's format, qt = qᵀ and
+	// amax (the attention output, and the weights once a step).
+	// q (N,C), qt (C,N) of one FP8 dtype, amax (1), x (N,C) float, scale (1)
+	CastTransposeFP8(q, qt, amax, x, scale *T, N, C int)
+	// GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) (tanh form)
+	// in E4M3: the input of the MLP projection from the fc layer's stored
+	// pre-activation.
+	// q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1), pre (N,C) float, scale (1)
+	GELUCastTransposeFP8(q, qt, amax, pre, scale *T, N, C int)
+	// CastTransposeDBiasFP8 is CastTransposeFP8 of an output gradient dy
+	// in E5M2 that also adds dy's column sums (unscaled) into dbias, in a
+	// fixed order (deterministic).
+	// q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1), dbias (C) F32, dy (N,C) float, scale (1)
+	CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *T, N, C int)
+	// MatmulFP8 computes out = (a·bᵀ)·invA·invB + bias with fp32
+	// accumulation, rounded once to out's dtype (f32 or bf16); a and b are
+	// K-major (rows of C), each of either FP8 dtype, invA and invB the
+	// inverses of the scales they were cast with; bias (out's dtype) may
+	// be nil.
+	// out (N,OC) F32 or BF16, a (N,C) FP8, b (OC,C) FP8, bias (OC) or nil, invA (1), invB (1)
+	MatmulFP8(out, a, b, bias, invA, invB *T, N, C, OC int)
+	// MatmulFP8Add is MatmulFP8 added into an f32 out (the weight
+	// gradient dW += dyᵀ·x, accumulated over micro-steps).
+	// out (N,OC) F32, a (N,C) FP8, b (OC,C) FP8, invA (1), invB (1)
+	MatmulFP8Add(out, a, b, invA, invB *T, N, C, OC int)
+	// FP8ScaleUpdate is amp.UpdateFP8Scales on the device state: every
+	// tensor's amax into its history, its scale and inverse scale from
+	// the history, non-finite amaxes counted, the amaxes cleared.
+	// st (amp.FP8Scales.St) F32, meta (amp.FP8Scales.Meta) I32
+	FP8ScaleUpdate(st, meta *T, K, H, margin int)
+}

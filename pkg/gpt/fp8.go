@@ -1,0 +1,350 @@
+package gpt
+
+// fp8.go: the training step under amp.FP8 (issue 38). The four linear
+// layers of every block (amp.FP8GEMMs) run as FP8 GEMMs, forward and
+// backward; the LM head, attention, layernorm's backward, the softmax and
+// the optimizer stay as under BF16. Every FP8 operand comes out of the op
+// that produces it, cast with its transposed copy and its amax
+// (device.FP8):
+//
+//	forward   ln_1, ln_2       LayerNormFP8 / ResidualLayerNormFP8 → x of qkv, fc
+//	          attention out    CastTransposeFP8                   → x of attn proj
+//	          fc pre-act       GELUCastTransposeFP8               → x of fc proj
+//	          weights          CastTransposeFP8 once a step       → W, Wᵀ
+//	backward  output grads     CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
+//	          dx = dy·W        MatmulFP8 with Wᵀ
+//	          dW += dyᵀ·x      MatmulFP8Add with dyᵀ and xᵀ (K = tokens)
+//
+// A step begins at ZeroGrad: FP8ScaleUpdate turns the amaxes the last step
+// added into this step's scales (delayed scaling, amp.FP8Recipe), then the
+// weights are cast with them; so every cast of a step and the inverse
+// scales its GEMMs read belong to one update, and the whole step stays
+// one CUDA graph. Evaluation and generation read the bf16 working copy.
+
+import (
+	"fmt"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
+)
+
+// The FP8 tensors of one block, in their order in the scaling state: for
+// each linear layer its input (x), its weight (w) and its output gradient
+// (dy).
+const (
+	f8QKVx = iota
+	f8QKVw
+	f8QKVdy
+	f8Projx
+	f8Projw
+	f8Projdy
+	f8FCx
+	f8FCw
+	f8FCdy
+	f8FCProjx
+	f8FCProjw
+	f8FCProjdy
+	f8PerLayer
+)
+
+// fp8Pair is an FP8 tensor and its transpose.
+type fp8Pair struct{ q, qt *tensor.Tensor }
+
+// fp8State is a model's FP8 state: the scaling state on the device and
+// the weights' FP8 copies.
+type fp8State struct {
+	ops          device.FP8
+	K, H, margin int
+	st, meta     *tensor.Tensor // amp.FP8Scales.St and .Meta on the device
+	w            [][4]fp8Pair   // [layer][qkv, attn proj, fc, fc proj]
+	owned
+}
+
+// fp8Batch is one activation set's FP8 buffers: the saved FP8 inputs of
+// the blocks' GEMMs and one output gradient's scratch.
+type fp8Batch struct {
+	x  [][4]fp8Pair // [layer][ln_1, attention out, ln_2, gelu]
+	dy fp8Pair      // (N, 4C): the widest output gradient
+	owned
+}
+
+// owned is the device tensors a holder allocated and frees.
+type owned []*tensor.Tensor
+
+// SetFP8Recipe sets how the FP8 scales are chosen (amp.DefaultFP8Recipe
+// unless set) and resets the scaling state. It is an error unless the
+// model trains under amp.FP8.
+func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
+	if m.Policy != amp.FP8 {
+		return fmt.Errorf("gpt: an FP8 recipe for a model under %s (train with --amp fp8)", m.Policy)
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if m.fp8 != nil {
+		m.fp8.free(m.dev)
+		m.fp8 = nil
+	}
+	m.fp8Recipe = &r
+	return nil
+}
+
+// FP8Scales downloads the FP8 scaling state, nil before the first FP8
+// step: each tensor's scale, inverse, amax history and count of
+// non-finite amaxes (overflow events), in the order of the blocks and,
+// within one, qkv, attn proj, fc, fc proj, each with its x, w and dy.
+func (m *Model) FP8Scales() (*amp.FP8Scales, error) {
+	f := m.fp8
+	if f == nil {
+		return nil, nil
+	}
+	st, meta := tensor.New(tensor.F32, f.st.Numel()), tensor.New(tensor.I32, f.meta.Numel())
+	m.dev.Download(st, f.st)
+	m.dev.Download(meta, f.meta)
+	if err := m.dev.Sync(); err != nil {
+		return nil, err
+	}
+	return &amp.FP8Scales{K: f.K, H: f.H, Margin: f.margin, St: st.F32(), Meta: meta.I32()}, nil
+}
+
+// fp8Formats returns the formats of the FP8 tensors of L blocks.
+func fp8Formats(L int) []tensor.FP8Format {
+	fs := make([]tensor.FP8Format, 0, L*f8PerLayer)
+	for range L * 4 {
+		fs = append(fs, tensor.E4M3, tensor.E4M3, tensor.E5M2)
+	}
+	return fs
+}
+
+// trainsFP8 reports whether the model's gradients run the FP8 step.
+func (m *Model) trainsFP8() bool { return m.Policy == amp.FP8 && m.grads != nil }
+
+// fp8Refusal returns why the FP8 step cannot run for the current
+// activations, nil when it can: a device without FP8 ops, recomputation,
+// or sizes whose FP8 GEMMs cuBLASLt cannot take.
+func (m *Model) fp8Refusal() error {
+	C, N := m.Config.Channels, m.acts.B*m.acts.T
+	switch _, ok := m.dev.(device.FP8); {
+	case !ok:
+		return fmt.Errorf("gpt: %s has no FP8 operations: %w", m.dev.Name(), device.ErrUnsupported)
+	case m.recompute != RecomputeNone:
+		return fmt.Errorf("gpt: --amp fp8 trains without recomputation for now (use --recompute none)")
+	case C%16 != 0 || N%16 != 0:
+		return fmt.Errorf("gpt: --amp fp8 needs channels (%d) and batch × sequence (%d) that are multiples of 16 (FP8 GEMMs take 16-byte rows)", C, N)
+	}
+	return nil
+}
+
+// ensureFP8 makes the FP8 state and the current activation set's FP8
+// buffers exist, or returns fp8Refusal's reason. A new state's first step
+// begins at once (the weights cast); later ones at ZeroGrad.
+func (m *Model) ensureFP8() error {
+	if err := m.fp8Refusal(); err != nil {
+		return err
+	}
+	C, L := m.Config.Channels, m.Config.Layers
+	if m.fp8 == nil {
+		r := amp.DefaultFP8Recipe()
+		if m.fp8Recipe != nil {
+			r = *m.fp8Recipe
+		}
+		s, err := amp.NewFP8Scales(fp8Formats(L), r)
+		if err != nil {
+			return err
+		}
+		f := &fp8State{ops: m.dev.(device.FP8), K: s.K, H: s.H, margin: s.Margin}
+		if err := f.alloc(m.dev, s, C, L); err != nil {
+			f.free(m.dev)
+			return err
+		}
+		m.fp8 = f
+		m.beginFP8Step()
+	}
+	if m.acts.f8 == nil {
+		b := &fp8Batch{}
+		if err := b.alloc(m.dev, m.acts.B*m.acts.T, C, L); err != nil {
+			b.free(m.dev)
+			return err
+		}
+		m.acts.f8 = b
+	}
+	return nil
+}
+
+// alloc allocates the scaling state (uploaded from s) and the weights'
+// FP8 copies.
+func (f *fp8State) alloc(dev device.Device, s *amp.FP8Scales, C, L int) error {
+	var err error
+	if f.st, err = f.new(dev, tensor.F32, len(s.St)); err != nil {
+		return err
+	}
+	if f.meta, err = f.new(dev, tensor.I32, len(s.Meta)); err != nil {
+		return err
+	}
+	st, _ := tensor.FromF32(s.St, len(s.St))
+	meta, _ := tensor.FromI32(s.Meta, len(s.Meta))
+	dev.Upload(f.st, st)
+	dev.Upload(f.meta, meta)
+	shapes := [4][2]int{{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}} // (OC, C) of each weight
+	f.w = make([][4]fp8Pair, L)
+	for l := range f.w {
+		for i, sh := range shapes {
+			if f.w[l][i], err = f.pair(dev, tensor.F8E4M3, sh[0], sh[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// alloc allocates the saved FP8 inputs and the gradient scratch for N
+// rows.
+func (b *fp8Batch) alloc(dev device.Device, N, C, L int) error {
+	b.x = make([][4]fp8Pair, L)
+	var err error
+	for l := range b.x {
+		for i, w := range [4]int{C, C, C, 4 * C} {
+			if b.x[l][i], err = b.pair(dev, tensor.F8E4M3, N, w); err != nil {
+				return err
+			}
+		}
+	}
+	b.dy, err = b.pair(dev, tensor.F8E5M2, N, 4*C)
+	return err
+}
+
+// pair allocates an (R, W) FP8 tensor and its (W, R) transpose.
+func (o *owned) pair(dev device.Device, dt tensor.DType, R, W int) (fp8Pair, error) {
+	q, err := o.new(dev, dt, R, W)
+	if err != nil {
+		return fp8Pair{}, err
+	}
+	qt, err := o.new(dev, dt, W, R)
+	if err != nil {
+		return fp8Pair{}, err
+	}
+	return fp8Pair{q, qt}, nil
+}
+
+func (o *owned) new(dev device.Device, dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
+	t, err := dev.Alloc(dt, shape...)
+	if err != nil {
+		return nil, fmt.Errorf("gpt: FP8 buffers: %w", err)
+	}
+	*o = append(*o, t)
+	return t, nil
+}
+
+func (o *owned) free(dev device.Device) {
+	for _, t := range *o {
+		dev.Free(t)
+	}
+	*o = nil
+}
+
+// dims returns the (n, w) head of an FP8 tensor and the (w, n) head of
+// its transpose: the gradient scratch serves every layer width.
+func (p fp8Pair) dims(n, w int) fp8Pair {
+	return fp8Pair{p.q.MustView(0, n, w), p.qt.MustView(0, w, n)}
+}
+
+// scale, inv and amax return views of tensor k's entries in the state.
+func (f *fp8State) scale(k int) *tensor.Tensor { return f.st.MustView(f.K+k, 1) }
+func (f *fp8State) inv(k int) *tensor.Tensor   { return f.st.MustView(2*f.K+k, 1) }
+func (f *fp8State) amax(k int) *tensor.Tensor  { return f.st.MustView(k, 1) }
+
+// cast queues x (N, C) cast into p as tensor k.
+func (f *fp8State) cast(p fp8Pair, k int, x *tensor.Tensor, N, C int) {
+	f.ops.CastTransposeFP8(p.q, p.qt, f.amax(k), x, f.scale(k), N, C)
+}
+
+// beginFP8Step queues the start of an FP8 step: the scales from the amaxes
+// the last step added, then the weights' FP8 copies cast with them.
+func (m *Model) beginFP8Step() {
+	f, p := m.fp8, m.wp
+	C := m.Config.Channels
+	f.ops.FP8ScaleUpdate(f.st, f.meta, f.K, f.H, f.margin)
+	for l, w := range p.layers {
+		k := l * f8PerLayer
+		f.cast(f.w[l][0], k+f8QKVw, w.qkvw, 3*C, C)
+		f.cast(f.w[l][1], k+f8Projw, w.attprojw, C, C)
+		f.cast(f.w[l][2], k+f8FCw, w.fcw, 4*C, C)
+		f.cast(f.w[l][3], k+f8FCProjw, w.fcprojw, C, 4*C)
+	}
+}
+
+// runFP8 is run's block loop under FP8 (forward with targets and a
+// gradient to follow): the blocks' GEMMs in FP8 from the saved FP8
+// inputs, ending with ln_f (bf16, for the LM head) like run.
+func (m *Model) runFP8(B, T int) {
+	d, a, p, f := m.dev, m.acts, m.wp, m.fp8
+	N := B * T
+	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
+	d.Encoder(a.encoded, p.wte, p.wpe, a.tokens, B, T, C)
+	x0 := a.f8.x[0][0]
+	f.ops.LayerNormFP8(x0.q, x0.qt, f.amax(f8QKVx), layer(a.ln1Mean, 0), layer(a.ln1Rstd, 0), a.encoded, p.layers[0].ln1w, p.layers[0].ln1b, f.scale(f8QKVx), N, C)
+	for l := 0; l < L; l++ {
+		w, x, k := p.layers[l], a.f8.x[l], l*f8PerLayer
+		residual := a.encoded
+		if l > 0 {
+			residual = layer(a.residual3, l-1)
+		}
+		qkv, atty, att := layer(a.qkv, l), layer(a.atty, l), layer(a.att, l)
+		attproj, residual2, fch, fcproj := a.attproj, layer(a.residual2, l), layer(a.fch, l), a.fcproj
+
+		f.ops.MatmulFP8(qkv, x[0].q, f.w[l][0].q, w.qkvb, f.inv(k+f8QKVx), f.inv(k+f8QKVw), N, C, 3*C)
+		d.Attention(atty, att, qkv, B, T, C, NH)
+		f.cast(x[1], k+f8Projx, atty, N, C)
+		f.ops.MatmulFP8(attproj, x[1].q, f.w[l][1].q, w.attprojb, f.inv(k+f8Projx), f.inv(k+f8Projw), N, C, C)
+		f.ops.ResidualLayerNormFP8(residual2, x[2].q, x[2].qt, f.amax(k+f8FCx), layer(a.ln2Mean, l), layer(a.ln2Rstd, l), residual, attproj, w.ln2w, w.ln2b, f.scale(k+f8FCx), N, C)
+		f.ops.MatmulFP8(fch, x[2].q, f.w[l][2].q, w.fcb, f.inv(k+f8FCx), f.inv(k+f8FCw), N, C, 4*C)
+		f.ops.GELUCastTransposeFP8(x[3].q, x[3].qt, f.amax(k+f8FCProjx), fch, f.scale(k+f8FCProjx), N, 4*C)
+		f.ops.MatmulFP8(fcproj, x[3].q, f.w[l][3].q, w.fcprojb, f.inv(k+f8FCProjx), f.inv(k+f8FCProjw), N, 4*C, C)
+		if l+1 < L {
+			nw, nx, nk := p.layers[l+1], a.f8.x[l+1][0], (l+1)*f8PerLayer
+			f.ops.ResidualLayerNormFP8(layer(a.residual3, l), nx.q, nx.qt, f.amax(nk+f8QKVx), layer(a.ln1Mean, l+1), layer(a.ln1Rstd, l+1), residual2, fcproj, nw.ln1w, nw.ln1b, f.scale(nk+f8QKVx), N, C)
+		} else {
+			d.ResidualLayerNorm(layer(a.residual3, l), a.lnf, a.lnfMean, a.lnfRstd, residual2, fcproj, p.lnfw, p.lnfb, N, C)
+		}
+	}
+}
+
+// linearBackwardFP8 queues the backward of one FP8 linear layer y = x·Wᵀ
+// + b with dy (N, OC): dy cast to E5M2 with its transpose and the bias
+// gradient, dW += dyᵀ·x, dx = dy·W (stored into dx).
+func (m *Model) linearBackwardFP8(dx, dw, db, dy *tensor.Tensor, x, w fp8Pair, k, kx, kw, N, C, OC int) {
+	f := m.fp8
+	g := m.acts.f8.dy.dims(N, OC)
+	f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, f.scale(k), N, OC)
+	f.ops.MatmulFP8Add(dw, g.qt, x.qt, f.inv(k), f.inv(kx), OC, N, C)
+	f.ops.MatmulFP8(dx, g.q, w.qt, nil, f.inv(k), f.inv(kw), N, OC, C)
+}
+
+// backwardFP8 is backward under FP8: the blocks' linear layers through
+// linearBackwardFP8, the rest as backward does.
+func (m *Model) backwardFP8() {
+	d, a, p, g, f := m.dev, m.acts, m.wp, m.gp, m.fp8
+	B, T := m.B, m.T
+	N := B * T
+	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
+
+	d.Zero(a.dresidual)
+	d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
+	for l := L - 1; l >= 0; l-- {
+		w, gw, x, fw, k := p.layers[l], g.layers[l], a.f8.x[l], f.w[l], l*f8PerLayer
+		residual := a.encoded
+		if l > 0 {
+			residual = layer(a.residual3, l-1)
+		}
+		m.linearBackwardFP8(a.dfch, gw.fcprojw, gw.fcprojb, a.dresidual, x[3], fw[3], k+f8FCProjdy, k+f8FCProjx, k+f8FCProjw, N, 4*C, C)
+		d.GELUBackward(a.dfch, layer(a.fch, l), a.dfch, N*4*C)
+		m.linearBackwardFP8(a.dln, gw.fcw, gw.fcb, a.dfch, x[2], fw[2], k+f8FCdy, k+f8FCx, k+f8FCw, N, C, 4*C)
+		d.LayerNormBackward(a.dresidual, gw.ln2w, gw.ln2b, a.dln, layer(a.residual2, l), w.ln2w, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), N, C)
+		m.linearBackwardFP8(a.datty, gw.attprojw, gw.attprojb, a.dresidual, x[1], fw[1], k+f8Projdy, k+f8Projx, k+f8Projw, N, C, C)
+		m.attentionBackwardStore(a.dqkv, a.datty, layer(a.qkv, l), layer(a.atty, l), layer(a.att, l), B, T, C, NH)
+		m.linearBackwardFP8(a.dln, gw.qkvw, gw.qkvb, a.dqkv, x[0], fw[0], k+f8QKVdy, k+f8QKVx, k+f8QKVw, N, C, 3*C)
+		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
+	}
+	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)
+}

@@ -1,0 +1,139 @@
+package gpt
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/device/cpu"
+)
+
+// fp8Cfg is small enough for the CPU's reference FP8 GEMMs, with
+// channels and B·T multiples of 16.
+var fp8Cfg = Config{Vocab: 96, MaxSeq: 32, Layers: 2, Heads: 2, Channels: 32}
+
+// cosine returns a·b/(|a||b|) and |a-b|/|b|.
+func cosine(a, b []float32) (cos, rel float64) {
+	var ab, aa, bb, dd float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		ab += x * y
+		aa += x * x
+		bb += y * y
+		dd += (x - y) * (x - y)
+	}
+	return ab / math.Sqrt(aa*bb), math.Sqrt(dd / bb)
+}
+
+// fp8Steps runs steps Gradients calls on one batch (the scales settle
+// from the first's amaxes) under policy p and returns the last loss and
+// gradients, with the model.
+func fp8Steps(t *testing.T, p amp.Policy, steps, B, T int) (float32, []float32, *Model) {
+	t.Helper()
+	return fp8StepsOn(t, cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, p, steps, B, T)
+}
+
+func fp8StepsOn(t *testing.T, dev device.Device, cfg Config, p amp.Policy, steps, B, T int) (float32, []float32, *Model) {
+	t.Helper()
+	m, err := New(dev, cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	if err := m.Init(7); err != nil {
+		t.Fatal(err)
+	}
+	in, tg := microTokens(B*T, cfg.Vocab, 3), microTokens(B*T, cfg.Vocab, 5)
+	var loss float32
+	for range steps {
+		m.ZeroGrad()
+		if loss, err = m.Gradients(in, tg, B, T, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := m.GradValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss, g, m
+}
+
+// TestFP8StepTracksBF16: on the CPU reference, the FP8 step's loss is the
+// bf16 step's within 1% and, once the scales have settled (third step),
+// every block weight's gradient points the bf16 gradient's way (cosine ≥
+// 0.99) within 15% of its norm; the biases, layernorms and embeddings,
+// whose gradients FP8 reaches only through dx, the same. The scaling state
+// holds finite positive scales, no overflow, and amaxes in every history.
+func TestFP8StepTracksBF16(t *testing.T) {
+	const B, T = 2, 32
+	lb, gb, _ := fp8Steps(t, amp.BF16, 1, B, T)
+	if l1, _, _ := fp8Steps(t, amp.FP8, 1, B, T); math.Abs(float64(l1-lb)) > 0.01*float64(lb) {
+		t.Errorf("first fp8 step: loss %.5f, bf16 %.5f (the weights cast before it?)", l1, lb)
+	}
+	l8, g8, m := fp8Steps(t, amp.FP8, 3, B, T)
+	if d := math.Abs(float64(l8-lb)) / float64(lb); d > 0.01 {
+		t.Errorf("fp8 loss %.5f, bf16 %.5f: %.2f%% apart", l8, lb, 100*d)
+	}
+	for _, s := range m.layout.Segments {
+		a, b := g8[s.Offset:s.Offset+s.Numel()], gb[s.Offset:s.Offset+s.Numel()]
+		cos, rel := cosine(a, b)
+		t.Logf("%-28s cos %.5f rel %.4f", s.Name, cos, rel)
+		if cos < 0.99 || rel > 0.15 || math.IsNaN(cos) {
+			t.Errorf("%s: fp8 gradient cos %.4f, rel %.3f against bf16's", s.Name, cos, rel)
+		}
+	}
+	sc, err := m.FP8Scales()
+	if err != nil || sc == nil {
+		t.Fatalf("FP8Scales: %v, %v", sc, err)
+	}
+	if sc.K != fp8Cfg.Layers*f8PerLayer {
+		t.Fatalf("K %d, want %d", sc.K, fp8Cfg.Layers*f8PerLayer)
+	}
+	for k := range sc.K {
+		s := sc.Scale(k)
+		if !(s > 0) || math.IsInf(float64(s), 0) || sc.Bad(k) != 0 {
+			t.Errorf("tensor %d: scale %g, %d bad amaxes", k, s, sc.Bad(k))
+		}
+		if s == 1 {
+			t.Errorf("tensor %d: scale still 1 after 3 steps (no amax reached it)", k)
+		}
+	}
+}
+
+// TestFP8Refusals: what the FP8 step does not run is refused by Gradients
+// with the reason: B·T not a multiple of 16, recomputation; evaluation
+// at any size still runs (it reads the bf16 weights).
+func TestFP8Refusals(t *testing.T) {
+	m, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.FP8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Init(1); err != nil {
+		t.Fatal(err)
+	}
+	in := microTokens(3*5, fp8Cfg.Vocab, 1)
+	if _, err := m.Gradients(in, in, 3, 5, 1); err == nil || !strings.Contains(err.Error(), "multiples of 16") {
+		t.Errorf("B·T 15: %v", err)
+	}
+	if _, err := m.Forward(in, in, 3, 5); err != nil {
+		t.Errorf("evaluation at B·T 15: %v", err)
+	}
+	if err := m.SetRecompute(RecomputeLayer); err != nil {
+		t.Fatal(err)
+	}
+	in = microTokens(32, fp8Cfg.Vocab, 1)
+	if _, err := m.Gradients(in, in, 1, 32, 1); err == nil || !strings.Contains(err.Error(), "recompute") {
+		t.Errorf("recompute layer: %v", err)
+	}
+	if err := m.SetFP8Recipe(amp.FP8Recipe{Delayed: true, History: -1}); err == nil {
+		t.Error("a negative history was accepted")
+	}
+	b, _ := New(cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.BF16)
+	defer b.Close()
+	if err := b.SetFP8Recipe(amp.DefaultFP8Recipe()); err == nil {
+		t.Error("an FP8 recipe for a bf16 model was accepted")
+	}
+}
