@@ -361,10 +361,13 @@ const SelfTestEnv = "DRUTO_SELFTEST"
 const selfTestSeed = 1337
 
 // PolicyError returns an error when detection found that a training step
-// under p cannot run on the chosen GPU (its step check failed to run), nil
-// otherwise: callers check it before training under p, so that the user
+// under p cannot run on the chosen GPU (its step check failed to run), or
+// under fp8 where FP8Error would refuse it, nil otherwise: callers check it before training under p, so that the user
 // reads why and what to use instead rather than a GEMM error at step 1.
 func (r Report) PolicyError(p amp.Policy) error {
+	if p == amp.FP8 {
+		return fp8Refusal(r.Devices, r.Backend != BackendGPU)
+	}
 	if r.Backend != BackendGPU {
 		return nil
 	}

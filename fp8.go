@@ -1,13 +1,10 @@
 package druto
 
 // fp8.go: whether FP8 training can run here (issue 38). FP8 GEMMs need
-// FP8 tensor cores, compute capability 8.9 (Ada) or newer. druto has the
-// FP8 pieces of the GPU (the cast with its transposed copy and amax, the
-// cuBLASLt FP8 GEMM, both sm_90; the scales' update on the device) but not
-// yet the FP8 training step that uses them (the producing kernels emitting
-// FP8, the step around the GEMMs), so for now
-// --amp fp8 is refused on every machine, with the reason that applies: the
-// hardware where it lacks FP8, "not yet implemented" where it has it.
+// FP8 tensor cores, compute capability 8.9 (Ada) or newer, and druto's
+// FP8 kernels (the producers that write FP8 with their transposed copy
+// and amax) use sm_90's conversion instructions: --amp fp8 trains on
+// sm_90 and newer, and is refused elsewhere with the reason that applies.
 
 import (
 	"fmt"
@@ -29,15 +26,24 @@ func fp8Verdict(devs []Device, cpu bool) (hw bool, note string) {
 	case !amp.FP8Hardware(devs[0].Major, devs[0].Minor):
 		return false, fmt.Sprintf("no: %s; this is %s (%s)", fp8Needs, devs[0].Name, devs[0].Arch)
 	}
-	return true, fmt.Sprintf("%s (%s) has FP8 tensor cores (e4m3, e5m2), but druto's FP8 training step is not written yet: --amp fp8 is refused (issue 38)",
+	if !fp8Kernels(devs[0]) {
+		return true, fmt.Sprintf("%s (%s) has FP8 tensor cores (e4m3, e5m2), but %s: --amp fp8 is refused", devs[0].Name, devs[0].Arch, fp8KernelsNeed)
+	}
+	return true, fmt.Sprintf("%s (%s) trains under --amp fp8: the blocks' linear layers in FP8 (e4m3 forward, e5m2 gradients, delayed scaling)",
 		devs[0].Name, devs[0].Arch)
 }
 
+// fp8KernelsNeed is why sm_89 cannot run druto's FP8 step.
+const fp8KernelsNeed = "druto's FP8 kernels need compute capability 9.0 or newer (Hopper: their FP8 conversions are sm_90 instructions)"
+
+// fp8Kernels reports whether druto's FP8 kernels run on d (sm_90+).
+func fp8Kernels(d Device) bool { return d.Major >= 9 }
+
 // FP8Error returns why training under --amp fp8 cannot run on backend
 // ("auto", "cpu" or "gpu"), from the GPUs the driver lists (no kernel is
-// built, nothing is written): a CPU or a GPU below sm_89 has no FP8 tensor
-// cores; on sm_89 and newer the GPU kernels are not written yet. It never
-// returns nil today.
+// built, nothing is written), or nil where it can: a CPU or a GPU below
+// sm_89 has no FP8 tensor cores, and sm_89 lacks the instructions of
+// druto's FP8 kernels.
 func FP8Error(backend string, load gpu.LoadOptions) error {
 	var devs []Device
 	if backend != BackendCPU {
@@ -53,9 +59,11 @@ func FP8Error(backend string, load gpu.LoadOptions) error {
 func fp8Refusal(devs []Device, cpu bool) error {
 	hw, _ := fp8Verdict(devs, cpu)
 	switch {
+	case hw && fp8Kernels(devs[0]):
+		return nil
 	case hw:
-		return fmt.Errorf("--amp fp8 is not yet implemented on the GPU: %s (%s) has FP8 tensor cores, but druto's FP8 training step (producers emitting FP8, the step around the FP8 GEMMs) is not written yet; use --amp bf16",
-			devs[0].Name, devs[0].Arch)
+		return fmt.Errorf("--amp fp8: %s has FP8 tensor cores, but %s; this is %s; use --amp bf16",
+			devs[0].Name, fp8KernelsNeed, devs[0].Arch)
 	case cpu || len(devs) == 0:
 		this := "the CPU (no CUDA GPU found)"
 		if cpu {

@@ -127,7 +127,7 @@ func runSample(args []string) error {
 		return fmt.Errorf("--amp: %w", err)
 	}
 	if policy == amp.FP8 {
-		return fmt.Errorf("--amp fp8 is a training policy whose kernels are not written yet; sample with --amp bf16")
+		return fmt.Errorf("--amp fp8 is a training policy (the blocks' GEMMs in FP8); generation reads the bf16 weights: sample with --amp bf16")
 	}
 	texts := []string{*prompt}
 	if *prompts != "" {

@@ -73,6 +73,8 @@ func runTrain(args []string) error {
 	spec := tokenizerFlag(fs, "default: bytes, gpt2 for gpt2-124M, the checkpoint's with --init")
 	initPath := fs.String("init", "", "start from this checkpoint's weights (druto's, a transformers GPT-2, or a Hub name: gpt2, gpt2-medium, ORG/NAME[@REV]): fine-tuning; the model shape comes from it")
 	saveDType := fs.String("save-dtype", "f32", "dtype of the saved model file: f32, or bf16 or f16 for half the size (the optimizer state keeps --adam-state)")
+	fp8History := fs.Int("fp8-history", 1024, "--amp fp8: the amax history of delayed scaling, in steps (each FP8 tensor's scale follows the largest amax of its last N steps)")
+	fp8Margin := fs.Int("fp8-margin", 0, "--amp fp8: headroom of the FP8 scales, as a power of two (amax maps to the format's max / 2^margin)")
 	adamState := fs.String("adam-state", "fp32", "dtype of AdamW's moments: fp32, or bf16 (half the optimizer state, stochastic rounding; --resume converts a checkpoint's moments)")
 	be := backendFlags(fs)
 	dp := distFlags(fs)
@@ -80,11 +82,12 @@ func runTrain(args []string) error {
 		return err
 	}
 	if *prec == amp.FP8.String() {
-		// Refused before anything is read, downloaded or written: on the
-		// CPU and below sm_89 for want of FP8 tensor cores, and on sm_89+
-		// because the FP8 GPU kernels are not written yet (issue 38; the
-		// next GPU session implements them, and this becomes a check).
-		return druto.FP8Error(*be.name, gpu.LoadOptions{})
+		// Checked before anything is read, downloaded or written: on the
+		// CPU and below sm_89 for want of FP8 tensor cores, on sm_89 for
+		// want of the instructions of druto's FP8 kernels.
+		if err := druto.FP8Error(*be.name, gpu.LoadOptions{}); err != nil {
+			return err
+		}
 	}
 	if *out == "" {
 		return fmt.Errorf("--out is empty: give the folder for the checkpoints and metrics.jsonl (e.g. --out out)")
@@ -251,6 +254,7 @@ func runTrain(args []string) error {
 	oc.LR, oc.Warmup = float32(*lr), *warmup
 	opts := train.Options{
 		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed, Accum: sp.accum, Recompute: sp.recompute, AdamState: momentDT,
+		FP8: amp.FP8Recipe{Delayed: true, History: *fp8History, Margin: *fp8Margin},
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
 		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged, Tokenizer: tok, SaveDType: saveDT,

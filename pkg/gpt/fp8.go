@@ -82,6 +82,11 @@ func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
+	if !r.Delayed {
+		// The producers cast with a scale they read before they see the
+		// tensor: current scaling would need a pass over it first.
+		return fmt.Errorf("gpt: the FP8 step scales with delayed scaling (an amax history); current scaling is not implemented")
+	}
 	if m.fp8 != nil {
 		m.fp8.free(m.dev)
 		m.fp8 = nil

@@ -36,6 +36,10 @@ type Metric struct {
 	Skipped     int     // steps skipped so far; JSON "skipped_steps"
 	ValLoss     float32 // on eval steps
 	Sample      string  // on sample steps
+	// FP8Overflows counts, on eval steps under amp.FP8, the non-finite
+	// amaxes the FP8 casts have met so far (each left its scale as it
+	// was); JSON "fp8_overflows", absent otherwise.
+	FP8Overflows int64
 }
 
 // f32 and f64 are metric values in JSON: a value that is not finite (NaN or
@@ -96,6 +100,7 @@ type metricJSON struct {
 	SkippedSteps int             `json:"skipped_steps"`
 	ValLoss      f32             `json:"val_loss,omitempty"`
 	Sample       string          `json:"sample,omitempty"`
+	FP8Overflows int64           `json:"fp8_overflows,omitempty"`
 }
 
 // MarshalJSON writes m as one metrics line; values that are not finite
@@ -104,7 +109,7 @@ func (m Metric) MarshalJSON() ([]byte, error) {
 	w := metricJSON{
 		Step: m.Step, Loss: f32(m.Loss), LR: f32(m.LR), GradNorm: f32(m.GradNorm),
 		TokensPerS: f64(m.TokensPerS), MsPerStep: f64(m.MsPerStep), LossScale: f32(m.LossScale),
-		SkippedSteps: m.Skipped, ValLoss: f32(m.ValLoss), Sample: m.Sample,
+		SkippedSteps: m.Skipped, ValLoss: f32(m.ValLoss), Sample: m.Sample, FP8Overflows: m.FP8Overflows,
 	}
 	if m.StepSkipped {
 		w.Skipped = json.RawMessage("true")
@@ -122,7 +127,7 @@ func (m *Metric) UnmarshalJSON(b []byte) error {
 	*m = Metric{
 		Step: w.Step, Loss: float32(w.Loss), LR: float32(w.LR), GradNorm: float32(w.GradNorm),
 		TokensPerS: float64(w.TokensPerS), MsPerStep: float64(w.MsPerStep), LossScale: float32(w.LossScale),
-		Skipped: w.SkippedSteps, ValLoss: float32(w.ValLoss), Sample: w.Sample,
+		Skipped: w.SkippedSteps, ValLoss: float32(w.ValLoss), Sample: w.Sample, FP8Overflows: w.FP8Overflows,
 	}
 	stepSkipped, count, err := skippedField(w.Skipped)
 	if err != nil {

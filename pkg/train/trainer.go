@@ -75,6 +75,9 @@ type Options struct {
 	// Recompute is how much of forward backward computes again instead of
 	// keeping (gpt.Recompute); it changes memory and time, not the results.
 	Recompute gpt.Recompute
+	// FP8 is the scaling recipe of the fp8 policy (gpt.Model.SetFP8Recipe);
+	// the zero value means amp.DefaultFP8Recipe.
+	FP8 amp.FP8Recipe
 	// AdamState is the dtype AdamW keeps its moments in: F32 (0 means
 	// F32), or BF16 for half the optimizer state, rounded stochastically
 	// (device.MomentsBF16). A checkpoint stores them in their dtype; a
@@ -106,11 +109,13 @@ func (o Options) Validate() error {
 		return err
 	}
 	switch {
-	case o.Policy == amp.FP8:
-		// The policy table and scaling exist (package amp); the kernels
-		// that cast, scale and multiply in FP8 do not yet (issue 38).
-		// Refused rather than run as bf16 under fp8's name.
-		return fmt.Errorf("train: the fp8 policy has no kernels yet (not implemented on the GPU or the CPU); train under bf16")
+	case o.Policy == amp.FP8 && o.Recompute != gpt.RecomputeNone:
+		return fmt.Errorf("train: the fp8 policy trains without recomputation for now; use --recompute none")
+	case o.Policy == amp.FP8 && o.FP8 != (amp.FP8Recipe{}) && (!o.FP8.Delayed || o.FP8.Validate() != nil):
+		if err := o.FP8.Validate(); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		return fmt.Errorf("train: the fp8 step scales with delayed scaling (an amax history of at least one step)")
 	case o.Batch < 1:
 		return fmt.Errorf("train: batch %d must be at least 1", o.Batch)
 	case o.Accum < 0:
@@ -196,6 +201,12 @@ func New(dev device.Device, opts Options, trainTokens, valTokens []int32) (*Trai
 	if err := m.SetRecompute(opts.Recompute); err != nil {
 		m.Close()
 		return nil, err
+	}
+	if opts.Policy == amp.FP8 && opts.FP8 != (amp.FP8Recipe{}) {
+		if err := m.SetFP8Recipe(opts.FP8); err != nil {
+			m.Close()
+			return nil, err
+		}
 	}
 	if err := m.Init(opts.Seed); err != nil {
 		return nil, err
@@ -527,6 +538,9 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 			if m.ValLoss, err = t.Eval(o.EvalBatches); err != nil {
 				return err
 			}
+			if m.FP8Overflows, err = t.fp8Overflows(); err != nil {
+				return err
+			}
 		}
 		if diverged == nil && o.SampleTokens > 0 && (o.SampleEvery > 0 && t.step%o.SampleEvery == 0 || end) {
 			prompt, err := t.tokenizer().Encode([]byte(o.SamplePrompt))
@@ -795,4 +809,18 @@ func world(r Reducer) int {
 		return 1
 	}
 	return r.World()
+}
+
+// fp8Overflows returns the non-finite amaxes the model's FP8 casts have
+// met so far (0 unless it trains under amp.FP8).
+func (t *Trainer) fp8Overflows() (int64, error) {
+	sc, err := t.Model.FP8Scales()
+	if err != nil || sc == nil {
+		return 0, err
+	}
+	var n int64
+	for k := range sc.K {
+		n += sc.Bad(k)
+	}
+	return n, nil
 }

@@ -1,0 +1,101 @@
+package bench
+
+// profile_fp8.go: the profiler's wrappers of the device.FP8 ops (issue
+// 38), so that a step under amp.FP8 shows where its time goes: each FP8
+// producer under a class of its own (the cast and amax cost that fusion
+// should make ~0 beside the op that was there anyway), the FP8 GEMMs by
+// shape with " fp8" after the name, and the scales' update.
+
+import (
+	"fmt"
+
+	"github.com/druto/druto/pkg/device"
+)
+
+var _ device.FP8 = (*profiler)(nil)
+
+// fp8 returns the profiled device's FP8 ops, or records that it has none.
+func (p *profiler) fp8(op string) device.FP8 {
+	f, ok := p.Device.(device.FP8)
+	if !ok && p.err == nil {
+		p.err = fmt.Errorf("bench: %s: %s has no FP8 operations: %w", op, p.Device.Name(), device.ErrUnsupported)
+	}
+	return f
+}
+
+// fp8Timed times one FP8 op when the device has them.
+func (p *profiler) fp8Timed(op, class string, flops, bytes float64, run func(device.FP8)) {
+	if f := p.fp8(op); f != nil {
+		p.timed(class, flops, bytes, func() { run(f) })
+	}
+}
+
+// LayerNormFP8 times the FP8 layernorm: its row reads, stats and FP8 q, qᵀ.
+func (p *profiler) LayerNormFP8(q, qt, amax, mean, rstd, inp, weight, bias, scale *device.T, N, C int) {
+	p.fp8Timed("LayerNormFP8", "layernorm → fp8", 0, bytesOf(q, qt, mean, rstd, inp, weight, bias), func(f device.FP8) {
+		f.LayerNormFP8(q, qt, amax, mean, rstd, inp, weight, bias, scale, N, C)
+	})
+}
+
+// ResidualLayerNormFP8 times the residual add and FP8 layernorm.
+func (p *profiler) ResidualLayerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale *device.T, N, C int) {
+	p.fp8Timed("ResidualLayerNormFP8", "layernorm → fp8", 0, bytesOf(res, q, qt, mean, rstd, a, b, weight, bias), func(f device.FP8) {
+		f.ResidualLayerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale, N, C)
+	})
+}
+
+// CastTransposeFP8 times a cast-transpose (attention output, weights).
+func (p *profiler) CastTransposeFP8(q, qt, amax, x, scale *device.T, N, C int) {
+	p.fp8Timed("CastTransposeFP8", "fp8 cast-transpose", 0, bytesOf(q, qt, x), func(f device.FP8) {
+		f.CastTransposeFP8(q, qt, amax, x, scale, N, C)
+	})
+}
+
+// GELUCastTransposeFP8 times the GELU written as FP8.
+func (p *profiler) GELUCastTransposeFP8(q, qt, amax, pre, scale *device.T, N, C int) {
+	p.fp8Timed("GELUCastTransposeFP8", "gelu → fp8", 0, bytesOf(q, qt, pre), func(f device.FP8) {
+		f.GELUCastTransposeFP8(q, qt, amax, pre, scale, N, C)
+	})
+}
+
+// CastTransposeDBiasFP8 times an output gradient's cast with its bias
+// gradient (dbias read and written).
+func (p *profiler) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *device.T, N, C int) {
+	p.fp8Timed("CastTransposeDBiasFP8", "dy → fp8 + dbias", 0, bytesOf(q, qt, dy, dbias, dbias), func(f device.FP8) {
+		f.CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale, N, C)
+	})
+}
+
+// fp8GEMMClass names an FP8 product (N, C, OC) by its layer, as
+// gemmClass names the bf16 ones, forward and backward in one class: the
+// forward is (tokens, in, out), the backward's dx (tokens, out, in).
+func (p *profiler) fp8GEMMClass(C, OC int) string {
+	c := p.cfg.Channels
+	switch {
+	case C == 3*c && OC == c, C == 4*c && OC == c, C == c && OC == 4*c:
+		C, OC = OC, C // dx of qkv, fc, fc proj
+	}
+	return p.gemmClass(C, OC) + " fp8"
+}
+
+// MatmulFP8 times an FP8 GEMM: 2·N·C·OC FLOPs.
+func (p *profiler) MatmulFP8(out, a, b, bias, invA, invB *device.T, N, C, OC int) {
+	p.fp8Timed("MatmulFP8", p.fp8GEMMClass(C, OC), 2*float64(N)*float64(C)*float64(OC), 0, func(f device.FP8) {
+		f.MatmulFP8(out, a, b, bias, invA, invB, N, C, OC)
+	})
+}
+
+// MatmulFP8Add times an FP8 weight gradient dW (out, in) += dyᵀ·x, K =
+// tokens: 2·N·C·OC FLOPs, under its layer's class.
+func (p *profiler) MatmulFP8Add(out, a, b, invA, invB *device.T, N, C, OC int) {
+	p.fp8Timed("MatmulFP8Add", p.gemmClass(OC, N)+" fp8", 2*float64(N)*float64(C)*float64(OC), 0, func(f device.FP8) {
+		f.MatmulFP8Add(out, a, b, invA, invB, N, C, OC)
+	})
+}
+
+// FP8ScaleUpdate times the scales' update (the state read and written).
+func (p *profiler) FP8ScaleUpdate(st, meta *device.T, K, H, margin int) {
+	p.fp8Timed("FP8ScaleUpdate", "fp8 scales", 0, 2*bytesOf(st, meta), func(f device.FP8) {
+		f.FP8ScaleUpdate(st, meta, K, H, margin)
+	})
+}
