@@ -77,16 +77,8 @@ func TestGELUFP8EmulatorMatchesCPU(t *testing.T) {
 			N, C := sh[0], sh[1]
 			hx := fp8Input(rng, dt, N, C, true)
 			s := fp8Scale(tensor.E4M3)
-			in := binary.LittleEndian.AppendUint32(nil, math.Float32bits(s))
-			in = append(in, hx.Raw()...)
-			vr, vc := 0, 0
-			if C%16 == 0 {
-				vr = 1
-			}
-			if N%16 == 0 {
-				vc = 1
-			}
-			for _, run := range [][3]int{{vr, vc, 0}, {0, 0, 1}} {
+			in := emuCastInput(s, hx)
+			for _, run := range emuRuns(N, C) {
 				out := runEmu(t, bin, in, "io", fmt.Sprint(N), fmt.Sprint(C), "gelu", fmt.Sprint(run[0]), fmt.Sprint(run[1]), fmt.Sprint(run[2]))
 				if len(out) != 2*N*C+4 {
 					t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+4)
@@ -214,16 +206,8 @@ func TestDBiasFP8EmulatorMatchesCPU(t *testing.T) {
 			N, C := sh[0], sh[1]
 			hx := fp8Input(rng, dt, N, C, N*C > 200) // specials only where they leave finite columns to check
 			s := fp8Scale(tensor.E5M2)
-			in := binary.LittleEndian.AppendUint32(nil, math.Float32bits(s))
-			in = append(in, hx.Raw()...)
-			vr, vc := 0, 0
-			if C%16 == 0 {
-				vr = 1
-			}
-			if N%16 == 0 {
-				vc = 1
-			}
-			for _, run := range [][3]int{{vr, vc, 0}, {0, 0, 1}} {
+			in := emuCastInput(s, hx)
+			for _, run := range emuRuns(N, C) {
 				out := runEmu(t, bin, in, "dbio", fmt.Sprint(N), fmt.Sprint(C), fmt.Sprint(run[0]), fmt.Sprint(run[1]), fmt.Sprint(run[2]))
 				chunks := blocks(N, 64)
 				if len(out) != 2*N*C+4+4*chunks*C {

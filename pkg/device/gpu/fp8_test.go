@@ -305,55 +305,92 @@ func BenchmarkGPUCastTransposeFP8(b *testing.B) {
 	}
 }
 
-// emuFP8 builds kernels/emu/fp8/main.cpp once per dtype per test binary.
-var emuFP8 struct {
+// emuBuild is one host emulator of kernels/emu, built once per test
+// binary for each of its dtypes.
+type emuBuild struct {
 	once sync.Once
 	dir  string
 	err  error
 }
 
-// emulator returns the path of the fp8 emulator built for dt, skipping
-// when no C++ compiler is found.
-func emulator(t *testing.T, dt tensor.DType) string {
+var (
+	emuMu     sync.Mutex
+	emuBuilds = map[string]*emuBuild{}
+)
+
+// emulator returns the path of the fp8 emulator (kernels/emu/fp8) built
+// for dt, skipping when no C++ compiler is found.
+func emulator(t *testing.T, dt tensor.DType) string { return emulatorOf(t, "fp8", dt, floatDTypes) }
+
+// emulatorOf returns the path of kernels/emu/<name> built for dt (with
+// -DDTYPE), building it for every dtype of dts on first use; it skips
+// when no C++ compiler or no emulator source is found.
+func emulatorOf(t *testing.T, name string, dt tensor.DType, dts []tensor.DType) string {
 	t.Helper()
 	gxx, err := exec.LookPath("g++")
 	if err != nil {
-		testreq.Skip(t, "DRUTO_CC_TESTS", "no C++ compiler (g++) to build kernels/emu/fp8: %v", err)
+		testreq.Skip(t, "DRUTO_CC_TESTS", "no C++ compiler (g++) to build kernels/emu/%s: %v", name, err)
 	}
-	src, err := filepath.Abs(filepath.Join("..", "..", "..", "kernels", "emu", "fp8"))
+	src, err := filepath.Abs(filepath.Join("..", "..", "..", "kernels", "emu", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(src, "main.cpp")); err != nil {
 		testreq.Skip(t, "DRUTO_CC_TESTS", "no emulator source here (a test binary away from its repository): %v", err)
 	}
-	emuFP8.once.Do(func() {
-		emuFP8.dir, emuFP8.err = os.MkdirTemp("", "druto-fp8-emu")
-		if emuFP8.err != nil {
+	emuMu.Lock()
+	e := emuBuilds[name]
+	if e == nil {
+		e = &emuBuild{}
+		emuBuilds[name] = e
+	}
+	emuMu.Unlock()
+	e.once.Do(func() {
+		if e.dir, e.err = os.MkdirTemp("", "druto-emu-"+name); e.err != nil {
 			return
 		}
 		var wg sync.WaitGroup
-		errs := make([]error, len(floatDTypes))
-		for i, d := range floatDTypes {
+		errs := make([]error, len(dts))
+		for i, d := range dts {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				// -O1: a quarter of -O2's compile time, fast enough for these shapes
 				cmd := exec.Command(gxx, "-std=c++20", "-O1", "-pthread", "-DDRUTO_EMU", "-DDTYPE=DRUTO_"+strings.ToUpper(d.String()),
-					"-I../..", "-include", "../flash/emu.h", "main.cpp", "-o", filepath.Join(emuFP8.dir, "emu_"+d.String()))
+					"-I../..", "-include", "../flash/emu.h", "main.cpp", "-o", filepath.Join(e.dir, "emu_"+d.String()))
 				cmd.Dir = src
 				if out, err := cmd.CombinedOutput(); err != nil {
-					errs[i] = fmt.Errorf("g++ %s: %v\n%s", d, err, out)
+					errs[i] = fmt.Errorf("g++ %s %s: %v\n%s", name, d, err, out)
 				}
 			}()
 		}
 		wg.Wait()
-		emuFP8.err = errors.Join(errs...)
+		e.err = errors.Join(errs...)
 	})
-	if emuFP8.err != nil {
-		t.Fatal(emuFP8.err)
+	if e.err != nil {
+		t.Fatal(e.err)
 	}
-	return filepath.Join(emuFP8.dir, "emu_"+dt.String())
+	return filepath.Join(e.dir, "emu_"+dt.String())
+}
+
+// emuCastInput is the stdin of the emulator's cast modes: the scale, then
+// x's bytes.
+func emuCastInput(s float32, x *tensor.Tensor) []byte {
+	return append(binary.LittleEndian.AppendUint32(nil, math.Float32bits(s)), x.Raw()...)
+}
+
+// emuRuns are the (vecRow, vecCol, reverse) runs of a cast-transpose on
+// the emulator: the vector paths the launcher takes for (N, C), blocks in
+// order, then no vector path, blocks in reverse.
+func emuRuns(N, C int) [][3]int {
+	vr, vc := 0, 0
+	if C%16 == 0 {
+		vr = 1
+	}
+	if N%16 == 0 {
+		vc = 1
+	}
+	return [][3]int{{vr, vc, 0}, {0, 0, 1}}
 }
 
 func runEmu(t *testing.T, bin string, stdin []byte, args ...string) []byte {
@@ -421,16 +458,8 @@ func TestFP8EmulatorMatchesCPU(t *testing.T) {
 				N, C := sh[0], sh[1]
 				hx := fp8Input(rng, dt, N, C, true)
 				s := fp8Scale(f)
-				in := binary.LittleEndian.AppendUint32(nil, math.Float32bits(s))
-				in = append(in, hx.Raw()...)
-				vr, vc := 0, 0
-				if C%16 == 0 {
-					vr = 1
-				}
-				if N%16 == 0 {
-					vc = 1
-				}
-				for _, run := range [][3]int{{vr, vc, 0}, {0, 0, 1}} {
+				in := emuCastInput(s, hx)
+				for _, run := range emuRuns(N, C) {
 					out := runEmu(t, bin, in, "io", fmt.Sprint(N), fmt.Sprint(C), f.String(), fmt.Sprint(run[0]), fmt.Sprint(run[1]), fmt.Sprint(run[2]))
 					if len(out) != 2*N*C+4 {
 						t.Fatalf("%s %s (%d,%d): %d bytes out, want %d", dt, f, N, C, len(out), 2*N*C+4)

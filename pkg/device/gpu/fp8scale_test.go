@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"github.com/druto/druto/internal/testreq"
 	"github.com/druto/druto/kernels"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/cuda"
@@ -81,23 +77,7 @@ func TestFP8ScaleDefines(t *testing.T) {
 // after every step of fp8ScaleCases, blocks in order and in reverse.
 // Needs g++ (not cgo).
 func TestFP8ScaleEmulatorMatchesAmp(t *testing.T) {
-	gxx, err := exec.LookPath("g++")
-	if err != nil {
-		testreq.Skip(t, "DRUTO_CC_TESTS", "no C++ compiler (g++) to build kernels/emu/fp8scale: %v", err)
-	}
-	src, err := filepath.Abs(filepath.Join("..", "..", "..", "kernels", "emu", "fp8scale"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(src, "main.cpp")); err != nil {
-		testreq.Skip(t, "DRUTO_CC_TESTS", "no emulator source here (a test binary away from its repository): %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "emu")
-	cmd := exec.Command(gxx, "-std=c++20", "-O1", "-pthread", "-DDRUTO_EMU", "-DDTYPE=DRUTO_F32", "-I../..", "-include", "../flash/emu.h", "main.cpp", "-o", bin)
-	cmd.Dir = src
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
+	bin := emulatorOf(t, "fp8scale", tensor.F32, []tensor.DType{tensor.F32})
 	runEmu(t, bin, nil, "selftest")
 	for ci, c := range fp8ScaleCases(5, 24) {
 		for _, reverse := range []int{0, 1} {
