@@ -49,7 +49,7 @@ func runTrain(args []string) error {
 	dataPath := fs.String("data", "", "UTF-8 text or llm.c .bin token shard (default: the built-in corpus)")
 	out := fs.String("out", "out", "folder for checkpoints and metrics.jsonl")
 	seed := fs.Uint64("seed", 1337, "seed for initialisation, corpus and sampling")
-	prec := fs.String("amp", "fp32", "precision policy: fp32, bf16 or fp16 (fp8: refused for now, with the reason)")
+	prec := fs.String("amp", "fp32", "precision policy: fp32, bf16, fp16, or fp8 on sm_90+ (the blocks' linear layers in FP8; refused elsewhere, with the reason)")
 	batch := fs.Int("batch", 8, "sequences per micro-batch (B; per step without --accum); without it, --fit picks it")
 	accum := fs.Int("accum", 0, "micro-batches per step (gradient accumulation; 0: 1, or --total-batch / (--batch x --seq))")
 	totalBatch := fs.Int("total-batch", 0, "tokens per step (llm.c's total batch size): --accum is derived from it; with --fit, the batch the plan reaches (0: 8 sequences)")
