@@ -119,15 +119,28 @@ func workElems(c Config, N, rows int) int {
 // Under recomputation r, a per-layer buffer that r does not keep has one
 // layer instead of L (Recompute.perLayer): forward writes every layer into
 // it, and backward computes it again before reading it.
-func activationSpecs(c Config, B, T int, att device.AttnState, rows int, r Recompute) []actSpec {
+//
+// Under amp.FP8 the training step keeps the inputs of the blocks' linear
+// layers as FP8 instead (fp8Batch, counted by ActivationBreakdown), so
+// ln1, ln2 and fch_gelu hold one layer: only evaluation writes them, and
+// reads each within its layer.
+func activationSpecs(c Config, B, T int, att device.AttnState, rows int, r Recompute, p amp.Policy) []actSpec {
 	specs := fullSpecs(c, B, T, att, rows)
 	for i, s := range specs {
-		if k := r.perLayer(s.name, c.Layers); layered[s.name] && k != c.Layers {
+		k := r.perLayer(s.name, c.Layers)
+		if p == amp.FP8 && fp8Replaced[s.name] {
+			k = 1
+		}
+		if layered[s.name] && k != c.Layers {
 			specs[i].shape = append([]int{k}, s.shape[1:]...)
 		}
 	}
 	return specs
 }
+
+// fp8Replaced names the per-layer buffers whose training role FP8 copies
+// take under amp.FP8.
+var fp8Replaced = map[string]bool{"ln1": true, "ln2": true, "fch_gelu": true}
 
 // layered names the buffers of fullSpecs that hold one slice per layer
 // (shape (L, ...)).
@@ -193,7 +206,7 @@ type activations struct {
 func allocActivations(dev device.Device, c Config, p amp.Policy, B, T, rows int, r Recompute) (*activations, error) {
 	att := dev.AttentionState(p.DType(amp.Activation), B, T, c.Channels, c.Heads)
 	N, C := B*T, c.Channels
-	specs := activationSpecs(c, B, T, att, rows, r)
+	specs := activationSpecs(c, B, T, att, rows, r, p)
 	ts := make([]*tensor.Tensor, len(specs))
 	for i, s := range specs {
 		t, err := dev.Alloc(s.dtype(p), s.shape...)

@@ -83,6 +83,11 @@ func memoryOf(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bo
 	if p.Mixed() {
 		mem.Params += n * int64(p.DType(amp.Working).Size())
 	}
+	if p == amp.FP8 { // fp8State: the blocks' weights in E4M3 and transposed, and the scaling state
+		C, L := int64(cfg.Channels), int64(cfg.Layers)
+		K, H := L*f8PerLayer, int64(amp.DefaultFP8Recipe().History)
+		mem.Params += 2*L*12*C*C + 4*K*(3+H) + 4*K*amp.FP8MetaLen
+	}
 	for _, b := range ActivationBreakdown(cfg, B, T, p, att, fused, r) {
 		mem.Activations += b.Bytes
 	}
@@ -101,8 +106,12 @@ type ActivationBytes struct {
 func ActivationBreakdown(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bool, r ...Recompute) []ActivationBytes {
 	rows := HeadRows(cfg.Vocab, B*T, p.DType(amp.Activation), fused)
 	var out []ActivationBytes
-	for _, s := range activationSpecs(cfg, B, T, att, rows, level(r)) {
+	for _, s := range activationSpecs(cfg, B, T, att, rows, level(r), p) {
 		out = append(out, ActivationBytes{s.name, s.bytes(p)})
+	}
+	if p == amp.FP8 { // fp8Batch: each block's four GEMM inputs and one output gradient, each with its transpose
+		N, C := int64(B*T), int64(cfg.Channels)
+		out = append(out, ActivationBytes{"fp8_x", 2 * int64(cfg.Layers) * N * 7 * C}, ActivationBytes{"fp8_dy", 2 * N * 4 * C})
 	}
 	return out
 }

@@ -190,7 +190,8 @@ func (c *counting) Free(t *tensor.Tensor) {
 
 // TestMemoryAllocated: the bytes the model really allocates, its
 // parameters and gradients in New and its activations on the first
-// SetBatch, are those MemoryOn counts, on the fused device (the LM head in
+// SetBatch (under fp8 also its FP8 weights, scales and saved inputs), are
+// those MemoryOn counts, on the fused device (the LM head in
 // 1024-row chunks: GPT-2's vocabulary, 2048 rows under fp32) and on the
 // decomposed one (all 2048 rows of logits), and Close frees them all.
 // Nothing is computed, so the tensors' pages are never touched.
@@ -199,22 +200,29 @@ func TestMemoryAllocated(t *testing.T) {
 	cfg := Config{Vocab: 50304, MaxSeq: 1024, Layers: 2, Heads: 2, Channels: 32}
 	const B, T = 2, 1024
 	for _, fused := range []bool{true, false} {
-		for _, p := range []amp.Policy{amp.FP32, amp.BF16} {
+		for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP8} {
 			dev := newCounting(fused)
 			m, err := New(dev, cfg, p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := MemoryOn(dev, cfg, B, T, p)
-			if dev.inUse != want.Params+want.Grads {
-				t.Errorf("fused %v %s: New allocated %d bytes, MemoryOn counts %d for parameters and gradients", fused, p, dev.inUse, want.Params+want.Grads)
+			// Under fp8 the FP8 weights and scales come with the first
+			// batch: New holds what bf16's does.
+			newWant := want.Params + want.Grads
+			if p == amp.FP8 {
+				bf := MemoryOn(dev, cfg, B, T, amp.BF16)
+				newWant = bf.Params + bf.Grads
+			}
+			if dev.inUse != newWant {
+				t.Errorf("fused %v %s: New allocated %d bytes, MemoryOn counts %d for parameters and gradients", fused, p, dev.inUse, newWant)
 			}
 			before := dev.inUse
 			if err := m.SetBatch(make([]int32, B*T), nil, B, T); err != nil {
 				t.Fatal(err)
 			}
-			if got := dev.inUse - before; got != want.Activations {
-				t.Errorf("fused %v %s: the activations take %d bytes, MemoryOn counts %d", fused, p, got, want.Activations)
+			if got := dev.inUse - before; got != want.Activations+want.Params+want.Grads-newWant {
+				t.Errorf("fused %v %s: the activations (and fp8 state) take %d bytes, MemoryOn counts %d", fused, p, got, want.Activations+want.Params+want.Grads-newWant)
 			}
 			rows := HeadRows(cfg.Vocab, B*T, p.Half(), fused)
 			if wantRows := map[bool]int{true: 1024, false: B * T}[fused]; p == amp.FP32 && rows != wantRows {
