@@ -78,6 +78,48 @@ func (s *FP8Scales) Inv(k int) float32 { return s.St[2*s.K+k] }
 // Bad returns tensor k's count of non-finite amaxes (overflow events).
 func (s *FP8Scales) Bad(k int) int64 { return int64(s.Meta[k*FP8MetaLen+FP8MetaBad]) }
 
+// Check reports the first field of a state read from outside (a
+// checkpoint) that no run of UpdateFP8Scales from NewFP8Scales(formats)
+// could hold: the sizes, each tensor's format, its ring's counters, a
+// scale or inverse that is not finite and positive, an amax or history
+// entry that is negative (a pending amax may be non-finite: the update
+// counts it), a negative overflow count.
+func (s *FP8Scales) Check(formats []tensor.FP8Format) error {
+	K, H := s.K, s.H
+	switch {
+	case K != len(formats) || H < 0 || s.Margin < 0 || s.Margin > 64:
+		return fmt.Errorf("amp: fp8 state of %d tensors, history %d, margin %d, want %d tensors", K, H, s.Margin, len(formats))
+	case len(s.St) != K*(3+H) || len(s.Meta) != K*FP8MetaLen:
+		return fmt.Errorf("amp: fp8 state of %d and %d values, want %d and %d", len(s.St), len(s.Meta), K*(3+H), K*FP8MetaLen)
+	}
+	pos := func(v float32) bool { return v > 0 && !math.IsInf(float64(v), 0) }
+	for k, f := range formats {
+		m := s.Meta[k*FP8MetaLen : (k+1)*FP8MetaLen]
+		want := int32(0)
+		if f == tensor.E5M2 {
+			want = 1
+		}
+		switch {
+		case m[FP8MetaFormat] != want:
+			return fmt.Errorf("amp: fp8 tensor %d has format code %d, want %d (%s)", k, m[FP8MetaFormat], want, f)
+		case m[FP8MetaFilled] < 0 || m[FP8MetaFilled] > int32(H) || m[FP8MetaNext] < 0 || (H > 0 && m[FP8MetaNext] >= int32(H)) || (H == 0 && m[FP8MetaNext] != 0):
+			return fmt.Errorf("amp: fp8 tensor %d: history counters next %d, filled %d for a history of %d", k, m[FP8MetaNext], m[FP8MetaFilled], H)
+		case m[FP8MetaBad] < 0:
+			return fmt.Errorf("amp: fp8 tensor %d: %d overflows", k, m[FP8MetaBad])
+		case !pos(s.Scale(k)) || !pos(s.Inv(k)):
+			return fmt.Errorf("amp: fp8 tensor %d: scale %g, inverse %g", k, s.Scale(k), s.Inv(k))
+		case s.Amax(k) < 0:
+			return fmt.Errorf("amp: fp8 tensor %d: amax %g", k, s.Amax(k))
+		}
+		for _, h := range s.St[3*K+k*H : 3*K+(k+1)*H] {
+			if !(h >= 0) || math.IsInf(float64(h), 0) {
+				return fmt.Errorf("amp: fp8 tensor %d: history holds %g", k, h)
+			}
+		}
+	}
+	return nil
+}
+
 // Update runs UpdateFP8Scales on the state.
 func (s *FP8Scales) Update() { UpdateFP8Scales(s.St, s.Meta, s.K, s.H, s.Margin) }
 

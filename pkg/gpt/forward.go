@@ -85,7 +85,7 @@ func (m *Model) GradientsMicro(inputs, targets []int32, B, T int, lossScale floa
 		return 0, err
 	}
 	if m.trainsFP8() {
-		if err := m.ensureFP8(); err != nil {
+		if err := m.prepareFP8(); err != nil {
 			return 0, err
 		}
 	}

@@ -58,6 +58,7 @@ type fp8State struct {
 	K, H, margin int
 	st, meta     *tensor.Tensor // amp.FP8Scales.St and .Meta on the device
 	w            [][4]fp8Pair   // [layer][qkv, attn proj, fc, fc proj]
+	begun        bool           // a step has begun: the weights are cast
 	owned
 }
 
@@ -142,8 +143,9 @@ func (m *Model) fp8Refusal() error {
 }
 
 // ensureFP8 makes the FP8 state and the current activation set's FP8
-// buffers exist, or returns fp8Refusal's reason. A new state's first step
-// begins at once (the weights cast); later ones at ZeroGrad.
+// buffers exist, or returns fp8Refusal's reason. A new state begins the
+// step that a ZeroGrad before it began (fp8Pending); prepareFP8 begins one
+// that no ZeroGrad began.
 func (m *Model) ensureFP8() error {
 	if err := m.fp8Refusal(); err != nil {
 		return err
@@ -158,13 +160,19 @@ func (m *Model) ensureFP8() error {
 		if err != nil {
 			return err
 		}
+		if m.fp8Restore != nil {
+			s, m.fp8Restore = m.fp8Restore, nil
+		}
 		f := &fp8State{ops: m.dev.(device.FP8), K: s.K, H: s.H, margin: s.Margin}
 		if err := f.alloc(m.dev, s, C, L); err != nil {
 			f.free(m.dev)
 			return err
 		}
 		m.fp8 = f
-		m.beginFP8Step()
+		if m.fp8Pending { // ZeroGrad began this step before the state existed
+			m.fp8Pending = false
+			m.beginFP8Step()
+		}
 	}
 	if m.acts.f8 == nil {
 		b := &fp8Batch{}
@@ -270,6 +278,7 @@ func (m *Model) beginFP8Step() {
 	f, p := m.fp8, m.wp
 	C := m.Config.Channels
 	f.ops.FP8ScaleUpdate(f.st, f.meta, f.K, f.H, f.margin)
+	f.begun = true
 	for l, w := range p.layers {
 		k := l * f8PerLayer
 		f.cast(f.w[l][0], k+f8QKVw, w.qkvw, 3*C, C)
@@ -352,4 +361,52 @@ func (m *Model) backwardFP8() {
 		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
 	}
 	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)
+}
+
+// prepareFP8 readies a gradient run under amp.FP8: the state and buffers
+// (ensureFP8), and the weights cast if no step has begun yet (a first
+// Gradients without ZeroGrad).
+func (m *Model) prepareFP8() error {
+	if err := m.ensureFP8(); err != nil {
+		return err
+	}
+	if !m.fp8.begun {
+		m.beginFP8Step()
+	}
+	return nil
+}
+
+// SetFP8Scales restores a scaling state that FP8Scales returned (a
+// resumed run continues with the amax histories and scales it had). It
+// must match the model's tensors and recipe; it is an error unless the
+// model trains under amp.FP8.
+func (m *Model) SetFP8Scales(s *amp.FP8Scales) error {
+	if !m.trainsFP8() {
+		return fmt.Errorf("gpt: FP8 scales for a model that does not train under fp8")
+	}
+	r := amp.DefaultFP8Recipe()
+	if m.fp8Recipe != nil {
+		r = *m.fp8Recipe
+	}
+	K := m.Config.Layers * f8PerLayer
+	switch {
+	case s == nil:
+		return fmt.Errorf("gpt: nil FP8 scales")
+	case s.K != K || s.H != r.History || s.Margin != r.Margin:
+		return fmt.Errorf("gpt: FP8 scales of %d tensors, history %d, margin %d; this model has %d tensors, history %d, margin %d",
+			s.K, s.H, s.Margin, K, r.History, r.Margin)
+	}
+	if err := s.Check(fp8Formats(m.Config.Layers)); err != nil {
+		return fmt.Errorf("gpt: FP8 scales: %w", err)
+	}
+	c := &amp.FP8Scales{K: s.K, H: s.H, Margin: s.Margin, St: append([]float32(nil), s.St...), Meta: append([]int32(nil), s.Meta...)}
+	if m.fp8 == nil {
+		m.fp8Restore = c
+		return nil
+	}
+	st, _ := tensor.FromF32(c.St, len(c.St))
+	meta, _ := tensor.FromI32(c.Meta, len(c.Meta))
+	m.dev.Upload(m.fp8.st, st)
+	m.dev.Upload(m.fp8.meta, meta)
+	return m.dev.Sync()
 }

@@ -33,6 +33,11 @@ type Model struct {
 	recompute Recompute      // what backward computes again instead of keeping (SetRecompute)
 	fp8       *fp8State      // the FP8 step's scales and weight copies (amp.FP8), nil until its first step
 	fp8Recipe *amp.FP8Recipe // SetFP8Recipe's, nil: amp.DefaultFP8Recipe
+	// fp8Pending: ZeroGrad began a step before the FP8 state existed;
+	// fp8Restore: SetFP8Scales's state for it. Both are taken when it is
+	// made (ensureFP8).
+	fp8Pending bool
+	fp8Restore *amp.FP8Scales
 }
 
 // params are views of one flat buffer, by role.
@@ -263,6 +268,8 @@ func (m *Model) ZeroGrad() {
 	}
 	if m.fp8 != nil {
 		m.beginFP8Step()
+	} else if m.trainsFP8() {
+		m.fp8Pending = true
 	}
 }
 

@@ -30,7 +30,7 @@ func (m *Model) GradientsQueuedMicro(B, T, micro int, state *tensor.Tensor) erro
 		return fmt.Errorf("gpt: GradientsQueued for B %d x T %d without SetBatch of that size", B, T)
 	}
 	if m.trainsFP8() {
-		if err := m.ensureFP8(); err != nil {
+		if err := m.prepareFP8(); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -278,11 +279,43 @@ type state struct {
 	Options   string  `json:"options"`           // the run's options, to refuse a mismatched resume
 	Data      string  `json:"data"`              // fingerprint of the training tokens, to refuse other data on resume
 	Moments   string  `json:"moments,omitempty"` // "bf16" for bf16 AdamW moments, stored as BF16; empty: fp32
+	// FP8 is the fp8 policy's scaling state: its tensor count, history and
+	// margin; the values are the tensors fp8.st and fp8.meta (F32).
+	FP8 *fp8Dims `json:"fp8,omitempty"`
+}
+
+// fp8Dims are the sizes of an amp.FP8Scales.
+type fp8Dims struct {
+	K      int `json:"k"`
+	H      int `json:"history"`
+	Margin int `json:"margin"`
+}
+
+// fp8Tensors returns the state file's tensors of s: St as is, Meta as
+// float32 (small integers, exact).
+func fp8Tensors(s *amp.FP8Scales) []stTensor {
+	meta := make([]float32, len(s.Meta))
+	for i, v := range s.Meta {
+		meta[i] = float32(v)
+	}
+	return []stTensor{
+		{Name: "fp8.st", Shape: []int{len(s.St)}, Data: s.St, DType: tensor.F32},
+		{Name: "fp8.meta", Shape: []int{len(meta)}, Data: meta, DType: tensor.F32},
+	}
 }
 
 // saveState writes the state file: the moments in their dtype (st.Moments
-// "bf16": BF16, whose values m and v hold exactly; else F32).
-func saveState(path string, st state, m, v []float32) error {
+// "bf16": BF16, whose values m and v hold exactly; else F32), and under
+// fp8 the scaling state (fp8 not nil; F32).
+func saveState(path string, st state, m, v []float32, fp8 *amp.FP8Scales) error {
+	ts := []stTensor{
+		{Name: "adamw.m", Shape: []int{len(m)}, Data: m},
+		{Name: "adamw.v", Shape: []int{len(v)}, Data: v},
+	}
+	if fp8 != nil {
+		st.FP8 = &fp8Dims{K: fp8.K, H: fp8.H, Margin: fp8.Margin}
+		ts = append(ts, fp8Tensors(fp8)...)
+	}
 	js, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -291,45 +324,76 @@ func saveState(path string, st state, m, v []float32) error {
 	if st.Moments == "bf16" {
 		dt = tensor.BF16
 	}
-	_, err = writeSafetensorsAs(path, []stTensor{
-		{Name: "adamw.m", Shape: []int{len(m)}, Data: m},
-		{Name: "adamw.v", Shape: []int{len(v)}, Data: v},
-	}, map[string]string{"druto_state": string(js)}, dt)
+	_, err = writeSafetensorsAs(path, ts, map[string]string{"druto_state": string(js)}, dt)
 	return err
 }
 
+// maxFP8StateBytes bounds the fp8 scaling state a state file may add to
+// the moments: 4 bytes a value, gpt2-xl's 48 blocks of 12 tensors with a
+// history of 4096 steps fit.
+const maxFP8StateBytes = 16 << 20
+
 // loadState reads a state file for a model of n parameters: its size is
-// checked against n before it is read, and every field is checked.
-func loadState(path string, n int) (state, []float32, []float32, error) {
-	var st state
-	ts, meta, err := readSafetensors(path, 8*int64(n))
+// checked against n before it is read, and every field is checked. The
+// fp8 scaling state, when the file has one, is returned in fp8 (its
+// values checked against the model's tensors by gpt.Model.SetFP8Scales).
+func loadState(path string, n int) (st state, m, v []float32, fp8 *amp.FP8Scales, err error) {
+	ts, meta, err := readSafetensors(path, 8*int64(n)+maxFP8StateBytes)
 	if err != nil {
-		return st, nil, nil, err
+		return st, nil, nil, nil, err
 	}
-	st, m, v, err := stateFromTensors(ts, meta, n)
+	st, m, v, fp8, err = stateFromTensors(ts, meta, n)
 	if err != nil {
-		return st, nil, nil, fmt.Errorf("%s: %w", path, err)
+		return st, nil, nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return st, m, v, nil
+	return st, m, v, fp8, nil
 }
 
 // stateFromTensors checks a parsed state file for a model of n parameters.
-func stateFromTensors(ts []stTensor, meta map[string]string, n int) (state, []float32, []float32, error) {
+func stateFromTensors(ts []stTensor, meta map[string]string, n int) (state, []float32, []float32, *amp.FP8Scales, error) {
 	st, err := parseState(meta)
 	if err != nil {
-		return st, nil, nil, err
+		return st, nil, nil, nil, err
+	}
+	var fp8 *amp.FP8Scales
+	if st.FP8 != nil {
+		d := st.FP8
+		var fst, fmeta []float32
+		rest := ts[:0:0]
+		for _, t := range ts {
+			switch t.Name {
+			case "fp8.st":
+				fst = t.Data
+			case "fp8.meta":
+				fmeta = t.Data
+			default:
+				rest = append(rest, t)
+			}
+		}
+		if d.K < 0 || d.H < 0 || d.K > maxFP8StateBytes || d.H > maxFP8StateBytes ||
+			fst == nil || fmeta == nil || len(fst) != d.K*(3+d.H) || len(fmeta) != d.K*amp.FP8MetaLen {
+			return st, nil, nil, nil, fmt.Errorf("%w: the fp8 state (%d tensors, history %d) wants fp8.st and fp8.meta of their sizes", ErrCorrupt, d.K, d.H)
+		}
+		fp8 = &amp.FP8Scales{K: d.K, H: d.H, Margin: d.Margin, St: fst, Meta: make([]int32, len(fmeta))}
+		for i, x := range fmeta {
+			if x != float32(int32(x)) {
+				return st, nil, nil, nil, fmt.Errorf("%w: fp8.meta holds %v at element %d", ErrCorrupt, x, i)
+			}
+			fp8.Meta[i] = int32(x)
+		}
+		ts = rest
 	}
 	if len(ts) != 2 || ts[0].Name != "adamw.m" || ts[1].Name != "adamw.v" || len(ts[0].Data) != n || len(ts[1].Data) != n {
-		return st, nil, nil, fmt.Errorf("%w: want adamw.m and adamw.v of %d values", ErrCorrupt, n)
+		return st, nil, nil, nil, fmt.Errorf("%w: want adamw.m and adamw.v of %d values", ErrCorrupt, n)
 	}
 	for _, t := range ts {
 		for i, v := range t.Data {
 			if !finite(float64(v)) || t.Name == "adamw.v" && v < 0 {
-				return st, nil, nil, fmt.Errorf("%w: %s holds %v at element %d", ErrCorrupt, t.Name, v, i)
+				return st, nil, nil, nil, fmt.Errorf("%w: %s holds %v at element %d", ErrCorrupt, t.Name, v, i)
 			}
 		}
 	}
-	return st, ts[0].Data, ts[1].Data, nil
+	return st, ts[0].Data, ts[1].Data, fp8, nil
 }
 
 // maxScale bounds a loss scale read from a state file: a scale that large

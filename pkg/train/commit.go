@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/druto/druto/internal/atomicfile"
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/gpt"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -47,10 +48,11 @@ func hook(stage string) error {
 
 // saveCheckpoint commits the model and state pair into dir (see
 // pendingModel); extra is more model metadata (the tokenizer), dt the
-// dtype the weights are stored in (0: F32). fresh says that dir's
+// dtype the weights are stored in (0: F32), fp8 the fp8 policy's scaling
+// state (nil: none). fresh says that dir's
 // pendingMetrics is this run's log, to be moved over MetricsFile once the
 // pair is committed.
-func saveCheckpoint(dir string, cfg gpt.Config, params []float32, extra map[string]string, dt tensor.DType, st state, m, v []float32, fresh bool) error {
+func saveCheckpoint(dir string, cfg gpt.Config, params []float32, extra map[string]string, dt tensor.DType, st state, m, v []float32, fp8 *amp.FP8Scales, fresh bool) error {
 	if err := recoverCheckpoint(dir, fresh); err != nil {
 		return err
 	}
@@ -66,7 +68,7 @@ func saveCheckpoint(dir string, cfg gpt.Config, params []float32, extra map[stri
 		return err
 	}
 	st.ModelSum = sum
-	if err := saveState(filepath.Join(dir, StateFile), st, m, v); err != nil {
+	if err := saveState(filepath.Join(dir, StateFile), st, m, v, fp8); err != nil {
 		os.Remove(pending) // not committed: the previous pair stands
 		return err
 	}

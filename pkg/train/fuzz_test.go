@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/gpt"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // FuzzParseSafetensors: the checkpoint reader never panics, and whatever it
@@ -103,22 +105,38 @@ func FuzzStateFile(f *testing.F) {
 		m[i], v[i] = float32(i)/10, float32(i)/100
 	}
 	st := state{Step: 5, OptSteps: 4, Scale: 32768, GoodSteps: 3, Skipped: 1, RNG: 9, DataPos: 64, ModelSum: "ab", Options: "{}", Data: "x"}
-	if err := saveState(path, st, m, v); err != nil {
+	if err := saveState(path, st, m, v, nil); err != nil {
 		f.Fatal(err)
 	}
 	good := addSeeds(f, path)
 	f.Add(bytes.Replace(good, []byte(`\"scale\":32768`), []byte(`\"scale\":0`), 1))
+	// An fp8 run's state: the scaling state of 3 tensors, history 2.
+	sc, err := amp.NewFP8Scales([]tensor.FP8Format{tensor.E4M3, tensor.E4M3, tensor.E5M2}, amp.FP8Recipe{Delayed: true, History: 2})
+	if err != nil {
+		f.Fatal(err)
+	}
+	path8 := filepath.Join(f.TempDir(), "s8.safetensors")
+	if err := saveState(path8, st, m, v, sc); err != nil {
+		f.Fatal(err)
+	}
+	good8 := addSeeds(f, path8)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ts, meta, err := parseSafetensors(b)
 		if err != nil {
 			return
 		}
-		got, gm, gv, err := stateFromTensors(ts, meta, n)
+		got, gm, gv, g8, err := stateFromTensors(ts, meta, n)
 		if err != nil {
-			if bytes.Equal(b, good) {
+			if bytes.Equal(b, good) || bytes.Equal(b, good8) {
 				t.Fatalf("the file saveState wrote does not load: %v", err)
 			}
 			return
+		}
+		if bytes.Equal(b, good8) && (g8 == nil || g8.K != 3 || g8.H != 2) {
+			t.Fatalf("the fp8 state came back as %+v", g8)
+		}
+		if g8 != nil && (len(g8.St) != g8.K*(3+g8.H) || len(g8.Meta) != g8.K*amp.FP8MetaLen) {
+			t.Fatalf("accepted an fp8 state of %d and %d values for %d tensors, history %d", len(g8.St), len(g8.Meta), g8.K, g8.H)
 		}
 		if !(got.Scale > 0 && got.Scale <= maxScale) || got.Step < 0 || got.OptSteps > got.Step || got.Skipped > got.Step || got.DataPos < 0 {
 			t.Fatalf("accepted state %+v", got)

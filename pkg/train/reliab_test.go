@@ -510,7 +510,7 @@ func TestStateValidation(t *testing.T) {
 	}
 	statePath := filepath.Join(o.OutDir, StateFile)
 	n := testCfg.NumParams()
-	st, m, v, err := loadState(statePath, n)
+	st, m, v, _, err := loadState(statePath, n)
 	if err != nil {
 		t.Fatal(err)
 	}

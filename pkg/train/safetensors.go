@@ -26,6 +26,7 @@ type stTensor struct {
 	Name  string
 	Shape []int
 	Data  []float32
+	DType tensor.DType // stored as this (writeSafetensorsAs); 0: the file's dtype
 }
 
 type stEntry struct {
@@ -64,16 +65,21 @@ func writeSafetensors(path string, tensors []stTensor, meta map[string]string) (
 	return writeSafetensorsAs(path, tensors, meta, tensor.F32)
 }
 
-// writeSafetensorsAs is writeSafetensors storing the values as dt (F32,
-// BF16 or F16, rounded to nearest even).
-func writeSafetensorsAs(path string, tensors []stTensor, meta map[string]string, dt tensor.DType) (string, error) {
-	name, ok := map[tensor.DType]string{tensor.F32: "F32", tensor.BF16: "BF16", tensor.F16: "F16"}[dt]
-	if !ok {
-		return "", fmt.Errorf("train: checkpoints are saved as f32, bf16 or f16, not %s", dt)
-	}
+// writeSafetensorsAs is writeSafetensors storing the values as fileDT
+// (F32, BF16 or F16, rounded to nearest even), or as a tensor's own DType
+// where it has one.
+func writeSafetensorsAs(path string, tensors []stTensor, meta map[string]string, fileDT tensor.DType) (string, error) {
 	header := map[string]any{}
 	var data bytes.Buffer
 	for _, t := range tensors {
+		dt := fileDT
+		if t.DType != 0 {
+			dt = t.DType
+		}
+		name, ok := map[tensor.DType]string{tensor.F32: "F32", tensor.BF16: "BF16", tensor.F16: "F16"}[dt]
+		if !ok {
+			return "", fmt.Errorf("train: checkpoints are saved as f32, bf16 or f16, not %s", dt)
+		}
 		n := 1
 		for _, d := range t.Shape {
 			n *= d

@@ -155,10 +155,11 @@ func resumedRun(t *testing.T, o Options, at int) (*Trainer, []Metric) {
 	return a, ms
 }
 
-// TestResumeExact: N steps, save, resume in a new trainer, N more steps,
+// TestResumeExact: N steps, save, resume in a new trainer, N more steps
+// (under fp8 the FP8 scaling state saved and restored with them),
 // gives bit-identical losses to 2N straight steps.
 func TestResumeExact(t *testing.T) {
-	for _, p := range []amp.Policy{amp.FP32, amp.FP16} {
+	for _, p := range []amp.Policy{amp.FP32, amp.FP16, amp.FP8} {
 		o := testOptions(12, p)
 		straight := runSteps(t, newTrainer(t, o), 12)
 		dir := t.TempDir()

@@ -712,7 +712,11 @@ func (t *Trainer) Save(dir string) error {
 		st.Moments = "bf16"
 	}
 	fresh := t.fresh && dir == t.opts.OutDir
-	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), t.opts.SaveDType, st, m.ToF32(), v.ToF32(), fresh); err != nil {
+	fp8, err := t.Model.FP8Scales()
+	if err != nil {
+		return err
+	}
+	if err := saveCheckpoint(dir, t.opts.Config, params, tokenizerMeta(t.opts.Tokenizer), t.opts.SaveDType, st, m.ToF32(), v.ToF32(), fp8, fresh); err != nil {
 		return err
 	}
 	if fresh {
@@ -737,7 +741,7 @@ func (t *Trainer) Resume(dir string) error {
 	if cfg != t.opts.Config {
 		return fmt.Errorf("train: checkpoint in %s is a %v model, this run is %v", dir, cfg, t.opts.Config)
 	}
-	st, m, v, err := loadState(filepath.Join(dir, StateFile), len(params))
+	st, m, v, fp8, err := loadState(filepath.Join(dir, StateFile), len(params))
 	if err != nil {
 		return err
 	}
@@ -758,6 +762,14 @@ func (t *Trainer) Resume(dir string) error {
 	}
 	if err := t.Model.SetParams(params); err != nil {
 		return err
+	}
+	switch {
+	case fp8 != nil && t.opts.Policy == amp.FP8:
+		if err := t.Model.SetFP8Scales(fp8); err != nil {
+			return fmt.Errorf("train: the checkpoint in %s: %w (%w)", dir, err, ErrCorrupt)
+		}
+	case t.opts.Policy == amp.FP8 && st.Step > 0:
+		t.notice(fmt.Sprintf("train: the checkpoint in %s has no FP8 scaling state: the scales start again from 1", dir))
 	}
 	// The moments come back in the dtype of this run's optimizer: bf16
 	// ones widen exactly, fp32 ones round to nearest into bf16.
