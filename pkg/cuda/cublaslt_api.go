@@ -169,6 +169,10 @@ type LtParams struct {
 	// type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE); the default is D's type.
 	// Libraries that do not support it have no algorithm for the matmul.
 	BiasF32 bool
+	// BiasBF16 sets the bias vector's type to bf16 explicitly (FP8 GEMMs
+	// with a bf16 D take their bias type from this attribute, as
+	// Transformer Engine sets it).
+	BiasBF16 bool
 }
 
 // LtMatmul is one configured matmul: descriptors and the algorithms
@@ -235,6 +239,10 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 		}
 		if p.BiasF32 && p.Epilogue.usesBias() {
 			set(ltDescBiasType, unsafe.Pointer(&biasType), 4)
+		}
+		biasBF16 := int32(R16BF)
+		if p.BiasBF16 && !p.BiasF32 && p.Epilogue.usesBias() {
+			set(ltDescBiasType, unsafe.Pointer(&biasBF16), 4)
 		}
 		if err != nil {
 			return err

@@ -528,7 +528,37 @@ func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.
 		p.CType = cuda.R32F
 	}
 	if bias != nil {
-		p.Epilogue = cuda.EpilogueBias // bias of out's type (cuBLASLt's default: D's)
+		// The bias epilogue where cuBLASLt runs it, else the plain product
+		// and gelu.cu's bias_add after it (a pass over out), remembered by
+		// shape so that the refused configuration is not tried again.
+		pb := p
+		pb.Epilogue, pb.BiasBF16 = cuda.EpilogueBias, out.DType == tensor.BF16
+		if !d.fp8NoBias[ltKey{pb}] {
+			m := d.ltMatmul(pb)
+			if m != nil {
+				d.launches.Add(1)
+				args := cuda.LtArgs{Alpha: 1, A: b, B: a, D: d.ptr(out), AScale: d.ptr(invB), BScale: d.ptr(invA),
+					Bias: d.ptr(bias), Workspace: d.ws, WorkspaceBytes: WorkspaceBytes}
+				err := m.Run(d.stream, args)
+				if err == nil {
+					return nil
+				}
+				if d.capturing {
+					return fmt.Errorf("gpu: %s with bias (cuBLASLt): %w", name, err)
+				}
+			}
+			if d.fp8NoBias == nil {
+				d.fp8NoBias = map[ltKey]bool{}
+			}
+			d.fp8NoBias[ltKey{pb}] = true
+		}
+		if err := d.matmulFP8(name, add, out, a, b, fa, fb, nil, invA, invB, N, C, OC); err != nil {
+			return err
+		}
+		if !d.biasAdd(out, bias, N, OC) {
+			return fmt.Errorf("gpu: %s: bias_add did not launch (see Sync)", name)
+		}
+		return nil
 	}
 	m := d.ltMatmul(p)
 	if m == nil {
@@ -543,9 +573,6 @@ func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.
 		Workspace: d.ws, WorkspaceBytes: WorkspaceBytes}
 	if add {
 		args.Beta, args.C = 1, d.ptr(out)
-	}
-	if bias != nil {
-		args.Bias = d.ptr(bias)
 	}
 	if err := m.Run(d.stream, args); err != nil {
 		return fmt.Errorf("gpu: %s (cuBLASLt): %w", name, err)

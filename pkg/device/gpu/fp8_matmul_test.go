@@ -434,3 +434,46 @@ func BenchmarkGPUMatmulFP8(b *testing.B) {
 		b.Logf("cuBLASLt: %s", s)
 	}
 }
+
+// TestGPUMatmulFP8Bias: MatmulFP8 through device.FP8's tensor form with a
+// bf16 bias: the product plus the bias, as the reference plus the bias
+// within the product's tolerance, at the FP8 step's shapes (forward qkv
+// and fc, e4m3·e4m3); it logs whether cuBLASLt ran the bias epilogue or
+// the product and bias_add ran instead. Needs sm_90.
+func TestGPUMatmulFP8Bias(t *testing.T) {
+	g := gpuDev(t, true)
+	if major, minor := g.Capability(); major*10+minor < fp8MinArch {
+		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "no FP8 GEMM on %s (druto's FP8 operations need sm_90)", g.Name())
+	}
+	rng := testRNG(t)
+	for _, sh := range [][3]int{{512, 128, 384}, {8192, 768, 3072}} {
+		N, C, OC := sh[0], sh[1], sh[2]
+		name := fmt.Sprintf("bias (%d,%d,%d)", N, C, OC)
+		qa, invA := fp8Operand(rng, N*C, 1, tensor.E4M3)
+		qb, invB := fp8Operand(rng, OC*C, 0.02, tensor.E4M3)
+		a := tensor.OnDevice(tensor.F8E4M3, uintptr(fp8Upload(t, g, qa)), N, C)
+		b := tensor.OnDevice(tensor.F8E4M3, uintptr(fp8Upload(t, g, qb)), OC, C)
+		hb := tensor.New(tensor.BF16, OC)
+		bias := make([]float32, OC)
+		for i := range bias {
+			bias[i] = tensor.BF16ToF32(tensor.BF16FromF32(float32(rng.Norm())))
+		}
+		if err := hb.SetF32(bias); err != nil {
+			t.Fatal(err)
+		}
+		hA, _ := tensor.FromF32([]float32{invA}, 1)
+		hB, _ := tensor.FromF32([]float32{invB}, 1)
+		out := poisoned(t, g, tensor.BF16, N, OC)
+		g.MatmulFP8(out, a, b, toGPU(t, g, hb), toGPU(t, g, hA), toGPU(t, g, hB), N, C, OC)
+		got := toHost(t, g, out).ToF32()
+		r, sabs := make([]float32, N*OC), make([]float32, N*OC)
+		matmulFP8Ref(r, qa, qb, tensor.E4M3, tensor.E4M3, invA, invB, N, C, OC)
+		matmulFP8Ref(sabs, absFP8(qa), absFP8(qb), tensor.E4M3, tensor.E4M3, invA, invB, N, C, OC)
+		for i := range r {
+			r[i] += bias[i%OC]
+			sabs[i] += float32(math.Abs(float64(bias[i%OC])))
+		}
+		checkMatmulFP8(t, name, got, r, sabs, C, OC)
+		t.Logf("%s: %d configurations with the bias epilogue refused so far", name, len(g.fp8NoBias))
+	}
+}

@@ -99,6 +99,7 @@ type Device struct {
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
+	fp8NoBias map[ltKey]bool    // FP8 GEMM configurations whose bias epilogue cuBLASLt refused (fp8.go)
 	dnn       dnnState          // cuDNN's fused attention, the second flash backend (cudnn.go)
 	ltx       ltExtra           // algorithm forcing, tracing and tuning of those (matmul.go)
 	tables    map[*tensor.Layout]layoutTable
