@@ -48,6 +48,13 @@ const (
 	f8PerLayer
 )
 
+// f8Stride spaces the tensors' records in the scaling state: tensor k is
+// record k·f8Stride, and the records between are unused (amax 0, scale 1),
+// so that every scale and inverse sits on a 16-byte boundary. cuBLASLt's
+// FP8 GEMMs refused (CUBLAS_STATUS_NOT_SUPPORTED, H100 and H200, cuBLAS
+// 13.1) the step's inverse scales at 4-byte offsets of one array.
+const f8Stride = 4
+
 // fp8Pair is an FP8 tensor and its transpose.
 type fp8Pair struct{ q, qt *tensor.Tensor }
 
@@ -99,7 +106,8 @@ func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
 // FP8Scales downloads the FP8 scaling state, nil before the first FP8
 // step: each tensor's scale, inverse, amax history and count of
 // non-finite amaxes (overflow events), in the order of the blocks and,
-// within one, qkv, attn proj, fc, fc proj, each with its x, w and dy.
+// within one, qkv, attn proj, fc, fc proj, each with its x, w and dy;
+// tensor k is record k·4 (FP8Record), the three after it unused.
 func (m *Model) FP8Scales() (*amp.FP8Scales, error) {
 	f := m.fp8
 	if f == nil {
@@ -114,11 +122,21 @@ func (m *Model) FP8Scales() (*amp.FP8Scales, error) {
 	return &amp.FP8Scales{K: f.K, H: f.H, Margin: f.margin, St: st.F32(), Meta: meta.I32()}, nil
 }
 
-// fp8Formats returns the formats of the FP8 tensors of L blocks.
+// FP8Record returns the record of the scaling state (FP8Scales) that
+// holds FP8 tensor k: block k/12, within it qkv, attn proj, fc, fc proj,
+// each with its x, w and dy.
+func FP8Record(k int) int { return k * f8Stride }
+
+// fp8Formats returns the formats of the scaling state's records for L
+// blocks (an unused record has its tensor's format).
 func fp8Formats(L int) []tensor.FP8Format {
-	fs := make([]tensor.FP8Format, 0, L*f8PerLayer)
+	fs := make([]tensor.FP8Format, 0, L*f8PerLayer*f8Stride)
 	for range L * 4 {
-		fs = append(fs, tensor.E4M3, tensor.E4M3, tensor.E5M2)
+		for _, f := range []tensor.FP8Format{tensor.E4M3, tensor.E4M3, tensor.E5M2} {
+			for range f8Stride {
+				fs = append(fs, f)
+			}
+		}
 	}
 	return fs
 }
@@ -263,9 +281,9 @@ func (p fp8Pair) dims(n, w int) fp8Pair {
 }
 
 // scale, inv and amax return views of tensor k's entries in the state.
-func (f *fp8State) scale(k int) *tensor.Tensor { return f.st.MustView(f.K+k, 1) }
-func (f *fp8State) inv(k int) *tensor.Tensor   { return f.st.MustView(2*f.K+k, 1) }
-func (f *fp8State) amax(k int) *tensor.Tensor  { return f.st.MustView(k, 1) }
+func (f *fp8State) scale(k int) *tensor.Tensor { return f.st.MustView(f.K+FP8Record(k), 1) }
+func (f *fp8State) inv(k int) *tensor.Tensor   { return f.st.MustView(2*f.K+FP8Record(k), 1) }
+func (f *fp8State) amax(k int) *tensor.Tensor  { return f.st.MustView(FP8Record(k), 1) }
 
 // cast queues x (N, C) cast into p as tensor k.
 func (f *fp8State) cast(p fp8Pair, k int, x *tensor.Tensor, N, C int) {
@@ -388,7 +406,7 @@ func (m *Model) SetFP8Scales(s *amp.FP8Scales) error {
 	if m.fp8Recipe != nil {
 		r = *m.fp8Recipe
 	}
-	K := m.Config.Layers * f8PerLayer
+	K := m.Config.Layers * f8PerLayer * f8Stride
 	switch {
 	case s == nil:
 		return fmt.Errorf("gpt: nil FP8 scales")

@@ -88,10 +88,11 @@ func TestFP8StepTracksBF16(t *testing.T) {
 	if err != nil || sc == nil {
 		t.Fatalf("FP8Scales: %v, %v", sc, err)
 	}
-	if sc.K != fp8Cfg.Layers*f8PerLayer {
-		t.Fatalf("K %d, want %d", sc.K, fp8Cfg.Layers*f8PerLayer)
+	if sc.K != fp8Cfg.Layers*f8PerLayer*f8Stride {
+		t.Fatalf("K %d, want %d", sc.K, fp8Cfg.Layers*f8PerLayer*f8Stride)
 	}
-	for k := range sc.K {
+	for t8 := range fp8Cfg.Layers * f8PerLayer {
+		k := FP8Record(t8)
 		s := sc.Scale(k)
 		if !(s > 0) || math.IsInf(float64(s), 0) || sc.Bad(k) != 0 {
 			t.Errorf("tensor %d: scale %g, %d bad amaxes", k, s, sc.Bad(k))

@@ -477,3 +477,41 @@ func TestGPUMatmulFP8Bias(t *testing.T) {
 		t.Logf("%s: %d configurations with the bias epilogue refused so far", name, len(g.fp8NoBias))
 	}
 }
+
+// TestGPUMatmulFP8ScaleOffsets: MatmulFP8 with its inverse scales at byte
+// offsets 0, 4, 8 and 12 of an allocation (the FP8 step's scales are
+// elements of one array): offset 0 runs and is right; the others are
+// logged as cuBLASLt takes or refuses them (the record of why
+// pkg/gpt spaces its scales 16 bytes apart). Needs sm_90.
+func TestGPUMatmulFP8ScaleOffsets(t *testing.T) {
+	g := gpuDev(t, true)
+	if major, minor := g.Capability(); major*10+minor < fp8MinArch {
+		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "no FP8 GEMM on %s (druto's FP8 operations need sm_90)", g.Name())
+	}
+	rng := testRNG(t)
+	const N, C, OC = 512, 128, 384
+	qa, invA := fp8Operand(rng, N*C, 1, tensor.E4M3)
+	qb, invB := fp8Operand(rng, OC*C, 0.02, tensor.E4M3)
+	a, b := fp8Upload(t, g, qa), fp8Upload(t, g, qb)
+	r, sabs := make([]float32, N*OC), make([]float32, N*OC)
+	matmulFP8Ref(r, qa, qb, tensor.E4M3, tensor.E4M3, invA, invB, N, C, OC)
+	matmulFP8Ref(sabs, absFP8(qa), absFP8(qb), tensor.E4M3, tensor.E4M3, invA, invB, N, C, OC)
+	for _, off := range []int{0, 1, 2, 3} {
+		h := tensor.New(tensor.F32, 8)
+		h.F32()[off], h.F32()[4+off] = invA, invB
+		sc := toGPU(t, g, h)
+		out := poisoned(t, g, tensor.BF16, N, OC)
+		err := g.matmulFP8P(out, a, b, tensor.E4M3, tensor.E4M3, sc.MustView(off, 1), sc.MustView(4+off, 1), N, C, OC)
+		if err == nil {
+			err = g.Sync()
+		} else {
+			_ = g.Sync()
+		}
+		t.Logf("inverse scales at byte offset %d: %v", 4*off, err)
+		if err == nil {
+			checkMatmulFP8(t, fmt.Sprintf("offset %d", 4*off), toHost(t, g, out).ToF32(), r, sabs, C, OC)
+		} else if off == 0 {
+			t.Errorf("aligned scales: %v", err)
+		}
+	}
+}
