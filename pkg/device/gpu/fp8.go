@@ -409,7 +409,8 @@ func fp8DataType(f tensor.FP8Format) (cuda.DataType, bool) {
 //	bias (OC) out's dtype or nil (cuBLASLt's bias epilogue), invA (1) f32, invB (1) f32
 //
 // invA and invB are the dequantisation factors read on the device: 1/s for
-// an operand cast with scale s (the inverse of CastTransposeFP8's scale).
+// an operand cast with scale s (the inverse of CastTransposeFP8's scale),
+// each at a 16-byte aligned address (cuBLASLt refuses others).
 // a is the activation (E4M3) or, in the backward, the gradient (E5M2), b
 // the weight as druto stores it or a transposed copy (CastTransposeFP8's
 // qt), both K-major. pkg/device/cpu's MatmulFP8 is the reference, in fp32.
@@ -497,6 +498,11 @@ func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.
 		if t.Dev == 0 && t.Numel() > 0 {
 			return fmt.Errorf("%w: %s is a host tensor", ErrFP8Args, desc(t))
 		}
+	}
+	if invA.Dev%16 != 0 || invB.Dev%16 != 0 {
+		// cuBLASLt answers CUBLAS_STATUS_NOT_SUPPORTED at run time
+		// (measured on the H100 and H200, cuBLAS 13.1).
+		return fmt.Errorf("%w: invA at %#x, invB at %#x: cuBLASLt's FP8 GEMMs read their scales from 16-byte aligned addresses", ErrFP8Args, invA.Dev, invB.Dev)
 	}
 	if N == 0 || OC == 0 {
 		return nil
