@@ -254,7 +254,7 @@ func runTrain(args []string) error {
 	oc.LR, oc.Warmup = float32(*lr), *warmup
 	opts := train.Options{
 		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed, Accum: sp.accum, Recompute: sp.recompute, AdamState: momentDT,
-		FP8: amp.FP8Recipe{Delayed: true, History: *fp8History, Margin: *fp8Margin},
+		FP8:       amp.FP8Recipe{Delayed: true, History: *fp8History, Margin: *fp8Margin},
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
 		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged, Tokenizer: tok, SaveDType: saveDT,
