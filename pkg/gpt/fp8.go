@@ -50,9 +50,9 @@ const (
 
 // f8Stride spaces the tensors' records in the scaling state: tensor k is
 // record k·f8Stride, and the records between are unused (amax 0, scale 1),
-// so that every scale and inverse sits on a 16-byte boundary. cuBLASLt's
-// FP8 GEMMs refused (CUBLAS_STATUS_NOT_SUPPORTED, H100 and H200, cuBLAS
-// 13.1) the step's inverse scales at 4-byte offsets of one array.
+// so that every scale and inverse sits on a 16-byte boundary: cuBLASLt's
+// FP8 GEMMs refuse scales at other addresses (CUBLAS_STATUS_NOT_SUPPORTED;
+// gpu.MatmulFP8 checks it).
 const f8Stride = 4
 
 // fp8Pair is an FP8 tensor and its transpose.

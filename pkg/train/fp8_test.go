@@ -13,7 +13,7 @@ import (
 // (one batch; two micro-batches of half the size, the amaxes spanning the
 // micro-steps; a 16-step history with a margin of 1) follows bf16's loss curve: the mean loss of the last 10 of
 // 60 steps and the final validation loss within 0.5% of bf16's (the same
-// batches and accumulation; measured 0.01-0.1% apart), after it
+// batches and accumulation), after it
 // fell by at least a third; no step skipped and no FP8 overflow logged.
 func TestFP8TrainingTracksBF16(t *testing.T) {
 	const steps = 60

@@ -501,7 +501,7 @@ func (d *Device) matmulFP8(name string, add bool, out *tensor.Tensor, a, b cuda.
 	}
 	if invA.Dev%16 != 0 || invB.Dev%16 != 0 {
 		// cuBLASLt answers CUBLAS_STATUS_NOT_SUPPORTED at run time
-		// (measured on the H100 and H200, cuBLAS 13.1).
+		// (TestGPUMatmulFP8ScaleOffsets).
 		return fmt.Errorf("%w: invA at %#x, invB at %#x: cuBLASLt's FP8 GEMMs read their scales from 16-byte aligned addresses", ErrFP8Args, invA.Dev, invB.Dev)
 	}
 	if N == 0 || OC == 0 {

@@ -481,8 +481,8 @@ func TestGPUMatmulFP8Bias(t *testing.T) {
 // TestGPUMatmulFP8ScaleOffsets: MatmulFP8 with its inverse scales at byte
 // offsets 0, 4, 8 and 12 of an allocation: offset 0 runs and is right;
 // the others are refused with ErrFP8Args before cuBLASLt sees them (it
-// answered CUBLAS_STATUS_NOT_SUPPORTED at run time for each, on the H100
-// at 3c8f97c: bench/results/h100/2026-12-06-s42). Needs sm_90.
+// answers CUBLAS_STATUS_NOT_SUPPORTED at run time for each; the run that
+// showed it is in bench/results). Needs sm_90.
 func TestGPUMatmulFP8ScaleOffsets(t *testing.T) {
 	g := gpuDev(t, true)
 	if major, minor := g.Capability(); major*10+minor < fp8MinArch {
