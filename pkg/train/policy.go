@@ -1,7 +1,10 @@
 package train
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -74,8 +77,10 @@ func ChoosePolicy(dev device.Device) (amp.Policy, string) {
 //   - on any other CPU, fp32: bf16 would be widened to fp32 before every
 //     product, which costs time and saves none.
 //
-// The measurement runs once per device name and process (well under a
-// second on two cores).
+// The measurement runs once per device name (well under a second on two
+// cores) and is kept on disk (policyCache), so that every process on the
+// machine, a notebook run again among them, makes the same choice: two
+// timings under different load could fall on either side of bf16Gain.
 func Choose(dev device.Device) PolicyChoice {
 	if g, ok := dev.(interface{ Capability() (major, minor int) }); ok {
 		major, minor := g.Capability()
@@ -164,12 +169,36 @@ const policyMatmulN = 512
 
 var measured sync.Map // device name -> [2]time.Duration
 
+// policyCache is the file that keeps the measured matmul times by device
+// name across processes (os.UserCacheDir()/druto/cpu-policy.json); empty:
+// this process only (tests that fake the timings).
+var policyCache = func() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "druto", "cpu-policy.json")
+}()
+
 // measuredMatmuls returns the fp32 and bf16 matmul times of dev, measured
-// once per device name.
+// once per device name: from this process's map, else from policyCache,
+// else measured now and added to both (a cache that cannot be read or
+// written is only a lost saving).
 func measuredMatmuls(dev device.Device) (f32, bf16 time.Duration, err error) {
-	if v, ok := measured.Load(dev.Name()); ok {
+	name := dev.Name()
+	if v, ok := measured.Load(name); ok {
 		d := v.([2]time.Duration)
 		return d[0], d[1], nil
+	}
+	disk := map[string][2]time.Duration{}
+	if policyCache != "" {
+		if b, err := os.ReadFile(policyCache); err == nil {
+			_ = json.Unmarshal(b, &disk)
+		}
+		if d, ok := disk[name]; ok && d[0] > 0 && d[1] > 0 {
+			measured.Store(name, d)
+			return d[0], d[1], nil
+		}
 	}
 	if f32, err = matmulSeconds(dev, tensor.F32, policyMatmulN); err != nil {
 		return 0, 0, err
@@ -177,6 +206,17 @@ func measuredMatmuls(dev device.Device) (f32, bf16 time.Duration, err error) {
 	if bf16, err = matmulSeconds(dev, tensor.BF16, policyMatmulN); err != nil {
 		return 0, 0, err
 	}
-	measured.Store(dev.Name(), [2]time.Duration{f32, bf16})
+	d := [2]time.Duration{f32, bf16}
+	measured.Store(name, d)
+	if policyCache != "" {
+		disk[name] = d
+		if b, err := json.Marshal(disk); err == nil && os.MkdirAll(filepath.Dir(policyCache), 0o755) == nil {
+			tmp := policyCache + fmt.Sprintf(".%d.tmp", os.Getpid())
+			if os.WriteFile(tmp, b, 0o644) == nil {
+				_ = os.Rename(tmp, policyCache) // atomic: a reader sees the old file or the new one
+			}
+			_ = os.Remove(tmp)
+		}
+	}
 	return f32, bf16, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,8 +51,9 @@ func TestAutoPolicy(t *testing.T) {
 	}
 	// The CPU: a fake speed for each dtype, so that both kinds of CPU are
 	// tested on any machine.
-	old := matmulSeconds
-	t.Cleanup(func() { matmulSeconds = old })
+	old, oldCache := matmulSeconds, policyCache
+	t.Cleanup(func() { matmulSeconds, policyCache = old, oldCache })
+	policyCache = "" // the faked timings stay in this process
 	bf16Share := 0.0
 	matmulSeconds = func(_ device.Device, dt tensor.DType, _ int) (time.Duration, error) {
 		if dt == tensor.BF16 {
@@ -250,5 +252,40 @@ func TestRecipeFill(t *testing.T) {
 	dev := cpu.New(device.Options{Fused: true})
 	if _, _, err := OpenCheckpoint(dev, filepath.Join(t.TempDir(), "none.safetensors")); err == nil {
 		t.Fatal("a missing checkpoint opened")
+	}
+}
+
+// TestPolicyCacheAcrossProcesses: the matmul timings ChoosePolicy decides
+// by are kept in policyCache, so that a later process (a notebook run
+// again) reads them instead of timing again under other load; an
+// unreadable cache is timed anew.
+func TestPolicyCacheAcrossProcesses(t *testing.T) {
+	oldM, oldC := matmulSeconds, policyCache
+	t.Cleanup(func() { matmulSeconds, policyCache, measured = oldM, oldC, sync.Map{} })
+	policyCache = filepath.Join(t.TempDir(), "druto", "cpu-policy.json")
+	timing := time.Millisecond
+	matmulSeconds = func(_ device.Device, dt tensor.DType, _ int) (time.Duration, error) {
+		if dt == tensor.BF16 {
+			return timing / 2, nil
+		}
+		return timing, nil
+	}
+	dev := fakeCPU{cpu.New(device.Options{Fused: true}), "cache-test", true}
+	measured = sync.Map{}
+	f1, b1, err := measuredMatmuls(dev)
+	if err != nil || f1 != time.Millisecond || b1 != time.Millisecond/2 {
+		t.Fatalf("first: %v %v %v", f1, b1, err)
+	}
+	measured = sync.Map{} // a new process
+	timing = time.Second  // other load: the timings would now differ
+	if f2, b2, err := measuredMatmuls(dev); err != nil || f2 != f1 || b2 != b1 {
+		t.Errorf("second process: %v %v %v, want the cached %v %v", f2, b2, err, f1, b1)
+	}
+	if err := os.WriteFile(policyCache, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	measured = sync.Map{}
+	if f3, _, err := measuredMatmuls(dev); err != nil || f3 != time.Second {
+		t.Errorf("after a broken cache: %v %v, want a new timing", f3, err)
 	}
 }
