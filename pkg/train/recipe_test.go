@@ -257,8 +257,9 @@ func TestRecipeFill(t *testing.T) {
 
 // TestPolicyCacheAcrossProcesses: the matmul timings ChoosePolicy decides
 // by are kept in policyCache, so that a later process (a notebook run
-// again) reads them instead of timing again under other load; an
-// unreadable cache is timed anew.
+// again) reads them instead of timing again under other load; a timing
+// another process kept meanwhile wins over this one's; an unreadable
+// cache is timed anew.
 func TestPolicyCacheAcrossProcesses(t *testing.T) {
 	oldM, oldC := matmulSeconds, policyCache
 	t.Cleanup(func() { matmulSeconds, policyCache, measured = oldM, oldC, sync.Map{} })
@@ -281,6 +282,19 @@ func TestPolicyCacheAcrossProcesses(t *testing.T) {
 	if f2, b2, err := measuredMatmuls(dev); err != nil || f2 != f1 || b2 != b1 {
 		t.Errorf("second process: %v %v %v, want the cached %v %v", f2, b2, err, f1, b1)
 	}
+	// Another process kept its timing while this one timed: it is taken.
+	other := fakeCPU{cpu.New(device.Options{Fused: true}), "cache-test-2", true}
+	measured = sync.Map{}
+	matmulSeconds = func(_ device.Device, dt tensor.DType, _ int) (time.Duration, error) {
+		if err := os.WriteFile(policyCache, []byte(`{"`+other.Name()+`":[7,3]}`), 0o644); err != nil {
+			return 0, err
+		}
+		return time.Minute, nil
+	}
+	if f, b, err := measuredMatmuls(other); err != nil || f != 7 || b != 3 {
+		t.Errorf("a timing kept meanwhile: %v %v %v, want 7ns 3ns", f, b, err)
+	}
+	matmulSeconds = func(_ device.Device, dt tensor.DType, _ int) (time.Duration, error) { return timing, nil }
 	if err := os.WriteFile(policyCache, []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
