@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
@@ -178,6 +179,16 @@ func TestResumeExact(t *testing.T) {
 		o2.Seed++
 		if err := newTrainer(t, o2).Resume(dir); err == nil {
 			t.Errorf("%v: resume with another seed accepted", p)
+		}
+		if p == amp.FP8 {
+			// So is one with another amax history, as other options.
+			o3 := o
+			o3.FP8 = amp.DefaultFP8Recipe()
+			o3.FP8.History++
+			err := newTrainer(t, o3).Resume(dir)
+			if err == nil || !strings.Contains(err.Error(), "other options") || errors.Is(err, ErrCorrupt) {
+				t.Errorf("fp8: resume with history %d: %v, want other options, not corrupt", o3.FP8.History, err)
+			}
 		}
 	}
 }

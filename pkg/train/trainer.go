@@ -765,6 +765,10 @@ func (t *Trainer) Resume(dir string) error {
 	}
 	switch {
 	case fp8 != nil && t.opts.Policy == amp.FP8:
+		if r := t.fp8Recipe(); fp8.H != r.History || fp8.Margin != r.Margin {
+			return fmt.Errorf("train: the checkpoint in %s was made with other options: FP8 history %d and margin %d, this run has %d and %d; resume with --fp8-history %d --fp8-margin %d",
+				dir, fp8.H, fp8.Margin, r.History, r.Margin, fp8.H, fp8.Margin)
+		}
 		if err := t.Model.SetFP8Scales(fp8); err != nil {
 			return fmt.Errorf("train: the checkpoint in %s: %w (%w)", dir, err, ErrCorrupt)
 		}
@@ -821,6 +825,15 @@ func world(r Reducer) int {
 		return 1
 	}
 	return r.World()
+}
+
+// fp8Recipe is the FP8 recipe the run trains with (Options.FP8, or the
+// default for its zero value).
+func (t *Trainer) fp8Recipe() amp.FP8Recipe {
+	if t.opts.FP8 == (amp.FP8Recipe{}) {
+		return amp.DefaultFP8Recipe()
+	}
+	return t.opts.FP8
 }
 
 // fp8Overflows returns the non-finite amaxes the model's FP8 casts have
