@@ -39,14 +39,7 @@ func TestGPUFP8Step(t *testing.T) {
 	if d := math.Abs(float64(lg-lb)) / float64(lb); d > 0.01 {
 		t.Errorf("gpu fp8 loss %.6f, gpu bf16 %.6f: %.3f%% apart", lg, lb, 100*d)
 	}
-	for _, s := range mg.layout.Segments {
-		a, b := gg[s.Offset:s.Offset+s.Numel()], gc[s.Offset:s.Offset+s.Numel()]
-		cos, rel := cosine(a, b)
-		t.Logf("%-28s cos %.5f rel %.4f", s.Name, cos, rel)
-		if cos < 0.99 || rel > 0.2 || math.IsNaN(cos) {
-			t.Errorf("%s: gpu fp8 gradient cos %.4f, rel %.3f against the cpu reference's", s.Name, cos, rel)
-		}
-	}
+	gradientsAlike(t, mg, gg, gc, 0.99, 0.2, "gpu fp8 gradient", "the cpu reference's")
 	sg, err := mg.FP8Scales()
 	if err != nil {
 		t.Fatal(err)

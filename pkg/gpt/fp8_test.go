@@ -27,6 +27,20 @@ func cosine(a, b []float32) (cos, rel float64) {
 	return ab / math.Sqrt(aa*bb), math.Sqrt(dd / bb)
 }
 
+// gradientsAlike fails t unless every parameter's gradient in g points
+// ref's way (cosine ≥ minCos) and differs from it by at most maxRel of
+// its norm; the messages name g by what and ref by of.
+func gradientsAlike(t *testing.T, m *Model, g, ref []float32, minCos, maxRel float64, what, of string) {
+	t.Helper()
+	for _, s := range m.layout.Segments {
+		cos, rel := cosine(g[s.Offset:s.Offset+s.Numel()], ref[s.Offset:s.Offset+s.Numel()])
+		t.Logf("%-28s cos %.5f rel %.4f", s.Name, cos, rel)
+		if cos < minCos || rel > maxRel || math.IsNaN(cos) {
+			t.Errorf("%s: %s cos %.4f, rel %.3f against %s", s.Name, what, cos, rel, of)
+		}
+	}
+}
+
 // fp8Steps runs steps Gradients calls on one batch (the scales settle
 // from the first's amaxes) under policy p and returns the last loss and
 // gradients, with the model.
@@ -76,14 +90,7 @@ func TestFP8StepTracksBF16(t *testing.T) {
 	if d := math.Abs(float64(l8-lb)) / float64(lb); d > 0.01 {
 		t.Errorf("fp8 loss %.5f, bf16 %.5f: %.2f%% apart", l8, lb, 100*d)
 	}
-	for _, s := range m.layout.Segments {
-		a, b := g8[s.Offset:s.Offset+s.Numel()], gb[s.Offset:s.Offset+s.Numel()]
-		cos, rel := cosine(a, b)
-		t.Logf("%-28s cos %.5f rel %.4f", s.Name, cos, rel)
-		if cos < 0.99 || rel > 0.15 || math.IsNaN(cos) {
-			t.Errorf("%s: fp8 gradient cos %.4f, rel %.3f against bf16's", s.Name, cos, rel)
-		}
-	}
+	gradientsAlike(t, m, g8, gb, 0.99, 0.15, "fp8 gradient", "bf16's")
 	sc, err := m.FP8Scales()
 	if err != nil || sc == nil {
 		t.Fatalf("FP8Scales: %v, %v", sc, err)
