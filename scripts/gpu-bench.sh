@@ -102,6 +102,10 @@
 #             (bench/anchors/gemm_floor.py: one CUDA graph of a step's GEMMs
 #             and cuDNN attention; FLOOR=0 leaves it out). Not in the default
 #             list. Budget: see compare() below
+#   fp8curve  fp8curve.log, fp8curve-summary.txt and fp8curve-gpt2-124M.png
+#             (also beside logs.tar.gz), fp8curve-{bf16,fp8}.jsonl: druto
+#             train bf16 against fp8 on one shard (issue 38). Not in the
+#             default list. Budget: see fp8curve() below
 #   losscurve losscurve.log, losscurve-gpt2-124M.json and .png (also beside
 #             logs.tar.gz), losscurve-{druto,torch}-seedN.jsonl: gpt2-124M,
 #             STEPS (default 2000) steps of B16 T1024 on one token shard,
@@ -542,6 +546,56 @@ losscurve() {
   } > "$LOGS/losscurve.log" 2>&1
 }
 
+# fp8curve: one call (issue 38). gpt2-124M, STEPS (default 2000) steps of
+# B16 T1024 on one token shard (as losscurve's), seed SEED (default 1):
+# druto train --amp bf16, then --amp fp8 on the same batches, both as CUDA
+# graphs; the curves overlaid by druto plot; fp8curve-summary.txt: the
+# final validation losses (target: fp8 within 0.5% of bf16), the largest
+# gap at any evaluation from step 1,000 on, the fp8 run's overflow counts
+# and step times. Budget on the H200: the shard ~30 s, each run ~90-110 s
+# (FP8CURVE_TIMEOUT, default 200 s a run): ~250 s.
+fp8curve() {
+  local steps=${STEPS:-2000} shard=$LOGS/tokens-lc.bin d amp metrics=()
+  d=$(mktemp -d)
+  {
+    stamp
+    $B/druto tokenizer shard --tokenizer gpt2 --out "$shard" --tokens $((steps * 16 * 1024 * 10 / 9 + 20 * 16 * 1024)) || echo "token shard failed: $?"
+    for amp in ${FP8CURVE_AMPS:-bf16 fp8}; do
+      echo "## druto train gpt2-124M --amp $amp, $steps steps, seed ${SEED:-1}"
+      /usr/bin/time -f "druto train $amp: %e s" timeout "${FP8CURVE_TIMEOUT:-200}" $B/druto train --backend gpu --preset gpt2-124M \
+        --batch 16 --seq 1024 --amp "$amp" --steps "$steps" --lr 6e-4 --warmup "${WARMUP:-100}" --eval-every "${EVAL_EVERY:-100}" \
+        --eval-batches 16 --data "$shard" --tokenizer gpt2 --seed "${SEED:-1}" --sample-tokens 0 --out "$d/$amp" 2>&1 | grep -v '^step '
+      cp "$d/$amp/metrics.jsonl" "$LOGS/fp8curve-$amp.jsonl" && metrics+=(--metrics "$amp=$LOGS/fp8curve-$amp.jsonl")
+      rm -rf "${d:?}/$amp"
+    done
+    rm -f "$shard"
+    $B/druto plot "${metrics[@]}" --out "$OUT/fp8curve-gpt2-124M.png" && cp "$OUT/fp8curve-gpt2-124M.png" "$LOGS/"
+  } > "$LOGS/fp8curve.log" 2>&1
+  python3 - "$LOGS/fp8curve-bf16.jsonl" "$LOGS/fp8curve-fp8.jsonl" > "$LOGS/fp8curve-summary.txt" 2>&1 <<'EOF'
+import json, statistics, sys
+def load(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+b, e = load(sys.argv[1]), load(sys.argv[2])
+vb = {m["step"]: m["val_loss"] for m in b if m.get("val_loss")}
+ve = {m["step"]: m["val_loss"] for m in e if m.get("val_loss")}
+common = sorted(set(vb) & set(ve))
+last = common[-1]
+gap = (ve[last] / vb[last] - 1) * 100
+late = [s for s in common if s >= 1000]
+worst = max(late, key=lambda s: abs(ve[s] / vb[s] - 1)) if late else last
+def ms(ms_):
+    x = [m["ms_per_step"] for m in ms_ if m.get("ms_per_step")]
+    return statistics.median(x[len(x) // 10:]) if x else float("nan")
+print(f"final validation loss at step {last}: bf16 {vb[last]:.5f}, fp8 {ve[last]:.5f}, fp8/bf16 - 1 = {gap:+.3f}% (target within 0.5%: {'yes' if abs(gap) <= 0.5 else 'no'})")
+print(f"largest gap from step 1,000 on: step {worst}, {(ve[worst] / vb[worst] - 1) * 100:+.3f}%")
+print("every evaluation (step, bf16, fp8, gap %): " + "; ".join(f"{s} {vb[s]:.4f} {ve[s]:.4f} {(ve[s] / vb[s] - 1) * 100:+.2f}" for s in common))
+print(f"fp8 overflows logged: {max((m.get('fp8_overflows', 0) for m in e), default=0)} (the count at the last evaluation)")
+print(f"median ms/step after the first tenth (training, evaluations excluded): bf16 {ms(b):.2f}, fp8 {ms(e):.2f}")
+EOF
+  cp "$LOGS/fp8curve-summary.txt" "$OUT/"
+}
+
 decode() {
   local base=${BASE:-$B/old/druto} r v bin
   {
@@ -745,5 +799,6 @@ for f in "$LOGS"/tests.log "$LOGS"/sanitize.log; do [ -f "$f" ] && { echo "== $(
 [ -f "$LOGS/bench.log" ] && grep -E 'ms/step|skipping|fall' "$LOGS/bench.log" | head -40
 [ -f "$LOGS/compare.log" ] && grep -E -A12 '^side +mode|^compare .* rc=|^floor rc=' "$LOGS/compare.log"
 [ -f "$LOGS/losscurve.log" ] && grep -E 'final|within|: [0-9.]+ s$' "$LOGS/losscurve.log"
+[ -f "$LOGS/fp8curve-summary.txt" ] && cat "$LOGS/fp8curve-summary.txt"
 [ -f "$LOGS/decode.log" ] && grep -E 'µs/token|add up|^## round|fused\+bf16' "$LOGS/decode.log"
 exit 0
