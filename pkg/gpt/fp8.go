@@ -81,8 +81,9 @@ type fp8Batch struct {
 type owned []*tensor.Tensor
 
 // SetFP8Recipe sets how the FP8 scales are chosen (amp.DefaultFP8Recipe
-// unless set) and resets the scaling state. It is an error unless the
-// model trains under amp.FP8.
+// unless set) and resets the scaling state, a restore SetFP8Scales left
+// pending included (it belonged to the old recipe). It is an error
+// unless the model trains under amp.FP8.
 func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
 	if m.Policy != amp.FP8 {
 		return fmt.Errorf("gpt: an FP8 recipe for a model under %s (train with --amp fp8)", m.Policy)
@@ -99,7 +100,7 @@ func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
 		m.fp8.free(m.dev)
 		m.fp8 = nil
 	}
-	m.fp8Recipe = &r
+	m.fp8Recipe, m.fp8Restore = &r, nil
 	return nil
 }
 

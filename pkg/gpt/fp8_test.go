@@ -145,3 +145,40 @@ func TestFP8Refusals(t *testing.T) {
 		t.Error("an FP8 recipe for a bf16 model was accepted")
 	}
 }
+
+// TestSetFP8RecipeDropsPendingRestore: a recipe set after SetFP8Scales
+// (before the state exists) replaces the pending restore, which belonged
+// to the old recipe: the first step builds the state of the new one.
+func TestSetFP8RecipeDropsPendingRestore(t *testing.T) {
+	m, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.FP8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Init(1); err != nil {
+		t.Fatal(err)
+	}
+	old, err := amp.NewFP8Scales(fp8Formats(fp8Cfg.Layers), amp.DefaultFP8Recipe())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetFP8Scales(old); err != nil {
+		t.Fatal(err)
+	}
+	r := amp.DefaultFP8Recipe()
+	r.History = 16
+	if err := m.SetFP8Recipe(r); err != nil {
+		t.Fatal(err)
+	}
+	in := microTokens(32, fp8Cfg.Vocab, 1)
+	if _, err := m.Gradients(in, in, 1, 32, 1); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.FP8Scales()
+	if err != nil || s == nil {
+		t.Fatalf("FP8Scales: %v, %v", s, err)
+	}
+	if s.H != 16 {
+		t.Errorf("the state has history %d after SetFP8Recipe(history 16) (the old recipe's restore applied)", s.H)
+	}
+}
