@@ -11,8 +11,10 @@
 // pastes it in place of that line for NVRTC (Expand). Code that two files
 // share beyond that has a header of its own: flash_common.cuh (the two
 // flash-attention files), layernorm.cuh (the layernorm forward's row, which
-// layernorm.cu and fp8.cu's FP8 producers both run). Every module of a
-// file and dtype holds all of the file's kernels.
+// layernorm.cu and fp8.cu's FP8 producers both run), gelu.cuh (the GELU's
+// derivative, which gelu.cu's backwards and fp8.cu's dGELU cast both
+// compute). Every module of a file and dtype holds all of the file's
+// kernels.
 //
 // Package gpu (pkg/device/gpu) builds a variant on a device, best way
 // first: a cubin from its on-disk cache, NVRTC for the exact sm_XY, or the

@@ -1,12 +1,14 @@
 // fp8.cu: the FP8 casts of FP8 training on Hopper (issue 38;
 // pkg/device/gpu/fp8.go: CastTransposeFP8, GELUCastTransposeFP8,
-// LayerNormFP8, ResidualLayerNormFP8): the cast-transpose of any tensor,
-// the GELU that produces the FP8 input of the MLP projection, and the
-// layernorm forwards that produce the FP8 input of the qkv and fc GEMMs
-// themselves.
+// CastTransposeDBiasFP8, DGELUCastTransposeDBiasFP8, LayerNormFP8,
+// ResidualLayerNormFP8): the cast-transpose of any tensor, the GELU that
+// produces the FP8 input of the MLP projection, the output gradients'
+// casts with their bias gradients (the fc layer's through the GELU
+// backward), and the layernorm forwards that produce the FP8 input of the
+// qkv and fc GEMMs themselves.
 //
 // druto:kernel cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3
-// druto:kernel cast_transpose_dbias_e5m2
+// druto:kernel cast_transpose_dbias_e5m2 dgelu_cast_transpose_dbias_e5m2
 // druto:kernel layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
 // druto:dtypes f32 bf16 f16
 // druto:arch 90
@@ -38,6 +40,19 @@
 // are added by the butterfly over lanes 4, 8, 16, i.e.
 // ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), then the 8 warps' sums in warp
 // order (rows past N and columns past C add nothing).
+//
+// dgelu_cast_transpose_dbias_e5m2: cast_transpose_dbias_e5m2 of
+// v = dy·gelu'(pre) (Transformer Engine's cast_transpose_dbias_dgelu):
+// the fc layer's output gradient in the FP8 backward, from the gradient
+// dy the MLP projection's dx GEMM wrote and the stored pre-activation pre
+// (both T). gelu' is gelu.cuh's gelu_grad_lean (the derivative of
+// gelu.cu's gelu_bias_backward, the bf16 MLP backward's; gelu_grad_f's
+// tanhf for fp32 T), v = gelu'(pre)·dy in fp32, never rounded to T: q, qt,
+// amax = max |v| and the column sums of v as cast_transpose_dbias_e5m2's
+// of v. One pass in place of a GELU backward (read pre and dy, write v:
+// 6 B/elt from bf16) and the cast of its output (read 2, write 2): it
+// reads 2·sizeof(T) and writes 2, 6 B/elt from bf16 where the two passes
+// move 10.
 //
 // Conversion: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, the product x·s rounded
 // to fp32 first (tensor.QuantizeFP8 computes the same product): round to
@@ -78,7 +93,8 @@
 //
 // Traffic: read sizeof(T) bytes an element (4, or 2 for bf16/f16), write 2
 // (q and qt), plus one float of scale per block and one atomic per block:
-// 6 B/elt from fp32, 4 B/elt from bf16.
+// 6 B/elt from fp32, 4 B/elt from bf16 (the dgelu form reads pre too: 10
+// and 6); the dbias forms write 4·C bytes of part per 64 rows besides.
 //
 // layernorm_fp8_e4m3, residual_layernorm_fp8_e4m3: layernorm.cu's
 // layernorm_forward_rf32 and residual_layernorm_forward_rf32 (the forms the
@@ -137,10 +153,12 @@
 // again per row, from L1; mean and rstd are 8 bytes a row.
 
 #include "common.cuh"
+#include "gelu.cuh"
 #include "layernorm.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block CT_BLOCK cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3 cast_transpose_dbias_e5m2
+// druto:block CT_BLOCK dgelu_cast_transpose_dbias_e5m2
 #define CT_BLOCK 256
 // CT_TILE is the tile's side: CT_BLOCK threads move 16 bytes each, once by
 // rows and once by columns (CT_TILE·CT_TILE = 16·CT_BLOCK).
@@ -202,16 +220,31 @@ __device__ __forceinline__ void column16(unsigned char* dst, const unsigned char
 #define CT_COPY 0
 #define CT_GELU 1
 #define CT_DBIAS 2 // copy, and the column sums into part
+#define CT_DGELU_DBIAS 3 // x·gelu'(pre), and the column sums into part
+// CT_SUMS(OP): the op writes column sums.
+#define CT_SUMS(OP) ((OP) == CT_DBIAS || (OP) == CT_DGELU_DBIAS)
 
-// part: the column sums of CT_DBIAS, (gridDim.y, C) fp32; unused otherwise.
+// ct_value is the value an op casts: x itself, gelu(x), or for
+// CT_DGELU_DBIAS x·gelu'(p) (p the pre-activation; the order of gelu.cu's
+// backwards, gelu'(p)·x).
+template <int OP> __device__ __forceinline__ float ct_value(float x, float p) {
+    if (OP == CT_GELU) return gelu_f(x);
+    if (OP == CT_DGELU_DBIAS) return gelu_grad_lean(p) * x;
+    return x;
+}
+
+// part: the column sums of CT_SUMS ops, (gridDim.y, C) fp32; pre: the
+// pre-activation of CT_DGELU_DBIAS (N,C) T, laid out as x; both unused
+// otherwise.
 template <int F, int OP>
 __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                                                     float* __restrict__ amax, float* __restrict__ part,
-                                                    const T* __restrict__ x, const float* __restrict__ scale, int N,
-                                                    int C, int vec_row, int vec_col) {
+                                                    const T* __restrict__ x, const T* __restrict__ pre,
+                                                    const float* __restrict__ scale, int N, int C, int vec_row,
+                                                    int vec_col) {
     __shared__ __align__(16) unsigned char tile[CT_TILE][CT_TILE];
     __shared__ unsigned int wmax[CT_BLOCK / 32];
-    __shared__ float csum[OP == CT_DBIAS ? CT_BLOCK / 32 : 1][CT_TILE];
+    __shared__ float csum[CT_SUMS(OP) ? CT_BLOCK / 32 : 1][CT_TILE];
     const int tid = threadIdx.x;
     const int r0 = blockIdx.y * CT_TILE, c0 = blockIdx.x * CT_TILE;
     const float s = scale[0];
@@ -220,11 +253,12 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     const int tr = tid / 4, tc = (tid % 4) * 16;
     const int r = r0 + tr, c = c0 + tc;
     unsigned int m = 0; // the largest |x| bits seen
-    float cs[OP == CT_DBIAS ? 16 : 1]; // CT_DBIAS: this thread's 16 values (0 outside the tensor)
+    float cs[CT_SUMS(OP) ? 16 : 1]; // CT_SUMS: this thread's 16 values (0 outside the tensor)
 #pragma unroll
-    for (int k = 0; k < (OP == CT_DBIAS ? 16 : 1); k++) cs[k] = 0.f;
+    for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) cs[k] = 0.f;
     if (r < N && c < C) {
         const T* xr = x + (size_t)r * C + c;
+        const T* pr = OP == CT_DGELU_DBIAS ? pre + (size_t)r * C + c : xr; // read by CT_DGELU_DBIAS only
         unsigned char* qr = q + (size_t)r * C + c;
         const int n = C - c < 16 ? C - c : 16;
         if (vec_row && n == 16) {
@@ -232,15 +266,17 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 F4 f = ld4(xr + 4 * k);
+                F4 p = f;
+                if (OP == CT_DGELU_DBIAS) p = ld4(pr + 4 * k);
 #pragma unroll
-                for (int e = 0; e < 4; e++) v[4 * k + e] = OP == CT_GELU ? gelu_f(f.v[e]) : f.v[e];
+                for (int e = 0; e < 4; e++) v[4 * k + e] = ct_value<OP>(f.v[e], p.v[e]);
             }
             unsigned int w[8];
 #pragma unroll
             for (int k = 0; k < 16; k++) m = max_u32(m, abs_bits(v[k]));
-            if (OP == CT_DBIAS) {
+            if (CT_SUMS(OP)) {
 #pragma unroll
-                for (int k = 0; k < 16; k++) cs[k % (OP == CT_DBIAS ? 16 : 1)] = v[k];
+                for (int k = 0; k < 16; k++) cs[k % (CT_SUMS(OP) ? 16 : 1)] = v[k];
             }
 #pragma unroll
             for (int k = 0; k < 8; k++) w[k] = fp8x2<F>(v[2 * k] * s, v[2 * k + 1] * s);
@@ -257,9 +293,9 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
 #pragma unroll
             for (int k = 0; k < 16; k++) {
                 if (k >= n) break;
-                const float v = OP == CT_GELU ? gelu_f(load(xr, k)) : load(xr, k);
+                const float v = ct_value<OP>(load(xr, k), OP == CT_DGELU_DBIAS ? load(pr, k) : 0.0f);
                 m = max_u32(m, abs_bits(v));
-                if (OP == CT_DBIAS) cs[k % (OP == CT_DBIAS ? 16 : 1)] = v;
+                if (CT_SUMS(OP)) cs[k % (CT_SUMS(OP) ? 16 : 1)] = v;
                 const unsigned char b = (unsigned char)(fp8x2<F>(v * s, 0.0f) & 0xffu);
                 qr[k] = b;
                 tile[tr][tc + k] = b;
@@ -276,11 +312,11 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
         for (int w = 0; w < CT_BLOCK / 32; w++) b = max_u32(b, wmax[w]);
         if (b != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), b);
     }
-    if (OP == CT_DBIAS) {
+    if (CT_SUMS(OP)) {
         // The 8 rows of the warp with the same columns: lanes l, l^4, l^8, l^16.
         const int lane = tid & 31;
 #pragma unroll
-        for (int k = 0; k < (OP == CT_DBIAS ? 16 : 1); k++) {
+        for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) {
             float v = cs[k];
             v += __shfl_xor_sync(0xffffffffu, v, 4);
             v += __shfl_xor_sync(0xffffffffu, v, 8);
@@ -289,7 +325,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
         }
         if (lane < 4) {
 #pragma unroll
-            for (int k = 0; k < (OP == CT_DBIAS ? 16 : 1); k++) csum[tid / 32][lane * 16 + k] = cs[k];
+            for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) csum[tid / 32][lane * 16 + k] = cs[k];
         }
         __syncthreads();
         if (tid < CT_TILE && c0 + tid < C) {
@@ -317,7 +353,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     extern "C" __global__ void __launch_bounds__(CT_BLOCK)                                                      \
         name(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,           \
              const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) { \
-        cast_transpose_body<F, OP>(q, qt, amax, (float*)0, x, scale, N, C, vec_row, vec_col);                               \
+        cast_transpose_body<F, OP>(q, qt, amax, (float*)0, x, (const T*)0, scale, N, C, vec_row, vec_col);                  \
     }
 
 CAST_TRANSPOSE(cast_transpose_e4m3, FP8_E4M3, CT_COPY)
@@ -329,7 +365,18 @@ extern "C" __global__ void __launch_bounds__(CT_BLOCK)
     cast_transpose_dbias_e5m2(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
                               float* __restrict__ part, const T* __restrict__ x, const float* __restrict__ scale, int N,
                               int C, int vec_row, int vec_col) {
-    cast_transpose_body<FP8_E5M2, CT_DBIAS>(q, qt, amax, part, x, scale, N, C, vec_row, vec_col);
+    cast_transpose_body<FP8_E5M2, CT_DBIAS>(q, qt, amax, part, x, (const T*)0, scale, N, C, vec_row, vec_col);
+}
+
+// dy (N,C) the output gradient, pre (N,C) the stored pre-activation, both
+// T; the rest as cast_transpose_dbias_e5m2's (vec_row: dy, pre and q rows
+// 16-byte aligned).
+extern "C" __global__ void __launch_bounds__(CT_BLOCK)
+    dgelu_cast_transpose_dbias_e5m2(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
+                                    float* __restrict__ amax, float* __restrict__ part, const T* __restrict__ dy,
+                                    const T* __restrict__ pre, const float* __restrict__ scale, int N, int C,
+                                    int vec_row, int vec_col) {
+    cast_transpose_body<FP8_E5M2, CT_DGELU_DBIAS>(q, qt, amax, part, dy, pre, scale, N, C, vec_row, vec_col);
 }
 
 // ---- layernorm with the FP8 cast: the producer of the qkv and fc GEMMs ----

@@ -29,6 +29,7 @@
 // per thread and step.
 
 #include "common.cuh"
+#include "gelu.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block GELU_BLOCK gelu_forward gelu_forward_pass bias_add gelu_backward2 gelu_backward_pass gelu_bias_backward
@@ -36,14 +37,6 @@
 
 
 #define EW_LOOP(n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
-__device__ __forceinline__ float gelu_grad_f(float x) {
-    float x2 = x * x;
-    float t = tanhf((x2 * x * GELU_COEF + x) * GELU_SCALE);
-    float left = (t + 1.0f) * 0.5f;
-    float right = x * 0.5f * (1.0f - t * t) * GELU_SCALE * (x2 * (3.0f * GELU_COEF) + 1.0f);
-    return left + right;
-}
 
 // out (n) = gelu(inp (n))
 extern "C" __global__ void gelu_forward(T* out, const T* inp, long long n, int vec) {
@@ -202,66 +195,16 @@ extern "C" __global__ void gelu_backward_pass(int op, float* __restrict__ x2, fl
 // and stored (dpre is updated in place: each element is read and written by
 // one thread, in that order).
 //
-// The derivative, for 16-bit T, is gelu_grad_fast's tanh form rewritten
-// with r = 1/(exp(2u) + 1) (1 + t = 2(1 - r), 1 - t² = 4r(1 - r)):
-//
-//   gelu'(x) = (1 - r)·(1 + 2x·r·√(2/π)·(1 + 3·0.044715·x²)),  1 - r = e·r
-//
-// one ex2 and one rcp (the MUFU approximations, ~2 ulps of fp32) and about
-// ten FMAs an element: with the paired rounding below, sm_90's SASS of the
-// vector loop is ~22 instructions an element, where gelu_backward2's
-// (gelu_grad_fast's IEEE reciprocal, the separate terms, common.cuh's
-// rounding) is ~52, which at 6 bytes an element is about a Hopper GPU's
-// memory time: that kernel is issue-bound. The relative error is a few fp32 ulps wherever gelu' is not
-// near its zero (x ≈ -0.75), where it is ~1e-7 absolute: far inside the
-// 16-bit rounding of the result (the CPU reference's fp32 tanh form loses
-// more in the left tail, where 1 - t·t and t + 1 cancel). fp32 T keeps
-// gelu_grad_f (tanhf, the CPU reference's order).
+// The derivative is gelu.cuh's gelu_grad_lean (for 16-bit T, the tanh
+// form through one ex2 and one rcp; fp32 T keeps gelu_grad_f): with the
+// paired rounding below, sm_90's SASS of the vector loop is ~22
+// instructions an element, where gelu_backward2's (gelu_grad_fast's IEEE
+// reciprocal, the separate terms, common.cuh's rounding) is ~52, which at
+// 6 bytes an element is about a Hopper GPU's memory time: that kernel is
+// issue-bound.
 
 #define GB_W (16 / (int)sizeof(T))
 #define GB_WARPS (GELU_BLOCK / 32)
-
-#ifdef DRUTO_EMU
-// As the .ftz instructions: a result below 2^-126 (subnormal) is 0.
-__device__ __forceinline__ float gb_ftz(float v) { return fabsf(v) < 1.17549435e-38f ? copysignf(0.0f, v) : v; }
-__device__ __forceinline__ float gb_ex2(float v) { return gb_ftz(exp2f(v)); }
-__device__ __forceinline__ float gb_rcp(float v) { return gb_ftz(1.0f / v); }
-#else
-// gb_ex2 is 2^v (ex2.approx.ftz: results below 2^-126 are 0, +inf above 2^128).
-__device__ __forceinline__ float gb_ex2(float v) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-    return r;
-}
-// gb_rcp is 1/v (rcp.approx.ftz: 1/inf = 0).
-__device__ __forceinline__ float gb_rcp(float v) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-    return r;
-}
-#endif
-
-__device__ __forceinline__ float gelu_grad_lean(float x) {
-#if DTYPE == DRUTO_F32
-    return gelu_grad_f(x);
-#else
-    const float K = GELU_SCALE * 2.8853900817779268f; // 2u·log2(e) = x·(1 + c·x²)·K
-    float x2 = x * x;
-    // exp(2u), 0 at the left end; 2u·log2(e) capped at 64 (u > 22, where
-    // tanh(u) is 1 in fp32): above 2^126, 1/(e+1) would be subnormal and
-    // rcp.approx.ftz would flush it to 0, making e·r 0 instead of 1 (the H200
-    // gave gelu'(9.45) = 0 before the cap). NaN stays NaN through b below.
-    float e = gb_ex2(fminf(x * fmaf(x2, GELU_COEF * K, K), 64.0f));
-    float r = gb_rcp(e + 1.0f); // 1/(e+1) in [2^-64, 1]
-    // 1 - r as e·r: no cancellation where r is near 1 (x < -3, where
-    // gelu' is tiny)
-    float om = fminf(e * r, 1.0f);
-    // 2x·√(2/π)·(1 + 3c·x²), x² capped (|x| > 1000: om or r is 0 there) so
-    // that om·q is 0, not 0·inf, up to |x| ~ 1e33 (NaN stays NaN)
-    float b = x * fmaf(fminf(x2, 1e6f), 6.0f * GELU_COEF * GELU_SCALE, 2.0f * GELU_SCALE);
-    return om * fmaf(b, r, 1.0f);
-#endif
-}
 
 // gb_row applies the derivative to one vector of a row: xu (pre) and gu
 // (dpre) in, the rounded result returned, the fp32 products added to acc.

@@ -66,6 +66,15 @@ func (p *profiler) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *device.T
 	})
 }
 
+// DGELUCastTransposeDBiasFP8 times the fc layer's output gradient: the
+// GELU backward, cast and bias gradient in one pass (pre read besides dy,
+// dbias read and written).
+func (p *profiler) DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *device.T, N, C int) {
+	p.fp8Timed("DGELUCastTransposeDBiasFP8", "dgelu → fp8 + dbias", 0, bytesOf(q, qt, dy, pre, dbias, dbias), func(f device.FP8) {
+		f.DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale, N, C)
+	})
+}
+
 // fp8GEMMClass names an FP8 product (N, C, OC) by its layer, as
 // gemmClass names the bf16 ones, forward and backward in one class: the
 // forward is (tokens, in, out), the backward's dx (tokens, out, in).

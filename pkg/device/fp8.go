@@ -44,6 +44,13 @@ type FP8 interface {
 	// fixed order (deterministic).
 	// q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1), dbias (C) F32, dy (N,C) float, scale (1)
 	CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *T, N, C int)
+	// DGELUCastTransposeDBiasFP8 is CastTransposeDBiasFP8 of
+	// v = dy·gelu'(pre) (tanh form, in fp32 of the stored pre-activation,
+	// not rounded to dy's dtype): the fc layer's output gradient from the
+	// MLP projection's dx, in one pass in place of GELUBackward and the
+	// cast; amax and dbias are of v.
+	// q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1), dbias (C) F32, dy (N,C) float, pre (N,C) dy's dtype, scale (1)
+	DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *T, N, C int)
 	// MatmulFP8 computes out = (a·bᵀ)·invA·invB + bias with fp32
 	// accumulation, rounded once to out's dtype (f32 or bf16); a and b are
 	// K-major (rows of C), each of either FP8 dtype, invA and invB the

@@ -12,6 +12,7 @@ package gpt
 //	          fc pre-act       GELUCastTransposeFP8               → x of fc proj
 //	          weights          CastTransposeFP8 once a step       → W, Wᵀ
 //	backward  output grads     CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
+//	          fc output grad   DGELUCastTransposeDBiasFP8 (e5m2)  → dy·gelu'(pre), its ᵀ, dbias
 //	          dx = dy·W        MatmulFP8 with Wᵀ
 //	          dW += dyᵀ·x      MatmulFP8Add with dyᵀ and xᵀ (K = tokens)
 //
@@ -345,11 +346,19 @@ func (m *Model) runFP8(B, T int) {
 
 // linearBackwardFP8 queues the backward of one FP8 linear layer y = x·Wᵀ
 // + b with dy (N, OC): dy cast to E5M2 with its transpose and the bias
-// gradient, dW += dyᵀ·x, dx = dy·W (stored into dx).
-func (m *Model) linearBackwardFP8(dx, dw, db, dy *tensor.Tensor, x, w fp8Pair, k, kx, kw, N, C, OC int) {
+// gradient, dW += dyᵀ·x, dx = dy·W (stored into dx). With pre (the fc
+// layer: y is the GELU's pre-activation, stored as pre), dy is the
+// gradient of gelu(y) and the layer's output gradient dy·gelu'(pre) is
+// made in the same cast (DGELUCastTransposeDBiasFP8), with no GELU
+// backward pass of its own.
+func (m *Model) linearBackwardFP8(dx, dw, db, dy, pre *tensor.Tensor, x, w fp8Pair, k, kx, kw, N, C, OC int) {
 	f := m.fp8
 	g := m.acts.f8.dy.dims(N, OC)
-	f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, f.scale(k), N, OC)
+	if pre != nil {
+		f.ops.DGELUCastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, pre, f.scale(k), N, OC)
+	} else {
+		f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, f.scale(k), N, OC)
+	}
 	f.ops.MatmulFP8Add(dw, g.qt, x.qt, f.inv(k), f.inv(kx), OC, N, C)
 	f.ops.MatmulFP8(dx, g.q, w.qt, nil, f.inv(k), f.inv(kw), N, OC, C)
 }
@@ -370,13 +379,13 @@ func (m *Model) backwardFP8() {
 		if l > 0 {
 			residual = layer(a.residual3, l-1)
 		}
-		m.linearBackwardFP8(a.dfch, gw.fcprojw, gw.fcprojb, a.dresidual, x[3], fw[3], k+f8FCProjdy, k+f8FCProjx, k+f8FCProjw, N, 4*C, C)
-		d.GELUBackward(a.dfch, layer(a.fch, l), a.dfch, N*4*C)
-		m.linearBackwardFP8(a.dln, gw.fcw, gw.fcb, a.dfch, x[2], fw[2], k+f8FCdy, k+f8FCx, k+f8FCw, N, C, 4*C)
+		m.linearBackwardFP8(a.dfch, gw.fcprojw, gw.fcprojb, a.dresidual, nil, x[3], fw[3], k+f8FCProjdy, k+f8FCProjx, k+f8FCProjw, N, 4*C, C)
+		// dfch is d gelu(fch): the fc layer's cast applies the GELU's derivative
+		m.linearBackwardFP8(a.dln, gw.fcw, gw.fcb, a.dfch, layer(a.fch, l), x[2], fw[2], k+f8FCdy, k+f8FCx, k+f8FCw, N, C, 4*C)
 		d.LayerNormBackward(a.dresidual, gw.ln2w, gw.ln2b, a.dln, layer(a.residual2, l), w.ln2w, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), N, C)
-		m.linearBackwardFP8(a.datty, gw.attprojw, gw.attprojb, a.dresidual, x[1], fw[1], k+f8Projdy, k+f8Projx, k+f8Projw, N, C, C)
+		m.linearBackwardFP8(a.datty, gw.attprojw, gw.attprojb, a.dresidual, nil, x[1], fw[1], k+f8Projdy, k+f8Projx, k+f8Projw, N, C, C)
 		m.attentionBackwardStore(a.dqkv, a.datty, layer(a.qkv, l), layer(a.atty, l), layer(a.att, l), B, T, C, NH)
-		m.linearBackwardFP8(a.dln, gw.qkvw, gw.qkvb, a.dqkv, x[0], fw[0], k+f8QKVdy, k+f8QKVx, k+f8QKVw, N, C, 3*C)
+		m.linearBackwardFP8(a.dln, gw.qkvw, gw.qkvb, a.dqkv, nil, x[0], fw[0], k+f8QKVdy, k+f8QKVx, k+f8QKVw, N, C, 3*C)
 		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
 	}
 	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)

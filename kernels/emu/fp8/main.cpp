@@ -1,5 +1,7 @@
 // main.cpp: host emulator of kernels/fp8.cu's cast_transpose_e4m3 and
-// cast_transpose_e5m2, layernorm_fp8_e4m3 and residual_layernorm_fp8_e4m3
+// cast_transpose_e5m2, their GELU and dbias forms (gelu_cast_transpose_e4m3,
+// cast_transpose_dbias_e5m2, dgelu_cast_transpose_dbias_e5m2),
+// layernorm_fp8_e4m3 and residual_layernorm_fp8_e4m3
 // (see run.sh): every CUDA thread of a block is a host
 // thread, __syncthreads a std::barrier, the warp shuffle a slot table
 // (harness.h), atomicMax a compare-and-swap loop, and the PTX instruction
@@ -26,6 +28,10 @@
 //                               TestDBiasFP8EmulatorMatchesCPU: stdin as
 //                               io's; stdout: q, qt, amax, then the column
 //                               sums part (ceil(N/64)·C f32)
+//   emu_DT dgio N C VR VC REV   dgelu_cast_transpose_dbias_e5m2, for
+//                               TestDGELUDBiasFP8EmulatorMatchesCPU:
+//                               stdin: scale (f32), dy (N·C of T, raw),
+//                               pre (N·C of T, raw); stdout as dbio's
 //   emu_DT ln N C               the layernorm kernels, plain and residual,
 //                               on random rows with special values, the
 //                               launcher's paths and the scalar ones,
@@ -484,12 +490,13 @@ int main(int argc, char** argv) {
         fwrite(&o.amax, 4, 1, stdout);
         return 0;
     }
-    if (argc >= 7 && std::string(argv[1]) == "dbio") {
+    if (argc >= 7 && (std::string(argv[1]) == "dbio" || std::string(argv[1]) == "dgio")) {
+        const bool dgelu = std::string(argv[1]) == "dgio";
         const int N = atoi(argv[2]), C = atoi(argv[3]), vr = atoi(argv[4]), vc = atoi(argv[5]);
         reverseBlocks = atoi(argv[6]) != 0;
         float s;
-        std::vector<T> x((size_t)N * C);
-        if (!readAll(&s, 4) || !readAll(x.data(), x.size() * sizeof(T))) {
+        std::vector<T> x((size_t)N * C), pre(dgelu ? (size_t)N * C : 0);
+        if (!readAll(&s, 4) || !readAll(x.data(), x.size() * sizeof(T)) || !readAll(pre.data(), pre.size() * sizeof(T))) {
             fprintf(stderr, "emu: short input\n");
             return 2;
         }
@@ -498,7 +505,11 @@ int main(int argc, char** argv) {
         std::vector<float> part((size_t)gy * C, NAN);
         float amax = 0;
         launch(gx, gy, CT_BLOCK, [&] {
-            cast_transpose_dbias_e5m2(q.data(), qt.data(), &amax, part.data(), x.data(), &s, N, C, vr, vc);
+            if (dgelu)
+                dgelu_cast_transpose_dbias_e5m2(q.data(), qt.data(), &amax, part.data(), x.data(), pre.data(), &s, N, C,
+                                                vr, vc);
+            else
+                cast_transpose_dbias_e5m2(q.data(), qt.data(), &amax, part.data(), x.data(), &s, N, C, vr, vc);
         });
         fwrite(q.data(), 1, q.size(), stdout);
         fwrite(qt.data(), 1, qt.size(), stdout);
@@ -533,6 +544,7 @@ int main(int argc, char** argv) {
     if (argc == 4 && std::string(argv[1]) == "ln") return checkLN(atoi(argv[2]), atoi(argv[3])) ? 1 : 0;
     if (argc == 3) return check(atoi(argv[1]), atoi(argv[2])) ? 1 : 0;
     fprintf(stderr, "usage: emu selftest | emu N C | emu ln N C | emu io N C e4m3|e5m2|gelu VECROW VECCOL REVERSE | "
+                    "emu dbio|dgio N C VECROW VECCOL REVERSE | "
                     "emu lnio N C RES VEC VECQ VECCOL [REVERSE] | emu cvt e4m3|e5m2\n");
     return 2;
 }

@@ -163,6 +163,22 @@ func (d *Device) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *tensor.Ten
 	addAmax(amax, CastTransposeDBiasFP8(q.U8(), qt.U8(), dbias.F32(), f32(dy), scale.F32()[0], N, C))
 }
 
+// DGELUCastTransposeDBiasFP8 implements device.FP8 with this package's
+// DGELUCastTransposeDBiasFP8; pre must have dy's dtype.
+func (d *Device) DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *tensor.Tensor, N, C int) {
+	const op = "DGELUCastTransposeDBiasFP8"
+	if !d.fp8Check(op, N, C, fp8Arg{name: "q", t: q, dts: e5m2, n: N * C},
+		fp8Arg{name: "qt", t: qt, dts: e5m2, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 1},
+		fp8Arg{name: "dbias", t: dbias, dts: f32Only, n: C}, fp8Arg{name: "dy", t: dy, float: true, n: N * C},
+		fp8Arg{name: "scale", t: scale, dts: f32Only, n: 1}) {
+		return
+	}
+	if !d.fp8Check(op, N, C, fp8Arg{name: "pre", t: pre, dts: []tensor.DType{dy.DType}, n: N * C}) {
+		return
+	}
+	addAmax(amax, DGELUCastTransposeDBiasFP8(q.U8(), qt.U8(), dbias.F32(), f32(dy), f32(pre), scale.F32()[0], N, C))
+}
+
 // MatmulFP8 implements device.FP8 with this package's MatmulFP8, rows of
 // out in parallel, the bias added in fp32, rounded once to out's dtype.
 func (d *Device) MatmulFP8(out, a, b, bias, invA, invB *tensor.Tensor, N, C, OC int) {

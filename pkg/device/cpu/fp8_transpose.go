@@ -68,6 +68,20 @@ func CastTransposeDBiasFP8(q, qt []uint8, dbias, dy []float32, scale float32, N,
 	return CastTransposeFP8(q, qt, dy, scale, tensor.E5M2, N, C)
 }
 
+// DGELUCastTransposeDBiasFP8 is CastTransposeDBiasFP8 of
+// v = gelu'(pre)·dy (the reference of kernels/fp8.cu's
+// dgelu_cast_transpose_dbias_e5m2): v is the fused GELUBackward's fp32
+// product (geluBackwardSlice, the same bits), never rounded to dy's dtype,
+// then cast, transposed and summed into dbias as CastTransposeDBiasFP8
+// does; amax = max |v|.
+//
+//	q (N,C), qt (C,N), dbias (C), dy (N,C), pre (N,C)
+func DGELUCastTransposeDBiasFP8(q, qt []uint8, dbias, dy, pre []float32, scale float32, N, C int) (amax float32) {
+	v := make([]float32, N*C)
+	geluBackwardSlice(v, pre[:N*C], dy[:N*C])
+	return CastTransposeDBiasFP8(q, qt, dbias, v, scale, N, C)
+}
+
 // FP8DBiasTile returns the sum of column c of dy (N,C) over the rows
 // [r0, r0+64) below N in cast_transpose_dbias_e5m2's order: the warps'
 // sums of 8 rows each, ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), added in warp

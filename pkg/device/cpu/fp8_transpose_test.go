@@ -1,8 +1,12 @@
 package cpu
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
@@ -51,5 +55,109 @@ func TestCastTransposeFP8(t *testing.T) {
 	}
 	if !SameFP8(0x7f, 0xfe, tensor.E5M2) || SameFP8(0x7c, 0x7d, tensor.E5M2) || !SameFP8(0xff, 0x7f, tensor.E4M3) || SameFP8(0x7e, 0x7f, tensor.E4M3) {
 		t.Error("SameFP8: NaNs must match any NaN of the format, and nothing else")
+	}
+}
+
+// TestDGELUCastTransposeDBiasFP8: the fused dGELU cast equals GELUBackward
+// followed by CastTransposeDBiasFP8 of its output, bit for bit (q, qt,
+// amax and dbias), on f32 inputs and on bf16 inputs against the same
+// composition in f32 (the unfused bf16 path rounds GELUBackward's output
+// to bf16 before the cast; the fused one casts the fp32 product). amax
+// is added into (a larger amax stays, a smaller one is replaced, NaN in dy
+// wins) and dbias is added into, from nonzero values. A pre of another
+// dtype than dy's is refused.
+func TestDGELUCastTransposeDBiasFP8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 1))
+	d := ntDev(true, 2)
+	scale := float32(1536) // some values saturate, some flush
+	for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+		for _, sh := range [][2]int{{1, 1}, {1, 17}, {17, 1}, {33, 100}, {130, 70}} {
+			N, C := sh[0], sh[1]
+			for _, c := range []struct {
+				amax0 float32
+				nan   bool
+			}{{0, false}, {1e6, false}, {0.5, true}} {
+				dyv, prev := make([]float32, N*C), make([]float32, N*C)
+				for i := range dyv {
+					dyv[i] = float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(9)-4))
+					prev[i] = float32(rng.NormFloat64() * 3) // both tails of gelu'
+				}
+				if c.nan {
+					dyv[rng.IntN(len(dyv))] = float32(math.NaN())
+				}
+				dy, pre := tensor.New(dt, N, C), tensor.New(dt, N, C)
+				if err := errors.Join(dy.SetF32(dyv), pre.SetF32(prev)); err != nil {
+					t.Fatal(err)
+				}
+				db0 := make([]float32, C)
+				for i := range db0 {
+					db0[i] = float32(rng.NormFloat64())
+				}
+				sc, _ := tensor.FromF32([]float32{scale}, 1)
+				run := func(fused bool) (q, qt, amax, dbias *tensor.Tensor) {
+					q, qt = tensor.New(tensor.F8E5M2, N, C), tensor.New(tensor.F8E5M2, C, N)
+					amax, _ = tensor.FromF32([]float32{c.amax0}, 1)
+					dbias, _ = tensor.FromF32(append([]float32(nil), db0...), C)
+					if fused {
+						d.DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, sc, N, C)
+					} else { // the composition in f32
+						dy32, _ := tensor.FromF32(dy.ToF32(), N, C)
+						pre32, _ := tensor.FromF32(pre.ToF32(), N, C)
+						v := tensor.New(tensor.F32, N, C)
+						d.GELUBackward(v, pre32, dy32, N*C)
+						d.CastTransposeDBiasFP8(q, qt, amax, dbias, v, sc, N, C)
+					}
+					ntSync(t, d)
+					return
+				}
+				q, qt, amax, dbias := run(true)
+				wq, wqt, wamax, wdbias := run(false)
+				name := fmt.Sprintf("%s (%d,%d) amax0 %g NaN %v", dt, N, C, c.amax0, c.nan)
+				if !bytes.Equal(q.Raw(), wq.Raw()) || !bytes.Equal(qt.Raw(), wqt.Raw()) {
+					t.Errorf("%s: q or qt differ from GELUBackward + CastTransposeDBiasFP8", name)
+				}
+				if !ntSameBits(amax, wamax) || !ntSameBits(dbias, wdbias) {
+					t.Errorf("%s: amax %v dbias %v, want %v %v", name, amax.F32(), dbias.F32()[:min(C, 4)], wamax.F32(), wdbias.F32()[:min(C, 4)])
+				}
+				// amax is max(amax0, max |v|): NaN with a NaN in dy, amax0 when larger
+				a := amax.F32()[0]
+				switch {
+				case c.nan && a == a:
+					t.Errorf("%s: amax %g, want NaN", name, a)
+				case !c.nan && c.amax0 == 1e6 && a != 1e6:
+					t.Errorf("%s: amax %g, want the larger amax0 kept", name, a)
+				case !c.nan && c.amax0 == 0 && (a <= 0 || a >= 1e6):
+					t.Errorf("%s: amax %g, want max |v|", name, a)
+				}
+				// dbias = db0 + the column sums of v (float64 here, to fp32 rounding)
+				if c.nan {
+					continue
+				}
+				g, p32, dy32 := dbias.F32(), pre.ToF32(), dy.ToF32()
+				for col := range C {
+					var s, mag float64
+					for r := range N {
+						x := float64(p32[r*C+col])
+						tt := math.Tanh(math.Sqrt(2/math.Pi) * (x + 0.044715*x*x*x))
+						gp := 0.5*(1+tt) + 0.5*x*(1-tt*tt)*math.Sqrt(2/math.Pi)*(1+3*0.044715*x*x)
+						v := gp * float64(dy32[r*C+col])
+						s += v
+						mag += math.Abs(v)
+					}
+					if diff := math.Abs(float64(g[col]) - (float64(db0[col]) + s)); diff > 1e-5*(mag+math.Abs(float64(db0[col])))+1e-6 {
+						t.Errorf("%s: dbias[%d] %g, want %g + %g", name, col, g[col], db0[col], s)
+						break
+					}
+				}
+			}
+		}
+	}
+	// pre of another dtype than dy's
+	N, C := 4, 8
+	q, qt := tensor.New(tensor.F8E5M2, N, C), tensor.New(tensor.F8E5M2, C, N)
+	amax, sc, dbias := tensor.New(tensor.F32, 1), tensor.New(tensor.F32, 1), tensor.New(tensor.F32, C)
+	d.DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, tensor.New(tensor.BF16, N, C), tensor.New(tensor.F32, N, C), sc, N, C)
+	if err := d.Sync(); err == nil || !strings.Contains(err.Error(), "pre") {
+		t.Errorf("pre f32 with dy bf16: %v, want an error naming pre", err)
 	}
 }

@@ -9,9 +9,11 @@ package gpu
 //     stream whose output, instead of being stored in T, is cast to E4M3
 //     as CastTransposeFP8 casts it, in the same kernel: the input of the
 //     qkv and fc GEMMs and its transposed copy, with no cast pass.
-//   - GELUCastTransposeFP8 and CastTransposeDBiasFP8: the input of the MLP
-//     projection from the fc layer's pre-activation, and an output
-//     gradient in E5M2 with its bias gradient.
+//   - GELUCastTransposeFP8, CastTransposeDBiasFP8 and
+//     DGELUCastTransposeDBiasFP8: the input of the MLP projection from the
+//     fc layer's pre-activation, an output gradient in E5M2 with its bias
+//     gradient, and the fc layer's output gradient through the GELU
+//     backward (dy·gelu'(pre)) cast the same way.
 //   - MatmulFP8 (MatmulFP8Add), the FP8 GEMM on cuBLASLt: out (N,OC) =
 //     a (N,C)·b (OC,C)ᵀ · invA·invB, with per-tensor dequantisation
 //     factors read on the device, the contract of pkg/device/cpu's
@@ -99,7 +101,7 @@ func (d *Device) CastTransposeFP8(q, qt, amax, x, scale *tensor.Tensor, N, C int
 	const op = "CastTransposeFP8"
 	f, err := d.fp8Pair(op, q, qt, 0, N*C)
 	if err == nil {
-		err = d.castTransposeFP8(op, "", d.ptr(q), d.ptr(qt), amax, x, scale, f, N, C, 0)
+		err = d.castTransposeFP8(op, "", d.ptr(q), d.ptr(qt), amax, x, nil, scale, f, N, C, 0)
 	}
 	d.record(err)
 }
@@ -117,7 +119,7 @@ func (d *Device) GELUCastTransposeFP8(q, qt, amax, pre, scale *tensor.Tensor, N,
 	const op = "GELUCastTransposeFP8"
 	f, err := d.fp8Pair(op, q, qt, tensor.E4M3, N*C)
 	if err == nil {
-		err = d.castTransposeFP8(op, "gelu_", d.ptr(q), d.ptr(qt), amax, pre, scale, f, N, C, 0)
+		err = d.castTransposeFP8(op, "gelu_", d.ptr(q), d.ptr(qt), amax, pre, nil, scale, f, N, C, 0)
 	}
 	d.record(err)
 }
@@ -168,13 +170,47 @@ func (d *Device) fp8Arch(op string) error {
 func (d *Device) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *tensor.Tensor, N, C int) {
 	_, err := d.fp8Pair("CastTransposeDBiasFP8", q, qt, tensor.E5M2, N*C)
 	if err == nil {
-		err = d.castTransposeDBiasFP8(d.ptr(q), d.ptr(qt), amax, dbias, dy, scale, N, C)
+		err = d.castTransposeDBiasFP8(d.ptr(q), d.ptr(qt), amax, dbias, dy, nil, scale, N, C)
 	}
 	d.record(err)
 }
 
-func (d *Device) castTransposeDBiasFP8(q, qt cuda.DevicePtr, amax, dbias, dy, scale *tensor.Tensor, N, C int) error {
-	const name = "CastTransposeDBiasFP8"
+// DGELUCastTransposeDBiasFP8 is CastTransposeDBiasFP8 of
+// v = dy·gelu'(pre), the fc layer's output gradient in the FP8 backward
+// from the MLP projection's dx (dy) and the stored pre-activation (pre):
+// kernels/fp8.cu's dgelu_cast_transpose_dbias_e5m2 computes v in fp32
+// (gelu.cuh's gelu_grad_lean, the derivative of the bf16 MLP backward's
+// gelu_bias_backward; tanhf's form for f32) and casts it, transposes it,
+// takes amax = max |v| and its column sums as cast_transpose_dbias_e5m2
+// does, so that no GELU backward pass writes v in T for the cast to read
+// again. pkg/device/cpu's DGELUCastTransposeDBiasFP8 is the reference
+// (its gelu' is the CPU GELUBackward's, a few fp32 ulps from the
+// kernel's: a code now and then one E5M2 rounding apart). pre has dy's
+// dtype. Errors as CastTransposeDBiasFP8's.
+//
+//	q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1) f32, dbias (C) f32, dy (N,C) f32/bf16/f16, pre (N,C) dy's dtype, scale (1) f32
+func (d *Device) DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *tensor.Tensor, N, C int) {
+	_, err := d.fp8Pair("DGELUCastTransposeDBiasFP8", q, qt, tensor.E5M2, N*C)
+	if err == nil && pre == nil {
+		err = errFP8NilPre
+	}
+	if err == nil {
+		err = d.castTransposeDBiasFP8(d.ptr(q), d.ptr(qt), amax, dbias, dy, pre, scale, N, C)
+	}
+	d.record(err)
+}
+
+// errFP8NilPre is DGELUCastTransposeDBiasFP8's error for a nil pre.
+var errFP8NilPre = fmt.Errorf("%w: DGELUCastTransposeDBiasFP8: pre is nil", ErrFP8Args)
+
+// castTransposeDBiasFP8 checks and launches the dbias cast-transpose of dy,
+// or with pre (not nil) of dy·gelu'(pre), then matmul_bias_grad over the
+// tiles' column sums into dbias.
+func (d *Device) castTransposeDBiasFP8(q, qt cuda.DevicePtr, amax, dbias, dy, pre, scale *tensor.Tensor, N, C int) error {
+	name, op := "CastTransposeDBiasFP8", ""
+	if pre != nil {
+		name, op = "DGELUCastTransposeDBiasFP8", "dgelu_"
+	}
 	switch {
 	case dbias == nil || dbias.DType != tensor.F32 || dbias.Numel() != C:
 		return fmt.Errorf("%w: dbias %s, want f32 (%d): %w", ErrFP8Args, desc(dbias), C, tensor.ErrShape)
@@ -194,7 +230,7 @@ func (d *Device) castTransposeDBiasFP8(q, qt cuda.DevicePtr, amax, dbias, dy, sc
 			return fmt.Errorf("gpu: %s: no scratch for the column sums", name)
 		}
 	}
-	if err := d.castTransposeFP8(name, "", q, qt, amax, dy, scale, tensor.E5M2, N, C, part); err != nil {
+	if err := d.castTransposeFP8(name, op, q, qt, amax, dy, pre, scale, tensor.E5M2, N, C, part); err != nil {
 		return err
 	}
 	if N > 0 && C > 0 && !d.run(kernBiasGrad, tensor.F32, grid1(blocks(C, 32)), cuda.D1(biasGradBlock), 0, d.ptr(dbias), part, chunks, C) {
@@ -205,8 +241,9 @@ func (d *Device) castTransposeDBiasFP8(q, qt cuda.DevicePtr, amax, dbias, dy, sc
 
 // castTransposeFP8 launches the cast-transpose kernel op+"cast_transpose_"+f
 // for the method name; with part (the column sums' scratch, not 0) it is
-// cast_transpose_dbias_e5m2.
-func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int, part cuda.DevicePtr) error {
+// op+"cast_transpose_dbias_"+f, and with pre (not nil: op "dgelu_") it
+// also reads the pre-activation pre, laid out and typed as x.
+func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x, pre, scale *tensor.Tensor, f tensor.FP8Format, N, C int, part cuda.DevicePtr) error {
 	if err := d.fp8Arch(name); err != nil {
 		return err
 	}
@@ -217,8 +254,16 @@ func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x
 		return fmt.Errorf("%w: N %d, C %d", ErrFP8Args, N, C)
 	case x == nil || !x.DType.Float() || x.Numel() != N*C:
 		return fmt.Errorf("%w: x %s, want %d elements of f32, bf16 or f16: %w", ErrFP8Args, desc(x), N*C, tensor.ErrShape)
+	case pre != nil && (pre.DType != x.DType || pre.Numel() != N*C):
+		return fmt.Errorf("%w: %s: pre %s, want %d elements of %s (dy's dtype): %w", ErrFP8Args, name, desc(pre), N*C, x.DType, tensor.ErrShape)
+	case pre != nil && part == 0 && N > 0 && C > 0:
+		return fmt.Errorf("%w: %s: the dGELU cast needs the column sums' scratch", ErrFP8Args, name)
 	}
-	if err := d.fp8Outputs(name, q, qt, amax, scale, N*C, x); err != nil {
+	ins := []*tensor.Tensor{x}
+	if pre != nil {
+		ins = append(ins, pre)
+	}
+	if err := d.fp8Outputs(name, q, qt, amax, scale, N*C, ins...); err != nil {
 		return err
 	}
 	if N == 0 || C == 0 {
@@ -227,13 +272,21 @@ func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x
 	kernel := op + "cast_transpose_" + f.String()
 	args := []any{q, qt, d.ptr(amax)}
 	if part != 0 {
-		kernel = "cast_transpose_dbias_" + f.String()
+		kernel = op + "cast_transpose_dbias_" + f.String()
 		args = append(args, part)
 	}
-	// 16-byte rows: x and q when every row starts aligned, qt likewise.
+	// 16-byte rows: x (and pre) and q when every row starts aligned, qt
+	// likewise.
 	xp := d.ptr(x)
+	ptrs := []any{xp}
+	aligned := uint64(xp)%16 == 0 && uint64(q)%16 == 0
+	if pre != nil {
+		pp := d.ptr(pre)
+		ptrs = append(ptrs, pp)
+		aligned = aligned && uint64(pp)%16 == 0
+	}
 	vecRow, vecCol := 0, 0
-	if C%16 == 0 && uint64(xp)%16 == 0 && uint64(q)%16 == 0 {
+	if C%16 == 0 && aligned {
 		vecRow = 1
 	}
 	if N%16 == 0 && uint64(qt)%16 == 0 {
@@ -243,7 +296,8 @@ func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x
 		return fmt.Errorf("%w: N %d rows, at most %d (65535 tiles of 64 rows in the grid's y dimension)", ErrFP8Args, N, maxGridYZ*ctTile)
 	}
 	grid := cuda.Dim3{X: uint32(blocks(C, ctTile)), Y: uint32(blocks(N, ctTile)), Z: 1}
-	if !d.run(kernel, x.DType, grid, cuda.D1(ctBlock), 0, append(args, xp, d.ptr(scale), N, C, vecRow, vecCol)...) {
+	args = append(append(args, ptrs...), d.ptr(scale), N, C, vecRow, vecCol)
+	if !d.run(kernel, x.DType, grid, cuda.D1(ctBlock), 0, args...) {
 		return fmt.Errorf("gpu: %s: %s/%s did not launch (see Sync)", name, kernel, x.DType)
 	}
 	return nil

@@ -11,15 +11,22 @@ import (
 )
 
 func (d *Device) castTransposeFP8P(q, qt cuda.DevicePtr, amax, x, scale *tensor.Tensor, f tensor.FP8Format, N, C int) error {
-	return d.record(d.castTransposeFP8("CastTransposeFP8", "", q, qt, amax, x, scale, f, N, C, 0))
+	return d.record(d.castTransposeFP8("CastTransposeFP8", "", q, qt, amax, x, nil, scale, f, N, C, 0))
 }
 
 func (d *Device) geluCastTransposeFP8P(q, qt cuda.DevicePtr, amax, pre, scale *tensor.Tensor, N, C int) error {
-	return d.record(d.castTransposeFP8("GELUCastTransposeFP8", "gelu_", q, qt, amax, pre, scale, tensor.E4M3, N, C, 0))
+	return d.record(d.castTransposeFP8("GELUCastTransposeFP8", "gelu_", q, qt, amax, pre, nil, scale, tensor.E4M3, N, C, 0))
 }
 
 func (d *Device) castTransposeDBiasFP8P(q, qt cuda.DevicePtr, amax, dbias, dy, scale *tensor.Tensor, N, C int) error {
-	return d.record(d.castTransposeDBiasFP8(q, qt, amax, dbias, dy, scale, N, C))
+	return d.record(d.castTransposeDBiasFP8(q, qt, amax, dbias, dy, nil, scale, N, C))
+}
+
+func (d *Device) dgeluCastTransposeDBiasFP8P(q, qt cuda.DevicePtr, amax, dbias, dy, pre, scale *tensor.Tensor, N, C int) error {
+	if pre == nil {
+		return d.record(errFP8NilPre)
+	}
+	return d.record(d.castTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale, N, C))
 }
 
 func (d *Device) layerNormFP8P(q, qt cuda.DevicePtr, amax, mean, rstd, inp, weight, bias, scale *tensor.Tensor, N, C int) error {
