@@ -10,18 +10,29 @@ import (
 // after the head's share of wte's gradient. Ops run in the reverse order of
 // forward, as in llm.c. Errors surface at the next Sync.
 func (m *Model) backward() {
-	if m.fp8 != nil && m.acts.f8 != nil {
-		m.backwardFP8()
-		return
+	d, a, p, g := m.dev, m.acts, m.wp, m.gp
+	B, T := m.B, m.T
+	N := B * T
+	C, L := m.Config.Channels, m.Config.Layers
+
+	d.Zero(a.dresidual)
+	d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
+	if m.fp8 != nil && a.f8 != nil {
+		m.blocksBackwardFP8()
+	} else {
+		m.blocksBackward()
 	}
+	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)
+}
+
+// blocksBackward runs the blocks' backward from the last to the first,
+// from dresidual (the gradient of the last block's output) to the
+// gradient of the encoder's output, in dresidual.
+func (m *Model) blocksBackward() {
 	d, a, p, g := m.dev, m.acts, m.wp, m.gp
 	B, T := m.B, m.T
 	N := B * T
 	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
-
-	d.Zero(a.dresidual)
-	d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
-
 	for l := L - 1; l >= 0; l-- {
 		// Under recomputation, the buffers that one slice serves for every
 		// layer hold the last block's values after forward; the blocks
@@ -54,7 +65,6 @@ func (m *Model) backward() {
 		m.matmulBackwardStore(a.dln, gw.qkvw, gw.qkvb, a.dqkv, layer(a.ln1, l), w.qkvw, N, C, 3*C)
 		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
 	}
-	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)
 }
 
 // matmulBackwardStore is MatmulBackward with dinp stored: through

@@ -363,16 +363,13 @@ func (m *Model) linearBackwardFP8(dx, dw, db, dy, pre *tensor.Tensor, x, w fp8Pa
 	f.ops.MatmulFP8(dx, g.q, w.qt, nil, f.inv(k), f.inv(kw), N, OC, C)
 }
 
-// backwardFP8 is backward under FP8: the blocks' linear layers through
-// linearBackwardFP8, the rest as backward does.
-func (m *Model) backwardFP8() {
+// blocksBackwardFP8 is blocksBackward under FP8: the blocks' linear
+// layers through linearBackwardFP8, the rest as blocksBackward does.
+func (m *Model) blocksBackwardFP8() {
 	d, a, p, g, f := m.dev, m.acts, m.wp, m.gp, m.fp8
 	B, T := m.B, m.T
 	N := B * T
 	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
-
-	d.Zero(a.dresidual)
-	d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
 	for l := L - 1; l >= 0; l-- {
 		w, gw, x, fw, k := p.layers[l], g.layers[l], a.f8.x[l], f.w[l], l*f8PerLayer
 		residual := a.encoded
@@ -388,7 +385,6 @@ func (m *Model) backwardFP8() {
 		m.linearBackwardFP8(a.dln, gw.qkvw, gw.qkvb, a.dqkv, nil, x[0], fw[0], k+f8QKVdy, k+f8QKVx, k+f8QKVw, N, C, 3*C)
 		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
 	}
-	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)
 }
 
 // prepareFP8 readies a gradient run under amp.FP8: the state and buffers
