@@ -569,7 +569,7 @@ fp8curve() {
       rm -rf "${d:?}/$amp"
     done
     rm -f "$shard"
-    $B/druto plot "${metrics[@]}" --out "$OUT/fp8curve-gpt2-124M.png" && cp "$OUT/fp8curve-gpt2-124M.png" "$LOGS/"
+    $B/druto plot --log "${metrics[@]}" --out "$OUT/fp8curve-gpt2-124M.png" && cp "$OUT/fp8curve-gpt2-124M.png" "$LOGS/"
   } > "$LOGS/fp8curve.log" 2>&1
   python3 - "$LOGS/fp8curve-bf16.jsonl" "$LOGS/fp8curve-fp8.jsonl" > "$LOGS/fp8curve-summary.txt" 2>&1 <<'EOF'
 import json, statistics, sys
