@@ -552,7 +552,10 @@ losscurve() {
 # graphs; the curves overlaid by druto plot; fp8curve-summary.txt: the
 # final validation losses (target: fp8 within 0.5% of bf16), the largest
 # gap at any evaluation from step 1,000 on, the fp8 run's overflow counts
-# and step times. Budget on the H200: the shard ~30 s, each run ~90-110 s
+# and step times. FP8CURVE_AMPS picks the runs (default "bf16 fp8";
+# fp8head: --amp fp8 --fp8-head), each compared with the bf16 run's
+# metrics (FP8CURVE_BF16: a bf16 metrics file of an earlier call instead,
+# when the list has no bf16). Budget on the H200: the shard ~30 s, each run ~90-110 s
 # (FP8CURVE_TIMEOUT, default 200 s a run): ~250 s.
 fp8curve() {
   local steps=${STEPS:-2000} shard=$LOGS/tokens-lc.bin d amp metrics=()
@@ -560,10 +563,12 @@ fp8curve() {
   {
     stamp
     $B/druto tokenizer shard --tokenizer gpt2 --out "$shard" --tokens $((steps * 16 * 1024 * 10 / 9 + 20 * 16 * 1024)) || echo "token shard failed: $?"
-    for amp in ${FP8CURVE_AMPS:-bf16 fp8}; do
-      echo "## druto train gpt2-124M --amp $amp, $steps steps, seed ${SEED:-1}"
+    for amp in ${FP8CURVE_AMPS:-bf16 fp8}; do # fp8head: --amp fp8 --fp8-head
+      local a=$amp extra=()
+      [ "$amp" = fp8head ] && a=fp8 extra=(--fp8-head)
+      echo "## druto train gpt2-124M --amp $a ${extra[*]}, $steps steps, seed ${SEED:-1}"
       /usr/bin/time -f "druto train $amp: %e s" timeout "${FP8CURVE_TIMEOUT:-200}" $B/druto train --backend gpu --preset gpt2-124M \
-        --batch 16 --seq 1024 --amp "$amp" --steps "$steps" --lr 6e-4 --warmup "${WARMUP:-100}" --eval-every "${EVAL_EVERY:-100}" \
+        --batch 16 --seq 1024 --amp "$a" "${extra[@]}" --steps "$steps" --lr 6e-4 --warmup "${WARMUP:-100}" --eval-every "${EVAL_EVERY:-100}" \
         --eval-batches 16 --data "$shard" --tokenizer gpt2 --seed "${SEED:-1}" --sample-tokens 0 --out "$d/$amp" 2>&1 | grep -v '^step '
       cp "$d/$amp/metrics.jsonl" "$LOGS/fp8curve-$amp.jsonl" && metrics+=(--metrics "$amp=$LOGS/fp8curve-$amp.jsonl")
       rm -rf "${d:?}/$amp"
@@ -571,7 +576,11 @@ fp8curve() {
     rm -f "$shard"
     $B/druto plot --log "${metrics[@]}" --out "$OUT/fp8curve-gpt2-124M.png" && cp "$OUT/fp8curve-gpt2-124M.png" "$LOGS/"
   } > "$LOGS/fp8curve.log" 2>&1
-  python3 - "$LOGS/fp8curve-bf16.jsonl" "$LOGS/fp8curve-fp8.jsonl" > "$LOGS/fp8curve-summary.txt" 2>&1 <<'EOF'
+  local other
+  for other in ${FP8CURVE_AMPS:-bf16 fp8}; do
+    [ "$other" = bf16 ] && continue
+    echo "## bf16 against $other" >> "$LOGS/fp8curve-summary.txt"
+    python3 - "${FP8CURVE_BF16:-$LOGS/fp8curve-bf16.jsonl}" "$LOGS/fp8curve-$other.jsonl" >> "$LOGS/fp8curve-summary.txt" 2>&1 <<'EOF'
 import json, statistics, sys
 def load(path):
     with open(path) as f:
@@ -593,6 +602,7 @@ print("every evaluation (step, bf16, fp8, gap %): " + "; ".join(f"{s} {vb[s]:.4f
 print(f"fp8 overflows logged: {max((m.get('fp8_overflows', 0) for m in e), default=0)} (the count at the last evaluation)")
 print(f"median ms/step after the first tenth (training, evaluations excluded): bf16 {ms(b):.2f}, fp8 {ms(e):.2f}")
 EOF
+  done
   cp "$LOGS/fp8curve-summary.txt" "$OUT/"
 }
 

@@ -101,6 +101,7 @@ func runBench(args []string) error {
 	out := fs.String("json", "", "write the report here (JSON)")
 	kernelsOnly := fs.Bool("kernels", false, "GPU kernel micro-benchmarks (L2 flushed, CUDA events) instead of training steps")
 	ops := fs.String("ops", "", "with --kernels: the micro-benchmarks to run, comma-separated (default all: "+strings.Join(gpu.KernelOps, ",")+")")
+	fp8Head := fs.Bool("fp8-head", false, "fp8 modes: the LM head's forward product (the logits) in FP8 as well (amp.FP8Recipe.Head)")
 	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the timed steps to this file")
 	sample := fs.Bool("sample", false, "benchmark generation instead of training: --configs preset:BxP is B prompts of P tokens, each continued by --tokens tokens over the key/value cache (greedy); --steps rounds, median")
@@ -189,6 +190,10 @@ func runBench(args []string) error {
 		return dev, err
 	}
 	o := bench.Options{Warmup: *warmup, Steps: *steps}
+	if *fp8Head {
+		o.FP8 = amp.DefaultFP8Recipe()
+		o.FP8.Head = true
+	}
 	if *dataPath != "" {
 		if !strings.EqualFold(filepath.Ext(*dataPath), ".bin") {
 			return fmt.Errorf("--data %s: give an llm.c token shard (.bin); druto tokenizer shard --out FILE.bin writes one", *dataPath)
@@ -235,7 +240,7 @@ func runBench(args []string) error {
 			return nil
 		}
 		ceil := bench.Ceilings{PeakFLOPs: cur.PeakFLOPs, CopyGBps: cur.CopyGBps}
-		if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3}, ceil); err != nil {
+		if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3, FP8: o.FP8}, ceil); err != nil {
 			return fmt.Errorf("%s %s: profile: %w", c.Name, m, err)
 		}
 		fmt.Print(r.Profile.Table())

@@ -31,11 +31,30 @@ type FP8Recipe struct {
 	// Margin leaves 2^Margin of headroom: amax maps to max/2^Margin
 	// (Transformer Engine's margin, default 0).
 	Margin int
+	// Head runs the LM head's forward product (the logits, ln_f's output
+	// times wteᵀ) in FP8 as well: both operands e4m3, bf16 logits. Its
+	// backward stays bf16 (an e5m2 copy of the (B·T, V) logit gradient
+	// would cost a pass over it that the saving does not repay).
+	Head bool
 }
 
 // DefaultFP8Recipe is Transformer Engine's default: delayed scaling over a
 // window of 1024 steps, margin 0.
 func DefaultFP8Recipe() FP8Recipe { return FP8Recipe{Delayed: true, History: 1024} }
+
+// String describes the recipe, e.g. "delayed, history 1024, margin 0,
+// head" (head: Head is set).
+func (r FP8Recipe) String() string {
+	s := "current"
+	if r.Delayed {
+		s = fmt.Sprintf("delayed, history %d", r.History)
+	}
+	s += fmt.Sprintf(", margin %d", r.Margin)
+	if r.Head {
+		s += ", head"
+	}
+	return s
+}
 
 // Validate checks the recipe.
 func (r FP8Recipe) Validate() error {

@@ -147,6 +147,9 @@ type Options struct {
 	// same ones another framework's run reads), each folded into the case's
 	// vocabulary; nil: the built-in corpus.
 	Tokens []int32
+	// FP8 is the recipe of the modes under amp.FP8 (train.Options.FP8);
+	// the zero value means amp.DefaultFP8Recipe.
+	FP8 amp.FP8Recipe
 
 	// Skip reports whether Sweep leaves mode m out (asked once its device
 	// is open; the caller says why).
@@ -197,7 +200,7 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 	}
 	oc := optim.Defaults(horizon)
 	oc.Warmup = 1
-	to := train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1, Step: m.Step}
+	to := train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1, Step: m.Step, FP8: o.FP8}
 	var notes []string
 	if m.Step != train.StepHost {
 		// The timed steps are queued as one span between two host waits;
@@ -282,6 +285,13 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 		Config: c.Name, Mode: m.String(), Baseline: m == Baseline, Batch: c.Batch, Seq: c.Seq, Steps: o.Steps,
 		StepMs: med, StepMsMin: times[0], StepMsMax: times[len(times)-1], TokensPerS: tokens / (med / 1e3), Loss: last.Loss,
 		Launches: launches, StepPath: path, Timing: timing, Util: samples, GPUUtil: utilPct, UtilNote: utilNote,
+	}
+	if m.Policy == amp.FP8 {
+		fr := o.FP8
+		if fr == (amp.FP8Recipe{}) {
+			fr = amp.DefaultFP8Recipe()
+		}
+		r.FP8Recipe = fr.String()
 	}
 	if peak > 0 {
 		r.MFU = c.Config.FLOPsPerToken(c.Seq) * r.TokensPerS / peak

@@ -29,6 +29,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
@@ -71,7 +72,7 @@ func ProfileStep(dev device.Device, c Case, m Mode, o Options, ceil Ceilings) (*
 	if g, ok := dev.(*gpu.Device); ok {
 		p.gpu = g
 	}
-	tr, err := benchTrainer(p, c, m, train.StepHost, o.Warmup+o.Steps)
+	tr, err := benchTrainer(p, c, m, train.StepHost, o.Warmup+o.Steps, o.FP8)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func profileGraph(g *gpu.Device, c Case, m Mode, o Options, ceil Ceilings) (*Pro
 		return nil, fmt.Errorf("bench: graph profile of %s %s: the step ran as %q", c.Name, m, rec.StepPath)
 	}
 	p := &profiler{Device: g, gpu: g, cfg: c.Config, acc: map[string]*ProfileRow{}, reps: graphReps}
-	tr, err := benchTrainer(graphProfiler{p}, c, m, train.StepDevice, o.Warmup+o.Steps)
+	tr, err := benchTrainer(graphProfiler{p}, c, m, train.StepDevice, o.Warmup+o.Steps, o.FP8)
 	if err != nil {
 		return nil, err
 	}
@@ -625,8 +626,9 @@ func gpuCopy(g *gpu.Device) (float64, error) {
 }
 
 // benchTrainer returns a trainer of c in mode m on dev, fed enough of the
-// built-in corpus (folded into the vocabulary) for steps steps.
-func benchTrainer(dev device.Device, c Case, m Mode, step train.StepMode, steps int) (*train.Trainer, error) {
+// built-in corpus (folded into the vocabulary) for steps steps, with
+// the FP8 recipe r (Options.FP8).
+func benchTrainer(dev device.Device, c Case, m Mode, step train.StepMode, steps int, r amp.FP8Recipe) (*train.Trainer, error) {
 	need := c.Batch*c.Seq*(steps+1) + 1
 	toks, err := data.Encode(data.Corpus(1, min(need, 64<<20)))
 	if err != nil {
@@ -637,5 +639,5 @@ func benchTrainer(dev device.Device, c Case, m Mode, step train.StepMode, steps 
 	}
 	oc := optim.Defaults(steps)
 	oc.Warmup = 1
-	return train.New(dev, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1, Step: step}, toks, nil)
+	return train.New(dev, train.Options{Config: c.Config, Policy: m.Policy, Batch: c.Batch, Seq: c.Seq, Optim: oc, Seed: 1, Step: step, FP8: r}, toks, nil)
 }

@@ -222,7 +222,9 @@ func (m *Model) head(N int, dscale float32, state *tensor.Tensor) {
 		n := min(a.rows, N-r)
 		logits, x := rowsOf(a.logits, 0, n), rowsOf(a.lnf, r, n)
 		losses, targets := rowsOf(a.losses, r, n), rowsOf(a.targets, r, n)
-		d.Matmul(logits, nil, x, p.wte, nil, n, C, V, device.None)
+		if dscale == 0 || !m.headLogitsFP8(logits, r, n) {
+			d.Matmul(logits, nil, x, p.wte, nil, n, C, V, device.None)
+		}
 		if state != nil {
 			d.(device.Stepper).CrossEntropyScaled(losses, logits, targets, state, n, V, dscale)
 		} else {

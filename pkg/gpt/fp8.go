@@ -2,8 +2,9 @@ package gpt
 
 // fp8.go: the training step under amp.FP8 (issue 38). The four linear
 // layers of every block (amp.FP8GEMMs) run as FP8 GEMMs, forward and
-// backward; the LM head, attention, layernorm's backward, the softmax and
-// the optimizer stay as under BF16. Every FP8 operand comes out of the op
+// backward, and with amp.FP8Recipe.Head the LM head's forward product too;
+// the rest of the LM head, attention, layernorm's backward, the softmax
+// and the optimizer stay as under BF16. Every FP8 operand comes out of the op
 // that produces it, cast with its transposed copy and its amax
 // (device.FP8):
 //
@@ -11,6 +12,7 @@ package gpt
 //	          attention out    CastTransposeFP8                   → x of attn proj
 //	          fc pre-act       GELUCastTransposeFP8               → x of fc proj
 //	          weights          CastTransposeFP8 once a step       → W, Wᵀ
+//	          ln_f, wte (Head) CastTransposeFP8                   → x and w of the logits
 //	backward  output grads     CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
 //	          fc output grad   DGELUCastTransposeDBiasFP8 (e5m2)  → dy·gelu'(pre), its ᵀ, dbias
 //	          dx = dy·W        MatmulFP8 with Wᵀ
@@ -49,6 +51,19 @@ const (
 	f8PerLayer
 )
 
+// The LM head's FP8 tensors follow the blocks' (tensor L·f8PerLayer + i):
+// ln_f's output and wte, the operands of the logits under
+// amp.FP8Recipe.Head. Their records exist under every recipe, so that a
+// state's size depends on the model alone.
+const (
+	f8HeadX = iota
+	f8HeadW
+	f8Head
+)
+
+// fp8Tensors returns the FP8 tensors of a model of L blocks.
+func fp8Tensors(L int) int { return L*f8PerLayer + f8Head }
+
 // f8Stride spaces the tensors' records in the scaling state: tensor k is
 // record k·f8Stride, and the records between are unused (amax 0, scale 1),
 // so that every scale and inverse sits on a 16-byte boundary: cuBLASLt's
@@ -66,6 +81,7 @@ type fp8State struct {
 	K, H, margin int
 	st, meta     *tensor.Tensor // amp.FP8Scales.St and .Meta on the device
 	w            [][4]fp8Pair   // [layer][qkv, attn proj, fc, fc proj]
+	wte          fp8Pair        // wte (V, C) under Recipe.Head, else empty
 	begun        bool           // a step has begun: the weights are cast
 	owned
 }
@@ -73,8 +89,9 @@ type fp8State struct {
 // fp8Batch is one activation set's FP8 buffers: the saved FP8 inputs of
 // the blocks' GEMMs and one output gradient's scratch.
 type fp8Batch struct {
-	x  [][4]fp8Pair // [layer][ln_1, attention out, ln_2, gelu]
-	dy fp8Pair      // (N, 4C): the widest output gradient
+	x   [][4]fp8Pair // [layer][ln_1, attention out, ln_2, gelu]
+	dy  fp8Pair      // (N, 4C): the widest output gradient
+	lnf fp8Pair      // ln_f's output (N, C) under Recipe.Head, else empty
 	owned
 }
 
@@ -108,8 +125,9 @@ func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
 // FP8Scales downloads the FP8 scaling state, nil before the first FP8
 // step: each tensor's scale, inverse, amax history and count of
 // non-finite amaxes (overflow events), in the order of the blocks and,
-// within one, qkv, attn proj, fc, fc proj, each with its x, w and dy;
-// tensor k is record k·4 (FP8Record), the three after it unused.
+// within one, qkv, attn proj, fc, fc proj, each with its x, w and dy,
+// then the LM head's x and w; tensor k is record k·4 (FP8Record), the
+// three after it unused.
 func (m *Model) FP8Scales() (*amp.FP8Scales, error) {
 	f := m.fp8
 	if f == nil {
@@ -126,22 +144,32 @@ func (m *Model) FP8Scales() (*amp.FP8Scales, error) {
 
 // FP8Record returns the record of the scaling state (FP8Scales) that
 // holds FP8 tensor k: block k/12, within it qkv, attn proj, fc, fc proj,
-// each with its x, w and dy.
+// each with its x, w and dy; after the blocks the LM head's x and w.
 func FP8Record(k int) int { return k * f8Stride }
 
 // fp8Formats returns the formats of the scaling state's records for L
 // blocks (an unused record has its tensor's format).
 func fp8Formats(L int) []tensor.FP8Format {
-	fs := make([]tensor.FP8Format, 0, L*f8PerLayer*f8Stride)
+	fs := make([]tensor.FP8Format, 0, fp8Tensors(L)*f8Stride)
+	add := func(f tensor.FP8Format) {
+		for range f8Stride {
+			fs = append(fs, f)
+		}
+	}
 	for range L * 4 {
 		for _, f := range []tensor.FP8Format{tensor.E4M3, tensor.E4M3, tensor.E5M2} {
-			for range f8Stride {
-				fs = append(fs, f)
-			}
+			add(f)
 		}
+	}
+	for range f8Head {
+		add(tensor.E4M3)
 	}
 	return fs
 }
+
+// fp8Head reports whether the LM head's forward product runs in FP8
+// (amp.FP8Recipe.Head).
+func (m *Model) fp8Head() bool { return m.fp8Recipe != nil && m.fp8Recipe.Head }
 
 // trainsFP8 reports whether the model's gradients run the FP8 step.
 func (m *Model) trainsFP8() bool { return m.Policy == amp.FP8 && m.grads != nil }
@@ -158,6 +186,8 @@ func (m *Model) fp8Refusal() error {
 		return fmt.Errorf("gpt: --amp fp8 trains without recomputation for now (use --recompute none)")
 	case C%16 != 0 || N%16 != 0:
 		return fmt.Errorf("gpt: --amp fp8 needs channels (%d) and batch × sequence (%d) that are multiples of 16 (FP8 GEMMs take 16-byte rows)", C, N)
+	case m.fp8Head() && m.Config.Vocab%8 != 0:
+		return fmt.Errorf("gpt: the LM head in fp8 needs a vocabulary that is a multiple of 8 (this one has %d; pad it, or leave --fp8-head off)", m.Config.Vocab)
 	}
 	return nil
 }
@@ -184,7 +214,7 @@ func (m *Model) ensureFP8() error {
 			s, m.fp8Restore = m.fp8Restore, nil
 		}
 		f := &fp8State{ops: m.dev.(device.FP8), K: s.K, H: s.H, margin: s.Margin}
-		if err := f.alloc(m.dev, s, C, L); err != nil {
+		if err := f.alloc(m.dev, s, C, L, m.Config.Vocab, m.fp8Head()); err != nil {
 			f.free(m.dev)
 			return err
 		}
@@ -202,12 +232,18 @@ func (m *Model) ensureFP8() error {
 		}
 		m.acts.f8 = b
 	}
+	if b := m.acts.f8; m.fp8Head() && b.lnf.q == nil {
+		var err error
+		if b.lnf, err = b.pair(m.dev, tensor.F8E4M3, m.acts.B*m.acts.T, C); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // alloc allocates the scaling state (uploaded from s) and the weights'
-// FP8 copies.
-func (f *fp8State) alloc(dev device.Device, s *amp.FP8Scales, C, L int) error {
+// FP8 copies, wte's (V, C) with head.
+func (f *fp8State) alloc(dev device.Device, s *amp.FP8Scales, C, L, V int, head bool) error {
 	var err error
 	if f.st, err = f.new(dev, tensor.F32, len(s.St)); err != nil {
 		return err
@@ -228,7 +264,10 @@ func (f *fp8State) alloc(dev device.Device, s *amp.FP8Scales, C, L int) error {
 			}
 		}
 	}
-	return nil
+	if head {
+		f.wte, err = f.pair(dev, tensor.F8E4M3, V, C)
+	}
+	return err
 }
 
 // alloc allocates the saved FP8 inputs and the gradient scratch for N
@@ -306,6 +345,9 @@ func (m *Model) beginFP8Step() {
 		f.cast(f.w[l][2], k+f8FCw, w.fcw, 4*C, C)
 		f.cast(f.w[l][3], k+f8FCProjw, w.fcprojw, C, 4*C)
 	}
+	if f.wte.q != nil {
+		f.cast(f.wte, len(p.layers)*f8PerLayer+f8HeadW, p.wte, m.Config.Vocab, C)
+	}
 }
 
 // runFP8 is run's block loop under FP8 (forward with targets and a
@@ -342,6 +384,22 @@ func (m *Model) runFP8(B, T int) {
 			d.ResidualLayerNorm(layer(a.residual3, l), a.lnf, a.lnfMean, a.lnfRstd, residual2, fcproj, p.lnfw, p.lnfb, N, C)
 		}
 	}
+	if f.wte.q != nil { // the logits' x; lnf (bf16) stays for the head's backward
+		f.cast(a.f8.lnf, L*f8PerLayer+f8HeadX, a.lnf, N, C)
+	}
+}
+
+// headLogitsFP8 queues the logits of rows r..r+n of the batch from the
+// FP8 copies of ln_f's output and wte (amp.FP8Recipe.Head), or returns
+// false when the head runs in bf16.
+func (m *Model) headLogitsFP8(logits *tensor.Tensor, r, n int) bool {
+	f, a := m.fp8, m.acts
+	if f == nil || f.wte.q == nil || a.f8 == nil || a.f8.lnf.q == nil {
+		return false
+	}
+	k := m.Config.Layers * f8PerLayer
+	f.ops.MatmulFP8(logits, rowsOf(a.f8.lnf.q, r, n), f.wte.q, nil, f.inv(k+f8HeadX), f.inv(k+f8HeadW), n, m.Config.Channels, m.Config.Vocab)
+	return true
 }
 
 // linearBackwardFP8 queues the backward of one FP8 linear layer y = x·Wᵀ
@@ -412,7 +470,7 @@ func (m *Model) SetFP8Scales(s *amp.FP8Scales) error {
 	if m.fp8Recipe != nil {
 		r = *m.fp8Recipe
 	}
-	K := m.Config.Layers * f8PerLayer * f8Stride
+	K := fp8Tensors(m.Config.Layers) * f8Stride
 	switch {
 	case s == nil:
 		return fmt.Errorf("gpt: nil FP8 scales")

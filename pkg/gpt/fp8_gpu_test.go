@@ -26,7 +26,8 @@ import (
 // reference's kind of error and size (a wrong derivative gives cosines
 // near 0.4). Every tensor's scale within 5% of the reference's (the amaxes
 // differ only by the order of fp32 sums), no overflow, and the GPU's FP8
-// loss within 1% of its bf16 loss. Needs sm_90.
+// loss within 1% of its bf16 loss; with amp.FP8Recipe.Head, the loss
+// within 0.5% of the reference's with that recipe. Needs sm_90.
 func TestGPUFP8Step(t *testing.T) {
 	dev := gpudev.Fused(t)
 	if major, minor := dev.Capability(); major*10+minor < 90 {
@@ -55,6 +56,16 @@ func TestGPUFP8Step(t *testing.T) {
 		if 1-cg > 2*(1-cc)+0.005 || math.IsNaN(cg) {
 			t.Errorf("%s: the gpu's fp8 gradient at cosine %.4f to its bf16 gradient, the cpu reference's at %.4f", s.Name, cg, cc)
 		}
+	}
+	// The LM head's product in FP8 too (amp.FP8Recipe.Head): the loss
+	// against the reference's with the same recipe.
+	r := amp.DefaultFP8Recipe()
+	r.Head = true
+	lgh, _, _ := fp8StepsOn(t, dev, cfg, amp.FP8, 3, B, T, r)
+	lch, _, _ := fp8StepsOn(t, ref, cfg, amp.FP8, 3, B, T, r)
+	t.Logf("loss with the head in fp8: gpu %.6f, cpu %.6f", lgh, lch)
+	if d := math.Abs(float64(lgh-lch)) / float64(lch); d > 0.005 || lgh == lg {
+		t.Errorf("gpu fp8 head loss %.6f, cpu reference %.6f (%.3f%% apart), without the head %.6f", lgh, lch, 100*d, lg)
 	}
 	sg, err := mg.FP8Scales()
 	if err != nil {

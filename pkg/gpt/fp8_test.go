@@ -49,13 +49,18 @@ func fp8Steps(t *testing.T, p amp.Policy, steps, B, T int) (float32, []float32, 
 	return fp8StepsOn(t, cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, p, steps, B, T)
 }
 
-func fp8StepsOn(t *testing.T, dev device.Device, cfg Config, p amp.Policy, steps, B, T int) (float32, []float32, *Model) {
+func fp8StepsOn(t *testing.T, dev device.Device, cfg Config, p amp.Policy, steps, B, T int, recipe ...amp.FP8Recipe) (float32, []float32, *Model) {
 	t.Helper()
 	m, err := New(dev, cfg, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
+	for _, r := range recipe {
+		if err := m.SetFP8Recipe(r); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := m.Init(7); err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +100,8 @@ func TestFP8StepTracksBF16(t *testing.T) {
 	if err != nil || sc == nil {
 		t.Fatalf("FP8Scales: %v, %v", sc, err)
 	}
-	if sc.K != fp8Cfg.Layers*f8PerLayer*f8Stride {
-		t.Fatalf("K %d, want %d", sc.K, fp8Cfg.Layers*f8PerLayer*f8Stride)
+	if sc.K != fp8Tensors(fp8Cfg.Layers)*f8Stride {
+		t.Fatalf("K %d, want %d", sc.K, fp8Tensors(fp8Cfg.Layers)*f8Stride)
 	}
 	for t8 := range fp8Cfg.Layers * f8PerLayer {
 		k := FP8Record(t8)
@@ -180,5 +185,39 @@ func TestSetFP8RecipeDropsPendingRestore(t *testing.T) {
 	}
 	if s.H != 16 {
 		t.Errorf("the state has history %d after SetFP8Recipe(history 16) (the old recipe's restore applied)", s.H)
+	}
+}
+
+// TestFP8HeadTracksBF16: with amp.FP8Recipe.Head (the logits from e4m3
+// copies of ln_f's output and wte) the step on the CPU reference keeps
+// TestFP8StepTracksBF16's bounds against bf16 (loss within 1%, every
+// gradient at cosine ≥ 0.99 within 15% of its norm), differs from the
+// recipe without it (the head's product really ran in FP8), and moves the
+// head's two scales off 1.
+func TestFP8HeadTracksBF16(t *testing.T) {
+	const B, T = 2, 32
+	dev := func() device.Device { return cpu.New(device.Options{Fused: true, Threads: 2}) }
+	r := amp.DefaultFP8Recipe()
+	r.Head = true
+	lb, gb, _ := fp8StepsOn(t, dev(), fp8Cfg, amp.BF16, 3, B, T)
+	l8, _, _ := fp8StepsOn(t, dev(), fp8Cfg, amp.FP8, 3, B, T)
+	lh, gh, m := fp8StepsOn(t, dev(), fp8Cfg, amp.FP8, 3, B, T, r)
+	t.Logf("loss: bf16 %.6f, fp8 %.6f, fp8 with the head %.6f", lb, l8, lh)
+	if d := math.Abs(float64(lh-lb)) / float64(lb); d > 0.01 {
+		t.Errorf("fp8 head loss %.5f, bf16 %.5f: %.2f%% apart", lh, lb, 100*d)
+	}
+	if lh == l8 {
+		t.Errorf("the loss with the head in fp8 is the loss without it (%.6f): the head's product did not run in FP8", lh)
+	}
+	gradientsAlike(t, m, gh, gb, 0.99, 0.15, "fp8 head gradient", "bf16's")
+	sc, err := m.FP8Scales()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fp8Cfg.Layers * f8PerLayer
+	for _, i := range []int{f8HeadX, f8HeadW} {
+		if s := sc.Scale(FP8Record(k + i)); s == 1 || !(s > 0) {
+			t.Errorf("head tensor %d: scale %g after three steps", i, s)
+		}
 	}
 }

@@ -59,7 +59,10 @@ type Bench struct {
 	// min and max are read rightly (pkg/bench: TimingEvents, TimingHost or
 	// TimingSpan).
 	Timing string `json:"timing,omitempty"`
-	Memory Memory `json:"memory"` // counted from the model's tables (gpt.MemoryOn)
+	// FP8Recipe is the scaling recipe of a mode under fp8
+	// (amp.FP8Recipe.String).
+	FP8Recipe string `json:"fp8_recipe,omitempty"`
+	Memory    Memory `json:"memory"` // counted from the model's tables (gpt.MemoryOn)
 	// PeakBytes is the MEASURED high-water mark of the device memory in
 	// use during the case (model, optimizer, activations, the device's
 	// scratch and workspace), from the device's allocator, reset before
