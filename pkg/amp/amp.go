@@ -141,18 +141,19 @@ func (p Policy) Ops() []OpPrecision {
 	if p == FP8 {
 		return []OpPrecision{
 			{"encoder (wte+wpe)", "fp32", "fp32 (residual stream)"},
-			{"layernorm", "fp32 statistics", "bf16, and the e4m3 input of qkv and fc with its amax"},
+			{"layernorm", "fp32 statistics", "e4m3 input of qkv and fc (with its transpose and amax); ln_f: bf16"},
 			{"residual add", "fp32", "fp32"},
 			{"matmul qkv, attn proj, fc, fc proj (forward)", "e4m3 activations x e4m3 weights, per-tensor scales, fp32 accumulate", "bf16"},
 			{"matmul qkv, attn proj, fc, fc proj (backward)", "e5m2 gradients x e4m3 weights or activations, per-tensor scales, fp32 accumulate", "bf16 input gradients, fp32 weight gradients"},
-			{"GELU", "fp32", "bf16, and the e4m3 input of fc proj with its amax"},
-			{"LM head matmul", acc, "bf16"},
+			{"GELU", "fp32", "e4m3 input of fc proj (with its transpose and amax); the bf16 pre-activation kept"},
+			{"GELU backward", "fp32", "e5m2 output gradient of fc (fused with its cast, transpose and bias gradient)"},
+			{"LM head matmul", acc + "; forward e4m3 x e4m3 with FP8Recipe.Head", "bf16"},
 			{"attention scores, att·v", acc, "bf16"},
 			{"attention softmax", "fp32", "bf16 (probabilities saved)"},
 			{"softmax cross-entropy", "fp32", "fp32 loss, bf16 dlogits"},
 			{"parameter gradients", "fp32", "fp32"},
 			{"grad norm, inf check", "fp32", "fp32"},
-			{"AdamW", "fp32", "fp32 master + m + v, bf16 working copy and e4m3 copy of the FP8 GEMMs' weights"},
+			{"AdamW", "fp32", "fp32 master + m + v, bf16 working copy (the FP8 GEMMs' e4m3 weights cast from it as a step begins)"},
 		}
 	}
 	return []OpPrecision{
