@@ -19,23 +19,6 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// nearFP8 reports whether two codes of format f are equal, both NaN, or
-// neighbours: the same sign and magnitudes one code apart, or the two
-// zeros and the smallest subnormals around them (one rounding apart).
-func nearFP8(a, b uint8, f tensor.FP8Format) bool {
-	if cpu.SameFP8(a, b, f) {
-		return true
-	}
-	if cpu.IsNaNFP8(a, f) || cpu.IsNaNFP8(b, f) {
-		return false
-	}
-	ma, mb := int(a&0x7f), int(b&0x7f)
-	if a&0x80 == b&0x80 {
-		return ma-mb == 1 || mb-ma == 1
-	}
-	return ma+mb <= 1 // across zero
-}
-
 // dgeluPre returns N·C pre-activations rounded to dt: 3·N(0,1) (both
 // tails of gelu', its zero near -0.75) and, in the first elements, a
 // sweep over [-12, 12), where gelu_grad_lean's exp saturates. Finite, as
@@ -85,9 +68,11 @@ const dgeluAbsErr = 2e-6
 //
 // q: the twin's code, or the rounding of a value within tol_i of the
 // twin's v: from pre = -3 up (the body, where the CPU's gelu' is close)
-// one E5M2 step where the few ulps cross a rounding boundary, for at most
-// one code in a thousand; in the left tail, with a large E5M2 scale,
-// possibly a few subnormal steps. Where
+// for at most one code in a thousand, mostly one E5M2 step where the few
+// ulps cross a rounding boundary, a few subnormal steps near gelu's zero
+// (pre ≈ -0.752, where v is within the kernel's ~1e-7 absolute error of 0:
+// the H100 gave 0x14 for the twin's 0x10 at dy 10); in the left tail,
+// with a large E5M2 scale, possibly a few subnormal steps. Where
 // dy is ±Inf and the twin's v NaN (0·Inf: its gelu' is 0 in the far left
 // tail, the kernel's tiny), ±max or NaN. qt exactly the kernel's qᵀ; amax
 // within a relative 1e-6 (or both non-finite); part and dbias within fp32
@@ -125,7 +110,7 @@ func checkDGELUFP8(t *testing.T, name string, q, qt []byte, amax float32, part, 
 			ok := cpu.SameFP8(q[i], wq[i], f)
 			if !ok && pre[i] >= -3 {
 				body++
-				ok = nearFP8(q[i], wq[i], f) && within(q[i], i)
+				ok = within(q[i], i)
 			} else if !ok {
 				tail++
 				ok = within(q[i], i)
