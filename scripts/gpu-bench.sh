@@ -101,7 +101,10 @@
 #             first the floor re-measured
 #             (bench/anchors/gemm_floor.py: one CUDA graph of a step's GEMMs
 #             and cuDNN attention; FLOOR=0 leaves it out). Not in the default
-#             list. Budget: see compare() below
+#             list. Budget: see compare() below. A max-autotune build
+#             that outruns one call: INDUCTOR_CACHE_OUT=1 returns
+#             Inductor's cache, which the next call carries in
+#             (build/carry3/inductor-cache.tar.xz, INDUCTOR_CACHE_IN)
 #   fp8curve  fp8curve.log, fp8curve-summary.txt and fp8curve-gpt2-124M.png
 #             (also beside logs.tar.gz), fp8curve-{bf16,fp8}.jsonl: druto
 #             train bf16 against fp8 on one shard (issue 38). Not in the
@@ -478,8 +481,18 @@ compare() {
   export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$PWD/build/inductor-cache}
   export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$TORCHINDUCTOR_CACHE_DIR/triton}
   mkdir -p "$TRITON_CACHE_DIR"
+  # Across machines (the device tool keeps build/ only on a warm one): a
+  # cache an earlier call returned (INDUCTOR_CACHE_OUT=1 below), carried in
+  # as INDUCTOR_CACHE_IN (default build/carry3/inductor-cache.tar.xz), is
+  # unpacked first. Inductor keeps each autotuning choice and compiled
+  # kernel as it is made, so a max-autotune build cut at a call's limit
+  # goes on from there in the next call instead of starting again. The
+  # H100 and H200 are both sm_90: the kernels run on either, though the
+  # choices were timed on the card that made them.
+  local cin=${INDUCTOR_CACHE_IN:-build/carry3/inductor-cache.tar.xz}
   {
     stamp
+    if [ -f "$cin" ]; then tar -xJf "$cin" -C "$TORCHINDUCTOR_CACHE_DIR" && echo "inductor cache: unpacked $cin ($(du -h "$cin" | cut -f1))"; fi
     echo "inductor cache $TORCHINDUCTOR_CACHE_DIR: $(du -sh "$TORCHINDUCTOR_CACHE_DIR" | cut -f1)"
     $B/druto tokenizer shard --out "$shard" --tokens "${SHARD_TOKENS:-4000000}" || echo "token shard failed: $?"
     if [ "${FLOOR:-1}" = 1 ] && [[ " ${CONFIG:-gpt2-124M} " == *" gpt2-124M "* ]]; then
@@ -500,6 +513,12 @@ compare() {
       [ -f "$LOGS/compare-$cfg.json" ] && cp "$LOGS/compare-$cfg.json" "$OUT/"
     done
     rm -f "$shard"
+    # INDUCTOR_CACHE_OUT=1: the cache packed into $OUT for the next call's
+    # carry (the device tool returns files of up to 16 MiB).
+    if [ "${INDUCTOR_CACHE_OUT:-0}" = 1 ]; then
+      tar -cf - -C "$TORCHINDUCTOR_CACHE_DIR" . | xz -T0 -6 > "$OUT/inductor-cache.tar.xz"
+      echo "inductor cache: packed $(du -h "$OUT/inductor-cache.tar.xz" | cut -f1) into $OUT/inductor-cache.tar.xz (16 MiB at most come back)"
+    fi
   } > "$LOGS/compare.log" 2>&1
 }
 
