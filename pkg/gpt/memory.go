@@ -41,7 +41,10 @@ func (m Memory) String() string {
 // path, fp32). MemoryWith takes the state a device reports; MemoryOn asks
 // the device for both. An optional recomputation level (one value; none
 // when left out) counts the activations that level keeps: the saving is
-// MemoryFor(..., RecomputeNone) minus MemoryFor(..., r).
+// MemoryFor(..., RecomputeNone) minus MemoryFor(..., r). Under amp.FP8
+// it counts the default recipe's buffers; amp.FP8Recipe.Head adds the FP8
+// copies of wte and of ln_f's output with their transposes, 2·V·C +
+// 2·B·T·C bytes, which it does not count.
 func MemoryFor(cfg Config, B, T int, p amp.Policy, r ...Recompute) Memory {
 	return MemoryWith(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads), r...)
 }
