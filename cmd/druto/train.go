@@ -222,6 +222,9 @@ func runTrain(args []string) error {
 		}
 		fp32Opt := mem.Optimizer
 		mem = mem.WithMoments(cfg, momentDT)
+		if policy == amp.FP8 && *fp8Head {
+			mem = mem.WithFP8Head(cfg, *batch, *seq)
+		}
 		fmt.Printf("%s (%d parameters), B %d T %d, %s (%s), recompute %s, AdamW moments %s:\n", *preset, cfg.NumParams(), *batch, *seq, policy, head, rc, *adamState)
 		fmt.Printf("  parameters  %12d bytes\n  gradients   %12d bytes\n  optimizer   %12d bytes\n  activations %12d bytes\n  total       %12d bytes (%.1f MiB)\n",
 			mem.Params, mem.Grads, mem.Optimizer, mem.Activations, mem.Total(), float64(mem.Total())/(1<<20))

@@ -297,6 +297,9 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 		r.MFU = c.Config.FLOPsPerToken(c.Seq) * r.TokensPerS / peak
 	}
 	mem := gpt.MemoryOn(dev, c.Config, c.Batch, c.Seq, m.Policy) // the attention state dev saves
+	if m.Policy == amp.FP8 && o.FP8.Head {
+		mem = mem.WithFP8Head(c.Config, c.Batch, c.Seq)
+	}
 	r.Memory = Memory{Params: mem.Params, Grads: mem.Grads, Optimizer: mem.Optimizer, Activations: mem.Activations}
 	if measures {
 		r.PeakBytes = peaker.MemoryPeak()

@@ -27,6 +27,17 @@ func (m Memory) WithMoments(cfg Config, dt tensor.DType) Memory {
 	return m
 }
 
+// WithFP8Head returns m with what amp.FP8Recipe.Head adds to an FP8 step
+// of cfg at batch B and sequence T: the e4m3 copy of wte and its
+// transpose (2·V·C bytes, with the parameters) and those of ln_f's output
+// (2·B·T·C, with the activations).
+func (m Memory) WithFP8Head(cfg Config, B, T int) Memory {
+	C := int64(cfg.Channels)
+	m.Params += 2 * int64(cfg.Vocab) * C
+	m.Activations += 2 * int64(B*T) * C
+	return m
+}
+
 // String formats the components in MiB.
 func (m Memory) String() string {
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
@@ -42,9 +53,8 @@ func (m Memory) String() string {
 // the device for both. An optional recomputation level (one value; none
 // when left out) counts the activations that level keeps: the saving is
 // MemoryFor(..., RecomputeNone) minus MemoryFor(..., r). Under amp.FP8
-// it counts the default recipe's buffers; amp.FP8Recipe.Head adds the FP8
-// copies of wte and of ln_f's output with their transposes, 2·V·C +
-// 2·B·T·C bytes, which it does not count.
+// it counts the default recipe's buffers (Memory.WithFP8Head adds what
+// amp.FP8Recipe.Head allocates).
 func MemoryFor(cfg Config, B, T int, p amp.Policy, r ...Recompute) Memory {
 	return MemoryWith(cfg, B, T, p, device.ProbState(p.DType(amp.Activation), B, T, cfg.Heads), r...)
 }

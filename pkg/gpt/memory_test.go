@@ -200,13 +200,25 @@ func TestMemoryAllocated(t *testing.T) {
 	cfg := Config{Vocab: 50304, MaxSeq: 1024, Layers: 2, Heads: 2, Channels: 32}
 	const B, T = 2, 1024
 	for _, fused := range []bool{true, false} {
-		for _, p := range []amp.Policy{amp.FP32, amp.BF16, amp.FP8} {
+		for _, pc := range []struct {
+			p    amp.Policy
+			head bool // amp.FP8Recipe.Head
+		}{{amp.FP32, false}, {amp.BF16, false}, {amp.FP8, false}, {amp.FP8, true}} {
+			p := pc.p
 			dev := newCounting(fused)
 			m, err := New(dev, cfg, p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := MemoryOn(dev, cfg, B, T, p)
+			if pc.head {
+				r := amp.DefaultFP8Recipe()
+				r.Head = true
+				if err := m.SetFP8Recipe(r); err != nil {
+					t.Fatal(err)
+				}
+				want = want.WithFP8Head(cfg, B, T)
+			}
 			// Under fp8 the FP8 weights and scales come with the first
 			// batch: New holds what bf16's does.
 			newWant := want.Params + want.Grads
@@ -222,7 +234,7 @@ func TestMemoryAllocated(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := dev.inUse - before; got != want.Activations+want.Params+want.Grads-newWant {
-				t.Errorf("fused %v %s: the activations (and fp8 state) take %d bytes, MemoryOn counts %d", fused, p, got, want.Activations+want.Params+want.Grads-newWant)
+				t.Errorf("fused %v %s (head %v): the activations (and fp8 state) take %d bytes, MemoryOn counts %d", fused, p, pc.head, got, want.Activations+want.Params+want.Grads-newWant)
 			}
 			rows := HeadRows(cfg.Vocab, B*T, p.Half(), fused)
 			if wantRows := map[bool]int{true: 1024, false: B * T}[fused]; p == amp.FP32 && rows != wantRows {
