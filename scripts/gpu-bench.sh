@@ -31,6 +31,8 @@
 #             of each memory-bound kernel of the step, as druto bench
 #             --kernels runs it: DRAM bytes and throughput, L2 hit rates,
 #             occupancy, warp stall reasons (NCU_OPS: op=kernel pairs)
+#   ncufp8    ncufp8.log: Nsight Compute on the FP8 producers of a
+#             gpt2-124M fused+fp8 step (issue 38; see ncufp8() below)
 #   bench     bench.log, bench-*.json: training steps of every mode, and
 #             the PyTorch step anchor (torch_gpt_bench.py) beside it
 #   train     train.log: 300 tiny steps in bf16 on the GPU, druto eval of the
@@ -328,6 +330,33 @@ ncu() {
       echo "ncu rc=${PIPESTATUS[0]}"
     done
   } > "$LOGS/ncu.log" 2>&1
+}
+
+# ncufp8: ncufp8.log: Nsight Compute on the FP8 producers as a gpt2-124M
+# fused+fp8 step launches them (not in bench --kernels): after a warm-up
+# run (so that the profiled process runs no self-tests), the first six
+# forward producers (layernorm_fp8_e4m3, residual_layernorm_fp8_e4m3,
+# gelu_cast_transpose_e4m3), then, past the warm-up step's 48 weight casts
+# and 11 of its 12 attention-output casts, layer 11's attention-output cast
+# and its backward casts (cast_transpose_dbias_e5m2,
+# dgelu_cast_transpose_dbias_e5m2). ~150 s on a fresh machine.
+ncufp8() {
+  type -P ncu >/dev/null || PATH=$PATH:$(ls -d /opt/nvidia/nsight-compute/*/ /usr/local/cuda/bin 2>/dev/null | tr '\n' ':')
+  local run=($B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+fp8 --steps 1 --warmup 1) spec name re skip c
+  {
+    stamp
+    timeout 90 "${run[@]}" >/dev/null 2>&1 || echo "warm-up run failed: $?"
+    for spec in "fwd:0:6:^(layernorm_fp8_e4m3|residual_layernorm_fp8_e4m3|gelu_cast_transpose_e4m3)\$" \
+      "bwd:59:6:^(cast_transpose_dbias_e5m2|dgelu_cast_transpose_dbias_e5m2|cast_transpose_e4m3)\$"; do
+      IFS=: read -r name skip c re <<<"$spec"
+      echo "## ncu $name: $re, skip $skip, count $c"
+      timeout "${NCU_TIMEOUT:-120}" "$(type -P ncu)" --clock-control none -k "regex:$re" -s "$skip" -c "$c" \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
+        "${run[@]}" 2>&1 | grep -v '^==PROF=='
+      echo "ncu rc=${PIPESTATUS[0]}"
+    done
+  } > "$LOGS/ncufp8.log" 2>&1
 }
 
 bench() {
