@@ -15,11 +15,13 @@
 // a tensor, after the last producer of the step (after the last micro-step
 // under gradient accumulation: the amax is the maximum over them all).
 //
-// State (device.FP8Scales documents it): st (f32) is amax[K], scale[K],
-// inv[K] (the dequantisation factor 1/scale that cuBLASLt's scale pointers
-// read) and the amax histories hist[K][H]; meta (i32) is K records of
-// FP8_META ints: the format, the history's next slot, how many slots hold
-// an amax, and the count of non-finite amaxes.
+// State (amp.FP8Scales documents it): st (f32) is amax[K][2] (max |x| as
+// float bits, and the underflow count as uint32 bits: the producers'
+// nonzero finite values whose cast is ±0), scale[K], inv[K] (the
+// dequantisation factor 1/scale that cuBLASLt's scale pointers read) and
+// the amax histories hist[K][H]; meta (i32) is K records of FP8_META ints:
+// the format, the history's next slot, how many slots hold an amax, the
+// count of non-finite amaxes, and the last step's underflows.
 //
 // For tensor k, with a = amax[k]:
 //   - a is NaN or ±Inf (an overflow upstream): the count grows; the
@@ -31,8 +33,10 @@
 //     in double and rounded once to float, clamped to the largest float;
 //     an amax of 0 keeps the previous scale. inv = 1/scale, rounded to
 //     nearest (__frcp_rn: the same value as an IEEE division).
-//   - amax[k] is set back to 0 (the bits of +0, below every |x|) for the
-//     next step's producers, so no memset is needed.
+//   - the underflow count moves into meta (saturating at 2^31 - 1), and
+//     both words of amax[k] are set back to 0 (the bits of +0, below every
+//     |x|, and a count of 0) for the next step's producers, so no memset
+//     is needed.
 // The history's maximum is a maximum, so the threads' order does not
 // change it; every value is the one amp.FP8Scaler.Update computes.
 //
@@ -45,13 +49,14 @@
 #define FP8S_BLOCK 128
 
 // The fields of a tensor's meta record.
-#define FP8_META 4
+#define FP8_META 5
 #define FP8_META_FORMAT 0 // 0 E4M3, 1 E5M2
 #define FP8_META_NEXT 1
 #define FP8_META_FILLED 2
 #define FP8_META_BAD 3
+#define FP8_META_UNDER 4
 
-// st: amax[K], scale[K], inv[K], hist[K·H] (f32); meta: K·FP8_META ints
+// st: amax[K][2], scale[K], inv[K], hist[K·H] (f32); meta: K·FP8_META ints
 extern "C" __global__ void __launch_bounds__(FP8S_BLOCK) fp8_scale_update(float* __restrict__ st, int* __restrict__ meta,
         int K, int H, int margin) {
     pdl_enter();
@@ -59,19 +64,24 @@ extern "C" __global__ void __launch_bounds__(FP8S_BLOCK) fp8_scale_update(float*
     __shared__ int filled;
     const int k = blockIdx.x, t = threadIdx.x;
     if (k >= K) return;
-    float* amax = st;
-    float* scale = st + K;
-    float* inv = st + 2 * K;
-    float* hist = st + 3 * (size_t)K + (size_t)k * H;
+    float* amax = st + 2 * (size_t)k;
+    float* scale = st + 2 * (size_t)K;
+    float* inv = st + 3 * (size_t)K;
+    float* hist = st + 4 * (size_t)K + (size_t)k * H;
     int* m = meta + (size_t)k * FP8_META;
-    const float a = amax[k];
+    const float a = amax[0];
     // Every thread reads a before thread 0 clears it.
     __syncthreads();
+    if (t == 0) {
+        const unsigned int u = __float_as_uint(amax[1]);
+        m[FP8_META_UNDER] = u > 0x7fffffffu ? 0x7fffffff : (int)u;
+        amax[1] = 0.f;
+    }
     // Not finite: exponent bits all ones.
     if ((__float_as_uint(a) & 0x7f800000u) == 0x7f800000u) {
         if (t == 0) {
             m[FP8_META_BAD]++;
-            amax[k] = 0.f;
+            amax[0] = 0.f;
         }
         return;
     }
@@ -94,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(FP8S_BLOCK) fp8_scale_update(float*
             for (int w = 0; w < FP8S_BLOCK / 32; w++) mx = fmaxf(mx, red[w]);
     }
     if (t != 0) return;
-    amax[k] = 0.f;
+    amax[0] = 0.f;
     if (mx > 0.f) {
         const double fmax = m[FP8_META_FORMAT] == 0 ? 448.0 : 57344.0;
         double s = fmax / ldexp(1.0, margin) / (double)mx;

@@ -22,19 +22,22 @@ const (
 	FP8MetaNext          // the history slot the next amax goes to
 	FP8MetaFilled        // the history slots that hold an amax
 	FP8MetaBad           // non-finite amaxes seen (overflow events)
+	FP8MetaUnder         // values the last updated step's casts flushed to zero (underflows)
 	FP8MetaLen
 )
 
 // FP8Scales is the scaling state of K tensors cast to FP8 under one recipe:
 //
-//	St   amax[K], scale[K], inv[K], hist[K][H]   (float32)
+//	St   amax[K][2], scale[K], inv[K], hist[K][H]   (float32)
 //	Meta K records of FP8MetaLen int32
 //
-// amax[k] is where tensor k's producer adds max |x| (as float bits, with
-// atomicMax) and is zero after an update; scale[k] is what its next cast
-// multiplies by; inv[k] = 1/scale[k], the dequantisation factor of the FP8
-// GEMM's scale pointers; hist[k] is the ring of its last H amaxes (H = 0
-// under current scaling).
+// amax[k] is where tensor k's producers add what they see: amax[k][0] max
+// |x| (as float bits, with atomicMax), amax[k][1] the number of nonzero
+// finite x whose cast is ±0 (underflows, as uint32 bits, with atomicAdd);
+// both are zero after an update, which keeps the count in Meta
+// (FP8MetaUnder); scale[k] is what its next cast multiplies by; inv[k] =
+// 1/scale[k], the dequantisation factor of the FP8 GEMM's scale pointers;
+// hist[k] is the ring of its last H amaxes (H = 0 under current scaling).
 type FP8Scales struct {
 	K, H, Margin int
 	St           []float32
@@ -51,7 +54,7 @@ func NewFP8Scales(formats []tensor.FP8Format, r FP8Recipe) (*FP8Scales, error) {
 	if r.Delayed {
 		H = r.History
 	}
-	s := &FP8Scales{K: K, H: H, Margin: r.Margin, St: make([]float32, K*(3+H)), Meta: make([]int32, K*FP8MetaLen)}
+	s := &FP8Scales{K: K, H: H, Margin: r.Margin, St: make([]float32, K*(4+H)), Meta: make([]int32, K*FP8MetaLen)}
 	for k, f := range formats {
 		switch f {
 		case tensor.E4M3:
@@ -61,19 +64,35 @@ func NewFP8Scales(formats []tensor.FP8Format, r FP8Recipe) (*FP8Scales, error) {
 		default:
 			return nil, fmt.Errorf("amp: fp8 tensor %d has format %d, want E4M3 or E5M2", k, f)
 		}
-		s.St[K+k], s.St[2*K+k] = 1, 1
+		s.St[2*K+k], s.St[3*K+k] = 1, 1
 	}
 	return s, nil
 }
 
 // Amax returns tensor k's pending amax (0 after an update).
-func (s *FP8Scales) Amax(k int) float32 { return s.St[k] }
+func (s *FP8Scales) Amax(k int) float32 { return s.St[2*k] }
+
+// PendingUnder returns the underflows tensor k's producers have added
+// since the last update.
+func (s *FP8Scales) PendingUnder(k int) uint32 { return math.Float32bits(s.St[2*k+1]) }
+
+// SetPending sets what tensor k's producers have added since the last
+// update: its amax and its underflow count (a producer's work, for tests
+// and references).
+func (s *FP8Scales) SetPending(k int, amax float32, under uint32) {
+	s.St[2*k], s.St[2*k+1] = amax, math.Float32frombits(under)
+}
 
 // Scale returns the scale of tensor k's next cast.
-func (s *FP8Scales) Scale(k int) float32 { return s.St[s.K+k] }
+func (s *FP8Scales) Scale(k int) float32 { return s.St[2*s.K+k] }
 
 // Inv returns 1/Scale(k), the dequantisation factor of the FP8 GEMM.
-func (s *FP8Scales) Inv(k int) float32 { return s.St[2*s.K+k] }
+func (s *FP8Scales) Inv(k int) float32 { return s.St[3*s.K+k] }
+
+// Under returns the values tensor k's casts flushed to zero in the step
+// the last update closed (nonzero finite values whose cast is ±0: too
+// small for the scale; saturating at 2^31 - 1).
+func (s *FP8Scales) Under(k int) int64 { return int64(s.Meta[k*FP8MetaLen+FP8MetaUnder]) }
 
 // Bad returns tensor k's count of non-finite amaxes (overflow events).
 func (s *FP8Scales) Bad(k int) int64 { return int64(s.Meta[k*FP8MetaLen+FP8MetaBad]) }
@@ -89,8 +108,8 @@ func (s *FP8Scales) Check(formats []tensor.FP8Format) error {
 	switch {
 	case K != len(formats) || H < 0 || s.Margin < 0 || s.Margin > 64:
 		return fmt.Errorf("amp: fp8 state of %d tensors, history %d, margin %d, want %d tensors", K, H, s.Margin, len(formats))
-	case len(s.St) != K*(3+H) || len(s.Meta) != K*FP8MetaLen:
-		return fmt.Errorf("amp: fp8 state of %d and %d values, want %d and %d", len(s.St), len(s.Meta), K*(3+H), K*FP8MetaLen)
+	case len(s.St) != K*(4+H) || len(s.Meta) != K*FP8MetaLen:
+		return fmt.Errorf("amp: fp8 state of %d and %d values, want %d and %d", len(s.St), len(s.Meta), K*(4+H), K*FP8MetaLen)
 	}
 	pos := func(v float32) bool { return v > 0 && !math.IsInf(float64(v), 0) }
 	for k, f := range formats {
@@ -104,14 +123,14 @@ func (s *FP8Scales) Check(formats []tensor.FP8Format) error {
 			return fmt.Errorf("amp: fp8 tensor %d has format code %d, want %d (%s)", k, m[FP8MetaFormat], want, f)
 		case m[FP8MetaFilled] < 0 || m[FP8MetaFilled] > int32(H) || m[FP8MetaNext] < 0 || (H > 0 && m[FP8MetaNext] >= int32(H)) || (H == 0 && m[FP8MetaNext] != 0):
 			return fmt.Errorf("amp: fp8 tensor %d: history counters next %d, filled %d for a history of %d", k, m[FP8MetaNext], m[FP8MetaFilled], H)
-		case m[FP8MetaBad] < 0:
-			return fmt.Errorf("amp: fp8 tensor %d: %d overflows", k, m[FP8MetaBad])
+		case m[FP8MetaBad] < 0 || m[FP8MetaUnder] < 0:
+			return fmt.Errorf("amp: fp8 tensor %d: %d overflows, %d underflows", k, m[FP8MetaBad], m[FP8MetaUnder])
 		case !pos(s.Scale(k)) || !pos(s.Inv(k)):
 			return fmt.Errorf("amp: fp8 tensor %d: scale %g, inverse %g", k, s.Scale(k), s.Inv(k))
 		case s.Amax(k) < 0:
 			return fmt.Errorf("amp: fp8 tensor %d: amax %g", k, s.Amax(k))
 		}
-		for _, h := range s.St[3*K+k*H : 3*K+(k+1)*H] {
+		for _, h := range s.St[4*K+k*H : 4*K+(k+1)*H] {
 			if !(h >= 0) || math.IsInf(float64(h), 0) {
 				return fmt.Errorf("amp: fp8 tensor %d: history holds %g", k, h)
 			}
@@ -128,19 +147,21 @@ func (s *FP8Scales) Update() { UpdateFP8Scales(s.St, s.Meta, s.K, s.H, s.Margin)
 // through FP8Scaler.Update's rule (a non-finite amax is counted and changes
 // nothing; under delayed scaling, H > 0, it enters the ring and the scale
 // follows the ring's maximum; under current scaling the amax alone; an
-// amax of 0 keeps the scale), inv[k] becomes 1/scale[k], and amax[k] is
-// set to 0 for the next step's producers.
+// amax of 0 keeps the scale), inv[k] becomes 1/scale[k], the pending
+// underflow count moves into Meta (FP8MetaUnder, saturating), and both
+// words of amax[k] are set to 0 for the next step's producers.
 func UpdateFP8Scales(st []float32, meta []int32, K, H, margin int) {
-	amax, scale, inv := st[:K], st[K:2*K], st[2*K:3*K]
+	amax, scale, inv := st[:2*K], st[2*K:3*K], st[3*K:4*K]
 	for k := range K {
-		a, m := amax[k], meta[k*FP8MetaLen:(k+1)*FP8MetaLen]
-		amax[k] = 0
+		a, m := amax[2*k], meta[k*FP8MetaLen:(k+1)*FP8MetaLen]
+		m[FP8MetaUnder] = int32(min(math.Float32bits(amax[2*k+1]), math.MaxInt32))
+		amax[2*k], amax[2*k+1] = 0, 0
 		if a != a || math.IsInf(float64(a), 0) {
 			m[FP8MetaBad]++
 			continue
 		}
 		if H > 0 {
-			hist := st[3*K+k*H : 3*K+(k+1)*H]
+			hist := st[4*K+k*H : 4*K+(k+1)*H]
 			hist[m[FP8MetaNext]] = a
 			m[FP8MetaNext] = (m[FP8MetaNext] + 1) % int32(H)
 			m[FP8MetaFilled] = min(m[FP8MetaFilled]+1, int32(H))

@@ -1,6 +1,7 @@
 package amp
 
 import (
+	"math"
 	"testing"
 
 	"github.com/druto/druto/pkg/device/devicetest"
@@ -33,11 +34,15 @@ func TestFP8ScalesMatchScalers(t *testing.T) {
 		bad := 0
 		for step := range steps {
 			for k := range formats {
-				s.St[k] = seq[step*len(formats)+k]
+				s.SetPending(k, seq[step*len(formats)+k], uint32(step*1000+k)<<20)
 			}
 			s.Update()
 			for k, sc := range ref {
 				sc.Update(seq[step*len(formats)+k])
+				under := min(int64(uint32(step*1000+k)<<20), math.MaxInt32)
+				if s.Under(k) != under || s.PendingUnder(k) != 0 {
+					t.Fatalf("%+v step %d tensor %d: underflows %d (pending %d), want %d", r, step, k, s.Under(k), s.PendingUnder(k), under)
+				}
 				if s.Scale(k) != sc.Scale || s.Bad(k) != sc.Stats.BadAmax || s.Amax(k) != 0 || s.Inv(k) != 1/sc.Scale {
 					if bad++; bad <= 5 {
 						t.Errorf("%+v step %d tensor %d: scale %g inv %g bad %d amax %g; scaler scale %g bad %d",

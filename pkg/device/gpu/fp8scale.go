@@ -21,9 +21,9 @@ var fp8sBlock = kernels.MustBlock("fp8scale.cu", "FP8S_BLOCK") // fp8_scale_upda
 // tensors with amax histories of H steps (0: current scaling) and the
 // given margin, as amp.UpdateFP8Scales does on the host:
 //
-//	st (K·(3+H)) f32: amax[K], scale[K], inv[K], hist[K·H]; meta (K·amp.FP8MetaLen) i32
+//	st (K·(4+H)) f32: amax[K][2], scale[K], inv[K], hist[K·H]; meta (K·amp.FP8MetaLen) i32
 //
-// Each amax is consumed (set to 0). The kernel needs no FP8 instruction and
+// Each amax and underflow count is consumed (set to 0). The kernel needs no FP8 instruction and
 // runs on any GPU. Arguments that do not fit return an error wrapping
 // ErrFP8Args, also recorded for Sync, as a launch failure is.
 func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
@@ -36,8 +36,8 @@ func (d *Device) fp8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) error
 		return fmt.Errorf("%w: K %d, H %d, margin %d (want K, H ≥ 0, margin in [0, 64])", ErrFP8Args, K, H, margin)
 	case K > maxGridX:
 		return fmt.Errorf("%w: %d tensors, at most %d", ErrFP8Args, K, maxGridX)
-	case st == nil || st.DType != tensor.F32 || st.Numel() != K*(3+H):
-		return fmt.Errorf("%w: st %s, want %d f32 (K·(3+H)): %w", ErrFP8Args, desc(st), K*(3+H), tensor.ErrShape)
+	case st == nil || st.DType != tensor.F32 || st.Numel() != K*(4+H):
+		return fmt.Errorf("%w: st %s, want %d f32 (K·(4+H)): %w", ErrFP8Args, desc(st), K*(4+H), tensor.ErrShape)
 	case meta == nil || meta.DType != tensor.I32 || meta.Numel() != K*amp.FP8MetaLen:
 		return fmt.Errorf("%w: meta %s, want %d i32 (K·%d): %w", ErrFP8Args, desc(meta), K*amp.FP8MetaLen, amp.FP8MetaLen, tensor.ErrShape)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // fp8ScaleCase is one run of the scale update: its formats, recipe and
-// amaxes (steps × K).
+// amaxes (steps × K); fp8Under gives each step's underflow counts.
 type fp8ScaleCase struct {
 	formats []tensor.FP8Format
 	recipe  amp.FP8Recipe
@@ -43,6 +43,23 @@ func fp8ScaleCases(K, steps int) []fp8ScaleCase {
 	return cs
 }
 
+// fp8Under is the underflow count the producers of tensor k leave at step
+// s of a case: varied, some past 2^31 (the update saturates them).
+func fp8Under(s, k int) uint32 { return uint32(s*2654435761+k*40503) >> uint(k%3) }
+
+// pending packs step s's (amax, underflows) pairs of c for the layout's
+// amax[K][2], and sets them on ref.
+func (c fp8ScaleCase) pending(s int, ref *amp.FP8Scales) []float32 {
+	K := len(c.formats)
+	p := make([]float32, 2*K)
+	for k := range K {
+		a, u := c.amaxes[s*K+k], fp8Under(s, k)
+		p[2*k], p[2*k+1] = a, math.Float32frombits(u)
+		ref.SetPending(k, a, u)
+	}
+	return p
+}
+
 // checkFP8Scales compares a state after a step with the reference's, bit
 // for bit (NaN cannot occur: non-finite amaxes never enter).
 func checkFP8Scales(t *testing.T, name string, step int, got []float32, gotMeta []int32, ref *amp.FP8Scales) bool {
@@ -65,7 +82,7 @@ func checkFP8Scales(t *testing.T, name string, step int, got []float32, gotMeta 
 // TestFP8ScaleDefines: the kernel's meta layout is amp's.
 func TestFP8ScaleDefines(t *testing.T) {
 	for name, want := range map[string]int{"FP8_META": amp.FP8MetaLen, "FP8_META_FORMAT": amp.FP8MetaFormat,
-		"FP8_META_NEXT": amp.FP8MetaNext, "FP8_META_FILLED": amp.FP8MetaFilled, "FP8_META_BAD": amp.FP8MetaBad} {
+		"FP8_META_NEXT": amp.FP8MetaNext, "FP8_META_FILLED": amp.FP8MetaFilled, "FP8_META_BAD": amp.FP8MetaBad, "FP8_META_UNDER": amp.FP8MetaUnder} {
 		if got, err := kernels.Define("fp8scale.cu", name); err != nil || got != want {
 			t.Errorf("fp8scale.cu %s = %d, %v; amp says %d", name, got, err, want)
 		}
@@ -90,18 +107,27 @@ func TestFP8ScaleEmulatorMatchesAmp(t *testing.T) {
 			for k := range K {
 				in = binary.LittleEndian.AppendUint32(in, uint32(ref.Meta[k*amp.FP8MetaLen+amp.FP8MetaFormat]))
 			}
-			for _, a := range c.amaxes {
-				in = binary.LittleEndian.AppendUint32(in, math.Float32bits(a))
+			var pend [][]float32
+			for s := range c.steps {
+				pend = append(pend, c.pending(s, ref))
+				for _, v := range pend[s] {
+					in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
+				}
+			}
+			// c.pending set ref's pending pairs; the reference starts over
+			// and takes them step by step below.
+			if ref, err = amp.NewFP8Scales(c.formats, c.recipe); err != nil {
+				t.Fatal(err)
 			}
 			out := runEmu(t, bin, in, "io", fmt.Sprint(K), fmt.Sprint(H), fmt.Sprint(c.recipe.Margin), fmt.Sprint(c.steps), fmt.Sprint(reverse))
-			n := K * (3 + H)
+			n := K * (4 + H)
 			if want := 4 * (c.steps*n + K*amp.FP8MetaLen); len(out) != want {
 				t.Fatalf("case %d: %d bytes out, want %d", ci, len(out), want)
 			}
 			name := fmt.Sprintf("emulated case %d %+v reverse %d", ci, c.recipe, reverse)
 			got := make([]float32, n)
 			for s := range c.steps {
-				copy(ref.St, c.amaxes[s*K:(s+1)*K])
+				c.pending(s, ref)
 				ref.Update()
 				for i := range got {
 					got[i] = math.Float32frombits(binary.LittleEndian.Uint32(out[4*(s*n+i):]))
@@ -123,7 +149,7 @@ func TestFP8ScaleEmulatorMatchesAmp(t *testing.T) {
 // the block size on any machine.
 func TestLaunchFP8ScaleUpdate(t *testing.T) {
 	sigs := signatures(t)
-	st, meta := dev(tensor.F32, 150*(3+16)), dev(tensor.I32, 150*amp.FP8MetaLen)
+	st, meta := dev(tensor.F32, 150*(4+16)), dev(tensor.I32, 150*amp.FP8MetaLen)
 	var blocks []cuda.Dim3
 	blockHook = func(_ string, b cuda.Dim3) { blocks = append(blocks, b) }
 	got, err := hooked(t, true, func(d *Device) {
@@ -162,12 +188,11 @@ func TestGPUFP8ScaleUpdate(t *testing.T) {
 		st, meta := toGPU(t, g, hst), toGPU(t, g, hmeta)
 		name := fmt.Sprintf("case %d %+v", ci, c.recipe)
 		for s := range c.steps {
-			am, _ := tensor.FromF32(c.amaxes[s*K:(s+1)*K], K)
-			g.Upload(st.MustView(0, K), am)
+			am, _ := tensor.FromF32(c.pending(s, ref), 2*K)
+			g.Upload(st.MustView(0, 2*K), am)
 			if err := g.fp8ScaleUpdateP(st, meta, K, H, c.recipe.Margin); err != nil {
 				t.Fatalf("%s step %d: %v", name, s, err)
 			}
-			copy(ref.St, c.amaxes[s*K:(s+1)*K])
 			ref.Update()
 			if !checkFP8Scales(t, name, s, toHost(t, g, st).F32(), toHost(t, g, meta).I32(), ref) {
 				break
@@ -180,10 +205,10 @@ func TestGPUFP8ScaleUpdate(t *testing.T) {
 		st, meta     *tensor.Tensor
 		K, H, margin int
 	}{
-		{"st too short", toGPU(t, g, tensor.New(F, 5)), toGPU(t, g, tensor.New(I, 8)), 2, 0, 0},
-		{"meta f32", toGPU(t, g, tensor.New(F, 6)), toGPU(t, g, tensor.New(F, 8)), 2, 0, 0},
-		{"host st", tensor.New(F, 6), toGPU(t, g, tensor.New(I, 8)), 2, 0, 0},
-		{"margin 65", toGPU(t, g, tensor.New(F, 6)), toGPU(t, g, tensor.New(I, 8)), 2, 0, 65},
+		{"st too short", toGPU(t, g, tensor.New(F, 7)), toGPU(t, g, tensor.New(I, 2*amp.FP8MetaLen)), 2, 0, 0},
+		{"meta f32", toGPU(t, g, tensor.New(F, 8)), toGPU(t, g, tensor.New(F, 2*amp.FP8MetaLen)), 2, 0, 0},
+		{"host st", tensor.New(F, 8), toGPU(t, g, tensor.New(I, 2*amp.FP8MetaLen)), 2, 0, 0},
+		{"margin 65", toGPU(t, g, tensor.New(F, 8)), toGPU(t, g, tensor.New(I, 2*amp.FP8MetaLen)), 2, 0, 65},
 	} {
 		if err := g.fp8ScaleUpdateP(c.st, c.meta, c.K, c.H, c.margin); !errors.Is(err, ErrFP8Args) {
 			t.Errorf("%s: %v, want ErrFP8Args", c.name, err)
