@@ -54,6 +54,12 @@
 // reads 2·sizeof(T) and writes 2, 6 B/elt from bf16 where the two passes
 // move 10.
 //
+// Underflows: every cast also counts the nonzero finite values whose code
+// is ±0 (too small for the scale: flushed), per thread, then per block
+// (warp shuffles, one shared slot a warp), and adds the block's count to
+// amax[1] (uint32 bits) with one atomicAdd; FP8ScaleUpdate moves it into
+// the scaling state's meta, where the trainer reads and logs it.
+//
 // Conversion: cvt.rn.satfinite.{e4m3,e5m2}x2.f32, the product x·s rounded
 // to fp32 first (tensor.QuantizeFP8 computes the same product): round to
 // nearest even; a finite value or ±Inf past the largest finite one becomes
@@ -194,6 +200,27 @@ template <> __device__ __forceinline__ unsigned short fp8x2<FP8_E5M2>(float lo, 
 // abs_bits is |v| as a float's bits: unsigned order is |v|'s order, NaN on top.
 __device__ __forceinline__ unsigned int abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 __device__ __forceinline__ unsigned int max_u32(unsigned int a, unsigned int b) { return a > b ? a : b; }
+// flushed is 1 when a nonzero finite value (|v|'s bits av) was cast to the
+// code b of ±0 (an underflow: too small for the scale), else 0.
+__device__ __forceinline__ unsigned int flushed(unsigned int av, unsigned int b) {
+    return (av - 1u < 0x7f7fffffu) & ((b & 0x7fu) == 0u);
+}
+// add_counts adds the block's per-thread counts u into amax[1] (its bits a
+// uint32): a warp sum by shuffles, the warps' sums through wsum (one slot a
+// warp of the block) after a barrier, one atomicAdd by thread 0. Every
+// thread of the block calls it.
+template <int BLOCK>
+__device__ __forceinline__ void add_counts(float* amax, unsigned int* wsum, unsigned int u) {
+    for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
+    if ((threadIdx.x & 31) == 0) wsum[threadIdx.x / 32] = u;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int b = 0;
+#pragma unroll
+        for (int w = 0; w < BLOCK / 32; w++) b += wsum[w];
+        if (b != 0) atomicAdd(reinterpret_cast<unsigned int*>(amax) + 1, b);
+    }
+}
 
 // column16 copies n <= 16 bytes down a column of a shared-memory tile,
 // col[0], col[ld], ..., to dst (a row of qt): with one 16-byte store when
@@ -243,7 +270,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
                                                     const float* __restrict__ scale, int N, int C, int vec_row,
                                                     int vec_col) {
     __shared__ __align__(16) unsigned char tile[CT_TILE][CT_TILE];
-    __shared__ unsigned int wmax[CT_BLOCK / 32];
+    __shared__ unsigned int wmax[CT_BLOCK / 32], wunder[CT_BLOCK / 32];
     __shared__ float csum[CT_SUMS(OP) ? CT_BLOCK / 32 : 1][CT_TILE];
     const int tid = threadIdx.x;
     const int r0 = blockIdx.y * CT_TILE, c0 = blockIdx.x * CT_TILE;
@@ -252,7 +279,8 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     // Rows: 16 elements of row tr from column tc.
     const int tr = tid / 4, tc = (tid % 4) * 16;
     const int r = r0 + tr, c = c0 + tc;
-    unsigned int m = 0; // the largest |x| bits seen
+    unsigned int m = 0;  // the largest |x| bits seen
+    unsigned int uf = 0; // underflows
     float cs[CT_SUMS(OP) ? 16 : 1]; // CT_SUMS: this thread's 16 values (0 outside the tensor)
 #pragma unroll
     for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) cs[k] = 0.f;
@@ -279,7 +307,10 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
                 for (int k = 0; k < 16; k++) cs[k % (CT_SUMS(OP) ? 16 : 1)] = v[k];
             }
 #pragma unroll
-            for (int k = 0; k < 8; k++) w[k] = fp8x2<F>(v[2 * k] * s, v[2 * k + 1] * s);
+            for (int k = 0; k < 8; k++) {
+                w[k] = fp8x2<F>(v[2 * k] * s, v[2 * k + 1] * s);
+                uf += flushed(abs_bits(v[2 * k]), w[k]) + flushed(abs_bits(v[2 * k + 1]), w[k] >> 8);
+            }
             uint4 o;
             o.x = w[0] | (w[1] << 16);
             o.y = w[2] | (w[3] << 16);
@@ -297,6 +328,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
                 m = max_u32(m, abs_bits(v));
                 if (CT_SUMS(OP)) cs[k % (CT_SUMS(OP) ? 16 : 1)] = v;
                 const unsigned char b = (unsigned char)(fp8x2<F>(v * s, 0.0f) & 0xffu);
+                uf += flushed(abs_bits(v), b);
                 qr[k] = b;
                 tile[tr][tc + k] = b;
             }
@@ -312,6 +344,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
         for (int w = 0; w < CT_BLOCK / 32; w++) b = max_u32(b, wmax[w]);
         if (b != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), b);
     }
+    add_counts<CT_BLOCK>(amax, wunder, uf);
     if (CT_SUMS(OP)) {
         // The 8 rows of the warp with the same columns: lanes l, l^4, l^8, l^16.
         const int lane = tid & 31;
@@ -348,7 +381,8 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
 }
 
 // Launchers: pkg/device/gpu/fp8.go. q (N,C) and qt (C,N) are bytes of the
-// format in the name; amax one float, zeroed before the launch.
+// format in the name; amax the pair of floats (max |x| bits, underflow
+// count bits) the casts add to.
 #define CAST_TRANSPOSE(name, F, OP)                                                                               \
     extern "C" __global__ void __launch_bounds__(CT_BLOCK)                                                      \
         name(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,           \
@@ -393,19 +427,23 @@ extern "C" __global__ void __launch_bounds__(CT_BLOCK)
 
 // LnFP8Row is the output of ln_forward_row (layernorm.cuh) for the FP8
 // kernels: y·s cast to format F into the row's bytes in shared memory,
-// and the largest |y| bits seen (before scaling) in m.
+// the largest |y| bits seen (before scaling) in m, the underflows in u.
 template <int F> struct LnFP8Row {
     unsigned char* row;
     float s;
-    unsigned int m;
+    unsigned int m, u;
     __device__ __forceinline__ void put4(int g, const F4& y) {
         m = max_u32(max_u32(m, abs_bits(y.v[0])), max_u32(abs_bits(y.v[1]), max_u32(abs_bits(y.v[2]), abs_bits(y.v[3]))));
         const unsigned int w = fp8x2<F>(y.v[0] * s, y.v[1] * s) | ((unsigned int)fp8x2<F>(y.v[2] * s, y.v[3] * s) << 16);
+#pragma unroll
+        for (int e = 0; e < 4; e++) u += flushed(abs_bits(y.v[e]), w >> (8 * e));
         *reinterpret_cast<unsigned int*>(row + 4 * g) = w; // C % 4 == 0 on this path: aligned
     }
     __device__ __forceinline__ void put(int i, float y) {
         m = max_u32(m, abs_bits(y));
-        row[i] = (unsigned char)(fp8x2<F>(y * s, 0.0f) & 0xffu);
+        const unsigned char b = (unsigned char)(fp8x2<F>(y * s, 0.0f) & 0xffu);
+        u += flushed(abs_bits(y), b);
+        row[i] = b;
     }
 };
 
@@ -423,7 +461,7 @@ __device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restric
                                             const T* __restrict__ weight, const T* __restrict__ bias,
                                             const float* __restrict__ scale, int N, int C, int vec, int vec_q,
                                             int vec_col) {
-    __shared__ unsigned int wmax[LNF8_BLOCK / 32];
+    __shared__ unsigned int wmax[LNF8_BLOCK / 32], wunder[LNF8_BLOCK / 32];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int r0 = blockIdx.x * LNF8_ROWS, nr = min(LNF8_ROWS, N - r0);
 
@@ -432,6 +470,7 @@ __device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restric
     LnFP8Row<F> out;
     out.s = scale[0];
     out.m = 0;
+    out.u = 0;
     for (int rl = warp; rl < nr; rl += LNF8_BLOCK / 32) {
         out.row = lnf8_tile + (size_t)rl * C;
         ln_forward_row<float, RES>(res, out, mean, rstd, a, b, weight, bias, r0 + rl, C, vec);
@@ -446,6 +485,7 @@ __device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restric
         for (int w = 0; w < LNF8_BLOCK / 32; w++) bm = max_u32(bm, wmax[w]);
         if (bm != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), bm);
     }
+    add_counts<LNF8_BLOCK>(amax, wunder, out.u);
 
     // q: the block's rows are nr·C consecutive bytes of q from row r0, as in
     // the tile; 16 bytes a thread while whole vectors last (r0·C is a
@@ -480,7 +520,7 @@ __device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restric
 }
 
 // Launchers: pkg/device/gpu/fp8.go (LayerNormFP8, ResidualLayerNormFP8).
-// q (N,C) and qt (C,N) E4M3 bytes, amax one float zeroed before the launch,
+// q (N,C) and qt (C,N) E4M3 bytes, amax the pair the casts add to,
 // mean and rstd (N) f32 (either may be null), inp, res and a (N,C) f32 (the
 // residual stream), b (N,C), weight and bias (C) T, scale one float; grid
 // ceil(N/LNF8_ROWS) blocks of LNF8_BLOCK threads, LNF8_ROWS·C bytes of

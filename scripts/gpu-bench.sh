@@ -648,6 +648,9 @@ print(f"final validation loss at step {last}: bf16 {vb[last]:.5f}, fp8 {ve[last]
 print(f"largest gap from step 1,000 on: step {worst}, {(ve[worst] / vb[worst] - 1) * 100:+.3f}%")
 print("every evaluation (step, bf16, fp8, gap %): " + "; ".join(f"{s} {vb[s]:.4f} {ve[s]:.4f} {(ve[s] / vb[s] - 1) * 100:+.2f}" for s in common))
 print(f"fp8 overflows logged: {max((m.get('fp8_overflows', 0) for m in e), default=0)} (the count at the last evaluation)")
+us = [(m["step"], m.get("fp8_underflows", 0), m.get("fp8_underflow_share", 0)) for m in e if m.get("val_loss")]
+if us:
+    print("fp8 underflows of the step before each evaluation (step, values flushed to zero, share): " + "; ".join(f"{s} {u} {100 * f:.4f}%" for s, u, f in us))
 print(f"median ms/step after the first tenth (training, evaluations excluded): bf16 {ms(b):.2f}, fp8 {ms(e):.2f}")
 EOF
   done

@@ -44,6 +44,10 @@ type FP8Scales struct {
 	Meta         []int32
 }
 
+// FP8StLen returns the length of FP8Scales.St for K tensors and a
+// history of H steps: K amax pairs, K scales, K inverses, K·H entries.
+func FP8StLen(K, H int) int { return K * (4 + H) }
+
 // NewFP8Scales returns the state of tensors of the given formats under r:
 // every scale and inverse 1, amaxes and histories 0.
 func NewFP8Scales(formats []tensor.FP8Format, r FP8Recipe) (*FP8Scales, error) {
@@ -54,7 +58,7 @@ func NewFP8Scales(formats []tensor.FP8Format, r FP8Recipe) (*FP8Scales, error) {
 	if r.Delayed {
 		H = r.History
 	}
-	s := &FP8Scales{K: K, H: H, Margin: r.Margin, St: make([]float32, K*(4+H)), Meta: make([]int32, K*FP8MetaLen)}
+	s := &FP8Scales{K: K, H: H, Margin: r.Margin, St: make([]float32, FP8StLen(K, H)), Meta: make([]int32, K*FP8MetaLen)}
 	for k, f := range formats {
 		switch f {
 		case tensor.E4M3:
@@ -108,8 +112,8 @@ func (s *FP8Scales) Check(formats []tensor.FP8Format) error {
 	switch {
 	case K != len(formats) || H < 0 || s.Margin < 0 || s.Margin > 64:
 		return fmt.Errorf("amp: fp8 state of %d tensors, history %d, margin %d, want %d tensors", K, H, s.Margin, len(formats))
-	case len(s.St) != K*(4+H) || len(s.Meta) != K*FP8MetaLen:
-		return fmt.Errorf("amp: fp8 state of %d and %d values, want %d and %d", len(s.St), len(s.Meta), K*(4+H), K*FP8MetaLen)
+	case len(s.St) != FP8StLen(K, H) || len(s.Meta) != K*FP8MetaLen:
+		return fmt.Errorf("amp: fp8 state of %d and %d values, want %d and %d", len(s.St), len(s.Meta), FP8StLen(K, H), K*FP8MetaLen)
 	}
 	pos := func(v float32) bool { return v > 0 && !math.IsInf(float64(v), 0) }
 	for k, f := range formats {

@@ -13,10 +13,12 @@ package device
 // one CUDA graph).
 //
 // The casts round x·scale in fp32 to nearest even and saturate at the
-// format's ±max (tensor.QuantizeFP8), and add to their amax: amax =
-// max(amax, max |x|) of the values before scaling, NaN when any is NaN,
-// so that an amax spans the micro-steps of a step until FP8ScaleUpdate
-// takes and clears it. pkg/device/cpu's functions of the same names are
+// format's ±max (tensor.QuantizeFP8), and add to their amax, a pair of
+// f32 words (amp.FP8Scales' amax[k]): amax[0] = max(amax[0], max |x|) of
+// the values before scaling, NaN when any is NaN; amax[1], read as a
+// uint32, += the number of nonzero finite x whose cast is ±0
+// (underflows); so that both span the micro-steps of a step until
+// FP8ScaleUpdate takes and clears them. pkg/device/cpu's functions of the same names are
 // the references, and its Device implements FP8 with them. Errors
 // surface at Sync, as Device's do.
 type FP8 interface {
@@ -24,7 +26,7 @@ type FP8 interface {
 	// q = e4m3(y·scale), its transpose qt and amax (the input of the qkv
 	// and fc layers); mean and rstd are stored as LayerNorm stores them.
 	// inp is the residual stream, f32.
-	// q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1), mean (N), rstd (N), inp (N,C) F32, weight (C), bias (C), scale (1)
+	// q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (2), mean (N), rstd (N), inp (N,C) F32, weight (C), bias (C), scale (1)
 	LayerNormFP8(q, qt, amax, mean, rstd, inp, weight, bias, scale *T, N, C int)
 	// ResidualLayerNormFP8 is LayerNormFP8 of res = a + b, rounded to
 	// fp32 and stored (ResidualLayerNorm with an f32 res).
@@ -32,24 +34,24 @@ type FP8 interface {
 	ResidualLayerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale *T, N, C int)
 	// CastTransposeFP8 writes q = fp8(x·scale) in q's format, qt = qᵀ and
 	// amax (the attention output, and the weights once a step).
-	// q (N,C), qt (C,N) of one FP8 dtype, amax (1), x (N,C) float, scale (1)
+	// q (N,C), qt (C,N) of one FP8 dtype, amax (2), x (N,C) float, scale (1)
 	CastTransposeFP8(q, qt, amax, x, scale *T, N, C int)
 	// GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) (tanh form)
 	// in E4M3: the input of the MLP projection from the fc layer's stored
 	// pre-activation.
-	// q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1), pre (N,C) float, scale (1)
+	// q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (2), pre (N,C) float, scale (1)
 	GELUCastTransposeFP8(q, qt, amax, pre, scale *T, N, C int)
 	// CastTransposeDBiasFP8 is CastTransposeFP8 of an output gradient dy
 	// in E5M2 that also adds dy's column sums (unscaled) into dbias, in a
 	// fixed order (deterministic).
-	// q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1), dbias (C) F32, dy (N,C) float, scale (1)
+	// q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (2), dbias (C) F32, dy (N,C) float, scale (1)
 	CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *T, N, C int)
 	// DGELUCastTransposeDBiasFP8 is CastTransposeDBiasFP8 of
 	// v = dy·gelu'(pre) (tanh form, in fp32 of the stored pre-activation,
 	// not rounded to dy's dtype): the fc layer's output gradient from the
 	// MLP projection's dx, in one pass in place of GELUBackward and the
 	// cast; amax and dbias are of v.
-	// q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1), dbias (C) F32, dy (N,C) float, pre (N,C) dy's dtype, scale (1)
+	// q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (2), dbias (C) F32, dy (N,C) float, pre (N,C) dy's dtype, scale (1)
 	DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *T, N, C int)
 	// MatmulFP8 computes out = (a·bᵀ)·invA·invB + bias with fp32
 	// accumulation, rounded once to out's dtype (f32 or bf16); a and b are

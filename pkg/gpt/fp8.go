@@ -142,6 +142,30 @@ func (m *Model) FP8Scales() (*amp.FP8Scales, error) {
 	return &amp.FP8Scales{K: f.K, H: f.H, Margin: f.margin, St: st.F32(), Meta: meta.I32()}, nil
 }
 
+// FP8Underflows returns the values the FP8 casts of the last step (all
+// its micro-steps, the weights' casts included) flushed to zero, summed
+// over the tensors, and how many values those casts took, so that the
+// share can be read; 0, 0 before the first FP8 step. accum is the
+// micro-steps the step ran. It synchronises with the device.
+func (m *Model) FP8Underflows(accum int) (under, values int64, err error) {
+	s, err := m.FP8Scales()
+	if err != nil || s == nil {
+		return 0, 0, err
+	}
+	L := m.Config.Layers
+	for k := range fp8Tensors(L) {
+		under += int64(s.PendingUnder(FP8Record(k)))
+	}
+	N, C, V := int64(m.acts.B*m.acts.T), int64(m.Config.Channels), int64(m.Config.Vocab)
+	// A block casts its four GEMM inputs (C, C, C, 4C a row), its four
+	// output gradients (C, 4C, C, 3C) and, once a step, its weights (12C²).
+	acts, weights := int64(L)*16*N*C, int64(L)*12*C*C
+	if m.fp8Head() {
+		acts, weights = acts+N*C, weights+V*C
+	}
+	return under, int64(max(accum, 1))*acts + weights, nil
+}
+
 // FP8Record returns the record of the scaling state (FP8Scales) that
 // holds FP8 tensor k: block k/12, within it qkv, attn proj, fc, fc proj,
 // each with its x, w and dy; after the blocks the LM head's x and w.
@@ -322,9 +346,10 @@ func (p fp8Pair) dims(n, w int) fp8Pair {
 }
 
 // scale, inv and amax return views of tensor k's entries in the state.
-func (f *fp8State) scale(k int) *tensor.Tensor { return f.st.MustView(f.K+FP8Record(k), 1) }
-func (f *fp8State) inv(k int) *tensor.Tensor   { return f.st.MustView(2*f.K+FP8Record(k), 1) }
-func (f *fp8State) amax(k int) *tensor.Tensor  { return f.st.MustView(FP8Record(k), 1) }
+// (amax: the pair of max |x| and the underflow count, amp.FP8Scales.)
+func (f *fp8State) scale(k int) *tensor.Tensor { return f.st.MustView(2*f.K+FP8Record(k), 1) }
+func (f *fp8State) inv(k int) *tensor.Tensor   { return f.st.MustView(3*f.K+FP8Record(k), 1) }
+func (f *fp8State) amax(k int) *tensor.Tensor  { return f.st.MustView(2*FP8Record(k), 2) }
 
 // cast queues x (N, C) cast into p as tensor k.
 func (f *fp8State) cast(p fp8Pair, k int, x *tensor.Tensor, N, C int) {

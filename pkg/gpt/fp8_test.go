@@ -221,3 +221,31 @@ func TestFP8HeadTracksBF16(t *testing.T) {
 		}
 	}
 }
+
+// TestFP8Underflows: FP8Underflows sums the underflows the last step's
+// casts counted and says how many values they cast (16·N·C + 12·C² a
+// block); with the default recipe almost nothing flushes, and with a
+// margin of 12 (the scales 4096 times smaller) a share of the layernorm
+// outputs does, though not most values.
+func TestFP8Underflows(t *testing.T) {
+	const B, T = 2, 32
+	share := map[int]float64{}
+	for _, margin := range []int{0, 12} {
+		rc := amp.DefaultFP8Recipe()
+		rc.Margin = margin
+		_, _, m := fp8StepsOn(t, cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.FP8, 3, B, T, rc)
+		under, values, err := m.FP8Underflows(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		N, C, L := int64(B*T), int64(fp8Cfg.Channels), int64(fp8Cfg.Layers)
+		if want := L * (16*N*C + 12*C*C); values != want {
+			t.Errorf("margin %d: %d values cast, want %d", margin, values, want)
+		}
+		share[margin] = float64(under) / float64(values)
+		t.Logf("margin %d: %d underflows of %d values (%.3g%%)", margin, under, values, 100*share[margin])
+	}
+	if share[0] > 0.001 || share[12] <= 0.001 || share[12] > 0.5 || share[12] <= share[0] {
+		t.Errorf("underflow shares %.3g (margin 0) and %.3g (margin 12)", share[0], share[12])
+	}
+}

@@ -40,6 +40,12 @@ type Metric struct {
 	// amaxes the FP8 casts have met so far (each left its scale as it
 	// was); JSON "fp8_overflows", absent otherwise.
 	FP8Overflows int64
+	// FP8Underflows counts, on eval steps under amp.FP8, the nonzero
+	// values the last step's FP8 casts flushed to zero (too small for
+	// their scale), and FP8UnderflowShare their share of the values cast;
+	// JSON "fp8_underflows" and "fp8_underflow_share", absent otherwise.
+	FP8Underflows     int64
+	FP8UnderflowShare float64
 }
 
 // f32 and f64 are metric values in JSON: a value that is not finite (NaN or
@@ -89,18 +95,20 @@ func (v *f64) UnmarshalJSON(b []byte) error {
 // whose update was skipped (non-finite gradients) and "skipped_steps" counts
 // such steps so far.
 type metricJSON struct {
-	Step         int             `json:"step"`
-	Loss         f32             `json:"loss"`
-	LR           f32             `json:"lr"`
-	GradNorm     f32             `json:"grad_norm"`
-	TokensPerS   f64             `json:"tokens_per_s"`
-	MsPerStep    f64             `json:"ms_per_step"`
-	LossScale    f32             `json:"loss_scale"`
-	Skipped      json.RawMessage `json:"skipped,omitempty"`
-	SkippedSteps int             `json:"skipped_steps"`
-	ValLoss      f32             `json:"val_loss,omitempty"`
-	Sample       string          `json:"sample,omitempty"`
-	FP8Overflows int64           `json:"fp8_overflows,omitempty"`
+	Step              int             `json:"step"`
+	Loss              f32             `json:"loss"`
+	LR                f32             `json:"lr"`
+	GradNorm          f32             `json:"grad_norm"`
+	TokensPerS        f64             `json:"tokens_per_s"`
+	MsPerStep         f64             `json:"ms_per_step"`
+	LossScale         f32             `json:"loss_scale"`
+	Skipped           json.RawMessage `json:"skipped,omitempty"`
+	SkippedSteps      int             `json:"skipped_steps"`
+	ValLoss           f32             `json:"val_loss,omitempty"`
+	Sample            string          `json:"sample,omitempty"`
+	FP8Overflows      int64           `json:"fp8_overflows,omitempty"`
+	FP8Underflows     int64           `json:"fp8_underflows,omitempty"`
+	FP8UnderflowShare f64             `json:"fp8_underflow_share,omitempty"`
 }
 
 // MarshalJSON writes m as one metrics line; values that are not finite
@@ -110,6 +118,7 @@ func (m Metric) MarshalJSON() ([]byte, error) {
 		Step: m.Step, Loss: f32(m.Loss), LR: f32(m.LR), GradNorm: f32(m.GradNorm),
 		TokensPerS: f64(m.TokensPerS), MsPerStep: f64(m.MsPerStep), LossScale: f32(m.LossScale),
 		SkippedSteps: m.Skipped, ValLoss: f32(m.ValLoss), Sample: m.Sample, FP8Overflows: m.FP8Overflows,
+		FP8Underflows: m.FP8Underflows, FP8UnderflowShare: f64(m.FP8UnderflowShare),
 	}
 	if m.StepSkipped {
 		w.Skipped = json.RawMessage("true")
@@ -128,6 +137,7 @@ func (m *Metric) UnmarshalJSON(b []byte) error {
 		Step: w.Step, Loss: float32(w.Loss), LR: float32(w.LR), GradNorm: float32(w.GradNorm),
 		TokensPerS: float64(w.TokensPerS), MsPerStep: float64(w.MsPerStep), LossScale: float32(w.LossScale),
 		Skipped: w.SkippedSteps, ValLoss: float32(w.ValLoss), Sample: w.Sample, FP8Overflows: w.FP8Overflows,
+		FP8Underflows: w.FP8Underflows, FP8UnderflowShare: float64(w.FP8UnderflowShare),
 	}
 	stepSkipped, count, err := skippedField(w.Skipped)
 	if err != nil {

@@ -371,7 +371,7 @@ func stateFromTensors(ts []stTensor, meta map[string]string, n int) (state, []fl
 			}
 		}
 		if d.K < 0 || d.H < 0 || d.K > maxFP8StateBytes || d.H > maxFP8StateBytes ||
-			fst == nil || fmeta == nil || len(fst) != d.K*(3+d.H) || len(fmeta) != d.K*amp.FP8MetaLen {
+			fst == nil || fmeta == nil || len(fst) != amp.FP8StLen(d.K, d.H) || len(fmeta) != d.K*amp.FP8MetaLen {
 			return st, nil, nil, nil, fmt.Errorf("%w: the fp8 state (%d tensors, history %d) wants fp8.st and fp8.meta of their sizes", ErrCorrupt, d.K, d.H)
 		}
 		fp8 = &amp.FP8Scales{K: d.K, H: d.H, Margin: d.Margin, St: fst, Meta: make([]int32, len(fmeta))}

@@ -14,7 +14,8 @@ import (
 // micro-steps; a 16-step history with a margin of 1) follows bf16's loss curve: the mean loss of the last 10 of
 // 60 steps and the final validation loss within 0.5% of bf16's (the same
 // batches and accumulation), after it
-// fell by at least a third; no step skipped and no FP8 overflow logged.
+// fell by at least a third; no step skipped and no FP8 overflow logged;
+// the underflows logged, their share of the values cast under 1%.
 func TestFP8TrainingTracksBF16(t *testing.T) {
 	const steps = 60
 	run := func(p amp.Policy, B, accum int, r amp.FP8Recipe) (last, val float32, overflows int64) {
@@ -36,6 +37,12 @@ func TestFP8TrainingTracksBF16(t *testing.T) {
 		}
 		if ms[steps-1].Loss > 0.67*ms[0].Loss {
 			t.Errorf("%s: loss %.3f at step 1, %.3f at %d: it did not learn", p, ms[0].Loss, ms[steps-1].Loss, steps)
+		}
+		if m := ms[steps-1]; p == amp.FP8 {
+			t.Logf("fp8 B %d accum %d: %d underflows, %.3g%% of the values cast", B, accum, m.FP8Underflows, 100*m.FP8UnderflowShare)
+			if m.FP8Underflows < 0 || m.FP8UnderflowShare >= 0.01 || (m.FP8Underflows > 0) != (m.FP8UnderflowShare > 0) {
+				t.Errorf("fp8 B %d accum %d: %d underflows logged, share %g", B, accum, m.FP8Underflows, m.FP8UnderflowShare)
+			}
 		}
 		return sum / 10, ms[steps-1].ValLoss, ms[steps-1].FP8Overflows
 	}

@@ -541,6 +541,16 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 			if m.FP8Overflows, err = t.fp8Overflows(); err != nil {
 				return err
 			}
+			if t.opts.Policy == amp.FP8 {
+				under, values, err := t.Model.FP8Underflows(t.opts.accum())
+				if err != nil {
+					return err
+				}
+				m.FP8Underflows = under
+				if values > 0 {
+					m.FP8UnderflowShare = float64(under) / float64(values)
+				}
+			}
 		}
 		if diverged == nil && o.SampleTokens > 0 && (o.SampleEvery > 0 && t.step%o.SampleEvery == 0 || end) {
 			prompt, err := t.tokenizer().Encode([]byte(o.SamplePrompt))

@@ -23,10 +23,10 @@
 //                               (FMT e4m3, e5m2, or gelu: the GELU
 //                               cast-transpose, x the pre-activation)
 //                               stdin: scale (f32), then x (N·C of T, raw);
-//                               stdout: q (N·C), qt (N·C), amax (f32 bits)
+//                               stdout: q (N·C), qt (N·C), amax (f32 bits), underflows (u32)
 //   emu_DT dbio N C VR VC REV   cast_transpose_dbias_e5m2, for
 //                               TestDBiasFP8EmulatorMatchesCPU: stdin as
-//                               io's; stdout: q, qt, amax, then the column
+//                               io's; stdout: q, qt, amax, underflows, then the column
 //                               sums part (ceil(N/64)·C f32)
 //   emu_DT dgio N C VR VC REV   dgelu_cast_transpose_dbias_e5m2, for
 //                               TestDGELUDBiasFP8EmulatorMatchesCPU:
@@ -41,7 +41,7 @@
 //                               for TestLayerNormFP8EmulatorMatchesCPU:
 //                               stdin: scale (f32), rows a (N·C f32), with
 //                               RES b (N·C of T), weight and bias (C of T);
-//                               stdout: q, qt, amax, mean (N f32), rstd
+//                               stdout: q, qt, amax, underflows, mean (N f32), rstd
 //                               (N f32), with RES res (N·C f32)
 //   emu_F32 cvt FMT             stdin: f32 values; stdout: one byte each
 //
@@ -195,7 +195,7 @@ static int selftest() {
 
 struct Out {
     std::vector<unsigned char> q, qt;
-    float amax;
+    float amax[2]; // the max and the underflow count (bits)
 };
 
 // run launches the kernel of format f on x (N,C) as fp8.go does; f = EMU_GELU
@@ -205,15 +205,15 @@ static Out run(int f, const std::vector<T>& x, float scale, int N, int C, int vr
     Out o;
     o.q.assign((size_t)N * C, 0xA5); // poison
     o.qt.assign((size_t)N * C, 0x5A);
-    o.amax = 0;
+    o.amax[0] = o.amax[1] = 0;
     const int gx = (C + CT_TILE - 1) / CT_TILE, gy = (N + CT_TILE - 1) / CT_TILE;
     launch(gx, gy, CT_BLOCK, [&] {
         if (f == EMU_GELU)
-            gelu_cast_transpose_e4m3(o.q.data(), o.qt.data(), &o.amax, x.data(), &scale, N, C, vr, vc);
+            gelu_cast_transpose_e4m3(o.q.data(), o.qt.data(), o.amax, x.data(), &scale, N, C, vr, vc);
         else if (f == FP8_E4M3)
-            cast_transpose_e4m3(o.q.data(), o.qt.data(), &o.amax, x.data(), &scale, N, C, vr, vc);
+            cast_transpose_e4m3(o.q.data(), o.qt.data(), o.amax, x.data(), &scale, N, C, vr, vc);
         else
-            cast_transpose_e5m2(o.q.data(), o.qt.data(), &o.amax, x.data(), &scale, N, C, vr, vc);
+            cast_transpose_e5m2(o.q.data(), o.qt.data(), o.amax, x.data(), &scale, N, C, vr, vc);
     });
     return o;
 }
@@ -252,8 +252,8 @@ static int check(int N, int C) {
                                    p.e5m2 ? "e5m2" : "e4m3", r, c, to_f32(xs[i]), g, gt, b.q[i], b.qt[(size_t)c * N + r], w);
                     }
                 }
-            if (bitsf32(a.amax) != want || bitsf32(b.amax) != want) {
-                printf("  amax %a / %a (0x%08x), want 0x%08x\n", a.amax, b.amax, bitsf32(a.amax), want);
+            if (bitsf32(a.amax[0]) != want || bitsf32(b.amax[0]) != want) {
+                printf("  amax %a / %a (0x%08x), want 0x%08x\n", a.amax[0], b.amax[0], bitsf32(a.amax[0]), want);
                 e++;
             }
             printf("%-4s %s N %4d C %4d %s vec(%d,%d): %s\n", dtname(), p.e5m2 ? "e5m2" : "e4m3", N, C,
@@ -289,7 +289,7 @@ struct LnIn {
 
 struct LnOut {
     std::vector<unsigned char> q, qt;
-    float amax;
+    float amax[2]; // the max and the underflow count (bits)
     std::vector<float> mean, rstd, res;
 };
 
@@ -299,16 +299,16 @@ static LnOut runLN(const LnIn& in, int vec, int vq, int vc) {
     LnOut o;
     o.q.assign((size_t)N * C, 0xA5);
     o.qt.assign((size_t)N * C, 0x5A);
-    o.amax = 0;
+    o.amax[0] = o.amax[1] = 0;
     o.mean.assign(N, NAN);
     o.rstd.assign(N, NAN);
     o.res.assign(in.res ? (size_t)N * C : 0, NAN);
     launch((N + LNF8_ROWS - 1) / LNF8_ROWS, 1, LNF8_BLOCK, [&] {
         if (in.res)
-            residual_layernorm_fp8_e4m3(o.res.data(), o.q.data(), o.qt.data(), &o.amax, o.mean.data(), o.rstd.data(),
+            residual_layernorm_fp8_e4m3(o.res.data(), o.q.data(), o.qt.data(), o.amax, o.mean.data(), o.rstd.data(),
                                         in.a.data(), in.b.data(), in.w.data(), in.bias.data(), &in.s, N, C, vec, vq, vc);
         else
-            layernorm_fp8_e4m3(o.q.data(), o.qt.data(), &o.amax, o.mean.data(), o.rstd.data(), in.a.data(),
+            layernorm_fp8_e4m3(o.q.data(), o.qt.data(), o.amax, o.mean.data(), o.rstd.data(), in.a.data(),
                                in.w.data(), in.bias.data(), &in.s, N, C, vec, vq, vc);
     });
     return o;
@@ -442,10 +442,10 @@ static int checkLN(int N, int C) {
                             miss("y against float64", i, y, n * w + b);
                     }
                 }
-                if (!sameBits(o.amax, f32bits(want))) miss("amax", 0, o.amax, f32bits(want));
+                if (!sameBits(o.amax[0], f32bits(want))) miss("amax", 0, o.amax[0], f32bits(want));
                 if (!r.consistent) miss("the reference's two calls (res, mean, rstd)", 0, 0, 0);
                 printf("%-4s ln N %4d C %4d %s %-9s vec(%d,%d,%d) amax %-8.3g q ±max %5d ±0 %5d NaN %5d: %s\n", dtname(), N,
-                       C, res ? "residual" : "plain   ", lnModes[mode], vec, vq, vc, o.amax, sat, zero, nan,
+                       C, res ? "residual" : "plain   ", lnModes[mode], vec, vq, vc, o.amax[0], sat, zero, nan,
                        e ? "MISMATCH" : "OK");
                 bad += e;
             }
@@ -487,7 +487,7 @@ int main(int argc, char** argv) {
         Out o = run(f, x, s, N, C, vr, vc);
         fwrite(o.q.data(), 1, o.q.size(), stdout);
         fwrite(o.qt.data(), 1, o.qt.size(), stdout);
-        fwrite(&o.amax, 4, 1, stdout);
+        fwrite(o.amax, 4, 2, stdout);
         return 0;
     }
     if (argc >= 7 && (std::string(argv[1]) == "dbio" || std::string(argv[1]) == "dgio")) {
@@ -503,17 +503,17 @@ int main(int argc, char** argv) {
         const int gx = (C + CT_TILE - 1) / CT_TILE, gy = (N + CT_TILE - 1) / CT_TILE;
         std::vector<unsigned char> q((size_t)N * C, 0xA5), qt((size_t)N * C, 0x5A);
         std::vector<float> part((size_t)gy * C, NAN);
-        float amax = 0;
+        float amax[2] = {0, 0};
         launch(gx, gy, CT_BLOCK, [&] {
             if (dgelu)
-                dgelu_cast_transpose_dbias_e5m2(q.data(), qt.data(), &amax, part.data(), x.data(), pre.data(), &s, N, C,
+                dgelu_cast_transpose_dbias_e5m2(q.data(), qt.data(), amax, part.data(), x.data(), pre.data(), &s, N, C,
                                                 vr, vc);
             else
-                cast_transpose_dbias_e5m2(q.data(), qt.data(), &amax, part.data(), x.data(), &s, N, C, vr, vc);
+                cast_transpose_dbias_e5m2(q.data(), qt.data(), amax, part.data(), x.data(), &s, N, C, vr, vc);
         });
         fwrite(q.data(), 1, q.size(), stdout);
         fwrite(qt.data(), 1, qt.size(), stdout);
-        fwrite(&amax, 4, 1, stdout);
+        fwrite(amax, 4, 2, stdout);
         fwrite(part.data(), 4, part.size(), stdout);
         return 0;
     }
@@ -535,7 +535,7 @@ int main(int argc, char** argv) {
         LnOut o = runLN(in, vec, vq, vc);
         fwrite(o.q.data(), 1, n, stdout);
         fwrite(o.qt.data(), 1, n, stdout);
-        fwrite(&o.amax, 4, 1, stdout);
+        fwrite(o.amax, 4, 2, stdout);
         fwrite(o.mean.data(), 4, in.N, stdout);
         fwrite(o.rstd.data(), 4, in.N, stdout);
         fwrite(o.res.data(), 4, o.res.size(), stdout);

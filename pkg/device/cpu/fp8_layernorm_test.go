@@ -31,13 +31,14 @@ func runLNFP8(a, w, bias []float32, scale float32, f tensor.FP8Format, N, C int,
 	q, qt = make([]uint8, N*C), make([]uint8, N*C)
 	mean, rstd = make([]float32, N), make([]float32, N)
 	if !residual {
-		return q, qt, mean, rstd, a, LayerNormFP8(q, qt, mean, rstd, a, w, bias, scale, f, N, C)
+		amax, _ = LayerNormFP8(q, qt, mean, rstd, a, w, bias, scale, f, N, C)
+		return q, qt, mean, rstd, a, amax
 	}
 	b, res := make([]float32, N*C), make([]float32, N*C)
 	for i := range b {
 		b[i] = a[i] / 3
 	}
-	amax = ResidualLayerNormFP8(res, q, qt, mean, rstd, a, b, w, bias, scale, f, N, C)
+	amax, _ = ResidualLayerNormFP8(res, q, qt, mean, rstd, a, b, w, bias, scale, f, N, C)
 	return q, qt, mean, rstd, res, amax
 }
 

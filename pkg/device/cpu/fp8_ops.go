@@ -76,10 +76,12 @@ var (
 
 // addAmax sets amax[0] = max(amax[0], v), compared as the kernels'
 // atomicMax compares them: the float's bits with the sign cleared (a NaN
-// above +Inf).
-func addAmax(amax *tensor.Tensor, v float32) {
+// above +Inf), and adds under to amax[1]'s uint32 bits (wrapping, as the
+// kernels' atomicAdd).
+func addAmax(amax *tensor.Tensor, v float32, under int) {
 	a := amax.F32()
 	a[0] = math.Float32frombits(max(math.Float32bits(a[0])&0x7fffffff, math.Float32bits(v)&0x7fffffff))
+	a[1] = math.Float32frombits(math.Float32bits(a[1]) + uint32(under))
 }
 
 // qfmt returns the FP8 format of an FP8 tensor.
@@ -103,7 +105,7 @@ func (d *Device) ResidualLayerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight
 func (d *Device) layerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale *tensor.Tensor, N, C int) {
 	op, rows := "LayerNormFP8", "inp"
 	args := []fp8Arg{{name: "q", t: q, dts: e4m3, n: N * C}, {name: "qt", t: qt, dts: e4m3, n: N * C},
-		{name: "amax", t: amax, dts: f32Only, n: 1}, {name: "mean", t: mean, dts: f32Only, n: N},
+		{name: "amax", t: amax, dts: f32Only, n: 2}, {name: "mean", t: mean, dts: f32Only, n: N},
 		{name: "rstd", t: rstd, dts: f32Only, n: N}, {name: rows, t: a, dts: f32Only, n: N * C},
 		{name: "weight", t: weight, float: true, n: C}, {name: "bias", t: bias, float: true, n: C},
 		{name: "scale", t: scale, dts: f32Only, n: 1}}
@@ -117,19 +119,20 @@ func (d *Device) layerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, 
 	}
 	w, bs, s := f32(weight), f32(bias), scale.F32()[0]
 	var m float32
+	var u int
 	if res != nil {
-		m = ResidualLayerNormFP8(res.F32(), q.U8(), qt.U8(), mean.F32(), rstd.F32(), a.F32(), f32(b), w, bs, s, tensor.E4M3, N, C)
+		m, u = ResidualLayerNormFP8(res.F32(), q.U8(), qt.U8(), mean.F32(), rstd.F32(), a.F32(), f32(b), w, bs, s, tensor.E4M3, N, C)
 	} else {
-		m = LayerNormFP8(q.U8(), qt.U8(), mean.F32(), rstd.F32(), a.F32(), w, bs, s, tensor.E4M3, N, C)
+		m, u = LayerNormFP8(q.U8(), qt.U8(), mean.F32(), rstd.F32(), a.F32(), w, bs, s, tensor.E4M3, N, C)
 	}
-	addAmax(amax, m)
+	addAmax(amax, m, u)
 }
 
 // CastTransposeFP8 implements device.FP8 with this package's
 // CastTransposeFP8, in q's format.
 func (d *Device) CastTransposeFP8(q, qt, amax, x, scale *tensor.Tensor, N, C int) {
 	if !d.fp8Check("CastTransposeFP8", N, C, fp8Arg{name: "q", t: q, fp8: true, n: N * C},
-		fp8Arg{name: "qt", t: qt, fp8: true, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 1},
+		fp8Arg{name: "qt", t: qt, fp8: true, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 2},
 		fp8Arg{name: "x", t: x, float: true, n: N * C}, fp8Arg{name: "scale", t: scale, dts: f32Only, n: 1}) {
 		return
 	}
@@ -137,30 +140,33 @@ func (d *Device) CastTransposeFP8(q, qt, amax, x, scale *tensor.Tensor, N, C int
 		d.fail(fmt.Errorf("cpu: CastTransposeFP8: q is %s and qt %s: %w", q.DType, qt.DType, device.ErrUnsupported))
 		return
 	}
-	addAmax(amax, CastTransposeFP8(q.U8(), qt.U8(), f32(x), scale.F32()[0], qfmt(q), N, C))
+	m, u := CastTransposeFP8(q.U8(), qt.U8(), f32(x), scale.F32()[0], qfmt(q), N, C)
+	addAmax(amax, m, u)
 }
 
 // GELUCastTransposeFP8 implements device.FP8 with this package's
 // GELUCastTransposeFP8.
 func (d *Device) GELUCastTransposeFP8(q, qt, amax, pre, scale *tensor.Tensor, N, C int) {
 	if !d.fp8Check("GELUCastTransposeFP8", N, C, fp8Arg{name: "q", t: q, dts: e4m3, n: N * C},
-		fp8Arg{name: "qt", t: qt, dts: e4m3, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 1},
+		fp8Arg{name: "qt", t: qt, dts: e4m3, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 2},
 		fp8Arg{name: "pre", t: pre, float: true, n: N * C}, fp8Arg{name: "scale", t: scale, dts: f32Only, n: 1}) {
 		return
 	}
-	addAmax(amax, GELUCastTransposeFP8(q.U8(), qt.U8(), f32(pre), scale.F32()[0], N, C))
+	m, u := GELUCastTransposeFP8(q.U8(), qt.U8(), f32(pre), scale.F32()[0], N, C)
+	addAmax(amax, m, u)
 }
 
 // CastTransposeDBiasFP8 implements device.FP8 with this package's
 // CastTransposeDBiasFP8.
 func (d *Device) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *tensor.Tensor, N, C int) {
 	if !d.fp8Check("CastTransposeDBiasFP8", N, C, fp8Arg{name: "q", t: q, dts: e5m2, n: N * C},
-		fp8Arg{name: "qt", t: qt, dts: e5m2, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 1},
+		fp8Arg{name: "qt", t: qt, dts: e5m2, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 2},
 		fp8Arg{name: "dbias", t: dbias, dts: f32Only, n: C}, fp8Arg{name: "dy", t: dy, float: true, n: N * C},
 		fp8Arg{name: "scale", t: scale, dts: f32Only, n: 1}) {
 		return
 	}
-	addAmax(amax, CastTransposeDBiasFP8(q.U8(), qt.U8(), dbias.F32(), f32(dy), scale.F32()[0], N, C))
+	m, u := CastTransposeDBiasFP8(q.U8(), qt.U8(), dbias.F32(), f32(dy), scale.F32()[0], N, C)
+	addAmax(amax, m, u)
 }
 
 // DGELUCastTransposeDBiasFP8 implements device.FP8 with this package's
@@ -168,7 +174,7 @@ func (d *Device) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *tensor.Ten
 func (d *Device) DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *tensor.Tensor, N, C int) {
 	const op = "DGELUCastTransposeDBiasFP8"
 	if !d.fp8Check(op, N, C, fp8Arg{name: "q", t: q, dts: e5m2, n: N * C},
-		fp8Arg{name: "qt", t: qt, dts: e5m2, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 1},
+		fp8Arg{name: "qt", t: qt, dts: e5m2, n: N * C}, fp8Arg{name: "amax", t: amax, dts: f32Only, n: 2},
 		fp8Arg{name: "dbias", t: dbias, dts: f32Only, n: C}, fp8Arg{name: "dy", t: dy, float: true, n: N * C},
 		fp8Arg{name: "scale", t: scale, dts: f32Only, n: 1}) {
 		return
@@ -176,7 +182,8 @@ func (d *Device) DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *
 	if !d.fp8Check(op, N, C, fp8Arg{name: "pre", t: pre, dts: []tensor.DType{dy.DType}, n: N * C}) {
 		return
 	}
-	addAmax(amax, DGELUCastTransposeDBiasFP8(q.U8(), qt.U8(), dbias.F32(), f32(dy), f32(pre), scale.F32()[0], N, C))
+	m, u := DGELUCastTransposeDBiasFP8(q.U8(), qt.U8(), dbias.F32(), f32(dy), f32(pre), scale.F32()[0], N, C)
+	addAmax(amax, m, u)
 }
 
 // MatmulFP8 implements device.FP8 with this package's MatmulFP8, rows of
@@ -244,7 +251,7 @@ func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
 		d.fail(fmt.Errorf("cpu: FP8ScaleUpdate: a nil state: %w", tensor.ErrShape))
 		return
 	}
-	if !d.fp8Check("FP8ScaleUpdate", K, 0, fp8Arg{name: "st", t: st, dts: f32Only, n: K * (3 + H)},
+	if !d.fp8Check("FP8ScaleUpdate", K, 0, fp8Arg{name: "st", t: st, dts: f32Only, n: amp.FP8StLen(K, H)},
 		fp8Arg{name: "meta", t: meta, dts: []tensor.DType{tensor.I32}, n: K * amp.FP8MetaLen}) {
 		return
 	}

@@ -10,7 +10,9 @@ import (
 )
 
 // CastTransposeFP8 writes q (N,C) = fp8(x·scale) in format f, qt (C,N) its
-// transpose, and returns amax = max |x| over x (N,C) before scaling.
+// transpose, and returns amax = max |x| over x (N,C) before scaling and
+// under, the number of nonzero finite x whose code is ±0 (underflows:
+// too small for the scale).
 //
 //	q (N,C), qt (C,N), x (N,C)
 //
@@ -21,28 +23,32 @@ import (
 // finite value, a NaN above +Inf (so amax is NaN when any x is; of several
 // NaNs the one with the largest bits). x holds the input widened to
 // float32, which is exact from bf16 and f16.
-func CastTransposeFP8(q, qt []uint8, x []float32, scale float32, f tensor.FP8Format, N, C int) (amax float32) {
+func CastTransposeFP8(q, qt []uint8, x []float32, scale float32, f tensor.FP8Format, N, C int) (amax float32, under int) {
 	q, qt, x = q[:N*C], qt[:N*C], x[:N*C]
 	var m uint32
 	for r := range N {
 		for c := range C {
 			v := x[r*C+c]
-			m = max(m, math.Float32bits(v)&0x7fffffff)
+			bits := math.Float32bits(v) & 0x7fffffff
+			m = max(m, bits)
 			b := f.FromF32(v * scale)
+			if b&0x7f == 0 && bits != 0 && bits < 0x7f800000 {
+				under++
+			}
 			q[r*C+c] = b
 			qt[c*N+r] = b
 		}
 	}
-	return math.Float32frombits(m)
+	return math.Float32frombits(m), under
 }
 
 // GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) in E4M3 (the
 // reference of kernels/fp8.cu's gelu_cast_transpose_e4m3): the tanh-form
 // GELU of each pre-activation in float32, as the GELU forward computes it,
-// then cast and transposed; amax = max |gelu(pre)|.
+// then cast and transposed; amax = max |gelu(pre)|, under its underflows.
 //
 //	q (N,C), qt (C,N), pre (N,C)
-func GELUCastTransposeFP8(q, qt []uint8, pre []float32, scale float32, N, C int) (amax float32) {
+func GELUCastTransposeFP8(q, qt []uint8, pre []float32, scale float32, N, C int) (amax float32, under int) {
 	y := make([]float32, N*C)
 	geluForwardGo(y, pre[:N*C])
 	return CastTransposeFP8(q, qt, y, scale, tensor.E4M3, N, C)
@@ -57,7 +63,7 @@ func GELUCastTransposeFP8(q, qt []uint8, pre []float32, scale float32, N, C int)
 // fp32 rounding.
 //
 //	q (N,C), qt (C,N), dbias (C), dy (N,C)
-func CastTransposeDBiasFP8(q, qt []uint8, dbias, dy []float32, scale float32, N, C int) (amax float32) {
+func CastTransposeDBiasFP8(q, qt []uint8, dbias, dy []float32, scale float32, N, C int) (amax float32, under int) {
 	for c := range C {
 		var s float32
 		for r0 := 0; r0 < N; r0 += 64 {
@@ -76,7 +82,7 @@ func CastTransposeDBiasFP8(q, qt []uint8, dbias, dy []float32, scale float32, N,
 // does; amax = max |v|.
 //
 //	q (N,C), qt (C,N), dbias (C), dy (N,C), pre (N,C)
-func DGELUCastTransposeDBiasFP8(q, qt []uint8, dbias, dy, pre []float32, scale float32, N, C int) (amax float32) {
+func DGELUCastTransposeDBiasFP8(q, qt []uint8, dbias, dy, pre []float32, scale float32, N, C int) (amax float32, under int) {
 	v := make([]float32, N*C)
 	geluBackwardSlice(v, pre[:N*C], dy[:N*C])
 	return CastTransposeDBiasFP8(q, qt, dbias, v, scale, N, C)

@@ -15,11 +15,12 @@ import (
 
 // TestCastTransposeFP8: q is tensor.QuantizeFP8 of x·scale, qt its
 // transpose, amax is amp.Amax (the same NaN-ness, the same value when
-// finite), on odd shapes with ±0, ±Inf, NaN, subnormals and values past
-// max.
+// finite), the underflows are the nonzero finite x whose code is ±0, on
+// odd shapes with ±0, ±Inf, NaN, subnormals, values that flush at the
+// scale and values past max.
 func TestCastTransposeFP8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(38, 1))
-	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -3e-6, 6e4, -1e5}
+	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -3e-6, 6e4, -1e5, 1e-9, -2e-8}
 	for _, f := range []tensor.FP8Format{tensor.E4M3, tensor.E5M2} {
 		for _, sh := range [][2]int{{1, 1}, {1, 17}, {17, 1}, {33, 100}, {64, 64}} {
 			N, C := sh[0], sh[1]
@@ -36,9 +37,18 @@ func TestCastTransposeFP8(t *testing.T) {
 				}
 				scale := float32(37.5)
 				q, qt := make([]uint8, N*C), make([]uint8, N*C)
-				amax := CastTransposeFP8(q, qt, x, scale, f, N, C)
+				amax, under := CastTransposeFP8(q, qt, x, scale, f, N, C)
 				want := make([]uint8, N*C)
 				tensor.QuantizeFP8(want, x, scale, f)
+				wantUnder := 0
+				for i, v := range x {
+					if v != 0 && !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) && f.ToF32(want[i]) == 0 {
+						wantUnder++
+					}
+				}
+				if under != wantUnder {
+					t.Errorf("%s (%d,%d): %d underflows, want %d", f, N, C, under, wantUnder)
+				}
 				for r := range N {
 					for c := range C {
 						if q[r*C+c] != want[r*C+c] || qt[c*N+r] != want[r*C+c] {
@@ -96,7 +106,7 @@ func TestDGELUCastTransposeDBiasFP8(t *testing.T) {
 				sc, _ := tensor.FromF32([]float32{scale}, 1)
 				run := func(fused bool) (q, qt, amax, dbias *tensor.Tensor) {
 					q, qt = tensor.New(tensor.F8E5M2, N, C), tensor.New(tensor.F8E5M2, C, N)
-					amax, _ = tensor.FromF32([]float32{c.amax0}, 1)
+					amax, _ = tensor.FromF32([]float32{c.amax0, 0}, 2)
 					dbias, _ = tensor.FromF32(append([]float32(nil), db0...), C)
 					if fused {
 						d.DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, sc, N, C)
@@ -155,7 +165,7 @@ func TestDGELUCastTransposeDBiasFP8(t *testing.T) {
 	// pre of another dtype than dy's
 	N, C := 4, 8
 	q, qt := tensor.New(tensor.F8E5M2, N, C), tensor.New(tensor.F8E5M2, C, N)
-	amax, sc, dbias := tensor.New(tensor.F32, 1), tensor.New(tensor.F32, 1), tensor.New(tensor.F32, C)
+	amax, sc, dbias := tensor.New(tensor.F32, 2), tensor.New(tensor.F32, 1), tensor.New(tensor.F32, C)
 	d.DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, tensor.New(tensor.BF16, N, C), tensor.New(tensor.F32, N, C), sc, N, C)
 	if err := d.Sync(); err == nil || !strings.Contains(err.Error(), "pre") {
 		t.Errorf("pre f32 with dy bf16: %v, want an error naming pre", err)

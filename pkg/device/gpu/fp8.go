@@ -89,7 +89,7 @@ var ErrFP8Args = errors.New("gpu: bad arguments to an FP8 operation")
 // NaN), with s = scale[0] read on the device (the FP8 scaler's scale, no
 // host round trip); it implements device.FP8.
 //
-//	q (N,C), qt (C,N) F8E4M3 or F8E5M2, amax (1) f32, x (N,C) f32/bf16/f16, scale (1) f32
+//	q (N,C), qt (C,N) F8E4M3 or F8E5M2, amax (2) f32, x (N,C) f32/bf16/f16, scale (1) f32
 //
 // The conversion rounds x·s (in fp32) to nearest even and saturates to
 // ±max, as tensor.QuantizeFP8; pkg/device/cpu's CastTransposeFP8 is the
@@ -114,7 +114,7 @@ func (d *Device) CastTransposeFP8(q, qt, amax, x, scale *tensor.Tensor, N, C int
 // reference, equal within one E4M3 rounding: the two GELUs' tanh may
 // differ in the last bit). Errors as CastTransposeFP8's.
 //
-//	q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1) f32, pre (N,C) f32/bf16/f16, scale (1) f32
+//	q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (2) f32, pre (N,C) f32/bf16/f16, scale (1) f32
 func (d *Device) GELUCastTransposeFP8(q, qt, amax, pre, scale *tensor.Tensor, N, C int) {
 	const op = "GELUCastTransposeFP8"
 	f, err := d.fp8Pair(op, q, qt, tensor.E4M3, N*C)
@@ -166,7 +166,7 @@ func (d *Device) fp8Arch(op string) error {
 // deterministic). dy is read once for the dx and dW GEMMs' operands, amax
 // and dbias. pkg/device/cpu's CastTransposeDBiasFP8 is the reference.
 //
-//	q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1) f32, dbias (C) f32, dy (N,C) f32/bf16/f16, scale (1) f32
+//	q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (2) f32, dbias (C) f32, dy (N,C) f32/bf16/f16, scale (1) f32
 func (d *Device) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *tensor.Tensor, N, C int) {
 	_, err := d.fp8Pair("CastTransposeDBiasFP8", q, qt, tensor.E5M2, N*C)
 	if err == nil {
@@ -188,7 +188,7 @@ func (d *Device) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *tensor.Ten
 // kernel's: a code now and then one E5M2 rounding apart). pre has dy's
 // dtype. Errors as CastTransposeDBiasFP8's.
 //
-//	q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (1) f32, dbias (C) f32, dy (N,C) f32/bf16/f16, pre (N,C) dy's dtype, scale (1) f32
+//	q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (2) f32, dbias (C) f32, dy (N,C) f32/bf16/f16, pre (N,C) dy's dtype, scale (1) f32
 func (d *Device) DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *tensor.Tensor, N, C int) {
 	_, err := d.fp8Pair("DGELUCastTransposeDBiasFP8", q, qt, tensor.E5M2, N*C)
 	if err == nil && pre == nil {
@@ -303,14 +303,15 @@ func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x
 	return nil
 }
 
-// fp8Outputs checks what every FP8 cast takes: amax and scale one f32
-// each, q and qt not null when n (their bytes) > 0, and amax, scale and
-// ins on the device. The kernels add to amax (atomicMax on the bits of
-// |x|), so that it spans every cast into it until FP8ScaleUpdate clears it.
+// fp8Outputs checks what every FP8 cast takes: amax a pair of f32 and
+// scale one, q and qt not null when n (their bytes) > 0, and amax, scale
+// and ins on the device. The kernels add to amax (atomicMax on the bits
+// of |x|, atomicAdd of their underflows on the second word's bits), so
+// that it spans every cast into it until FP8ScaleUpdate clears it.
 func (d *Device) fp8Outputs(op string, q, qt cuda.DevicePtr, amax, scale *tensor.Tensor, n int, ins ...*tensor.Tensor) error {
 	switch {
-	case amax == nil || amax.DType != tensor.F32 || amax.Numel() != 1:
-		return fmt.Errorf("%w: amax %s, want f32 (1): %w", ErrFP8Args, desc(amax), tensor.ErrShape)
+	case amax == nil || amax.DType != tensor.F32 || amax.Numel() != 2:
+		return fmt.Errorf("%w: amax %s, want f32 (2): the max and the underflows: %w", ErrFP8Args, desc(amax), tensor.ErrShape)
 	case scale == nil || scale.DType != tensor.F32 || scale.Numel() != 1:
 		return fmt.Errorf("%w: scale %s, want f32 (1): %w", ErrFP8Args, desc(scale), tensor.ErrShape)
 	case n > 0 && (q == 0 || qt == 0):
@@ -332,7 +333,7 @@ func (d *Device) fp8Outputs(op string, q, qt cuda.DevicePtr, amax, scale *tensor
 // fp32, before scaling; NaN when any y is) added into amax as
 // CastTransposeFP8 adds, s = scale[0] read on the device.
 //
-//	q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1) f32, mean (N) f32, rstd (N) f32,
+//	q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (2) f32, mean (N) f32, rstd (N) f32,
 //	inp (N,C) f32, weight (C) T, bias (C) T, scale (1) f32
 //
 // inp is the residual stream, fp32 under every precision policy; T is
@@ -355,7 +356,7 @@ func (d *Device) LayerNormFP8(q, qt, amax, mean, rstd, inp, weight, bias, scale 
 // ResidualLayerNormFP8 is LayerNormFP8 of res = a + b, rounded to fp32 and
 // stored, as ResidualLayerNorm with an fp32 res computes and stores it.
 //
-//	res (N,C) f32, q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (1) f32, mean (N) f32,
+//	res (N,C) f32, q (N,C) F8E4M3, qt (C,N) F8E4M3, amax (2) f32, mean (N) f32,
 //	rstd (N) f32, a (N,C) f32, b (N,C) T, weight (C) T, bias (C) T, scale (1) f32
 func (d *Device) ResidualLayerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale *tensor.Tensor, N, C int) {
 	_, err := d.fp8Pair("ResidualLayerNormFP8", q, qt, tensor.E4M3, N*C)

@@ -80,12 +80,13 @@ const dgeluAbsErr = 2e-6
 // sum of tol_i (both non-finite where a column holds a non-finite dy). It
 // returns how many codes differ from the twin's in the body and in the
 // tail.
-func checkDGELUFP8(t *testing.T, name string, q, qt []byte, amax float32, part, dbias, dbias0, dy, pre []float32, scale float32, N, C int) (body, tail int) {
+func checkDGELUFP8(t *testing.T, name string, q, qt []byte, pair [2]float32, part, dbias, dbias0, dy, pre []float32, scale float32, N, C int) (body, tail int) {
 	t.Helper()
 	f := tensor.E5M2
 	wq, wqt := make([]byte, N*C), make([]byte, N*C)
 	wdb := append([]float32(nil), dbias0...)
-	wamax := cpu.DGELUCastTransposeDBiasFP8(wq, wqt, wdb, dy, pre, scale, N, C)
+	wamax, wunder := cpu.DGELUCastTransposeDBiasFP8(wq, wqt, wdb, dy, pre, scale, N, C)
+	amax := pair[0]
 	v := dgeluV(t, dy, pre, N, C)
 	finite := func(x float32) bool { return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) }
 	tol := make([]float64, N*C)
@@ -124,6 +125,11 @@ func checkDGELUFP8(t *testing.T, name string, q, qt []byte, amax float32, part, 
 	}
 	if body > max(2, N*C/1000) {
 		t.Errorf("%s: %d of %d codes from pre = -3 up one step off the twin's: more than the derivatives' last bits explain", name, body, N*C)
+	}
+	// Underflows: the twin's count, give or take the codes that differ and
+	// the zero codes of gelu's left tail (one derivative 0, the other tiny).
+	if u, z := int(math.Float32bits(pair[1])), leftTailZeros(wq, pre, f); u < wunder-body-tail-z || u > wunder+body+tail+z {
+		t.Errorf("%s: %d underflows, the twin %d (%d codes differ, %d zero codes in the left tail)", name, u, wunder, body+tail, z)
 	}
 	switch {
 	case !finite(amax) || !finite(wamax):
@@ -192,13 +198,13 @@ func TestDGELUDBiasFP8EmulatorMatchesCPU(t *testing.T) {
 			for _, run := range emuRuns(N, C) {
 				out := runEmu(t, bin, in, "dgio", fmt.Sprint(N), fmt.Sprint(C), fmt.Sprint(run[0]), fmt.Sprint(run[1]), fmt.Sprint(run[2]))
 				chunks := blocks(N, 64)
-				if len(out) != 2*N*C+4+4*chunks*C {
-					t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+4+4*chunks*C)
+				if len(out) != 2*N*C+8+4*chunks*C {
+					t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+8+4*chunks*C)
 				}
-				amax := math.Float32frombits(binary.LittleEndian.Uint32(out[2*N*C:]))
+				amax := emuAmax(out[2*N*C:])
 				part := make([]float32, chunks*C)
 				for i := range part {
-					part[i] = math.Float32frombits(binary.LittleEndian.Uint32(out[2*N*C+4+4*i:]))
+					part[i] = math.Float32frombits(binary.LittleEndian.Uint32(out[2*N*C+8+4*i:]))
 				}
 				name := fmt.Sprintf("emulated dgelu %s N %d C %d vec (%d,%d) reverse %d", dt, N, C, run[0], run[1], run[2])
 				b, tl := checkDGELUFP8(t, name, out[:N*C], out[N*C:2*N*C], amax, part, nil, make([]float32, C), hdy.ToF32(), hpre.ToF32(), s, N, C)
@@ -223,7 +229,7 @@ func TestLaunchDGELUCastTransposeDBiasFP8(t *testing.T) {
 			}
 			got, err := hooked(t, true, func(d *Device) {
 				q, qt := cuda.DevicePtr(dev(tensor.F32, 1).Dev), cuda.DevicePtr(dev(tensor.F32, 1).Dev)
-				if err := d.dgeluCastTransposeDBiasFP8P(q, qt, dev(tensor.F32, 1), dbias, dev(dt, N, C), pre, dev(tensor.F32, 1), N, C); err != nil {
+				if err := d.dgeluCastTransposeDBiasFP8P(q, qt, dev(tensor.F32, 2), dbias, dev(dt, N, C), pre, dev(tensor.F32, 1), N, C); err != nil {
 					t.Errorf("%s: %v", dt, err)
 				}
 			})
@@ -286,12 +292,12 @@ func TestGPUDGELUCastTransposeDBiasFP8(t *testing.T) {
 			hdb, _ := tensor.FromF32(db0, C)
 			dbias := toGPU(t, g, hdb)
 			q, qt := fp8Buf(t, g, N*C, 0xa5), fp8Buf(t, g, N*C, 0x5a)
-			amax := toGPU(t, g, tensor.New(tensor.F32, 1))
+			amax := toGPU(t, g, tensor.New(tensor.F32, 2))
 			if err := g.dgeluCastTransposeDBiasFP8P(cuda.DevicePtr(q.Dev), cuda.DevicePtr(qt.Dev), amax, dbias, toGPU(t, g, hdy), toGPU(t, g, hpre), toGPU(t, g, hs), N, C); err != nil {
 				t.Fatalf("%s (%d,%d): %v", dt, N, C, err)
 			}
 			name := fmt.Sprintf("dgelu %s N %d C %d", dt, N, C)
-			b, tl := checkDGELUFP8(t, name, fp8Download(t, g, q, 0, N*C), fp8Download(t, g, qt, 0, N*C), toHost(t, g, amax).F32()[0],
+			b, tl := checkDGELUFP8(t, name, fp8Download(t, g, q, 0, N*C), fp8Download(t, g, qt, 0, N*C), [2]float32(toHost(t, g, amax).F32()),
 				nil, toHost(t, g, dbias).F32(), db0, hdy.ToF32(), hpre.ToF32(), s, N, C)
 			body, tail, all = body+b, tail+tl, all+N*C
 		}

@@ -70,7 +70,7 @@ func lnFP8Input(rng *tensor.RNG, dt tensor.DType, N, C int, residual, specials b
 // lnFP8Out is what a kernel wrote.
 type lnFP8Out struct {
 	q, qt           []byte
-	amax            float32
+	amax            [2]float32 // max |y| and the underflows
 	mean, rstd, res []float32
 }
 
@@ -107,8 +107,8 @@ func checkLNFP8(t *testing.T, name string, c lnFP8Case, got lnFP8Out) {
 			}
 		}
 	}
-	wamax := cpu.NormCastTransposeFP8(wq, wqt, rows, got.mean, got.rstd, w, bias, c.s, f, N, C)
-	compareFP8(t, name, got.q, got.qt, got.amax, wq, wqt, wamax, rows, f, N, C)
+	wamax, wunder := cpu.NormCastTransposeFP8(wq, wqt, rows, got.mean, got.rstd, w, bias, c.s, f, N, C)
+	compareFP8(t, name, got.q, got.qt, got.amax, wq, wqt, wamax, wunder, rows, f, N, C)
 }
 
 // TestLaunchLayerNormFP8 (any machine): both forms launch their kernel
@@ -126,7 +126,7 @@ func TestLaunchLayerNormFP8(t *testing.T) {
 				name := fmt.Sprintf("%s residual %v N %d C %d offsets %d, %d", dt, residual, c.N, c.C, c.qOff, c.rowOff)
 				var zeroed []int
 				memsetHook = func(p cuda.DevicePtr, n int) { zeroed = append(zeroed, n) }
-				amax := dev(F, 1)
+				amax := dev(F, 2)
 				got, err := hooked(t, true, func(d *Device) {
 					q := cuda.DevicePtr(dev(F, 1).Dev) + cuda.DevicePtr(c.qOff)
 					qt := cuda.DevicePtr(dev(F, 1).Dev) + cuda.DevicePtr(c.qOff)
@@ -216,7 +216,7 @@ func TestLaunchLayerNormFP8(t *testing.T) {
 		}
 	}
 	got, err := hooked(t, true, func(d *Device) {
-		if err := d.layerNormFP8P(0, 0, dev(F, 1), dev(F, 0), dev(F, 0), dev(F, 0, C), dev(H, C), dev(H, C), dev(F, 1), 0, C); err != nil {
+		if err := d.layerNormFP8P(0, 0, dev(F, 2), dev(F, 0), dev(F, 0), dev(F, 0, C), dev(H, C), dev(H, C), dev(F, 1), 0, C); err != nil {
 			t.Error(err)
 		}
 	})
@@ -262,8 +262,8 @@ func TestLayerNormFP8EmulatorMatchesCPU(t *testing.T) {
 					if residual {
 						nres = N * C
 					}
-					if len(out) != 2*N*C+4+8*N+4*nres {
-						t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+4+8*N+4*nres)
+					if len(out) != 2*N*C+8+8*N+4*nres {
+						t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+8+8*N+4*nres)
 					}
 					f32s := func(b []byte) []float32 {
 						v := make([]float32, len(b)/4)
@@ -273,8 +273,8 @@ func TestLayerNormFP8EmulatorMatchesCPU(t *testing.T) {
 						return v
 					}
 					o := 2 * N * C
-					got := lnFP8Out{q: out[:N*C], qt: out[N*C : o], amax: f32s(out[o : o+4])[0],
-						mean: f32s(out[o+4 : o+4+4*N]), rstd: f32s(out[o+4+4*N : o+4+8*N]), res: f32s(out[o+4+8*N:])}
+					got := lnFP8Out{q: out[:N*C], qt: out[N*C : o], amax: [2]float32(f32s(out[o : o+8])),
+						mean: f32s(out[o+8 : o+8+4*N]), rstd: f32s(out[o+8+4*N : o+8+8*N]), res: f32s(out[o+8+8*N:])}
 					name := fmt.Sprintf("emulated %s residual %v N %d C %d vec (%s,%s,%s) reverse %s", dt, residual, N, C, run[0], run[1], run[2], run[3])
 					checkLNFP8(t, name, c, got)
 				}
@@ -331,7 +331,7 @@ func TestGPULayerNormFP8(t *testing.T) {
 					hs, _ := tensor.FromF32([]float32{c.s}, 1)
 					w, bias, s := toGPU(t, g, c.w), toGPU(t, g, c.bias), toGPU(t, g, hs)
 					q, qt := fp8Buf(t, g, N*C, 0xa5), fp8Buf(t, g, N*C, 0x5a)
-					amax, mean, rstd, res := toGPU(t, g, tensor.New(F, 1)), poisoned(t, g, F, N), poisoned(t, g, F, N), poisoned(t, g, F, N, C)
+					amax, mean, rstd, res := toGPU(t, g, tensor.New(F, 2)), poisoned(t, g, F, N), poisoned(t, g, F, N), poisoned(t, g, F, N, C)
 					qp, qtp := cuda.DevicePtr(q.Dev)+cuda.DevicePtr(off), cuda.DevicePtr(qt.Dev)+cuda.DevicePtr(off)
 					var b *tensor.Tensor
 					var err error
@@ -344,7 +344,7 @@ func TestGPULayerNormFP8(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
-					got := lnFP8Out{q: fp8Download(t, g, q, off, N*C), qt: fp8Download(t, g, qt, off, N*C), amax: toHost(t, g, amax).F32()[0],
+					got := lnFP8Out{q: fp8Download(t, g, q, off, N*C), qt: fp8Download(t, g, qt, off, N*C), amax: [2]float32(toHost(t, g, amax).F32()),
 						mean: toHost(t, g, mean).F32(), rstd: toHost(t, g, rstd).F32(), res: toHost(t, g, res).F32()}
 					checkLNFP8(t, name, c, got)
 					// LayerNorm's own kernels (fixed-width or not, as the launcher picks)

@@ -36,10 +36,11 @@ func nearE4M3(a, b uint8) bool {
 // E4M3 rounding of the twin's (the kernel's tanhf and the CPU's tanh32 may
 // differ in the last bit, which moves a value across a rounding boundary
 // now and then), qt exactly qᵀ, amax within 4 float ulps (or NaN both).
-func checkGELUFP8(t *testing.T, name string, q, qt []byte, amax float32, pre []float32, scale float32, N, C int) {
+func checkGELUFP8(t *testing.T, name string, q, qt []byte, pair [2]float32, pre []float32, scale float32, N, C int) {
 	t.Helper()
 	wq, wqt := make([]byte, N*C), make([]byte, N*C)
-	wamax := cpu.GELUCastTransposeFP8(wq, wqt, pre, scale, N, C)
+	wamax, wunder := cpu.GELUCastTransposeFP8(wq, wqt, pre, scale, N, C)
+	amax := pair[0]
 	bad, off := 0, 0
 	for r := range N {
 		for c := range C {
@@ -63,6 +64,25 @@ func checkGELUFP8(t *testing.T, name string, q, qt []byte, amax float32, pre []f
 	if (amax != amax) != (wamax != wamax) || amax == amax && math.Abs(float64(amax-wamax)) > 4*math.Abs(float64(math.Nextafter32(wamax, float32(math.Inf(1)))-wamax)) {
 		t.Errorf("%s: amax %g, twin %g", name, amax, wamax)
 	}
+	// Underflows: the twin's count, give or take the codes one rounding off
+	// and, in gelu's left tail (pre < -3), the zero codes: there one GELU
+	// may give exactly 0 where the other gives a value far below the
+	// format's smallest (a flush for one, not for the other).
+	if u, z := int(math.Float32bits(pair[1])), leftTailZeros(wq, pre, tensor.E4M3); u < wunder-off-z || u > wunder+off+z {
+		t.Errorf("%s: %d underflows, the twin %d (%d codes differ, %d zero codes in the left tail)", name, u, wunder, off, z)
+	}
+}
+
+// leftTailZeros counts the codes of ±0 in q whose pre-activation is below
+// -3 (gelu's left tail).
+func leftTailZeros(q []byte, pre []float32, f tensor.FP8Format) int {
+	n := 0
+	for i, b := range q {
+		if pre[i] < -3 && f.ToF32(b) == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // TestGELUFP8EmulatorMatchesCPU runs gelu_cast_transpose_e4m3 compiled for
@@ -80,10 +100,10 @@ func TestGELUFP8EmulatorMatchesCPU(t *testing.T) {
 			in := emuCastInput(s, hx)
 			for _, run := range emuRuns(N, C) {
 				out := runEmu(t, bin, in, "io", fmt.Sprint(N), fmt.Sprint(C), "gelu", fmt.Sprint(run[0]), fmt.Sprint(run[1]), fmt.Sprint(run[2]))
-				if len(out) != 2*N*C+4 {
-					t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+4)
+				if len(out) != 2*N*C+8 {
+					t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+8)
 				}
-				amax := math.Float32frombits(binary.LittleEndian.Uint32(out[2*N*C:]))
+				amax := emuAmax(out[2*N*C:])
 				name := fmt.Sprintf("emulated gelu %s N %d C %d vec (%d,%d) reverse %d", dt, N, C, run[0], run[1], run[2])
 				checkGELUFP8(t, name, out[:N*C], out[N*C:2*N*C], amax, hx.ToF32(), s, N, C)
 			}
@@ -98,7 +118,7 @@ func TestLaunchGELUCastTransposeFP8(t *testing.T) {
 	for _, dt := range floatDTypes {
 		var zeroed []int
 		memsetHook = func(p cuda.DevicePtr, n int) { zeroed = append(zeroed, n) }
-		amax := dev(tensor.F32, 1)
+		amax := dev(tensor.F32, 2)
 		got, err := hooked(t, true, func(d *Device) {
 			q, qt := cuda.DevicePtr(dev(tensor.F32, 1).Dev), cuda.DevicePtr(dev(tensor.F32, 1).Dev)
 			if err := d.geluCastTransposeFP8P(q, qt, amax, dev(dt, 128, 192), dev(tensor.F32, 1), 128, 192); err != nil {
@@ -144,12 +164,12 @@ func TestGPUGELUCastTransposeFP8(t *testing.T) {
 			s := fp8Scale(tensor.E4M3)
 			hs, _ := tensor.FromF32([]float32{s}, 1)
 			q, qt := fp8Buf(t, g, N*C, 0xa5), fp8Buf(t, g, N*C, 0x5a)
-			amax := toGPU(t, g, tensor.New(tensor.F32, 1))
+			amax := toGPU(t, g, tensor.New(tensor.F32, 2))
 			if err := g.geluCastTransposeFP8P(cuda.DevicePtr(q.Dev), cuda.DevicePtr(qt.Dev), amax, toGPU(t, g, hx), toGPU(t, g, hs), N, C); err != nil {
 				t.Fatalf("%s (%d,%d): %v", dt, N, C, err)
 			}
 			name := fmt.Sprintf("gelu %s N %d C %d", dt, N, C)
-			checkGELUFP8(t, name, fp8Download(t, g, q, 0, N*C), fp8Download(t, g, qt, 0, N*C), toHost(t, g, amax).F32()[0], hx.ToF32(), s, N, C)
+			checkGELUFP8(t, name, fp8Download(t, g, q, 0, N*C), fp8Download(t, g, qt, 0, N*C), [2]float32(toHost(t, g, amax).F32()), hx.ToF32(), s, N, C)
 		}
 	}
 }
@@ -159,12 +179,12 @@ func TestGPUGELUCastTransposeFP8(t *testing.T) {
 // column sums, nil on the GPU) with cpu.FP8DBiasTile bit for bit, and
 // dbias (dbias0 plus the sums; nil to skip) within fp32 rounding of the
 // twin's: 2^-20 of dbias0 plus the sum of |dy| over the column.
-func checkDBiasFP8(t *testing.T, name string, q, qt []byte, amax float32, part, dbias, dbias0, dy []float32, scale float32, N, C int) {
+func checkDBiasFP8(t *testing.T, name string, q, qt []byte, amax [2]float32, part, dbias, dbias0, dy []float32, scale float32, N, C int) {
 	t.Helper()
 	wq, wqt := make([]byte, N*C), make([]byte, N*C)
 	wdb := append([]float32(nil), dbias0...)
-	wamax := cpu.CastTransposeDBiasFP8(wq, wqt, wdb, dy, scale, N, C)
-	compareFP8(t, name, q, qt, amax, wq, wqt, wamax, dy, tensor.E5M2, N, C)
+	wamax, wunder := cpu.CastTransposeDBiasFP8(wq, wqt, wdb, dy, scale, N, C)
+	compareFP8(t, name, q, qt, amax, wq, wqt, wamax, wunder, dy, tensor.E5M2, N, C)
 	bad := 0
 	for c := range C {
 		if part != nil {
@@ -210,13 +230,13 @@ func TestDBiasFP8EmulatorMatchesCPU(t *testing.T) {
 			for _, run := range emuRuns(N, C) {
 				out := runEmu(t, bin, in, "dbio", fmt.Sprint(N), fmt.Sprint(C), fmt.Sprint(run[0]), fmt.Sprint(run[1]), fmt.Sprint(run[2]))
 				chunks := blocks(N, 64)
-				if len(out) != 2*N*C+4+4*chunks*C {
-					t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+4+4*chunks*C)
+				if len(out) != 2*N*C+8+4*chunks*C {
+					t.Fatalf("%s (%d,%d): %d bytes out, want %d", dt, N, C, len(out), 2*N*C+8+4*chunks*C)
 				}
-				amax := math.Float32frombits(binary.LittleEndian.Uint32(out[2*N*C:]))
+				amax := emuAmax(out[2*N*C:])
 				part := make([]float32, chunks*C)
 				for i := range part {
-					part[i] = math.Float32frombits(binary.LittleEndian.Uint32(out[2*N*C+4+4*i:]))
+					part[i] = math.Float32frombits(binary.LittleEndian.Uint32(out[2*N*C+8+4*i:]))
 				}
 				name := fmt.Sprintf("emulated dbias %s N %d C %d vec (%d,%d) reverse %d", dt, N, C, run[0], run[1], run[2])
 				checkDBiasFP8(t, name, out[:N*C], out[N*C:2*N*C], amax, part, nil, make([]float32, C), hx.ToF32(), s, N, C)
@@ -234,7 +254,7 @@ func TestLaunchCastTransposeDBiasFP8(t *testing.T) {
 		dbias := dev(tensor.F32, C)
 		got, err := hooked(t, true, func(d *Device) {
 			q, qt := cuda.DevicePtr(dev(tensor.F32, 1).Dev), cuda.DevicePtr(dev(tensor.F32, 1).Dev)
-			if err := d.castTransposeDBiasFP8P(q, qt, dev(tensor.F32, 1), dbias, dev(dt, N, C), dev(tensor.F32, 1), N, C); err != nil {
+			if err := d.castTransposeDBiasFP8P(q, qt, dev(tensor.F32, 2), dbias, dev(dt, N, C), dev(tensor.F32, 1), N, C); err != nil {
 				t.Errorf("%s: %v", dt, err)
 			}
 		})
@@ -286,12 +306,12 @@ func TestGPUCastTransposeDBiasFP8(t *testing.T) {
 			hdb, _ := tensor.FromF32(db0, C)
 			dbias := toGPU(t, g, hdb)
 			q, qt := fp8Buf(t, g, N*C, 0xa5), fp8Buf(t, g, N*C, 0x5a)
-			amax := toGPU(t, g, tensor.New(tensor.F32, 1))
+			amax := toGPU(t, g, tensor.New(tensor.F32, 2))
 			if err := g.castTransposeDBiasFP8P(cuda.DevicePtr(q.Dev), cuda.DevicePtr(qt.Dev), amax, dbias, toGPU(t, g, hx), toGPU(t, g, hs), N, C); err != nil {
 				t.Fatalf("%s (%d,%d): %v", dt, N, C, err)
 			}
 			name := fmt.Sprintf("dbias %s N %d C %d", dt, N, C)
-			checkDBiasFP8(t, name, fp8Download(t, g, q, 0, N*C), fp8Download(t, g, qt, 0, N*C), toHost(t, g, amax).F32()[0],
+			checkDBiasFP8(t, name, fp8Download(t, g, q, 0, N*C), fp8Download(t, g, qt, 0, N*C), [2]float32(toHost(t, g, amax).F32()),
 				nil, toHost(t, g, dbias).F32(), db0, hx.ToF32(), s, N, C)
 		}
 	}

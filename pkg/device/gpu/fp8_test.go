@@ -57,17 +57,24 @@ func fp8Input(rng *tensor.RNG, dt tensor.DType, N, C int, specials bool) *tensor
 	return h
 }
 
-// checkFP8 compares q, qt and amax with the CPU twin on x (N,C).
-func checkFP8(t *testing.T, name string, q, qt []byte, amax float32, x []float32, scale float32, f tensor.FP8Format, N, C int) {
+// checkFP8 compares q, qt and amax (the pair: max and underflows) with the
+// CPU twin on x (N,C).
+func checkFP8(t *testing.T, name string, q, qt []byte, amax [2]float32, x []float32, scale float32, f tensor.FP8Format, N, C int) {
 	t.Helper()
 	wq, wqt := make([]byte, N*C), make([]byte, N*C)
-	wamax := cpu.CastTransposeFP8(wq, wqt, x, scale, f, N, C)
-	compareFP8(t, name, q, qt, amax, wq, wqt, wamax, x, f, N, C)
+	wamax, wunder := cpu.CastTransposeFP8(wq, wqt, x, scale, f, N, C)
+	compareFP8(t, name, q, qt, amax, wq, wqt, wamax, wunder, x, f, N, C)
 }
 
-// compareFP8 compares q, qt and amax with the twin's wq, wqt and wamax; x
-// (N,C) are the kernel's inputs (for the messages).
-func compareFP8(t *testing.T, name string, q, qt []byte, amax float32, wq, wqt []byte, wamax float32, x []float32, f tensor.FP8Format, N, C int) {
+// emuAmax reads the amax pair an emulator wrote at b (two f32 words).
+func emuAmax(b []byte) [2]float32 {
+	return [2]float32{math.Float32frombits(binary.LittleEndian.Uint32(b)), math.Float32frombits(binary.LittleEndian.Uint32(b[4:]))}
+}
+
+// compareFP8 compares q, qt and the amax pair with the twin's wq, wqt,
+// wamax and underflow count wunder (the same codes make the same count);
+// x (N,C) are the kernel's inputs (for the messages).
+func compareFP8(t *testing.T, name string, q, qt []byte, pair [2]float32, wq, wqt []byte, wamax float32, wunder int, x []float32, f tensor.FP8Format, N, C int) {
 	t.Helper()
 	bad := 0
 	for i := range wq {
@@ -83,8 +90,12 @@ func compareFP8(t *testing.T, name string, q, qt []byte, amax float32, wq, wqt [
 	}
 	// amax: the same bits, or NaN for NaN (the GPU's f16 widening, cvt.f32.f16,
 	// need not keep a NaN's payload as tensor.F16ToF32 does)
+	amax := pair[0]
 	if math.Float32bits(amax) != math.Float32bits(wamax) && !(amax != amax && wamax != wamax) {
 		t.Errorf("%s: amax %g (%#08x), want %g (%#08x)", name, amax, math.Float32bits(amax), wamax, math.Float32bits(wamax))
+	}
+	if u := math.Float32bits(pair[1]); u != uint32(wunder) {
+		t.Errorf("%s: %d underflows, the twin %d", name, u, wunder)
 	}
 }
 
@@ -102,7 +113,7 @@ func TestLaunchCastTransposeFP8(t *testing.T) {
 				name := fmt.Sprintf("%s %s N %d C %d off %d", dt, f, c.N, c.C, c.off)
 				var zeroed []int
 				memsetHook = func(p cuda.DevicePtr, n int) { zeroed = append(zeroed, n) }
-				amax := dev(tensor.F32, 1)
+				amax := dev(tensor.F32, 2)
 				got, err := hooked(t, true, func(d *Device) {
 					q := cuda.DevicePtr(dev(tensor.F32, 1).Dev) + cuda.DevicePtr(c.off)
 					qt := cuda.DevicePtr(dev(tensor.F32, 1).Dev)
@@ -163,7 +174,7 @@ func TestLaunchCastTransposeFP8(t *testing.T) {
 		}
 	}
 	got, err := hooked(t, true, func(d *Device) {
-		if err := d.castTransposeFP8P(0, 0, dev(F, 1), dev(F, 0, 8), dev(F, 1), tensor.E4M3, 0, 8); err != nil {
+		if err := d.castTransposeFP8P(0, 0, dev(F, 2), dev(F, 0, 8), dev(F, 1), tensor.E4M3, 0, 8); err != nil {
 			t.Error(err)
 		}
 	})
@@ -230,12 +241,12 @@ func TestGPUCastTransposeFP8(t *testing.T) {
 						x = toGPU(t, g, hx)
 					}
 					q, qt := fp8Buf(t, g, N*C, 0xa5), fp8Buf(t, g, N*C, 0x5a)
-					amax := toGPU(t, g, tensor.New(F, 1))
+					amax := toGPU(t, g, tensor.New(F, 2))
 					if err := g.castTransposeFP8P(cuda.DevicePtr(q.Dev)+cuda.DevicePtr(off), cuda.DevicePtr(qt.Dev)+cuda.DevicePtr(off),
 						amax, x, toGPU(t, g, hs), f, N, C); err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
-					ha := toHost(t, g, amax).F32()[0]
+					ha := [2]float32(toHost(t, g, amax).F32())
 					checkFP8(t, name, fp8Download(t, g, q, off, N*C), fp8Download(t, g, qt, off, N*C), ha, hx.ToF32(), s, f, N, C)
 				}
 			}
@@ -269,7 +280,7 @@ func BenchmarkGPUCastTransposeFP8(b *testing.B) {
 				b.Fatal(err)
 			}
 			qs, _ := g.Alloc(tensor.I32, N*C/2) // q and qt, N·C bytes each
-			amax, _ := g.Alloc(tensor.F32, 1)
+			amax, _ := g.Alloc(tensor.F32, 2)
 			scale, _ := g.Alloc(tensor.F32, 1)
 			n := int64(N * C)
 			moved := n*int64(dt.Size()) + 2*n
@@ -461,10 +472,10 @@ func TestFP8EmulatorMatchesCPU(t *testing.T) {
 				in := emuCastInput(s, hx)
 				for _, run := range emuRuns(N, C) {
 					out := runEmu(t, bin, in, "io", fmt.Sprint(N), fmt.Sprint(C), f.String(), fmt.Sprint(run[0]), fmt.Sprint(run[1]), fmt.Sprint(run[2]))
-					if len(out) != 2*N*C+4 {
-						t.Fatalf("%s %s (%d,%d): %d bytes out, want %d", dt, f, N, C, len(out), 2*N*C+4)
+					if len(out) != 2*N*C+8 {
+						t.Fatalf("%s %s (%d,%d): %d bytes out, want %d", dt, f, N, C, len(out), 2*N*C+8)
 					}
-					amax := math.Float32frombits(binary.LittleEndian.Uint32(out[2*N*C:]))
+					amax := emuAmax(out[2*N*C:])
 					name := fmt.Sprintf("emulated %s %s N %d C %d vec (%d,%d) reverse %d", dt, f, N, C, run[0], run[1], run[2])
 					checkFP8(t, name, out[:N*C], out[N*C:2*N*C], amax, hx.ToF32(), s, f, N, C)
 				}

@@ -36,8 +36,8 @@ func (d *Device) fp8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) error
 		return fmt.Errorf("%w: K %d, H %d, margin %d (want K, H ≥ 0, margin in [0, 64])", ErrFP8Args, K, H, margin)
 	case K > maxGridX:
 		return fmt.Errorf("%w: %d tensors, at most %d", ErrFP8Args, K, maxGridX)
-	case st == nil || st.DType != tensor.F32 || st.Numel() != K*(4+H):
-		return fmt.Errorf("%w: st %s, want %d f32 (K·(4+H)): %w", ErrFP8Args, desc(st), K*(4+H), tensor.ErrShape)
+	case st == nil || st.DType != tensor.F32 || st.Numel() != amp.FP8StLen(K, H):
+		return fmt.Errorf("%w: st %s, want %d f32 (K·(4+H)): %w", ErrFP8Args, desc(st), amp.FP8StLen(K, H), tensor.ErrShape)
 	case meta == nil || meta.DType != tensor.I32 || meta.Numel() != K*amp.FP8MetaLen:
 		return fmt.Errorf("%w: meta %s, want %d i32 (K·%d): %w", ErrFP8Args, desc(meta), K*amp.FP8MetaLen, amp.FP8MetaLen, tensor.ErrShape)
 	}
