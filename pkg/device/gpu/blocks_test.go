@@ -62,14 +62,14 @@ func TestLaunchBlocks(t *testing.T) {
 		// FP8 cast-transpose and producers: methods of *Device, no ops of device.Device yet
 		q, qt := cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev)
 		for _, f := range []tensor.FP8Format{tensor.E4M3, tensor.E5M2} {
-			_ = d.castTransposeFP8P(q, qt, dev(f32, 1), dev(bf, N, C), dev(f32, 1), f, N, C)
+			_ = d.castTransposeFP8P(q, qt, dev(f32, 2), dev(bf, N, C), dev(f32, 1), f, N, C)
 		}
-		_ = d.layerNormFP8P(q, qt, dev(f32, 1), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, C), dev(bf, C), dev(f32, 1), N, C)
-		_ = d.residualLayerNormFP8P(dev(f32, N, C), q, qt, dev(f32, 1), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, N, C), dev(bf, C), dev(bf, C), dev(f32, 1), N, C)
-		_ = d.geluCastTransposeFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 1), dev(bf, N, C), dev(f32, 1), N, C)
-		_ = d.castTransposeDBiasFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 1), dev(f32, C), dev(bf, N, C), dev(f32, 1), N, C)
-		_ = d.dgeluCastTransposeDBiasFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 1), dev(f32, C), dev(bf, N, C), dev(bf, N, C), dev(f32, 1), N, C)
-		_ = d.fp8ScaleUpdateP(dev(f32, 2*(3+4)), dev(tensor.I32, 2*amp.FP8MetaLen), 2, 4, 0)
+		_ = d.layerNormFP8P(q, qt, dev(f32, 2), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, C), dev(bf, C), dev(f32, 1), N, C)
+		_ = d.residualLayerNormFP8P(dev(f32, N, C), q, qt, dev(f32, 2), dev(f32, N), dev(f32, N), dev(f32, N, C), dev(bf, N, C), dev(bf, C), dev(bf, C), dev(f32, 1), N, C)
+		_ = d.geluCastTransposeFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 2), dev(bf, N, C), dev(f32, 1), N, C)
+		_ = d.castTransposeDBiasFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 2), dev(f32, C), dev(bf, N, C), dev(f32, 1), N, C)
+		_ = d.dgeluCastTransposeDBiasFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 2), dev(f32, C), dev(bf, N, C), dev(bf, N, C), dev(f32, 1), N, C)
+		_ = d.fp8ScaleUpdateP(dev(f32, amp.FP8StLen(2, 4)), dev(tensor.I32, 2*amp.FP8MetaLen), 2, 4, 0)
 	})
 	if err != nil {
 		t.Error(err)

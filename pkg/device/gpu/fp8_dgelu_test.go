@@ -260,7 +260,7 @@ func TestLaunchDGELUCastTransposeDBiasFP8(t *testing.T) {
 		{"pre on the host", tensor.New(tensor.BF16, N, C)}} {
 		var refused error
 		_, err := hooked(t, true, func(d *Device) {
-			refused = d.dgeluCastTransposeDBiasFP8P(1, 1, dev(tensor.F32, 1), dev(tensor.F32, C), dev(tensor.BF16, N, C), c.pre, dev(tensor.F32, 1), N, C)
+			refused = d.dgeluCastTransposeDBiasFP8P(1, 1, dev(tensor.F32, 2), dev(tensor.F32, C), dev(tensor.BF16, N, C), c.pre, dev(tensor.F32, 1), N, C)
 		})
 		if !errors.Is(refused, ErrFP8Args) || !errors.Is(err, ErrFP8Args) {
 			t.Errorf("%s: %v (recorded: %v), want ErrFP8Args", c.name, refused, err)
