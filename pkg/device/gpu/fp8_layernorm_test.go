@@ -176,37 +176,37 @@ func TestLaunchLayerNormFP8(t *testing.T) {
 	}{
 		{"C past the widest", func(d *Device) error {
 			const W = 3585
-			return d.layerNormFP8P(q, qt, dev(F, 1), dev(F, 2), dev(F, 2), dev(F, 2, W), dev(H, W), dev(H, W), dev(F, 1), 2, W)
+			return d.layerNormFP8P(q, qt, dev(F, 2), dev(F, 2), dev(F, 2), dev(F, 2, W), dev(H, W), dev(H, W), dev(F, 1), 2, W)
 		}},
 		{"bf16 rows", func(d *Device) error {
-			return d.layerNormFP8P(q, qt, dev(F, 1), dev(F, N), dev(F, N), dev(H, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
+			return d.layerNormFP8P(q, qt, dev(F, 2), dev(F, N), dev(F, N), dev(H, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
 		}},
 		{"bias f16", func(d *Device) error {
-			return d.layerNormFP8P(q, qt, dev(F, 1), dev(F, N), dev(F, N), dev(F, N, C), dev(H, C), dev(tensor.F16, C), dev(F, 1), N, C)
+			return d.layerNormFP8P(q, qt, dev(F, 2), dev(F, N), dev(F, N), dev(F, N, C), dev(H, C), dev(tensor.F16, C), dev(F, 1), N, C)
 		}},
 		{"mean short", func(d *Device) error {
-			return d.layerNormFP8P(q, qt, dev(F, 1), dev(F, N-1), dev(F, N), dev(F, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
+			return d.layerNormFP8P(q, qt, dev(F, 2), dev(F, N-1), dev(F, N), dev(F, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
 		}},
 		{"weight i32", func(d *Device) error {
-			return d.layerNormFP8P(q, qt, dev(F, 1), dev(F, N), dev(F, N), dev(F, N, C), dev(tensor.I32, C), dev(H, C), dev(F, 1), N, C)
+			return d.layerNormFP8P(q, qt, dev(F, 2), dev(F, N), dev(F, N), dev(F, N, C), dev(tensor.I32, C), dev(H, C), dev(F, 1), N, C)
 		}},
 		{"nil qt", func(d *Device) error {
-			return d.layerNormFP8P(q, 0, dev(F, 1), dev(F, N), dev(F, N), dev(F, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
+			return d.layerNormFP8P(q, 0, dev(F, 2), dev(F, N), dev(F, N), dev(F, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
 		}},
 		{"scale 2", func(d *Device) error {
-			return d.layerNormFP8P(q, qt, dev(F, 1), dev(F, N), dev(F, N), dev(F, N, C), dev(H, C), dev(H, C), dev(F, 2), N, C)
+			return d.layerNormFP8P(q, qt, dev(F, 2), dev(F, N), dev(F, N), dev(F, N, C), dev(H, C), dev(H, C), dev(F, 2), N, C)
 		}},
 		{"host rows", func(d *Device) error {
-			return d.layerNormFP8P(q, qt, dev(F, 1), dev(F, N), dev(F, N), tensor.New(F, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
+			return d.layerNormFP8P(q, qt, dev(F, 2), dev(F, N), dev(F, N), tensor.New(F, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
 		}},
 		{"nil res", func(d *Device) error {
-			return d.residualLayerNormFP8P(nil, q, qt, dev(F, 1), dev(F, N), dev(F, N), dev(F, N, C), dev(H, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
+			return d.residualLayerNormFP8P(nil, q, qt, dev(F, 2), dev(F, N), dev(F, N), dev(F, N, C), dev(H, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
 		}},
 		{"res bf16", func(d *Device) error {
-			return d.residualLayerNormFP8P(dev(H, N, C), q, qt, dev(F, 1), dev(F, N), dev(F, N), dev(F, N, C), dev(H, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
+			return d.residualLayerNormFP8P(dev(H, N, C), q, qt, dev(F, 2), dev(F, N), dev(F, N), dev(F, N, C), dev(H, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
 		}},
 		{"b f32 with bf16 weights", func(d *Device) error {
-			return d.residualLayerNormFP8P(dev(F, N, C), q, qt, dev(F, 1), dev(F, N), dev(F, N), dev(F, N, C), dev(F, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
+			return d.residualLayerNormFP8P(dev(F, N, C), q, qt, dev(F, 2), dev(F, N), dev(F, N), dev(F, N, C), dev(F, N, C), dev(H, C), dev(H, C), dev(F, 1), N, C)
 		}},
 	} {
 		var ret error

@@ -142,7 +142,7 @@ func TestLaunchGELUCastTransposeFP8(t *testing.T) {
 	}
 	var refused error
 	_, err := hooked(t, true, func(d *Device) {
-		refused = d.geluCastTransposeFP8P(1, 1, dev(tensor.F32, 1), dev(tensor.BF16, 3, 4), dev(tensor.F32, 1), 4, 4)
+		refused = d.geluCastTransposeFP8P(1, 1, dev(tensor.F32, 2), dev(tensor.BF16, 3, 4), dev(tensor.F32, 1), 4, 4)
 	})
 	if !errors.Is(refused, ErrFP8Args) || !errors.Is(err, ErrFP8Args) {
 		t.Errorf("pre of 12 elements for (4,4): %v (recorded: %v), want ErrFP8Args", refused, err)
@@ -277,7 +277,7 @@ func TestLaunchCastTransposeDBiasFP8(t *testing.T) {
 		{"N past the grid", dev(tensor.F32, C), 64*maxGridYZ + 1}} {
 		var refused error
 		_, err := hooked(t, true, func(d *Device) {
-			refused = d.castTransposeDBiasFP8P(1, 1, dev(tensor.F32, 1), c.dbias, dev(tensor.BF16, c.N, C), dev(tensor.F32, 1), c.N, C)
+			refused = d.castTransposeDBiasFP8P(1, 1, dev(tensor.F32, 2), c.dbias, dev(tensor.BF16, c.N, C), dev(tensor.F32, 1), c.N, C)
 		})
 		if !errors.Is(refused, ErrFP8Args) || !errors.Is(err, ErrFP8Args) {
 			t.Errorf("%s: %v (recorded: %v), want ErrFP8Args", c.name, refused, err)

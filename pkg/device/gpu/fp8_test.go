@@ -146,25 +146,28 @@ func TestLaunchCastTransposeFP8(t *testing.T) {
 		call func(d *Device) error
 	}{
 		{"amax f16", func(d *Device) error {
-			return d.castTransposeFP8P(q, qt, dev(tensor.F16, 1), dev(F, 4, 8), dev(F, 1), tensor.E4M3, 4, 8)
+			return d.castTransposeFP8P(q, qt, dev(tensor.F16, 2), dev(F, 4, 8), dev(F, 1), tensor.E4M3, 4, 8)
+		}},
+		{"amax of one word", func(d *Device) error {
+			return d.castTransposeFP8P(q, qt, dev(F, 1), dev(F, 4, 8), dev(F, 1), tensor.E4M3, 4, 8)
 		}},
 		{"x short", func(d *Device) error {
-			return d.castTransposeFP8P(q, qt, dev(F, 1), dev(F, 4, 7), dev(F, 1), tensor.E4M3, 4, 8)
+			return d.castTransposeFP8P(q, qt, dev(F, 2), dev(F, 4, 7), dev(F, 1), tensor.E4M3, 4, 8)
 		}},
 		{"x i32", func(d *Device) error {
-			return d.castTransposeFP8P(q, qt, dev(F, 1), dev(tensor.I32, 4, 8), dev(F, 1), tensor.E4M3, 4, 8)
+			return d.castTransposeFP8P(q, qt, dev(F, 2), dev(tensor.I32, 4, 8), dev(F, 1), tensor.E4M3, 4, 8)
 		}},
 		{"scale 2", func(d *Device) error {
-			return d.castTransposeFP8P(q, qt, dev(F, 1), dev(F, 4, 8), dev(F, 2), tensor.E5M2, 4, 8)
+			return d.castTransposeFP8P(q, qt, dev(F, 2), dev(F, 4, 8), dev(F, 2), tensor.E5M2, 4, 8)
 		}},
 		{"nil qt", func(d *Device) error {
-			return d.castTransposeFP8P(q, 0, dev(F, 1), dev(F, 4, 8), dev(F, 1), tensor.E5M2, 4, 8)
+			return d.castTransposeFP8P(q, 0, dev(F, 2), dev(F, 4, 8), dev(F, 1), tensor.E5M2, 4, 8)
 		}},
 		{"format 0", func(d *Device) error {
-			return d.castTransposeFP8P(q, qt, dev(F, 1), dev(F, 4, 8), dev(F, 1), 0, 4, 8)
+			return d.castTransposeFP8P(q, qt, dev(F, 2), dev(F, 4, 8), dev(F, 1), 0, 4, 8)
 		}},
 		{"host x", func(d *Device) error {
-			return d.castTransposeFP8P(q, qt, dev(F, 1), tensor.New(F, 4, 8), dev(F, 1), tensor.E4M3, 4, 8)
+			return d.castTransposeFP8P(q, qt, dev(F, 2), tensor.New(F, 4, 8), dev(F, 1), tensor.E4M3, 4, 8)
 		}},
 	} {
 		var ret error
