@@ -27,7 +27,9 @@ import (
 // near 0.4). Every tensor's scale within 5% of the reference's (the amaxes
 // differ only by the order of fp32 sums), no overflow, and the GPU's FP8
 // loss within 1% of its bf16 loss; with amp.FP8Recipe.Head, the loss
-// within 0.5% of the reference's with that recipe. Needs sm_90.
+// within 0.5% of the reference's with that recipe; under a scaling margin
+// that flushes values to zero, the underflow count near the reference's.
+// Needs sm_90.
 func TestGPUFP8Step(t *testing.T) {
 	dev := gpudev.Fused(t)
 	if major, minor := dev.Capability(); major*10+minor < 90 {
@@ -66,6 +68,25 @@ func TestGPUFP8Step(t *testing.T) {
 	t.Logf("loss with the head in fp8: gpu %.6f, cpu %.6f", lgh, lch)
 	if d := math.Abs(float64(lgh-lch)) / float64(lch); d > 0.005 || lgh == lg {
 		t.Errorf("gpu fp8 head loss %.6f, cpu reference %.6f (%.3f%% apart), without the head %.6f", lgh, lch, 100*d, lg)
+	}
+	// Underflows under a margin that flushes some values (as in
+	// TestFP8Underflows): the GPU's count near the reference's (the two
+	// differ by the codes their fp32 sums round apart).
+	r = amp.DefaultFP8Recipe()
+	r.Margin = 12
+	_, _, mgu := fp8StepsOn(t, dev, cfg, amp.FP8, 3, B, T, r)
+	_, _, mcu := fp8StepsOn(t, ref, cfg, amp.FP8, 3, B, T, r)
+	ug, nv, err := mgu.FP8Underflows(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, _, err := mcu.FP8Underflows(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("underflows at margin 12: gpu %d, cpu %d of %d values cast", ug, uc, nv)
+	if uc == 0 || math.Abs(float64(ug-uc)) > 0.02*float64(uc)+16 {
+		t.Errorf("underflows at margin 12: gpu %d, cpu reference %d (of %d values)", ug, uc, nv)
 	}
 	sg, err := mg.FP8Scales()
 	if err != nil {
