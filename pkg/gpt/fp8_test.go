@@ -115,18 +115,26 @@ func TestFP8StepTracksBF16(t *testing.T) {
 	}
 }
 
-// TestFP8Refusals: what the FP8 step does not run is refused by Gradients
-// with the reason: B·T not a multiple of 16, recomputation; evaluation
-// at any size still runs (it reads the bf16 weights).
-func TestFP8Refusals(t *testing.T) {
+// newFP8Model returns fp8Cfg's model under amp.FP8 on the CPU reference,
+// initialised with seed 1 and closed when the test ends.
+func newFP8Model(t *testing.T) *Model {
+	t.Helper()
 	m, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.FP8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(m.Close)
 	if err := m.Init(1); err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// TestFP8Refusals: what the FP8 step does not run is refused by Gradients
+// with the reason: B·T not a multiple of 16, recomputation; evaluation
+// at any size still runs (it reads the bf16 weights).
+func TestFP8Refusals(t *testing.T) {
+	m := newFP8Model(t)
 	in := microTokens(3*5, fp8Cfg.Vocab, 1)
 	if _, err := m.Gradients(in, in, 3, 5, 1); err == nil || !strings.Contains(err.Error(), "multiples of 16") {
 		t.Errorf("B·T 15: %v", err)
@@ -155,14 +163,7 @@ func TestFP8Refusals(t *testing.T) {
 // (before the state exists) replaces the pending restore, which belonged
 // to the old recipe: the first step builds the state of the new one.
 func TestSetFP8RecipeDropsPendingRestore(t *testing.T) {
-	m, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.FP8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.Init(1); err != nil {
-		t.Fatal(err)
-	}
+	m := newFP8Model(t)
 	old, err := amp.NewFP8Scales(fp8Formats(fp8Cfg.Layers), amp.DefaultFP8Recipe())
 	if err != nil {
 		t.Fatal(err)
