@@ -11,14 +11,18 @@
 // of the caches (B,NH,S,hs), one thread an element of k and of v.
 // attention_decode (flash-decoding): one query row a sequence against its
 // cached positions [0, pos[b]], the positions cut into splits of
-// DEC_CHUNK; block (split, b·NH+h) scores its chunk, takes the softmax's
-// max and sum over the chunk, sums the value rows of its positions (the
-// threads' layout is at the kernel), and writes its unnormalised output and
-// (max, sum) to the partials; the last block of a pair (b, h) to finish
-// (a counter a pair, reset by that block) merges the pair's splits with the
-// log-sum-exp rule in split order and rounds once into out. Splits past
-// pos[b] return at once. The grid depends on S only, so a graph replays it
-// for any lengths.
+// DEC_CHUNK; block (x, b·NH+h) of a grid (X, B·NH) takes the splits x,
+// x+X, x+2X, ... that hold positions, one after another: for each it
+// scores the chunk, takes the softmax's max and sum over the chunk, sums
+// the value rows of its positions (the threads' layout is at the kernel)
+// and merges the chunk into the block's running (max, sum, unnormalised
+// output) by the log-sum-exp rule; it writes that running state as its
+// slot's partial. The last block of a pair (b, h) to finish (a counter a
+// pair, reset by that block) merges the pair's slots in slot order and
+// rounds once into out. Blocks with no split below pos[b] return at once.
+// The launcher sizes X from B·NH, S and the SM count only (enough blocks to
+// fill the GPU, never more than the splits), so a graph replays the grid for
+// any lengths.
 // sample_rows: device.SampleRow for each row of the logits, one block a row:
 // the allowed tokens' argmax (ties to the smallest id), then for a
 // temperature the top-k cut (the K-th largest allowed logit, found by
@@ -90,8 +94,8 @@ extern "C" __global__ void __launch_bounds__(DEC_BLOCK) kv_append(T* __restrict_
     vc[dst] = qkv[src + 2 * C + c];
 }
 
-// attention_decode: grid (splits, B·NH), DEC_ATT_BLOCK threads; part_o
-// (B·NH, splits, hs) fp32, part_ml (B·NH, splits, 2) fp32 (max, sum).
+// attention_decode: grid (X, B·NH), DEC_ATT_BLOCK threads; part_o
+// (B·NH, X, hs) fp32, part_ml (B·NH, X, 2) fp32 (max, sum).
 // At batch 1 the kernel is bound by memory latency, not bandwidth: a block
 // reads 64 rows of 128 bytes each of K and V. So every load of a phase is
 // issued before any is used: a unit is a 16-byte vector of T (or one
@@ -115,9 +119,21 @@ __device__ __forceinline__ void dec_unit(const T* row, int u, float* v) {
     }
 }
 
+// dec_attend scores the cnt positions from lo of one split and merges
+// them into the block's running state, all in shared memory (registers
+// held across the p·V phase spilled in f32): st[0] and st[1] are the
+// softmax's max M and sum L so far, kept by thread 0, which also leaves
+// there the factors a and c (st[2], st[3]) that rescale the old output and
+// the chunk's to the new max; ro (hs) is the output so far relative to M,
+// entry d owned by thread d % DEC_ATT_BLOCK. On the first split (M = -inf,
+// L = 0, ro zero) a = 0 and c = 1: the state becomes the chunk's own (max,
+// sum, output) exactly. The shared arrays are free again when it returns
+// (its last barrier precedes their last reads, and st is next written
+// after the next call's first barriers), so it can be called for the next
+// split without another barrier.
 template <int W>
-__device__ __forceinline__ void dec_attend(float* __restrict__ po, float* __restrict__ pml, const float* q, float* p,
-        float* sc, float* pv, float* red, const T* kb, const T* vb, int lo, int cnt, int hs) {
+__device__ __forceinline__ void dec_attend(float* ro, float* st, const float* q, float* p, float* sc, float* pv,
+        float* red, const T* kb, const T* vb, int lo, int cnt, int hs) {
     const int U = hs / W, TPP = DEC_ATT_BLOCK / DEC_CHUNK;
     const int t = threadIdx.x, lane = t % 32, warp = t / 32, warps = DEC_ATT_BLOCK / 32;
     // Scores: thread t takes position t % DEC_CHUNK and the part t /
@@ -163,11 +179,16 @@ __device__ __forceinline__ void dec_attend(float* __restrict__ po, float* __rest
     l = warp_sum(l);
     if (lane == 0) red[warp] = l;
     __syncthreads();
+    // The chunk's (m, sum) joins the running (M, L), both rescaled to the
+    // larger max; the other threads read a and c after the next barrier.
     if (t == 0) {
         float tot = 0.f;
         for (int w = 0; w < warps; w++) tot += red[w];
-        pml[0] = m;
-        pml[1] = tot;
+        const float mn = fmaxf(st[0], m), a = expf(st[0] - mn), c = expf(m - mn);
+        st[0] = mn;
+        st[1] = st[1] * a + tot * c;
+        st[2] = a;
+        st[3] = c;
     }
     // p·V: G groups of U threads; the rest of the block (U not dividing
     // DEC_ATT_BLOCK) idles. U > DEC_ATT_BLOCK (rows of more than 128
@@ -193,17 +214,19 @@ __device__ __forceinline__ void dec_attend(float* __restrict__ po, float* __rest
         }
     }
     __syncthreads();
+    const float a = st[2], c = st[3];
     for (int d = t; d < hs; d += DEC_ATT_BLOCK) {
         float o = 0.f;
         for (int k = 0; k < G; k++) o += pv[k * hs + d];
-        po[d] = o;
+        ro[d] = ro[d] * a + o * c;
     }
 }
 
-// attention_decode: grid (splits, B·NH), DEC_ATT_BLOCK threads; out (B,C);
-// part_o (B·NH, splits, hs) and part_ml (B·NH, splits, 2) fp32 scratch;
-// done (B·NH) counters, zero before the first launch (each pair's last block
-// sets its counter back to zero).
+// attention_decode: grid (X, B·NH), DEC_ATT_BLOCK threads, X at most the
+// splits ceil(S/DEC_CHUNK); out (B,C); part_o (B·NH, X, hs) and part_ml
+// (B·NH, X, 2) fp32 scratch (slot x: block x's running output, max and
+// sum); done (B·NH) counters, zero before the first launch (each pair's last
+// block sets its counter back to zero).
 // The launch bounds' 8 blocks an SM (at most 64 registers a thread) keep
 // ptxas from its default target: NVRTC (11.8 and 13) gave attention_decode
 // 40 registers and an 8-byte stack of spilled addresses without it.
@@ -212,54 +235,75 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 8) attention_decode(
         const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
     pdl_enter();
     // pv holds G·hs floats: at most DEC_ATT_BLOCK·16/sizeof(T) (whole
-    // vectors) or DEC_MAX_HEAD (one group).
+    // vectors) or DEC_MAX_HEAD (one group). ro and st are the block's
+    // running output and (max, sum, and the last merge's factors).
     __shared__ float q[DEC_MAX_HEAD];
+    __shared__ float ro[DEC_MAX_HEAD];
+    __shared__ float st[4];
     __shared__ float p[DEC_CHUNK];
     __shared__ float sc[DEC_ATT_BLOCK];
     __shared__ float red[DEC_ATT_BLOCK / 32];
     __shared__ float pv[DEC_ATT_BLOCK * 16 / sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / sizeof(T) : DEC_MAX_HEAD];
     __shared__ int last;
-    int split = blockIdx.x, splits = gridDim.x, bh = blockIdx.y;
+    int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;
     int b = bh / NH, h = bh % NH, hs = C / NH;
     int n = pos[b] + 1;
     int active = (n + DEC_CHUNK - 1) / DEC_CHUNK; // the splits that hold positions
-    if (split >= active) return;
-    int lo = split * DEC_CHUNK, hi = min(lo + DEC_CHUNK, n);
-    float* po = part_o + ((size_t)bh * splits + split) * hs;
-    float* pml = part_ml + ((size_t)bh * splits + split) * 2;
-    for (int d = threadIdx.x; d < hs; d += blockDim.x) q[d] = load(qkv, (size_t)b * 3 * C + h * hs + d);
+    if (x >= active) return;
+    int slots = min(X, active); // the pair's blocks that hold positions, a slot each
+    for (int d = threadIdx.x; d < hs; d += DEC_ATT_BLOCK) {
+        q[d] = load(qkv, (size_t)b * 3 * C + h * hs + d);
+        ro[d] = 0.f;
+    }
+    if (threadIdx.x == 0) {
+        st[0] = DEC_NEG_INF;
+        st[1] = 0.f;
+    }
     __syncthreads();
     const T* kb = kc + (size_t)bh * S * hs;
     const T* vb = vc + (size_t)bh * S * hs;
     const int VE = 16 / (int)sizeof(T);
+    const int step = X * DEC_CHUNK; // from one of the block's splits to its next
     // Whole 16-byte vectors: rows of a multiple of VE elements from
-    // 16-byte aligned caches (every row then starts on a vector).
+    // 16-byte aligned caches (every row then starts on a vector). The
+    // block's splits in increasing order.
     if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0) {
-        dec_attend<16 / sizeof(T)>(po, pml, q, p, sc, pv, red, kb, vb, lo, hi - lo, hs);
+        for (int lo = x * DEC_CHUNK; lo < n; lo += step)
+            dec_attend<16 / sizeof(T)>(ro, st, q, p, sc, pv, red, kb, vb, lo, min(DEC_CHUNK, n - lo), hs);
     } else {
-        dec_attend<1>(po, pml, q, p, sc, pv, red, kb, vb, lo, hi - lo, hs);
+        for (int lo = x * DEC_CHUNK; lo < n; lo += step)
+            dec_attend<1>(ro, st, q, p, sc, pv, red, kb, vb, lo, min(DEC_CHUNK, n - lo), hs);
+    }
+    // Each thread copies the entries of ro it owns, thread 0 the (max, sum)
+    // it keeps (no barrier needed).
+    float* po = part_o + ((size_t)bh * X + x) * hs;
+    for (int d = threadIdx.x; d < hs; d += DEC_ATT_BLOCK) po[d] = ro[d];
+    if (threadIdx.x == 0) {
+        part_ml[((size_t)bh * X + x) * 2] = st[0];
+        part_ml[((size_t)bh * X + x) * 2 + 1] = st[1];
     }
     // The last block of the pair merges: every block makes its partials
     // visible before it counts itself (the fence), and the last reads them
-    // past L1 (volatile).
+    // past L1 (volatile). The merge runs over the slots in slot order, so
+    // the result does not depend on which block finished last.
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        last = atomicAdd(done + bh, 1u) == (unsigned)active - 1;
+        last = atomicAdd(done + bh, 1u) == (unsigned)slots - 1;
         if (last) done[bh] = 0;
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const volatile float* ml = part_ml + (size_t)bh * splits * 2;
-    const volatile float* pa = part_o + (size_t)bh * splits * hs;
+    const volatile float* ml = part_ml + (size_t)bh * X * 2;
+    const volatile float* pa = part_o + (size_t)bh * X * hs;
     float M = DEC_NEG_INF;
-    for (int s = 0; s < active; s++) M = fmaxf(M, ml[2 * s]);
+    for (int s = 0; s < slots; s++) M = fmaxf(M, ml[2 * s]);
     float L = 0.f;
-    for (int s = 0; s < active; s++) L += ml[2 * s + 1] * expf(ml[2 * s] - M);
+    for (int s = 0; s < slots; s++) L += ml[2 * s + 1] * expf(ml[2 * s] - M);
     for (int d = threadIdx.x; d < hs; d += blockDim.x) {
         float o = 0.f;
-        for (int s = 0; s < active; s++) o += pa[(size_t)s * hs + d] * expf(ml[2 * s] - M);
+        for (int s = 0; s < slots; s++) o += pa[(size_t)s * hs + d] * expf(ml[2 * s] - M);
         store(out, (size_t)b * C + h * hs + d, o / L);
     }
 }

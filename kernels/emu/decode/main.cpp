@@ -6,6 +6,7 @@
 //   usage: emu_F32 (no arguments: a fixed set of cases; exit 1 on a mismatch)
 // emu.h (../flash) is included first by run.sh (-include).
 #include <algorithm>
+#include <string>
 #include "../harness.h"
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 using std::exp;
@@ -15,21 +16,35 @@ static std::mt19937_64 rng(7);
 static double normal() { return std::normal_distribution<double>()(rng); }
 static int fails = 0;
 
-// attention_decode + combine against a double softmax over [0, pos[b]].
-static void attention(int B, int C, int NH, int S) {
+// attention_decode + combine against a double softmax over [0, pos[b]],
+// on a grid of X blocks a pair (0: one a split, the most the launcher
+// gives) run first to last or last to first. lens are the context lengths
+// pos[b]+1 (empty: drawn, the first sequence's the whole cache). The
+// partials start as NaN before each launch, so a merge that read a slot no
+// block wrote would show. It returns out.
+static std::vector<float> attention(int B, int C, int NH, int S, int X = 0, std::vector<int> lens = {}, bool reverse = false) {
     int hs = C / NH, splits = (S + DEC_CHUNK - 1) / DEC_CHUNK;
-    std::vector<float> qkv(B * 3 * C), kc(B * NH * S * hs), vc(B * NH * S * hs), out(B * C, NAN);
-    std::vector<float> po(B * NH * splits * hs), pml(B * NH * splits * 2);
+    if (X == 0) X = splits;
+    std::vector<float> qkv(B * 3 * C), kc(B * NH * S * hs), vc(B * NH * S * hs), out(B * C);
+    std::vector<float> po(B * NH * X * hs), pml(B * NH * X * 2);
     std::vector<int> pos(B);
     std::vector<unsigned> done(B * NH, 0);
+    rng.seed(B * 1000003 + C * 1009 + NH * 101 + S); // the same data for every X and order of a shape
     for (auto& v : qkv) v = normal();
     for (auto& v : kc) v = normal();
     for (auto& v : vc) v = normal();
     for (auto& p : pos) p = rng() % S;
     pos[0] = S - 1;
+    for (size_t b = 0; b < lens.size() && b < (size_t)B; b++) pos[b] = lens[b] - 1;
+    reverseBlocks = reverse;
     // Twice: the second launch finds the counters the first left (zero).
-    for (int rep = 0; rep < 2; rep++)
-        launch(splits, B * NH, DEC_ATT_BLOCK, [&] { attention_decode(out.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), pos.data(), B, C, NH, S); });
+    for (int rep = 0; rep < 2; rep++) {
+        std::fill(out.begin(), out.end(), NAN);
+        std::fill(po.begin(), po.end(), NAN);
+        std::fill(pml.begin(), pml.end(), NAN);
+        launch(X, B * NH, DEC_ATT_BLOCK, [&] { attention_decode(out.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), pos.data(), B, C, NH, S); });
+    }
+    reverseBlocks = false;
     for (unsigned c : done)
         if (c != 0) { printf("FAIL attention_decode left a counter at %u\n", c); fails++; break; }
     double worst = 0;
@@ -48,12 +63,28 @@ static void attention(int B, int C, int NH, int S) {
             for (int d = 0; d < hs; d++) {
                 double o = 0;
                 for (int j = 0; j < n; j++) o += sc[j] / sum * vc[((size_t)(b * NH + h) * S + j) * hs + d];
-                worst = std::max(worst, std::fabs(out[b * C + h * hs + d] - o) / (1 + std::fabs(o)));
+                double e = std::fabs(out[b * C + h * hs + d] - o) / (1 + std::fabs(o));
+                worst = std::max(worst, e != e ? INFINITY : e);
             }
         }
     bool ok = worst < 2e-5;
     fails += !ok;
-    printf("%s attention_decode B%d C%d NH%d S%d (%d splits): worst error %.2e\n", ok ? "OK  " : "FAIL", B, C, NH, S, splits, worst);
+    std::string ls;
+    for (int b = 0; b < B; b++) ls += (b ? "," : "") + std::to_string(pos[b] + 1);
+    printf("%s attention_decode B%d C%d NH%d S%d (%d splits) X%d %s, lengths %s: worst error %.2e\n", ok ? "OK  " : "FAIL", B, C,
+           NH, S, splits, X, reverse ? "last to first" : "first to last", ls.c_str(), worst);
+    return out;
+}
+
+// attention_orders runs attention on a grid of X blocks a pair in both
+// orders of the blocks and checks that out is the same to the bit (the
+// merge runs in slot order, whichever block finishes last).
+static void attention_orders(int B, int C, int NH, int S, int X, std::vector<int> lens) {
+    std::vector<float> fwd = attention(B, C, NH, S, X, lens, false);
+    std::vector<float> rev = attention(B, C, NH, S, X, lens, true);
+    bool ok = memcmp(fwd.data(), rev.data(), fwd.size() * sizeof(float)) == 0;
+    fails += !ok;
+    printf("%s attention_decode B%d C%d NH%d S%d X%d: both orders of the blocks give the same bits\n", ok ? "OK  " : "FAIL", B, C, NH, S, X);
 }
 
 // The reference of SampleRow (pkg/device/decode.go), as written there.
@@ -134,6 +165,18 @@ static void sample(int V, float temp, int topk, float topp, int seed, bool with_
 }
 
 int main() {
+    // The new grid: X blocks a pair over gpt2's 16 splits of 1024, contexts
+    // of 1, 63, 64, 65 and 1000 positions (10 pairs), X from 1 (a block
+    // takes all its pair's splits) through X below the active splits
+    // (blocks looping over several) to X past them (blocks with none), in
+    // both orders; head sizes 64 (16-byte vectors) and 15 (one element a
+    // unit).
+    for (int X : {1, 2, 3, 7, 16})
+        attention_orders(5, 128, 2, 1024, X, {1, 63, 64, 65, 1000});
+    for (int X : {1, 4, 9})
+        attention_orders(5, 30, 2, 1024, X, {1000, 65, 64, 63, 1});
+    attention_orders(2, 768, 12, 1024, 3, {200, 17}); // gpt2-124M's heads, 24 pairs
+    attention_orders(3, 48, 2, 5, 1, {});               // one split
     attention(2, 128, 2, 600);
     attention(3, 48, 2, 5);
     attention(1, 64, 1, 1);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run.sh: the host emulator of kernels/decode.cu (a development tool, not
 # part of druto; no GPU needed): main.cpp compiles the .cu as C++ with
-# -DDRUTO_EMU for f32, runs attention_decode with its combine, sample_rows
+# -DDRUTO_EMU for f32, runs attention_decode with its merge (on grids of
+# one to all splits' blocks a pair, the blocks first to last and last to
+# first, which must give the same bits), sample_rows
 # under greedy, temperature, top-k and top-p draws (logits with ties, masked
 # and needing tokens), and kv_append on host threads, and compares them with
 # references of the ops' definitions. "OK" per case; exit 1 on a mismatch.

@@ -2,9 +2,9 @@ package gpu
 
 // decode.go: generation over a key/value cache (device.Decoder), the
 // kernels of kernels/decode.cu; the CPU twin is pkg/device/cpu/decode.go.
-// Every launch's grid depends on the sizes and S only, never on the
-// positions (they are read on the device), so a decode step is captured
-// once as a graph and replayed for every token.
+// Every launch's grid depends on the sizes, S and the device's SM count
+// only, never on the positions (they are read on the device), so a decode
+// step is captured once as a graph and replayed for every token.
 
 import (
 	"fmt"
@@ -101,6 +101,9 @@ func (d *Device) KVAppend(kc, vc, qkv, pos *tensor.Tensor, B, T, C, NH, S int) {
 
 // AttentionDecode: one query row a sequence against its cached positions,
 // split over the cache in chunks (flash-decoding), then the splits merged.
+// The grid is (decSlots, B·NH): a block takes every decSlots-th chunk and
+// merges them itself, so the grid fills the GPU without a block for each of
+// the cache's (mostly empty) chunks.
 // out (B,C), qkv (B,3C), kc, vc (B,NH,S,hs), pos (B) I32, one float dtype
 func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH, S int) {
 	const op = "attention_decode"
@@ -112,16 +115,33 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 		d.unsupported(op+" (head size above 256)", qkv.DType)
 		return
 	}
-	splits := blocks(S, decChunk)
+	X := decSlots(blocks(S, decChunk), B*NH, d.sms())
 	hs := C / NH
-	po := d.scratch("decode.part_o", B*NH*splits*hs*4)
-	pml := d.scratch("decode.part_ml", B*NH*splits*2*4)
+	po := d.scratch("decode.part_o", B*NH*X*hs*4)
+	pml := d.scratch("decode.part_ml", B*NH*X*2*4)
 	done := d.zeroScratch("decode.done", B*NH*4)
 	if po == 0 || pml == 0 || done == 0 {
 		return
 	}
-	d.launch(op, qkv.DType, cuda.Dim3{X: uint32(splits), Y: uint32(B * NH), Z: 1}, cuda.D1(decAttBlock), 0,
+	d.launch(op, qkv.DType, cuda.Dim3{X: uint32(X), Y: uint32(B * NH), Z: 1}, cuda.D1(decAttBlock), 0,
 		d.ptr(out), po, pml, done, d.ptr(qkv), d.ptr(kc), d.ptr(vc), d.ptr(pos), B, C, NH, S)
+}
+
+// decAttWave is the blocks of attention_decode an SM is given (before
+// rounding up): half of the 8 its launch bounds keep resident. When the
+// rounding gives a pair more than one block (pairs < decAttWave·sms), the
+// grid stays under decAttWave·sms + pairs < 2·decAttWave·sms = 8 blocks an
+// SM: one wave, with no tail of blocks waiting for a free SM.
+const decAttWave = 4
+
+// decSlots is attention_decode's blocks a (b, h) pair (its grid's X, and
+// the partials' slots a pair) for a cache of splits chunks, pairs = B·NH
+// and sms multiprocessors: enough blocks to fill the GPU
+// (ceil(decAttWave·sms/pairs)), at least one and never more than the
+// chunks. It depends on the sizes only, never on the positions, so a
+// captured graph replays for any lengths.
+func decSlots(splits, pairs, sms int) int {
+	return min(splits, max(1, blocks(decAttWave*sms, pairs)))
 }
 
 // SampleHead: the logits by the LM head's GEMM into logits (x's dtype),

@@ -131,3 +131,31 @@ func TestBenchFinish(t *testing.T) {
 		t.Errorf("no ceiling: %+v", rs)
 	}
 }
+
+// TestDecSlots: attention_decode's blocks a pair fill the GPU without
+// exceeding the chunks, and whenever a pair gets more than one block the
+// grid stays within one wave of the 8 blocks an SM its launch bounds keep
+// resident.
+func TestDecSlots(t *testing.T) {
+	for _, c := range []struct{ splits, pairs, sms, want int }{
+		{16, 12, 132, 16},  // gpt2 at batch 1: every chunk its own block
+		{16, 768, 132, 1},  // batch 64: one block a pair takes all its chunks
+		{16, 384, 132, 2},  // batch 32
+		{16, 96, 132, 6},   // batch 8
+		{1, 1, 132, 1},     // a cache of one chunk
+		{16, 2000, 132, 1}, // more pairs than the GPU holds: still one
+		{5, 3, 0, 1},       // no SM count: at least one
+	} {
+		if got := decSlots(c.splits, c.pairs, c.sms); got != c.want {
+			t.Errorf("decSlots(%d, %d, %d) = %d, want %d", c.splits, c.pairs, c.sms, got, c.want)
+		}
+	}
+	for _, sms := range []int{1, 78, 132} {
+		for pairs := 1; pairs <= 3000; pairs++ {
+			x := decSlots(16, pairs, sms)
+			if x < 1 || x > 16 || (x > 1 && x*pairs >= 2*decAttWave*sms) {
+				t.Fatalf("decSlots(16, %d, %d) = %d: outside [1, 16] or past one wave", pairs, sms, x)
+			}
+		}
+	}
+}
