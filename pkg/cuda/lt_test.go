@@ -314,3 +314,43 @@ func TestLtFP8(t *testing.T) {
 		t.Error("scale pointers on a bf16 matmul accepted")
 	}
 }
+
+// TestLtIdleSplit: a product whose first algorithm fills under a quarter
+// of the SMs, over at most 64 columns with K ≥ 512, runs its widest
+// accepted split-K variant within one wave and K/k ≥ 128 by default; any
+// other keeps the heuristic's first. The fake accepts k 2 and 4 (k MiB of
+// workspace), refuses 8, and gives 16 64 MiB.
+func TestLtIdleSplit(t *testing.T) {
+	f := &fakeLt{}
+	h, _ := fakeLtHandle(t, f)
+	for _, c := range []struct {
+		name    string
+		waves   float32
+		N, K    int
+		ws      uint64 // MaxWorkspace
+		algo    int    // the default candidate: 0 and 1 the heuristic's, then the splits
+		work    uint64 // its workspace
+		splitKs int    // split-K candidates appended
+	}{
+		{"decode MLP projection", 0.09, 64, 3072, 32 << 20, 3, 4 << 20, 2},
+		{"k 16 within one wave", 0.05, 64, 3072, 128 << 20, 4, 64 << 20, 3},
+		{"k 16 over one wave", 0.09, 64, 3072, 128 << 20, 3, 4 << 20, 3},
+		{"k 16 parts too short", 0.05, 64, 1024, 128 << 20, 3, 4 << 20, 3},
+		{"one wave at most", 0.3, 64, 3072, 32 << 20, 0, 0, 0},
+		{"K too short", 0.05, 64, 256, 32 << 20, 0, 0, 0},
+		{"columns beyond a decode step", 0.05, 65, 3072, 32 << 20, 0, 0, 0},
+		{"no waves reported", 0, 64, 3072, 32 << 20, 0, 0, 0},
+	} {
+		f.results = []ltHeuristic{{algo: [8]uint64{7}, waves: c.waves}, {algo: [8]uint64{8}}}
+		p := LtParams{TransA: true, M: 768, N: c.N, K: c.K, AType: R16BF, BType: R16BF, CType: R16BF, LDA: c.K, LDB: c.K, LDC: 768,
+			Compute: Compute32F, MaxWorkspace: c.ws}
+		m, err := h.NewMatmul(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Algo() != c.algo || m.WorkspaceRequired != c.work || m.Algos() != 2+c.splitKs {
+			t.Errorf("%s: default %d (workspace %d) of %d candidates; want %d (%d) of %d", c.name, m.Algo(), m.WorkspaceRequired, m.Algos(), c.algo, c.work, 2+c.splitKs)
+		}
+		_ = m.Destroy()
+	}
+}
