@@ -152,18 +152,41 @@ func (m *Model) FP8Underflows(accum int) (under, values int64, err error) {
 	if err != nil || s == nil {
 		return 0, 0, err
 	}
-	L := m.Config.Layers
-	for k := range fp8Tensors(L) {
+	for k := range fp8Tensors(m.Config.Layers) {
 		under += int64(s.PendingUnder(FP8Record(k)))
+		values += m.fp8Values(k, accum)
 	}
+	return under, values, nil
+}
+
+// fp8Values returns how many values the casts of FP8 tensor k take in a
+// step of accum micro-steps: a block's inputs and output gradients every
+// micro-step (B·T rows of the layer's width), its weights once; the LM
+// head's two only under amp.FP8Recipe.Head.
+func (m *Model) fp8Values(k, accum int) int64 {
 	N, C, V := int64(m.acts.B*m.acts.T), int64(m.Config.Channels), int64(m.Config.Vocab)
-	// A block casts its four GEMM inputs (C, C, C, 4C a row), its four
-	// output gradients (C, 4C, C, 3C) and, once a step, its weights (12C²).
-	acts, weights := int64(L)*16*N*C, int64(L)*12*C*C
-	if m.fp8Head() {
-		acts, weights = acts+N*C, weights+V*C
+	a := int64(max(accum, 1))
+	if h := k - m.Config.Layers*f8PerLayer; h >= 0 {
+		switch {
+		case !m.fp8Head():
+			return 0
+		case h == f8HeadX:
+			return a * N * C
+		default:
+			return V * C
+		}
 	}
-	return under, int64(max(accum, 1))*acts + weights, nil
+	// Each linear layer's input and output widths.
+	in, out := [4]int64{C, C, C, 4 * C}, [4]int64{3 * C, C, 4 * C, C}
+	i, what := k%f8PerLayer/3, k%3 // qkv, attn proj, fc, fc proj; x, w, dy
+	switch what {
+	case 0:
+		return a * N * in[i]
+	case 1:
+		return in[i] * out[i]
+	default:
+		return a * N * out[i]
+	}
 }
 
 // FP8Record returns the record of the scaling state (FP8Scales) that

@@ -227,7 +227,8 @@ func TestFP8HeadTracksBF16(t *testing.T) {
 // casts counted and says how many values they cast (16·N·C + 12·C² a
 // block); with the default recipe almost nothing flushes, and with a
 // margin of 12 (the scales 4096 times smaller) a share of the layernorm
-// outputs does, though not most values.
+// outputs does, though not most values; with a margin of 64 each
+// tensor's count matches its values (fp8Values) whole.
 func TestFP8Underflows(t *testing.T) {
 	const B, T = 2, 32
 	share := map[int]float64{}
@@ -248,5 +249,33 @@ func TestFP8Underflows(t *testing.T) {
 	}
 	if share[0] > 0.001 || share[12] <= 0.001 || share[12] > 0.5 || share[12] <= share[0] {
 		t.Errorf("underflow shares %.3g (margin 0) and %.3g (margin 12)", share[0], share[12])
+	}
+	// Under a margin of 64 every nonzero value of the second step is too
+	// small for its scale (set from the first step's amax), so each
+	// tensor's count is all of its values, or none where the flushed
+	// products left it exactly zero (the attention's output and the
+	// gradients behind flushed weights): a tensor whose count of values
+	// in FP8Underflows is not what its casts took shows here. With the
+	// head in FP8 too.
+	for _, head := range []bool{false, true} {
+		rc := amp.DefaultFP8Recipe()
+		rc.Margin, rc.Head = 64, head
+		_, _, m := fp8StepsOn(t, cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.FP8, 2, B, T, rc)
+		s, err := m.FP8Scales()
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := 0
+		for k := range fp8Tensors(fp8Cfg.Layers) {
+			u, v := int64(s.PendingUnder(FP8Record(k))), m.fp8Values(k, 1)
+			if u == v && v > 0 {
+				full++
+			} else if u != 0 {
+				t.Errorf("margin 64, head %v: tensor %d: %d underflows, %d values cast", head, k, u, v)
+			}
+		}
+		if want := fp8Cfg.Layers * 8; head && full != want+2 || !head && full != want {
+			t.Errorf("margin 64, head %v: %d tensors flushed whole", head, full)
+		}
 	}
 }
