@@ -12,11 +12,12 @@
 // attention_decode (flash-decoding): one query row a sequence against its
 // cached positions [0, pos[b]], the positions cut into splits of
 // DEC_CHUNK; block (x, b·NH+h) of a grid (X, B·NH) takes the splits x,
-// x+X, x+2X, ... that hold positions, one after another: for each it
-// scores the chunk, takes the softmax's max and sum over the chunk, sums
-// the value rows of its positions (the threads' layout is at the kernel)
-// and merges the chunk into the block's running (max, sum, unnormalised
-// output) by the log-sum-exp rule; it writes that running state as its
+// x+X, x+2X, ... that hold positions, one after another, the next split's
+// loads in flight while it reduces the current one: for each it scores the
+// chunk, takes the softmax's max over the chunk, and merges the chunk into
+// the block's running (max, sum, unnormalised output) by the log-sum-exp
+// rule, the value rows of its positions summed into that output (the
+// threads' layout is at the kernel); it writes that running state as its
 // slot's partial. The last block of a pair (b, h) to finish (a counter a
 // pair, reset by that block) merges the pair's slots in slot order and
 // rounds once into out. Blocks with no split below pos[b] return at once.
@@ -96,129 +97,247 @@ extern "C" __global__ void __launch_bounds__(DEC_BLOCK) kv_append(T* __restrict_
 
 // attention_decode: grid (X, B·NH), DEC_ATT_BLOCK threads; part_o
 // (B·NH, X, hs) fp32, part_ml (B·NH, X, 2) fp32 (max, sum).
-// At batch 1 the kernel is bound by memory latency, not bandwidth: a block
-// reads 64 rows of 128 bytes each of K and V. So every load of a phase is
-// issued before any is used: a unit is a 16-byte vector of T (or one
-// element where the head's rows are not whole vectors), and
-//   - scores: DEC_ATT_BLOCK/DEC_CHUNK threads a position, each over every
-//     such unit of its key row (they are independent loads), the threads'
-//     sums added in thread order;
+// The kernel is bound by memory latency, not by its arithmetic: a split is
+// 64 rows of K and of V, and a block walks its splits one after another.
+// So each thread holds its share of a split's key and value rows in
+// registers (DEC_HELD units of each, loaded as raw bits), and the loads of
+// the next split are issued as soon as those registers are free: the next
+// split's keys once the scores are taken (in flight through the softmax
+// and p·V), its values once p·V is done (in flight through the next
+// scores and softmax), the first split's keys and values together before
+// q. A unit is a 16-byte vector of T (or one element where the head's rows
+// are not whole vectors), and
+//   - scores: DEC_TPP neighbouring lanes a position (j = t / DEC_TPP),
+//     lane part = t % DEC_TPP taking units part, part + DEC_TPP, ... of the
+//     key row (so each load of the lanes of a position covers a whole
+//     32-byte sector), their sums added by a butterfly of shuffles (the
+//     same bits in each of those lanes);
 //   - p·V: thread t holds unit t % U of the value rows of positions
-//     g, g+G, ... (g = t / U, G = DEC_ATT_BLOCK / U groups), the groups'
-//     sums then added in group order (deterministic).
+//     g, g+G, ... (g = t / U, G = DEC_ATT_BLOCK / U groups; a warp's loads
+//     cover whole rows), accumulated over all the block's splits in its
+//     registers, rescaled to each new max; the groups' sums are added in
+//     group order once, at the end (deterministic).
+// A split takes two block barriers: one for the max over the warps, one
+// for the sum and the probabilities p (no thread reuses p or the warps'
+// slots before every thread has passed the next split's first barrier).
+#define DEC_TPP (DEC_ATT_BLOCK / DEC_CHUNK) // the lanes of one position in the scores (a power of two, at most 32)
+#define DEC_HELD 4 // the key units and value positions a thread holds in registers a split
 
-// dec_unit widens unit u of a cached row into v[0..W) (W = 16/sizeof(T):
-// a 16-byte vector; W = 1: one element). v holds 16/sizeof(T) floats
-// whatever W, so that the branch W does not take stays in bounds.
+// dec_fetch returns unit u of a cached row as raw bits: a 16-byte vector
+// (W = 16/sizeof(T)) or, W = 1, one element's bits in x. The bits are
+// widened only where they are used (dec_widen), so that nothing waits for
+// the load before then.
 template <int W>
-__device__ __forceinline__ void dec_unit(const T* row, int u, float* v) {
+__device__ __forceinline__ uint4 dec_fetch(const T* row, int u) {
     if (W == 1) {
-        v[0] = load(row, u);
+        uint4 r;
+        r.y = r.z = r.w = 0u;
+#if DTYPE == DRUTO_F32
+        r.x = __float_as_uint(row[u]);
+#else
+        r.x = row[u].bits;
+#endif
+        return r;
+    }
+    return *reinterpret_cast<const uint4*>(row + (size_t)u * W);
+}
+
+// dec_widen widens a fetched unit into v[0..W). v holds 16/sizeof(T)
+// floats whatever W, so that the branch W does not take stays in bounds.
+template <int W>
+__device__ __forceinline__ void dec_widen(uint4 r, float* v) {
+    if (W == 1) {
+#if DTYPE == DRUTO_F32
+        v[0] = __uint_as_float(r.x);
+#elif DTYPE == DRUTO_BF16
+        v[0] = bf16_bits_to_f32(r.x);
+#else
+        v[0] = f16_bits_to_f32((unsigned short)r.x);
+#endif
     } else {
-        unpack16(*reinterpret_cast<const uint4*>(row + (size_t)u * W), v);
+        unpack16(r, v);
     }
 }
 
-// dec_attend scores the cnt positions from lo of one split and merges
-// them into the block's running state, all in shared memory (registers
-// held across the p·V phase spilled in f32): st[0] and st[1] are the
-// softmax's max M and sum L so far, kept by thread 0, which also leaves
-// there the factors a and c (st[2], st[3]) that rescale the old output and
-// the chunk's to the new max; ro (hs) is the output so far relative to M,
-// entry d owned by thread d % DEC_ATT_BLOCK. On the first split (M = -inf,
-// L = 0, ro zero) a = 0 and c = 1: the state becomes the chunk's own (max,
-// sum, output) exactly. The shared arrays are free again when it returns
-// (its last barrier precedes their last reads, and st is next written
-// after the next call's first barriers), so it can be called for the next
-// split without another barrier.
+// dec_attend runs the block's splits, the min(DEC_CHUNK, n - lo) positions
+// from lo = x·DEC_CHUNK, lo + step, ... below n, and writes its partial:
+// po (hs) the output relative to the max M, and M and the sum L (into ml
+// by thread 0). It loads q (qr, hs elements) into shared memory itself,
+// after the first split's loads are issued. Every thread keeps M and L
+// (the same bits: each computes them from the same shared values in the
+// same order); on the first split (M = -inf, L = 0, outputs zero) the
+// rescale factor a is 0 and the state becomes the split's own.
 template <int W>
-__device__ __forceinline__ void dec_attend(float* ro, float* st, const float* q, float* p, float* sc, float* pv,
-        float* red, const T* kb, const T* vb, int lo, int cnt, int hs) {
-    const int U = hs / W, TPP = DEC_ATT_BLOCK / DEC_CHUNK;
-    const int t = threadIdx.x, lane = t % 32, warp = t / 32, warps = DEC_ATT_BLOCK / 32;
-    // Scores: thread t takes position t % DEC_CHUNK and the part t /
-    // DEC_CHUNK of its key row (TPP consecutive runs of units).
-    {
-        const int j = t % DEC_CHUNK, part = t / DEC_CHUNK, per = (U + TPP - 1) / TPP;
+__device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float* p, float* red, float* pv, const T* qr,
+        const T* kb, const T* vb, int lo, int n, int step, int hs) {
+    const int U = hs / W, warps = DEC_ATT_BLOCK / 32;
+    // NU: the units of a value row a thread of p·V takes (more than one
+    // only for rows of more than DEC_ATT_BLOCK units: elements, W = 1).
+    const int NU = (DEC_MAX_HEAD / W + DEC_ATT_BLOCK - 1) / DEC_ATT_BLOCK;
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const int j = t / DEC_TPP, part = t % DEC_TPP; // scores: position and part of the key row
+    // p·V: G groups of U threads; the rest of the block (U not dividing
+    // DEC_ATT_BLOCK) idles. U > DEC_ATT_BLOCK: one group, units t,
+    // t + DEC_ATT_BLOCK, ...
+    const int G = U <= DEC_ATT_BLOCK ? DEC_ATT_BLOCK / U : 1;
+    const int g = t / (U <= DEC_ATT_BLOCK ? U : DEC_ATT_BLOCK);
+    const int u0 = U <= DEC_ATT_BLOCK ? t % U : t;
+    const bool pvt = g < G && u0 < U;
+    // kt: the thread's key row in the current split; vt: its first value
+    // row there (position g); both move on by step rows a split.
+    // (int offsets: a pair's cache, S·hs elements, is below 2^31.)
+    const int adv = step * hs, gh = G * hs;
+    const T* kt = kb + ((size_t)lo + j) * hs;
+    const T* vt = vb + ((size_t)lo + g) * hs;
+    int left = n - lo; // the positions from the current split on
+    uint4 kr[DEC_HELD], vr[DEC_HELD];
+#pragma unroll
+    for (int r = 0; r < DEC_HELD; r++) {
+        kr[r].x = kr[r].y = kr[r].z = kr[r].w = 0u;
+        vr[r] = kr[r];
+    }
+    // The first split's keys and values, then q (its loads overlap theirs).
+#pragma unroll
+    for (int r = 0; r < DEC_HELD; r++) {
+        if (j < left && part + r * DEC_TPP < U) kr[r] = dec_fetch<W>(kt, part + r * DEC_TPP);
+        if (pvt && g + r * G < left) vr[r] = dec_fetch<W>(vt + r * gh, u0);
+    }
+    // (hs <= DEC_MAX_HEAD: a bounded loop, which ptxas does not unroll
+    // into more loads held at once than there are elements.)
+#pragma unroll
+    for (int k = 0; k < DEC_MAX_HEAD / DEC_ATT_BLOCK; k++)
+        if (t + k * DEC_ATT_BLOCK < hs) q[t + k * DEC_ATT_BLOCK] = load(qr, t + k * DEC_ATT_BLOCK);
+    __syncthreads();
+    const float scale = rsqrtf((float)hs);
+    float M = DEC_NEG_INF, L = 0.f;
+    // The thread's running outputs: pv[g·hs + u·W + e] for its units u,
+    // its own until the end (no other thread reads or writes them).
+    if (pvt) {
+#pragma unroll
+        for (int k = 0; k < NU; k++)
+            if (u0 + k * DEC_ATT_BLOCK < U)
+#pragma unroll
+                for (int e = 0; e < W; e++) pv[g * hs + (u0 + k * DEC_ATT_BLOCK) * W + e] = 0.f;
+    }
+    for (;;) {
+        const int cnt = min(DEC_CHUNK, left);
+        // Scores: the held units, then any beyond them loaded here.
         float s = 0.f;
         if (j < cnt) {
-            const T* kr = kb + (size_t)(lo + j) * hs;
-            const int u1 = min(U, (part + 1) * per);
-#pragma unroll 4
-            for (int u = part * per; u < u1; u++) {
+#pragma unroll
+            for (int r = 0; r < DEC_HELD; r++) {
+                const int u = part + r * DEC_TPP;
+                if (u < U) {
+                    float kv[16 / sizeof(T)];
+                    dec_widen<W>(kr[r], kv);
+#pragma unroll
+                    for (int e = 0; e < W; e++) s += q[u * W + e] * kv[e];
+                }
+            }
+#pragma unroll 1
+            for (int u = part + DEC_HELD * DEC_TPP; u < U; u += DEC_TPP) {
                 float kv[16 / sizeof(T)];
-                dec_unit<W>(kr, u, kv);
+                dec_widen<W>(dec_fetch<W>(kt, u), kv);
 #pragma unroll
                 for (int e = 0; e < W; e++) s += q[u * W + e] * kv[e];
             }
         }
-        sc[part * DEC_CHUNK + j] = s;
-    }
-    __syncthreads();
-    const float scale = rsqrtf((float)hs);
-    for (int j = t; j < cnt; j += DEC_ATT_BLOCK) {
-        float s = 0.f;
-        for (int k = 0; k < TPP; k++) s += sc[k * DEC_CHUNK + j];
-        p[j] = s * scale;
-    }
-    __syncthreads();
-    float m = DEC_NEG_INF;
-    for (int j = t; j < cnt; j += DEC_ATT_BLOCK) m = fmaxf(m, p[j]);
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    m = red[0];
-    for (int w = 1; w < warps; w++) m = fmaxf(m, red[w]);
-    __syncthreads();
-    float l = 0.f;
-    for (int j = t; j < cnt; j += DEC_ATT_BLOCK) {
-        float e = expf(p[j] - m);
-        p[j] = e;
-        l += e;
-    }
-    l = warp_sum(l);
-    if (lane == 0) red[warp] = l;
-    __syncthreads();
-    // The chunk's (m, sum) joins the running (M, L), both rescaled to the
-    // larger max; the other threads read a and c after the next barrier.
-    if (t == 0) {
+        for (int off = 1; off < DEC_TPP; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        s *= scale;
+        // The next split's keys, in flight through the softmax and p·V.
+        const int nleft = left - step;
+        if (j < nleft) {
+#pragma unroll
+            for (int r = 0; r < DEC_HELD; r++)
+                if (part + r * DEC_TPP < U) kr[r] = dec_fetch<W>(kt + adv, part + r * DEC_TPP);
+        }
+        // The split's max over the warps, and the new running max.
+        float m = j < cnt ? s : DEC_NEG_INF;
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (lane == 0) red[warp] = m;
+        __syncthreads();
+        m = red[0];
+        for (int w = 1; w < warps; w++) m = fmaxf(m, red[w]);
+        const float mn = fmaxf(M, m);
+        // p relative to the new max (lane part 0 of a position writes it)
+        // and the split's sum over the warps, added in warp order.
+        const float e = j < cnt ? expf(s - mn) : 0.f;
+        if (part == 0 && j < cnt) p[j] = e;
+        const float l = warp_sum(part == 0 ? e : 0.f);
+        if (lane == 0) red[warps + warp] = l;
+        __syncthreads();
         float tot = 0.f;
-        for (int w = 0; w < warps; w++) tot += red[w];
-        const float mn = fmaxf(st[0], m), a = expf(st[0] - mn), c = expf(m - mn);
-        st[0] = mn;
-        st[1] = st[1] * a + tot * c;
-        st[2] = a;
-        st[3] = c;
-    }
-    // p·V: G groups of U threads; the rest of the block (U not dividing
-    // DEC_ATT_BLOCK) idles. U > DEC_ATT_BLOCK (rows of more than 128
-    // elements that are not whole vectors): one group, units t, t+128, ...
-    const int G = U <= DEC_ATT_BLOCK ? DEC_ATT_BLOCK / U : 1;
-    const int g = t / (U <= DEC_ATT_BLOCK ? U : DEC_ATT_BLOCK);
-    if (g < G) {
-        for (int u = U <= DEC_ATT_BLOCK ? t % U : t; u < U; u += DEC_ATT_BLOCK) {
+        for (int w = 0; w < warps; w++) tot += red[warps + w];
+        const float a = expf(M - mn);
+        M = mn;
+        L = L * a + tot;
+        // p·V into the running outputs, rescaled to the new max: the held
+        // positions, then any beyond them, then (W = 1, rows of more than
+        // DEC_ATT_BLOCK elements) the thread's further units.
+        if (pvt) {
             float acc[W];
+            float* o = pv + g * hs + u0 * W;
 #pragma unroll
-            for (int e = 0; e < W; e++) acc[e] = 0.f;
-            // No unroll pragma: ptxas 11.8 spilled (sm_90, bf16 and f16)
-            // with one, and unrolls this loop by itself.
-            for (int j = g; j < cnt; j += G) {
+            for (int e2 = 0; e2 < W; e2++) acc[e2] = o[e2] * a;
+#pragma unroll
+            for (int r = 0; r < DEC_HELD; r++) {
+                if (g + r * G < cnt) {
+                    float vv[16 / sizeof(T)];
+                    dec_widen<W>(vr[r], vv);
+                    const float pj = p[g + r * G];
+#pragma unroll
+                    for (int e2 = 0; e2 < W; e2++) acc[e2] += pj * vv[e2];
+                }
+            }
+#pragma unroll 1
+            for (int jj = g + DEC_HELD * G; jj < cnt; jj += G) {
                 float vv[16 / sizeof(T)];
-                dec_unit<W>(vb + (size_t)(lo + j) * hs, u, vv);
-                const float pj = p[j];
+                dec_widen<W>(dec_fetch<W>(vt + (size_t)(jj - g) * hs, u0), vv);
+                const float pj = p[jj];
 #pragma unroll
-                for (int e = 0; e < W; e++) acc[e] += pj * vv[e];
+                for (int e2 = 0; e2 < W; e2++) acc[e2] += pj * vv[e2];
             }
 #pragma unroll
-            for (int e = 0; e < W; e++) pv[g * hs + u * W + e] = acc[e];
+            for (int e2 = 0; e2 < W; e2++) o[e2] = acc[e2];
+#pragma unroll
+            for (int k = 1; k < NU; k++) {
+                const int u = u0 + k * DEC_ATT_BLOCK;
+                if (u < U) {
+                    float a1 = pv[g * hs + u] * a;
+#pragma unroll 1
+                    for (int jj = g; jj < cnt; jj += G) {
+                        float vv[16 / sizeof(T)];
+                        dec_widen<W>(dec_fetch<W>(vt + (size_t)(jj - g) * hs, u), vv);
+                        a1 += p[jj] * vv[0];
+                    }
+                    pv[g * hs + u] = a1;
+                }
+            }
+        }
+        if (nleft <= 0) break;
+        // The next split's values, in flight through its scores and softmax.
+        kt += adv;
+        vt += adv;
+#pragma unroll
+#pragma unroll
+        for (int r = 0; r < DEC_HELD; r++)
+            if (pvt && g + r * G < nleft) vr[r] = dec_fetch<W>(vt + r * gh, u0);
+        left = nleft;
+    }
+    // The groups' outputs added in group order; thread 0 writes (M, L).
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < DEC_MAX_HEAD / DEC_ATT_BLOCK; i++) {
+        const int d = t + i * DEC_ATT_BLOCK;
+        if (d < hs) {
+            float o = 0.f;
+            for (int k = 0; k < G; k++) o += pv[k * hs + d];
+            po[d] = o;
         }
     }
-    __syncthreads();
-    const float a = st[2], c = st[3];
-    for (int d = t; d < hs; d += DEC_ATT_BLOCK) {
-        float o = 0.f;
-        for (int k = 0; k < G; k++) o += pv[k * hs + d];
-        ro[d] = ro[d] * a + o * c;
+    if (t == 0) {
+        ml[0] = M;
+        ml[1] = L;
     }
 }
 
@@ -227,22 +346,24 @@ __device__ __forceinline__ void dec_attend(float* ro, float* st, const float* q,
 // (B·NH, X, 2) fp32 scratch (slot x: block x's running output, max and
 // sum); done (B·NH) counters, zero before the first launch (each pair's last
 // block sets its counter back to zero).
-// The launch bounds' 8 blocks an SM (at most 64 registers a thread) keep
-// ptxas from its default target: NVRTC (11.8 and 13) gave attention_decode
-// 40 registers and an 8-byte stack of spilled addresses without it.
-extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 8) attention_decode(T* __restrict__ out,
+// The launch bounds' 7 blocks an SM allow 72 registers a thread (65536 /
+// (7·128) = 73, allocated in steps of 8): a thread holds 2·DEC_HELD
+// 16-byte units (32 registers) of the splits' keys and values at all times,
+// and at 64 registers (8 blocks) ptxas spilled a few addresses and indices.
+// 7 blocks of 128 threads still take 896 of an SM's 2048 threads and about
+// 7·5.4 KB of its shared memory; a grid of more blocks than 7 an SM is one
+// decSlots gives only for B·NH between 3.5 and 4 times the SMs (X = 2),
+// where at most one block an SM waits for a free slot (decode.go).
+extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(T* __restrict__ out,
         float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv,
         const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
     pdl_enter();
     // pv holds G·hs floats: at most DEC_ATT_BLOCK·16/sizeof(T) (whole
-    // vectors) or DEC_MAX_HEAD (one group). ro and st are the block's
-    // running output and (max, sum, and the last merge's factors).
+    // vectors) or DEC_MAX_HEAD (one group). red: the warps' maxima, then
+    // their sums.
     __shared__ float q[DEC_MAX_HEAD];
-    __shared__ float ro[DEC_MAX_HEAD];
-    __shared__ float st[4];
     __shared__ float p[DEC_CHUNK];
-    __shared__ float sc[DEC_ATT_BLOCK];
-    __shared__ float red[DEC_ATT_BLOCK / 32];
+    __shared__ float red[2 * (DEC_ATT_BLOCK / 32)];
     __shared__ float pv[DEC_ATT_BLOCK * 16 / sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / sizeof(T) : DEC_MAX_HEAD];
     __shared__ int last;
     int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;
@@ -251,37 +372,19 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 8) attention_decode(
     int active = (n + DEC_CHUNK - 1) / DEC_CHUNK; // the splits that hold positions
     if (x >= active) return;
     int slots = min(X, active); // the pair's blocks that hold positions, a slot each
-    for (int d = threadIdx.x; d < hs; d += DEC_ATT_BLOCK) {
-        q[d] = load(qkv, (size_t)b * 3 * C + h * hs + d);
-        ro[d] = 0.f;
-    }
-    if (threadIdx.x == 0) {
-        st[0] = DEC_NEG_INF;
-        st[1] = 0.f;
-    }
-    __syncthreads();
+    const T* qr = qkv + (size_t)b * 3 * C + h * hs;
     const T* kb = kc + (size_t)bh * S * hs;
     const T* vb = vc + (size_t)bh * S * hs;
+    float* po = part_o + ((size_t)bh * X + x) * hs;
+    float* pm = part_ml + ((size_t)bh * X + x) * 2;
     const int VE = 16 / (int)sizeof(T);
     const int step = X * DEC_CHUNK; // from one of the block's splits to its next
     // Whole 16-byte vectors: rows of a multiple of VE elements from
-    // 16-byte aligned caches (every row then starts on a vector). The
-    // block's splits in increasing order.
-    if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0) {
-        for (int lo = x * DEC_CHUNK; lo < n; lo += step)
-            dec_attend<16 / sizeof(T)>(ro, st, q, p, sc, pv, red, kb, vb, lo, min(DEC_CHUNK, n - lo), hs);
-    } else {
-        for (int lo = x * DEC_CHUNK; lo < n; lo += step)
-            dec_attend<1>(ro, st, q, p, sc, pv, red, kb, vb, lo, min(DEC_CHUNK, n - lo), hs);
-    }
-    // Each thread copies the entries of ro it owns, thread 0 the (max, sum)
-    // it keeps (no barrier needed).
-    float* po = part_o + ((size_t)bh * X + x) * hs;
-    for (int d = threadIdx.x; d < hs; d += DEC_ATT_BLOCK) po[d] = ro[d];
-    if (threadIdx.x == 0) {
-        part_ml[((size_t)bh * X + x) * 2] = st[0];
-        part_ml[((size_t)bh * X + x) * 2 + 1] = st[1];
-    }
+    // 16-byte aligned caches (every row then starts on a vector).
+    if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0)
+        dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, x * DEC_CHUNK, n, step, hs);
+    else
+        dec_attend<1>(po, pm, q, p, red, pv, qr, kb, vb, x * DEC_CHUNK, n, step, hs);
     // The last block of the pair merges: every block makes its partials
     // visible before it counts itself (the fence), and the last reads them
     // past L1 (volatile). The merge runs over the slots in slot order, so

@@ -176,6 +176,21 @@ int main() {
     for (int X : {1, 4, 9})
         attention_orders(5, 30, 2, 1024, X, {1000, 65, 64, 63, 1});
     attention_orders(2, 768, 12, 1024, 3, {200, 17}); // gpt2-124M's heads, 24 pairs
+    // The registers a thread holds a split (DEC_HELD key units and value
+    // rows, the next split's loaded during this one's softmax and p·V):
+    // hs 32 (f32: 8 vectors a row, as bf16's hs 64) fills them exactly,
+    // with no loads beyond them; hs 16 fills half; hs 64 (above) and 128
+    // load the units and rows beyond them in place. Splits of 64, 40, 8
+    // and 1 positions last, blocks with exactly one split (X = 4 at 200
+    // and 256 positions), and X = 1 walking 16.
+    for (int X : {1, 3, 16})
+        attention_orders(5, 64, 2, 1024, X, {1, 63, 64, 65, 1000});
+    attention_orders(3, 32, 2, 1024, 1, {200, 129, 1});
+    attention_orders(2, 128, 2, 1024, 4, {200, 256});
+    attention_orders(2, 256, 2, 1024, 2, {129, 1000});
+    // hs 250 (elements, U > DEC_ATT_BLOCK): a second unit a thread in p·V.
+    attention_orders(2, 500, 2, 300, 1, {300, 130});
+    attention_orders(2, 500, 2, 300, 2, {300, 65});
     attention_orders(3, 48, 2, 5, 1, {});               // one split
     attention(2, 128, 2, 600);
     attention(3, 48, 2, 5);

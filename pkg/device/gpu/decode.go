@@ -128,10 +128,12 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 }
 
 // decAttWave is the blocks of attention_decode an SM is given (before
-// rounding up): half of the 8 its launch bounds keep resident. When the
-// rounding gives a pair more than one block (pairs < decAttWave·sms), the
-// grid stays under decAttWave·sms + pairs < 2·decAttWave·sms = 8 blocks an
-// SM: one wave, with no tail of blocks waiting for a free SM.
+// rounding up), about half of the 7 its launch bounds keep resident. When
+// the rounding gives a pair more than one block (pairs < decAttWave·sms),
+// the grid stays under decAttWave·sms + pairs < 2·decAttWave·sms = 8
+// blocks an SM, and at or under 7 (one wave, no tail of blocks waiting for
+// a free SM) except where X = 2 and pairs is above 3.5·sms: there at most
+// one block an SM waits.
 const decAttWave = 4
 
 // decSlots is attention_decode's blocks a (b, h) pair (its grid's X, and
