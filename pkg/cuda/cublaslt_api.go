@@ -108,8 +108,7 @@ const (
 var ltSplitKs = [...]uint32{2, 4, 8, 16}
 
 // Idle products: where the heuristic's first algorithm fills fewer than
-// ltIdleWaves of the GPU's SMs with tiles, in a linear layer's forward
-// layout (A transposed: the weights; B not) over at most ltIdleMaxN
+// ltIdleWaves of the GPU's SMs with tiles, over at most ltIdleMaxN
 // columns (a decode step's rows: one a sequence) and a K of at least
 // ltIdleMinK, NewMatmul appends the split-K variants too and makes the
 // widest split that keeps the tiles within one wave (the first's waves
@@ -117,8 +116,8 @@ var ltSplitKs = [...]uint32{2, 4, 8, 16}
 // default: at batch 64 the MLP projection of GPT-2 (768 outputs, K 3072)
 // otherwise streams its weights through a dozen SMs. The split's fp32
 // partials are summed by cuBLASLt's reduction in a fixed order, so the
-// product stays deterministic; training's forward products have thousands
-// of columns and keep the heuristic's choice.
+// product stays deterministic; training's products have thousands of
+// columns and keep the heuristic's choice.
 const (
 	ltIdleWaves   = 0.25
 	ltIdleMaxN    = 64
@@ -305,7 +304,7 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 			return Error{Call: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED"}
 		}
 		w0 := m.cands[0].waves
-		idle := p.TransA && !p.TransB && p.N <= ltIdleMaxN && p.K >= ltIdleMinK && w0 > 0 && w0 < ltIdleWaves
+		idle := p.N <= ltIdleMaxN && p.K >= ltIdleMinK && w0 > 0 && w0 < ltIdleWaves
 		if uint64(p.M)*uint64(p.N) <= ltSplitKMaxOutput && (p.K >= ltSplitKMinK || idle) {
 			for _, c := range m.addSplitK(api) {
 				if idle && w0*float32(c.k) <= 1 && p.K/int(c.k) >= ltIdleMinPart {

@@ -315,8 +315,8 @@ func TestLtFP8(t *testing.T) {
 	}
 }
 
-// TestLtIdleSplit: a forward-layout product whose first algorithm fills
-// under a quarter of the SMs, over at most 64 columns with K ≥ 512, runs its widest
+// TestLtIdleSplit: a product whose first algorithm fills under a quarter
+// of the SMs, over at most 64 columns with K ≥ 512, runs its widest
 // accepted split-K variant within one wave and K/k ≥ 128 by default; any
 // other keeps the heuristic's first. The fake accepts k 2 and 4 (k MiB of
 // workspace), refuses 8, and gives 16 64 MiB.
@@ -340,14 +340,10 @@ func TestLtIdleSplit(t *testing.T) {
 		{"K too short", 0.05, 64, 256, 32 << 20, 0, 0, 0},
 		{"columns beyond a decode step", 0.05, 65, 3072, 32 << 20, 0, 0, 0},
 		{"no waves reported", 0, 64, 3072, 32 << 20, 0, 0, 0},
-		{"not the forward layout", 0.09, 64, 3072, 32 << 20, 0, 0, 0},
 	} {
 		f.results = []ltHeuristic{{algo: [8]uint64{7}, waves: c.waves}, {algo: [8]uint64{8}}}
 		p := LtParams{TransA: true, M: 768, N: c.N, K: c.K, AType: R16BF, BType: R16BF, CType: R16BF, LDA: c.K, LDB: c.K, LDC: 768,
 			Compute: Compute32F, MaxWorkspace: c.ws}
-		if c.name == "not the forward layout" { // a weight gradient's: B transposed
-			p.TransA, p.TransB, p.LDA, p.LDB = false, true, 768, 64
-		}
 		m, err := h.NewMatmul(p)
 		if err != nil {
 			t.Fatal(err)
