@@ -98,32 +98,14 @@ const LtCandidates = 8
 // appends the heuristic's first algorithm
 // split over K in each of ltSplitKs parts (fp32 partial sums in the
 // workspace) where cublasLtMatmulAlgoCheck accepts it and the first does
-// not split already: more candidates for tuning and the benchmarks, not
-// the default choice (except for an idle product, below).
+// not split already: more candidates for tuning and the benchmarks, never
+// the default choice.
 const (
 	ltSplitKMaxOutput = 4 << 20
 	ltSplitKMinK      = 4096
 )
 
 var ltSplitKs = [...]uint32{2, 4, 8, 16}
-
-// Idle products: where the heuristic's first algorithm fills fewer than
-// ltIdleWaves of the GPU's SMs with tiles, over at most ltIdleMaxN
-// columns (a decode step's rows: one a sequence) and a K of at least
-// ltIdleMinK, NewMatmul appends the split-K variants too and makes the
-// widest split that keeps the tiles within one wave (the first's waves
-// times k at most 1) and each part of K at least ltIdleMinPart long the
-// default: at batch 64 the MLP projection of GPT-2 (768 outputs, K 3072)
-// otherwise streams its weights through a dozen SMs. The split's fp32
-// partials are summed by cuBLASLt's reduction in a fixed order, so the
-// product stays deterministic; training's products have thousands of
-// columns and keep the heuristic's choice.
-const (
-	ltIdleWaves   = 0.25
-	ltIdleMaxN    = 64
-	ltIdleMinK    = 512
-	ltIdleMinPart = 128
-)
 
 // LtMaxCandidates bounds LtMatmul.Algos: the heuristic's and the split-K
 // variants.
@@ -195,8 +177,7 @@ type LtParams struct {
 
 // LtMatmul is one configured matmul: descriptors and the algorithms
 // cuBLASLt's heuristic proposed for it (up to LtCandidates, best first),
-// made once and run many times. It runs the first candidate that works
-// (for an idle product, a split-K variant first: see ltIdleWaves):
+// made once and run many times. It runs the first candidate that works:
 // should cublasLtMatmul reject the current one before it has ever run
 // (NOT_SUPPORTED, INVALID_VALUE), Run moves on to the next.
 type LtMatmul struct {
@@ -303,14 +284,8 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 		if len(m.cands) == 0 {
 			return Error{Call: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED"}
 		}
-		w0 := m.cands[0].waves
-		idle := p.N <= ltIdleMaxN && p.K >= ltIdleMinK && w0 > 0 && w0 < ltIdleWaves
-		if uint64(p.M)*uint64(p.N) <= ltSplitKMaxOutput && (p.K >= ltSplitKMinK || idle) {
-			for _, c := range m.addSplitK(api) {
-				if idle && w0*float32(c.k) <= 1 && p.K/int(c.k) >= ltIdleMinPart {
-					m.cur = c.i // the widest such split: ks ascend
-				}
-			}
+		if uint64(p.M)*uint64(p.N) <= ltSplitKMaxOutput && p.K >= ltSplitKMinK {
+			m.addSplitK(api)
 		}
 		return nil
 	})
@@ -318,7 +293,7 @@ func (h *LtHandle) NewMatmul(p LtParams) (*LtMatmul, error) {
 		m.Destroy()
 		return nil, fmt.Errorf("cuda: lt matmul %dx%dx%d epilogue %d: %w", p.M, p.N, p.K, p.Epilogue, err)
 	}
-	m.WorkspaceRequired = m.cands[m.cur].workspace
+	m.WorkspaceRequired = m.cands[0].workspace
 	return m, nil
 }
 
@@ -356,36 +331,26 @@ func (p *LtParams) validateFP8() error {
 	return fmt.Errorf("cuda: lt matmul %dx%dx%d: %s", p.M, p.N, p.K, why)
 }
 
-// ltSplit is a split-K candidate: its index among the candidates and k.
-type ltSplit struct {
-	i int
-	k uint32
-}
-
 // addSplitK appends the split-K variants of the first candidate that the
-// library accepts (see ltSplitKs) and returns them, k ascending; on the
-// context's thread.
-func (m *LtMatmul) addSplitK(api ltAPI) []ltSplit {
+// library accepts (see ltSplitKs); on the context's thread.
+func (m *LtMatmul) addSplitK(api ltAPI) {
 	first := m.cands[0]
 	if k, ok := api.algoConfig(&first.algo, ltAlgoSplitK); !ok || k > 1 {
-		return nil
+		return
 	}
-	var added []ltSplit
 	for _, k := range ltSplitKs {
 		c := ltHeuristic{algo: first.algo}
 		if api.algoConfigSet(&c.algo, ltAlgoSplitK, k) != nil ||
 			api.algoConfigSet(&c.algo, ltAlgoReduction, ltReductionComputeType) != nil {
-			return added
+			return
 		}
 		var r ltHeuristic
 		if api.algoCheck(m.h.h, m.desc, m.la, m.lb, m.lc, m.lc, &c.algo, &r) != nil || r.workspace > m.p.MaxWorkspace {
 			continue
 		}
 		c.workspace, c.waves = r.workspace, r.waves
-		added = append(added, ltSplit{len(m.cands), k})
 		m.cands = append(m.cands, c)
 	}
-	return added
 }
 
 // Algos returns how many candidate algorithms the matmul holds (at least 1).

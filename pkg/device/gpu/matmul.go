@@ -148,9 +148,6 @@ func (d *Device) ltMatmul(p cuda.LtParams) *cuda.LtMatmul {
 		}
 		e.m, e.err = d.lt.NewMatmul(p)
 		e.note = "heuristic"
-		if e.m != nil && e.m.Algo() != 0 {
-			e.best, e.note = e.m.Algo(), "split over K (an idle product)"
-		}
 		if e.m != nil && d.tuning() {
 			e.best, e.note = d.ltTune(p, e)
 		}
