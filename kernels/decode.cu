@@ -319,7 +319,6 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
         kt += adv;
         vt += adv;
 #pragma unroll
-#pragma unroll
         for (int r = 0; r < DEC_HELD; r++)
             if (pvt && g + r * G < nleft) vr[r] = dec_fetch<W>(vt + r * gh, u0);
         left = nleft;
