@@ -10,6 +10,8 @@
 // druto:kernel cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3
 // druto:kernel cast_transpose_dbias_e5m2 dgelu_cast_transpose_dbias_e5m2
 // druto:kernel layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
+// druto:pdl cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3 cast_transpose_dbias_e5m2
+// druto:pdl dgelu_cast_transpose_dbias_e5m2 layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
 // druto:dtypes f32 bf16 f16
 // druto:arch 90
 //
@@ -21,8 +23,10 @@
 // K-major) and the amax the delayed scaling records: no separate cast,
 // transpose or amax pass (Transformer Engine's cast-transpose).
 //
-// gelu_cast_transpose_e4m3: the same with x = gelu(pre) (common.cuh's
-// gelu_f in fp32 of the stored pre-activation): the fc GEMM writes only
+// gelu_cast_transpose_e4m3: the same with x = gelu(pre) (gelu.cuh's
+// gelu_lean in fp32 of the stored pre-activation: the tanh form as
+// x·e/(e+1) with one ex2 and one rcp for 16-bit T, common.cuh's gelu_f
+// for fp32): the fc GEMM writes only
 // its pre-activation (which the GELU backward needs anyway) and this pass
 // makes the e4m3 input of the MLP projection, its transposed copy and
 // amax = max |gelu(pre)|, in place of the bf16 GELU output: it reads 2
@@ -82,20 +86,26 @@
 // launch. The launcher zeroes amax first (0 is the bits of +0, below
 // every |x|).
 //
-// Tiling: a block of CT_BLOCK = 256 threads owns a CT_TILE × CT_TILE = 64×64
-// tile of x (grid: C/64 × N/64, rounded up). Rows first: thread t takes row
-// t/4 of the tile and its 16 columns from 16·(t%4), converts them, writes
-// q with one 16-byte store, and keeps the 16 bytes in shared memory (a
-// 64×64 byte tile, rows of 64 bytes: each quarter warp's 16-byte stores
-// cover all 32 banks once, no padding needed). Then columns: warp w takes
-// the 32 columns from 32·(w%2) and rows from 16·(w/2); lane l gathers
-// column 32·(w%2)+l over those 16 rows (byte loads: a warp reads 32
-// consecutive bytes of one row per load, 8 banks, no conflict) and writes
-// them to qt with one 16-byte store. The vector paths need rows aligned:
-// vec_row (x, q: C a multiple of 16 and both pointers aligned), vec_col
-// (qt: N a multiple of 16 and the pointer aligned); without them, and in
-// partial tiles at the right and bottom edges, the same threads move
-// bytes one at a time.
+// Tiling: a block of CT_BLOCK = 256 threads owns the 64-wide column tile
+// blockIdx.x and takes the 64-row tiles blockIdx.y, blockIdx.y +
+// gridDim.y, ... in turn (the launcher sizes gridDim.y so that the grid is
+// about one wave: fp8.go's ctGridY). Rows first: thread t takes row t/4 of
+// the tile and its 16 columns from 16·(t%4), converts them, writes q with
+// one 16-byte store, and keeps the 16 bytes in shared memory (a 64×64 byte
+// tile, rows of 64 bytes: each quarter warp's 16-byte stores cover all 32
+// banks once, no padding needed). On the vector path the thread has
+// already issued its 16-byte loads of the next row tile (CtRaw) before it
+// casts this one, so that they are in flight through the casts, the
+// barriers and the column pass: a block keeps its loads going instead of
+// waiting for each tile's. Then columns: warp w takes the 32 columns from
+// 32·(w%2) and rows from 16·(w/2); lane l gathers column 32·(w%2)+l over
+// those 16 rows (byte loads: a warp reads 32 consecutive bytes of one row
+// per load, 8 banks, no conflict) and writes them to qt with one 16-byte
+// store. amax and the underflows are reduced once a block, after its last
+// tile. The vector paths need rows aligned: vec_row (x, q: C a multiple
+// of 16 and both pointers aligned), vec_col (qt: N a multiple of 16 and
+// the pointer aligned); without them, and in partial tiles at the right
+// and bottom edges, the same threads move bytes one at a time.
 //
 // Traffic: read sizeof(T) bytes an element (4, or 2 for bf16/f16), write 2
 // (q and qt), plus one float of scale per block and one atomic per block:
@@ -126,30 +136,26 @@
 // throughout (Inf - Inf in its variance), so amax is NaN; an infinite
 // weight makes y ±Inf, amax +Inf and q ±448.
 //
-// Tiling by rows: a block of LNF8_BLOCK = 512 threads (16 warps) owns
-// LNF8_ROWS = 64 consecutive rows (tokens) and all C channels; grid
-// ceil(N/64). Warp w normalises rows w, w+16, w+32, w+48 (a warp a row, as
-// layernorm.cu), writing each row's FP8 bytes to a 64×C byte tile in
-// dynamic shared memory (4 bytes a lane a store on the vector path: a warp
-// covers 128 consecutive bytes, no bank conflict). After one barrier:
-// q: the block's rows are 64·C consecutive bytes of q, copied from the
-// tile with 16-byte stores (q aligned: a block starts at a multiple of
-// 64·C bytes) and bytes for the tail; qt: column c of the block is the
-// 64-byte segment of qt's row c from column r0, written in four chunks of
-// 16 rows: lane l of a warp takes column 32·g+l, gathers the chunk's 16
-// bytes down it (each load of the warp reads 32 consecutive bytes of one
-// tile row, no bank conflict) and stores them with one 16-byte store
-// (N % 16 == 0 and qt aligned), else byte by byte, as at the partial chunk
-// of the last block.
+// Tiling by rows: a block of up to LNF8_BLOCK = 512 threads (the launcher
+// chooses; fp8.go's lnf8Shape) owns `rows` consecutive rows (tokens; a
+// multiple of 16, at most LNF8_ROWS = 64) and all C channels; grid
+// ceil(N/rows). Warp w normalises rows w, w + warps, ..., writing each
+// row's FP8 bytes to q at once (4 bytes a lane a store on the vector path:
+// a warp covers 128 consecutive bytes of the row) and to a rows×C byte
+// tile in dynamic shared memory. After one barrier, qt: column c of the
+// block is the rows-byte segment of qt's row c from column r0, written in
+// chunks of 16 rows: lane l of a warp takes column 32·g+l, gathers the
+// chunk's 16 bytes down it (each load of the warp reads 32 consecutive
+// bytes of one tile row, no bank conflict) and stores them with one
+// 16-byte store (N % 16 == 0 and qt aligned), else byte by byte, as at
+// the partial chunk of the last block.
 //
-// Shared memory: 64·C bytes dynamic (48 KiB at C = 768, 64 KiB at 1024,
-// 80 KiB at 1280, 100 KiB at 1600) plus 64 bytes static; past 48 KiB the
-// launcher raises the kernel's limit at load (to 64·LNF8_MAX_C = 224 KiB,
-// within sm_90's 227 KiB a block), and refuses C > LNF8_MAX_C = 3584.
-// Registers: 64 a thread (ptxas, sm_90; no stack, no spills), so at most
-// two blocks (32 warps) an SM whatever C; shared memory alone would allow
-// four at C = 768, three at 1024, two at 1280 and 1600, one past about
-// 1800.
+// Shared memory: rows·C bytes dynamic (48 KiB at 64 rows of C = 768, 64
+// KiB at 1024, 80 KiB at 1280, 100 KiB at 1600) plus 128 bytes static;
+// past 48 KiB the launcher raises the kernel's limit at load (to
+// LNF8_ROWS·LNF8_MAX_C = 224 KiB, within sm_90's 227 KiB a block), and
+// refuses C > LNF8_MAX_C = 3584. Registers: 64 a thread (ptxas, sm_90; no
+// stack, no spills), so at most 32 warps an SM whatever the block.
 //
 // Traffic (bytes an element): layernorm_fp8_e4m3 reads 4 (the fp32 row)
 // and writes 2 (q and qt): 6 B/elt, against layernorm_forward_rf32's 4 + 2
@@ -207,17 +213,15 @@ __device__ __forceinline__ unsigned int flushed(unsigned int av, unsigned int b)
 }
 // add_counts adds the block's per-thread counts u into amax[1] (its bits a
 // uint32): a warp sum by shuffles, the warps' sums through wsum (one slot a
-// warp of the block) after a barrier, one atomicAdd by thread 0. Every
-// thread of the block calls it.
-template <int BLOCK>
-__device__ __forceinline__ void add_counts(float* amax, unsigned int* wsum, unsigned int u) {
+// warp of the block, warps of them) after a barrier, one atomicAdd by
+// thread 0. Every thread of the block calls it.
+__device__ __forceinline__ void add_counts(float* amax, unsigned int* wsum, unsigned int u, int warps) {
     for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
     if ((threadIdx.x & 31) == 0) wsum[threadIdx.x / 32] = u;
     __syncthreads();
     if (threadIdx.x == 0) {
         unsigned int b = 0;
-#pragma unroll
-        for (int w = 0; w < BLOCK / 32; w++) b += wsum[w];
+        for (int w = 0; w < warps; w++) b += wsum[w];
         if (b != 0) atomicAdd(reinterpret_cast<unsigned int*>(amax) + 1, b);
     }
 }
@@ -251,18 +255,55 @@ __device__ __forceinline__ void column16(unsigned char* dst, const unsigned char
 // CT_SUMS(OP): the op writes column sums.
 #define CT_SUMS(OP) ((OP) == CT_DBIAS || (OP) == CT_DGELU_DBIAS)
 
-// ct_value is the value an op casts: x itself, gelu(x), or for
+// ct_value is the value an op casts: x itself, gelu(x) (gelu.cuh's
+// gelu_lean: the ex2/rcp form for 16-bit T, gelu_f for fp32), or for
 // CT_DGELU_DBIAS x·gelu'(p) (p the pre-activation; the order of gelu.cu's
 // backwards, gelu'(p)·x).
 template <int OP> __device__ __forceinline__ float ct_value(float x, float p) {
-    if (OP == CT_GELU) return gelu_f(x);
+    if (OP == CT_GELU) return gelu_lean(x);
     if (OP == CT_DGELU_DBIAS) return gelu_grad_lean(p) * x;
     return x;
 }
 
-// part: the column sums of CT_SUMS ops, (gridDim.y, C) fp32; pre: the
+// CT_VECS is the 16-byte vectors that hold a thread's 16 elements of T.
+#define CT_VECS ((int)sizeof(T))
+
+// CtRaw is a thread's 16 elements of x (and of pre for CT_DGELU_DBIAS) as
+// loaded, not yet widened: the next tile's loads stay in flight in them
+// while the current tile is cast and transposed.
+struct CtRaw {
+    uint4 x[CT_VECS], p[CT_VECS];
+};
+
+// ct_load issues the 16-byte loads of the 16 elements of x (and pre for
+// CT_DGELU_DBIAS) from element off, 16-byte aligned (the vec_row path).
+template <int OP>
+__device__ __forceinline__ void ct_load(CtRaw& w, const T* __restrict__ x, const T* __restrict__ pre, size_t off) {
+#pragma unroll
+    for (int k = 0; k < CT_VECS; k++) {
+        w.x[k] = reinterpret_cast<const uint4*>(x + off)[k];
+        if (OP == CT_DGELU_DBIAS) w.p[k] = reinterpret_cast<const uint4*>(pre + off)[k];
+    }
+}
+
+// ct_values widens the loaded elements and applies the op: v[0..15].
+template <int OP> __device__ __forceinline__ void ct_values(const CtRaw& w, float* v) {
+    float f[16], p[16];
+#pragma unroll
+    for (int k = 0; k < CT_VECS; k++) {
+        unpack16(w.x[k], f + k * (16 / CT_VECS));
+        if (OP == CT_DGELU_DBIAS) unpack16(w.p[k], p + k * (16 / CT_VECS));
+    }
+#pragma unroll
+    for (int k = 0; k < 16; k++) v[k] = ct_value<OP>(f[k], OP == CT_DGELU_DBIAS ? p[k] : 0.0f);
+}
+
+// part: the column sums of CT_SUMS ops, (ceil(N/64), C) fp32; pre: the
 // pre-activation of CT_DGELU_DBIAS (N,C) T, laid out as x; both unused
-// otherwise.
+// otherwise. The block of column tile blockIdx.x takes the row tiles
+// blockIdx.y, blockIdx.y + gridDim.y, ... (the launcher sizes gridDim.y
+// so that the grid is about one wave), the next tile's loads issued
+// before the current tile is cast (CtRaw).
 template <int F, int OP>
 __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                                                     float* __restrict__ amax, float* __restrict__ part,
@@ -272,33 +313,37 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     __shared__ __align__(16) unsigned char tile[CT_TILE][CT_TILE];
     __shared__ unsigned int wmax[CT_BLOCK / 32], wunder[CT_BLOCK / 32];
     __shared__ float csum[CT_SUMS(OP) ? CT_BLOCK / 32 : 1][CT_TILE];
-    const int tid = threadIdx.x;
-    const int r0 = blockIdx.y * CT_TILE, c0 = blockIdx.x * CT_TILE;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+    const int c0 = blockIdx.x * CT_TILE;
+    const int tiles = (N + CT_TILE - 1) / CT_TILE;
     const float s = scale[0];
 
-    // Rows: 16 elements of row tr from column tc.
+    // Rows: 16 elements of tile row tr from column tc.
     const int tr = tid / 4, tc = (tid % 4) * 16;
-    const int r = r0 + tr, c = c0 + tc;
+    const int c = c0 + tc;
+    const int n = C - c < 16 ? C - c : 16;  // this thread's columns (<= 0 past C)
+    const bool whole = vec_row && n == 16; // a whole aligned vector: the prefetched path
+    // Columns: column cc of the tile, rows rr .. rr+15, to qt row c0+cc.
+    const int cc = (warp % 2) * 32 + lane, rr = (warp / 2) * 16;
+
     unsigned int m = 0;  // the largest |x| bits seen
     unsigned int uf = 0; // underflows
-    float cs[CT_SUMS(OP) ? 16 : 1]; // CT_SUMS: this thread's 16 values (0 outside the tensor)
+    CtRaw nxt;
+    int ty = blockIdx.y;
+    bool fetched = whole && ty < tiles && ty * CT_TILE + tr < N;
+    if (fetched) ct_load<OP>(nxt, x, pre, (size_t)(ty * CT_TILE + tr) * C + c);
+    for (; ty < tiles; ty += gridDim.y) {
+        const int r0 = ty * CT_TILE, r = r0 + tr;
+        float cs[CT_SUMS(OP) ? 16 : 1]; // CT_SUMS: this thread's 16 values (0 outside the tensor)
 #pragma unroll
-    for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) cs[k] = 0.f;
-    if (r < N && c < C) {
-        const T* xr = x + (size_t)r * C + c;
-        const T* pr = OP == CT_DGELU_DBIAS ? pre + (size_t)r * C + c : xr; // read by CT_DGELU_DBIAS only
-        unsigned char* qr = q + (size_t)r * C + c;
-        const int n = C - c < 16 ? C - c : 16;
-        if (vec_row && n == 16) {
+        for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) cs[k] = 0.f;
+        if (fetched) {
             float v[16];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                F4 f = ld4(xr + 4 * k);
-                F4 p = f;
-                if (OP == CT_DGELU_DBIAS) p = ld4(pr + 4 * k);
-#pragma unroll
-                for (int e = 0; e < 4; e++) v[4 * k + e] = ct_value<OP>(f.v[e], p.v[e]);
-            }
+            ct_values<OP>(nxt, v);
+            // the next tile's loads, in flight while this one is cast
+            const int ty2 = ty + gridDim.y, r2 = ty2 * CT_TILE + tr;
+            fetched = ty2 < tiles && r2 < N;
+            if (fetched) ct_load<OP>(nxt, x, pre, (size_t)r2 * C + c);
             unsigned int w[8];
 #pragma unroll
             for (int k = 0; k < 16; k++) m = max_u32(m, abs_bits(v[k]));
@@ -316,11 +361,15 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
             o.y = w[2] | (w[3] << 16);
             o.z = w[4] | (w[5] << 16);
             o.w = w[6] | (w[7] << 16);
-            *reinterpret_cast<uint4*>(qr) = o;
+            *reinterpret_cast<uint4*>(q + (size_t)r * C + c) = o;
             *reinterpret_cast<uint4*>(&tile[tr][tc]) = o;
-        } else {
-            // Unrolled with a guard, so that cs is indexed by constants
-            // (registers, not local memory).
+        } else if (r < N && n > 0) {
+            // Edges and unaligned rows: element by element, unrolled with a
+            // guard so that cs is indexed by constants (registers, not local
+            // memory).
+            const T* xr = x + (size_t)r * C + c;
+            const T* pr = OP == CT_DGELU_DBIAS ? pre + (size_t)r * C + c : xr; // read by CT_DGELU_DBIAS only
+            unsigned char* qr = q + (size_t)r * C + c;
 #pragma unroll
             for (int k = 0; k < 16; k++) {
                 if (k >= n) break;
@@ -333,10 +382,41 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
                 tile[tr][tc + k] = b;
             }
         }
+        // (Unfetched, a thread stays so: its columns are not a whole vector,
+        // or its row is past N in the bottom tile, and so in every later one.)
+        if (CT_SUMS(OP)) {
+            // The 8 rows of the warp with the same columns: lanes l, l^4, l^8, l^16.
+#pragma unroll
+            for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) {
+                float v = cs[k];
+                v += __shfl_xor_sync(0xffffffffu, v, 4);
+                v += __shfl_xor_sync(0xffffffffu, v, 8);
+                v += __shfl_xor_sync(0xffffffffu, v, 16);
+                cs[k] = v;
+            }
+            if (lane < 4) {
+#pragma unroll
+                for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) csum[warp][lane * 16 + k] = cs[k];
+            }
+        }
+        __syncthreads(); // the tile (and csum) complete
+        if (CT_SUMS(OP) && tid < CT_TILE && c0 + tid < C) {
+            float a = 0.f;
+#pragma unroll
+            for (int w = 0; w < CT_BLOCK / 32; w++) a += csum[w][tid];
+            part[(size_t)ty * C + c0 + tid] = a;
+        }
+        const int col = c0 + cc, row = r0 + rr;
+        if (col < C && row < N) {
+            unsigned char* qc = qt + (size_t)col * N + row;
+            const int nn = N - row < 16 ? N - row : 16;
+            column16(qc, &tile[rr][cc], CT_TILE, nn, vec_col);
+        }
+        __syncthreads(); // the tile and csum free for the next row tile
     }
     // amax: the warp's maximum to wmax, the block's to *amax after the barrier
     for (int off = 16; off > 0; off >>= 1) m = max_u32(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if ((tid & 31) == 0) wmax[tid / 32] = m;
+    if (lane == 0) wmax[warp] = m;
     __syncthreads();
     if (tid == 0) {
         unsigned int b = 0;
@@ -344,61 +424,39 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
         for (int w = 0; w < CT_BLOCK / 32; w++) b = max_u32(b, wmax[w]);
         if (b != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), b);
     }
-    add_counts<CT_BLOCK>(amax, wunder, uf);
-    if (CT_SUMS(OP)) {
-        // The 8 rows of the warp with the same columns: lanes l, l^4, l^8, l^16.
-        const int lane = tid & 31;
-#pragma unroll
-        for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) {
-            float v = cs[k];
-            v += __shfl_xor_sync(0xffffffffu, v, 4);
-            v += __shfl_xor_sync(0xffffffffu, v, 8);
-            v += __shfl_xor_sync(0xffffffffu, v, 16);
-            cs[k] = v;
-        }
-        if (lane < 4) {
-#pragma unroll
-            for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) csum[tid / 32][lane * 16 + k] = cs[k];
-        }
-        __syncthreads();
-        if (tid < CT_TILE && c0 + tid < C) {
-            float a = 0.f;
-#pragma unroll
-            for (int w = 0; w < CT_BLOCK / 32; w++) a += csum[w][tid];
-            part[(size_t)blockIdx.y * C + c0 + tid] = a;
-        }
-    }
-
-    // Columns: column cc of the tile, rows rr .. rr+15, to qt row c0+cc.
-    const int warp = tid / 32, lane = tid & 31;
-    const int cc = (warp % 2) * 32 + lane, rr = (warp / 2) * 16;
-    const int col = c0 + cc, row = r0 + rr;
-    if (col < C && row < N) {
-        unsigned char* qc = qt + (size_t)col * N + row;
-        const int n = N - row < 16 ? N - row : 16;
-        column16(qc, &tile[rr][cc], CT_TILE, n, vec_col);
-    }
+    add_counts(amax, wunder, uf, CT_BLOCK / 32);
 }
 
 // Launchers: pkg/device/gpu/fp8.go. q (N,C) and qt (C,N) are bytes of the
 // format in the name; amax the pair of floats (max |x| bits, underflow
 // count bits) the casts add to.
-#define CAST_TRANSPOSE(name, F, OP)                                                                               \
-    extern "C" __global__ void __launch_bounds__(CT_BLOCK)                                                      \
-        name(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,           \
-             const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) { \
-        cast_transpose_body<F, OP>(q, qt, amax, (float*)0, x, (const T*)0, scale, N, C, vec_row, vec_col);                  \
-    }
+extern "C" __global__ void __launch_bounds__(CT_BLOCK, 5)
+    cast_transpose_e4m3(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
+         const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) {
+    pdl_enter();
+    cast_transpose_body<FP8_E4M3, CT_COPY>(q, qt, amax, (float*)0, x, (const T*)0, scale, N, C, vec_row, vec_col);
+}
 
-CAST_TRANSPOSE(cast_transpose_e4m3, FP8_E4M3, CT_COPY)
-CAST_TRANSPOSE(cast_transpose_e5m2, FP8_E5M2, CT_COPY)
-CAST_TRANSPOSE(gelu_cast_transpose_e4m3, FP8_E4M3, CT_GELU)
+extern "C" __global__ void __launch_bounds__(CT_BLOCK, 5)
+    cast_transpose_e5m2(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
+         const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) {
+    pdl_enter();
+    cast_transpose_body<FP8_E5M2, CT_COPY>(q, qt, amax, (float*)0, x, (const T*)0, scale, N, C, vec_row, vec_col);
+}
+
+extern "C" __global__ void __launch_bounds__(CT_BLOCK, 5)
+    gelu_cast_transpose_e4m3(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
+         const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) {
+    pdl_enter();
+    cast_transpose_body<FP8_E4M3, CT_GELU>(q, qt, amax, (float*)0, x, (const T*)0, scale, N, C, vec_row, vec_col);
+}
 
 // part (ceil(N/CT_TILE), C) fp32: each tile's column sums (see the header).
 extern "C" __global__ void __launch_bounds__(CT_BLOCK)
     cast_transpose_dbias_e5m2(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
                               float* __restrict__ part, const T* __restrict__ x, const float* __restrict__ scale, int N,
                               int C, int vec_row, int vec_col) {
+    pdl_enter();
     cast_transpose_body<FP8_E5M2, CT_DBIAS>(q, qt, amax, part, x, (const T*)0, scale, N, C, vec_row, vec_col);
 }
 
@@ -410,69 +468,86 @@ extern "C" __global__ void __launch_bounds__(CT_BLOCK)
                                     float* __restrict__ amax, float* __restrict__ part, const T* __restrict__ dy,
                                     const T* __restrict__ pre, const float* __restrict__ scale, int N, int C,
                                     int vec_row, int vec_col) {
+    pdl_enter();
     cast_transpose_body<FP8_E5M2, CT_DGELU_DBIAS>(q, qt, amax, part, dy, pre, scale, N, C, vec_row, vec_col);
 }
 
 // ---- layernorm with the FP8 cast: the producer of the qkv and fc GEMMs ----
 //
 // Block sizes, rows and the widest C (launchers: pkg/device/gpu/fp8.go).
+// LNF8_BLOCK is the most threads a block, and LNF8_ROWS the most rows
+// (tokens) a block owns: the launcher's defaults.
 // druto:block LNF8_BLOCK layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
 #define LNF8_BLOCK 512
-// LNF8_ROWS is the rows (tokens) a block owns: the bytes of each column
-// segment of qt it writes.
 #define LNF8_ROWS 64
 // LNF8_MAX_C is the widest row: the block's LNF8_ROWS·C bytes of dynamic
 // shared memory (224 KiB at 3584) within sm_90's 227 KiB a block.
 #define LNF8_MAX_C 3584
 
 // LnFP8Row is the output of ln_forward_row (layernorm.cuh) for the FP8
-// kernels: y·s cast to format F into the row's bytes in shared memory,
-// the largest |y| bits seen (before scaling) in m, the underflows in u.
+// kernels: y·s cast to format F, stored at once into the row of q (qrow:
+// 4 bytes a lane a store on the vector path, so a warp writes 128
+// consecutive bytes; byte by byte unless vq, q 16-byte aligned) and into
+// the row's bytes in shared memory for the transposed copy; the largest
+// |y| bits seen (before scaling) in m, the underflows in u.
 template <int F> struct LnFP8Row {
-    unsigned char* row;
+    unsigned char *row, *qrow;
     float s;
     unsigned int m, u;
+    int vq;
     __device__ __forceinline__ void put4(int g, const F4& y) {
         m = max_u32(max_u32(m, abs_bits(y.v[0])), max_u32(abs_bits(y.v[1]), max_u32(abs_bits(y.v[2]), abs_bits(y.v[3]))));
         const unsigned int w = fp8x2<F>(y.v[0] * s, y.v[1] * s) | ((unsigned int)fp8x2<F>(y.v[2] * s, y.v[3] * s) << 16);
 #pragma unroll
         for (int e = 0; e < 4; e++) u += flushed(abs_bits(y.v[e]), w >> (8 * e));
         *reinterpret_cast<unsigned int*>(row + 4 * g) = w; // C % 4 == 0 on this path: aligned
+        if (vq) {
+            *reinterpret_cast<unsigned int*>(qrow + 4 * g) = w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; e++) qrow[4 * g + e] = (unsigned char)(w >> (8 * e));
+        }
     }
     __device__ __forceinline__ void put(int i, float y) {
         m = max_u32(m, abs_bits(y));
         const unsigned char b = (unsigned char)(fp8x2<F>(y * s, 0.0f) & 0xffu);
         u += flushed(abs_bits(y), b);
         row[i] = b;
+        qrow[i] = b;
     }
 };
 
-// The block's rows as FP8 bytes, LNF8_ROWS × C, rows of C bytes.
+// The block's rows as FP8 bytes, rows × C, rows of C bytes.
 #ifdef DRUTO_EMU
 static __align__(16) unsigned char lnf8_tile[LNF8_ROWS * LNF8_MAX_C];
 #else
 extern __shared__ __align__(16) unsigned char lnf8_tile[];
 #endif
 
+// ln_fp8_body: rows (a multiple of 16, at most LNF8_ROWS) rows a block,
+// blockDim.x threads (a multiple of 32, at most LNF8_BLOCK).
 template <int F, bool RES>
 __device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                                             float* __restrict__ amax, float* __restrict__ mean,
                                             float* __restrict__ rstd, const float* a, const T* __restrict__ b,
                                             const T* __restrict__ weight, const T* __restrict__ bias,
-                                            const float* __restrict__ scale, int N, int C, int vec, int vec_q,
-                                            int vec_col) {
+                                            const float* __restrict__ scale, int N, int C, int rows, int vec,
+                                            int vec_q, int vec_col) {
     __shared__ unsigned int wmax[LNF8_BLOCK / 32], wunder[LNF8_BLOCK / 32];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int r0 = blockIdx.x * LNF8_ROWS, nr = min(LNF8_ROWS, N - r0);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, warps = blockDim.x >> 5;
+    const int r0 = blockIdx.x * rows, nr = min(rows, N - r0);
 
-    // Rows: warp w normalises rows w, w + 16, ... of the block, its bytes to
-    // the tile (the same call as layernorm.cu's forwards, another output).
+    // Rows: warp w normalises rows w, w + warps, ... of the block, its bytes
+    // to q and the tile (the same call as layernorm.cu's forwards, another
+    // output).
     LnFP8Row<F> out;
     out.s = scale[0];
     out.m = 0;
     out.u = 0;
-    for (int rl = warp; rl < nr; rl += LNF8_BLOCK / 32) {
+    out.vq = vec_q;
+    for (int rl = warp; rl < nr; rl += warps) {
         out.row = lnf8_tile + (size_t)rl * C;
+        out.qrow = q + (size_t)(r0 + rl) * C;
         ln_forward_row<float, RES>(res, out, mean, rstd, a, b, weight, bias, r0 + rl, C, vec);
     }
     unsigned int m = out.m;
@@ -481,36 +556,20 @@ __device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restric
     __syncthreads(); // the tile and wmax are complete
     if (tid == 0) {
         unsigned int bm = 0;
-#pragma unroll
-        for (int w = 0; w < LNF8_BLOCK / 32; w++) bm = max_u32(bm, wmax[w]);
+        for (int w = 0; w < warps; w++) bm = max_u32(bm, wmax[w]);
         if (bm != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), bm);
     }
-    add_counts<LNF8_BLOCK>(amax, wunder, out.u);
+    add_counts(amax, wunder, out.u, warps);
 
-    // q: the block's rows are nr·C consecutive bytes of q from row r0, as in
-    // the tile; 16 bytes a thread while whole vectors last (r0·C is a
-    // multiple of 64, so q aligned is enough), then bytes.
-    const size_t nbytes = (size_t)nr * C;
-    unsigned char* qb = q + (size_t)r0 * C;
-    size_t done = 0;
-    if (vec_q) {
-        const size_t nv = nbytes / 16;
-        for (size_t i = tid; i < nv; i += LNF8_BLOCK)
-            reinterpret_cast<uint4*>(qb)[i] = reinterpret_cast<const uint4*>(lnf8_tile)[i];
-        done = nv * 16;
-    }
-    for (size_t i = done + tid; i < nbytes; i += LNF8_BLOCK) qb[i] = lnf8_tile[i];
-
-    // qt: column c of the block is qt's row c from column r0, LNF8_ROWS bytes
-    // in four chunks of 16 rows. Item (group, chunk) of a warp: lane l takes
-    // column 32·group + l and gathers the chunk's 16 bytes down it (byte
-    // loads: the warp reads 32 consecutive bytes of one row, no bank
-    // conflict), then one 16-byte store (vec_col: N % 16 == 0 and qt
-    // aligned) or 16 byte stores; the bottom block's partial chunk byte by
-    // byte.
-    const int items = (C + 31) / 32 * (LNF8_ROWS / 16);
-    for (int it = warp; it < items; it += LNF8_BLOCK / 32) {
-        const int c = (it / (LNF8_ROWS / 16)) * 32 + lane, rr = (it % (LNF8_ROWS / 16)) * 16;
+    // qt: column c of the block is qt's row c from column r0, rows bytes in
+    // chunks of 16 rows. Item (group, chunk) of a warp: lane l takes column
+    // 32·group + l and gathers the chunk's 16 bytes down it (byte loads:
+    // the warp reads 32 consecutive bytes of one row, no bank conflict),
+    // then one 16-byte store (vec_col: N % 16 == 0 and qt aligned) or 16
+    // byte stores; the bottom block's partial chunk byte by byte.
+    const int chunks = rows / 16, items = (C + 31) / 32 * chunks;
+    for (int it = warp; it < items; it += warps) {
+        const int c = (it / chunks) * 32 + lane, rr = (it % chunks) * 16;
         if (c >= C || rr >= nr) continue;
         unsigned char* qc = qt + (size_t)c * N + r0 + rr;
         const unsigned char* tc = lnf8_tile + (size_t)rr * C + c;
@@ -523,16 +582,17 @@ __device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restric
 // q (N,C) and qt (C,N) E4M3 bytes, amax the pair the casts add to,
 // mean and rstd (N) f32 (either may be null), inp, res and a (N,C) f32 (the
 // residual stream), b (N,C), weight and bias (C) T, scale one float; grid
-// ceil(N/LNF8_ROWS) blocks of LNF8_BLOCK threads, LNF8_ROWS·C bytes of
-// dynamic shared memory. vec as layernorm.cu's (rows of 4 aligned
-// elements), vec_q (q 16-byte aligned), vec_col (as cast_transpose's).
+// ceil(N/rows) blocks of up to LNF8_BLOCK threads, rows·C bytes of dynamic
+// shared memory. vec as layernorm.cu's (rows of 4 aligned elements), vec_q
+// (q 16-byte aligned), vec_col (as cast_transpose's).
 extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
     layernorm_fp8_e4m3(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
                        float* __restrict__ mean, float* __restrict__ rstd, const float* __restrict__ inp,
                        const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ scale, int N,
-                       int C, int vec, int vec_q, int vec_col) {
-    ln_fp8_body<FP8_E4M3, false>((float*)0, q, qt, amax, mean, rstd, inp, (const T*)0, weight, bias, scale, N, C, vec,
-                                 vec_q, vec_col);
+                       int C, int rows, int vec, int vec_q, int vec_col) {
+    pdl_enter();
+    ln_fp8_body<FP8_E4M3, false>((float*)0, q, qt, amax, mean, rstd, inp, (const T*)0, weight, bias, scale, N, C, rows,
+                                 vec, vec_q, vec_col);
 }
 
 // res is written and (on the three-pass path) read back, so it is not __restrict__.
@@ -540,7 +600,9 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
     residual_layernorm_fp8_e4m3(float* res, unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                                 float* __restrict__ amax, float* __restrict__ mean, float* __restrict__ rstd,
                                 const float* a, const T* __restrict__ b, const T* __restrict__ weight,
-                                const T* __restrict__ bias, const float* __restrict__ scale, int N, int C, int vec,
-                                int vec_q, int vec_col) {
-    ln_fp8_body<FP8_E4M3, true>(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale, N, C, vec, vec_q, vec_col);
+                                const T* __restrict__ bias, const float* __restrict__ scale, int N, int C, int rows,
+                                int vec, int vec_q, int vec_col) {
+    pdl_enter();
+    ln_fp8_body<FP8_E4M3, true>(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale, N, C, rows, vec, vec_q,
+                                vec_col);
 }

@@ -78,4 +78,23 @@ __device__ __forceinline__ float gelu_grad_lean(float x) {
 #endif
 }
 
+// gelu_lean is gelu(x) = x·(1 + tanh(u))/2 (the tanh form) for the
+// 16-bit dtypes in the same ex2/rcp form: (1 + tanh(u))/2 = e/(e + 1) =
+// e·r with e = exp(2u), r = 1/(e + 1), so gelu(x) = x·e·r, one ex2, one
+// rcp and a few FMAs where tanhf costs several times that (fp8.cu's
+// gelu_cast_transpose_e4m3, which the SMs bound as much as memory). The
+// same caps as gelu_grad_lean's: 2u·log2(e) at most 64, e·r at most 1;
+// x = +Inf gives +Inf, -Inf gives NaN (-Inf·0, as the tanh form's), NaN
+// stays NaN. Within a few fp32 ulps of gelu_f (far inside an FP8 rounding);
+// for fp32 T it is gelu_f.
+__device__ __forceinline__ float gelu_lean(float x) {
+#if DTYPE == DRUTO_F32
+    return gelu_f(x);
+#else
+    const float K = GELU_SCALE * 2.8853900817779268f; // 2u·log2(e) = x·(1 + c·x²)·K
+    float e = gb_ex2(fminf(x * fmaf(x * x, GELU_COEF * K, K), 64.0f));
+    return x * fminf(e * gb_rcp(e + 1.0f), 1.0f);
+#endif
+}
+
 #endif // DRUTO_GELU_CUH

@@ -154,9 +154,9 @@ func TestLaunchLayerNormFP8(t *testing.T) {
 					t.Fatalf("%s: launches %v, want %s/%s", name, names, want, dt)
 				}
 				a := got[0].args
-				k := len(a) - 5 // N, C, vec, vecQ, vecCol end the list
-				if a[k] != c.N || a[k+1] != c.C || a[k+2] != c.vec || a[k+3] != c.vecQ || a[k+4] != c.vecCol {
-					t.Errorf("%s: N, C, vec, vecQ, vecCol %v, want %d %d %d %d %d", name, a[k:], c.N, c.C, c.vec, c.vecQ, c.vecCol)
+				k := len(a) - 6 // N, C, rows, vec, vecQ, vecCol end the list
+				if a[k] != c.N || a[k+1] != c.C || a[k+2] != lnf8Rows || a[k+3] != c.vec || a[k+4] != c.vecQ || a[k+5] != c.vecCol {
+					t.Errorf("%s: N, C, rows, vec, vecQ, vecCol %v, want %d %d %d %d %d %d", name, a[k:], c.N, c.C, lnf8Rows, c.vec, c.vecQ, c.vecCol)
 				}
 				if i := map[bool]int{false: 2, true: 3}[residual]; a[i] != cuda.DevicePtr(amax.Dev) {
 					t.Errorf("%s: amax argument %v, want %#x", name, a[i], amax.Dev)
