@@ -86,26 +86,20 @@
 // launch. The launcher zeroes amax first (0 is the bits of +0, below
 // every |x|).
 //
-// Tiling: a block of CT_BLOCK = 256 threads owns the 64-wide column tile
-// blockIdx.x and takes the 64-row tiles blockIdx.y, blockIdx.y +
-// gridDim.y, ... in turn (the launcher sizes gridDim.y so that the grid is
-// about one wave: fp8.go's ctGridY). Rows first: thread t takes row t/4 of
-// the tile and its 16 columns from 16·(t%4), converts them, writes q with
-// one 16-byte store, and keeps the 16 bytes in shared memory (a 64×64 byte
-// tile, rows of 64 bytes: each quarter warp's 16-byte stores cover all 32
-// banks once, no padding needed). On the vector path the thread has
-// already issued its 16-byte loads of the next row tile (CtRaw) before it
-// casts this one, so that they are in flight through the casts, the
-// barriers and the column pass: a block keeps its loads going instead of
-// waiting for each tile's. Then columns: warp w takes the 32 columns from
-// 32·(w%2) and rows from 16·(w/2); lane l gathers column 32·(w%2)+l over
-// those 16 rows (byte loads: a warp reads 32 consecutive bytes of one row
-// per load, 8 banks, no conflict) and writes them to qt with one 16-byte
-// store. amax and the underflows are reduced once a block, after its last
-// tile. The vector paths need rows aligned: vec_row (x, q: C a multiple
-// of 16 and both pointers aligned), vec_col (qt: N a multiple of 16 and
-// the pointer aligned); without them, and in partial tiles at the right
-// and bottom edges, the same threads move bytes one at a time.
+// Tiling: a block of CT_BLOCK = 256 threads owns a CT_TILE × CT_TILE = 64×64
+// tile of x (grid: C/64 × N/64, rounded up). Rows first: thread t takes row
+// t/4 of the tile and its 16 columns from 16·(t%4), converts them, writes
+// q with one 16-byte store, and keeps the 16 bytes in shared memory (a
+// 64×64 byte tile, rows of 64 bytes: each quarter warp's 16-byte stores
+// cover all 32 banks once, no padding needed). Then columns: warp w takes
+// the 32 columns from 32·(w%2) and rows from 16·(w/2); lane l gathers
+// column 32·(w%2)+l over those 16 rows (byte loads: a warp reads 32
+// consecutive bytes of one row per load, 8 banks, no conflict) and writes
+// them to qt with one 16-byte store. The vector paths need rows aligned:
+// vec_row (x, q: C a multiple of 16 and both pointers aligned), vec_col
+// (qt: N a multiple of 16 and the pointer aligned); without them, and in
+// partial tiles at the right and bottom edges, the same threads move
+// bytes one at a time.
 //
 // Traffic: read sizeof(T) bytes an element (4, or 2 for bf16/f16), write 2
 // (q and qt), plus one float of scale per block and one atomic per block:
@@ -265,45 +259,9 @@ template <int OP> __device__ __forceinline__ float ct_value(float x, float p) {
     return x;
 }
 
-// CT_VECS is the 16-byte vectors that hold a thread's 16 elements of T.
-#define CT_VECS ((int)sizeof(T))
-
-// CtRaw is a thread's 16 elements of x (and of pre for CT_DGELU_DBIAS) as
-// loaded, not yet widened: the next tile's loads stay in flight in them
-// while the current tile is cast and transposed.
-struct CtRaw {
-    uint4 x[CT_VECS], p[CT_VECS];
-};
-
-// ct_load issues the 16-byte loads of the 16 elements of x (and pre for
-// CT_DGELU_DBIAS) from element off, 16-byte aligned (the vec_row path).
-template <int OP>
-__device__ __forceinline__ void ct_load(CtRaw& w, const T* __restrict__ x, const T* __restrict__ pre, size_t off) {
-#pragma unroll
-    for (int k = 0; k < CT_VECS; k++) {
-        w.x[k] = reinterpret_cast<const uint4*>(x + off)[k];
-        if (OP == CT_DGELU_DBIAS) w.p[k] = reinterpret_cast<const uint4*>(pre + off)[k];
-    }
-}
-
-// ct_values widens the loaded elements and applies the op: v[0..15].
-template <int OP> __device__ __forceinline__ void ct_values(const CtRaw& w, float* v) {
-    float f[16], p[16];
-#pragma unroll
-    for (int k = 0; k < CT_VECS; k++) {
-        unpack16(w.x[k], f + k * (16 / CT_VECS));
-        if (OP == CT_DGELU_DBIAS) unpack16(w.p[k], p + k * (16 / CT_VECS));
-    }
-#pragma unroll
-    for (int k = 0; k < 16; k++) v[k] = ct_value<OP>(f[k], OP == CT_DGELU_DBIAS ? p[k] : 0.0f);
-}
-
-// part: the column sums of CT_SUMS ops, (ceil(N/64), C) fp32; pre: the
+// part: the column sums of CT_SUMS ops, (gridDim.y, C) fp32; pre: the
 // pre-activation of CT_DGELU_DBIAS (N,C) T, laid out as x; both unused
-// otherwise. The block of column tile blockIdx.x takes the row tiles
-// blockIdx.y, blockIdx.y + gridDim.y, ... (the launcher sizes gridDim.y
-// so that the grid is about one wave), the next tile's loads issued
-// before the current tile is cast (CtRaw).
+// otherwise.
 template <int F, int OP>
 __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                                                     float* __restrict__ amax, float* __restrict__ part,
@@ -313,37 +271,33 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     __shared__ __align__(16) unsigned char tile[CT_TILE][CT_TILE];
     __shared__ unsigned int wmax[CT_BLOCK / 32], wunder[CT_BLOCK / 32];
     __shared__ float csum[CT_SUMS(OP) ? CT_BLOCK / 32 : 1][CT_TILE];
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
-    const int c0 = blockIdx.x * CT_TILE;
-    const int tiles = (N + CT_TILE - 1) / CT_TILE;
+    const int tid = threadIdx.x;
+    const int r0 = blockIdx.y * CT_TILE, c0 = blockIdx.x * CT_TILE;
     const float s = scale[0];
 
-    // Rows: 16 elements of tile row tr from column tc.
+    // Rows: 16 elements of row tr from column tc.
     const int tr = tid / 4, tc = (tid % 4) * 16;
-    const int c = c0 + tc;
-    const int n = C - c < 16 ? C - c : 16;  // this thread's columns (<= 0 past C)
-    const bool whole = vec_row && n == 16; // a whole aligned vector: the prefetched path
-    // Columns: column cc of the tile, rows rr .. rr+15, to qt row c0+cc.
-    const int cc = (warp % 2) * 32 + lane, rr = (warp / 2) * 16;
-
+    const int r = r0 + tr, c = c0 + tc;
     unsigned int m = 0;  // the largest |x| bits seen
     unsigned int uf = 0; // underflows
-    CtRaw nxt;
-    int ty = blockIdx.y;
-    bool fetched = whole && ty < tiles && ty * CT_TILE + tr < N;
-    if (fetched) ct_load<OP>(nxt, x, pre, (size_t)(ty * CT_TILE + tr) * C + c);
-    for (; ty < tiles; ty += gridDim.y) {
-        const int r0 = ty * CT_TILE, r = r0 + tr;
-        float cs[CT_SUMS(OP) ? 16 : 1]; // CT_SUMS: this thread's 16 values (0 outside the tensor)
+    float cs[CT_SUMS(OP) ? 16 : 1]; // CT_SUMS: this thread's 16 values (0 outside the tensor)
 #pragma unroll
-        for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) cs[k] = 0.f;
-        if (fetched) {
+    for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) cs[k] = 0.f;
+    if (r < N && c < C) {
+        const T* xr = x + (size_t)r * C + c;
+        const T* pr = OP == CT_DGELU_DBIAS ? pre + (size_t)r * C + c : xr; // read by CT_DGELU_DBIAS only
+        unsigned char* qr = q + (size_t)r * C + c;
+        const int n = C - c < 16 ? C - c : 16;
+        if (vec_row && n == 16) {
             float v[16];
-            ct_values<OP>(nxt, v);
-            // the next tile's loads, in flight while this one is cast
-            const int ty2 = ty + gridDim.y, r2 = ty2 * CT_TILE + tr;
-            fetched = ty2 < tiles && r2 < N;
-            if (fetched) ct_load<OP>(nxt, x, pre, (size_t)r2 * C + c);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                F4 f = ld4(xr + 4 * k);
+                F4 p = f;
+                if (OP == CT_DGELU_DBIAS) p = ld4(pr + 4 * k);
+#pragma unroll
+                for (int e = 0; e < 4; e++) v[4 * k + e] = ct_value<OP>(f.v[e], p.v[e]);
+            }
             unsigned int w[8];
 #pragma unroll
             for (int k = 0; k < 16; k++) m = max_u32(m, abs_bits(v[k]));
@@ -361,15 +315,11 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
             o.y = w[2] | (w[3] << 16);
             o.z = w[4] | (w[5] << 16);
             o.w = w[6] | (w[7] << 16);
-            *reinterpret_cast<uint4*>(q + (size_t)r * C + c) = o;
+            *reinterpret_cast<uint4*>(qr) = o;
             *reinterpret_cast<uint4*>(&tile[tr][tc]) = o;
-        } else if (r < N && n > 0) {
-            // Edges and unaligned rows: element by element, unrolled with a
-            // guard so that cs is indexed by constants (registers, not local
-            // memory).
-            const T* xr = x + (size_t)r * C + c;
-            const T* pr = OP == CT_DGELU_DBIAS ? pre + (size_t)r * C + c : xr; // read by CT_DGELU_DBIAS only
-            unsigned char* qr = q + (size_t)r * C + c;
+        } else {
+            // Unrolled with a guard, so that cs is indexed by constants
+            // (registers, not local memory).
 #pragma unroll
             for (int k = 0; k < 16; k++) {
                 if (k >= n) break;
@@ -382,41 +332,10 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
                 tile[tr][tc + k] = b;
             }
         }
-        // (Unfetched, a thread stays so: its columns are not a whole vector,
-        // or its row is past N in the bottom tile, and so in every later one.)
-        if (CT_SUMS(OP)) {
-            // The 8 rows of the warp with the same columns: lanes l, l^4, l^8, l^16.
-#pragma unroll
-            for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) {
-                float v = cs[k];
-                v += __shfl_xor_sync(0xffffffffu, v, 4);
-                v += __shfl_xor_sync(0xffffffffu, v, 8);
-                v += __shfl_xor_sync(0xffffffffu, v, 16);
-                cs[k] = v;
-            }
-            if (lane < 4) {
-#pragma unroll
-                for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) csum[warp][lane * 16 + k] = cs[k];
-            }
-        }
-        __syncthreads(); // the tile (and csum) complete
-        if (CT_SUMS(OP) && tid < CT_TILE && c0 + tid < C) {
-            float a = 0.f;
-#pragma unroll
-            for (int w = 0; w < CT_BLOCK / 32; w++) a += csum[w][tid];
-            part[(size_t)ty * C + c0 + tid] = a;
-        }
-        const int col = c0 + cc, row = r0 + rr;
-        if (col < C && row < N) {
-            unsigned char* qc = qt + (size_t)col * N + row;
-            const int nn = N - row < 16 ? N - row : 16;
-            column16(qc, &tile[rr][cc], CT_TILE, nn, vec_col);
-        }
-        __syncthreads(); // the tile and csum free for the next row tile
     }
     // amax: the warp's maximum to wmax, the block's to *amax after the barrier
     for (int off = 16; off > 0; off >>= 1) m = max_u32(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if (lane == 0) wmax[warp] = m;
+    if ((tid & 31) == 0) wmax[tid / 32] = m;
     __syncthreads();
     if (tid == 0) {
         unsigned int b = 0;
@@ -425,26 +344,59 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
         if (b != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), b);
     }
     add_counts(amax, wunder, uf, CT_BLOCK / 32);
+    if (CT_SUMS(OP)) {
+        // The 8 rows of the warp with the same columns: lanes l, l^4, l^8, l^16.
+        const int lane = tid & 31;
+#pragma unroll
+        for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) {
+            float v = cs[k];
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            cs[k] = v;
+        }
+        if (lane < 4) {
+#pragma unroll
+            for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) csum[tid / 32][lane * 16 + k] = cs[k];
+        }
+        __syncthreads();
+        if (tid < CT_TILE && c0 + tid < C) {
+            float a = 0.f;
+#pragma unroll
+            for (int w = 0; w < CT_BLOCK / 32; w++) a += csum[w][tid];
+            part[(size_t)blockIdx.y * C + c0 + tid] = a;
+        }
+    }
+
+    // Columns: column cc of the tile, rows rr .. rr+15, to qt row c0+cc.
+    const int warp = tid / 32, lane = tid & 31;
+    const int cc = (warp % 2) * 32 + lane, rr = (warp / 2) * 16;
+    const int col = c0 + cc, row = r0 + rr;
+    if (col < C && row < N) {
+        unsigned char* qc = qt + (size_t)col * N + row;
+        const int n = N - row < 16 ? N - row : 16;
+        column16(qc, &tile[rr][cc], CT_TILE, n, vec_col);
+    }
 }
 
 // Launchers: pkg/device/gpu/fp8.go. q (N,C) and qt (C,N) are bytes of the
 // format in the name; amax the pair of floats (max |x| bits, underflow
 // count bits) the casts add to.
-extern "C" __global__ void __launch_bounds__(CT_BLOCK, 5)
+extern "C" __global__ void __launch_bounds__(CT_BLOCK)
     cast_transpose_e4m3(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
          const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) {
     pdl_enter();
     cast_transpose_body<FP8_E4M3, CT_COPY>(q, qt, amax, (float*)0, x, (const T*)0, scale, N, C, vec_row, vec_col);
 }
 
-extern "C" __global__ void __launch_bounds__(CT_BLOCK, 5)
+extern "C" __global__ void __launch_bounds__(CT_BLOCK)
     cast_transpose_e5m2(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
          const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) {
     pdl_enter();
     cast_transpose_body<FP8_E5M2, CT_COPY>(q, qt, amax, (float*)0, x, (const T*)0, scale, N, C, vec_row, vec_col);
 }
 
-extern "C" __global__ void __launch_bounds__(CT_BLOCK, 5)
+extern "C" __global__ void __launch_bounds__(CT_BLOCK)
     gelu_cast_transpose_e4m3(unsigned char* __restrict__ q, unsigned char* __restrict__ qt, float* __restrict__ amax,
          const T* __restrict__ x, const float* __restrict__ scale, int N, int C, int vec_row, int vec_col) {
     pdl_enter();

@@ -198,17 +198,8 @@ struct Out {
     float amax[2]; // the max and the underflow count (bits)
 };
 
-// ctGridY is the cast-transpose grid's y: two row tiles a block (the last
-// one or two), so that every run takes a block through the loop over
-// its row tiles, the next tile's loads in flight (fp8.go sizes the grid
-// to the GPU; the kernel is correct for any y up to the tiles).
-static int ctGridY(int N) {
-    const int tiles = (N + CT_TILE - 1) / CT_TILE;
-    return tiles > 1 ? (tiles + 1) / 2 : 1;
-}
-
 // EMU_LN_ROWS and EMU_LN_THREADS are the FP8 layernorms' rows and threads
-// a block here: not fp8.go's default (LNF8_ROWS, LNF8_BLOCK), so that the
+// a block here: not fp8.go's (lnf8DefaultRows, LNF8_BLOCK), so that the
 // kernels' loops over rows, warps and 16-row chunks run with counts that
 // are not powers of two.
 #define EMU_LN_ROWS 48
@@ -222,7 +213,7 @@ static Out run(int f, const std::vector<T>& x, float scale, int N, int C, int vr
     o.q.assign((size_t)N * C, 0xA5); // poison
     o.qt.assign((size_t)N * C, 0x5A);
     o.amax[0] = o.amax[1] = 0;
-    const int gx = (C + CT_TILE - 1) / CT_TILE, gy = ctGridY(N);
+    const int gx = (C + CT_TILE - 1) / CT_TILE, gy = (N + CT_TILE - 1) / CT_TILE;
     launch(gx, gy, CT_BLOCK, [&] {
         if (f == EMU_GELU)
             gelu_cast_transpose_e4m3(o.q.data(), o.qt.data(), o.amax, x.data(), &scale, N, C, vr, vc);
@@ -517,9 +508,9 @@ int main(int argc, char** argv) {
             fprintf(stderr, "emu: short input\n");
             return 2;
         }
-        const int gx = (C + CT_TILE - 1) / CT_TILE, gy = ctGridY(N);
+        const int gx = (C + CT_TILE - 1) / CT_TILE, gy = (N + CT_TILE - 1) / CT_TILE;
         std::vector<unsigned char> q((size_t)N * C, 0xA5), qt((size_t)N * C, 0x5A);
-        std::vector<float> part((size_t)((N + CT_TILE - 1) / CT_TILE) * C, NAN);
+        std::vector<float> part((size_t)gy * C, NAN);
         float amax[2] = {0, 0};
         launch(gx, gy, CT_BLOCK, [&] {
             if (dgelu)

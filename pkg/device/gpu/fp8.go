@@ -295,35 +295,12 @@ func (d *Device) castTransposeFP8(name, op string, q, qt cuda.DevicePtr, amax, x
 	if blocks(N, ctTile) > maxGridYZ {
 		return fmt.Errorf("%w: N %d rows, at most %d (65535 tiles of 64 rows in the grid's y dimension)", ErrFP8Args, N, maxGridYZ*ctTile)
 	}
-	gx := blocks(C, ctTile)
-	grid := cuda.Dim3{X: uint32(gx), Y: uint32(ctGridY(gx, blocks(N, ctTile), d.sms())), Z: 1}
+	grid := cuda.Dim3{X: uint32(blocks(C, ctTile)), Y: uint32(blocks(N, ctTile)), Z: 1}
 	args = append(append(args, ptrs...), d.ptr(scale), N, C, vecRow, vecCol)
 	if !d.run(kernel, x.DType, grid, cuda.D1(ctBlock), 0, args...) {
 		return fmt.Errorf("gpu: %s: %s/%s did not launch (see Sync)", name, kernel, x.DType)
 	}
 	return nil
-}
-
-// ctTilesPerBlock, when positive, is the 64-row tiles each block of a
-// cast-transpose takes (BenchmarkGPUFP8Producers sweeps it); 0 leaves the
-// grid to ctGridY's rule.
-var ctTilesPerBlock = 0
-
-// ctWave is the cast-transpose blocks an SM that ctGridY aims for: as
-// many as its registers let an SM hold (48 or 64 a thread, 256 threads a
-// block: 4 or 5), so that the grid is one wave and every block, taking
-// several row tiles in turn, keeps the next tile's loads in flight while
-// it casts and transposes the current one (kernels/fp8.cu).
-const ctWave = 4
-
-// ctGridY returns a cast-transpose grid's y for gx column tiles and tiles
-// row tiles on sms SMs: about ctWave·sms blocks in all, at least one row
-// tile a block.
-func ctGridY(gx, tiles, sms int) int {
-	if ctTilesPerBlock > 0 {
-		return blocks(tiles, ctTilesPerBlock)
-	}
-	return max(1, min(tiles, blocks(ctWave*max(sms, 1), gx)))
 }
 
 // fp8Outputs checks what every FP8 cast takes: amax a pair of f32 and
@@ -469,12 +446,18 @@ func (d *Device) layerNormFP8(res *tensor.Tensor, q, qt cuda.DevicePtr, amax, me
 // lnf8RowsSet and lnf8ThreadsSet, when positive, set the FP8 layernorms'
 // rows a block (a multiple of 16, at most lnf8Rows) and threads a block
 // (a multiple of 32, at most lnf8Block); BenchmarkGPUFP8Producers sweeps
-// them. 0 takes lnf8Rows and lnf8Block.
+// them. 0 takes lnf8DefaultRows and lnf8Block.
 var lnf8RowsSet, lnf8ThreadsSet = 0, 0
+
+// lnf8DefaultRows is the FP8 layernorms' rows a block: half the most, so
+// that the grid is two waves of blocks that each write half the bytes of
+// qt after their barrier (at GPT-2's B·T 16384 × 768, faster than 64 or
+// 16 rows in BenchmarkGPUFP8Producers).
+const lnf8DefaultRows = 32
 
 // lnf8Shape returns the FP8 layernorms' rows and threads a block.
 func lnf8Shape() (rows, threads int) {
-	rows, threads = lnf8Rows, lnf8Block
+	rows, threads = lnf8DefaultRows, lnf8Block
 	if lnf8RowsSet > 0 {
 		rows = lnf8RowsSet
 	}

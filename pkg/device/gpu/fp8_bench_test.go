@@ -59,9 +59,8 @@ var fp8Producers = []fp8Producer{
 
 // BenchmarkGPUFP8Producers times the FP8 producers of a GPT-2 124M
 // training step (B16 T1024) with CUDA events (cuda.Context.Median of 20)
-// under each launch shape it sweeps: the cast-transposes' row tiles a
-// block (ctTilesPerBlock; 0 is the launcher's rule) and the layernorms'
-// rows and threads a block. Each reports µs and its bytes against a
+// under the launch shapes it sweeps for the layernorms (rows and threads
+// a block; the cast-transposes launch as the launcher does). Each reports µs and its bytes against a
 // device-to-device copy of as many bytes, timed the same way in the same
 // run (%copy).
 func BenchmarkGPUFP8Producers(b *testing.B) {
@@ -73,7 +72,7 @@ func BenchmarkGPUFP8Producers(b *testing.B) {
 	if major, minor := g.Capability(); major*10+minor < fp8MinArch {
 		testreq.Skip(b, "DRUTO_GPU_FEATURE_TESTS", "no FP8 conversion on %s (the producers need sm_90)", g.Name())
 	}
-	defer func() { ctTilesPerBlock, lnf8RowsSet, lnf8ThreadsSet = 0, 0, 0 }()
+	defer func() { lnf8RowsSet, lnf8ThreadsSet = 0, 0 }()
 	time1 := func(fn func()) (float64, error) { // ms, the median of 20 event-timed runs
 		d, err := g.ctx.Median(g.stream, 20, func() error { fn(); return nil })
 		return float64(d) / float64(time.Millisecond), err
@@ -89,20 +88,18 @@ func BenchmarkGPUFP8Producers(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		shapes := [][2]int{{0, 0}, {1, 0}, {2, 0}, {4, 0}, {8, 0}} // tiles a block (0: the launcher's rule)
+		shapes := [][2]int{{0, 0}} // the launcher's grid
 		if p.ln {
 			shapes = [][2]int{{64, 512}, {32, 512}, {16, 512}, {32, 256}, {16, 256}, {16, 128}} // rows, threads
 		}
 		for _, sh := range shapes {
-			label := fmt.Sprintf("tiles%d", sh[0])
+			label := "launcher"
 			if p.ln {
 				label = fmt.Sprintf("rows%d_threads%d", sh[0], sh[1])
 			}
 			b.Run(p.name+"/"+label, func(b *testing.B) {
 				if p.ln {
 					lnf8RowsSet, lnf8ThreadsSet = sh[0], sh[1]
-				} else {
-					ctTilesPerBlock = sh[0]
 				}
 				for range b.N {
 					ms, err := time1(func() { p.run(g, t) })
@@ -127,7 +124,7 @@ func BenchmarkGPUFP8Producers(b *testing.B) {
 				}
 			})
 		}
-		ctTilesPerBlock, lnf8RowsSet, lnf8ThreadsSet = 0, 0, 0
+		lnf8RowsSet, lnf8ThreadsSet = 0, 0
 		free()
 		g.Free(cp)
 		g.Free(src)

@@ -155,8 +155,8 @@ func TestLaunchLayerNormFP8(t *testing.T) {
 				}
 				a := got[0].args
 				k := len(a) - 6 // N, C, rows, vec, vecQ, vecCol end the list
-				if a[k] != c.N || a[k+1] != c.C || a[k+2] != lnf8Rows || a[k+3] != c.vec || a[k+4] != c.vecQ || a[k+5] != c.vecCol {
-					t.Errorf("%s: N, C, rows, vec, vecQ, vecCol %v, want %d %d %d %d %d %d", name, a[k:], c.N, c.C, lnf8Rows, c.vec, c.vecQ, c.vecCol)
+				if a[k] != c.N || a[k+1] != c.C || a[k+2] != lnf8DefaultRows || a[k+3] != c.vec || a[k+4] != c.vecQ || a[k+5] != c.vecCol {
+					t.Errorf("%s: N, C, rows, vec, vecQ, vecCol %v, want %d %d %d %d %d %d", name, a[k:], c.N, c.C, lnf8DefaultRows, c.vec, c.vecQ, c.vecCol)
 				}
 				if i := map[bool]int{false: 2, true: 3}[residual]; a[i] != cuda.DevicePtr(amax.Dev) {
 					t.Errorf("%s: amax argument %v, want %#x", name, a[i], amax.Dev)
