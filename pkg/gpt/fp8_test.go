@@ -309,42 +309,10 @@ func (c *lnCastCounter) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *dev
 func TestFP8LayerNormBackwardCast(t *testing.T) {
 	const B, T, steps = 2, 32, 3
 	L := fp8Cfg.Layers
-	type result struct {
-		losses    []float32
-		grads     []float32
-		st        []float32
-		meta      []int32
-		fused, ct int
-	}
-	run := func(split bool) result {
+	run := func(split bool) lnCastSteps {
 		dev := &lnCastCounter{Device: cpu.New(device.Options{Fused: true, Threads: 2})}
-		m, err := New(dev, fp8Cfg, amp.FP8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		m.fp8SplitLNCast = split
-		if err := m.Init(7); err != nil {
-			t.Fatal(err)
-		}
-		in, tg := microTokens(B*T, fp8Cfg.Vocab, 3), microTokens(B*T, fp8Cfg.Vocab, 5)
-		var r result
-		for range steps {
-			m.ZeroGrad()
-			loss, err := m.Gradients(in, tg, B, T, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.losses = append(r.losses, loss)
-		}
-		if r.grads, err = m.GradValues(); err != nil {
-			t.Fatal(err)
-		}
-		sc, err := m.FP8Scales()
-		if err != nil || sc == nil {
-			t.Fatalf("FP8Scales: %v, %v", sc, err)
-		}
-		r.st, r.meta, r.fused, r.ct = sc.St, sc.Meta, dev.fused, dev.casts
+		r := runLNCastSteps(t, dev, fp8Cfg, split, steps, B, T)
+		r.fused, r.ct = dev.fused, dev.casts
 		return r
 	}
 	fused, split := run(false), run(true)
@@ -378,4 +346,50 @@ func TestFP8LayerNormBackwardCast(t *testing.T) {
 			break
 		}
 	}
+}
+
+// lnCastSteps is what runLNCastSteps returns: each step's loss, the last
+// gradients and scaling state, and (filled by the caller) op counts.
+type lnCastSteps struct {
+	losses    []float32
+	grads     []float32
+	st        []float32
+	meta      []int32
+	m         *Model
+	fused, ct int
+}
+
+// runLNCastSteps runs steps FP8 Gradients calls of cfg's model (seed 7) on
+// dev, with the layernorm backward and the cast fused or split
+// (fp8SplitLNCast); the model is closed when the test ends.
+func runLNCastSteps(t *testing.T, dev device.Device, cfg Config, split bool, steps, B, T int) lnCastSteps {
+	t.Helper()
+	m, err := New(dev, cfg, amp.FP8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	m.fp8SplitLNCast = split
+	if err := m.Init(7); err != nil {
+		t.Fatal(err)
+	}
+	in, tg := microTokens(B*T, cfg.Vocab, 3), microTokens(B*T, cfg.Vocab, 5)
+	r := lnCastSteps{m: m}
+	for range steps {
+		m.ZeroGrad()
+		loss, err := m.Gradients(in, tg, B, T, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.losses = append(r.losses, loss)
+	}
+	if r.grads, err = m.GradValues(); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := m.FP8Scales()
+	if err != nil || sc == nil {
+		t.Fatalf("FP8Scales: %v, %v", sc, err)
+	}
+	r.st, r.meta = sc.St, sc.Meta
+	return r
 }
