@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/druto/druto/internal/testreq"
 	"github.com/druto/druto/pkg/cuda"
@@ -461,6 +462,78 @@ func TestGPULayerNormBackwardCastFP8(t *testing.T) {
 			out := lnbOut{toHost(t, g, dinp).F32(), fp8Download(t, g, q, 0, N*C), fp8Download(t, g, qt, 0, N*C), [2]float32(toHost(t, g, amax).F32()),
 				toHost(t, g, dw).F32(), toHost(t, g, db).F32(), toHost(t, g, dn).F32()}
 			checkLNBwdCast(t, fmt.Sprintf("%s N %d C %d", dt, N, C), c, out)
+		}
+	}
+}
+
+// BenchmarkGPULayerNormBackwardCastFP8 times LayerNormBackwardCastFP8
+// (layernorm_backward_cast_e5m2, layernorm_reduce and matmul_bias_grad)
+// against what it replaces, LayerNormBackward then CastTransposeDBiasFP8
+// of the updated dinp, at GPT-2's widths with bf16 dout and weight, with
+// CUDA events (cuda.Context.Median of 20), inputs zeroed; it reports both
+// times, the fused form's share and its GB/s (dout, inp and dinp read,
+// dinp, q and qt written: 16 bytes an element).
+func BenchmarkGPULayerNormBackwardCastFP8(b *testing.B) {
+	fx.once.Do(fx.setup)
+	if fx.err != nil {
+		testreq.Skip(b, "DRUTO_REQUIRE_GPU", "no usable GPU: %v", fx.err)
+	}
+	g := fx.fused
+	if major, minor := g.Capability(); major*10+minor < fp8MinArch {
+		testreq.Skip(b, "DRUTO_GPU_FEATURE_TESTS", "no FP8 conversion on %s (the layernorm backward's cast needs sm_90)", g.Name())
+	}
+	time1 := func(fn func() error) (float64, error) { // ms, the median of 20 event-timed runs
+		d, err := g.ctx.Median(g.stream, 20, fn)
+		return float64(d) / float64(time.Millisecond), err
+	}
+	dt, f32 := tensor.BF16, tensor.F32
+	for _, sh := range [][2]int{{16384, 768}, {8192, 1024}, {8192, 1280}, {8192, 1600}} {
+		N, C := sh[0], sh[1]
+		var ts []*tensor.Tensor
+		alloc := func(dt tensor.DType, shape ...int) *tensor.Tensor {
+			t, err := g.Alloc(dt, shape...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := g.stream.Memset8(cuda.DevicePtr(t.Dev), 0, uint64(t.Bytes())); err != nil {
+				b.Fatal(err)
+			}
+			ts = append(ts, t)
+			return t
+		}
+		dinp, inp, dout, w := alloc(f32, N, C), alloc(f32, N, C), alloc(dt, N, C), alloc(dt, C)
+		dw, db, dn, mean, rstd := alloc(f32, C), alloc(f32, C), alloc(f32, C), alloc(f32, N), alloc(f32, N)
+		amax, scale, qs := alloc(f32, 2), alloc(f32, 1), alloc(tensor.I32, N*C/2) // q and qt, N·C bytes each
+		q := cuda.DevicePtr(qs.Dev)
+		qt := q + cuda.DevicePtr(N*C)
+		b.Run(fmt.Sprintf("%s_%dx%d", dt, N, C), func(b *testing.B) {
+			for range b.N {
+				fms, err := time1(func() error {
+					return g.layerNormBackwardCastFP8P(dinp, dw, db, q, qt, amax, dn, dout, inp, w, mean, rstd, scale, N, C)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sms, err := time1(func() error {
+					g.LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, C)
+					return g.castTransposeDBiasFP8P(q, qt, amax, dn, dinp, scale, N, C)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				gbps := float64(16*N*C) / fms / 1e6
+				b.ReportMetric(fms*1e3, "us")
+				b.ReportMetric(sms*1e3, "us-split")
+				b.ReportMetric(100*fms/sms, "%split")
+				b.ReportMetric(gbps, "GB/s")
+				b.Logf("(%d,%d): fused %.1f µs (%.0f GB/s), LayerNormBackward + CastTransposeDBiasFP8 %.1f µs: %.0f%%", N, C, fms*1e3, gbps, sms*1e3, 100*fms/sms)
+			}
+		})
+		if err := g.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range ts {
+			g.Free(t)
 		}
 	}
 }
