@@ -562,35 +562,43 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 // hold it instead of being read again.
 //
 // Rows: a block of LNB8_BLOCK = 128 threads (4 warps) owns LNB8_ROWS = 64
-// consecutive rows (grid ceil(N/64)); warp w takes rows w, w+4, ..., w+60,
-// a warp a row. Fast path (vec: C % 4 == 0, C <= 128·LN_G = 1024, aligned
-// rows): the row's x, dout and dinp loaded into registers in one go, the
-// two row means as layernorm_backward_rf32's fast path sums them (the same
-// expressions in the same order: dinp the same values), then each float4
-// group's new dinp stored, cast (4 bytes to the tile) and summed. General
-// path (any C up to LNB8_MAX_C): three passes over the row, columns lane,
-// lane+32, ... (the sums in another order than the fast path's, so the
-// two paths' bits may differ). The bytes go to a 64×C tile in dynamic
+// consecutive rows (grid ceil(N/64)). Fast path (vec: C % 4 == 0,
+// C <= 128·LN_G = 1024, aligned rows): warp w takes rows w, w+4, ...,
+// w+60, a warp a row, the row's x, dout and dinp loaded into registers in
+// one go, the two row means as layernorm_backward_rf32's fast path sums
+// them (the same expressions in the same order: dinp the same values),
+// then each float4 group's new dinp stored, cast (4 bytes to the tile) and
+// summed. General path (any C up to LNB8_MAX_C = 2048: GPT-2 large's
+// 1280 and xl's 1600, widths not a multiple of 4, unaligned rows): the
+// block takes its rows one after another, thread t its columns t, t+128,
+// ... (at most LNB8_COLS = 16), their x, dout and dinp in registers; the
+// row's two sums over the block (warp butterflies, then the warps in
+// order: two barriers a row). The bytes go to a 64×C tile in dynamic
 // shared memory; after one barrier the block writes q (its rows are 64·C
 // consecutive bytes of q) and qt (column c of the block is a 64-byte
 // segment of qt's row c) exactly as layernorm_fp8_e4m3 does.
 //
-// Sums, deterministic (no float atomics): each warp keeps its own
-// [dweight | dbias | next dbias] sums of its columns in dynamic shared
-// memory (3C floats a warp; lane l owns its columns, so no lane waits on
-// another), added row by row in the warp's row order from 0; after the
-// barrier the block adds the 4 warps' sums in warp order into
-// part[blockIdx.x] (2C floats: layernorm_reduce's layout) and
-// dpart[blockIdx.x] (C floats: matmul_bias_grad's chunks). The next dbias
-// is thus summed in another fixed order than cast_transpose_dbias_e5m2's
-// (its 64-row tiles, 8-row butterflies), so it agrees with it to fp32
-// rounding, bit for bit from run to run.
+// Sums, deterministic (no float atomics), per column of the block's rows:
+// [dweight | dbias | next dbias] = Σ n·dout, Σ dout, Σ v. Fast path: each
+// warp keeps its own sums of its columns in dynamic shared memory (3C
+// floats a warp; lane l owns its columns, so no lane waits on another),
+// added row by row in the warp's row order from 0, and after the barrier
+// the block adds the 4 warps' sums in warp order. General path: the
+// column's thread keeps them in registers, the block's rows added in
+// order from 0. Either way the block writes part[blockIdx.x] (2C floats:
+// layernorm_reduce's layout) and dpart[blockIdx.x] (C floats:
+// matmul_bias_grad's chunks). The next dbias is thus summed in another
+// fixed order than cast_transpose_dbias_e5m2's (its 64-row tiles, 8-row
+// butterflies), so it agrees with it to fp32 rounding, bit for bit from
+// run to run.
 //
-// Shared memory: 4·3C floats of sums and the 64·C byte tile, 112·C bytes
-// (84 KiB at C = 768, 175 KiB at 1600); the launcher raises the kernel's
-// limit at load to LNB8_MAX_C = 2048's 224 KiB, within sm_90's 227 KiB a
-// block, and refuses wider rows. At C = 768 two blocks (8 warps) share an
-// SM, at 1024 and beyond one.
+// Shared memory: the fast path 4·3C floats of sums and the 64·C byte
+// tile, 112·C bytes (84 KiB at C = 768, 112 KiB at 1024: two blocks, 8
+// warps, an SM); the general path the tile alone, 64·C bytes (80 KiB at
+// 1280, 100 KiB at 1600: two blocks an SM, 128 KiB at 2048). The launcher
+// raises the kernel's limit at load to the larger, 128 KiB. Registers:
+// 153 to 155 a thread (ptxas, sm_90; no stack, no spills), three blocks
+// an SM's worth.
 //
 // Traffic (bytes an element, dout in bf16): read dout 2, inp 4, dinp 4;
 // write dinp 4, q 1, qt 1: 16 B/elt, where layernorm_backward_rf32 (14:
@@ -605,13 +613,14 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 #define LNB8_BLOCK 128
 #define LNB8_WARPS (LNB8_BLOCK / 32)
 #define LNB8_ROWS 64
-// LNB8_MAX_C is the widest row: LNB8_WARPS·3C floats of sums and
-// LNB8_ROWS·C bytes of tile, 112·C bytes (224 KiB at 2048) of dynamic
-// shared memory.
+// LNB8_MAX_C is the widest row: the general path's LNB8_COLS columns a
+// thread in registers, LNB8_ROWS·C bytes (128 KiB) of tile.
 #define LNB8_MAX_C 2048
+#define LNB8_COLS (LNB8_MAX_C / LNB8_BLOCK)
 
-// The block's sums (LNB8_WARPS × 3C floats) then its rows as E5M2 bytes
-// (LNB8_ROWS × C): 48·C bytes, a multiple of 16, so the tile is aligned.
+// Fast path: the warps' sums (LNB8_WARPS × 3C floats, 48·C bytes: a
+// multiple of 16, so the tile is aligned) then the block's rows as E5M2
+// bytes (LNB8_ROWS × C); general path: the rows alone.
 #ifdef DRUTO_EMU
 static __align__(16) unsigned char lnb8_smem[LNB8_WARPS * 3 * 4 * LNB8_MAX_C + LNB8_ROWS * LNB8_MAX_C];
 #else
@@ -673,16 +682,21 @@ extern "C" __global__ void __launch_bounds__(LNB8_BLOCK)
                                  const float* __restrict__ rstd, const float* __restrict__ scale, int N, int C,
                                  int vec, int vec_q, int vec_col) {
     __shared__ unsigned int wmax[LNB8_WARPS], wunder[LNB8_WARPS];
+    __shared__ float rsum[2 * LNB8_WARPS];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int r0 = blockIdx.x * LNB8_ROWS, nr = min(LNB8_ROWS, N - r0);
+    const bool fast = vec && C <= 128 * LN_G;
     float* sums = reinterpret_cast<float*>(lnb8_smem);
-    unsigned char* tile = lnb8_smem + (size_t)LNB8_WARPS * 3 * 4 * C;
-    float* acc = sums + (size_t)warp * 3 * C; // this warp's [dweight | dbias | next dbias]
-    for (int i = lane; i < 3 * C; i += 32) acc[i] = 0.0f;
-    __syncwarp(); // the fast path's lanes own other columns than they zeroed
+    // the tile follows the fast path's sums; the general path has none
+    unsigned char* tile = lnb8_smem + (fast ? (size_t)LNB8_WARPS * 3 * 4 * C : 0);
+    float* pb = part + (size_t)blockIdx.x * 2 * C;
+    float* db = dpart + (size_t)blockIdx.x * C;
     const float s8 = scale[0];
     unsigned int m8 = 0, uf = 0; // the largest |v| bits, the underflows
-    if (vec && C <= 128 * LN_G) {
+    if (fast) {
+        float* acc = sums + (size_t)warp * 3 * C; // this warp's [dweight | dbias | next dbias]
+        for (int i = lane; i < 3 * C; i += 32) acc[i] = 0.0f;
+        __syncwarp(); // lanes own other columns than they zeroed
         const int ng = C >> 2;
         for (int rl = warp; rl < nr; rl += LNB8_WARPS) {
             const int row = r0 + rl;
@@ -750,30 +764,73 @@ extern "C" __global__ void __launch_bounds__(LNB8_BLOCK)
             }
         }
     } else {
-        for (int rl = warp; rl < nr; rl += LNB8_WARPS) {
+        // The block takes its rows one after another; thread t owns columns
+        // t, t + LNB8_BLOCK, ... (LNB8_COLS at most): their x, dout and dinp
+        // in registers for the row's two visits, their sums in registers
+        // across the rows (added in row order from 0).
+        float sw[LNB8_COLS], sb[LNB8_COLS], sn[LNB8_COLS];
+#pragma unroll
+        for (int j = 0; j < LNB8_COLS; j++) sw[j] = sb[j] = sn[j] = 0.0f;
+        for (int rl = 0; rl < nr; rl++) {
             const int row = r0 + rl;
             const size_t off = (size_t)row * C;
             const float m = mean[row], s = rstd[row];
+            float x[LNB8_COLS], g[LNB8_COLS], d[LNB8_COLS];
             float sdn = 0.0f, sdnn = 0.0f;
-            for (int i = lane; i < C; i += 32) {
-                float n = s * (inp[off + i] - m), dn = load(weight, i) * load(dout + off, i);
-                sdn += dn;
-                sdnn += dn * n;
+#pragma unroll
+            for (int j = 0; j < LNB8_COLS; j++) {
+                const int c = tid + LNB8_BLOCK * j;
+                if (c < C) {
+                    x[j] = inp[off + c];
+                    g[j] = load(dout + off, c);
+                    d[j] = dinp[off + c];
+                }
             }
-            const float mdn = warp_sum(sdn) / (float)C, mdnn = warp_sum(sdnn) / (float)C;
+#pragma unroll
+            for (int j = 0; j < LNB8_COLS; j++) {
+                const int c = tid + LNB8_BLOCK * j;
+                if (c < C) {
+                    float n = s * (x[j] - m), dn = load(weight, c) * g[j];
+                    sdn += dn;
+                    sdnn += dn * n;
+                }
+            }
+            // the block's sums: the warps' (butterflies), then the warps in order
+            sdn = warp_sum(sdn);
+            sdnn = warp_sum(sdnn);
+            if (lane == 0) rsum[warp] = sdn, rsum[LNB8_WARPS + warp] = sdnn;
+            __syncthreads();
+            sdn = rsum[0];
+            sdnn = rsum[LNB8_WARPS];
+#pragma unroll
+            for (int w = 1; w < LNB8_WARPS; w++) sdn += rsum[w], sdnn += rsum[LNB8_WARPS + w];
+            __syncthreads(); // rsum is read before the next row writes it
+            const float mdn = sdn / (float)C, mdnn = sdnn / (float)C;
             unsigned char* trow = tile + (size_t)rl * C;
-            for (int i = lane; i < C; i += 32) {
-                const float g = load(dout + off, i);
-                const float n = s * (inp[off + i] - m), dn = load(weight, i) * g;
-                const float v = dinp[off + i] + s * (dn - mdn - n * mdnn);
-                dinp[off + i] = v;
-                acc[i] += n * g;
-                acc[C + i] += g;
-                acc[2 * C + i] += v;
-                m8 = max_u32(m8, abs_bits(v));
-                const unsigned char b = (unsigned char)(fp8x2<FP8_E5M2>(v * s8, 0.0f) & 0xffu);
-                uf += flushed(abs_bits(v), b);
-                trow[i] = b;
+#pragma unroll
+            for (int j = 0; j < LNB8_COLS; j++) {
+                const int c = tid + LNB8_BLOCK * j;
+                if (c < C) {
+                    const float n = s * (x[j] - m), dn = load(weight, c) * g[j];
+                    const float v = d[j] + s * (dn - mdn - n * mdnn);
+                    dinp[off + c] = v;
+                    sw[j] += n * g[j];
+                    sb[j] += g[j];
+                    sn[j] += v;
+                    m8 = max_u32(m8, abs_bits(v));
+                    const unsigned char b = (unsigned char)(fp8x2<FP8_E5M2>(v * s8, 0.0f) & 0xffu);
+                    uf += flushed(abs_bits(v), b);
+                    trow[c] = b;
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < LNB8_COLS; j++) {
+            const int c = tid + LNB8_BLOCK * j;
+            if (c < C) {
+                pb[c] = sw[j];
+                pb[C + c] = sb[j];
+                db[c] = sn[j];
             }
         }
     }
@@ -788,15 +845,15 @@ extern "C" __global__ void __launch_bounds__(LNB8_BLOCK)
     }
     add_counts<LNB8_BLOCK>(amax, wunder, uf);
 
-    // The block's partials: the warps' sums added in warp order.
-    float* pb = part + (size_t)blockIdx.x * 2 * C;
-    float* db = dpart + (size_t)blockIdx.x * C;
-    for (int c = tid; c < 3 * C; c += LNB8_BLOCK) {
-        float t = sums[c];
+    if (fast) {
+        // The block's partials: the warps' sums added in warp order.
+        for (int c = tid; c < 3 * C; c += LNB8_BLOCK) {
+            float t = sums[c];
 #pragma unroll
-        for (int w = 1; w < LNB8_WARPS; w++) t += sums[(size_t)w * 3 * C + c];
-        if (c < 2 * C) pb[c] = t;
-        else db[c - 2 * C] = t;
+            for (int w = 1; w < LNB8_WARPS; w++) t += sums[(size_t)w * 3 * C + c];
+            if (c < 2 * C) pb[c] = t;
+            else db[c - 2 * C] = t;
+        }
     }
     lnb8_tile_out(q, qt, tile, r0, nr, N, C, vec_q, vec_col);
 }

@@ -66,15 +66,21 @@ var (
 
 	lnb8Block = kernels.MustBlock("fp8.cu", "LNB8_BLOCK")  // layernorm_backward_cast_e5m2
 	lnb8Rows  = kernels.MustDefine("fp8.cu", "LNB8_ROWS")  // the rows (tokens) a block owns
-	lnb8MaxC  = kernels.MustDefine("fp8.cu", "LNB8_MAX_C") // the widest row: lnb8Smem(C) bytes of shared memory
+	lnb8MaxC  = kernels.MustDefine("fp8.cu", "LNB8_MAX_C") // the widest row: its columns a thread in registers
 )
 
 // lnBwdFP8Kernel is the layernorm backward that casts the updated dinp.
 const lnBwdFP8Kernel = "layernorm_backward_cast_e5m2"
 
 // lnb8Smem is layernorm_backward_cast_e5m2's dynamic shared memory for
-// rows of C: each warp's 3C float sums and the block's rows of E5M2 bytes.
-func lnb8Smem(C int) int { return lnb8Block/32*3*4*C + lnb8Rows*C }
+// rows of C: the block's rows of E5M2 bytes and, on the fast path (vec),
+// each warp's 3C float sums.
+func lnb8Smem(C int, vec bool) int {
+	if vec {
+		return lnb8Block/32*3*4*C + lnb8Rows*C
+	}
+	return lnb8Rows * C
+}
 
 // The FP8 producers' kernels.
 const (
@@ -89,7 +95,7 @@ func init() {
 	for _, k := range []string{lnFP8Kernel, resLNFP8Kernel} {
 		dynamicSmem[k] = lnf8Rows * lnf8MaxC
 	}
-	dynamicSmem[lnBwdFP8Kernel] = lnb8Smem(lnb8MaxC)
+	dynamicSmem[lnBwdFP8Kernel] = max(lnb8Smem(lnFastMaxC, true), lnb8Smem(lnb8MaxC, false))
 }
 
 // fp8MinArch is the compute capability ×10 that the FP8 conversion
@@ -480,8 +486,8 @@ func (d *Device) layerNormFP8(res *tensor.Tensor, q, qt cuda.DevicePtr, amax, me
 //	amax (2) f32, dbiasNext (C) f32, dout (N,C) T, inp (N,C) f32, weight (C) T,
 //	mean (N) f32, rstd (N) f32, scale (1) f32
 //
-// T is f32, bf16 or f16. C may be at most 2048 (a block keeps 64 rows of
-// E5M2 bytes and its warps' sums in shared memory). It needs sm_90 (an
+// T is f32, bf16 or f16. C may be at most 2048 (past 1024, a thread keeps
+// 16 columns of a row in registers). It needs sm_90 (an
 // error wrapping ErrArch below), and returns ErrFP8Args for arguments that
 // do not fit; both are also recorded for Sync, as a launch failure is.
 func (d *Device) LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *tensor.Tensor, N, C int) {
@@ -510,7 +516,7 @@ func (d *Device) layerNormBackwardCastFP8(dinp, dweight, dbias *tensor.Tensor, q
 	case N < 0 || C < 0:
 		return fmt.Errorf("%w: %s: N %d, C %d", ErrFP8Args, op, N, C)
 	case C > lnb8MaxC:
-		return fmt.Errorf("%w: %s: C %d is wider than %d (a block keeps its %d rows of C FP8 bytes and its warps' sums in shared memory)", ErrFP8Args, op, C, lnb8MaxC, lnb8Rows)
+		return fmt.Errorf("%w: %s: C %d is wider than %d (a thread keeps its columns of a row in registers, a block its %d rows of C FP8 bytes in shared memory)", ErrFP8Args, op, C, lnb8MaxC, lnb8Rows)
 	case dout == nil || !dout.DType.Float():
 		return fmt.Errorf("%w: %s: dout %s, want f32, bf16 or f16", ErrFP8Args, op, desc(dout))
 	}
@@ -545,7 +551,7 @@ func (d *Device) layerNormBackwardCastFP8(dinp, dweight, dbias *tensor.Tensor, q
 		return fmt.Errorf("gpu: %s: no scratch for the partial sums", op)
 	}
 	dpart := part + cuda.DevicePtr(nb*2*C*4)
-	if !d.run(lnBwdFP8Kernel, T, grid1(nb), cuda.D1(lnb8Block), lnb8Smem(C),
+	if !d.run(lnBwdFP8Kernel, T, grid1(nb), cuda.D1(lnb8Block), lnb8Smem(C, vec == 1),
 		d.ptr(dinp), part, dpart, q, qt, d.ptr(amax), d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd),
 		d.ptr(scale), N, C, vec, vecQ, vecCol) {
 		return fmt.Errorf("gpu: %s: %s/%s did not launch (see Sync)", op, lnBwdFP8Kernel, T)

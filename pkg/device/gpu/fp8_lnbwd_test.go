@@ -242,19 +242,24 @@ func checkLNBwdCast(t *testing.T, name string, c *lnbCase, got lnbOut) {
 
 // lnbParts returns layernorm_backward_cast_e5m2's partials in its order:
 // for block b (rows 64b ..), part[b] = [Σ n·dout | Σ dout] and dpart[b] =
-// Σ v (v the updated dinp), each warp w of 4 summing rows w, w+4, ... of
-// the block from 0 in row order, the warps' sums added in warp order;
-// n = rstd·(x - mean) and n·dout each rounded to fp32.
-func lnbParts(c *lnbCase, v []float32) (part, dpart []float32) {
+// Σ v (v the updated dinp), with n = rstd·(x - mean) and n·dout each
+// rounded to fp32. Fast path (fast): each warp w of 4 sums rows w, w+4,
+// ... of the block from 0 in row order, the warps' sums added in warp
+// order; general path: the block's rows in order from 0.
+func lnbParts(c *lnbCase, v []float32, fast bool) (part, dpart []float32) {
 	N, C := c.N, c.C
 	nb := blocks(N, lnb8Rows)
 	part, dpart = make([]float32, nb*2*C), make([]float32, nb*C)
+	warps, stride := lnb8Block/32, lnb8Block/32
+	if !fast {
+		warps, stride = 1, 1
+	}
 	for b := range nb {
 		for i := range C {
 			var tw, tb, tn float32
-			for w := range lnb8Block / 32 {
+			for w := range warps {
 				var aw, ab, an float32
-				for r := 64*b + w; r < min(N, 64*(b+1)); r += lnb8Block / 32 {
+				for r := 64*b + w; r < min(N, 64*(b+1)); r += stride {
 					k := r*C + i
 					n := float32(c.rstd[r] * float32(c.inp[k]-c.mean[r]))
 					aw = float32(aw + float32(n*c.g[k]))
@@ -311,7 +316,7 @@ func emuLNB(t *testing.T, bin string, c *lnbCase, name string, vec, vq, vc, rev 
 	// the amax start: the emulator starts from 0 and no counts
 	o.amax[0] = math.Float32frombits(max(math.Float32bits(o.amax[0]), math.Float32bits(c.amax0[0])))
 	o.amax[1] = math.Float32frombits(math.Float32bits(o.amax[1]) + math.Float32bits(c.amax0[1]))
-	wp, wd := lnbParts(c, o.dinp)
+	wp, wd := lnbParts(c, o.dinp, vec == 1 && C <= lnFastMaxC)
 	bad := 0
 	for i := range part {
 		if math.Float32bits(part[i]) != math.Float32bits(wp[i]) {
