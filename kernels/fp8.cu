@@ -597,8 +597,8 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 // warps, an SM); the general path the tile alone, 64·C bytes (80 KiB at
 // 1280, 100 KiB at 1600: two blocks an SM, 128 KiB at 2048). The launcher
 // raises the kernel's limit at load to the larger, 128 KiB. Registers:
-// 153 to 155 a thread (ptxas, sm_90; no stack, no spills), three blocks
-// an SM's worth.
+// 153 a thread (ptxas, sm_90, every dtype; no stack, no spills), three
+// blocks an SM's worth.
 //
 // Traffic (bytes an element, dout in bf16): read dout 2, inp 4, dinp 4;
 // write dinp 4, q 1, qt 1: 16 B/elt, where layernorm_backward_rf32 (14:

@@ -475,11 +475,12 @@ func (d *Device) layerNormFP8(res *tensor.Tensor, q, qt cuda.DevicePtr, amax, me
 // from the registers it is computed in, never read again), each block's
 // dweight and dbias shares and column sums into partials that
 // layernorm.cu's layernorm_reduce and matmul.cu's matmul_bias_grad then
-// add in block order: deterministic. dinp is the fast layernorm
-// backward's arithmetic (layernorm_backward_rf32's sums in its order);
-// dweight, dbias and dbiasNext are summed in other fixed orders than
-// LayerNormBackward's and CastTransposeDBiasFP8's, so they agree to fp32
-// rounding. pkg/device/cpu's LayerNormBackwardCastFP8 (the two ops one
+// add in block order: deterministic. For aligned rows of C <= 1024 dinp
+// is the fast layernorm backward's arithmetic (layernorm_backward_rf32's
+// row sums in its order); past that its row sums run over the block, in
+// another order. dweight, dbias and dbiasNext are summed in other fixed
+// orders than LayerNormBackward's and CastTransposeDBiasFP8's, so they
+// agree to fp32 rounding. pkg/device/cpu's LayerNormBackwardCastFP8 (the two ops one
 // after the other) is the reference.
 //
 //	dinp (N,C) f32, dweight (C) f32, dbias (C) f32, q (N,C) F8E5M2, qt (C,N) F8E5M2,
