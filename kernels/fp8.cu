@@ -1,17 +1,20 @@
 // fp8.cu: the FP8 casts of FP8 training on Hopper (issue 38;
 // pkg/device/gpu/fp8.go: CastTransposeFP8, GELUCastTransposeFP8,
 // CastTransposeDBiasFP8, DGELUCastTransposeDBiasFP8, LayerNormFP8,
-// ResidualLayerNormFP8): the cast-transpose of any tensor, the GELU that
-// produces the FP8 input of the MLP projection, the output gradients'
-// casts with their bias gradients (the fc layer's through the GELU
-// backward), and the layernorm forwards that produce the FP8 input of the
-// qkv and fc GEMMs themselves.
+// ResidualLayerNormFP8, LayerNormBackwardCastFP8): the cast-transpose of
+// any tensor, the GELU that produces the FP8 input of the MLP projection,
+// the output gradients' casts with their bias gradients (the fc layer's
+// through the GELU backward), the layernorm forwards that produce the FP8
+// input of the qkv and fc GEMMs themselves, and the layernorm backward
+// that casts the residual gradient it updates (its last section).
 //
 // druto:kernel cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3
 // druto:kernel cast_transpose_dbias_e5m2 dgelu_cast_transpose_dbias_e5m2
 // druto:kernel layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
+// druto:kernel layernorm_backward_cast_e5m2
 // druto:pdl cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3 cast_transpose_dbias_e5m2
 // druto:pdl dgelu_cast_transpose_dbias_e5m2 layernorm_fp8_e4m3 residual_layernorm_fp8_e4m3
+// druto:pdl layernorm_backward_cast_e5m2
 // druto:dtypes f32 bf16 f16
 // druto:arch 90
 //
@@ -557,4 +560,316 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
     pdl_enter();
     ln_fp8_body<FP8_E4M3, true>(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale, N, C, rows, vec, vec_q,
                                 vec_col);
+}
+
+// ---- layernorm backward with the FP8 cast of its dinp ------------------------
+//
+// layernorm_backward_cast_e5m2: layernorm.cu's layernorm_backward_rf32
+// (dinp += the row's gradient; the dweight and dbias shares into
+// per-block partials that layernorm.cu's layernorm_reduce adds) and, in
+// the same pass, cast_transpose_dbias_e5m2 of the updated dinp v (the
+// fp32 residual gradient after the +=): q (N,C) = e5m2(v·s), qt (C,N) =
+// qᵀ, amax = max |v|, the underflows, and v's column sums (unscaled, fp32)
+// into per-block partials that matmul.cu's matmul_bias_grad adds into the
+// next layer's dbias. In the FP8 backward every layernorm backward that
+// updates the residual gradient is followed by the cast of that gradient
+// for the projection before it; fused, v is cast from the registers that
+// hold it instead of being read again.
+//
+// Rows: a block of LNB8_BLOCK = 128 threads (4 warps) owns LNB8_ROWS = 64
+// consecutive rows (grid ceil(N/64)). Fast path (vec: C % 4 == 0,
+// C <= 128·LN_G = 1024, aligned rows): warp w takes rows w, w+4, ...,
+// w+60, a warp a row, the row's x, dout and dinp loaded into registers in
+// one go, the two row means as layernorm_backward_rf32's fast path sums
+// them (the same expressions in the same order: dinp the same values),
+// then each float4 group's new dinp stored, cast (4 bytes to the tile) and
+// summed. General path (any C up to LNB8_MAX_C = 2048: GPT-2 large's
+// 1280 and xl's 1600, widths not a multiple of 4, unaligned rows): the
+// block takes its rows one after another, thread t its columns t, t+128,
+// ... (at most LNB8_COLS = 16), their x, dout and dinp in registers; the
+// row's two sums over the block (warp butterflies, then the warps in
+// order: two barriers a row). The bytes go to a 64×C tile in dynamic
+// shared memory; after one barrier the block writes q (its rows are 64·C
+// consecutive bytes of q) and qt (column c of the block is a 64-byte
+// segment of qt's row c) exactly as layernorm_fp8_e4m3 does.
+//
+// Sums, deterministic (no float atomics), per column of the block's rows:
+// [dweight | dbias | next dbias] = Σ n·dout, Σ dout, Σ v. Fast path: each
+// warp keeps its own sums of its columns in dynamic shared memory (3C
+// floats a warp; lane l owns its columns, so no lane waits on another),
+// added row by row in the warp's row order from 0, and after the barrier
+// the block adds the 4 warps' sums in warp order. General path: the
+// column's thread keeps them in registers, the block's rows added in
+// order from 0. Either way the block writes part[blockIdx.x] (2C floats:
+// layernorm_reduce's layout) and dpart[blockIdx.x] (C floats:
+// matmul_bias_grad's chunks). The next dbias is thus summed in another
+// fixed order than cast_transpose_dbias_e5m2's (its 64-row tiles, 8-row
+// butterflies), so it agrees with it to fp32 rounding, bit for bit from
+// run to run.
+//
+// Shared memory: the fast path 4·3C floats of sums and the 64·C byte
+// tile, 112·C bytes (84 KiB at C = 768, 112 KiB at 1024: two blocks, 8
+// warps, an SM); the general path the tile alone, 64·C bytes (80 KiB at
+// 1280, 100 KiB at 1600: two blocks an SM, 128 KiB at 2048). The launcher
+// raises the kernel's limit at load to the larger, 128 KiB. Registers:
+// 153 a thread (ptxas, sm_90, every dtype; no stack, no spills), three
+// blocks an SM's worth.
+//
+// Traffic (bytes an element, dout in bf16): read dout 2, inp 4, dinp 4;
+// write dinp 4, q 1, qt 1: 16 B/elt, where layernorm_backward_rf32 (14:
+// read 10, write 4) and cast_transpose_dbias_e5m2 of its output (6: read
+// 4, write 2) move 20; plus 12·C bytes of partials a block (0.19 B/elt),
+// weight (C) and mean, rstd (8 bytes a row) from L1/L2. From fp32 dout:
+// 18 against 22.
+
+// Block size, rows and the widest C (launcher: pkg/device/gpu/fp8.go,
+// LayerNormBackwardCastFP8).
+// druto:block LNB8_BLOCK layernorm_backward_cast_e5m2
+#define LNB8_BLOCK 128
+#define LNB8_WARPS (LNB8_BLOCK / 32)
+#define LNB8_ROWS 64
+// LNB8_MAX_C is the widest row: the general path's LNB8_COLS columns a
+// thread in registers, LNB8_ROWS·C bytes (128 KiB) of tile.
+#define LNB8_MAX_C 2048
+#define LNB8_COLS (LNB8_MAX_C / LNB8_BLOCK)
+
+// Fast path: the warps' sums (LNB8_WARPS × 3C floats, 48·C bytes: a
+// multiple of 16, so the tile is aligned) then the block's rows as E5M2
+// bytes (LNB8_ROWS × C); general path: the rows alone.
+#ifdef DRUTO_EMU
+static __align__(16) unsigned char lnb8_smem[LNB8_WARPS * 3 * 4 * LNB8_MAX_C + LNB8_ROWS * LNB8_MAX_C];
+#else
+extern __shared__ __align__(16) unsigned char lnb8_smem[];
+#endif
+
+// lnb8_cast4 casts the four values of a float4 group to E5M2 (scale s),
+// stores their bytes at dst (4-byte aligned) and adds their largest |v|
+// bits to m and their underflows to u.
+__device__ __forceinline__ void lnb8_cast4(unsigned char* dst, const F4& v, float s, unsigned int& m,
+                                           unsigned int& u) {
+    m = max_u32(max_u32(m, max_u32(abs_bits(v.v[0]), abs_bits(v.v[1]))), max_u32(abs_bits(v.v[2]), abs_bits(v.v[3])));
+    const unsigned int w = fp8x2<FP8_E5M2>(v.v[0] * s, v.v[1] * s) |
+                           ((unsigned int)fp8x2<FP8_E5M2>(v.v[2] * s, v.v[3] * s) << 16);
+#pragma unroll
+    for (int e = 0; e < 4; e++) u += flushed(abs_bits(v.v[e]), w >> (8 * e));
+    *reinterpret_cast<unsigned int*>(dst) = w;
+}
+
+// lnb8_tile_out writes the block's tile (nr rows of C bytes from row r0)
+// to q and its transpose to qt, as ln_fp8_body does: q with 16-byte
+// stores when vec_q, qt in 16-row chunks down each column (column16).
+__device__ __forceinline__ void lnb8_tile_out(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
+                                              const unsigned char* tile, int r0, int nr, int N, int C, int vec_q,
+                                              int vec_col) {
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const size_t nbytes = (size_t)nr * C;
+    unsigned char* qb = q + (size_t)r0 * C;
+    size_t done = 0;
+    if (vec_q) {
+        const size_t nv = nbytes / 16;
+        for (size_t i = tid; i < nv; i += LNB8_BLOCK)
+            reinterpret_cast<uint4*>(qb)[i] = reinterpret_cast<const uint4*>(tile)[i];
+        done = nv * 16;
+    }
+    for (size_t i = done + tid; i < nbytes; i += LNB8_BLOCK) qb[i] = tile[i];
+    const int items = (C + 31) / 32 * (LNB8_ROWS / 16);
+    for (int it = warp; it < items; it += LNB8_WARPS) {
+        const int c = (it / (LNB8_ROWS / 16)) * 32 + lane, rr = (it % (LNB8_ROWS / 16)) * 16;
+        if (c >= C || rr >= nr) continue;
+        const int n = nr - rr < 16 ? nr - rr : 16;
+        column16(qt + (size_t)c * N + r0 + rr, tile + (size_t)rr * C + c, C, n, vec_col);
+    }
+}
+
+// Launcher: pkg/device/gpu/fp8.go (LayerNormBackwardCastFP8). dinp (N,C)
+// f32 accumulated; part (gridDim.x, 2C) f32 [dweight | dbias] partials;
+// dpart (gridDim.x, C) f32 the next dbias's partials; q (N,C), qt (C,N)
+// E5M2 bytes; amax the pair the cast adds to; dout (N,C) T, inp (N,C) f32,
+// weight (C) T, mean, rstd (N) f32, scale one float. vec as layernorm.cu's
+// (rows of 4 aligned elements), vec_q (q 16-byte aligned), vec_col (N %
+// 16 == 0 and qt aligned). Grid ceil(N/LNB8_ROWS), LNB8_BLOCK threads,
+// 112·C bytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(LNB8_BLOCK)
+    layernorm_backward_cast_e5m2(float* __restrict__ dinp, float* __restrict__ part, float* __restrict__ dpart,
+                                 unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
+                                 float* __restrict__ amax, const T* __restrict__ dout, const float* __restrict__ inp,
+                                 const T* __restrict__ weight, const float* __restrict__ mean,
+                                 const float* __restrict__ rstd, const float* __restrict__ scale, int N, int C,
+                                 int vec, int vec_q, int vec_col) {
+    pdl_enter();
+    __shared__ unsigned int wmax[LNB8_WARPS], wunder[LNB8_WARPS];
+    __shared__ float rsum[2 * LNB8_WARPS];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int r0 = blockIdx.x * LNB8_ROWS, nr = min(LNB8_ROWS, N - r0);
+    const bool fast = vec && C <= 128 * LN_G;
+    float* sums = reinterpret_cast<float*>(lnb8_smem);
+    // the tile follows the fast path's sums; the general path has none
+    unsigned char* tile = lnb8_smem + (fast ? (size_t)LNB8_WARPS * 3 * 4 * C : 0);
+    float* pb = part + (size_t)blockIdx.x * 2 * C;
+    float* db = dpart + (size_t)blockIdx.x * C;
+    const float s8 = scale[0];
+    unsigned int m8 = 0, uf = 0; // the largest |v| bits, the underflows
+    if (fast) {
+        float* acc = sums + (size_t)warp * 3 * C; // this warp's [dweight | dbias | next dbias]
+        for (int i = lane; i < 3 * C; i += 32) acc[i] = 0.0f;
+        __syncwarp(); // lanes own other columns than they zeroed
+        const int ng = C >> 2;
+        for (int rl = warp; rl < nr; rl += LNB8_WARPS) {
+            const int row = r0 + rl;
+            const size_t off = (size_t)row * C;
+            const float m = mean[row], s = rstd[row];
+            F4 x[LN_G], di[LN_G], gv[LN_G];
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                const int g = lane + 32 * k;
+                if (g < ng) {
+                    x[k] = ld4(inp + off + 4 * g);
+                    gv[k] = ld4(dout + off + 4 * g);
+                    di[k] = ld4(dinp + off + 4 * g);
+                }
+            }
+            float sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                const int g = lane + 32 * k;
+                if (g < ng) {
+                    F4 wv = ld4(weight + 4 * g);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        float n = s * (x[k].v[j] - m), dn = wv.v[j] * gv[k].v[j];
+                        sdn += dn;
+                        sdnn += dn * n;
+                    }
+                }
+            }
+            const float mdn = warp_sum(sdn) / (float)C, mdnn = warp_sum(sdnn) / (float)C;
+            unsigned char* trow = tile + (size_t)rl * C;
+#pragma unroll
+            for (int k = 0; k < LN_G; k++) {
+                const int g = lane + 32 * k;
+                if (g < ng) {
+                    F4 wv = ld4(weight + 4 * g);
+                    float4 aw = *reinterpret_cast<float4*>(acc + 4 * g);
+                    float4 ab = *reinterpret_cast<float4*>(acc + C + 4 * g);
+                    float4 an = *reinterpret_cast<float4*>(acc + 2 * C + 4 * g);
+                    float nv[4];
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        float n = s * (x[k].v[j] - m), dn = wv.v[j] * gv[k].v[j];
+                        nv[j] = n * gv[k].v[j];
+                        di[k].v[j] = di[k].v[j] + s * (dn - mdn - n * mdnn);
+                    }
+                    aw.x += nv[0];
+                    aw.y += nv[1];
+                    aw.z += nv[2];
+                    aw.w += nv[3];
+                    ab.x += gv[k].v[0];
+                    ab.y += gv[k].v[1];
+                    ab.z += gv[k].v[2];
+                    ab.w += gv[k].v[3];
+                    an.x += di[k].v[0];
+                    an.y += di[k].v[1];
+                    an.z += di[k].v[2];
+                    an.w += di[k].v[3];
+                    *reinterpret_cast<float4*>(acc + 4 * g) = aw;
+                    *reinterpret_cast<float4*>(acc + C + 4 * g) = ab;
+                    *reinterpret_cast<float4*>(acc + 2 * C + 4 * g) = an;
+                    st4(dinp + off + 4 * g, di[k]);
+                    lnb8_cast4(trow + 4 * g, di[k], s8, m8, uf);
+                }
+            }
+        }
+    } else {
+        // The block takes its rows one after another; thread t owns columns
+        // t, t + LNB8_BLOCK, ... (LNB8_COLS at most): their x, dout and dinp
+        // in registers for the row's two visits, their sums in registers
+        // across the rows (added in row order from 0).
+        float sw[LNB8_COLS], sb[LNB8_COLS], sn[LNB8_COLS];
+#pragma unroll
+        for (int j = 0; j < LNB8_COLS; j++) sw[j] = sb[j] = sn[j] = 0.0f;
+        for (int rl = 0; rl < nr; rl++) {
+            const int row = r0 + rl;
+            const size_t off = (size_t)row * C;
+            const float m = mean[row], s = rstd[row];
+            float x[LNB8_COLS], g[LNB8_COLS], d[LNB8_COLS];
+            float sdn = 0.0f, sdnn = 0.0f;
+#pragma unroll
+            for (int j = 0; j < LNB8_COLS; j++) {
+                const int c = tid + LNB8_BLOCK * j;
+                if (c < C) {
+                    x[j] = inp[off + c];
+                    g[j] = load(dout + off, c);
+                    d[j] = dinp[off + c];
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < LNB8_COLS; j++) {
+                const int c = tid + LNB8_BLOCK * j;
+                if (c < C) {
+                    float n = s * (x[j] - m), dn = load(weight, c) * g[j];
+                    sdn += dn;
+                    sdnn += dn * n;
+                }
+            }
+            // the block's sums: the warps' (butterflies), then the warps in order
+            sdn = warp_sum(sdn);
+            sdnn = warp_sum(sdnn);
+            if (lane == 0) rsum[warp] = sdn, rsum[LNB8_WARPS + warp] = sdnn;
+            __syncthreads();
+            sdn = rsum[0];
+            sdnn = rsum[LNB8_WARPS];
+#pragma unroll
+            for (int w = 1; w < LNB8_WARPS; w++) sdn += rsum[w], sdnn += rsum[LNB8_WARPS + w];
+            __syncthreads(); // rsum is read before the next row writes it
+            const float mdn = sdn / (float)C, mdnn = sdnn / (float)C;
+            unsigned char* trow = tile + (size_t)rl * C;
+#pragma unroll
+            for (int j = 0; j < LNB8_COLS; j++) {
+                const int c = tid + LNB8_BLOCK * j;
+                if (c < C) {
+                    const float n = s * (x[j] - m), dn = load(weight, c) * g[j];
+                    const float v = d[j] + s * (dn - mdn - n * mdnn);
+                    dinp[off + c] = v;
+                    sw[j] += n * g[j];
+                    sb[j] += g[j];
+                    sn[j] += v;
+                    m8 = max_u32(m8, abs_bits(v));
+                    const unsigned char b = (unsigned char)(fp8x2<FP8_E5M2>(v * s8, 0.0f) & 0xffu);
+                    uf += flushed(abs_bits(v), b);
+                    trow[c] = b;
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < LNB8_COLS; j++) {
+            const int c = tid + LNB8_BLOCK * j;
+            if (c < C) {
+                pb[c] = sw[j];
+                pb[C + c] = sb[j];
+                db[c] = sn[j];
+            }
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) m8 = max_u32(m8, __shfl_xor_sync(0xffffffffu, m8, off));
+    if (lane == 0) wmax[warp] = m8;
+    __syncthreads(); // the tile, the sums and wmax are complete
+    if (tid == 0) {
+        unsigned int bm = 0;
+#pragma unroll
+        for (int w = 0; w < LNB8_WARPS; w++) bm = max_u32(bm, wmax[w]);
+        if (bm != 0) atomicMax(reinterpret_cast<unsigned int*>(amax), bm);
+    }
+    add_counts(amax, wunder, uf, LNB8_BLOCK / 32);
+
+    if (fast) {
+        // The block's partials: the warps' sums added in warp order.
+        for (int c = tid; c < 3 * C; c += LNB8_BLOCK) {
+            float t = sums[c];
+#pragma unroll
+            for (int w = 1; w < LNB8_WARPS; w++) t += sums[(size_t)w * 3 * C + c];
+            if (c < 2 * C) pb[c] = t;
+            else db[c - 2 * C] = t;
+        }
+    }
+    lnb8_tile_out(q, qt, tile, r0, nr, N, C, vec_q, vec_col);
 }

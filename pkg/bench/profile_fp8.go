@@ -75,6 +75,16 @@ func (p *profiler) DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale
 	})
 }
 
+// LayerNormBackwardCastFP8 times the layernorm backward that casts the
+// residual gradient it updates (dinp read and written, dout, inp read, q
+// and qᵀ written; the parameter gradients read and written).
+func (p *profiler) LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *device.T, N, C int) {
+	p.fp8Timed("LayerNormBackwardCastFP8", "layernorm backward → fp8 + dbias", 0,
+		bytesOf(dinp, dinp, dout, inp, q, qt, weight, mean, rstd, dweight, dweight, dbias, dbias, dbiasNext, dbiasNext), func(f device.FP8) {
+			f.LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale, N, C)
+		})
+}
+
 // fp8GEMMClass names an FP8 product (N, C, OC) by its layer, as
 // gemmClass names the bf16 ones, forward and backward in one class: the
 // forward is (tokens, in, out), the backward's dx (tokens, out, in).

@@ -53,6 +53,16 @@ type FP8 interface {
 	// cast; amax and dbias are of v.
 	// q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (2), dbias (C) F32, dy (N,C) float, pre (N,C) dy's dtype, scale (1)
 	DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *T, N, C int)
+	// LayerNormBackwardCastFP8 is LayerNormBackward with dinp f32 (the
+	// residual gradient, accumulated) followed by CastTransposeDBiasFP8
+	// of the updated dinp v into q, qt, amax and dbiasNext (the bias
+	// gradient of the linear layer whose output gradient v is), in one
+	// pass that reads v nowhere again: dinp, dweight and dbias as
+	// LayerNormBackward's, q = e5m2(v·scale), qt = qᵀ, amax as the casts
+	// add it, dbiasNext += v's column sums (unscaled, fp32, in a fixed
+	// order).
+	// dinp (N,C) F32, dweight (C) F32, dbias (C) F32, q (N,C) F8E5M2, qt (C,N) F8E5M2, amax (2), dbiasNext (C) F32, dout (N,C), inp (N,C) F32, weight (C), mean (N), rstd (N), scale (1)
+	LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *T, N, C int)
 	// MatmulFP8 computes out = (a·bᵀ)·invA·invB + bias with fp32
 	// accumulation, rounded once to out's dtype (f32 or bf16); a and b are
 	// K-major (rows of C), each of either FP8 dtype, invA and invB the

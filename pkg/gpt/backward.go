@@ -16,10 +16,12 @@ func (m *Model) backward() {
 	C, L := m.Config.Channels, m.Config.Layers
 
 	d.Zero(a.dresidual)
-	d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
 	if m.fp8 != nil && a.f8 != nil {
+		// ln_f's backward also casts dresidual for the last block's MLP projection
+		m.layerNormBackwardFP8(g.lnfw, g.lnfb, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, g.layers[L-1].fcprojb, (L-1)*f8PerLayer+f8FCProjdy, N, C)
 		m.blocksBackwardFP8()
 	} else {
+		d.LayerNormBackward(a.dresidual, g.lnfw, g.lnfb, a.dln, layer(a.residual3, L-1), p.lnfw, a.lnfMean, a.lnfRstd, N, C)
 		m.blocksBackward()
 	}
 	d.EncoderBackward(g.wte, g.wpe, a.dresidual, a.tokens, B, T, C)

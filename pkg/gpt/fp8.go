@@ -13,7 +13,8 @@ package gpt
 //	          fc pre-act       GELUCastTransposeFP8               → x of fc proj
 //	          weights          CastTransposeFP8 once a step       → W, Wᵀ
 //	          ln_f, wte (Head) CastTransposeFP8                   → x and w of the logits
-//	backward  output grads     CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
+//	backward  residual grads   LayerNormBackwardCastFP8 (e5m2)    → dy, dyᵀ, dbias of attn proj, fc proj
+//	          qkv output grad  CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
 //	          fc output grad   DGELUCastTransposeDBiasFP8 (e5m2)  → dy·gelu'(pre), its ᵀ, dbias
 //	          dx = dy·W        MatmulFP8 with Wᵀ
 //	          dW += dyᵀ·x      MatmulFP8Add with dyᵀ and xᵀ (K = tokens)
@@ -452,7 +453,7 @@ func (m *Model) headLogitsFP8(logits *tensor.Tensor, r, n int) bool {
 
 // linearBackwardFP8 queues the backward of one FP8 linear layer y = x·Wᵀ
 // + b with dy (N, OC): dy cast to E5M2 with its transpose and the bias
-// gradient, dW += dyᵀ·x, dx = dy·W (stored into dx). With pre (the fc
+// gradient, then the layer's GEMMs (linearGEMMsFP8). With pre (the fc
 // layer: y is the GELU's pre-activation, stored as pre), dy is the
 // gradient of gelu(y) and the layer's output gradient dy·gelu'(pre) is
 // made in the same cast (DGELUCastTransposeDBiasFP8), with no GELU
@@ -465,14 +466,47 @@ func (m *Model) linearBackwardFP8(dx, dw, db, dy, pre *tensor.Tensor, x, w fp8Pa
 	} else {
 		f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, f.scale(k), N, OC)
 	}
+	m.linearGEMMsFP8(dx, dw, x, w, k, kx, kw, N, C, OC)
+}
+
+// linearGEMMsFP8 queues the GEMMs of an FP8 linear layer's backward from
+// its output gradient (tensor k) already cast into the dy scratch as
+// (N, OC): dW += dyᵀ·x, dx = dy·W (stored into dx).
+func (m *Model) linearGEMMsFP8(dx, dw *tensor.Tensor, x, w fp8Pair, k, kx, kw, N, C, OC int) {
+	f := m.fp8
+	g := m.acts.f8.dy.dims(N, OC)
 	f.ops.MatmulFP8Add(dw, g.qt, x.qt, f.inv(k), f.inv(kx), OC, N, C)
 	f.ops.MatmulFP8(dx, g.q, w.qt, nil, f.inv(k), f.inv(kw), N, OC, C)
 }
 
+// layerNormBackwardFP8 queues the backward of a layernorm of the residual
+// stream (inp): dresidual += its gradient from dln, dweight and dbias +=
+// theirs; and the updated dresidual, which is the output gradient of the
+// projection before the layernorm (tensor k, bias gradient db), cast into
+// the dy scratch as (N, C) with its bias gradient, for linearGEMMsFP8. One
+// op (LayerNormBackwardCastFP8: the gradient is cast as it is computed,
+// not read again), or with fp8SplitLNCast the two it fuses.
+func (m *Model) layerNormBackwardFP8(dweight, dbias, inp, weight, mean, rstd, db *tensor.Tensor, k, N, C int) {
+	d, a, f := m.dev, m.acts, m.fp8
+	g := a.f8.dy.dims(N, C)
+	if m.fp8SplitLNCast {
+		d.LayerNormBackward(a.dresidual, dweight, dbias, a.dln, inp, weight, mean, rstd, N, C)
+		f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, a.dresidual, f.scale(k), N, C)
+		return
+	}
+	f.ops.LayerNormBackwardCastFP8(a.dresidual, dweight, dbias, g.q, g.qt, f.amax(k), db, a.dln, inp, weight, mean, rstd, f.scale(k), N, C)
+}
+
 // blocksBackwardFP8 is blocksBackward under FP8: the blocks' linear
-// layers through linearBackwardFP8, the rest as blocksBackward does.
+// layers through linearBackwardFP8, the rest as blocksBackward does. The
+// layernorm backwards that update dresidual cast it for the projection
+// before them (layerNormBackwardFP8): ln_2's for the attention projection,
+// ln_1's of block l > 0 for block l-1's MLP projection, and ln_f's
+// (backward, before this) for the last block's; so the projections run
+// only their GEMMs. Block 0's ln_1 is followed by no FP8 layer (the
+// encoder's backward reads dresidual).
 func (m *Model) blocksBackwardFP8() {
-	d, a, p, g, f := m.dev, m.acts, m.wp, m.gp, m.fp8
+	a, p, g, f := m.acts, m.wp, m.gp, m.fp8
 	B, T := m.B, m.T
 	N := B * T
 	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
@@ -482,14 +516,20 @@ func (m *Model) blocksBackwardFP8() {
 		if l > 0 {
 			residual = layer(a.residual3, l-1)
 		}
-		m.linearBackwardFP8(a.dfch, gw.fcprojw, gw.fcprojb, a.dresidual, nil, x[3], fw[3], k+f8FCProjdy, k+f8FCProjx, k+f8FCProjw, N, 4*C, C)
+		// dresidual is already cast as this layer's fc proj dy (ln_f's or
+		// block l+1's ln_1 backward)
+		m.linearGEMMsFP8(a.dfch, gw.fcprojw, x[3], fw[3], k+f8FCProjdy, k+f8FCProjx, k+f8FCProjw, N, 4*C, C)
 		// dfch is d gelu(fch): the fc layer's cast applies the GELU's derivative
 		m.linearBackwardFP8(a.dln, gw.fcw, gw.fcb, a.dfch, layer(a.fch, l), x[2], fw[2], k+f8FCdy, k+f8FCx, k+f8FCw, N, C, 4*C)
-		d.LayerNormBackward(a.dresidual, gw.ln2w, gw.ln2b, a.dln, layer(a.residual2, l), w.ln2w, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), N, C)
-		m.linearBackwardFP8(a.datty, gw.attprojw, gw.attprojb, a.dresidual, nil, x[1], fw[1], k+f8Projdy, k+f8Projx, k+f8Projw, N, C, C)
+		m.layerNormBackwardFP8(gw.ln2w, gw.ln2b, layer(a.residual2, l), w.ln2w, layer(a.ln2Mean, l), layer(a.ln2Rstd, l), gw.attprojb, k+f8Projdy, N, C)
+		m.linearGEMMsFP8(a.datty, gw.attprojw, x[1], fw[1], k+f8Projdy, k+f8Projx, k+f8Projw, N, C, C)
 		m.attentionBackwardStore(a.dqkv, a.datty, layer(a.qkv, l), layer(a.atty, l), layer(a.att, l), B, T, C, NH)
 		m.linearBackwardFP8(a.dln, gw.qkvw, gw.qkvb, a.dqkv, nil, x[0], fw[0], k+f8QKVdy, k+f8QKVx, k+f8QKVw, N, C, 3*C)
-		d.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
+		if l > 0 {
+			m.layerNormBackwardFP8(gw.ln1w, gw.ln1b, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), g.layers[l-1].fcprojb, k-f8PerLayer+f8FCProjdy, N, C)
+		} else {
+			m.dev.LayerNormBackward(a.dresidual, gw.ln1w, gw.ln1b, a.dln, residual, w.ln1w, layer(a.ln1Mean, l), layer(a.ln1Rstd, l), N, C)
+		}
 	}
 }
 

@@ -104,3 +104,38 @@ func TestGPUFP8Step(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUFP8LayerNormBackwardCast: on the GPU, the FP8 step with the
+// layernorm backwards casting the residual gradient
+// (LayerNormBackwardCastFP8, kernels/fp8.cu's layernorm_backward_cast_e5m2)
+// against the same step running LayerNormBackward and
+// CastTransposeDBiasFP8 one after the other (fp8SplitLNCast). One step:
+// the forward and its scales are the same, so the loss is the same bits;
+// the gradients differ only by the fused kernel's sums of dweight, dbias
+// and the next bias gradient in other fixed orders (and the E5M2 codes
+// those roundings flip now and then): every parameter at cosine ≥ 0.9999
+// within 1% of its norm; and the amaxes the casts recorded within a
+// relative 1e-3 (a flipped code moves the gradients after it a little).
+// Needs sm_90.
+func TestGPUFP8LayerNormBackwardCast(t *testing.T) {
+	dev := gpudev.Fused(t)
+	if major, minor := dev.Capability(); major*10+minor < 90 {
+		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "no FP8 step on %s (sm_%d%d; druto's FP8 kernels need sm_90)", dev.Name(), major, minor)
+	}
+	cfg := Config{Vocab: 512, MaxSeq: 128, Layers: 2, Heads: 4, Channels: 128}
+	const B, T = 4, 128
+	fused := runLNCastSteps(t, dev, cfg, false, 1, B, T)
+	split := runLNCastSteps(t, dev, cfg, true, 1, B, T)
+	if math.Float32bits(fused.losses[0]) != math.Float32bits(split.losses[0]) {
+		t.Errorf("loss %.7f, split %.7f: the forward differs", fused.losses[0], split.losses[0])
+	}
+	gradientsAlike(t, fused.m, fused.grads, split.grads, 0.9999, 0.01, "fused gradient", "the split step's")
+	// the amaxes the step's casts added (no update has taken them yet)
+	for t8 := range fp8Tensors(cfg.Layers) {
+		i := 2 * FP8Record(t8)
+		a, b := float64(fused.st[i]), float64(split.st[i])
+		if math.Abs(a-b) > 1e-3*math.Abs(b) || a != a || b != b {
+			t.Errorf("tensor %d: amax %g, split %g", t8, a, b)
+		}
+	}
+}

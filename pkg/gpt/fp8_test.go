@@ -279,3 +279,117 @@ func TestFP8Underflows(t *testing.T) {
 		}
 	}
 }
+
+// lnCastCounter is the CPU reference counting the FP8 backward's casts of
+// output gradients: the fused layernorm backward and the plain cast.
+type lnCastCounter struct {
+	*cpu.Device
+	fused, casts int
+}
+
+func (c *lnCastCounter) LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *device.T, N, C int) {
+	c.fused++
+	c.Device.LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale, N, C)
+}
+
+func (c *lnCastCounter) CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale *device.T, N, C int) {
+	c.casts++
+	c.Device.CastTransposeDBiasFP8(q, qt, amax, dbias, dy, scale, N, C)
+}
+
+// TestFP8LayerNormBackwardCast: the FP8 backward casts the residual
+// gradient for the attention and MLP projections in the layernorm
+// backwards that update it (LayerNormBackwardCastFP8: ln_f's, every ln_2's
+// and the ln_1's of blocks 1.., 2L a step; the one plain cast left is the
+// qkv layer's, L a step), and on the CPU reference, whose fused op is the
+// two ops it replaces, three steps give the losses, gradients and scaling
+// state of the step that runs LayerNormBackward and CastTransposeDBiasFP8
+// one after the other (fp8SplitLNCast) bit for bit: the same FP8 tensors,
+// scales and bias gradients.
+func TestFP8LayerNormBackwardCast(t *testing.T) {
+	const B, T, steps = 2, 32, 3
+	L := fp8Cfg.Layers
+	run := func(split bool) lnCastSteps {
+		dev := &lnCastCounter{Device: cpu.New(device.Options{Fused: true, Threads: 2})}
+		r := runLNCastSteps(t, dev, fp8Cfg, split, steps, B, T)
+		r.fused, r.ct = dev.fused, dev.casts
+		return r
+	}
+	fused, split := run(false), run(true)
+	if fused.fused != steps*2*L || fused.ct != steps*L {
+		t.Errorf("fused: %d LayerNormBackwardCastFP8 and %d CastTransposeDBiasFP8 in %d steps, want %d and %d", fused.fused, fused.ct, steps, steps*2*L, steps*L)
+	}
+	if split.fused != 0 || split.ct != steps*3*L {
+		t.Errorf("split: %d LayerNormBackwardCastFP8 and %d CastTransposeDBiasFP8 in %d steps, want 0 and %d", split.fused, split.ct, steps, steps*3*L)
+	}
+	for i := range fused.losses {
+		if math.Float32bits(fused.losses[i]) != math.Float32bits(split.losses[i]) {
+			t.Errorf("step %d: loss %.7f, split %.7f", i, fused.losses[i], split.losses[i])
+		}
+	}
+	same := func(what string, a, b []float32) {
+		if len(a) != len(b) {
+			t.Fatalf("%s: %d values, split %d", what, len(a), len(b))
+		}
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+				t.Errorf("%s[%d] %g, split %g (and maybe more)", what, i, a[i], b[i])
+				return
+			}
+		}
+	}
+	same("gradient", fused.grads, split.grads)
+	same("scaling state", fused.st, split.st)
+	for i := range fused.meta {
+		if fused.meta[i] != split.meta[i] {
+			t.Errorf("scaling meta[%d] %d, split %d", i, fused.meta[i], split.meta[i])
+			break
+		}
+	}
+}
+
+// lnCastSteps is what runLNCastSteps returns: each step's loss, the last
+// gradients and scaling state, and (filled by the caller) op counts.
+type lnCastSteps struct {
+	losses    []float32
+	grads     []float32
+	st        []float32
+	meta      []int32
+	m         *Model
+	fused, ct int
+}
+
+// runLNCastSteps runs steps FP8 Gradients calls of cfg's model (seed 7) on
+// dev, with the layernorm backward and the cast fused or split
+// (fp8SplitLNCast); the model is closed when the test ends.
+func runLNCastSteps(t *testing.T, dev device.Device, cfg Config, split bool, steps, B, T int) lnCastSteps {
+	t.Helper()
+	m, err := New(dev, cfg, amp.FP8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	m.fp8SplitLNCast = split
+	if err := m.Init(7); err != nil {
+		t.Fatal(err)
+	}
+	in, tg := microTokens(B*T, cfg.Vocab, 3), microTokens(B*T, cfg.Vocab, 5)
+	r := lnCastSteps{m: m}
+	for range steps {
+		m.ZeroGrad()
+		loss, err := m.Gradients(in, tg, B, T, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.losses = append(r.losses, loss)
+	}
+	if r.grads, err = m.GradValues(); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := m.FP8Scales()
+	if err != nil || sc == nil {
+		t.Fatalf("FP8Scales: %v, %v", sc, err)
+	}
+	r.st, r.meta = sc.St, sc.Meta
+	return r
+}

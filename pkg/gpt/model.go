@@ -38,6 +38,11 @@ type Model struct {
 	// made (ensureFP8).
 	fp8Pending bool
 	fp8Restore *amp.FP8Scales
+	// fp8SplitLNCast: the FP8 backward runs each layernorm backward that
+	// updates the residual gradient and the cast of that gradient as two
+	// ops (LayerNormBackward, CastTransposeDBiasFP8) instead of
+	// LayerNormBackwardCastFP8; set by tests, which compare the two.
+	fp8SplitLNCast bool
 }
 
 // params are views of one flat buffer, by role.

@@ -1,8 +1,8 @@
 // main.cpp: host emulator of kernels/fp8.cu's cast_transpose_e4m3 and
 // cast_transpose_e5m2, their GELU and dbias forms (gelu_cast_transpose_e4m3,
 // cast_transpose_dbias_e5m2, dgelu_cast_transpose_dbias_e5m2),
-// layernorm_fp8_e4m3 and residual_layernorm_fp8_e4m3
-// (see run.sh): every CUDA thread of a block is a host
+// layernorm_fp8_e4m3, residual_layernorm_fp8_e4m3 and
+// layernorm_backward_cast_e5m2 (see run.sh): every CUDA thread of a block is a host
 // thread, __syncthreads a std::barrier, the warp shuffle a slot table
 // (harness.h), atomicMax a compare-and-swap loop, and the PTX instruction
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 the function cvt8 below, written from
@@ -43,6 +43,16 @@
 //                               RES b (N·C of T), weight and bias (C of T);
 //                               stdout: q, qt, amax, underflows, mean (N f32), rstd
 //                               (N f32), with RES res (N·C f32)
+//   emu_DT lbio N C VEC VQ VC REV
+//                               layernorm_backward_cast_e5m2, for
+//                               TestLayerNormBackwardCastFP8EmulatorMatchesCPU:
+//                               stdin: scale (f32), dout (N·C of T), inp
+//                               (N·C f32), dinp (N·C f32), weight (C of T),
+//                               mean, rstd (N f32 each); stdout: dinp
+//                               updated, q, qt, amax, underflows, part
+//                               (ceil(N/64)·2C f32: [dweight | dbias] a
+//                               block), dpart (ceil(N/64)·C f32: the
+//                               column sums of the updated dinp)
 //   emu_F32 cvt FMT             stdin: f32 values; stdout: one byte each
 //
 // ref8 is independent of cvt8: it decodes every code of the format from
@@ -549,10 +559,44 @@ int main(int argc, char** argv) {
         fwrite(o.res.data(), 4, o.res.size(), stdout);
         return 0;
     }
+    if (argc >= 8 && std::string(argv[1]) == "lbio") {
+        const int N = atoi(argv[2]), C = atoi(argv[3]), vec = atoi(argv[4]), vq = atoi(argv[5]), vc = atoi(argv[6]);
+        reverseBlocks = atoi(argv[7]) != 0;
+        if (C > LNB8_MAX_C) {
+            fprintf(stderr, "emu: C %d past LNB8_MAX_C\n", C);
+            return 2;
+        }
+        const size_t n = (size_t)N * C;
+        float s;
+        std::vector<T> dout(n), w(C);
+        std::vector<float> inp(n), dinp(n), mean(N), rstd(N);
+        if (!readAll(&s, 4) || !readAll(dout.data(), sizeof(T) * n) || !readAll(inp.data(), 4 * n) ||
+            !readAll(dinp.data(), 4 * n) || !readAll(w.data(), sizeof(T) * C) || !readAll(mean.data(), 4 * (size_t)N) ||
+            !readAll(rstd.data(), 4 * (size_t)N)) {
+            fprintf(stderr, "emu: short input\n");
+            return 2;
+        }
+        const int nb = (N + LNB8_ROWS - 1) / LNB8_ROWS;
+        std::vector<unsigned char> q(n, 0xA5), qt(n, 0x5A);
+        std::vector<float> part((size_t)nb * 2 * C, NAN), dpart((size_t)nb * C, NAN);
+        float amax[2] = {0, 0};
+        launch(nb, 1, LNB8_BLOCK, [&] {
+            layernorm_backward_cast_e5m2(dinp.data(), part.data(), dpart.data(), q.data(), qt.data(), amax, dout.data(),
+                                         inp.data(), w.data(), mean.data(), rstd.data(), &s, N, C, vec, vq, vc);
+        });
+        fwrite(dinp.data(), 4, n, stdout);
+        fwrite(q.data(), 1, n, stdout);
+        fwrite(qt.data(), 1, n, stdout);
+        fwrite(amax, 4, 2, stdout);
+        fwrite(part.data(), 4, part.size(), stdout);
+        fwrite(dpart.data(), 4, dpart.size(), stdout);
+        return 0;
+    }
     if (argc == 4 && std::string(argv[1]) == "ln") return checkLN(atoi(argv[2]), atoi(argv[3])) ? 1 : 0;
     if (argc == 3) return check(atoi(argv[1]), atoi(argv[2])) ? 1 : 0;
     fprintf(stderr, "usage: emu selftest | emu N C | emu ln N C | emu io N C e4m3|e5m2|gelu VECROW VECCOL REVERSE | "
                     "emu dbio|dgio N C VECROW VECCOL REVERSE | "
-                    "emu lnio N C RES VEC VECQ VECCOL [REVERSE] | emu cvt e4m3|e5m2\n");
+                    "emu lnio N C RES VEC VECQ VECCOL [REVERSE] | emu lbio N C VEC VECQ VECCOL REVERSE | "
+                    "emu cvt e4m3|e5m2\n");
     return 2;
 }

@@ -21,7 +21,9 @@
 # layernorm.cu's T output = y rounded to T. "OK" per case; exit 1 on a
 # mismatch. pkg/device/gpu's TestFP8EmulatorMatchesCPU and
 # TestLayerNormFP8EmulatorMatchesCPU run the same binary against pkg/tensor's
-# conversions and pkg/device/cpu's twins (go test). Slow (a host thread per
+# conversions and pkg/device/cpu's twins (go test), and
+# TestLayerNormBackwardCastFP8EmulatorMatchesCPU runs
+# layernorm_backward_cast_e5m2 through it (emu lbio; no mode here). Slow (a host thread per
 # CUDA thread): the layernorm shapes take about a minute per dtype.
 #
 #   ./run.sh             the default shapes, f32, bf16 and f16

@@ -186,6 +186,23 @@ func (d *Device) DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, dy, pre, scale *
 	addAmax(amax, m, u)
 }
 
+// LayerNormBackwardCastFP8 implements device.FP8 as its definition
+// reads: LayerNormBackward, then CastTransposeDBiasFP8 of the updated dinp
+// (f32, as inp) into q, qt, amax and dbiasNext. It is the reference of
+// kernels/fp8.cu's layernorm_backward_cast_e5m2, which sums dweight, dbias
+// and dbiasNext in other fixed orders (agreeing to fp32 rounding, and so q
+// now and then one E5M2 rounding apart).
+func (d *Device) LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *tensor.Tensor, N, C int) {
+	if !d.fp8Check("LayerNormBackwardCastFP8", N, C, fp8Arg{name: "dinp", t: dinp, dts: f32Only, n: N * C},
+		fp8Arg{name: "q", t: q, dts: e5m2, n: N * C}, fp8Arg{name: "qt", t: qt, dts: e5m2, n: N * C},
+		fp8Arg{name: "amax", t: amax, dts: f32Only, n: 2}, fp8Arg{name: "dbiasNext", t: dbiasNext, dts: f32Only, n: C},
+		fp8Arg{name: "inp", t: inp, dts: f32Only, n: N * C}, fp8Arg{name: "scale", t: scale, dts: f32Only, n: 1}) {
+		return
+	}
+	d.LayerNormBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C)
+	d.CastTransposeDBiasFP8(q, qt, amax, dbiasNext, dinp, scale, N, C)
+}
+
 // MatmulFP8 implements device.FP8 with this package's MatmulFP8, rows of
 // out in parallel, the bias added in fp32, rounded once to out's dtype.
 func (d *Device) MatmulFP8(out, a, b, bias, invA, invB *tensor.Tensor, N, C, OC int) {

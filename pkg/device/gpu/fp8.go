@@ -14,6 +14,11 @@ package gpu
 //     fc layer's pre-activation, an output gradient in E5M2 with its bias
 //     gradient, and the fc layer's output gradient through the GELU
 //     backward (dy·gelu'(pre)) cast the same way.
+//   - LayerNormBackwardCastFP8: the layernorm backward of the fp32
+//     residual stream whose updated dinp (the residual gradient) is cast
+//     as CastTransposeDBiasFP8 casts an output gradient, in the same
+//     kernel: the FP8 backward's dy of the projection before it, with no
+//     pass that reads the gradient again.
 //   - MatmulFP8 (MatmulFP8Add), the FP8 GEMM on cuBLASLt: out (N,OC) =
 //     a (N,C)·b (OC,C)ᵀ · invA·invB, with per-tensor dequantisation
 //     factors read on the device, the contract of pkg/device/cpu's
@@ -58,7 +63,24 @@ var (
 	lnf8Block = kernels.MustBlock("fp8.cu", "LNF8_BLOCK")  // (residual_)layernorm_fp8_e4m3
 	lnf8Rows  = kernels.MustDefine("fp8.cu", "LNF8_ROWS")  // the rows (tokens) a block owns
 	lnf8MaxC  = kernels.MustDefine("fp8.cu", "LNF8_MAX_C") // the widest row: LNF8_ROWS·C bytes of shared memory
+
+	lnb8Block = kernels.MustBlock("fp8.cu", "LNB8_BLOCK")  // layernorm_backward_cast_e5m2
+	lnb8Rows  = kernels.MustDefine("fp8.cu", "LNB8_ROWS")  // the rows (tokens) a block owns
+	lnb8MaxC  = kernels.MustDefine("fp8.cu", "LNB8_MAX_C") // the widest row: its columns a thread in registers
 )
+
+// lnBwdFP8Kernel is the layernorm backward that casts the updated dinp.
+const lnBwdFP8Kernel = "layernorm_backward_cast_e5m2"
+
+// lnb8Smem is layernorm_backward_cast_e5m2's dynamic shared memory for
+// rows of C: the block's rows of E5M2 bytes and, on the fast path (vec),
+// each warp's 3C float sums.
+func lnb8Smem(C int, vec bool) int {
+	if vec {
+		return lnb8Block/32*3*4*C + lnb8Rows*C
+	}
+	return lnb8Rows * C
+}
 
 // The FP8 producers' kernels.
 const (
@@ -73,6 +95,7 @@ func init() {
 	for _, k := range []string{lnFP8Kernel, resLNFP8Kernel} {
 		dynamicSmem[k] = lnf8Rows * lnf8MaxC
 	}
+	dynamicSmem[lnBwdFP8Kernel] = max(lnb8Smem(lnFastMaxC, true), lnb8Smem(lnb8MaxC, false))
 }
 
 // fp8MinArch is the compute capability ×10 that the FP8 conversion
@@ -465,6 +488,107 @@ func lnf8Shape() (rows, threads int) {
 		threads = lnf8ThreadsSet
 	}
 	return rows, threads
+}
+
+// LayerNormBackwardCastFP8 queues LayerNormBackward of fp32 rows (dinp
+// += the rows' gradient, dweight and dbias += their shares) and the cast
+// of the updated dinp v as CastTransposeDBiasFP8 casts an output
+// gradient: q (N,C) = e5m2(v·s), qt (C,N) = qᵀ, amax = max(amax, max |v|)
+// with the underflows, and dbiasNext (C) += v's column sums (unscaled,
+// fp32), s = scale[0] read on the device. kernels/fp8.cu's
+// layernorm_backward_cast_e5m2 does it in one pass over the rows (v cast
+// from the registers it is computed in, never read again), each block's
+// dweight and dbias shares and column sums into partials that
+// layernorm.cu's layernorm_reduce and matmul.cu's matmul_bias_grad then
+// add in block order: deterministic. For aligned rows of C <= 1024 dinp
+// is the fast layernorm backward's arithmetic (layernorm_backward_rf32's
+// row sums in its order); past that its row sums run over the block, in
+// another order. dweight, dbias and dbiasNext are summed in other fixed
+// orders than LayerNormBackward's and CastTransposeDBiasFP8's, so they
+// agree to fp32 rounding. pkg/device/cpu's LayerNormBackwardCastFP8 (the two ops one
+// after the other) is the reference.
+//
+//	dinp (N,C) f32, dweight (C) f32, dbias (C) f32, q (N,C) F8E5M2, qt (C,N) F8E5M2,
+//	amax (2) f32, dbiasNext (C) f32, dout (N,C) T, inp (N,C) f32, weight (C) T,
+//	mean (N) f32, rstd (N) f32, scale (1) f32
+//
+// T is f32, bf16 or f16. C may be at most 2048 (past 1024, a thread keeps
+// 16 columns of a row in registers). It needs sm_90 (an
+// error wrapping ErrArch below), and returns ErrFP8Args for arguments that
+// do not fit; both are also recorded for Sync, as a launch failure is.
+func (d *Device) LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *tensor.Tensor, N, C int) {
+	_, err := d.fp8Pair("LayerNormBackwardCastFP8", q, qt, tensor.E5M2, N*C)
+	if err == nil {
+		err = d.layerNormBackwardCastFP8(dinp, dweight, dbias, d.ptr(q), d.ptr(qt), amax, dbiasNext, dout, inp, weight, mean, rstd, scale, N, C)
+	}
+	d.record(err)
+}
+
+// layerNormBackwardCastFP8 checks and launches layernorm_backward_cast_e5m2,
+// then layernorm_reduce over its [dweight | dbias] partials and
+// matmul_bias_grad over its column sums.
+func (d *Device) layerNormBackwardCastFP8(dinp, dweight, dbias *tensor.Tensor, q, qt cuda.DevicePtr, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *tensor.Tensor, N, C int) error {
+	const op = "LayerNormBackwardCastFP8"
+	if err := d.fp8Arch(op); err != nil {
+		return err
+	}
+	want := func(t *tensor.Tensor, name string, dt tensor.DType, n int) error {
+		if t == nil || t.DType != dt || t.Numel() != n {
+			return fmt.Errorf("%w: %s: %s %s, want %d elements of %s: %w", ErrFP8Args, op, name, desc(t), n, dt, tensor.ErrShape)
+		}
+		return nil
+	}
+	switch {
+	case N < 0 || C < 0:
+		return fmt.Errorf("%w: %s: N %d, C %d", ErrFP8Args, op, N, C)
+	case C > lnb8MaxC:
+		return fmt.Errorf("%w: %s: C %d is wider than %d (a thread keeps its columns of a row in registers, a block its %d rows of C FP8 bytes in shared memory)", ErrFP8Args, op, C, lnb8MaxC, lnb8Rows)
+	case dout == nil || !dout.DType.Float():
+		return fmt.Errorf("%w: %s: dout %s, want f32, bf16 or f16", ErrFP8Args, op, desc(dout))
+	}
+	T := dout.DType
+	if err := errors.Join(want(dinp, "dinp", tensor.F32, N*C), want(dweight, "dweight", tensor.F32, C),
+		want(dbias, "dbias", tensor.F32, C), want(dbiasNext, "dbiasNext", tensor.F32, C),
+		want(dout, "dout", T, N*C), want(inp, "inp", tensor.F32, N*C), want(weight, "weight", T, C),
+		want(mean, "mean", tensor.F32, N), want(rstd, "rstd", tensor.F32, N)); err != nil {
+		return err
+	}
+	if err := d.fp8Outputs(op, q, qt, amax, scale, N*C, dinp, dweight, dbias, dbiasNext, dout, inp, weight, mean, rstd); err != nil {
+		return err
+	}
+	if N == 0 || C == 0 {
+		return nil
+	}
+	// vec: layernorm.cu's fast path (rows of 4 aligned elements, C up to
+	// 1024); vecQ, vecCol: as LayerNormFP8's.
+	vec, vecQ, vecCol := 0, 0, 0
+	if C%4 == 0 && C <= lnFastMaxC {
+		vec = vec4(d.ptr(dinp), 4, d.ptr(inp), 4, d.ptr(dout), T.Size(), d.ptr(weight), T.Size())
+	}
+	if uint64(q)%16 == 0 {
+		vecQ = 1
+	}
+	if N%16 == 0 && uint64(qt)%16 == 0 {
+		vecCol = 1
+	}
+	nb := blocks(N, lnb8Rows)
+	part := d.buf("fp8.lnbwd.part", nb*3*C*4) // [dweight | dbias] (nb, 2C), then the column sums (nb, C)
+	if part == 0 {
+		return fmt.Errorf("gpu: %s: no scratch for the partial sums", op)
+	}
+	dpart := part + cuda.DevicePtr(nb*2*C*4)
+	if !d.run(lnBwdFP8Kernel, T, grid1(nb), cuda.D1(lnb8Block), lnb8Smem(C, vec == 1),
+		d.ptr(dinp), part, dpart, q, qt, d.ptr(amax), d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd),
+		d.ptr(scale), N, C, vec, vecQ, vecCol) {
+		return fmt.Errorf("gpu: %s: %s/%s did not launch (see Sync)", op, lnBwdFP8Kernel, T)
+	}
+	if !d.kReduce(T, d.ptr(dweight), d.ptr(dbias), part, nb, C) {
+		return fmt.Errorf("gpu: %s: layernorm_reduce did not launch (see Sync)", op)
+	}
+	if !d.run(kernBiasGrad, tensor.F32, grid1(blocks(C, 32)), cuda.D1(biasGradBlock), 0, d.ptr(dbiasNext), dpart, nb, C) {
+		return fmt.Errorf("gpu: %s: %s did not launch (see Sync)", op, kernBiasGrad)
+	}
+	return nil
 }
 
 // fp8DataType maps an FP8 format to its cuBLASLt element type.

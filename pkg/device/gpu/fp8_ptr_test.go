@@ -51,3 +51,7 @@ func (d *Device) matmulFP8AddP(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb t
 func (d *Device) fp8ScaleUpdateP(st, meta *tensor.Tensor, K, H, margin int) error {
 	return d.record(d.fp8ScaleUpdate(st, meta, K, H, margin))
 }
+
+func (d *Device) layerNormBackwardCastFP8P(dinp, dweight, dbias *tensor.Tensor, q, qt cuda.DevicePtr, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *tensor.Tensor, N, C int) error {
+	return d.record(d.layerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, dbiasNext, dout, inp, weight, mean, rstd, scale, N, C))
+}
