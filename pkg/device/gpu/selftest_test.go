@@ -126,6 +126,9 @@ var notOps = map[string]bool{
 	// fp8.go: TestLaunchLayerNormFP8, TestGPULayerNormFP8, TestLayerNormFP8EmulatorMatchesCPU
 	"layernorm_fp8_e4m3":          true,
 	"residual_layernorm_fp8_e4m3": true,
+	// crossentropy_fp8.go: TestLaunchCrossEntropyFP8, TestGPUCrossEntropyFP8
+	kernCEF8:    true,
+	kernCEF8TMA: true,
 }
 
 // TestGPUConformance runs every conformance case in every mode of the
