@@ -566,8 +566,11 @@ func (m *Model) prepareFP8() error {
 
 // SetFP8Scales restores a scaling state that FP8Scales returned (a
 // resumed run continues with the amax histories and scales it had). It
-// must match the model's tensors and recipe; it is an error unless the
-// model trains under amp.FP8.
+// must match the model's tensors and recipe, or be a state saved before
+// the LM head's logits' gradient had its record (f8HeadDy: one tensor
+// fewer), which is restored with that record added fresh (and seeded as
+// a new state's, seedHeadDy), so that older checkpoints resume. It is an
+// error unless the model trains under amp.FP8.
 func (m *Model) SetFP8Scales(s *amp.FP8Scales) error {
 	if !m.trainsFP8() {
 		return fmt.Errorf("gpt: FP8 scales for a model that does not train under fp8")
