@@ -63,8 +63,17 @@ __device__ __forceinline__ void ce_rescale(float& m, float& s, float lm) {
 __device__ __forceinline__ float ce_ml(float m) { return m == CE_NEG_INF ? 0.0f : m * 1.4426950408889634f; }
 
 // ce_ex2 is 2^v (one MUFU op; results below 2^-126 are 0).
+#ifdef DRUTO_EMU
+// The host emulator (kernels/emu/crossentropy_fp8) has no PTX: the host's
+// exp2f, flushed as the MUFU op flushes.
+__device__ __forceinline__ float ce_ex2(float v) {
+    const float r = exp2f(v);
+    return r < 1.17549435e-38f ? 0.0f : r;
+}
+#else
 __device__ __forceinline__ float ce_ex2(float v) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
     return r;
 }
+#endif

@@ -6,6 +6,7 @@ package gpu
 // amax and underflows against the CPU twin.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -98,7 +99,7 @@ func nearE5M2(a, b uint8) bool {
 // (GPT-2's vocabulary with more rows than SMs among them), both kernel
 // forms where the TMA one runs, with and without the device loss scale
 // (state), at a scale that flushes almost nothing (the seed's,
-// 57344/dscale) and one that flushes most values (1): the losses and the
+// 57344/dscale) and one that flushes most values (2^-14): the losses and the
 // gradient over the logits are CrossEntropy's (CrossEntropyScaled's) on
 // the same device bit for bit, outputs poisoned; q is within one E5M2
 // rounding of the CPU twin's codes (the kernel's ex2.approx and the
@@ -135,7 +136,7 @@ func TestGPUCrossEntropyFP8(t *testing.T) {
 					continue // the l3 form ran already
 				}
 				for _, withState := range []bool{false, true} {
-					for _, s := range []float32{tensor.E5M2.Max() / dscale, 1} {
+					for _, s := range []float32{tensor.E5M2.Max() / dscale, 1.0 / 16384} {
 						name := fmt.Sprintf("%s N %d V %d noTMA %v state %v scale %g", dt, N, V, noTMA, withState, s)
 						checkCrossEntropyFP8(t, g, ref, name, x, targets, td, N, V, dscale, s, withState, noTMA)
 					}
@@ -249,4 +250,123 @@ func e5m2Buf(t *testing.T, g *Device, N, V int) *tensor.Tensor {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestCrossEntropyFP8EmulatorMatchesCPU (any machine with g++): the host
+// emulator of crossentropy_fp8_l3 (kernels/emu/crossentropy_fp8: the
+// kernel's C++ on host threads, a persistent grid of fewer blocks than
+// rows, blocks in order and reversed) against the CPU twin, every dtype,
+// with masked (-Inf) logits, with and without the loss scale at
+// dscale_mul, at a scale that flushes almost nothing (and saturates the
+// largest values with the loss scale 2) and one that flushes most values
+// (2^-14), and with dscale 0: the losses within 1e-5 (the host's
+// exp2f against the twin's exp), the gradient over the logits within an
+// ulp of T, q within one E5M2 rounding of the twin's at no more than 1%
+// of the values, amax (added to a pending pair) within 1e-5 and the
+// underflows within 1% (and 2); with dscale 0 q and amax as they were.
+func TestCrossEntropyFP8EmulatorMatchesCPU(t *testing.T) {
+	rng := testRNG(t)
+	ref := cpu.New(device.Options{Fused: true})
+	F := tensor.F32
+	for _, dt := range floatDTypes {
+		bin := emulatorOf(t, "crossentropy_fp8", dt, floatDTypes)
+		for _, c := range []struct{ N, V, grid, rev int }{{3, 16, 1, 0}, {5, 96, 2, 1}, {7, 1024, 3, 0}} {
+			N, V := c.N, c.V
+			x := randHost(rng, dt, 0, 2, N, V)
+			xv := x.ToF32()
+			for j := 0; j < V; j += 3 {
+				xv[j] = float32(math.Inf(-1)) // row 0: a third of the vocabulary masked
+			}
+			if err := x.SetF32(xv); err != nil {
+				t.Fatal(err)
+			}
+			tg := make([]int32, N)
+			for i := range tg {
+				tg[i] = int32(rng.Intn(V))
+			}
+			tg[0], tg[N-1] = 1, int32(V-1)
+			targets, _ := tensor.FromI32(tg, N)
+			big, tiny := tensor.E5M2.Max()*float32(N)/2, float32(1)/16384
+			for _, r := range []struct{ mul, dscale, s float32 }{
+				{0, 1 / float32(N), big}, {2, 1 / float32(N), tiny}, {0, 1 / float32(N), tiny}, {2, 0, big}} {
+				mul, dscale, s := r.mul, r.dscale, r.s
+				name := fmt.Sprintf("%s N %d V %d mul %g dscale %g scale %g", dt, N, V, mul, dscale, s)
+				pend := []float32{1e-30, math.Float32frombits(5)}
+				in := make([]byte, 0, 20+4*N+len(x.Raw()))
+				for _, v := range []float32{s, dscale, mul, pend[0], pend[1]} {
+					in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
+				}
+				in = append(append(in, targets.Raw()...), x.Raw()...)
+				out := runEmu(t, bin, in, "io", fmt.Sprint(N), fmt.Sprint(V), fmt.Sprint(c.grid), fmt.Sprint(c.rev))
+				es := dt.Size()
+				if len(out) != 4*N+N*V*es+N*V+8 {
+					t.Fatalf("%s: %d bytes out", name, len(out))
+				}
+				el := tensor.New(F, N)
+				copy(el.Raw(), out[:4*N])
+				eg := tensor.New(dt, N, V)
+				copy(eg.Raw(), out[4*N:4*N+N*V*es])
+				eq := out[4*N+N*V*es : 4*N+N*V*es+N*V]
+				ea := [2]float32{math.Float32frombits(binary.LittleEndian.Uint32(out[len(out)-8:])), math.Float32frombits(binary.LittleEndian.Uint32(out[len(out)-4:]))}
+
+				var st *tensor.Tensor
+				if mul != 0 {
+					st = tensor.New(F, device.StateLen)
+					st.F32()[device.SlotScale] = mul
+				}
+				rx, rl, rq := tensor.New(dt, N, V), tensor.New(F, N), tensor.New(tensor.F8E5M2, N, V)
+				copy(rx.Raw(), x.Raw())
+				for i := range rq.Raw() {
+					rq.Raw()[i] = 0xa5
+				}
+				ramax, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
+				hs, _ := tensor.FromF32([]float32{s}, 1)
+				ref.CrossEntropyFP8(rl, rx, rq, ramax, targets, hs, st, N, V, dscale)
+				if err := ref.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				for i, l := range el.F32() {
+					if w := rl.F32()[i]; math.Abs(float64(l-w)) > 1e-5*math.Max(1, math.Abs(float64(w))) {
+						t.Errorf("%s: loss %d %v, the twin's %v", name, i, l, w)
+					}
+				}
+				rel := map[tensor.DType]float64{F: 1e-5, tensor.BF16: 1.0 / 128, tensor.F16: 1.0 / 1024}[dt]
+				bad := 0
+				for i, g := range eg.ToF32() {
+					w := rx.ToF32()[i]
+					if math.Abs(float64(g-w)) > rel*math.Abs(float64(w))+1e-7 {
+						if bad++; bad <= 3 {
+							t.Errorf("%s: gradient [%d,%d] %g, the twin's %g", name, i/V, i%V, g, w)
+						}
+					}
+				}
+				differ := 0
+				for i, b := range rq.Raw() {
+					if eq[i] != b {
+						differ++
+						if !nearE5M2(eq[i], b) {
+							t.Fatalf("%s: q[%d,%d] %#02x, the twin's %#02x", name, i/V, i%V, eq[i], b)
+						}
+					}
+				}
+				if differ > 2+N*V/100 {
+					t.Errorf("%s: %d of %d codes one rounding from the twin's", name, differ, N*V)
+				}
+				wa := ramax.F32()
+				if d := math.Abs(float64(ea[0]-wa[0])) / float64(wa[0]); !(d <= 1e-5) {
+					t.Errorf("%s: amax %g, the twin's %g", name, ea[0], wa[0])
+				}
+				gu, wu := int64(math.Float32bits(ea[1])), int64(math.Float32bits(wa[1]))
+				if d := gu - wu; d < -2-wu/100 || d > 2+wu/100 {
+					t.Errorf("%s: %d underflows, the twin's %d", name, gu, wu)
+				}
+				if dscale == 0 && (ea != [2]float32(pend) || string(eq) != string(rq.Raw()) || eq[0] != 0xa5) {
+					t.Errorf("%s: dscale 0 wrote q or amax", name)
+				}
+				if dscale != 0 && s == tiny && wu < int64(N*V)/2 {
+					t.Errorf("%s: the twin flushed %d of %d values at the scale 2^-14 (the case is meant to flush most)", name, wu-5, N*V)
+				}
+			}
+		}
+	}
 }
