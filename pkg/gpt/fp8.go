@@ -210,8 +210,8 @@ func FP8Record(k int) int { return k * f8Stride }
 // blocks (an unused record has its tensor's format).
 func fp8Formats(L int) []tensor.FP8Format { return fp8FormatsOf(L, f8Head) }
 
-// fp8FormatsOf is fp8Formats with the LM head's first head records (of
-// f8Head; f8HeadOld: a state saved before f8HeadDy).
+// fp8FormatsOf is fp8Formats with only the first head of the LM head's
+// tensors: f8Head, or f8HeadOld for a state saved before f8HeadDy.
 func fp8FormatsOf(L, head int) []tensor.FP8Format {
 	fs := make([]tensor.FP8Format, 0, (L*f8PerLayer+head)*f8Stride)
 	add := func(f tensor.FP8Format) {
@@ -250,7 +250,7 @@ func (m *Model) fp8Refusal() error {
 	case C%16 != 0 || N%16 != 0:
 		return fmt.Errorf("gpt: --amp fp8 needs channels (%d) and batch × sequence (%d) that are multiples of 16 (FP8 GEMMs take 16-byte rows)", C, N)
 	case m.fp8Head() && m.Config.Vocab%16 != 0:
-		return fmt.Errorf("gpt: the LM head in fp8 needs a vocabulary that is a multiple of 16 (this one has %d; pad it, or leave --fp8-head off)", m.Config.Vocab)
+		return fmt.Errorf("gpt: the LM head in fp8 needs a vocabulary that is a multiple of 16 (its input gradient's FP8 GEMM reads rows of V bytes; this one has %d: pad it, or leave --fp8-head off)", m.Config.Vocab)
 	}
 	return nil
 }
