@@ -24,12 +24,10 @@
 // loss and no out-of-bounds read.
 
 #include "common.cuh"
+#include "crossentropy.cuh"
 
 // druto:block CE_EW_BLOCK ce_rowmax ce_expsub ce_rowsum ce_divide ce_nll ce_grad
 #define CE_EW_BLOCK 256 // the decomposed kernels
-#define CE_VEC ((int)(16 / sizeof(T)))
-#define CE_NEG_INF __int_as_float(0xff800000)
-#define CE_NAN __int_as_float(0x7fc00000)
 
 __device__ __forceinline__ float ce_block_max(float v, float* red) {
     for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
@@ -51,16 +49,6 @@ __device__ __forceinline__ float ce_block_sum(float v, float* red) {
     v = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0f;
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
-}
-
-// ce_exp returns exp(x - m) given ml = m·log2(e): one FMA and exp2f (2 ulp);
-// the FMA's rounding of the exponent adds a relative error of about
-// |x - m|·6e-8, 2e-6 at the worst (x - m = -30), far inside fp32's tolerance.
-__device__ __forceinline__ float ce_exp(float x, float ml) { return exp2f(fmaf(x, 1.4426950408889634f, -ml)); }
-
-__device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j, int tgt, float dscale) {
-    float p = ce_exp(x, ml) * inv;
-    return j == tgt ? (p - 1.0f) * dscale : p * dscale;
 }
 
 // ---- crossentropy_fused_l3: several rows in flight per SM ------------
@@ -93,50 +81,6 @@ __device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j,
 // The gradient is within an ulp of fp32 before its rounding to T
 // (dscale/sum is one rounding).
 
-// ce_merge folds the pair (om, os) into (m, s): s is a sum of exp(x - m).
-__device__ __forceinline__ void ce_merge(float& m, float& s, float om, float os) {
-    float nm = fmaxf(m, om);
-    if (nm == CE_NEG_INF) return; // both empty
-    s = s * ce_exp(m, nm * 1.4426950408889634f) + os * ce_exp(om, nm * 1.4426950408889634f);
-    m = nm;
-}
-
-// ce_block_lse merges every thread's (m, s) over the block in a fixed order
-// (deterministic); every thread gets the result. red holds 64 floats.
-__device__ __forceinline__ void ce_block_lse(float& m, float& s, float* red) {
-    for (int off = 16; off > 0; off >>= 1) {
-        float om = __shfl_xor_sync(0xffffffffu, m, off), os = __shfl_xor_sync(0xffffffffu, s, off);
-        ce_merge(m, s, om, os);
-    }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads(); // red may still be read by the previous row
-    if (lane == 0) {
-        red[warp] = m;
-        red[32 + warp] = s;
-    }
-    __syncthreads();
-    bool have = lane < (int)(blockDim.x >> 5);
-    m = have ? red[lane] : CE_NEG_INF;
-    s = have ? red[32 + lane] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) {
-        float om = __shfl_xor_sync(0xffffffffu, m, off), os = __shfl_xor_sync(0xffffffffu, s, off);
-        ce_merge(m, s, om, os);
-    }
-}
-
-// ce_rescale raises the running max m to lm (when larger), rescaling s.
-__device__ __forceinline__ void ce_rescale(float& m, float& s, float lm) {
-    if (lm > m) {
-        s *= ce_exp(m, lm * 1.4426950408889634f); // exp(m - lm); 0 while m is -inf
-        m = lm;
-    }
-}
-
-// ce_ml is m·log2(e) for ce_exp, 0 while m is -inf (every value so far -inf
-// or NaN): exp(-inf - -inf) would be NaN where the -inf logits (masked
-// entries) must add 0; NaN logits still give NaN.
-__device__ __forceinline__ float ce_ml(float m) { return m == CE_NEG_INF ? 0.0f : m * 1.4426950408889634f; }
-
 // druto:block CE3_THREADS crossentropy_fused_l3
 #define CE3_THREADS 512
 #define CE3_UNROLL 4
@@ -148,13 +92,6 @@ __device__ __forceinline__ float ce_ml(float m) { return m == CE_NEG_INF ? 0.0f 
 #else
 #define CE3_MIN_BLOCKS 1
 #endif
-
-// ce_ex2 is 2^v (one MUFU op; results below 2^-126 are 0).
-__device__ __forceinline__ float ce_ex2(float v) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-    return r;
-}
 
 // losses (N) F32, logits (N,V) T, targets (N); vecok: the launcher checked
 // that logits is 16-byte aligned (V a multiple of CE_VEC is checked here)

@@ -70,6 +70,7 @@ var fuses = map[string]string{
 	"attention.cu":        "attention's causal softmax (the products are cuBLAS GEMMs)",
 	"cast.cu":             "conversions between fp32, bf16 and fp16",
 	"crossentropy.cu":     "softmax with cross-entropy and its gradient: the logits make one round trip",
+	"crossentropy_fp8.cu": "the same classifier with its gradient also cast to FP8 for the LM head's backward (sm_90)",
 	"decode.cu":           "generation over a key/value cache: attention of one new row, the cache append, the draw on the device",
 	"encoder.cu":          "token and position embeddings added in one pass",
 	"flash_attention.cu":  "causal attention without the T×T matrix (FlashAttention-2), on tensor cores",

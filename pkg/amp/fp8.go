@@ -32,9 +32,12 @@ type FP8Recipe struct {
 	// (Transformer Engine's margin, default 0).
 	Margin int
 	// Head runs the LM head's forward product (the logits, ln_f's output
-	// times wteᵀ) in FP8 as well: both operands e4m3, bf16 logits. Its
-	// backward stays bf16 (an e5m2 copy of the (B·T, V) logit gradient
-	// would cost a pass over it that the saving does not repay).
+	// times wteᵀ) in FP8 as well, both operands e4m3, bf16 logits, and its
+	// input gradient dx = dlogits·wte from an e5m2 copy of the logits'
+	// gradient that the classifier writes in the same pass
+	// (device.FP8's CrossEntropyFP8) and wte's transposed e4m3 copy. Its
+	// weight gradient stays bf16 (its FP8 form would need the (B·T, V)
+	// gradient transposed, a pass the saving does not repay).
 	Head bool
 }
 

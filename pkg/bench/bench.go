@@ -298,7 +298,7 @@ func stepTimes(dev device.Device, c Case, m Mode, o Options, peak float64, util 
 	}
 	mem := gpt.MemoryOn(dev, c.Config, c.Batch, c.Seq, m.Policy) // the attention state dev saves
 	if m.Policy == amp.FP8 && o.FP8.Head {
-		mem = mem.WithFP8Head(c.Config, c.Batch, c.Seq)
+		mem = mem.WithFP8Head(c.Config, c.Batch, c.Seq, gpt.HeadRows(c.Config.Vocab, c.Batch*c.Seq, m.Policy.DType(amp.Activation), dev.Fused()))
 	}
 	r.Memory = Memory{Params: mem.Params, Grads: mem.Grads, Optimizer: mem.Optimizer, Activations: mem.Activations}
 	if measures {

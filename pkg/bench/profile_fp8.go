@@ -85,14 +85,27 @@ func (p *profiler) LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, d
 		})
 }
 
+// CrossEntropyFP8 times the FP8 classifier under the classifier's class:
+// the logits read, and with dscale != 0 the gradient written over them
+// and cast into q.
+func (p *profiler) CrossEntropyFP8(losses, logits, q, amax, targets, scale, state *device.T, N, V int, dscale float32) {
+	b := bytesOf(losses, logits, targets)
+	if dscale != 0 {
+		b += bytesOf(logits, q)
+	}
+	p.fp8Timed("CrossEntropyFP8", device.Ops.CrossEntropy.Class, 0, b, func(f device.FP8) {
+		f.CrossEntropyFP8(losses, logits, q, amax, targets, scale, state, N, V, dscale)
+	})
+}
+
 // fp8GEMMClass names an FP8 product (N, C, OC) by its layer, as
 // gemmClass names the bf16 ones, forward and backward in one class: the
 // forward is (tokens, in, out), the backward's dx (tokens, out, in).
 func (p *profiler) fp8GEMMClass(C, OC int) string {
 	c := p.cfg.Channels
 	switch {
-	case C == 3*c && OC == c, C == 4*c && OC == c, C == c && OC == 4*c:
-		C, OC = OC, C // dx of qkv, fc, fc proj
+	case C == 3*c && OC == c, C == 4*c && OC == c, C == c && OC == 4*c, C == p.cfg.Vocab && OC == c:
+		C, OC = OC, C // dx of qkv, fc, fc proj, the LM head
 	}
 	return p.gemmClass(C, OC) + " fp8"
 }

@@ -74,6 +74,18 @@ type FP8 interface {
 	// gradient dW += dyᵀ·x, accumulated over micro-steps).
 	// out (N,OC) F32, a (N,C) FP8, b (OC,C) FP8, invA (1), invB (1)
 	MatmulFP8Add(out, a, b, invA, invB *T, N, C, OC int)
+	// CrossEntropyFP8 is CrossEntropy (CrossEntropyScaled with state
+	// not nil: dscale·state[SlotScale]) whose gradient g, with dscale !=
+	// 0, is also cast: q = e5m2(g·scale) of g in fp32 before its rounding
+	// to the logits' dtype (one rounding each), and amax added as the
+	// casts add (max |g|, and the nonzero finite g whose code is ±0). The
+	// losses and the gradient over the logits are CrossEntropy's values.
+	// q is the LM head's FP8 dlogits, the K-major operand of its dx
+	// product (K = V) under amp.FP8Recipe.Head. With dscale == 0 it is
+	// CrossEntropy, q and amax untouched. V must be a multiple of 16 (rows
+	// of q are FP8 GEMM operands).
+	// losses (N) F32, logits (N,V) float, q (N,V) F8E5M2, amax (2), targets (N) I32, scale (1), state (StateLen) F32 or nil
+	CrossEntropyFP8(losses, logits, q, amax, targets, scale, state *T, N, V int, dscale float32)
 	// FP8ScaleUpdate is amp.UpdateFP8Scales on the device state: every
 	// tensor's amax into its history, its scale and inverse scale from
 	// the history, non-finite amaxes counted, the amaxes cleared.

@@ -213,8 +213,9 @@ func (m *Model) run(B, T int, targets bool, dscale float32, state *tensor.Tensor
 // (the chunk's losses, and with dscale != 0 the gradient
 // (softmax - onehot)·dscale written over the chunk's logits in the same
 // pass), and with the gradient at once dln[chunk] = dlogits·wte (stored)
-// and dwte += dlogitsᵀ·lnf[chunk]. Every chunk uses the same buffers, so a
-// graph captures it like any other op.
+// and dwte += dlogitsᵀ·lnf[chunk]; under amp.FP8Recipe.Head the logits
+// and dln come from FP8 products (headLogitsFP8, headGradFP8). Every chunk
+// uses the same buffers, so a graph captures it like any other op.
 func (m *Model) head(N int, dscale float32, state *tensor.Tensor) {
 	d, a, p, g := m.dev, m.acts, m.wp, m.gp
 	C, V := m.Config.Channels, m.Config.Vocab
@@ -222,9 +223,11 @@ func (m *Model) head(N int, dscale float32, state *tensor.Tensor) {
 		n := min(a.rows, N-r)
 		logits, x := rowsOf(a.logits, 0, n), rowsOf(a.lnf, r, n)
 		losses, targets := rowsOf(a.losses, r, n), rowsOf(a.targets, r, n)
-		if dscale == 0 || !m.headLogitsFP8(logits, r, n) {
-			d.Matmul(logits, nil, x, p.wte, nil, n, C, V, device.None)
+		if dscale != 0 && m.headLogitsFP8(logits, r, n) {
+			m.headGradFP8(losses, logits, targets, x, state, r, n, dscale)
+			continue
 		}
+		d.Matmul(logits, nil, x, p.wte, nil, n, C, V, device.None)
 		if state != nil {
 			d.(device.Stepper).CrossEntropyScaled(losses, logits, targets, state, n, V, dscale)
 		} else {

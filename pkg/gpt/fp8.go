@@ -2,11 +2,11 @@ package gpt
 
 // fp8.go: the training step under amp.FP8 (issue 38). The four linear
 // layers of every block (amp.FP8GEMMs) run as FP8 GEMMs, forward and
-// backward, and with amp.FP8Recipe.Head the LM head's forward product too;
-// the rest of the LM head, attention, layernorm's backward, the softmax
-// and the optimizer stay as under BF16. Every FP8 operand comes out of the op
-// that produces it, cast with its transposed copy and its amax
-// (device.FP8):
+// backward, and with amp.FP8Recipe.Head the LM head's forward product and
+// its input gradient (dx) too; the LM head's weight gradient, attention,
+// layernorm's backward, the softmax and the optimizer stay as under BF16.
+// Every FP8 operand comes out of the op that produces it, cast with its
+// transposed copy (where a GEMM reads one) and its amax (device.FP8):
 //
 //	forward   ln_1, ln_2       LayerNormFP8 / ResidualLayerNormFP8 → x of qkv, fc
 //	          attention out    CastTransposeFP8                   → x of attn proj
@@ -16,6 +16,7 @@ package gpt
 //	backward  residual grads   LayerNormBackwardCastFP8 (e5m2)    → dy, dyᵀ, dbias of attn proj, fc proj
 //	          qkv output grad  CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
 //	          fc output grad   DGELUCastTransposeDBiasFP8 (e5m2)  → dy·gelu'(pre), its ᵀ, dbias
+//	          dlogits (Head)   CrossEntropyFP8 (e5m2)             → dy of the head's dx (no ᵀ)
 //	          dx = dy·W        MatmulFP8 with Wᵀ
 //	          dW += dyᵀ·x      MatmulFP8Add with dyᵀ and xᵀ (K = tokens)
 //
@@ -53,13 +54,18 @@ const (
 )
 
 // The LM head's FP8 tensors follow the blocks' (tensor L·f8PerLayer + i):
-// ln_f's output and wte, the operands of the logits under
+// ln_f's output and wte, the operands of the logits, and the logits'
+// gradient (e5m2), the operand of the head's dx = dlogits·wte, under
 // amp.FP8Recipe.Head. Their records exist under every recipe, so that a
-// state's size depends on the model alone.
+// state's size depends on the model alone. f8HeadDy came last: a state
+// saved before it (f8HeadOld head records) is extended with a fresh
+// record when restored (SetFP8Scales).
 const (
 	f8HeadX = iota
 	f8HeadW
+	f8HeadDy
 	f8Head
+	f8HeadOld = f8HeadDy
 )
 
 // fp8Tensors returns the FP8 tensors of a model of L blocks.
@@ -82,7 +88,7 @@ type fp8State struct {
 	K, H, margin int
 	st, meta     *tensor.Tensor // amp.FP8Scales.St and .Meta on the device
 	w            [][4]fp8Pair   // [layer][qkv, attn proj, fc, fc proj]
-	wte          fp8Pair        // wte (V, C) under Recipe.Head, else empty
+	wte          fp8Pair        // wte (V, C) and its (C, V) transpose under Recipe.Head, else empty
 	begun        bool           // a step has begun: the weights are cast
 	owned
 }
@@ -93,6 +99,9 @@ type fp8Batch struct {
 	x   [][4]fp8Pair // [layer][ln_1, attention out, ln_2, gelu]
 	dy  fp8Pair      // (N, 4C): the widest output gradient
 	lnf fp8Pair      // ln_f's output (N, C) under Recipe.Head, else empty
+	// dlogits is the logits' gradient in e5m2 (rows, V) under
+	// Recipe.Head: one chunk's, reused by every chunk as the logits are.
+	dlogits *tensor.Tensor
 	owned
 }
 
@@ -127,7 +136,7 @@ func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
 // step: each tensor's scale, inverse, amax history and count of
 // non-finite amaxes (overflow events), in the order of the blocks and,
 // within one, qkv, attn proj, fc, fc proj, each with its x, w and dy,
-// then the LM head's x and w; tensor k is record k·4 (FP8Record), the
+// then the LM head's x, w and dy; tensor k is record k·4 (FP8Record), the
 // three after it unused.
 func (m *Model) FP8Scales() (*amp.FP8Scales, error) {
 	f := m.fp8
@@ -163,7 +172,8 @@ func (m *Model) FP8Underflows(accum int) (under, values int64, err error) {
 // fp8Values returns how many values the casts of FP8 tensor k take in a
 // step of accum micro-steps: a block's inputs and output gradients every
 // micro-step (B·T rows of the layer's width), its weights once; the LM
-// head's two only under amp.FP8Recipe.Head.
+// head's three only under amp.FP8Recipe.Head (ln_f's output and the
+// logits' gradient every micro-step, wte once).
 func (m *Model) fp8Values(k, accum int) int64 {
 	N, C, V := int64(m.acts.B*m.acts.T), int64(m.Config.Channels), int64(m.Config.Vocab)
 	a := int64(max(accum, 1))
@@ -173,6 +183,8 @@ func (m *Model) fp8Values(k, accum int) int64 {
 			return 0
 		case h == f8HeadX:
 			return a * N * C
+		case h == f8HeadDy:
+			return a * N * V
 		default:
 			return V * C
 		}
@@ -192,13 +204,17 @@ func (m *Model) fp8Values(k, accum int) int64 {
 
 // FP8Record returns the record of the scaling state (FP8Scales) that
 // holds FP8 tensor k: block k/12, within it qkv, attn proj, fc, fc proj,
-// each with its x, w and dy; after the blocks the LM head's x and w.
+// each with its x, w and dy; after the blocks the LM head's x, w and dy.
 func FP8Record(k int) int { return k * f8Stride }
 
 // fp8Formats returns the formats of the scaling state's records for L
 // blocks (an unused record has its tensor's format).
-func fp8Formats(L int) []tensor.FP8Format {
-	fs := make([]tensor.FP8Format, 0, fp8Tensors(L)*f8Stride)
+func fp8Formats(L int) []tensor.FP8Format { return fp8FormatsOf(L, f8Head) }
+
+// fp8FormatsOf is fp8Formats with only the first head of the LM head's
+// tensors: f8Head, or f8HeadOld for a state saved before f8HeadDy.
+func fp8FormatsOf(L, head int) []tensor.FP8Format {
+	fs := make([]tensor.FP8Format, 0, (L*f8PerLayer+head)*f8Stride)
 	add := func(f tensor.FP8Format) {
 		for range f8Stride {
 			fs = append(fs, f)
@@ -209,14 +225,14 @@ func fp8Formats(L int) []tensor.FP8Format {
 			add(f)
 		}
 	}
-	for range f8Head {
-		add(tensor.E4M3)
+	for _, f := range []tensor.FP8Format{tensor.E4M3, tensor.E4M3, tensor.E5M2}[:head] { // x, w, dy
+		add(f)
 	}
 	return fs
 }
 
-// fp8Head reports whether the LM head's forward product runs in FP8
-// (amp.FP8Recipe.Head).
+// fp8Head reports whether the LM head's forward product and input
+// gradient run in FP8 (amp.FP8Recipe.Head).
 func (m *Model) fp8Head() bool { return m.fp8Recipe != nil && m.fp8Recipe.Head }
 
 // trainsFP8 reports whether the model's gradients run the FP8 step.
@@ -234,8 +250,8 @@ func (m *Model) fp8Refusal() error {
 		return fmt.Errorf("gpt: --amp fp8 trains without recomputation for now (use --recompute none)")
 	case C%16 != 0 || N%16 != 0:
 		return fmt.Errorf("gpt: --amp fp8 needs channels (%d) and batch × sequence (%d) that are multiples of 16 (FP8 GEMMs take 16-byte rows)", C, N)
-	case m.fp8Head() && m.Config.Vocab%8 != 0:
-		return fmt.Errorf("gpt: the LM head in fp8 needs a vocabulary that is a multiple of 8 (this one has %d; pad it, or leave --fp8-head off)", m.Config.Vocab)
+	case m.fp8Head() && m.Config.Vocab%16 != 0:
+		return fmt.Errorf("gpt: the LM head in fp8 needs a vocabulary that is a multiple of 16 (its input gradient's FP8 GEMM reads rows of V bytes; this one has %d: pad it, or leave --fp8-head off)", m.Config.Vocab)
 	}
 	return nil
 }
@@ -261,6 +277,7 @@ func (m *Model) ensureFP8() error {
 		if m.fp8Restore != nil {
 			s, m.fp8Restore = m.fp8Restore, nil
 		}
+		m.seedHeadDy(s)
 		f := &fp8State{ops: m.dev.(device.FP8), K: s.K, H: s.H, margin: s.Margin}
 		if err := f.alloc(m.dev, s, C, L, m.Config.Vocab, m.fp8Head()); err != nil {
 			f.free(m.dev)
@@ -285,8 +302,32 @@ func (m *Model) ensureFP8() error {
 		if b.lnf, err = b.pair(m.dev, tensor.F8E4M3, m.acts.B*m.acts.T, C); err != nil {
 			return err
 		}
+		if b.dlogits, err = b.new(m.dev, tensor.F8E5M2, m.acts.rows, m.Config.Vocab); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// seedHeadDy sets the first scale of the logits' gradient (f8HeadDy) in
+// s, while no amax has reached its record (its history empty), from the
+// bound the softmax gives it: |g| = |p - onehot|·dscale ≤ dscale =
+// 1/(B·T) for one micro-step at the loss scale 1 that the FP8 step trains
+// at (amp.FP8 has no loss scaler). Delayed scaling would otherwise cast
+// the first step's gradient with the scale 1, which flushes all but its
+// largest values (p·dscale of a token of probability 1/V is far below
+// e5m2's smallest subnormal, 2^-16); the blocks' output gradients, which
+// have no such bound, start at 1. With k micro-steps the seed is k times
+// smaller than their amax allows; from the first update on the scale
+// follows the recorded amaxes. A state under another recipe than Head is
+// left as it is.
+func (m *Model) seedHeadDy(s *amp.FP8Scales) {
+	k := FP8Record(m.Config.Layers*f8PerLayer + f8HeadDy)
+	if !m.fp8Head() || m.acts == nil || s.Meta[k*amp.FP8MetaLen+amp.FP8MetaFilled] != 0 {
+		return
+	}
+	sc, _ := amp.FP8ScaleFor(tensor.E5M2, 1/float32(m.acts.B*m.acts.T), s.Margin, 1)
+	s.St[2*s.K+k], s.St[3*s.K+k] = sc, 1/sc
 }
 
 // alloc allocates the scaling state (uploaded from s) and the weights'
@@ -440,7 +481,7 @@ func (m *Model) runFP8(B, T int) {
 
 // headLogitsFP8 queues the logits of rows r..r+n of the batch from the
 // FP8 copies of ln_f's output and wte (amp.FP8Recipe.Head), or returns
-// false when the head runs in bf16.
+// false when the head runs in bf16. headGradFP8 follows it in the step.
 func (m *Model) headLogitsFP8(logits *tensor.Tensor, r, n int) bool {
 	f, a := m.fp8, m.acts
 	if f == nil || f.wte.q == nil || a.f8 == nil || a.f8.lnf.q == nil {
@@ -449,6 +490,23 @@ func (m *Model) headLogitsFP8(logits *tensor.Tensor, r, n int) bool {
 	k := m.Config.Layers * f8PerLayer
 	f.ops.MatmulFP8(logits, rowsOf(a.f8.lnf.q, r, n), f.wte.q, nil, f.inv(k+f8HeadX), f.inv(k+f8HeadW), n, m.Config.Channels, m.Config.Vocab)
 	return true
+}
+
+// headGradFP8 queues the classifier and the backward of the LM head's
+// chunk of rows r..r+n under amp.FP8Recipe.Head, after headLogitsFP8: the
+// losses, and the gradient over the logits (bf16) and cast to e5m2
+// (CrossEntropyFP8, tensor f8HeadDy), then dln[chunk] = dlogits·wte from
+// the e5m2 gradient and wte's transposed e4m3 copy (the FP8 GEMM, K = V,
+// stored), and dwte += dlogitsᵀ·lnf[chunk] from the bf16 gradient (the
+// bf16 product alone: its FP8 form would need the gradient transposed).
+func (m *Model) headGradFP8(losses, logits, targets, x, state *tensor.Tensor, r, n int, dscale float32) {
+	f, a, p, g := m.fp8, m.acts, m.wp, m.gp
+	C, V := m.Config.Channels, m.Config.Vocab
+	k := m.Config.Layers * f8PerLayer
+	q := rowsOf(a.f8.dlogits, 0, n)
+	f.ops.CrossEntropyFP8(losses, logits, q, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale)
+	f.ops.MatmulFP8(rowsOf(a.dln, r, n), q, f.wte.qt, nil, f.inv(k+f8HeadDy), f.inv(k+f8HeadW), n, V, C)
+	m.dev.MatmulBackward(nil, g.wte, nil, logits, x, p.wte, n, C, V)
 }
 
 // linearBackwardFP8 queues the backward of one FP8 linear layer y = x·Wᵀ
@@ -548,8 +606,11 @@ func (m *Model) prepareFP8() error {
 
 // SetFP8Scales restores a scaling state that FP8Scales returned (a
 // resumed run continues with the amax histories and scales it had). It
-// must match the model's tensors and recipe; it is an error unless the
-// model trains under amp.FP8.
+// must match the model's tensors and recipe, or be a state saved before
+// the LM head's logits' gradient had its record (f8HeadDy: one tensor
+// fewer), which is restored with that record added fresh (and seeded as
+// a new state's, seedHeadDy), so that older checkpoints resume. It is an
+// error unless the model trains under amp.FP8.
 func (m *Model) SetFP8Scales(s *amp.FP8Scales) error {
 	if !m.trainsFP8() {
 		return fmt.Errorf("gpt: FP8 scales for a model that does not train under fp8")
@@ -558,25 +619,62 @@ func (m *Model) SetFP8Scales(s *amp.FP8Scales) error {
 	if m.fp8Recipe != nil {
 		r = *m.fp8Recipe
 	}
-	K := fp8Tensors(m.Config.Layers) * f8Stride
+	L := m.Config.Layers
+	K, oldK := fp8Tensors(L)*f8Stride, (L*f8PerLayer+f8HeadOld)*f8Stride
 	switch {
 	case s == nil:
 		return fmt.Errorf("gpt: nil FP8 scales")
-	case s.K != K || s.H != r.History || s.Margin != r.Margin:
+	case (s.K != K && s.K != oldK) || s.H != r.History || s.Margin != r.Margin:
 		return fmt.Errorf("gpt: FP8 scales of %d tensors, history %d, margin %d; this model has %d tensors, history %d, margin %d",
 			s.K, s.H, s.Margin, K, r.History, r.Margin)
 	}
-	if err := s.Check(fp8Formats(m.Config.Layers)); err != nil {
+	head := f8Head
+	if s.K == oldK {
+		head = f8HeadOld
+	}
+	if err := s.Check(fp8FormatsOf(L, head)); err != nil {
 		return fmt.Errorf("gpt: FP8 scales: %w", err)
 	}
 	c := &amp.FP8Scales{K: s.K, H: s.H, Margin: s.Margin, St: append([]float32(nil), s.St...), Meta: append([]int32(nil), s.Meta...)}
+	if s.K == oldK {
+		// Saved before the logits' gradient had a record (f8HeadDy): its
+		// records are added fresh (scale 1, no history), as a new state's.
+		var err error
+		if c, err = extendFP8Scales(c, fp8Formats(L), r); err != nil {
+			return err
+		}
+	}
 	if m.fp8 == nil {
 		m.fp8Restore = c
 		return nil
 	}
+	m.seedHeadDy(c)
 	st, _ := tensor.FromF32(c.St, len(c.St))
 	meta, _ := tensor.FromI32(c.Meta, len(c.Meta))
 	m.dev.Upload(m.fp8.st, st)
 	m.dev.Upload(m.fp8.meta, meta)
 	return m.dev.Sync()
+}
+
+// extendFP8Scales returns s with the records of formats past s.K added as
+// amp.NewFP8Scales makes them (amax 0, scale and inverse 1, an empty
+// history), the records of s kept as they are: a state of fewer tensors
+// (a checkpoint from before the last ones were added) resumed by a model
+// of more.
+func extendFP8Scales(s *amp.FP8Scales, formats []tensor.FP8Format, r amp.FP8Recipe) (*amp.FP8Scales, error) {
+	n, err := amp.NewFP8Scales(formats, r)
+	if err != nil {
+		return nil, err
+	}
+	if n.K < s.K || n.H != s.H {
+		return nil, fmt.Errorf("gpt: FP8 scales of %d tensors, history %d, cannot be extended to %d tensors, history %d", s.K, s.H, n.K, n.H)
+	}
+	n.Margin = s.Margin
+	K, k := n.K, s.K
+	copy(n.St[:2*k], s.St[:2*k])                   // amax pairs
+	copy(n.St[2*K:2*K+k], s.St[2*k:3*k])           // scales
+	copy(n.St[3*K:3*K+k], s.St[3*k:4*k])           // inverses
+	copy(n.St[4*K:4*K+k*s.H], s.St[4*k:4*k+k*s.H]) // histories
+	copy(n.Meta[:k*amp.FP8MetaLen], s.Meta)
+	return n, nil
 }

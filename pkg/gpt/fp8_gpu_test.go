@@ -26,8 +26,10 @@ import (
 // reference's kind of error and size (a wrong derivative gives cosines
 // near 0.4). Every tensor's scale within 5% of the reference's (the amaxes
 // differ only by the order of fp32 sums), no overflow, and the GPU's FP8
-// loss within 1% of its bf16 loss; with amp.FP8Recipe.Head, the loss
-// within 0.5% of the reference's with that recipe; under a scaling margin
+// loss within 1% of its bf16 loss; with amp.FP8Recipe.Head (the logits
+// and the head's dx in FP8), the loss within 0.5% of the reference's with
+// that recipe, its gradients within the bounds above and the head's
+// scales and the logits' gradient's amax near the reference's; under a scaling margin
 // that flushes values to zero, the underflow count near the reference's.
 // Needs sm_90.
 func TestGPUFP8Step(t *testing.T) {
@@ -63,11 +65,36 @@ func TestGPUFP8Step(t *testing.T) {
 	// against the reference's with the same recipe.
 	r := amp.DefaultFP8Recipe()
 	r.Head = true
-	lgh, _, _ := fp8StepsOn(t, dev, cfg, amp.FP8, 3, B, T, r)
-	lch, _, _ := fp8StepsOn(t, ref, cfg, amp.FP8, 3, B, T, r)
+	lgh, ggh, mgh := fp8StepsOn(t, dev, cfg, amp.FP8, 3, B, T, r)
+	lch, gch, mch := fp8StepsOn(t, ref, cfg, amp.FP8, 3, B, T, r)
 	t.Logf("loss with the head in fp8: gpu %.6f, cpu %.6f", lgh, lch)
 	if d := math.Abs(float64(lgh-lch)) / float64(lch); d > 0.005 || lgh == lg {
 		t.Errorf("gpu fp8 head loss %.6f, cpu reference %.6f (%.3f%% apart), without the head %.6f", lgh, lch, 100*d, lg)
+	}
+	// Its gradients (the head's dx from the e5m2 logits' gradient,
+	// CrossEntropyFP8 and the FP8 GEMM with K = V) against the reference's
+	// with the head, with the bounds above; the head's three scales
+	// within 5% of the reference's and the logits' gradient's pending
+	// amax within 0.1% (the GPU's exp is ex2.approx).
+	gradientsAlike(t, mgh, ggh, gch, 0.98, 0.2, "gpu fp8 head gradient", "the cpu reference's with the head")
+	sgh, err := mgh.FP8Scales()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := mch.FP8Scales()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range f8Head {
+		k := FP8Record(cfg.Layers*f8PerLayer + i)
+		g, c := sgh.Scale(k), sch.Scale(k)
+		if math.Abs(float64(g-c)) > 0.05*float64(c) || sgh.Bad(k) != 0 || c == 1 {
+			t.Errorf("head tensor %d: gpu scale %g (%d bad), cpu %g", i, g, sgh.Bad(k), c)
+		}
+	}
+	dy := FP8Record(cfg.Layers*f8PerLayer + f8HeadDy)
+	if g, c := sgh.Amax(dy), sch.Amax(dy); !(c > 0) || math.Abs(float64(g-c)) > 1e-3*float64(c) {
+		t.Errorf("the logits' gradient's pending amax: gpu %g, cpu %g", g, c)
 	}
 	// Underflows under a margin that flushes some values (as in
 	// TestFP8Underflows): the GPU's count near the reference's (the two

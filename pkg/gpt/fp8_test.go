@@ -8,6 +8,7 @@ import (
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 // fp8Cfg is small enough for the CPU's reference FP8 GEMMs, with
@@ -216,10 +217,153 @@ func TestFP8HeadTracksBF16(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := fp8Cfg.Layers * f8PerLayer
-	for _, i := range []int{f8HeadX, f8HeadW} {
-		if s := sc.Scale(FP8Record(k + i)); s == 1 || !(s > 0) {
-			t.Errorf("head tensor %d: scale %g after three steps", i, s)
+	for _, i := range []int{f8HeadX, f8HeadW, f8HeadDy} {
+		if s := sc.Scale(FP8Record(k + i)); s == 1 || !(s > 0) || math.IsInf(float64(s), 0) || sc.Bad(FP8Record(k+i)) != 0 {
+			t.Errorf("head tensor %d: scale %g, %d bad amaxes after three steps", i, s, sc.Bad(FP8Record(k+i)))
 		}
+	}
+	// The logits' gradient was cast by the classifier (its amax is
+	// pending: the steps' last update came before the last Gradients),
+	// at most dscale = 1/(B·T), and almost nothing of it flushed.
+	dy := FP8Record(k + f8HeadDy)
+	if a := sc.Amax(dy); !(a > 0) || a > 1/float32(B*T) {
+		t.Errorf("the logits' gradient's pending amax %g, want in (0, %g]", a, 1/float32(B*T))
+	}
+	if u, v := int64(sc.PendingUnder(dy)), m.fp8Values(k+f8HeadDy, 1); v != B*T*int64(fp8Cfg.Vocab) || float64(u) > 0.001*float64(v) {
+		t.Errorf("the logits' gradient: %d underflows of %d values", u, v)
+	}
+}
+
+// headCfg has a vocabulary wide enough that most of the logits' gradient
+// (p·dscale, p about 1/V, dscale 1/(B·T)) lies below e5m2's smallest
+// subnormal at the scale 1.
+var headCfg = Config{Vocab: 4096, MaxSeq: 32, Layers: 1, Heads: 2, Channels: 32}
+
+// TestFP8HeadFirstScale: the first step's cast of the logits' gradient
+// uses the seeded scale (seedHeadDy: the bound 1/(B·T)), so that it
+// flushes almost nothing; a restored state whose record has a history (no
+// seed) at the scale 1 flushes most of it in the same step, which is what
+// the seed avoids. Both keep the step's loss finite.
+func TestFP8HeadFirstScale(t *testing.T) {
+	const B, T = 2, 32
+	r := amp.DefaultFP8Recipe()
+	r.Head = true
+	share := func(restore bool) float64 {
+		m, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), headCfg, amp.FP8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.SetFP8Recipe(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Init(3); err != nil {
+			t.Fatal(err)
+		}
+		k := FP8Record(headCfg.Layers*f8PerLayer + f8HeadDy)
+		if restore {
+			s, err := amp.NewFP8Scales(fp8Formats(headCfg.Layers), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Meta[k*amp.FP8MetaLen+amp.FP8MetaFilled], s.Meta[k*amp.FP8MetaLen+amp.FP8MetaNext] = 1, 1 // an amax of 0 recorded
+			if err := m.SetFP8Scales(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		in, tg := microTokens(B*T, headCfg.Vocab, 3), microTokens(B*T, headCfg.Vocab, 5)
+		m.ZeroGrad()
+		loss, err := m.Gradients(in, tg, B, T, 1)
+		if err != nil || math.IsNaN(float64(loss)) {
+			t.Fatalf("restore %v: loss %v, %v", restore, loss, err)
+		}
+		sc, err := m.FP8Scales()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := float32(1)
+		if !restore {
+			want, _ = amp.FP8ScaleFor(tensor.E5M2, 1/float32(B*T), r.Margin, 1)
+		}
+		if s := sc.Scale(k); s != want {
+			t.Errorf("restore %v: the first scale of the logits' gradient is %g, want %g", restore, s, want)
+		}
+		u, v := sc.PendingUnder(k), m.fp8Values(headCfg.Layers*f8PerLayer+f8HeadDy, 1)
+		t.Logf("restore %v: %d of %d values of the logits' gradient flushed", restore, u, v)
+		return float64(u) / float64(v)
+	}
+	if s := share(false); s > 0.001 {
+		t.Errorf("the seeded first step flushed %.3g of the logits' gradient", s)
+	}
+	if s := share(true); s < 0.5 {
+		t.Errorf("at the scale 1 the first step flushed only %.3g of the logits' gradient (the seed's case is not tested)", s)
+	}
+}
+
+// TestFP8ScalesBeforeHeadDy: a scaling state saved before the logits'
+// gradient had a record (f8HeadOld head records) is restored with that
+// record added fresh, every other record kept (scales, histories,
+// counters); the step then runs with the head in FP8 and the new record
+// seeded. A state of any other size is refused.
+func TestFP8ScalesBeforeHeadDy(t *testing.T) {
+	const B, T = 2, 32
+	r := amp.DefaultFP8Recipe()
+	r.Head = true
+	L := fp8Cfg.Layers
+	old, err := amp.NewFP8Scales(fp8FormatsOf(L, f8HeadOld), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range old.K {
+		old.SetPending(k, float32(k+1), 0)
+	}
+	old.Update()
+	m := newFP8Model(t)
+	if err := m.SetFP8Recipe(r); err != nil {
+		t.Fatal(err)
+	}
+	bad := *old
+	bad.K, bad.St, bad.Meta = old.K-f8Stride, old.St[:amp.FP8StLen(old.K-f8Stride, old.H)], old.Meta[:(old.K-f8Stride)*amp.FP8MetaLen]
+	if err := m.SetFP8Scales(&bad); err == nil {
+		t.Error("a state of one tensor too few was accepted")
+	}
+	if err := m.SetFP8Scales(old); err != nil {
+		t.Fatal(err)
+	}
+	c := m.fp8Restore
+	if c == nil || c.K != fp8Tensors(L)*f8Stride {
+		t.Fatalf("the pending restore: %+v", c)
+	}
+	for k := range old.K {
+		if c.Scale(k) != old.Scale(k) || c.Inv(k) != old.Inv(k) || c.Amax(k) != old.Amax(k) {
+			t.Fatalf("record %d: scale %g inv %g amax %g, saved %g %g %g", k, c.Scale(k), c.Inv(k), c.Amax(k), old.Scale(k), old.Inv(k), old.Amax(k))
+		}
+		for i := range old.H {
+			if c.St[4*c.K+k*c.H+i] != old.St[4*old.K+k*old.H+i] {
+				t.Fatalf("record %d: history %d differs", k, i)
+			}
+		}
+		for f := range amp.FP8MetaLen {
+			if c.Meta[k*amp.FP8MetaLen+f] != old.Meta[k*amp.FP8MetaLen+f] {
+				t.Fatalf("record %d: meta %d differs", k, f)
+			}
+		}
+	}
+	if err := c.Check(fp8Formats(L)); err != nil {
+		t.Fatal(err)
+	}
+	in, tg := microTokens(B*T, fp8Cfg.Vocab, 3), microTokens(B*T, fp8Cfg.Vocab, 5)
+	m.ZeroGrad()
+	if _, err := m.Gradients(in, tg, B, T, 1); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.FP8Scales()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dy := FP8Record(L*f8PerLayer + f8HeadDy)
+	if want, _ := amp.FP8ScaleFor(tensor.E5M2, 1/float32(B*T), r.Margin, 1); s.Scale(dy) != want || !(s.Amax(dy) > 0) {
+		t.Errorf("the added record: scale %g (want the seed %g), pending amax %g", s.Scale(dy), want, s.Amax(dy))
 	}
 }
 
@@ -256,7 +400,10 @@ func TestFP8Underflows(t *testing.T) {
 	// products left it exactly zero (the attention's output and the
 	// gradients behind flushed weights): a tensor whose count of values
 	// in FP8Underflows is not what its casts took shows here. With the
-	// head in FP8 too.
+	// head in FP8 too: its three tensors flush whole, and as the logits'
+	// gradient flushes whole every gradient behind it is exactly zero, so
+	// no block's dy counts (without the head, the attention projection's
+	// and the MLP projection's do).
 	for _, head := range []bool{false, true} {
 		rc := amp.DefaultFP8Recipe()
 		rc.Margin, rc.Head = 64, head
@@ -274,7 +421,7 @@ func TestFP8Underflows(t *testing.T) {
 				t.Errorf("margin 64, head %v: tensor %d: %d underflows, %d values cast", head, k, u, v)
 			}
 		}
-		if want := fp8Cfg.Layers * 8; head && full != want+2 || !head && full != want {
+		if want := fp8Cfg.Layers * 8; head && full != want-2*fp8Cfg.Layers+3 || !head && full != want {
 			t.Errorf("margin 64, head %v: %d tensors flushed whole", head, full)
 		}
 	}

@@ -217,7 +217,7 @@ func TestMemoryAllocated(t *testing.T) {
 				if err := m.SetFP8Recipe(r); err != nil {
 					t.Fatal(err)
 				}
-				want = want.WithFP8Head(cfg, B, T)
+				want = want.WithFP8Head(cfg, B, T, HeadRows(cfg.Vocab, B*T, p.DType(amp.Activation), fused))
 			}
 			// Under fp8 the FP8 weights and scales come with the first
 			// batch: New holds what bf16's does.

@@ -274,3 +274,45 @@ func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
 	}
 	amp.UpdateFP8Scales(st.F32(), meta.I32(), K, H, margin)
 }
+
+// CrossEntropyFP8 implements device.FP8: CrossEntropy on an fp32 copy of
+// the logits (the same arithmetic as on the logits themselves: every form
+// widens a row to fp32 first), then that fp32 gradient cast to q with
+// CastFP8 (E5M2, amax added) and rounded once into the logits, as
+// CrossEntropy rounds it. With state, dscale·state[SlotScale]
+// (CrossEntropyScaled). V must be a multiple of 16, as on the GPU.
+func (d *Device) CrossEntropyFP8(losses, logits, q, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32) {
+	const op = "CrossEntropyFP8"
+	if !d.fp8Check(op, N, V, fp8Arg{name: "losses", t: losses, dts: f32Only, n: N},
+		fp8Arg{name: "logits", t: logits, float: true, n: N * V}, fp8Arg{name: "q", t: q, dts: e5m2, n: N * V},
+		fp8Arg{name: "amax", t: amax, dts: f32Only, n: 2}, fp8Arg{name: "targets", t: targets, dts: []tensor.DType{tensor.I32}, n: N},
+		fp8Arg{name: "scale", t: scale, dts: f32Only, n: 1}) {
+		return
+	}
+	if state != nil && !d.fp8Check(op, N, V, fp8Arg{name: "state", t: state, dts: f32Only, n: device.StateLen}) {
+		return
+	}
+	if V%16 != 0 {
+		d.fail(fmt.Errorf("cpu: %s: V %d is not a multiple of 16 (rows of q are FP8 GEMM operands): %w", op, V, tensor.ErrShape))
+		return
+	}
+	for i, t := range targets.I32() {
+		if t < 0 || int(t) >= V {
+			d.fail(fmt.Errorf("cpu: %s: target %d of row %d outside [0,%d)", op, t, i, V))
+			return
+		}
+	}
+	if state != nil {
+		dscale *= state.F32()[device.SlotScale]
+	}
+	if dscale == 0 {
+		d.CrossEntropy(losses, logits, targets, N, V, 0)
+		return
+	}
+	g := tensor.New(tensor.F32, N, V)
+	load(g.F32(), logits, 0)
+	d.CrossEntropy(losses, g, targets, N, V, dscale)
+	m, u := CastFP8(q.U8(), g.F32(), scale.F32()[0], tensor.E5M2)
+	addAmax(amax, m, u)
+	store(logits, 0, g.F32())
+}

@@ -121,3 +121,22 @@ func IsNaNFP8(q uint8, f tensor.FP8Format) bool {
 	}
 	return q&0x7f == 0x7f
 }
+
+// CastFP8 writes q = fp8(x·scale) in format f (no transposed copy) and
+// returns amax = max |x| and the underflows, as CastTransposeFP8 counts
+// them: the reference of the FP8 classifier's gradient cast
+// (kernels/crossentropy_fp8.cu).
+func CastFP8(q []uint8, x []float32, scale float32, f tensor.FP8Format) (amax float32, under int) {
+	q = q[:len(x)]
+	var m uint32
+	for i, v := range x {
+		bits := math.Float32bits(v) & 0x7fffffff
+		m = max(m, bits)
+		b := f.FromF32(v * scale)
+		if b&0x7f == 0 && bits != 0 && bits < 0x7f800000 {
+			under++
+		}
+		q[i] = b
+	}
+	return math.Float32frombits(m), under
+}

@@ -72,6 +72,12 @@ func TestLaunchBlocks(t *testing.T) {
 		_ = d.fp8ScaleUpdateP(dev(f32, amp.FP8StLen(2, 4)), dev(tensor.I32, 2*amp.FP8MetaLen), 2, 4, 0)
 		_ = d.layerNormBackwardCastFP8P(dev(f32, N, C), dev(f32, C), dev(f32, C), cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 2), dev(f32, C),
 			dev(bf, N, C), dev(f32, N, C), dev(bf, C), dev(f32, N), dev(f32, N), dev(f32, 1), N, C)
+		// the FP8 classifier's two forms (TestLaunchCrossEntropyFP8)
+		for _, smem := range []int{0, 227 << 10} {
+			d.tmaSmem = map[kernelKey]int{{kernCEF8TMA, bf}: smem}
+			d.CrossEntropyFP8(dev(f32, N), dev(bf, N, C), dev(tensor.F8E5M2, N, C), dev(f32, 2), dev(tensor.I32, N), dev(f32, 1), nil, N, C, 1)
+		}
+		d.tmaSmem = nil
 	})
 	if err != nil {
 		t.Error(err)

@@ -124,24 +124,6 @@ func lnbTwin(t *testing.T, c *lnbCase) lnbOut {
 	return lnbOut{dinp.F32(), q.U8(), qt.U8(), [2]float32(amax.F32()), dw.F32(), db.F32(), dn.F32()}
 }
 
-// nearE5M2 reports whether two E5M2 codes are equal, both NaN, or one
-// rounding apart (the same sign and neighbouring magnitudes, or the two
-// zeros and the smallest subnormals around them).
-func nearE5M2(a, b uint8) bool {
-	f := tensor.E5M2
-	if cpu.SameFP8(a, b, f) {
-		return true
-	}
-	if cpu.IsNaNFP8(a, f) || cpu.IsNaNFP8(b, f) {
-		return false
-	}
-	ma, mb := int(a&0x7f), int(b&0x7f)
-	if a&0x80 == b&0x80 {
-		return ma-mb == 1 || mb-ma == 1
-	}
-	return ma+mb <= 1
-}
-
 // checkLNBwdCast compares a kernel's outputs with the twin's.
 //
 // Against its own dinp v, exactly: q = e5m2(v·s) (the conversion of

@@ -1,0 +1,97 @@
+// main.cpp: host emulator of kernels/crossentropy_fp8.cu's
+// crossentropy_fp8_l3 (a development tool, not part of druto; no GPU
+// needed): every CUDA thread of a block is a host thread (harness.h),
+// atomicMax a compare-and-swap loop, the PTX conversion
+// cvt.rn.satfinite.e5m2x2.f32 the function cvt8 below (kernels/emu/fp8's,
+// from the instruction's definition) and ex2.approx.ftz the host's exp2f
+// (crossentropy.cuh's DRUTO_EMU branch). crossentropy_fp8_tma needs the
+// bulk-copy engine and is not emulated; its rows run the same functions.
+//
+//   emu_DT io N V GRID REV   the kernel on GRID blocks (a persistent grid
+//                            striding over the N rows; REV 1: the blocks
+//                            last to first)
+//                            stdin: scale, dscale, the loss scale at
+//                            dscale_mul (0: a null pointer), the pending
+//                            amax pair (f32 each), targets (N i32), logits
+//                            (N·V of T, raw)
+//                            stdout: losses (N f32), the logits after
+//                            (N·V of T), q (N·V bytes), amax (2 f32)
+//
+// pkg/device/gpu's TestCrossEntropyFP8EmulatorMatchesCPU runs it against
+// pkg/device/cpu's CrossEntropyFP8 (go test).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <math.h>
+#include <vector>
+#include "../harness.h"
+
+unsigned int __shfl_xor_sync(unsigned, unsigned int v, int off) { return shfl(v, off); }
+unsigned int atomicMax(unsigned int* p, unsigned int v) {
+    std::atomic_ref<unsigned int> a(*p);
+    unsigned int old = a.load();
+    while (old < v && !a.compare_exchange_weak(old, v)) {
+    }
+    return old;
+}
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+
+// cvt8 is one lane of cvt.rn.satfinite.e5m2x2.f32 (as kernels/emu/fp8's):
+// round to nearest even, past max (±Inf included) ±max, NaN 0x7f.
+static unsigned char cvt8(float f) {
+    const int man = 2, bias = 15;
+    const double max = 57344;
+    if (std::isnan(f)) return 0x7f;
+    const unsigned char sign = std::signbit(f) ? 0x80 : 0;
+    const double a = std::fabs((double)f);
+    if (a > max) return sign | 0x7b;
+    if (a == 0) return sign;
+    int e;
+    std::frexp(a, &e);
+    const int E = std::max(e - 1, 1 - bias);
+    const double quantum = std::ldexp(1.0, E - man);
+    const double r = std::nearbyint(a / quantum) * quantum;
+    if (r == 0) return sign;
+    std::frexp(r, &e);
+    const int E2 = e - 1;
+    if (E2 < 1 - bias) return sign | (unsigned char)(r / std::ldexp(1.0, 1 - bias - man));
+    const unsigned mant = (unsigned)(r / std::ldexp(1.0, E2 - man)) - (1u << man);
+    return sign | (unsigned char)(((E2 + bias) << man) | mant);
+}
+unsigned short druto_emu_cvt_e4m3x2(float, float) { abort(); } // fp8.cuh declares both; only e5m2 runs
+unsigned short druto_emu_cvt_e5m2x2(float a, float b) { return (unsigned short)(cvt8(a) << 8 | cvt8(b)); }
+
+#include "crossentropy_fp8.cu"
+
+static void readAll(void* p, size_t n) {
+    if (fread(p, 1, n, stdin) != n) {
+        fprintf(stderr, "emu: short input\n");
+        exit(2);
+    }
+}
+
+int main(int argc, char** argv) {
+    if (argc != 6 || strcmp(argv[1], "io") != 0) {
+        fprintf(stderr, "usage: emu_DT io N V GRID REV\n");
+        return 2;
+    }
+    const int N = atoi(argv[2]), V = atoi(argv[3]), G = atoi(argv[4]);
+    reverseBlocks = atoi(argv[5]) != 0;
+    float head[5]; // scale, dscale, mul, amax[0], amax[1]
+    readAll(head, sizeof head);
+    std::vector<int> tg(N);
+    readAll(tg.data(), 4 * (size_t)N);
+    std::vector<T> x((size_t)N * V);
+    readAll(x.data(), sizeof(T) * x.size());
+    std::vector<float> losses(N);
+    std::vector<unsigned char> q((size_t)N * V, 0xa5);
+    float amax[2] = {head[3], head[4]}, scale = head[0], mul = head[2];
+    launch(G, 1, CEF8_THREADS, [&] {
+        crossentropy_fp8_l3(losses.data(), x.data(), q.data(), amax, tg.data(), &scale, N, V, head[1], mul != 0 ? &mul : nullptr);
+    });
+    fwrite(losses.data(), 4, N, stdout);
+    fwrite(x.data(), sizeof(T), x.size(), stdout);
+    fwrite(q.data(), 1, q.size(), stdout);
+    fwrite(amax, 4, 2, stdout);
+    return 0;
+}
