@@ -527,10 +527,10 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 // for the projection before it; fused, v is cast from the registers that
 // hold it instead of being read again.
 //
-// Rows: a block of LNB8_BLOCK = 128 threads (4 warps) owns LNB8_ROWS = 32
-// consecutive rows (grid ceil(N/32)). Fast path (vec: C % 4 == 0,
+// Rows: a block of LNB8_BLOCK = 128 threads (4 warps) owns LNB8_ROWS = 64
+// consecutive rows (grid ceil(N/64)). Fast path (vec: C % 4 == 0,
 // C <= 128·LN_G = 1024, aligned rows): warp w takes rows w, w+4, ...,
-// w+28, a warp a row, the row's x, dout and dinp loaded into registers in
+// w+60, a warp a row, the row's x, dout and dinp loaded into registers in
 // one go, the two row means as layernorm_backward_rf32's fast path sums
 // them (the same expressions in the same order: dinp the same values),
 // then each float4 group's new dinp stored, cast (4 bytes to the tile) and
@@ -539,10 +539,10 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 // block takes its rows one after another, thread t its columns t, t+128,
 // ... (at most LNB8_COLS = 16), their x, dout and dinp in registers; the
 // row's two sums over the block (warp butterflies, then the warps in
-// order: two barriers a row). The bytes go to a 32×C tile in dynamic
-// shared memory; after one barrier the block writes q (its rows are 32·C
-// consecutive bytes of q) and qt (column c of the block is a 32-byte
-// segment of qt's row c, a whole sector) as layernorm_fp8_e4m3 does.
+// order: two barriers a row). The bytes go to a 64×C tile in dynamic
+// shared memory; after one barrier the block writes q (its rows are 64·C
+// consecutive bytes of q) and qt (column c of the block is a 64-byte
+// segment of qt's row c) exactly as layernorm_fp8_e4m3 does.
 //
 // Sums, deterministic (no float atomics), per column of the block's rows:
 // [dweight | dbias | next dbias] = Σ n·dout, Σ dout, Σ v. Fast path: each
@@ -558,14 +558,13 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 // butterflies), so it agrees with it to fp32 rounding, bit for bit from
 // run to run.
 //
-// Shared memory: the fast path 4·3C floats of sums and the 32·C byte
-// tile, 80·C bytes (60 KiB at C = 768, 80 KiB at 1024); the general path
-// the tile alone, 32·C bytes (40 KiB at 1280, 50 KiB at 1600, 64 KiB at
-// 2048). The launcher raises the kernel's limit at load to the larger.
-// Registers: 153 a thread (ptxas, sm_90, every dtype; no stack, no
-// spills): three blocks (12 warps) an SM, which the fast path's shared
-// memory also allows at C = 768 (with 64 rows a block it allowed two:
-// 32 rows are for the third block).
+// Shared memory: the fast path 4·3C floats of sums and the 64·C byte
+// tile, 112·C bytes (84 KiB at C = 768, 112 KiB at 1024: two blocks, 8
+// warps, an SM); the general path the tile alone, 64·C bytes (80 KiB at
+// 1280, 100 KiB at 1600: two blocks an SM, 128 KiB at 2048). The launcher
+// raises the kernel's limit at load to the larger, 128 KiB. Registers:
+// 153 a thread (ptxas, sm_90, every dtype; no stack, no spills), three
+// blocks an SM's worth.
 //
 // Traffic (bytes an element, dout in bf16): read dout 2, inp 4, dinp 4;
 // write dinp 4, q 1, qt 1: 16 B/elt, where layernorm_backward_rf32 (14:
@@ -579,9 +578,9 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 // druto:block LNB8_BLOCK layernorm_backward_cast_e5m2
 #define LNB8_BLOCK 128
 #define LNB8_WARPS (LNB8_BLOCK / 32)
-#define LNB8_ROWS 32
+#define LNB8_ROWS 64
 // LNB8_MAX_C is the widest row: the general path's LNB8_COLS columns a
-// thread in registers, LNB8_ROWS·C bytes (64 KiB) of tile.
+// thread in registers, LNB8_ROWS·C bytes (128 KiB) of tile.
 #define LNB8_MAX_C 2048
 #define LNB8_COLS (LNB8_MAX_C / LNB8_BLOCK)
 

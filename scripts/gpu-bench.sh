@@ -651,6 +651,9 @@ print(f"fp8 overflows logged: {max((m.get('fp8_overflows', 0) for m in e), defau
 us = [(m["step"], m.get("fp8_underflows", 0), m.get("fp8_underflow_share", 0)) for m in e if m.get("val_loss")]
 if us:
     print("fp8 underflows of the step before each evaluation (step, values flushed to zero, share): " + "; ".join(f"{s} {u} {100 * f:.4f}%" for s, u, f in us))
+lg = [(m["step"], m.get("fp8_logit_grad_underflows", 0), m.get("fp8_logit_grad_underflow_share", 0)) for m in e if m.get("val_loss")]
+if any(u for _, u, _ in lg):
+    print("the logits' gradient (the head's dx in FP8), counted apart (step, flushed, share): " + "; ".join(f"{s} {u} {100 * f:.2f}%" for s, u, f in lg))
 print(f"median ms/step after the first tenth (training, evaluations excluded): bf16 {ms(b):.2f}, fp8 {ms(e):.2f}")
 EOF
   done

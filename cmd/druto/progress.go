@@ -86,12 +86,18 @@ func (p *progress) finish() {
 const fp8UnderflowWarn = 0.01
 
 // fp8Line is an evaluation line's FP8 part: the scales' overflows and the
-// last step's underflows, or "" when the step logged neither.
+// last step's underflows (the logits' gradient's apart, with the head's
+// dx in FP8: most of it flushes by design and fp8Warning leaves it out),
+// or "" when the step logged neither.
 func fp8Line(m train.Metric) string {
-	if m.FP8Overflows == 0 && m.FP8Underflows == 0 {
+	if m.FP8Overflows == 0 && m.FP8Underflows == 0 && m.FP8LogitGradUnderflows == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" fp8 overflows %d underflows %d (%.4f%%)", m.FP8Overflows, m.FP8Underflows, 100*m.FP8UnderflowShare)
+	s := fmt.Sprintf(" fp8 overflows %d underflows %d (%.4f%%)", m.FP8Overflows, m.FP8Underflows, 100*m.FP8UnderflowShare)
+	if m.FP8LogitGradUnderflows > 0 {
+		s += fmt.Sprintf(", logits' gradient %d (%.2f%%)", m.FP8LogitGradUnderflows, 100*m.FP8LogitGradUnderflowShare)
+	}
+	return s
 }
 
 // fp8Warning says what to do when the step's underflow share exceeds

@@ -154,15 +154,38 @@ func (m *Model) FP8Scales() (*amp.FP8Scales, error) {
 
 // FP8Underflows returns the values the FP8 casts of the last step (all
 // its micro-steps, the weights' casts included) flushed to zero, summed
-// over the tensors, and how many values those casts took, so that the
-// share can be read; 0, 0 before the first FP8 step. accum is the
-// micro-steps the step ran. It synchronises with the device.
+// over the tensors but the logits' gradient (FP8LogitGradUnderflows),
+// and how many values those casts took, so that the share can be read;
+// 0, 0 before the first FP8 step. accum is the micro-steps the step ran.
+// It synchronises with the device.
 func (m *Model) FP8Underflows(accum int) (under, values int64, err error) {
+	return m.fp8Underflows(accum, false)
+}
+
+// FP8LogitGradUnderflows is FP8Underflows of the logits' gradient alone
+// (the LM head's dx in FP8, amp.FP8Recipe.Head; 0, 0 without it). It is
+// counted apart because most of it flushes by design: a row's gradient
+// is its softmax (less one at the target) times 1/(B·T), and E5M2 spans
+// about 2^32 below the row's largest value, so the probabilities of the
+// unlikely tokens, a large share of a trained model's vocabulary, become
+// 0; what they would have added to dx is under 2^-32 of the largest
+// term each, V·2^-32 (about 1e-5) of it in all.
+func (m *Model) FP8LogitGradUnderflows(accum int) (under, values int64, err error) {
+	return m.fp8Underflows(accum, true)
+}
+
+// fp8Underflows sums the pending underflows and the values cast of the
+// logits' gradient (logits) or of every other tensor.
+func (m *Model) fp8Underflows(accum int, logits bool) (under, values int64, err error) {
 	s, err := m.FP8Scales()
 	if err != nil || s == nil {
 		return 0, 0, err
 	}
+	dy := m.Config.Layers*f8PerLayer + f8HeadDy
 	for k := range fp8Tensors(m.Config.Layers) {
+		if (k == dy) != logits {
+			continue
+		}
 		under += int64(s.PendingUnder(FP8Record(k)))
 		values += m.fp8Values(k, accum)
 	}

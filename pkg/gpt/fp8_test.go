@@ -424,6 +424,26 @@ func TestFP8Underflows(t *testing.T) {
 		if want := fp8Cfg.Layers * 8; head && full != want-2*fp8Cfg.Layers+3 || !head && full != want {
 			t.Errorf("margin 64, head %v: %d tensors flushed whole", head, full)
 		}
+		// The logits' gradient is counted apart from the rest.
+		lu, lv, err := m.FP8LogitGradUnderflows(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, v, err := m.FP8Underflows(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dy := FP8Record(fp8Cfg.Layers*f8PerLayer + f8HeadDy)
+		if wv := int64(B * T * fp8Cfg.Vocab); head && (lv != wv || lu != wv) || !head && (lv != 0 || lu != 0) {
+			t.Errorf("margin 64, head %v: the logits' gradient: %d underflows of %d values, want all of %d (none without the head)", head, lu, lv, wv)
+		}
+		var all int64
+		for k := range fp8Tensors(fp8Cfg.Layers) {
+			all += int64(s.PendingUnder(FP8Record(k)))
+		}
+		if u+lu != all || u+lu > 0 && int64(s.PendingUnder(dy)) != lu || v <= 0 {
+			t.Errorf("margin 64, head %v: %d + %d underflows (the rest, the logits' gradient) of %d in all; %d values", head, u, lu, all, v)
+		}
 	}
 }
 

@@ -46,6 +46,13 @@ type Metric struct {
 	// JSON "fp8_underflows" and "fp8_underflow_share", absent otherwise.
 	FP8Underflows     int64
 	FP8UnderflowShare float64
+	// FP8LogitGradUnderflows and FP8LogitGradUnderflowShare are the same
+	// for the logits' gradient, cast to FP8 with the LM head's dx in FP8
+	// (--fp8-head) and counted apart: most of it flushes by design (the
+	// unlikely tokens' probabilities; gpt.Model.FP8LogitGradUnderflows);
+	// JSON "fp8_logit_grad_underflows" and "fp8_logit_grad_underflow_share".
+	FP8LogitGradUnderflows     int64
+	FP8LogitGradUnderflowShare float64
 }
 
 // f32 and f64 are metric values in JSON: a value that is not finite (NaN or
@@ -95,20 +102,22 @@ func (v *f64) UnmarshalJSON(b []byte) error {
 // whose update was skipped (non-finite gradients) and "skipped_steps" counts
 // such steps so far.
 type metricJSON struct {
-	Step              int             `json:"step"`
-	Loss              f32             `json:"loss"`
-	LR                f32             `json:"lr"`
-	GradNorm          f32             `json:"grad_norm"`
-	TokensPerS        f64             `json:"tokens_per_s"`
-	MsPerStep         f64             `json:"ms_per_step"`
-	LossScale         f32             `json:"loss_scale"`
-	Skipped           json.RawMessage `json:"skipped,omitempty"`
-	SkippedSteps      int             `json:"skipped_steps"`
-	ValLoss           f32             `json:"val_loss,omitempty"`
-	Sample            string          `json:"sample,omitempty"`
-	FP8Overflows      int64           `json:"fp8_overflows,omitempty"`
-	FP8Underflows     int64           `json:"fp8_underflows,omitempty"`
-	FP8UnderflowShare f64             `json:"fp8_underflow_share,omitempty"`
+	Step                       int             `json:"step"`
+	Loss                       f32             `json:"loss"`
+	LR                         f32             `json:"lr"`
+	GradNorm                   f32             `json:"grad_norm"`
+	TokensPerS                 f64             `json:"tokens_per_s"`
+	MsPerStep                  f64             `json:"ms_per_step"`
+	LossScale                  f32             `json:"loss_scale"`
+	Skipped                    json.RawMessage `json:"skipped,omitempty"`
+	SkippedSteps               int             `json:"skipped_steps"`
+	ValLoss                    f32             `json:"val_loss,omitempty"`
+	Sample                     string          `json:"sample,omitempty"`
+	FP8Overflows               int64           `json:"fp8_overflows,omitempty"`
+	FP8Underflows              int64           `json:"fp8_underflows,omitempty"`
+	FP8UnderflowShare          f64             `json:"fp8_underflow_share,omitempty"`
+	FP8LogitGradUnderflows     int64           `json:"fp8_logit_grad_underflows,omitempty"`
+	FP8LogitGradUnderflowShare f64             `json:"fp8_logit_grad_underflow_share,omitempty"`
 }
 
 // MarshalJSON writes m as one metrics line; values that are not finite
@@ -119,6 +128,7 @@ func (m Metric) MarshalJSON() ([]byte, error) {
 		TokensPerS: f64(m.TokensPerS), MsPerStep: f64(m.MsPerStep), LossScale: f32(m.LossScale),
 		SkippedSteps: m.Skipped, ValLoss: f32(m.ValLoss), Sample: m.Sample, FP8Overflows: m.FP8Overflows,
 		FP8Underflows: m.FP8Underflows, FP8UnderflowShare: f64(m.FP8UnderflowShare),
+		FP8LogitGradUnderflows: m.FP8LogitGradUnderflows, FP8LogitGradUnderflowShare: f64(m.FP8LogitGradUnderflowShare),
 	}
 	if m.StepSkipped {
 		w.Skipped = json.RawMessage("true")
@@ -138,6 +148,7 @@ func (m *Metric) UnmarshalJSON(b []byte) error {
 		TokensPerS: float64(w.TokensPerS), MsPerStep: float64(w.MsPerStep), LossScale: float32(w.LossScale),
 		Skipped: w.SkippedSteps, ValLoss: float32(w.ValLoss), Sample: w.Sample, FP8Overflows: w.FP8Overflows,
 		FP8Underflows: w.FP8Underflows, FP8UnderflowShare: float64(w.FP8UnderflowShare),
+		FP8LogitGradUnderflows: w.FP8LogitGradUnderflows, FP8LogitGradUnderflowShare: float64(w.FP8LogitGradUnderflowShare),
 	}
 	stepSkipped, count, err := skippedField(w.Skipped)
 	if err != nil {

@@ -550,6 +550,14 @@ func (t *Trainer) Run(ctx context.Context, until int, report func(Metric)) error
 				if values > 0 {
 					m.FP8UnderflowShare = float64(under) / float64(values)
 				}
+				under, values, err = t.Model.FP8LogitGradUnderflows(t.opts.accum())
+				if err != nil {
+					return err
+				}
+				m.FP8LogitGradUnderflows = under
+				if values > 0 {
+					m.FP8LogitGradUnderflowShare = float64(under) / float64(values)
+				}
 			}
 		}
 		if diverged == nil && o.SampleTokens > 0 && (o.SampleEvery > 0 && t.step%o.SampleEvery == 0 || end) {
