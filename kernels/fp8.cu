@@ -243,15 +243,17 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
         unsigned char* qr = q + (size_t)r * C + c;
         const int n = C - c < 16 ? C - c : 16;
         if (vec_row && n == 16) {
-            float v[16];
+            // 16-byte loads: two a row's 16 elements of a 16-bit T (a warp's
+            // load then takes 8 rows' 128-byte lines for 512 bytes, where
+            // 8-byte loads took them for 256), four of fp32.
+            float v[16], f[16], p[16];
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                F4 f = ld4(xr + 4 * k);
-                F4 p = f;
-                if (OP == CT_DGELU_DBIAS) p = ld4(pr + 4 * k);
-#pragma unroll
-                for (int e = 0; e < 4; e++) v[4 * k + e] = ct_value<OP>(f.v[e], p.v[e]);
+            for (int k = 0; k < (int)sizeof(T); k++) {
+                unpack16(reinterpret_cast<const uint4*>(xr)[k], f + k * (16 / (int)sizeof(T)));
+                if (OP == CT_DGELU_DBIAS) unpack16(reinterpret_cast<const uint4*>(pr)[k], p + k * (16 / (int)sizeof(T)));
             }
+#pragma unroll
+            for (int k = 0; k < 16; k++) v[k] = ct_value<OP>(f[k], OP == CT_DGELU_DBIAS ? p[k] : 0.0f);
             unsigned int w[8];
 #pragma unroll
             for (int k = 0; k < 16; k++) m = max_u32(m, abs_bits(v[k]));
