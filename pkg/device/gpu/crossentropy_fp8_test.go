@@ -77,24 +77,6 @@ func TestLaunchCrossEntropyFP8(t *testing.T) {
 	}
 }
 
-// nearE5M2 reports whether two E5M2 codes are equal, both NaN, or one
-// rounding apart (neighbouring magnitudes of one sign, or the two zeros
-// and the smallest subnormals around them).
-func nearE5M2(a, b uint8) bool {
-	f := tensor.E5M2
-	if cpu.SameFP8(a, b, f) {
-		return true
-	}
-	if cpu.IsNaNFP8(a, f) || cpu.IsNaNFP8(b, f) {
-		return false
-	}
-	ma, mb := int(a&0x7f), int(b&0x7f)
-	if a&0x80 == b&0x80 {
-		return ma-mb == 1 || mb-ma == 1
-	}
-	return ma+mb <= 1
-}
-
 // TestGPUCrossEntropyFP8: on an sm_90 GPU, for every dtype, several (N, V)
 // (GPT-2's vocabulary with more rows than SMs among them), both kernel
 // forms where the TMA one runs, with and without the device loss scale

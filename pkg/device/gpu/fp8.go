@@ -410,12 +410,7 @@ func (d *Device) layerNormFP8(res *tensor.Tensor, q, qt cuda.DevicePtr, amax, me
 	if err := d.fp8Arch(op); err != nil {
 		return err
 	}
-	want := func(t *tensor.Tensor, name string, dt tensor.DType, n int) error {
-		if t == nil || t.DType != dt || t.Numel() != n {
-			return fmt.Errorf("%w: %s: %s %s, want %d elements of %s: %w", ErrFP8Args, op, name, desc(t), n, dt, tensor.ErrShape)
-		}
-		return nil
-	}
+	want := func(t *tensor.Tensor, name string, dt tensor.DType, n int) error { return fp8Want(op, t, name, dt, n) }
 	switch {
 	case N < 0 || C < 0:
 		return fmt.Errorf("%w: %s: N %d, C %d", ErrFP8Args, op, N, C)
@@ -532,12 +527,7 @@ func (d *Device) layerNormBackwardCastFP8(dinp, dweight, dbias *tensor.Tensor, q
 	if err := d.fp8Arch(op); err != nil {
 		return err
 	}
-	want := func(t *tensor.Tensor, name string, dt tensor.DType, n int) error {
-		if t == nil || t.DType != dt || t.Numel() != n {
-			return fmt.Errorf("%w: %s: %s %s, want %d elements of %s: %w", ErrFP8Args, op, name, desc(t), n, dt, tensor.ErrShape)
-		}
-		return nil
-	}
+	want := func(t *tensor.Tensor, name string, dt tensor.DType, n int) error { return fp8Want(op, t, name, dt, n) }
 	switch {
 	case N < 0 || C < 0:
 		return fmt.Errorf("%w: %s: N %d, C %d", ErrFP8Args, op, N, C)
@@ -587,6 +577,15 @@ func (d *Device) layerNormBackwardCastFP8(dinp, dweight, dbias *tensor.Tensor, q
 	}
 	if !d.run(kernBiasGrad, tensor.F32, grid1(blocks(C, 32)), cuda.D1(biasGradBlock), 0, d.ptr(dbiasNext), dpart, nb, C) {
 		return fmt.Errorf("gpu: %s: %s did not launch (see Sync)", op, kernBiasGrad)
+	}
+	return nil
+}
+
+// fp8Want is the FP8 launchers' check of an operand: t has n elements of
+// dt, else an ErrFP8Args error that names op and the operand.
+func fp8Want(op string, t *tensor.Tensor, name string, dt tensor.DType, n int) error {
+	if t == nil || t.DType != dt || t.Numel() != n {
+		return fmt.Errorf("%w: %s: %s %s, want %d elements of %s: %w", ErrFP8Args, op, name, desc(t), n, dt, tensor.ErrShape)
 	}
 	return nil
 }

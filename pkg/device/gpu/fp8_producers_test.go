@@ -13,11 +13,10 @@ import (
 	"github.com/druto/druto/pkg/tensor"
 )
 
-// nearE4M3 reports whether two E4M3 codes are equal, both NaN, or
+// nearFP8 reports whether two codes of format f are equal, both NaN, or
 // neighbours (one rounding apart: the same sign and magnitudes one code
 // apart, or the two zeros and the smallest subnormals around them).
-func nearE4M3(a, b uint8) bool {
-	f := tensor.E4M3
+func nearFP8(a, b uint8, f tensor.FP8Format) bool {
 	if cpu.SameFP8(a, b, f) {
 		return true
 	}
@@ -28,8 +27,12 @@ func nearE4M3(a, b uint8) bool {
 	if a&0x80 == b&0x80 {
 		return ma-mb == 1 || mb-ma == 1
 	}
-	return ma+mb <= 1 // across zero: ±0 and ±2^-9
+	return ma+mb <= 1 // across zero: ±0 and the smallest subnormals
 }
+
+// nearE4M3 and nearE5M2 are nearFP8 of one format.
+func nearE4M3(a, b uint8) bool { return nearFP8(a, b, tensor.E4M3) }
+func nearE5M2(a, b uint8) bool { return nearFP8(a, b, tensor.E5M2) }
 
 // checkGELUFP8 compares the GELU cast-transpose's q, qt and amax with
 // cpu.GELUCastTransposeFP8 on the pre-activations pre (N,C): q within one
