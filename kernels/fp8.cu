@@ -529,8 +529,10 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 // for the projection before it; fused, v is cast from the registers that
 // hold it instead of being read again.
 //
-// Rows: a block of LNB8_BLOCK = 128 threads (4 warps) owns LNB8_ROWS = 64
-// consecutive rows (grid ceil(N/64)). Fast path (vec: C % 4 == 0,
+// Rows: a block of LNB8_BLOCK = 128 threads (4 warps) owns `rows`
+// consecutive rows (the launcher's choice, fp8.go's lnb8RowsFor: 64 =
+// LNB8_ROWS at GPT-2 small's width, 32 for wider rows, where a smaller
+// tile lets a third block onto an SM; grid ceil(N/rows)). Fast path (vec: C % 4 == 0,
 // C <= 128·LN_G = 1024, aligned rows): warp w takes rows w, w+4, ...,
 // w+60, a warp a row, the row's x, dout and dinp loaded into registers in
 // one go, the two row means as layernorm_backward_rf32's fast path sums
@@ -560,13 +562,13 @@ extern "C" __global__ void __launch_bounds__(LNF8_BLOCK)
 // butterflies), so it agrees with it to fp32 rounding, bit for bit from
 // run to run.
 //
-// Shared memory: the fast path 4·3C floats of sums and the 64·C byte
-// tile, 112·C bytes (84 KiB at C = 768, 112 KiB at 1024: two blocks, 8
-// warps, an SM); the general path the tile alone, 64·C bytes (80 KiB at
-// 1280, 100 KiB at 1600: two blocks an SM, 128 KiB at 2048). The launcher
-// raises the kernel's limit at load to the larger, 128 KiB. Registers:
-// 153 a thread (ptxas, sm_90, every dtype; no stack, no spills), three
-// blocks an SM's worth.
+// Shared memory: the fast path 4·3C floats of sums and the rows·C byte
+// tile (64 rows at C = 768: 84 KiB, two blocks an SM; 32 rows at 1024:
+// 80 KiB, two); the general path the tile alone (32 rows: 40 KiB at 1280,
+// 50 KiB at 1600, three blocks an SM). The launcher raises the kernel's
+// limit at load to the largest, LNB8_ROWS rows' worth. Registers: 153 a
+// thread (ptxas, sm_90, every dtype; no stack, no spills), three blocks
+// an SM's worth.
 //
 // Traffic (bytes an element, dout in bf16): read dout 2, inp 4, dinp 4;
 // write dinp 4, q 1, qt 1: 16 B/elt, where layernorm_backward_rf32 (14:
@@ -612,8 +614,8 @@ __device__ __forceinline__ void lnb8_cast4(unsigned char* dst, const F4& v, floa
 // to q and its transpose to qt, as ln_fp8_body does: q with 16-byte
 // stores when vec_q, qt in 16-row chunks down each column (column16).
 __device__ __forceinline__ void lnb8_tile_out(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
-                                              const unsigned char* tile, int r0, int nr, int N, int C, int vec_q,
-                                              int vec_col) {
+                                              const unsigned char* tile, int r0, int nr, int rows, int N, int C,
+                                              int vec_q, int vec_col) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const size_t nbytes = (size_t)nr * C;
     unsigned char* qb = q + (size_t)r0 * C;
@@ -625,9 +627,9 @@ __device__ __forceinline__ void lnb8_tile_out(unsigned char* __restrict__ q, uns
         done = nv * 16;
     }
     for (size_t i = done + tid; i < nbytes; i += LNB8_BLOCK) qb[i] = tile[i];
-    const int items = (C + 31) / 32 * (LNB8_ROWS / 16);
+    const int chunks = rows / 16, items = (C + 31) / 32 * chunks;
     for (int it = warp; it < items; it += LNB8_WARPS) {
-        const int c = (it / (LNB8_ROWS / 16)) * 32 + lane, rr = (it % (LNB8_ROWS / 16)) * 16;
+        const int c = (it / chunks) * 32 + lane, rr = (it % chunks) * 16;
         if (c >= C || rr >= nr) continue;
         const int n = nr - rr < 16 ? nr - rr : 16;
         column16(qt + (size_t)c * N + r0 + rr, tile + (size_t)rr * C + c, C, n, vec_col);
@@ -640,20 +642,21 @@ __device__ __forceinline__ void lnb8_tile_out(unsigned char* __restrict__ q, uns
 // E5M2 bytes; amax the pair the cast adds to; dout (N,C) T, inp (N,C) f32,
 // weight (C) T, mean, rstd (N) f32, scale one float. vec as layernorm.cu's
 // (rows of 4 aligned elements), vec_q (q 16-byte aligned), vec_col (N %
-// 16 == 0 and qt aligned). Grid ceil(N/LNB8_ROWS), LNB8_BLOCK threads,
-// 112·C bytes of dynamic shared memory.
+// 16 == 0 and qt aligned). rows a block (a multiple of 16, at most
+// LNB8_ROWS): grid ceil(N/rows), LNB8_BLOCK threads, 48·C + rows·C bytes
+// of dynamic shared memory on the fast path, rows·C on the general one.
 extern "C" __global__ void __launch_bounds__(LNB8_BLOCK)
     layernorm_backward_cast_e5m2(float* __restrict__ dinp, float* __restrict__ part, float* __restrict__ dpart,
                                  unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                                  float* __restrict__ amax, const T* __restrict__ dout, const float* __restrict__ inp,
                                  const T* __restrict__ weight, const float* __restrict__ mean,
                                  const float* __restrict__ rstd, const float* __restrict__ scale, int N, int C,
-                                 int vec, int vec_q, int vec_col) {
+                                 int rows, int vec, int vec_q, int vec_col) {
     pdl_enter();
     __shared__ unsigned int wmax[LNB8_WARPS], wunder[LNB8_WARPS];
     __shared__ float rsum[2 * LNB8_WARPS];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int r0 = blockIdx.x * LNB8_ROWS, nr = min(LNB8_ROWS, N - r0);
+    const int r0 = blockIdx.x * rows, nr = min(rows, N - r0);
     const bool fast = vec && C <= 128 * LN_G;
     float* sums = reinterpret_cast<float*>(lnb8_smem);
     // the tile follows the fast path's sums; the general path has none
@@ -824,5 +827,5 @@ extern "C" __global__ void __launch_bounds__(LNB8_BLOCK)
             else db[c - 2 * C] = t;
         }
     }
-    lnb8_tile_out(q, qt, tile, r0, nr, N, C, vec_q, vec_col);
+    lnb8_tile_out(q, qt, tile, r0, nr, rows, N, C, vec_q, vec_col);
 }

@@ -43,7 +43,7 @@
 //                               RES b (N·C of T), weight and bias (C of T);
 //                               stdout: q, qt, amax, underflows, mean (N f32), rstd
 //                               (N f32), with RES res (N·C f32)
-//   emu_DT lbio N C VEC VQ VC REV
+//   emu_DT lbio N C VEC VQ VC REV ROWS
 //                               layernorm_backward_cast_e5m2, for
 //                               TestLayerNormBackwardCastFP8EmulatorMatchesCPU:
 //                               stdin: scale (f32), dout (N·C of T), inp
@@ -559,9 +559,14 @@ int main(int argc, char** argv) {
         fwrite(o.res.data(), 4, o.res.size(), stdout);
         return 0;
     }
-    if (argc >= 8 && std::string(argv[1]) == "lbio") {
+    if (argc >= 9 && std::string(argv[1]) == "lbio") {
         const int N = atoi(argv[2]), C = atoi(argv[3]), vec = atoi(argv[4]), vq = atoi(argv[5]), vc = atoi(argv[6]);
         reverseBlocks = atoi(argv[7]) != 0;
+        const int rows = atoi(argv[8]); // fp8.go's lnb8RowsFor(C)
+        if (rows < 16 || rows > LNB8_ROWS || rows % 16 != 0) {
+            fprintf(stderr, "emu: rows %d: want a multiple of 16 up to LNB8_ROWS\n", rows);
+            return 2;
+        }
         if (C > LNB8_MAX_C) {
             fprintf(stderr, "emu: C %d past LNB8_MAX_C\n", C);
             return 2;
@@ -576,13 +581,13 @@ int main(int argc, char** argv) {
             fprintf(stderr, "emu: short input\n");
             return 2;
         }
-        const int nb = (N + LNB8_ROWS - 1) / LNB8_ROWS;
+        const int nb = (N + rows - 1) / rows;
         std::vector<unsigned char> q(n, 0xA5), qt(n, 0x5A);
         std::vector<float> part((size_t)nb * 2 * C, NAN), dpart((size_t)nb * C, NAN);
         float amax[2] = {0, 0};
         launch(nb, 1, LNB8_BLOCK, [&] {
             layernorm_backward_cast_e5m2(dinp.data(), part.data(), dpart.data(), q.data(), qt.data(), amax, dout.data(),
-                                         inp.data(), w.data(), mean.data(), rstd.data(), &s, N, C, vec, vq, vc);
+                                         inp.data(), w.data(), mean.data(), rstd.data(), &s, N, C, rows, vec, vq, vc);
         });
         fwrite(dinp.data(), 4, n, stdout);
         fwrite(q.data(), 1, n, stdout);
@@ -596,7 +601,7 @@ int main(int argc, char** argv) {
     if (argc == 3) return check(atoi(argv[1]), atoi(argv[2])) ? 1 : 0;
     fprintf(stderr, "usage: emu selftest | emu N C | emu ln N C | emu io N C e4m3|e5m2|gelu VECROW VECCOL REVERSE | "
                     "emu dbio|dgio N C VECROW VECCOL REVERSE | "
-                    "emu lnio N C RES VEC VECQ VECCOL [REVERSE] | emu lbio N C VEC VECQ VECCOL REVERSE | "
+                    "emu lnio N C RES VEC VECQ VECCOL [REVERSE] | emu lbio N C VEC VECQ VECCOL REVERSE ROWS | "
                     "emu cvt e4m3|e5m2\n");
     return 2;
 }

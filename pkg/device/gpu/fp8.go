@@ -73,13 +73,26 @@ var (
 const lnBwdFP8Kernel = "layernorm_backward_cast_e5m2"
 
 // lnb8Smem is layernorm_backward_cast_e5m2's dynamic shared memory for
-// rows of C: the block's rows of E5M2 bytes and, on the fast path (vec),
-// each warp's 3C float sums.
-func lnb8Smem(C int, vec bool) int {
+// rows of C at rows a block: on the fast path (vec) the four warps' sums
+// (3C floats each) and the block's rows·C bytes of E5M2 tile, else the
+// tile alone.
+func lnb8Smem(C int, vec bool, rows int) int {
 	if vec {
-		return lnb8Block/32*3*4*C + lnb8Rows*C
+		return lnb8Block/32*3*4*C + rows*C
 	}
-	return lnb8Rows * C
+	return rows * C
+}
+
+// lnb8RowsFor is layernorm_backward_cast_e5m2's rows a block for rows of
+// C: lnb8Rows (64) up to GPT-2 small's 768, half that for wider rows,
+// where the smaller tile lets a third block onto an SM (on the H100 at
+// 1024 the fused kernel was slower than the two ops it replaces with 64
+// rows and faster with 32; at 768, the other way round).
+func lnb8RowsFor(C int) int {
+	if C <= 768 {
+		return lnb8Rows
+	}
+	return lnb8Rows / 2
 }
 
 // The FP8 producers' kernels.
@@ -95,7 +108,7 @@ func init() {
 	for _, k := range []string{lnFP8Kernel, resLNFP8Kernel} {
 		dynamicSmem[k] = lnf8Rows * lnf8MaxC
 	}
-	dynamicSmem[lnBwdFP8Kernel] = max(lnb8Smem(lnFastMaxC, true), lnb8Smem(lnb8MaxC, false))
+	dynamicSmem[lnBwdFP8Kernel] = max(lnb8Smem(lnFastMaxC, true, lnb8Rows), lnb8Smem(lnb8MaxC, false, lnb8Rows))
 }
 
 // fp8MinArch is the compute capability ×10 that the FP8 conversion
@@ -561,15 +574,16 @@ func (d *Device) layerNormBackwardCastFP8(dinp, dweight, dbias *tensor.Tensor, q
 	if N%16 == 0 && uint64(qt)%16 == 0 {
 		vecCol = 1
 	}
-	nb := blocks(N, lnb8Rows)
+	rows := lnb8RowsFor(C)
+	nb := blocks(N, rows)
 	part := d.buf("fp8.lnbwd.part", nb*3*C*4) // [dweight | dbias] (nb, 2C), then the column sums (nb, C)
 	if part == 0 {
 		return fmt.Errorf("gpu: %s: no scratch for the partial sums", op)
 	}
 	dpart := part + cuda.DevicePtr(nb*2*C*4)
-	if !d.run(lnBwdFP8Kernel, T, grid1(nb), cuda.D1(lnb8Block), lnb8Smem(C, vec == 1),
+	if !d.run(lnBwdFP8Kernel, T, grid1(nb), cuda.D1(lnb8Block), lnb8Smem(C, vec == 1, rows),
 		d.ptr(dinp), part, dpart, q, qt, d.ptr(amax), d.ptr(dout), d.ptr(inp), d.ptr(weight), d.ptr(mean), d.ptr(rstd),
-		d.ptr(scale), N, C, vec, vecQ, vecCol) {
+		d.ptr(scale), N, C, rows, vec, vecQ, vecCol) {
 		return fmt.Errorf("gpu: %s: %s/%s did not launch (see Sync)", op, lnBwdFP8Kernel, T)
 	}
 	if !d.kReduce(T, d.ptr(dweight), d.ptr(dbias), part, nb, C) {

@@ -230,14 +230,15 @@ func checkLNBwdCast(t *testing.T, name string, c *lnbCase, got lnbOut) {
 }
 
 // lnbParts returns layernorm_backward_cast_e5m2's partials in its order:
-// for block b (rows lnb8Rows·b ..), part[b] = [Σ n·dout | Σ dout] and dpart[b] =
+// for block b (rows lnb8RowsFor(C)·b ..), part[b] = [Σ n·dout | Σ dout] and dpart[b] =
 // Σ v (v the updated dinp), with n = rstd·(x - mean) and n·dout each
 // rounded to fp32. Fast path (fast): each warp w of 4 sums rows w, w+4,
 // ... of the block from 0 in row order, the warps' sums added in warp
 // order; general path: the block's rows in order from 0.
 func lnbParts(c *lnbCase, v []float32, fast bool) (part, dpart []float32) {
 	N, C := c.N, c.C
-	nb := blocks(N, lnb8Rows)
+	rows := lnb8RowsFor(C)
+	nb := blocks(N, rows)
 	part, dpart = make([]float32, nb*2*C), make([]float32, nb*C)
 	warps, stride := lnb8Block/32, lnb8Block/32
 	if !fast {
@@ -248,7 +249,7 @@ func lnbParts(c *lnbCase, v []float32, fast bool) (part, dpart []float32) {
 			var tw, tb, tn float32
 			for w := range warps {
 				var aw, ab, an float32
-				for r := lnb8Rows*b + w; r < min(N, lnb8Rows*(b+1)); r += stride {
+				for r := rows*b + w; r < min(N, rows*(b+1)); r += stride {
 					k := r*C + i
 					n := float32(c.rstd[r] * float32(c.inp[k]-c.mean[r]))
 					aw = float32(aw + float32(n*c.g[k]))
@@ -284,8 +285,8 @@ func emuLNB(t *testing.T, bin string, c *lnbCase, name string, vec, vq, vc, rev 
 	in = le(le(in, c.inp), c.dinp0)
 	in = append(in, c.w.Raw()...)
 	in = le(le(in, c.mean), c.rstd)
-	out := runEmu(t, bin, in, "lbio", fmt.Sprint(N), fmt.Sprint(C), fmt.Sprint(vec), fmt.Sprint(vq), fmt.Sprint(vc), fmt.Sprint(rev))
-	nb := blocks(N, lnb8Rows)
+	out := runEmu(t, bin, in, "lbio", fmt.Sprint(N), fmt.Sprint(C), fmt.Sprint(vec), fmt.Sprint(vq), fmt.Sprint(vc), fmt.Sprint(rev), fmt.Sprint(lnb8RowsFor(C)))
+	nb := blocks(N, lnb8RowsFor(C))
 	if want := 4*N*C + 2*N*C + 8 + 4*nb*3*C; len(out) != want {
 		t.Fatalf("%s: %d bytes out, want %d", name, len(out), want)
 	}
@@ -384,10 +385,11 @@ func TestLaunchLayerNormBackwardCastFP8(t *testing.T) {
 			if len(names) != 3 || names[0] != lnBwdFP8Kernel || got[0].dt != dt || names[1] != "layernorm_reduce" || got[1].dt != dt || names[2] != kernBiasGrad || got[2].dt != f32 {
 				t.Fatalf("%s: launches %v, want %s/%s, layernorm_reduce/%s, %s/f32", name, names, lnBwdFP8Kernel, dt, dt, kernBiasGrad)
 			}
-			nb := blocks(N, lnb8Rows)
+			rows := lnb8RowsFor(C)
+			nb := blocks(N, rows)
 			k, r, b := got[0].args, got[1].args, got[2].args
-			if k[12] != N || k[13] != C || k[14] != c.vec || k[15] != 1 || k[16] != c.vecCol {
-				t.Errorf("%s: N, C, vec, vecQ, vecCol %v, want %d %d %d 1 %d", name, k[12:], N, C, c.vec, c.vecCol)
+			if k[12] != N || k[13] != C || k[14] != rows || k[15] != c.vec || k[16] != 1 || k[17] != c.vecCol {
+				t.Errorf("%s: N, C, rows, vec, vecQ, vecCol %v, want %d %d %d %d 1 %d", name, k[12:], N, C, rows, c.vec, c.vecCol)
 			}
 			if k[2] != k[1].(cuda.DevicePtr)+cuda.DevicePtr(nb*2*C*4) {
 				t.Errorf("%s: dpart %v, want part %v + %d bytes", name, k[2], k[1], nb*2*C*4)
