@@ -42,10 +42,9 @@
 // of column c over the tile's 64 rows, which matmul.cu's matmul_bias_grad
 // then adds into dbias in tile order. dy is read once for the dx GEMM's
 // operand, the dW GEMM's transposed operand, amax and dbias. The sums are
-// of the unscaled values in fp32, in a fixed order: warp w holds tile rows
-// 8w .. 8w+7 (lane l rows 8w + l/8 and 8w + 4 + l/8, its 8 columns from
-// 8·(l%8)); each half's 4 rows that share columns are added by the
-// butterfly over lanes 8, 16 and the halves then, i.e.
+// of the unscaled values in fp32, in a fixed order: thread t holds row
+// t/4's 16 columns from 16·(t%4); the 8 rows of a warp that share columns
+// are added by the butterfly over lanes 4, 8, 16, i.e.
 // ((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7)), then the 8 warps' sums in warp
 // order (rows past N and columns past C add nothing).
 //
@@ -91,20 +90,19 @@
 // every |x|).
 //
 // Tiling: a block of CT_BLOCK = 256 threads owns a CT_TILE × CT_TILE = 64×64
-// tile of x (grid: C/64 × N/64, rounded up). Rows first: lane l of warp w
-// takes tile rows 8w + l/8 and 8w + 4 + l/8, 8 columns of each from
-// 8·(l%8), converts them, writes q with one 8-byte store a row and keeps
-// the bytes in shared memory (a 64×64 byte tile). A quarter warp reads 8
-// consecutive 16-byte pieces of one row, one 128-byte line of a 16-bit x,
-// so that a warp's load takes 4 lines for 512 bytes. Then columns: warp w
-// takes the 32 columns from 32·(w%2) and rows from 16·(w/2); lane l
-// gathers column 32·(w%2)+l over those 16 rows (byte loads: a warp reads
-// 32 consecutive bytes of one row per load, 8 banks, no conflict) and
-// writes them to qt with one 16-byte store. The vector paths need rows
-// aligned: vec_row (x, q: C a multiple of 16 and both pointers aligned),
-// vec_col (qt: N a multiple of 16 and the pointer aligned); without them,
-// and in partial tiles at the right and bottom edges, the same threads
-// move bytes one at a time.
+// tile of x (grid: C/64 × N/64, rounded up). Rows first: thread t takes row
+// t/4 of the tile and its 16 columns from 16·(t%4), converts them, writes
+// q with one 16-byte store, and keeps the 16 bytes in shared memory (a
+// 64×64 byte tile, rows of 64 bytes: each quarter warp's 16-byte stores
+// cover all 32 banks once, no padding needed). Then columns: warp w takes
+// the 32 columns from 32·(w%2) and rows from 16·(w/2); lane l gathers
+// column 32·(w%2)+l over those 16 rows (byte loads: a warp reads 32
+// consecutive bytes of one row per load, 8 banks, no conflict) and writes
+// them to qt with one 16-byte store. The vector paths need rows aligned:
+// vec_row (x, q: C a multiple of 16 and both pointers aligned), vec_col
+// (qt: N a multiple of 16 and the pointer aligned); without them, and in
+// partial tiles at the right and bottom edges, the same threads move
+// bytes one at a time.
 //
 // Traffic: read sizeof(T) bytes an element (4, or 2 for bf16/f16), write 2
 // (q and qt), plus one float of scale per block and one atomic per block:
@@ -231,64 +229,59 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     const int r0 = blockIdx.y * CT_TILE, c0 = blockIdx.x * CT_TILE;
     const float s = scale[0];
 
-    // Rows: lane l of warp w takes the 8 columns from 8·(l%8) of two rows,
-    // 8w + l/8 and 4 below it, so that a quarter warp reads 8 consecutive
-    // 16-byte pieces of one row (one 128-byte line of a 16-bit x: a warp's
-    // load is 4 lines for 512 bytes) and the warp holds tile rows 8w ..
-    // 8w+7, whose column sums the butterfly below adds in
-    // cast_transpose_dbias_e5m2's order.
-    const int warp = tid / 32, lane = tid & 31;
-    const int tc = (lane % 8) * 8, c = c0 + tc;
-    const int n = C - c < 8 ? C - c : 8; // this thread's columns (<= 0 past C)
+    // Rows: 16 elements of row tr from column tc.
+    const int tr = tid / 4, tc = (tid % 4) * 16;
+    const int r = r0 + tr, c = c0 + tc;
     unsigned int m = 0;  // the largest |x| bits seen
     unsigned int uf = 0; // underflows
-    // CT_SUMS: this thread's 8 values of each of its rows (0 outside the tensor)
-    float cs[CT_SUMS(OP) ? 2 : 1][CT_SUMS(OP) ? 8 : 1];
+    float cs[CT_SUMS(OP) ? 16 : 1]; // CT_SUMS: this thread's 16 values (0 outside the tensor)
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-#pragma unroll
-        for (int k = 0; k < (CT_SUMS(OP) ? 8 : 1); k++) cs[h % (CT_SUMS(OP) ? 2 : 1)][k] = 0.f;
-        const int tr = 8 * warp + lane / 8 + 4 * h, r = r0 + tr;
-        if (r >= N || n <= 0) continue;
+    for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) cs[k] = 0.f;
+    if (r < N && c < C) {
         const T* xr = x + (size_t)r * C + c;
         const T* pr = OP == CT_DGELU_DBIAS ? pre + (size_t)r * C + c : xr; // read by CT_DGELU_DBIAS only
         unsigned char* qr = q + (size_t)r * C + c;
-        if (vec_row && n == 8) {
-            // 16-byte loads: one for 8 elements of a 16-bit T, two of fp32
-            float v[8], f[8], p[8];
+        const int n = C - c < 16 ? C - c : 16;
+        if (vec_row && n == 16) {
+            // 16-byte loads: two a row's 16 elements of a 16-bit T (a warp's
+            // load then takes 8 rows' 128-byte lines for 512 bytes, where
+            // 8-byte loads took them for 256), four of fp32.
+            float v[16], f[16], p[16];
 #pragma unroll
-            for (int k = 0; k < (int)sizeof(T) / 2; k++) {
+            for (int k = 0; k < (int)sizeof(T); k++) {
                 unpack16(reinterpret_cast<const uint4*>(xr)[k], f + k * (16 / (int)sizeof(T)));
                 if (OP == CT_DGELU_DBIAS) unpack16(reinterpret_cast<const uint4*>(pr)[k], p + k * (16 / (int)sizeof(T)));
             }
 #pragma unroll
-            for (int k = 0; k < 8; k++) v[k] = ct_value<OP>(f[k], OP == CT_DGELU_DBIAS ? p[k] : 0.0f);
-            unsigned int w[4];
+            for (int k = 0; k < 16; k++) v[k] = ct_value<OP>(f[k], OP == CT_DGELU_DBIAS ? p[k] : 0.0f);
+            unsigned int w[8];
 #pragma unroll
-            for (int k = 0; k < 8; k++) m = max_u32(m, abs_bits(v[k]));
+            for (int k = 0; k < 16; k++) m = max_u32(m, abs_bits(v[k]));
             if (CT_SUMS(OP)) {
 #pragma unroll
-                for (int k = 0; k < 8; k++) cs[h % (CT_SUMS(OP) ? 2 : 1)][k % (CT_SUMS(OP) ? 8 : 1)] = v[k];
+                for (int k = 0; k < 16; k++) cs[k % (CT_SUMS(OP) ? 16 : 1)] = v[k];
             }
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 8; k++) {
                 w[k] = fp8x2<F>(v[2 * k] * s, v[2 * k + 1] * s);
                 uf += flushed(abs_bits(v[2 * k]), w[k]) + flushed(abs_bits(v[2 * k + 1]), w[k] >> 8);
             }
-            uint2 o;
+            uint4 o;
             o.x = w[0] | (w[1] << 16);
             o.y = w[2] | (w[3] << 16);
-            *reinterpret_cast<uint2*>(qr) = o;
-            *reinterpret_cast<uint2*>(&tile[tr][tc]) = o;
+            o.z = w[4] | (w[5] << 16);
+            o.w = w[6] | (w[7] << 16);
+            *reinterpret_cast<uint4*>(qr) = o;
+            *reinterpret_cast<uint4*>(&tile[tr][tc]) = o;
         } else {
             // Unrolled with a guard, so that cs is indexed by constants
             // (registers, not local memory).
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
+            for (int k = 0; k < 16; k++) {
                 if (k >= n) break;
                 const float v = ct_value<OP>(load(xr, k), OP == CT_DGELU_DBIAS ? load(pr, k) : 0.0f);
                 m = max_u32(m, abs_bits(v));
-                if (CT_SUMS(OP)) cs[h % (CT_SUMS(OP) ? 2 : 1)][k % (CT_SUMS(OP) ? 8 : 1)] = v;
+                if (CT_SUMS(OP)) cs[k % (CT_SUMS(OP) ? 16 : 1)] = v;
                 const unsigned char b = (unsigned char)(fp8x2<F>(v * s, 0.0f) & 0xffu);
                 uf += flushed(abs_bits(v), b);
                 qr[k] = b;
@@ -298,7 +291,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     }
     // amax: the warp's maximum to wmax, the block's to *amax after the barrier
     for (int off = 16; off > 0; off >>= 1) m = max_u32(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if (lane == 0) wmax[warp] = m;
+    if ((tid & 31) == 0) wmax[tid / 32] = m;
     __syncthreads();
     if (tid == 0) {
         unsigned int b = 0;
@@ -308,22 +301,19 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     }
     add_counts(amax, wunder, uf, CT_BLOCK / 32);
     if (CT_SUMS(OP)) {
-        // The warp's rows with the same columns: each half's 4 over lanes
-        // l, l^8, l^16, ((r0+r1)+(r2+r3)) and ((r4+r5)+(r6+r7)), then the
-        // two halves added.
+        // The 8 rows of the warp with the same columns: lanes l, l^4, l^8, l^16.
+        const int lane = tid & 31;
 #pragma unroll
-        for (int h = 0; h < (CT_SUMS(OP) ? 2 : 1); h++) {
-#pragma unroll
-            for (int k = 0; k < (CT_SUMS(OP) ? 8 : 1); k++) {
-                float v = cs[h][k];
-                v += __shfl_xor_sync(0xffffffffu, v, 8);
-                v += __shfl_xor_sync(0xffffffffu, v, 16);
-                cs[h][k] = v;
-            }
+        for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) {
+            float v = cs[k];
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            cs[k] = v;
         }
-        if (lane < 8) {
+        if (lane < 4) {
 #pragma unroll
-            for (int k = 0; k < (CT_SUMS(OP) ? 8 : 1); k++) csum[warp][lane * 8 + k] = cs[0][k] + cs[CT_SUMS(OP) ? 1 : 0][k];
+            for (int k = 0; k < (CT_SUMS(OP) ? 16 : 1); k++) csum[tid / 32][lane * 16 + k] = cs[k];
         }
         __syncthreads();
         if (tid < CT_TILE && c0 + tid < C) {
@@ -335,6 +325,7 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
     }
 
     // Columns: column cc of the tile, rows rr .. rr+15, to qt row c0+cc.
+    const int warp = tid / 32, lane = tid & 31;
     const int cc = (warp % 2) * 32 + lane, rr = (warp / 2) * 16;
     const int col = c0 + cc, row = r0 + rr;
     if (col < C && row < N) {
