@@ -11,6 +11,19 @@ import (
 	"github.com/druto/druto/pkg/device/cpu"
 )
 
+// cpuMetrics trains o on the CPU reference for steps steps and returns the
+// metrics of every step.
+func cpuMetrics(t *testing.T, o Options, steps int) []Metric {
+	t.Helper()
+	trT, vaT := testTokens(t)
+	tr, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), o, trT, vaT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	return runMetrics(t, tr, steps)
+}
+
 // TestFP8TrainingTracksBF16: on the CPU reference, training under amp.FP8
 // (one batch; two micro-batches of half the size, the amaxes spanning the
 // micro-steps; a 16-step history with a margin of 1) follows bf16's loss curve: the mean loss of the last 10 of
@@ -23,13 +36,7 @@ func TestFP8TrainingTracksBF16(t *testing.T) {
 	run := func(p amp.Policy, B, accum int, r amp.FP8Recipe) (last, val float32, overflows int64) {
 		o := testOptions(steps, p)
 		o.Batch, o.Accum, o.EvalEvery, o.EvalBatches, o.FP8 = B, accum, steps, 4, r
-		trT, vaT := testTokens(t)
-		tr, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), o, trT, vaT)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		ms := runMetrics(t, tr, steps)
+		ms := cpuMetrics(t, o, steps)
 		var sum float32
 		for _, m := range ms[steps-10:] {
 			sum += m.Loss
@@ -73,13 +80,7 @@ func TestFP8HeadTraining(t *testing.T) {
 	run := func(p amp.Policy, mode StepMode, r amp.FP8Recipe) (last, val float32) {
 		o := testOptions(steps, p)
 		o.Batch, o.Accum, o.EvalEvery, o.EvalBatches, o.FP8, o.Step = 2, 2, steps, 4, r, mode
-		trT, vaT := testTokens(t)
-		tr, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), o, trT, vaT)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		ms := runMetrics(t, tr, steps)
+		ms := cpuMetrics(t, o, steps)
 		var sum float32
 		for _, m := range ms[steps-10:] {
 			sum += m.Loss
@@ -88,6 +89,10 @@ func TestFP8HeadTraining(t *testing.T) {
 			t.Logf("fp8 head, step mode %v: %d underflows, %.3g%% of the values cast", mode, m.FP8Underflows, 100*m.FP8UnderflowShare)
 			if m.FP8UnderflowShare >= 0.01 || m.FP8Overflows != 0 {
 				t.Errorf("fp8 head, step mode %v: %d overflows, underflow share %g", mode, m.FP8Overflows, m.FP8UnderflowShare)
+			}
+			// the logits' gradient's, counted apart, logged with their share
+			if u, f := m.FP8LogitGradUnderflows, m.FP8LogitGradUnderflowShare; u < 0 || (u > 0) != (f > 0) || f > 1 {
+				t.Errorf("fp8 head, step mode %v: the logits' gradient's underflows %d, share %g", mode, u, f)
 			}
 		}
 		return sum / 10, ms[steps-1].ValLoss
