@@ -41,6 +41,9 @@ var bangla = map[string]string{
 	"sample at step %d:":                                     "%d নম্বর ধাপের নমুনা:",
 	"the built-in corpus":                                    "ভেতরের দ্বিভাষিক কর্পাস",
 	"druto: wrote %d %s tokens of %s to %s":                  "druto: %[3]s থেকে %[2]s-এর %[1]dটি টোকেন লেখা হলো %[4]s ফাইলে",
+	"druto train: at step %d, %.2f%% of the values cast to FP8 were too small for their scale and became 0.\n" +
+		"  If the loss drifts from a bf16 run's, train with a smaller --fp8-margin, or with --amp bf16.": "druto train: %d নম্বর ধাপে FP8-এ রূপান্তরিত মানের %.2f%% তাদের স্কেলের তুলনায় এত ছোট ছিল যে ০ হয়ে গেছে।\n" +
+		"  লস যদি bf16 রানের থেকে সরে যায়, তবে আরও ছোট --fp8-margin দিয়ে, অথবা --amp bf16 দিয়ে প্রশিক্ষণ দিন।",
 
 	// Notebook 05 (GPT-2 from the Hugging Face Hub).
 	"Asking the Hugging Face Hub for %s (GPT-2 is about 550 MB; nothing is downloaded when the cache holds it).":                                               "Hugging Face Hub-এর কাছে %s চাওয়া হচ্ছে (GPT-2 প্রায় ৫৫০ MB; ক্যাশে আগে থেকে থাকলে কিছুই নামানো হয় না)।",

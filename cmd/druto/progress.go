@@ -8,6 +8,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/druto/druto/nbui"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -100,12 +101,16 @@ func fp8Line(m train.Metric) string {
 	return s
 }
 
+// fp8WarningFormat is fp8Warning's sentence (nbui's catalogue has it in
+// Bangla, for DRUTO_LANG=bn).
+const fp8WarningFormat = "druto train: at step %d, %.2f%% of the values cast to FP8 were too small for their scale and became 0.\n" +
+	"  If the loss drifts from a bf16 run's, train with a smaller --fp8-margin, or with --amp bf16."
+
 // fp8Warning says what to do when the step's underflow share exceeds
-// fp8UnderflowWarn, else "".
+// fp8UnderflowWarn, else "", in the CLI's language (cliLang).
 func fp8Warning(m train.Metric) string {
 	if m.FP8UnderflowShare <= fp8UnderflowWarn {
 		return ""
 	}
-	return fmt.Sprintf("druto train: at step %d, %.2f%% of the values cast to FP8 were too small for their scale and became 0.\n"+
-		"  If the loss drifts from a bf16 run's, train with a smaller --fp8-margin, or with --amp bf16.", m.Step, 100*m.FP8UnderflowShare)
+	return nbui.Sprintf(cliLang(), fp8WarningFormat, m.Step, 100*m.FP8UnderflowShare)
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/druto/druto/nbui"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -40,5 +41,11 @@ func TestFP8ProgressNotes(t *testing.T) {
 	}
 	if n := strings.Count(w, "\n"); n > 3 {
 		t.Errorf("warning of %d lines", n+1)
+	}
+	// in Bangla under DRUTO_LANG=bn, from nbui's catalogue
+	t.Setenv(nbui.LangEnv, "bn")
+	w = fp8Warning(m)
+	if !strings.Contains(w, "100 নম্বর ধাপে") || !strings.Contains(w, "2.30%") || !strings.Contains(w, "--fp8-margin") || !strings.Contains(w, "--amp bf16") || strings.Contains(w, "too small") {
+		t.Errorf("Bangla warning %q", w)
 	}
 }
