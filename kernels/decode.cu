@@ -1,8 +1,9 @@
 // decode.cu: generation over a key/value cache (pkg/device/gpu/decode.go,
 // the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
 //
-// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows
+// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows decode_layer
 // druto:pdl encoder_at kv_append attention_decode sample_parts sample_rows
+// druto:pdl-weights decode_layer:qkvw
 // druto:dtypes f32 bf16 f16
 //
 // encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
@@ -45,6 +46,7 @@
 // runs the exact bisections over the whole row in one block.
 
 #include "common.cuh"
+#include "layernorm.cuh"
 
 // druto:block DEC_BLOCK encoder_at kv_append
 #define DEC_BLOCK 256
@@ -340,32 +342,15 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
     }
 }
 
-// attention_decode: grid (X, B·NH), DEC_ATT_BLOCK threads, X at most the
-// splits ceil(S/DEC_CHUNK); out (B,C); part_o (B·NH, X, hs) and part_ml
-// (B·NH, X, 2) fp32 scratch (slot x: block x's running output, max and
-// sum); done (B·NH) counters, zero before the first launch (each pair's last
-// block sets its counter back to zero).
-// The launch bounds' 7 blocks an SM allow 72 registers a thread (65536 /
-// (7·128) = 73, allocated in steps of 8): a thread holds 2·DEC_HELD
-// 16-byte units (32 registers) of the splits' keys and values at all times,
-// and at 64 registers (8 blocks) ptxas spilled a few addresses and indices.
-// 7 blocks of 128 threads still take 896 of an SM's 2048 threads and about
-// 7·5.4 KB of its shared memory; a grid of more blocks than 7 an SM is one
-// decSlots gives only for B·NH between 3.5 and 4 times the SMs (X = 2),
-// where at most one block an SM waits for a free slot (decode.go).
-extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(T* __restrict__ out,
-        float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv,
-        const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
-    pdl_enter();
-    // pv holds G·hs floats: at most DEC_ATT_BLOCK·16/sizeof(T) (whole
-    // vectors) or DEC_MAX_HEAD (one group). red: the warps' maxima, then
-    // their sums.
-    __shared__ float q[DEC_MAX_HEAD];
-    __shared__ float p[DEC_CHUNK];
-    __shared__ float red[2 * (DEC_ATT_BLOCK / 32)];
-    __shared__ float pv[DEC_ATT_BLOCK * 16 / sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / sizeof(T) : DEC_MAX_HEAD];
-    __shared__ int last;
-    int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;
+// dec_att_item is block (x, bh) of attention_decode's grid (X, B·NH): the
+// attention of pair bh = b·NH + h over the splits x, x+X, ... and, when it
+// is the pair's last block to finish, the merge (below). q, p, red, pv
+// and last are the block's shared memory (attention_decode's arrays, or
+// decode_layer's carve-out of its dynamic shared memory).
+__device__ __forceinline__ void dec_att_item(T* __restrict__ out, float* __restrict__ part_o,
+        float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv, const T* __restrict__ kc,
+        const T* __restrict__ vc, const int* __restrict__ pos, int C, int NH, int S, int x, int X, int bh, float* q,
+        float* p, float* red, float* pv, int* last) {
     int b = bh / NH, h = bh % NH, hs = C / NH;
     int n = pos[b] + 1;
     int active = (n + DEC_CHUNK - 1) / DEC_CHUNK; // the splits that hold positions
@@ -391,11 +376,11 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        last = atomicAdd(done + bh, 1u) == (unsigned)slots - 1;
-        if (last) done[bh] = 0;
+        *last = atomicAdd(done + bh, 1u) == (unsigned)slots - 1;
+        if (*last) done[bh] = 0;
     }
     __syncthreads();
-    if (!last) return;
+    if (!*last) return;
     __threadfence();
     const volatile float* ml = part_ml + (size_t)bh * X * 2;
     const volatile float* pa = part_o + (size_t)bh * X * hs;
@@ -408,6 +393,321 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
         for (int s = 0; s < slots; s++) o += pa[(size_t)s * hs + d] * expf(ml[2 * s] - M);
         store(out, (size_t)b * C + h * hs + d, o / L);
     }
+    // No thread may reuse the shared arrays (the next item's q) before
+    // every thread has read last.
+    __syncthreads();
+}
+
+// pv holds G·hs floats: at most DEC_ATT_BLOCK·16/sizeof(T) (whole vectors)
+// or DEC_MAX_HEAD (one group).
+#define DEC_PV (DEC_ATT_BLOCK * 16 / (int)sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / (int)sizeof(T) : DEC_MAX_HEAD)
+
+// attention_decode: grid (X, B·NH), DEC_ATT_BLOCK threads, X at most the
+// splits ceil(S/DEC_CHUNK); out (B,C); part_o (B·NH, X, hs) and part_ml
+// (B·NH, X, 2) fp32 scratch (slot x: block x's running output, max and
+// sum); done (B·NH) counters, zero before the first launch (each pair's last
+// block sets its counter back to zero).
+// The launch bounds' 7 blocks an SM allow 72 registers a thread (65536 /
+// (7·128) = 73, allocated in steps of 8): a thread holds 2·DEC_HELD
+// 16-byte units (32 registers) of the splits' keys and values at all times,
+// and at 64 registers (8 blocks) ptxas spilled a few addresses and indices.
+// 7 blocks of 128 threads still take 896 of an SM's 2048 threads and about
+// 7·5.4 KB of its shared memory; a grid of more blocks than 7 an SM is one
+// decSlots gives only for B·NH between 3.5 and 4 times the SMs (X = 2),
+// where at most one block an SM waits for a free slot (decode.go).
+extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(T* __restrict__ out,
+        float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv,
+        const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
+    pdl_enter();
+    // red: the warps' maxima, then their sums.
+    __shared__ float q[DEC_MAX_HEAD];
+    __shared__ float p[DEC_CHUNK];
+    __shared__ float red[2 * (DEC_ATT_BLOCK / 32)];
+    __shared__ float pv[DEC_PV];
+    __shared__ int last;
+    dec_att_item(out, part_o, part_ml, done, qkv, kc, vc, pos, C, NH, S, blockIdx.x, gridDim.x, blockIdx.y, q, p, red, pv,
+            &last);
+}
+
+// ---- decode_layer -----------------------------------------------------------
+
+// decode_layer: one transformer block of a decode step over N <= DL_ROWS
+// rows (one a sequence) as one persistent kernel, its phases separated by
+// barriers over the whole grid (dl_grid_sync) instead of kernel launches:
+//   A. ln1(x) into shared memory (every block, ln_forward_row: the bits of
+//      layernorm_forward), then qkv = ln1·Wqkvᵀ + b, rounded to T, into
+//      qkv; the keys and values also into the caches at pos[b];
+//   B. attention of each row's q against its cache (dec_att_item: the
+//      splits of attention_decode and their merge) into atty;
+//   C. res = x + (atty·Wprojᵀ + b rounded to T), fp32;
+//   D. ln2(res) into shared memory, then fch = gelu(ln2·Wfcᵀ + b), the
+//      fp32 sum's GELU rounded once to T;
+//   E. x = res + (fch·Wfcprojᵀ + b rounded to T).
+// So it computes what layers() queues op by op (pkg/gpt/decode.go), with
+// the same roundings. The linear phases are matmul_rows's warp-a-column
+// dot products (lane l takes vectors l, l+32, ... of its part of the row,
+// ks warps a column adding their sums in warp order), over columns dealt
+// to the grid in virtual blocks of DL_WARPS/ks columns; each warp loads the
+// first batch of its next virtual block's weights before it reduces the
+// current one, and of its next phase's before the grid barrier, so the
+// weights stream while the barrier waits. The weights of phase A load
+// before pdl_enter (no kernel of a decode step writes them).
+// Data another block wrote in this launch is read only after the barrier
+// that follows its writing, and no block reads it before that barrier
+// (so no SM holds a stale line of it in L1).
+// grid: the blocks that are resident together (the launcher: DL_PER_SM an
+// SM); bar (2) counters, zero before the first launch; X attention's slots
+// a pair, part_o (N·NH, X, hs), part_ml (N·NH, X, 2), done (N·NH) as for
+// attention_decode. Dynamic shared memory: dl_smem_bytes(N, C).
+// druto:block DEC_LAYER_BLOCK decode_layer
+#define DEC_LAYER_BLOCK 128
+#define DL_WARPS (DEC_LAYER_BLOCK / 32)
+#define DL_ROWS 8 // the most rows decode_layer takes (read by the launcher)
+#define DL_U 4    // the 16-byte weight vectors a lane loads at once
+#define DL_PER_SM 3 // blocks an SM (read by the launcher)
+
+#if DEC_LAYER_BLOCK != DEC_ATT_BLOCK
+#error decode_layer runs dec_attend, whose layout is DEC_ATT_BLOCK threads
+#endif
+
+// The float offsets of decode_layer's shared memory after the input rows
+// (N·C values of T, rounded up to 16 bytes): the warps' sums, then
+// attention's q, p, red and pv, then last.
+#define DL_RED 0
+#define DL_Q (DL_RED + DL_WARPS * DL_ROWS)
+#define DL_P (DL_Q + DEC_MAX_HEAD)
+#define DL_ARED (DL_P + DEC_CHUNK)
+#define DL_PV (DL_ARED + 2 * DL_WARPS)
+#define DL_LAST (DL_PV + DEC_PV)
+#define DL_FLOATS (DL_LAST + 1)
+
+__device__ __forceinline__ int dl_in_bytes(int N, int C) { return (N * C * (int)sizeof(T) + 15) / 16 * 16; }
+
+#ifdef DRUTO_EMU
+void emu_grid_sync();
+unsigned char* emu_block_smem();
+#endif
+
+// dl_grid_sync is a barrier over every block of the grid (all resident):
+// thread 0 of each block reads the generation bar[1], makes the block's
+// writes visible and counts itself in bar[0]; the last to arrive sets the
+// count back to zero and advances the generation, which the others wait
+// for (acquire: the writes of every block before the barrier are then
+// visible). Both counters keep working from one launch to the next.
+__device__ __forceinline__ void dl_grid_sync(unsigned* bar) {
+#ifdef DRUTO_EMU
+    emu_grid_sync();
+#else
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned g, c;
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(bar + 1) : "memory");
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            // A grid that is not all resident would wait here forever: after
+            // about 2^31 polls (seconds) the kernel traps, an error instead
+            // of a hung device.
+            unsigned polls = 0;
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(bar + 1) : "memory");
+                if (++polls == 0x80000000u) asm volatile("trap;");
+            } while (c == g);
+        }
+    }
+    __syncthreads();
+#endif
+}
+
+// DlUnit is a warp's share of a virtual block of a linear phase: its column
+// and the part [lo, hi) of that column's row of W it sums.
+struct DlUnit {
+    int col, part, lo, hi;
+};
+
+__device__ __forceinline__ DlUnit dl_unit(int vb, int K, int ks) {
+    const int VE = 16 / (int)sizeof(T), warp = threadIdx.x >> 5;
+    const int chunk = ((K + ks - 1) / ks + VE - 1) / VE * VE;
+    DlUnit u;
+    u.col = vb * (DL_WARPS / ks) + warp / ks;
+    u.part = warp % ks;
+    u.lo = u.part * chunk;
+    u.hi = min(K, u.lo + chunk);
+    return u;
+}
+
+// dl_fetch loads the lane's first batch of a unit's weights.
+__device__ __forceinline__ void dl_fetch(uint4* wv, const T* w, DlUnit u, int K, int OC) {
+    const int VE = 16 / (int)sizeof(T), lane = threadIdx.x & 31;
+    if (u.col >= OC) return;
+    const T* wr = w + (size_t)u.col * K;
+#pragma unroll
+    for (int i = 0; i < DL_U; i++) {
+        const int k = u.lo + lane * VE + i * 32 * VE;
+        if (k < u.hi) wv[i] = *reinterpret_cast<const uint4*>(wr + k);
+    }
+}
+
+// dl_dot adds the products of one vector of W's row and one of each input
+// row into acc, summed as matmul_rows sums them.
+__device__ __forceinline__ void dl_dot(float* acc, uint4 wq, const T* in, int K, int k, int N) {
+#if DTYPE == DRUTO_F32
+#pragma unroll
+    for (int n = 0; n < DL_ROWS; n++) {
+        if (n < N) {
+            const uint4 x = *reinterpret_cast<const uint4*>(in + (size_t)n * K + k);
+            acc[n] += __uint_as_float(wq.x) * __uint_as_float(x.x) + __uint_as_float(wq.y) * __uint_as_float(x.y) +
+                      __uint_as_float(wq.z) * __uint_as_float(x.z) + __uint_as_float(wq.w) * __uint_as_float(x.w);
+        }
+    }
+#else
+    float wf[16 / sizeof(T)];
+    unpack16(wq, wf);
+#pragma unroll
+    for (int n = 0; n < DL_ROWS; n++) {
+        if (n < N) {
+            vec16 xv;
+            xv.u = *reinterpret_cast<const uint4*>(in + (size_t)n * K + k);
+            float s = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 16 / (int)sizeof(T); e++) s += wf[e] * to_f32(xv.e[e]);
+            acc[n] += s;
+        }
+    }
+#endif
+}
+
+// dl_linear runs a linear phase: for each column col of W (OC,K) the
+// block's virtual blocks hold, epi(n, col, sum) with the fp32 sum of row n
+// of in (N,K) times W's row col (no bias). wv holds the lane's first batch
+// of the block's first virtual block (dl_fetch); on return it holds the
+// first batch of the next phase's (nw, nK, nOC, nks; nw null: none).
+template <typename Epi>
+__device__ __forceinline__ void dl_linear(uint4* wv, const T* in, const T* w, int K, int OC, int ks, int N,
+        float* red, const T* nw, int nK, int nOC, int nks, Epi epi) {
+    const int VE = 16 / (int)sizeof(T), STRIDE = 32 * VE, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int vbs = (OC + DL_WARPS / ks - 1) / (DL_WARPS / ks);
+    for (int vb = blockIdx.x; vb < vbs; vb += gridDim.x) {
+        const DlUnit u = dl_unit(vb, K, ks);
+        float acc[DL_ROWS];
+#pragma unroll
+        for (int n = 0; n < DL_ROWS; n++) acc[n] = 0.0f;
+        if (u.col < OC) {
+            const T* wr = w + (size_t)u.col * K;
+            for (int k = u.lo + lane * VE;;) {
+#pragma unroll
+                for (int i = 0; i < DL_U; i++)
+                    if (k + i * STRIDE < u.hi) dl_dot(acc, wv[i], in, K, k + i * STRIDE, N);
+                k += DL_U * STRIDE;
+                if (k >= u.hi) break;
+#pragma unroll
+                for (int i = 0; i < DL_U; i++)
+                    if (k + i * STRIDE < u.hi) wv[i] = *reinterpret_cast<const uint4*>(wr + k + i * STRIDE);
+            }
+        }
+        // The next virtual block's weights (or the next phase's) in flight
+        // through the reduction.
+        if (vb + (int)gridDim.x < vbs)
+            dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
+        else if (nw)
+            dl_fetch(wv, nw, dl_unit(blockIdx.x, nK, nks), nK, nOC);
+#pragma unroll
+        for (int n = 0; n < DL_ROWS; n++) {
+            if (n < N) {
+                const float v = warp_sum(acc[n]);
+                if (lane == 0) red[warp * DL_ROWS + n] = v;
+            }
+        }
+        __syncthreads();
+        if (u.part == 0 && u.col < OC && lane < N) {
+            float v = 0.0f;
+            for (int q = 0; q < ks; q++) v += red[(warp + q) * DL_ROWS + lane];
+            epi(lane, u.col, v);
+        }
+        __syncthreads();
+    }
+    if (vbs <= (int)blockIdx.x && nw) dl_fetch(wv, nw, dl_unit(blockIdx.x, nK, nks), nK, nOC);
+}
+
+// dl_ln writes the layernorm of the N rows of x (N,C) fp32 into o (N,C) T,
+// a warp a row.
+__device__ __forceinline__ void dl_ln(T* o, const float* x, const T* w, const T* b, int N, int C) {
+    for (int n = threadIdx.x >> 5; n < N; n += DL_WARPS) {
+        LnStore st = {o + (size_t)n * C};
+        ln_forward_row<float, false>((float*)0, st, (float*)0, (float*)0, x, (const T*)0, w, b, n, C, 1);
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ float dl_round(float v) { return to_f32(from_f32<T>(v)); }
+
+// x, res (N,C) fp32; qkv (N,3C), atty (N,C), fch (N,4C) T scratch; kc, vc
+// (N,NH,S,hs); pos (N) I32; the block's weights as the training step's
+// (W (OC,K) row-major); ks: the warps a column of each linear phase.
+extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, DL_PER_SM) decode_layer(float* __restrict__ x,
+        float* __restrict__ res, T* __restrict__ qkv, T* __restrict__ atty, T* __restrict__ fch,
+        float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done,
+        unsigned* __restrict__ bar, T* __restrict__ kc, T* __restrict__ vc, const int* __restrict__ pos,
+        const T* __restrict__ qkvw, const T* __restrict__ ln1w, const T* __restrict__ ln1b,
+        const T* __restrict__ qkvb, const T* __restrict__ projw, const T* __restrict__ projb,
+        const T* __restrict__ ln2w, const T* __restrict__ ln2b, const T* __restrict__ fcw, const T* __restrict__ fcb,
+        const T* __restrict__ fcprojw, const T* __restrict__ fcprojb, int N, int C, int NH, int S, int X, int ksQKV,
+        int ksProj, int ksFC, int ksFCProj) {
+    uint4 wv[DL_U];
+    dl_fetch(wv, qkvw, dl_unit(blockIdx.x, C, ksQKV), C, 3 * C);
+    pdl_enter();
+#ifdef DRUTO_EMU
+    unsigned char* smem = emu_block_smem();
+#else
+    extern __shared__ __align__(16) unsigned char smem[];
+#endif
+    T* in = reinterpret_cast<T*>(smem);
+    float* f = reinterpret_cast<float*>(smem + dl_in_bytes(N, C));
+    float* red = f + DL_RED;
+    const int hs = C / NH;
+    // A: ln1, qkv, the cache.
+    dl_ln(in, x, ln1w, ln1b, N, C);
+    dl_linear(wv, in, qkvw, C, 3 * C, ksQKV, N, red, (const T*)0, 0, 0, 1, [=](int n, int col, float v) {
+        const float r = dl_round(v + (qkvb ? load(qkvb, col) : 0.0f));
+        store(qkv, (size_t)n * 3 * C + col, r);
+        if (col >= C) {
+            const int c = col % C, h = c / hs, d = c % hs;
+            const size_t dst = (((size_t)n * NH + h) * S + pos[n]) * hs + d;
+            store(col < 2 * C ? kc : vc, dst, r);
+        }
+    });
+    dl_grid_sync(bar);
+    // B: attention, its items (x, pair) dealt over the grid. (The
+    // projection's weights are fetched after it: held through it, they
+    // made ptxas spill.)
+    for (int i = blockIdx.x; i < X * N * NH; i += gridDim.x)
+        dec_att_item(atty, part_o, part_ml, done, qkv, kc, vc, pos, C, NH, S, i % X, X, i / X, f + DL_Q, f + DL_P,
+                f + DL_ARED, f + DL_PV, reinterpret_cast<int*>(f + DL_LAST));
+    dl_fetch(wv, projw, dl_unit(blockIdx.x, C, ksProj), C, C);
+    dl_grid_sync(bar);
+    // C: the attention's projection and the residual.
+    for (int i = threadIdx.x; i < N * C * (int)sizeof(T) / 16; i += DEC_LAYER_BLOCK)
+        reinterpret_cast<uint4*>(in)[i] = reinterpret_cast<const uint4*>(atty)[i];
+    __syncthreads();
+    dl_linear(wv, in, projw, C, C, ksProj, N, red, fcw, C, 4 * C, ksFC, [=](int n, int col, float v) {
+        const size_t o = (size_t)n * C + col;
+        res[o] = x[o] + dl_round(v + (projb ? load(projb, col) : 0.0f));
+    });
+    dl_grid_sync(bar);
+    // D: ln2, fc and GELU.
+    dl_ln(in, res, ln2w, ln2b, N, C);
+    dl_linear(wv, in, fcw, C, 4 * C, ksFC, N, red, fcprojw, 4 * C, C, ksFCProj, [=](int n, int col, float v) {
+        store(fch, (size_t)n * 4 * C + col, gelu_f(v + (fcb ? load(fcb, col) : 0.0f)));
+    });
+    dl_grid_sync(bar);
+    // E: the MLP's projection and the residual, the input rows from L2.
+    dl_linear(wv, fch, fcprojw, 4 * C, C, ksFCProj, N, red, (const T*)0, 0, 0, 1, [=](int n, int col, float v) {
+        const size_t o = (size_t)n * C + col;
+        x[o] = res[o] + dl_round(v + (fcprojb ? load(fcprojb, col) : 0.0f));
+    });
 }
 
 // ---- sample_rows ----------------------------------------------------------

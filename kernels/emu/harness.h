@@ -3,7 +3,11 @@
 // runs every CUDA thread of a block as a host thread (blocks one after
 // another, in order or last to first), __syncthreads and the warps'
 // barriers as std::barrier, __shfl_xor_sync through a per-warp slot table,
-// and the f16 conversions common.cuh asks DRUTO_EMU builds for. An
+// and the f16 conversions common.cuh asks DRUTO_EMU builds for. A
+// persistent kernel (one whose blocks wait for each other) runs under
+// launch_grid instead: every thread of every block at once, each block with
+// its own barriers, slot table and shared memory (emu_block_smem), and
+// emu_grid_sync as the barrier over the grid. An
 // emulator's main.cpp includes it before the .cu it runs; flash/emu.h (the
 // CUDA built-ins) comes first, by -include. flash/main.cpp keeps its own:
 // its ldmatrix and mma emulation need wider slots.
@@ -12,11 +16,13 @@
 #include <random>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
-static std::barrier<>* cta;
-static std::vector<std::barrier<>*> warpbar;
-static uint64_t slot[64][32];
+// The barriers and the shuffles' slot table of the thread's block.
+static thread_local std::barrier<>* cta;
+static thread_local std::vector<std::barrier<>*>* warpbar;
+static uint64_t slots0[64][32];
+static thread_local uint64_t (*slot)[32];
 void __syncthreads() { cta->arrive_and_wait(); }
-static void wsync() { warpbar[threadIdx.x >> 5]->arrive_and_wait(); }
+static void wsync() { (*warpbar)[threadIdx.x >> 5]->arrive_and_wait(); }
 void __syncwarp() { wsync(); }
 template <typename V> static V shfl(V v, int off) {
     int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -43,16 +49,65 @@ static void launch(int gx, int gy, int threads, std::function<void()> fn) {
     gridDim = {(unsigned)gx, (unsigned)gy, 1};
     blockDim = {(unsigned)threads, 1, 1};
     std::barrier<> b(threads);
-    cta = &b;
     std::vector<std::barrier<>*> wb;
     for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new std::barrier<>(32));
-    warpbar = wb;
     for (int n = 0; n < gx * gy; n++) {
         int k = reverseBlocks ? gx * gy - 1 - n : n, x = k % gx, y = k / gx;
         std::vector<std::thread> th;
         for (int i = 0; i < threads; i++)
-            th.emplace_back([&, i, x, y] { threadIdx = {(unsigned)i, 0, 0}; blockIdx = {(unsigned)x, (unsigned)y, 0}; fn(); });
+            th.emplace_back([&, i, x, y] {
+                threadIdx = {(unsigned)i, 0, 0};
+                blockIdx = {(unsigned)x, (unsigned)y, 0};
+                cta = &b;
+                warpbar = &wb;
+                slot = slots0;
+                fn();
+            });
         for (auto& t : th) t.join();
     }
     for (auto p : wb) delete p;
+}
+
+// launch_grid runs fn as a grid of gx blocks of threads threads, all at
+// once (a persistent kernel's blocks wait for each other at
+// emu_grid_sync), each block with smem bytes of its own shared memory.
+static std::barrier<>* gridbar;
+static thread_local unsigned char* blocksmem;
+void emu_grid_sync() { gridbar->arrive_and_wait(); }
+unsigned char* emu_block_smem() { return blocksmem; }
+static void launch_grid(int gx, int threads, size_t smem, std::function<void()> fn) {
+    gridDim = {(unsigned)gx, 1, 1};
+    blockDim = {(unsigned)threads, 1, 1};
+    std::barrier<> g(gx * threads);
+    gridbar = &g;
+    struct Block {
+        std::barrier<> b;
+        std::vector<std::barrier<>*> wb;
+        std::vector<uint64_t> slots;
+        std::vector<unsigned char> smem;
+        Block(int threads, size_t smem) : b(threads), slots(64 * 32), smem(smem + 16) {}
+    };
+    std::vector<Block*> bl;
+    for (int x = 0; x < gx; x++) {
+        bl.push_back(new Block(threads, smem));
+        for (int i = 0; i < (threads + 31) / 32; i++) bl[x]->wb.push_back(new std::barrier<>(32));
+    }
+    std::vector<std::thread> th;
+    for (int x = 0; x < gx; x++)
+        for (int i = 0; i < threads; i++)
+            th.emplace_back([&, i, x] {
+                threadIdx = {(unsigned)i, 0, 0};
+                blockIdx = {(unsigned)x, 0, 0};
+                cta = &bl[x]->b;
+                warpbar = &bl[x]->wb;
+                slot = reinterpret_cast<uint64_t(*)[32]>(bl[x]->slots.data());
+                // 16-byte aligned, as CUDA's dynamic shared memory
+                blocksmem = reinterpret_cast<unsigned char*>(((uintptr_t)bl[x]->smem.data() + 15) / 16 * 16);
+                fn();
+            });
+    for (auto& t : th) t.join();
+    for (auto p : bl) {
+        for (auto w : p->wb) delete w;
+        delete p;
+    }
 }

@@ -99,6 +99,7 @@ const (
 	funcPTXVersion     = 5
 	funcBinaryVersion  = 6
 	funcMaxDynamicSmem = 8
+	funcCarveout       = 9 // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
 )
 
 // Attributes returns the kernel's resource usage.
@@ -122,6 +123,13 @@ func (f *Function) Attributes() (FuncAttributes, error) {
 		return nil
 	})
 	return a, err
+}
+
+// SetSharedCarveout sets the share of the SM's L1/shared storage (0-100%)
+// the driver prefers for the kernel's shared memory: a persistent kernel
+// whose blocks must all be resident asks for the most.
+func (f *Function) SetSharedCarveout(percent int) error {
+	return f.c.Do(func() error { return f.c.api.funcSetAttribute(f.h, funcCarveout, percent) })
 }
 
 // SetMaxDynamicShared raises the kernel's dynamic shared memory limit, needed

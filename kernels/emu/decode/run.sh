@@ -5,11 +5,13 @@
 # one to all splits' blocks a pair, the blocks first to last and last to
 # first, which must give the same bits), sample_rows
 # under greedy, temperature, top-k and top-p draws (logits with ties, masked
-# and needing tokens), and kv_append on host threads, and compares them with
-# references of the ops' definitions. "OK" per case; exit 1 on a mismatch.
+# and needing tokens), kv_append, and decode_layer (a transformer block as
+# one persistent kernel, every block's threads at once) on host threads,
+# and compares them with references of the ops' definitions. "OK" per
+# case; exit 1 on a mismatch. run.sh layer: decode_layer's cases alone.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=${TMPDIR:-/tmp}/druto-decode-emu
 mkdir -p "$out"
 g++ -std=c++20 -O2 -pthread -DDRUTO_EMU -DDTYPE=DRUTO_F32 -I../.. -include ../flash/emu.h main.cpp -o "$out/emu_F32"
-"$out/emu_F32"
+"$out/emu_F32" "$@"
