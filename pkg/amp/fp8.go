@@ -35,9 +35,10 @@ type FP8Recipe struct {
 	// times wteᵀ) in FP8 as well, both operands e4m3, bf16 logits, and its
 	// input gradient dx = dlogits·wte from an e5m2 copy of the logits'
 	// gradient that the classifier writes in the same pass
-	// (device.FP8's CrossEntropyFP8) and wte's transposed e4m3 copy. Its
-	// weight gradient stays bf16 (its FP8 form would need the (B·T, V)
-	// gradient transposed, a pass the saving does not repay).
+	// (device.FP8's CrossEntropyFP8) and wte's transposed e4m3 copy, and
+	// its weight gradient from the transposed e5m2 copy the classifier
+	// writes beside it and ln_f's transposed e4m3 output (pkg/gpt's
+	// DRUTO_FP8_HEAD_DW=bf16 keeps that product in bf16).
 	Head bool
 }
 

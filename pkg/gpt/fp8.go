@@ -3,8 +3,8 @@ package gpt
 // fp8.go: the training step under amp.FP8 (issue 38). The four linear
 // layers of every block (amp.FP8GEMMs) run as FP8 GEMMs, forward and
 // backward, and with amp.FP8Recipe.Head the LM head's forward product and
-// its input gradient (dx) too; the LM head's weight gradient, attention,
-// layernorm's backward, the softmax and the optimizer stay as under BF16.
+// its input gradient (dx) and weight gradient too; attention, layernorm's
+// backward, the softmax and the optimizer stay as under BF16.
 // Every FP8 operand comes out of the op that produces it, cast with its
 // transposed copy (where a GEMM reads one) and its amax (device.FP8):
 //
@@ -12,11 +12,11 @@ package gpt
 //	          attention out    CastTransposeFP8                   → x of attn proj
 //	          fc pre-act       GELUCastTransposeFP8               → x of fc proj
 //	          weights          CastTransposeFP8 once a step       → W, Wᵀ
-//	          ln_f, wte (Head) CastTransposeFP8                   → x and w of the logits
+//	          ln_f, wte (Head) CastTransposeFP8                   → x and w of the logits (ln_f's ᵀ a chunk's block)
 //	backward  residual grads   LayerNormBackwardCastFP8 (e5m2)    → dy, dyᵀ, dbias of attn proj, fc proj
 //	          qkv output grad  CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
 //	          fc output grad   DGELUCastTransposeDBiasFP8 (e5m2)  → dy·gelu'(pre), its ᵀ, dbias
-//	          dlogits (Head)   CrossEntropyFP8 (e5m2)             → dy of the head's dx (no ᵀ)
+//	          dlogits (Head)   CrossEntropyFP8 (e5m2)             → dy, dyᵀ of the head's dx and dW
 //	          dx = dy·W        MatmulFP8 with Wᵀ
 //	          dW += dyᵀ·x      MatmulFP8Add with dyᵀ and xᵀ (K = tokens)
 //
@@ -28,6 +28,7 @@ package gpt
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
@@ -96,12 +97,17 @@ type fp8State struct {
 // fp8Batch is one activation set's FP8 buffers: the saved FP8 inputs of
 // the blocks' GEMMs and one output gradient's scratch.
 type fp8Batch struct {
-	x   [][4]fp8Pair // [layer][ln_1, attention out, ln_2, gelu]
-	dy  fp8Pair      // (N, 4C): the widest output gradient
-	lnf fp8Pair      // ln_f's output (N, C) under Recipe.Head, else empty
+	x  [][4]fp8Pair // [layer][ln_1, attention out, ln_2, gelu]
+	dy fp8Pair      // (N, 4C): the widest output gradient
+	// lnf is ln_f's output (N, C) under Recipe.Head, else empty; its
+	// transpose is in the LM head's chunks: chunk r..r+n's (C, n) at
+	// element r·C (castLnf), the K-major operand of that chunk's dW.
+	lnf fp8Pair
 	// dlogits is the logits' gradient in e5m2 (rows, V) under
-	// Recipe.Head: one chunk's, reused by every chunk as the logits are.
-	dlogits *tensor.Tensor
+	// Recipe.Head: one chunk's, reused by every chunk as the logits are;
+	// dlogitsT its transpose (V, rows) where the head's weight gradient
+	// runs in FP8 (headDWFP8), else nil.
+	dlogits, dlogitsT *tensor.Tensor
 	owned
 }
 
@@ -328,8 +334,29 @@ func (m *Model) ensureFP8() error {
 		if b.dlogits, err = b.new(m.dev, tensor.F8E5M2, m.acts.rows, m.Config.Vocab); err != nil {
 			return err
 		}
+		if m.headDWFP8() {
+			if b.dlogitsT, err = b.new(m.dev, tensor.F8E5M2, m.Config.Vocab, m.acts.rows); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// HeadDWEnv names the environment variable that, set to "bf16", keeps the
+// LM head's weight gradient in bf16 under amp.FP8Recipe.Head (the product
+// from the bf16 gradient over the logits, as before the FP8 form), to
+// compare the two; unset (or anything else), it runs in FP8 (headDWFP8).
+const HeadDWEnv = "DRUTO_FP8_HEAD_DW"
+
+// headDWFP8 reports whether the LM head's weight gradient runs as an FP8
+// GEMM (amp.FP8Recipe.Head): dwte += dlogitsᵀ·lnf with K = a chunk's rows,
+// from the classifier's transposed e5m2 gradient and ln_f's transposed
+// e4m3 output. It needs chunks of a multiple of 16 rows (the operands'
+// rows are K bytes; the batch's rows are, fp8Refusal) and is off with
+// HeadDWEnv=bf16 or m.fp8HeadDWBF16.
+func (m *Model) headDWFP8() bool {
+	return m.fp8Head() && m.acts != nil && m.acts.rows%16 == 0 && !m.fp8HeadDWBF16 && os.Getenv(HeadDWEnv) != "bf16"
 }
 
 // seedHeadDy sets the first scale of the logits' gradient (f8HeadDy) in
@@ -498,7 +525,22 @@ func (m *Model) runFP8(B, T int) {
 		}
 	}
 	if f.wte.q != nil { // the logits' x; lnf (bf16) stays for the head's backward
-		f.cast(a.f8.lnf, L*f8PerLayer+f8HeadX, a.lnf, N, C)
+		m.castLnf(N, C)
+	}
+}
+
+// castLnf queues ln_f's output (N, C) cast into a.f8.lnf (tensor
+// f8HeadX) in the LM head's chunks (head): rows r..r+n of q, and their
+// transpose as a (C, n) block at element r·C of qt, so that each chunk's
+// weight gradient reads its K-major ln_f as one matrix. The codes and the
+// amax are those of one cast of the whole (N, C).
+func (m *Model) castLnf(N, C int) {
+	a, f := m.acts, m.fp8
+	k := m.Config.Layers*f8PerLayer + f8HeadX
+	for r := 0; r < N; r += a.rows {
+		n := min(a.rows, N-r)
+		p := fp8Pair{rowsOf(a.f8.lnf.q, r, n), a.f8.lnf.qt.MustView(r*C, C, n)}
+		f.cast(p, k, rowsOf(a.lnf, r, n), n, C)
 	}
 }
 
@@ -518,17 +560,29 @@ func (m *Model) headLogitsFP8(logits *tensor.Tensor, r, n int) bool {
 // headGradFP8 queues the classifier and the backward of the LM head's
 // chunk of rows r..r+n under amp.FP8Recipe.Head, after headLogitsFP8: the
 // losses, and the gradient over the logits (bf16) and cast to e5m2
-// (CrossEntropyFP8, tensor f8HeadDy), then dln[chunk] = dlogits·wte from
+// (CrossEntropyFP8, tensor f8HeadDy), with its transpose where the weight
+// gradient runs in FP8 (headDWFP8); then dln[chunk] = dlogits·wte from
 // the e5m2 gradient and wte's transposed e4m3 copy (the FP8 GEMM, K = V,
-// stored), and dwte += dlogitsᵀ·lnf[chunk] from the bf16 gradient (the
-// bf16 product alone: its FP8 form would need the gradient transposed).
+// stored), and dwte += dlogitsᵀ·lnf[chunk], accumulated into the f32
+// gradient as the bf16 product accumulates it: the FP8 GEMM of the
+// transposed e5m2 gradient and the chunk's block of ln_f's transposed
+// e4m3 copy (K = n; castLnf), or with headDWFP8 off the bf16 product of
+// the bf16 gradient.
 func (m *Model) headGradFP8(losses, logits, targets, x, state *tensor.Tensor, r, n int, dscale float32) {
 	f, a, p, g := m.fp8, m.acts, m.wp, m.gp
 	C, V := m.Config.Channels, m.Config.Vocab
 	k := m.Config.Layers * f8PerLayer
 	q := rowsOf(a.f8.dlogits, 0, n)
-	f.ops.CrossEntropyFP8(losses, logits, q, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale)
+	var qt *tensor.Tensor
+	if a.f8.dlogitsT != nil && m.headDWFP8() {
+		qt = a.f8.dlogitsT.MustView(0, V, n)
+	}
+	f.ops.CrossEntropyFP8(losses, logits, q, qt, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale)
 	f.ops.MatmulFP8(rowsOf(a.dln, r, n), q, f.wte.qt, nil, f.inv(k+f8HeadDy), f.inv(k+f8HeadW), n, V, C)
+	if qt != nil {
+		f.ops.MatmulFP8Add(g.wte, qt, a.f8.lnf.qt.MustView(r*C, C, n), f.inv(k+f8HeadDy), f.inv(k+f8HeadX), V, n, C)
+		return
+	}
 	m.dev.MatmulBackward(nil, g.wte, nil, logits, x, p.wte, n, C, V)
 }
 

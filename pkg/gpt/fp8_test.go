@@ -560,3 +560,42 @@ func runLNCastSteps(t *testing.T, dev device.Device, cfg Config, split bool, ste
 	r.st, r.meta = sc.St, sc.Meta
 	return r
 }
+
+// TestFP8HeadDW: under amp.FP8Recipe.Head the LM head's weight gradient
+// runs as the FP8 GEMM of the classifier's transposed e5m2 gradient and
+// ln_f's transposed e4m3 copy (headDWFP8): against the step with
+// HeadDWEnv=bf16 (the bf16 product of the bf16 gradient, as before) the
+// loss is the same, the gradients differ (wte's: the fp8 dW ran) and keep
+// the bounds TestFP8HeadTracksBF16 keeps against bf16, in one head chunk
+// and in four (HeadRowsEnv: each chunk's block of ln_f's transpose).
+func TestFP8HeadDW(t *testing.T) {
+	const B, T = 2, 32
+	dev := func() device.Device { return cpu.New(device.Options{Fused: true, Threads: 2}) }
+	r := amp.DefaultFP8Recipe()
+	r.Head = true
+	for _, rows := range []string{"", "16"} {
+		t.Setenv(HeadRowsEnv, rows)
+		t.Setenv(HeadDWEnv, "bf16")
+		lb, gb, mb := fp8StepsOn(t, dev(), fp8Cfg, amp.FP8, 3, B, T, r)
+		if mb.headDWFP8() {
+			t.Fatalf("rows %q: %s=bf16 left the head's dW in fp8", rows, HeadDWEnv)
+		}
+		t.Setenv(HeadDWEnv, "")
+		l8, g8, m8 := fp8StepsOn(t, dev(), fp8Cfg, amp.FP8, 3, B, T, r)
+		if !m8.headDWFP8() || m8.acts.f8.dlogitsT == nil {
+			t.Fatalf("rows %q: the head's dW is not in fp8", rows)
+		}
+		t.Logf("rows %q: loss with the head's dW in bf16 %.6f, in fp8 %.6f", rows, lb, l8)
+		if l8 != lb {
+			t.Errorf("rows %q: loss %.6f with the head's dW in fp8, %.6f in bf16: the forward changed", rows, l8, lb)
+		}
+		same := true
+		for i := range g8 {
+			same = same && g8[i] == gb[i]
+		}
+		if same {
+			t.Errorf("rows %q: the gradients with the head's dW in fp8 are bf16's: the fp8 dW did not run", rows)
+		}
+		gradientsAlike(t, m8, g8, gb, 0.99, 0.15, "fp8 dW gradient", "bf16 dW's")
+	}
+}

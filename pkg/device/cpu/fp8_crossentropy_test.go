@@ -14,16 +14,18 @@ import (
 // logits are CrossEntropy's (CrossEntropyScaled's with a state) bit for
 // bit in every dtype and form; q is e5m2 of the fp32 gradient·scale (not
 // of the gradient rounded to the logits' dtype); amax is max(pending,
-// max |g|) and the underflows are added to the pending count; dscale 0
-// leaves q and amax untouched; V not a multiple of 16, a q of E4M3 and a
-// target out of range are refused, nothing written.
+// max |g|) and the underflows are added to the pending count; qt, when
+// given, is qᵀ bit for bit and adds nothing to amax; dscale 0 leaves q, qt
+// and amax untouched; V not a multiple of 16, a q of E4M3, a target out of
+// range and a qt with N not a multiple of 16 are refused, nothing written.
 func TestCrossEntropyFP8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(38, 2))
-	const N, V = 5, 96
+	const N, V = 16, 96
 	for _, fused := range []bool{true, false} {
 		d := New(device.Options{Fused: fused, Threads: 2})
 		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
 			for _, scaled := range []bool{false, true} {
+				withQT := scaled == (dt == tensor.BF16) // each dtype, and each of scaled, with and without qt
 				x := tensor.New(dt, N, V)
 				v := make([]float32, N*V)
 				for i := range v {
@@ -32,7 +34,7 @@ func TestCrossEntropyFP8(t *testing.T) {
 				if err := x.SetF32(v); err != nil {
 					t.Fatal(err)
 				}
-				tg, _ := tensor.FromI32([]int32{0, 95, 7, 50, 3}, N)
+				tg, _ := tensor.FromI32([]int32{0, 95, 7, 50, 3, 1, 2, 4, 8, 16, 32, 64, 94, 93, 5, 6}, N)
 				var st *tensor.Tensor
 				dscale, s := float32(1)/N, float32(1e3)
 				if scaled {
@@ -58,9 +60,20 @@ func TestCrossEntropyFP8(t *testing.T) {
 				pend := []float32{1e-30, math.Float32frombits(3)}
 				amax, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
 				sc, _ := tensor.FromF32([]float32{s}, 1)
-				d.CrossEntropyFP8(l, gx, q, amax, tg, sc, st, N, V, dscale)
+				var qt *tensor.Tensor
+				if withQT {
+					qt = tensor.New(tensor.F8E5M2, V, N)
+				}
+				d.CrossEntropyFP8(l, gx, q, qt, amax, tg, sc, st, N, V, dscale)
 				if err := d.Sync(); err != nil {
 					t.Fatal(err)
+				}
+				if qt != nil {
+					for i, b := range q.Raw() {
+						if c := qt.Raw()[i%V*N+i/V]; c != b {
+							t.Fatalf("fused %v %s scaled %v: qt[%d,%d] %#02x, q's %#02x", fused, dt, scaled, i%V, i/V, c, b)
+						}
+					}
 				}
 				for i := range N {
 					if math.Float32bits(l.F32()[i]) != math.Float32bits(wl.F32()[i]) {
@@ -86,19 +99,19 @@ func TestCrossEntropyFP8(t *testing.T) {
 					t.Errorf("fused %v %s scaled %v: amax %v (%d underflows), want %g and %d", fused, dt, scaled, a[0], math.Float32bits(a[1]), m, 3+under)
 				}
 				// dscale 0: the losses alone
-				q0 := tensor.New(tensor.F8E5M2, N, V)
+				q0, qt0 := tensor.New(tensor.F8E5M2, N, V), tensor.New(tensor.F8E5M2, V, N)
 				a0, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
 				l0, x0 := tensor.New(tensor.F32, N), cloneOf(x)
-				d.CrossEntropyFP8(l0, x0, q0, a0, tg, sc, st, N, V, 0)
+				d.CrossEntropyFP8(l0, x0, q0, qt0, a0, tg, sc, st, N, V, 0)
 				if err := d.Sync(); err != nil {
 					t.Fatal(err)
 				}
 				if string(x0.Raw()) != string(x.Raw()) || a0.F32()[0] != pend[0] || a0.F32()[1] != pend[1] || l0.F32()[2] != wl.F32()[2] {
 					t.Errorf("fused %v %s scaled %v: dscale 0 wrote the logits or amax, or another loss", fused, dt, scaled)
 				}
-				for _, b := range q0.Raw() {
-					if b != 0 {
-						t.Fatalf("fused %v %s: dscale 0 wrote q", fused, dt)
+				for i, b := range q0.Raw() {
+					if b != 0 || qt0.Raw()[i] != 0 {
+						t.Fatalf("fused %v %s: dscale 0 wrote q or qt", fused, dt)
 					}
 				}
 			}
@@ -110,16 +123,22 @@ func TestCrossEntropyFP8(t *testing.T) {
 		V      int
 		q      tensor.DType
 		target int32
-	}{"V 88": {88, tensor.F8E5M2, 0}, "q e4m3": {96, tensor.F8E4M3, 0}, "target 96": {96, tensor.F8E5M2, 96}} {
+		qt     bool // a qt of one row: N 1 is not a multiple of 16
+	}{"V 88": {88, tensor.F8E5M2, 0, false}, "q e4m3": {96, tensor.F8E4M3, 0, false}, "target 96": {96, tensor.F8E5M2, 96, false},
+		"qt of N 1": {96, tensor.F8E5M2, 0, true}} {
 		x := tensor.New(tensor.BF16, 1, c.V)
 		tg, _ := tensor.FromI32([]int32{c.target}, 1)
 		l := tensor.New(tensor.F32, 1)
-		d.CrossEntropyFP8(l, x, tensor.New(c.q, 1, c.V), tensor.New(tensor.F32, 2), tg, sc, nil, 1, c.V, 1)
+		var qt *tensor.Tensor
+		if c.qt {
+			qt = tensor.New(tensor.F8E5M2, c.V, 1)
+		}
+		d.CrossEntropyFP8(l, x, tensor.New(c.q, 1, c.V), qt, tensor.New(tensor.F32, 2), tg, sc, nil, 1, c.V, 1)
 		err := d.Sync()
 		if err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-		if name == "V 88" && !errors.Is(err, tensor.ErrShape) {
+		if (name == "V 88" || name == "qt of N 1") && !errors.Is(err, tensor.ErrShape) {
 			t.Errorf("%s: %v, want ErrShape", name, err)
 		}
 		if l.F32()[0] != 0 {
