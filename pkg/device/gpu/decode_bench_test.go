@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkGPUDecodeOps: each op of a gpt2-124M decode step (bf16, the
-// fused device) at batch 1 and 64, captured 24 times into one CUDA graph
+// fused device) at batch 1, 16 and 64, captured 24 times into one CUDA graph
 // and replayed: µs an op, without launch overhead, as the decode graph runs
 // them (the attention over 200 cached positions of 1024). Each call of an
 // op takes the weights and cache of the next of 12 layers, so that, as in
@@ -26,7 +26,7 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 	d := fx.fused
 	const C, NH, S, V, L, reps = 768, 12, 1024, 50304, 12, 24
 	dt := tensor.BF16
-	for _, B := range []int{1, 64} {
+	for _, B := range []int{1, 16, 64} {
 		alloc := func(dt tensor.DType, shape ...int) *tensor.Tensor {
 			t, err := d.Alloc(dt, shape...)
 			if err != nil {
@@ -79,41 +79,75 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			{"fc_proj", L, func(l layer) { d.Matmul(proj, nil, fchG, l.wfp, l.bfp, B, 4*C, C, device.None) }},
 			{"head_sample", 1, func(layer) { d.SampleHead(ids, logits, ln, wte, table, rows, B, C, V, 1, device.Sampling{}) }},
 		}
+		// At 9-64 rows the linear layers run matmul_rows_tc (matmul_tc.go):
+		// each also on cuBLASLt ("/lt", noTC) and at every other plan of
+		// the kernel ("/ctX_kcY", tcForce), so that one run compares them
+		// (not added into the step).
+		type variant struct {
+			suffix string
+			noTC   bool
+			force  tcPlanT
+		}
+		variants := func(name string) []variant {
+			vs := []variant{{}}
+			if B < tcRowsMin || B > tcRowsMax || (name != "qkv" && name != "attn_proj" && name != "fc_gelu" && name != "fc_proj") {
+				return vs
+			}
+			vs = append(vs, variant{"/lt", true, tcPlanT{}})
+			for _, p := range tcPlans(B) {
+				vs = append(vs, variant{fmt.Sprintf("/ct%d_kc%d", p.ct(), p.kc()), false, p})
+			}
+			return vs
+		}
 		var step float64
 		for _, op := range ops {
-			b.Run(fmt.Sprintf("B%d/%s", B, op.name), func(b *testing.B) {
-				// One plain run first: an op's scratch and its GEMM
-				// algorithm are set up outside a capture.
-				op.fn(ls[0])
-				if err := d.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				g, err := d.Capture(func() error {
-					for i := range reps {
-						op.fn(ls[i%L])
+			for _, v := range variants(op.name) {
+				b.Run(fmt.Sprintf("B%d/%s%s", B, op.name, v.suffix), func(b *testing.B) {
+					d.noTC, d.tcForce = v.noTC, v.force
+					defer func() { d.noTC, d.tcForce = false, tcPlanT{} }()
+					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
+					if v.suffix == "" {
+						step += us * float64(op.times)
 					}
-					return nil
 				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer g.Close()
-				start := time.Now()
-				n := 0
-				for b.Loop() {
-					if err := g.Launch(); err != nil {
-						b.Fatal(err)
-					}
-					n++
-				}
-				if err := d.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				us := float64(time.Since(start).Microseconds()) / float64(n*reps)
-				b.ReportMetric(us, "µs/op")
-				step += us * float64(op.times)
-			})
+			}
 		}
 		b.Logf("B %d: a step's ops add up to %.1f µs (%.0f tokens/s)", B, step, float64(B)*1e6/step)
 	}
+}
+
+// decodeOpTime captures reps calls of fn (fn(i), i = 0..reps-1) into one
+// graph, replays it for the benchmark's loop and reports and returns µs a
+// call.
+func decodeOpTime(b *testing.B, d *Device, fn func(i int), reps int) float64 {
+	// One plain run first: an op's scratch and its GEMM algorithm are set
+	// up outside a capture.
+	fn(0)
+	if err := d.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	g, err := d.Capture(func() error {
+		for i := range reps {
+			fn(i)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		if err := g.Launch(); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	if err := d.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	us := float64(time.Since(start).Microseconds()) / float64(n*reps)
+	b.ReportMetric(us, "µs/op")
+	return us
 }

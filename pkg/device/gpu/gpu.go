@@ -96,6 +96,10 @@ type Device struct {
 	// fixed-width ones (lnFixed), for the micro-benchmarks' generic forms
 	// and the tests that compare the two.
 	noFixed bool
+	// noTC: cuBLASLt, not matmul_rows_tc, at 9-64 rows (the benchmarks'
+	// baseline); tcForce: its plan, where set and it fits (matmul_tc.go).
+	noTC    bool
+	tcForce tcPlanT
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
