@@ -152,3 +152,7 @@ func (d *Device) matmulRowsTC(out, pre, inp, weight, bias *tensor.Tensor, N, C, 
 	d.run(kernRowsTC, out.DType, cuda.Dim3{X: uint32(tiles), Y: uint32(chunks), Z: 1}, cuda.D1(tcBlock), p.smem(N),
 		d.ptr(out), d.ptr(pre), part, done, d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, p.lmt, p.span)
 }
+
+// TCEnv names the environment variable that, set to "off", keeps the
+// forward products of 9-64 rows on cuBLASLt (for comparisons).
+const TCEnv = "DRUTO_MATMUL_TC"
