@@ -509,12 +509,12 @@ __device__ __forceinline__ void dl_grid_sync(unsigned* bar) {
             atomicAdd(bar + 1, 1u);
         } else {
             // A grid that is not all resident would wait here forever: after
-            // about 2^31 polls (seconds) the kernel traps, an error instead
-            // of a hung device.
+            // 2^24 polls (seconds; a barrier takes microseconds) the kernel
+            // traps, an error instead of a hung device.
             unsigned polls = 0;
             do {
                 asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(bar + 1) : "memory");
-                if (++polls == 0x80000000u) asm volatile("trap;");
+                if (++polls == 0x1000000u) asm volatile("trap;");
             } while (c == g);
         }
     }
