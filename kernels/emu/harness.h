@@ -44,27 +44,31 @@ unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigne
 
 static bool reverseBlocks; // run the blocks of a launch last to first
 
-// launch runs fn as a (gx, gy) grid of blocks of threads threads.
+// launch runs fn as a (gx, gy) grid of blocks of threads threads: the
+// block's threads are made once, and each runs its thread of every block in
+// turn (in order, or last to first), a barrier of the block between blocks
+// (thread creation dominated the emulators' time).
 static void launch(int gx, int gy, int threads, std::function<void()> fn) {
     gridDim = {(unsigned)gx, (unsigned)gy, 1};
     blockDim = {(unsigned)threads, 1, 1};
     std::barrier<> b(threads);
     std::vector<std::barrier<>*> wb;
     for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new std::barrier<>(32));
-    for (int n = 0; n < gx * gy; n++) {
-        int k = reverseBlocks ? gx * gy - 1 - n : n, x = k % gx, y = k / gx;
-        std::vector<std::thread> th;
-        for (int i = 0; i < threads; i++)
-            th.emplace_back([&, i, x, y] {
-                threadIdx = {(unsigned)i, 0, 0};
-                blockIdx = {(unsigned)x, (unsigned)y, 0};
-                cta = &b;
-                warpbar = &wb;
-                slot = slots0;
+    std::vector<std::thread> th;
+    for (int i = 0; i < threads; i++)
+        th.emplace_back([&, i] {
+            threadIdx = {(unsigned)i, 0, 0};
+            cta = &b;
+            warpbar = &wb;
+            slot = slots0;
+            for (int n = 0; n < gx * gy; n++) {
+                int k = reverseBlocks ? gx * gy - 1 - n : n;
+                blockIdx = {(unsigned)(k % gx), (unsigned)(k / gx), 0};
                 fn();
-            });
-        for (auto& t : th) t.join();
-    }
+                b.arrive_and_wait();
+            }
+        });
+    for (auto& t : th) t.join();
     for (auto p : wb) delete p;
 }
 

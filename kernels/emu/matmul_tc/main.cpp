@@ -59,33 +59,6 @@ void druto_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
     for (int i = 0; i < 4; i++) c[i] = out[i];
 }
 
-// launchTC is harness.h's launch with the block's threads made once: each
-// runs its thread of every block in turn (in order or last to first), a
-// barrier of the block between blocks (the kernel's returns are the same
-// for all of a block's threads). Thread creation dominated the run time.
-static void launchTC(int gx, int gy, int threads, std::function<void()> fn) {
-    gridDim = {(unsigned)gx, (unsigned)gy, 1};
-    blockDim = {(unsigned)threads, 1, 1};
-    std::barrier<> b(threads);
-    cta = &b;
-    std::vector<std::barrier<>*> wb;
-    for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new std::barrier<>(32));
-    warpbar = wb;
-    std::vector<std::thread> th;
-    for (int i = 0; i < threads; i++)
-        th.emplace_back([&, i] {
-            threadIdx = {(unsigned)i, 0, 0};
-            for (int n = 0; n < gx * gy; n++) {
-                int k = reverseBlocks ? gx * gy - 1 - n : n;
-                blockIdx = {(unsigned)(k % gx), (unsigned)(k / gx), 0};
-                fn();
-                b.arrive_and_wait();
-            }
-        });
-    for (auto& t : th) t.join();
-    for (auto p : wb) delete p;
-}
-
 static std::mt19937_64 rng(7);
 static double normal() { return std::normal_distribution<double>()(rng); }
 static int fails = 0;
@@ -115,7 +88,7 @@ static void tc(std::vector<T>& out, std::vector<T>& pre, const std::vector<T>& i
     if ((int)done.size() < tiles) done.assign(tiles, 0);
     memset(tc_smem, 0xff, sizeof tc_smem); // NaN-ish leftovers: the kernel must not read unstaged bytes
     reverseBlocks = rev;
-    launchTC(tiles, chunks, TC_BLOCK, [&] {
+    launch(tiles, chunks, TC_BLOCK, [&] {
         matmul_rows_tc(out.data(), gelu ? pre.data() : nullptr, part.data(), done.data(), inp.data(), w.data(), b, N, C, OC, gelu, lmt, span);
     });
     reverseBlocks = false;
