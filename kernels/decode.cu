@@ -614,6 +614,19 @@ __device__ __forceinline__ void dl_linear(uint4* wv, const T* in, const T* w, in
             dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
         else if (nw)
             dl_fetch(wv, nw, dl_unit(blockIdx.x, nK, nks), nK, nOC);
+        if (ks == 1) {
+            // One warp a column: lane n takes row n's sum, no block barrier.
+            float mine = 0.0f;
+#pragma unroll
+            for (int n = 0; n < DL_ROWS; n++) {
+                if (n < N) {
+                    const float v = warp_sum(acc[n]);
+                    if (lane == n) mine = v;
+                }
+            }
+            if (u.col < OC && lane < N) epi(lane, u.col, mine);
+            continue;
+        }
 #pragma unroll
         for (int n = 0; n < DL_ROWS; n++) {
             if (n < N) {
