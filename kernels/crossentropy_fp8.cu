@@ -12,13 +12,20 @@
 // compute (the same functions, crossentropy.cuh, in the same order):
 // losses[row] = log(sum) - (x[target] - max), and with dscale != 0 the
 // gradient g = (exp(x - max)/sum - onehot)·dscale written over the logits
-// in T. Besides, each g in fp32 (before its rounding to T: one rounding,
-// to FP8) is cast to q (N,V) e5m2 = e5m2(g·s), s = scale[0] read on the
-// device, and the kernel adds to amax as fp8.cu's casts add (fp8.cuh):
-// amax[0] = max(amax[0], max |g|) by atomicMax on the bits, amax[1] +=
-// the nonzero finite g whose code is ±0, one atomic of each a block for
-// all its rows (a persistent grid). With dscale == 0 only the losses are
-// written; q, qt and amax are left as they are.
+// in T when store != 0. Besides, each g in fp32 (before its rounding to
+// T: one rounding, to FP8) is cast to q (N,V) e5m2 = e5m2(g·s), s =
+// scale[0] read on the device, and the kernel adds to amax as fp8.cu's
+// casts add (fp8.cuh): amax[0] = max(amax[0], max |g|) by atomicMax on
+// the bits, amax[1] += the nonzero finite g whose code is ±0, one atomic
+// of each a block for all its rows (a persistent grid). With dscale == 0
+// only the losses are written; q, qt and amax are left as they are.
+//
+// store == 0: the caller reads the gradient only from q and qt (the LM
+// head's dx and dW products both in FP8), so the logits are left as they
+// were: neither form stores the gradient in T (N·V·sizeof(T) bytes of
+// writes fewer) nor packs it, and the l3 form skips the barrier that
+// kept thread 0's read of x[target] ahead of those stores. The losses,
+// q, qt and amax are computed as with store != 0, bit for bit.
 //
 // The target's gradient (p - 1)·dscale is chosen per element by its
 // column (a compare and a select a logit) instead of being written over
@@ -51,8 +58,9 @@
 // (the row read twice, the second time from L2), one block an SM per
 // round of its persistent grid and one resident block an SM (the FP8
 // state takes registers that two blocks of 512 would not have).
-// Traffic: sizeof(T) read and sizeof(T) + 1 written a logit; with qt,
-// 1 more read (the tile's q, mostly from L2) and 1 more written.
+// Traffic: sizeof(T) read and sizeof(T) + 1 written a logit (1 with
+// store == 0); with qt, 1 more read (the tile's q, mostly from L2) and 1
+// more written.
 
 #include "common.cuh"
 #include "crossentropy.cuh"
@@ -156,11 +164,12 @@ __device__ __forceinline__ void cef8_transpose(unsigned char* qt, const unsigned
 
 // losses (N) F32, logits (N,V) T, q (N,V) e5m2 bytes, qt (V,N) e5m2
 // bytes or null, amax (2) f32, targets (N), scale (1) f32; dscale_mul:
-// the device loss scale or null
+// the device loss scale or null; store: 0 leaves the logits as they were
+// (the gradient in q and qt alone)
 extern "C" __global__ void __launch_bounds__(CEF8_THREADS, 1)
     crossentropy_fp8_l3(float* __restrict__ losses, T* __restrict__ logits, unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                         float* __restrict__ amax, const int* __restrict__ targets, const float* __restrict__ scale, int N, int V,
-                        float dscale, const float* __restrict__ dscale_mul) {
+                        float dscale, const float* __restrict__ dscale_mul, int store) {
     pdl_enter();
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
     __shared__ float red[64];
@@ -220,17 +229,18 @@ extern "C" __global__ void __launch_bounds__(CEF8_THREADS, 1)
         ce_block_lse(m, sum, red);
         if (tid == 0) losses[row] = ok ? logf(sum) - (xt - m) : CE_NAN;
         if (dscale == 0.0f) continue;
-        __syncthreads(); // thread 0 has read x[tgt] before anyone overwrites it
+        if (store) __syncthreads(); // thread 0 has read x[tgt] before anyone overwrites it
         const float ml = m * L2E, inv = 1.0f / sum, sc = dscale / sum;
 
-        // pass 2: the row again (from L2); the gradient over it and in q
+        // pass 2: the row again (from L2); the gradient in q, and over the
+        // row with store
         unsigned char* qrow = q + (size_t)row * V;
         for (int i = tid; i < nv; i += CEF8_THREADS) {
             vec16 v;
             v.u = xv[i];
             float o[CE_VEC];
             cef8_grad(o, v, i * CE_VEC, ok ? tgt : -1, ml, inv, sc, dscale, s, qrow, am, uf);
-            xv[i] = pack16(o);
+            if (store) xv[i] = pack16(o);
         }
         if (qt != 0 && (row + 1) % CEF8_TILE == 0) {
             __syncthreads(); // the tile's q is written
@@ -248,7 +258,7 @@ extern __shared__ __align__(128) unsigned char cef8_tma_rows[];
 extern "C" __global__ void __launch_bounds__(CEF8_TMA_THREADS, 1)
     crossentropy_fp8_tma(float* __restrict__ losses, T* __restrict__ logits, unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                          float* __restrict__ amax, const int* __restrict__ targets, const float* __restrict__ scale, int N, int V,
-                         float dscale, const float* __restrict__ dscale_mul) {
+                         float dscale, const float* __restrict__ dscale_mul, int store) {
     pdl_enter();
 #ifdef DRUTO_HAVE_TMA
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
@@ -319,8 +329,8 @@ extern "C" __global__ void __launch_bounds__(CEF8_TMA_THREADS, 1)
         const float xt = ok ? load(reinterpret_cast<const T*>(sv), tgt) : 0.0f;
         if (tid == 0) losses[row] = ok ? logf(sum) - (xt - m) : CE_NAN;
         if (dscale != 0.0f) {
-            // pass 2: from shared memory, the gradient over the logits in
-            // global memory and in q
+            // pass 2: from shared memory, the gradient in q, and with store
+            // over the logits in global memory
             const float ml = m * L2E, inv = 1.0f / sum, sc = dscale / sum;
             uint4* xv = reinterpret_cast<uint4*>(logits + (size_t)row * V);
             unsigned char* qrow = q + (size_t)row * V;
@@ -329,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(CEF8_TMA_THREADS, 1)
                 v.u = sv[i];
                 float o[CE_VEC];
                 cef8_grad(o, v, i * CE_VEC, ok ? tgt : -1, ml, inv, sc, dscale, s, qrow, am, uf);
-                xv[i] = pack16(o);
+                if (store) xv[i] = pack16(o);
             }
         }
         __syncthreads(); // buffer b is read; it is refilled two rows on

@@ -79,16 +79,20 @@ type FP8 interface {
 	// 0, is also cast: q = e5m2(g·scale) of g in fp32 before its rounding
 	// to the logits' dtype (one rounding each), and amax added as the
 	// casts add (max |g|, and the nonzero finite g whose code is ±0). The
-	// losses and the gradient over the logits are CrossEntropy's values.
-	// q is the LM head's FP8 dlogits, the K-major operand of its dx
-	// product (K = V) under amp.FP8Recipe.Head. qt, when not nil, is
-	// written qᵀ (the same codes, counted once in amax): the K-major
-	// operand (K = N) of the head's weight gradient dwte += qtᵀ·ln. With
-	// dscale == 0 it is CrossEntropy, q, qt and amax untouched. V must be
-	// a multiple of 16 (rows of q are FP8 GEMM operands), and N too with
-	// qt (its rows are).
+	// losses, and with storeGrad the gradient over the logits, are
+	// CrossEntropy's values; with storeGrad false the logits are left as
+	// they were (the caller reads g only from q and qt: the device skips
+	// writing it in the logits' dtype), and the losses, q, qt and amax are
+	// those storeGrad true gives, bit for bit. q is the LM head's FP8
+	// dlogits, the K-major operand of its dx product (K = V) under
+	// amp.FP8Recipe.Head. qt, when not nil, is written qᵀ (the same
+	// codes, counted once in amax): the K-major operand (K = N) of the
+	// head's weight gradient dwte += qtᵀ·ln. With dscale == 0 it is
+	// CrossEntropy, q, qt and amax untouched (storeGrad changes nothing).
+	// V must be a multiple of 16 (rows of q are FP8 GEMM operands), and N
+	// too with qt (its rows are).
 	// losses (N) F32, logits (N,V) float, q (N,V) F8E5M2, qt (V,N) F8E5M2 or nil, amax (2), targets (N) I32, scale (1), state (StateLen) F32 or nil
-	CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *T, N, V int, dscale float32)
+	CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *T, N, V int, dscale float32, storeGrad bool)
 	// FP8ScaleUpdate is amp.UpdateFP8Scales on the device state: every
 	// tensor's amax into its history, its scale and inverse scale from
 	// the history, non-finite amaxes counted, the amaxes cleared.

@@ -567,23 +567,43 @@ func runLNCastSteps(t *testing.T, dev device.Device, cfg Config, split bool, ste
 // HeadDWEnv=bf16 (the bf16 product of the bf16 gradient, as before) the
 // loss is the same, the gradients differ (wte's: the fp8 dW ran) and keep
 // the bounds TestFP8HeadTracksBF16 keeps against bf16, in one head chunk
-// and in four (HeadRowsEnv: each chunk's block of ln_f's transpose).
+// and in four (HeadRowsEnv: each chunk's block of ln_f's transpose). The
+// classifier writes the bf16 gradient over the logits (storeGrad) only
+// for the bf16 dW, its one reader: every chunk's CrossEntropyFP8 asks
+// for it with HeadDWEnv=bf16 and for none with the dW in fp8.
 func TestFP8HeadDW(t *testing.T) {
 	const B, T = 2, 32
-	dev := func() device.Device { return cpu.New(device.Options{Fused: true, Threads: 2}) }
+	dev := func() *ceStores { return &ceStores{Device: cpu.New(device.Options{Fused: true, Threads: 2})} }
 	r := amp.DefaultFP8Recipe()
 	r.Head = true
 	for _, rows := range []string{"", "16"} {
 		t.Setenv(HeadRowsEnv, rows)
 		t.Setenv(HeadDWEnv, "bf16")
-		lb, gb, mb := fp8StepsOn(t, dev(), fp8Cfg, amp.FP8, 3, B, T, r)
+		db := dev()
+		lb, gb, mb := fp8StepsOn(t, db, fp8Cfg, amp.FP8, 3, B, T, r)
 		if mb.headDWFP8() {
 			t.Fatalf("rows %q: %s=bf16 left the head's dW in fp8", rows, HeadDWEnv)
 		}
 		t.Setenv(HeadDWEnv, "")
-		l8, g8, m8 := fp8StepsOn(t, dev(), fp8Cfg, amp.FP8, 3, B, T, r)
+		d8 := dev()
+		l8, g8, m8 := fp8StepsOn(t, d8, fp8Cfg, amp.FP8, 3, B, T, r)
 		if !m8.headDWFP8() || m8.acts.f8.dlogitsT == nil {
 			t.Fatalf("rows %q: the head's dW is not in fp8", rows)
+		}
+		chunks := 3 * ((B*T + m8.acts.rows - 1) / m8.acts.rows) // calls in 3 steps
+		for _, c := range []struct {
+			d    *ceStores
+			want bool
+		}{{db, true}, {d8, false}} {
+			if len(c.d.stores) != chunks {
+				t.Errorf("rows %q: %d calls of CrossEntropyFP8, want %d", rows, len(c.d.stores), chunks)
+			}
+			for i, s := range c.d.stores {
+				if s != c.want {
+					t.Errorf("rows %q, dW in fp8 %v: call %d asked storeGrad %v, want %v", rows, !c.want, i, s, c.want)
+					break
+				}
+			}
 		}
 		t.Logf("rows %q: loss with the head's dW in bf16 %.6f, in fp8 %.6f", rows, lb, l8)
 		if l8 != lb {
@@ -598,4 +618,16 @@ func TestFP8HeadDW(t *testing.T) {
 		}
 		gradientsAlike(t, m8, g8, gb, 0.99, 0.15, "fp8 dW gradient", "bf16 dW's")
 	}
+}
+
+// ceStores is the CPU device with CrossEntropyFP8's storeGrad recorded,
+// call by call.
+type ceStores struct {
+	*cpu.Device
+	stores []bool
+}
+
+func (d *ceStores) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
+	d.stores = append(d.stores, storeGrad)
+	d.Device.CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state, N, V, dscale, storeGrad)
 }

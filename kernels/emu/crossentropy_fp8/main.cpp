@@ -7,18 +7,20 @@
 // (crossentropy.cuh's DRUTO_EMU branch). crossentropy_fp8_tma needs the
 // bulk-copy engine and is not emulated; its rows run the same functions.
 //
-//   emu_DT io N V GRID REV QT
+//   emu_DT io N V GRID REV QT STORE
 //                            the kernel on GRID blocks (a persistent grid
 //                            striding over the N rows, or with QT 1 over
 //                            tiles of CEF8_TILE rows writing qt; REV 1:
-//                            the blocks last to first)
+//                            the blocks last to first; STORE the kernel's
+//                            store: 0 leaves the logits as they were)
 //                            stdin: scale, dscale, the loss scale at
 //                            dscale_mul (0: a null pointer), the pending
 //                            amax pair (f32 each), targets (N i32), logits
 //                            (N·V of T, raw)
 //                            stdout: losses (N f32), the logits after
-//                            (N·V of T), q (N·V bytes), with QT 1 qt
-//                            (V·N bytes), amax (2 f32)
+//                            (N·V of T: with STORE 0 the input's), q
+//                            (N·V bytes), with QT 1 qt (V·N bytes), amax
+//                            (2 f32)
 //
 // pkg/device/gpu's TestCrossEntropyFP8EmulatorMatchesCPU runs it against
 // pkg/device/cpu's CrossEntropyFP8 (go test).
@@ -83,11 +85,11 @@ static void readAll(void* p, size_t n) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 7 || strcmp(argv[1], "io") != 0) {
-        fprintf(stderr, "usage: emu_DT io N V GRID REV QT\n");
+    if (argc != 8 || strcmp(argv[1], "io") != 0) {
+        fprintf(stderr, "usage: emu_DT io N V GRID REV QT STORE\n");
         return 2;
     }
-    const int N = atoi(argv[2]), V = atoi(argv[3]), G = atoi(argv[4]), QT = atoi(argv[6]);
+    const int N = atoi(argv[2]), V = atoi(argv[3]), G = atoi(argv[4]), QT = atoi(argv[6]), STORE = atoi(argv[7]);
     reverseBlocks = atoi(argv[5]) != 0;
     float head[5]; // scale, dscale, mul, amax[0], amax[1]
     readAll(head, sizeof head);
@@ -100,7 +102,7 @@ int main(int argc, char** argv) {
     float amax[2] = {head[3], head[4]}, scale = head[0], mul = head[2];
     launch(G, 1, CEF8_THREADS, [&] {
         crossentropy_fp8_l3(losses.data(), x.data(), q.data(), QT ? qt.data() : nullptr, amax, tg.data(), &scale, N, V, head[1],
-                            mul != 0 ? &mul : nullptr);
+                            mul != 0 ? &mul : nullptr, STORE);
     });
     fwrite(losses.data(), 4, N, stdout);
     fwrite(x.data(), sizeof(T), x.size(), stdout);

@@ -15,9 +15,12 @@ import (
 // bit in every dtype and form; q is e5m2 of the fp32 gradient·scale (not
 // of the gradient rounded to the logits' dtype); amax is max(pending,
 // max |g|) and the underflows are added to the pending count; qt, when
-// given, is qᵀ bit for bit and adds nothing to amax; dscale 0 leaves q, qt
-// and amax untouched; V not a multiple of 16, a q of E4M3, a target out of
-// range and a qt with N not a multiple of 16 are refused, nothing written.
+// given, is qᵀ bit for bit and adds nothing to amax; storeGrad false
+// leaves the logits as they were and writes the same losses, q, qt and
+// amax bit for bit; dscale 0 leaves q, qt and amax untouched (and the
+// logits, storeGrad either way); V not a multiple of 16, a q of E4M3, a
+// target out of range and a qt with N not a multiple of 16 are refused,
+// nothing written.
 func TestCrossEntropyFP8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(38, 2))
 	const N, V = 16, 96
@@ -64,9 +67,27 @@ func TestCrossEntropyFP8(t *testing.T) {
 				if withQT {
 					qt = tensor.New(tensor.F8E5M2, V, N)
 				}
-				d.CrossEntropyFP8(l, gx, q, qt, amax, tg, sc, st, N, V, dscale)
+				d.CrossEntropyFP8(l, gx, q, qt, amax, tg, sc, st, N, V, dscale, true)
 				if err := d.Sync(); err != nil {
 					t.Fatal(err)
+				}
+				// storeGrad false: the same outputs, the logits as they were
+				nl, nx, nq := tensor.New(tensor.F32, N), cloneOf(x), tensor.New(tensor.F8E5M2, N, V)
+				na, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
+				var nqt *tensor.Tensor
+				if withQT {
+					nqt = tensor.New(tensor.F8E5M2, V, N)
+				}
+				d.CrossEntropyFP8(nl, nx, nq, nqt, na, tg, sc, st, N, V, dscale, false)
+				if err := d.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				if string(nx.Raw()) != string(x.Raw()) {
+					t.Errorf("fused %v %s scaled %v: storeGrad false wrote the logits", fused, dt, scaled)
+				}
+				if string(nl.Raw()) != string(l.Raw()) || string(nq.Raw()) != string(q.Raw()) || string(na.Raw()) != string(amax.Raw()) ||
+					(qt != nil && string(nqt.Raw()) != string(qt.Raw())) {
+					t.Errorf("fused %v %s scaled %v: storeGrad false gave other losses, q, qt or amax", fused, dt, scaled)
 				}
 				if qt != nil {
 					for i, b := range q.Raw() {
@@ -102,7 +123,7 @@ func TestCrossEntropyFP8(t *testing.T) {
 				q0, qt0 := tensor.New(tensor.F8E5M2, N, V), tensor.New(tensor.F8E5M2, V, N)
 				a0, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
 				l0, x0 := tensor.New(tensor.F32, N), cloneOf(x)
-				d.CrossEntropyFP8(l0, x0, q0, qt0, a0, tg, sc, st, N, V, 0)
+				d.CrossEntropyFP8(l0, x0, q0, qt0, a0, tg, sc, st, N, V, 0, scaled)
 				if err := d.Sync(); err != nil {
 					t.Fatal(err)
 				}
@@ -133,7 +154,7 @@ func TestCrossEntropyFP8(t *testing.T) {
 		if c.qt {
 			qt = tensor.New(tensor.F8E5M2, c.V, 1)
 		}
-		d.CrossEntropyFP8(l, x, tensor.New(c.q, 1, c.V), qt, tensor.New(tensor.F32, 2), tg, sc, nil, 1, c.V, 1)
+		d.CrossEntropyFP8(l, x, tensor.New(c.q, 1, c.V), qt, tensor.New(tensor.F32, 2), tg, sc, nil, 1, c.V, 1, true)
 		err := d.Sync()
 		if err == nil {
 			t.Errorf("%s: accepted", name)

@@ -279,10 +279,11 @@ func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
 // the logits (the same arithmetic as on the logits themselves: every form
 // widens a row to fp32 first), then that fp32 gradient cast to q with
 // CastFP8 (E5M2, amax added), q transposed into qt when qt is not nil,
-// and the gradient rounded once into the logits, as CrossEntropy rounds
-// it. With state, dscale·state[SlotScale] (CrossEntropyScaled). V must be
-// a multiple of 16, as on the GPU, and N too with qt.
-func (d *Device) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32) {
+// and with storeGrad the gradient rounded once into the logits, as
+// CrossEntropy rounds it (without storeGrad the logits are left as they
+// were). With state, dscale·state[SlotScale] (CrossEntropyScaled). V must
+// be a multiple of 16, as on the GPU, and N too with qt.
+func (d *Device) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
 	const op = "CrossEntropyFP8"
 	if !d.fp8Check(op, N, V, fp8Arg{name: "losses", t: losses, dts: f32Only, n: N},
 		fp8Arg{name: "logits", t: logits, float: true, n: N * V}, fp8Arg{name: "q", t: q, dts: e5m2, n: N * V},
@@ -325,7 +326,9 @@ func (d *Device) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, st
 	if qt != nil {
 		transposeU8(qt.U8(), q.U8(), N, V)
 	}
-	store(logits, 0, g.F32())
+	if storeGrad {
+		store(logits, 0, g.F32())
+	}
 }
 
 // transposeU8 writes dst (C,N) = srcᵀ of src (N,C).

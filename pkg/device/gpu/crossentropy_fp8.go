@@ -7,7 +7,9 @@ package gpu
 // (crossentropy.go): the bulk-copy (TMA) form where it runs and two rows
 // fit a block's shared memory, else the l3 form; each computes its bf16
 // twin's losses and gradient. Both write the transposed copy qt for the
-// head's FP8 weight gradient when asked (tiles of cef8Tile rows a block).
+// head's FP8 weight gradient when asked (tiles of cef8Tile rows a block),
+// and skip the gradient's store over the logits when it is not wanted
+// (storeGrad false: the kernels' store 0).
 
 import (
 	"fmt"
@@ -37,9 +39,11 @@ func init() { tmaKernels[kernCEF8TMA] = true }
 // CrossEntropyFP8 queues one kernel that computes CrossEntropy's losses
 // and, with dscale != 0 (times state[SlotScale] read on the device when
 // state is not nil, as CrossEntropyScaled), its gradient g over the
-// logits and q (N,V) = e5m2(g·scale[0]) of g in fp32, adding max |g| and
-// the underflows into amax as the FP8 casts do (device.FP8), and with qt
-// not nil qt (V,N) = qᵀ, the same codes. pkg/device/
+// logits (with storeGrad; without it the logits are left as they were)
+// and q (N,V) = e5m2(g·scale[0]) of g in fp32, adding max |g| and the
+// underflows into amax as the FP8 casts do (device.FP8), and with qt not
+// nil qt (V,N) = qᵀ, the same codes. The losses, q, qt and amax do not
+// depend on storeGrad. pkg/device/
 // cpu's CrossEntropyFP8 is the reference: the losses and gradient are
 // CrossEntropy's on this device; q from the same fp32 g (the kernel's exp
 // is ex2.approx: a code may differ from the reference's by one E5M2 step
@@ -54,11 +58,11 @@ func init() { tmaKernels[kernCEF8TMA] = true }
 // multiple of 16 and qt 16-byte aligned (its rows are the dW GEMM's). It needs
 // sm_90 (ErrArch below) and the fused device; argument errors wrap
 // ErrFP8Args; all are recorded for Sync.
-func (d *Device) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32) {
-	d.record(d.crossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state, N, V, dscale))
+func (d *Device) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
+	d.record(d.crossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state, N, V, dscale, storeGrad))
 }
 
-func (d *Device) crossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32) error {
+func (d *Device) crossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) error {
 	const op = "CrossEntropyFP8"
 	if err := d.fp8Arch(op); err != nil {
 		return err
@@ -112,7 +116,7 @@ func (d *Device) crossEntropyFP8(losses, logits, q, qt, amax, targets, scale, st
 	if uint64(x)%16 != 0 || uint64(qp)%16 != 0 || uint64(qtp)%16 != 0 {
 		return fmt.Errorf("%w: %s: logits at %#x, q at %#x, qt at %#x: the rows are 16-byte vectors", ErrFP8Args, op, x, qp, qtp)
 	}
-	args := []any{d.ptr(losses), x, qp, qtp, d.ptr(amax), d.ptr(targets), d.ptr(scale), N, V, dscale, mul}
+	args := []any{d.ptr(losses), x, qp, qtp, d.ptr(amax), d.ptr(targets), d.ptr(scale), N, V, dscale, mul, b2i(storeGrad)}
 	tiles := N // a block's tiles: rows, or with qt cef8Tile rows each
 	if qt != nil {
 		tiles = N / cef8Tile

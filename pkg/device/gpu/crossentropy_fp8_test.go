@@ -21,8 +21,9 @@ import (
 
 // TestLaunchCrossEntropyFP8 (any machine): both kernels match their PTX
 // signatures, the TMA form is taken where it may run (tmaSmem) and the l3
-// form elsewhere, with and without qt, and bad arguments are refused with
-// ErrFP8Args (the decomposed device with ErrUnsupported).
+// form elsewhere, with and without qt, the kernel's store argument 1 with
+// storeGrad and 0 without, and bad arguments are refused with ErrFP8Args
+// (the decomposed device with ErrUnsupported), storeGrad either way.
 func TestLaunchCrossEntropyFP8(t *testing.T) {
 	sigs := signatures(t)
 	const N, V = 37, 96
@@ -31,23 +32,29 @@ func TestLaunchCrossEntropyFP8(t *testing.T) {
 		for _, tma := range []bool{false, true} {
 			for _, state := range []*tensor.Tensor{nil, dev(F, device.StateLen)} {
 				for _, n := range []int{N, 3 * cef8Tile} { // 3 tiles with qt
-					var qt *tensor.Tensor
-					if n != N {
-						qt = dev(tensor.F8E5M2, V, n)
-					}
-					got, err := hooked(t, true, func(d *Device) {
-						if tma {
-							d.tmaSmem = map[kernelKey]int{{kernCEF8TMA, dt}: 227 << 10}
+					for _, storeGrad := range []bool{true, false} {
+						var qt *tensor.Tensor
+						if n != N {
+							qt = dev(tensor.F8E5M2, V, n)
 						}
-						d.CrossEntropyFP8(dev(F, n), dev(dt, n, V), dev(tensor.F8E5M2, n, V), qt, dev(F, 2), dev(tensor.I32, n), dev(F, 1), state, n, V, 1/float32(n))
-					})
-					if err != nil {
-						t.Fatalf("%s tma %v N %d: %v", dt, tma, n, err)
-					}
-					names := checkSigs(t, fmt.Sprintf("CrossEntropyFP8 %s tma %v N %d", dt, tma, n), sigs, got)
-					want := map[bool]string{false: kernCEF8, true: kernCEF8TMA}[tma]
-					if len(names) != 1 || names[0] != want || got[0].dt != dt {
-						t.Fatalf("%s tma %v N %d: launches %v, want %s/%s", dt, tma, n, names, want, dt)
+						got, err := hooked(t, true, func(d *Device) {
+							if tma {
+								d.tmaSmem = map[kernelKey]int{{kernCEF8TMA, dt}: 227 << 10}
+							}
+							d.CrossEntropyFP8(dev(F, n), dev(dt, n, V), dev(tensor.F8E5M2, n, V), qt, dev(F, 2), dev(tensor.I32, n), dev(F, 1), state, n, V, 1/float32(n), storeGrad)
+						})
+						name := fmt.Sprintf("CrossEntropyFP8 %s tma %v N %d storeGrad %v", dt, tma, n, storeGrad)
+						if err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						names := checkSigs(t, name, sigs, got)
+						want := map[bool]string{false: kernCEF8, true: kernCEF8TMA}[tma]
+						if len(names) != 1 || names[0] != want || got[0].dt != dt {
+							t.Fatalf("%s: launches %v, want %s/%s", name, names, want, dt)
+						}
+						if a := got[0].args; len(a) != 12 || a[11] != b2i(storeGrad) {
+							t.Errorf("%s: the store argument %v, want %d", name, a[len(a)-1], b2i(storeGrad))
+						}
 					}
 				}
 			}
@@ -72,23 +79,27 @@ func TestLaunchCrossEntropyFP8(t *testing.T) {
 		if c.V != V {
 			a[2] = dev(tensor.F8E5M2, N, c.V)
 		}
-		_, err := hooked(t, true, func(d *Device) { d.CrossEntropyFP8(a[0], a[1], a[2], a[7], a[3], a[4], a[5], a[6], N, c.V, 1) })
-		if !errors.Is(err, ErrFP8Args) {
-			t.Errorf("%s: %v, want ErrFP8Args", c.name, err)
+		for _, storeGrad := range []bool{true, false} {
+			got, err := hooked(t, true, func(d *Device) {
+				d.CrossEntropyFP8(a[0], a[1], a[2], a[7], a[3], a[4], a[5], a[6], N, c.V, 1, storeGrad)
+			})
+			if !errors.Is(err, ErrFP8Args) || len(got) != 0 {
+				t.Errorf("%s storeGrad %v: %v, %d launches, want ErrFP8Args and none", c.name, storeGrad, err, len(got))
+			}
 		}
 	}
 	n := 2 * cef8Tile // qt's own refusals, at an N it may take
 	for name, qt := range map[string]*tensor.Tensor{"qt e4m3": dev(tensor.F8E4M3, V, n), "qt short": dev(tensor.F8E5M2, V, n-1),
 		"qt misaligned": func() *tensor.Tensor { q := dev(tensor.F8E5M2, V, n); q.Dev += 8; return q }()} {
 		_, err := hooked(t, true, func(d *Device) {
-			d.CrossEntropyFP8(dev(F, n), dev(bf, n, V), dev(tensor.F8E5M2, n, V), qt, dev(F, 2), dev(tensor.I32, n), dev(F, 1), nil, n, V, 1)
+			d.CrossEntropyFP8(dev(F, n), dev(bf, n, V), dev(tensor.F8E5M2, n, V), qt, dev(F, 2), dev(tensor.I32, n), dev(F, 1), nil, n, V, 1, false)
 		})
 		if !errors.Is(err, ErrFP8Args) {
 			t.Errorf("%s: %v, want ErrFP8Args", name, err)
 		}
 	}
 	a := good()
-	if _, err := hooked(t, false, func(d *Device) { d.CrossEntropyFP8(a[0], a[1], a[2], nil, a[3], a[4], a[5], a[6], N, V, 1) }); !errors.Is(err, device.ErrUnsupported) {
+	if _, err := hooked(t, false, func(d *Device) { d.CrossEntropyFP8(a[0], a[1], a[2], nil, a[3], a[4], a[5], a[6], N, V, 1, true) }); !errors.Is(err, device.ErrUnsupported) {
 		t.Errorf("the decomposed device: %v, want ErrUnsupported", err)
 	}
 }
@@ -106,8 +117,10 @@ func TestLaunchCrossEntropyFP8(t *testing.T) {
 // underflows within 1% (and 8) of its count. The shapes whose N is a
 // multiple of 16 run with qt (tiles of 16 rows a block; 16·(SMs+3) rows:
 // more tiles than SMs; 128 rows of GPT-2's vocabulary: the TMA form's
-// rows): qt is the device's own q transposed, bit for bit.
-// dscale 0 leaves q, qt and amax untouched.
+// rows): qt is the device's own q transposed, bit for bit. With
+// storeGrad false the logits are left as they were (bit for bit) and the
+// losses, q, qt and amax are storeGrad true's bit for bit. dscale 0
+// leaves q, qt, amax and the logits untouched.
 func TestGPUCrossEntropyFP8(t *testing.T) {
 	g := gpuDev(t, true)
 	if major, minor := g.Capability(); major*10+minor < fp8MinArch {
@@ -178,10 +191,29 @@ func checkCrossEntropyFP8(t *testing.T, g *Device, ref *cpu.Device, name string,
 	if withQT {
 		qt = e5m2Buf(t, g, V, N)
 	}
-	g.CrossEntropyFP8(ld, xd, q, qt, amax, td, toGPU(t, g, hs), st, N, V, dscale)
+	g.CrossEntropyFP8(ld, xd, q, qt, amax, td, toGPU(t, g, hs), st, N, V, dscale, true)
 	gl, gg, gq, ga := toHost(t, g, ld).F32(), toHost(t, g, xd).Raw(), toHost(t, g, q).Raw(), toHost(t, g, amax).F32()
+	var gqt []byte
 	if qt != nil {
-		gqt := toHost(t, g, qt).Raw()
+		gqt = toHost(t, g, qt).Raw()
+	}
+
+	// storeGrad false: the same losses, q, qt and amax; the logits as they were
+	nx, nl, nq, na := toGPU(t, g, x), poisoned(t, g, F, N), e5m2Buf(t, g, N, V), toGPU(t, g, hamax)
+	var nqt *tensor.Tensor
+	if withQT {
+		nqt = e5m2Buf(t, g, V, N)
+	}
+	g.CrossEntropyFP8(nl, nx, nq, nqt, na, td, toGPU(t, g, hs), st, N, V, dscale, false)
+	if string(toHost(t, g, nx).Raw()) != string(x.Raw()) {
+		t.Errorf("%s, storeGrad false: the logits were written", name)
+	}
+	if string(toHost(t, g, nl).Raw()) != string(toHost(t, g, ld).Raw()) || string(toHost(t, g, nq).Raw()) != string(gq) ||
+		string(toHost(t, g, na).Raw()) != string(toHost(t, g, amax).Raw()) || (nqt != nil && string(toHost(t, g, nqt).Raw()) != string(gqt)) {
+		t.Errorf("%s, storeGrad false: the losses, q, qt or amax differ from storeGrad true's", name)
+	}
+
+	if qt != nil {
 		for i, b := range gq {
 			if c := gqt[i%V*N+i/V]; c != b {
 				t.Errorf("%s: qt[%d,%d] %#02x, q's %#02x", name, i%V, i/V, c, b)
@@ -206,7 +238,7 @@ func checkCrossEntropyFP8(t *testing.T, g *Device, ref *cpu.Device, name string,
 	rx, rl, rq := tensor.New(x.DType, N, V), tensor.New(F, N), tensor.New(tensor.F8E5M2, N, V)
 	copy(rx.Raw(), x.Raw())
 	ramax, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
-	ref.CrossEntropyFP8(rl, rx, rq, nil, ramax, targets, hs, hst, N, V, dscale)
+	ref.CrossEntropyFP8(rl, rx, rq, nil, ramax, targets, hs, hst, N, V, dscale, true)
 	if err := ref.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +272,11 @@ func checkCrossEntropyFP8(t *testing.T, g *Device, ref *cpu.Device, name string,
 	if withQT {
 		qt0 = e5m2Buf(t, g, V, N)
 	}
-	l0 := poisoned(t, g, F, N)
-	g.CrossEntropyFP8(l0, toGPU(t, g, x), q0, qt0, a0, td, toGPU(t, g, hs), st, N, V, 0)
+	l0, x0 := poisoned(t, g, F, N), toGPU(t, g, x)
+	g.CrossEntropyFP8(l0, x0, q0, qt0, a0, td, toGPU(t, g, hs), st, N, V, 0, withState)
+	if string(toHost(t, g, x0).Raw()) != string(x.Raw()) {
+		t.Errorf("%s, dscale 0: the logits were written", name)
+	}
 	for i, b := range toHost(t, g, q0).Raw() {
 		if b != 0xa5 {
 			t.Fatalf("%s, dscale 0: q[%d] written (%#02x)", name, i, b)
@@ -290,6 +325,10 @@ func e5m2Buf(t *testing.T, g *Device, N, V int) *tensor.Tensor {
 // ulp of T, q within one E5M2 rounding of the twin's at no more than 1%
 // of the values, amax (added to a pending pair) within 1e-5 and the
 // underflows within 1% (and 2); with dscale 0 q and amax as they were.
+// Each shape runs again with the kernel's store 0 (storeGrad false) at
+// both scales, with and without the loss scale: the logits come out as
+// they went in, and the losses, q, qt and amax are those of store 1 bit
+// for bit.
 func TestCrossEntropyFP8EmulatorMatchesCPU(t *testing.T) {
 	rng := testRNG(t)
 	ref := cpu.New(device.Options{Fused: true})
@@ -313,7 +352,7 @@ func TestCrossEntropyFP8EmulatorMatchesCPU(t *testing.T) {
 			tg[0], tg[N-1] = 1, int32(V-1)
 			targets, _ := tensor.FromI32(tg, N)
 			big, tiny := tensor.E5M2.Max()*float32(N)/2, float32(1)/16384
-			for _, r := range []struct{ mul, dscale, s float32 }{
+			for ri, r := range []struct{ mul, dscale, s float32 }{
 				{0, 1 / float32(N), big}, {2, 1 / float32(N), tiny}, {0, 1 / float32(N), tiny}, {2, 0, big}} {
 				mul, dscale, s := r.mul, r.dscale, r.s
 				name := fmt.Sprintf("%s N %d V %d mul %g dscale %g scale %g", dt, N, V, mul, dscale, s)
@@ -323,10 +362,24 @@ func TestCrossEntropyFP8EmulatorMatchesCPU(t *testing.T) {
 					in = binary.LittleEndian.AppendUint32(in, math.Float32bits(v))
 				}
 				in = append(append(in, targets.Raw()...), x.Raw()...)
-				out := runEmu(t, bin, in, "io", fmt.Sprint(N), fmt.Sprint(V), fmt.Sprint(c.grid), fmt.Sprint(c.rev), fmt.Sprint(c.qt))
+				out := runEmu(t, bin, in, "io", fmt.Sprint(N), fmt.Sprint(V), fmt.Sprint(c.grid), fmt.Sprint(c.rev), fmt.Sprint(c.qt), "1")
 				es := dt.Size()
 				if len(out) != 4*N+N*V*es+(1+c.qt)*N*V+8 {
 					t.Fatalf("%s: %d bytes out", name, len(out))
+				}
+				// store 0 (the first two runs): every output but the logits as
+				// store 1's, the logits untouched
+				if lo, hi := 4*N, 4*N+N*V*es; ri < 2 {
+					ns := runEmu(t, bin, in, "io", fmt.Sprint(N), fmt.Sprint(V), fmt.Sprint(c.grid), fmt.Sprint(c.rev), fmt.Sprint(c.qt), "0")
+					if len(ns) != len(out) {
+						t.Fatalf("%s, store 0: %d bytes out, store 1 %d", name, len(ns), len(out))
+					}
+					if string(ns[lo:hi]) != string(x.Raw()) {
+						t.Errorf("%s, store 0: the logits were written", name)
+					}
+					if string(ns[:lo]) != string(out[:lo]) || string(ns[hi:]) != string(out[hi:]) {
+						t.Errorf("%s, store 0: the losses, q, qt or amax differ from store 1's", name)
+					}
 				}
 				el := tensor.New(F, N)
 				copy(el.Raw(), out[:4*N])
@@ -352,7 +405,7 @@ func TestCrossEntropyFP8EmulatorMatchesCPU(t *testing.T) {
 				}
 				ramax, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
 				hs, _ := tensor.FromF32([]float32{s}, 1)
-				ref.CrossEntropyFP8(rl, rx, rq, rqt, ramax, targets, hs, st, N, V, dscale)
+				ref.CrossEntropyFP8(rl, rx, rq, rqt, ramax, targets, hs, st, N, V, dscale, true)
 				if err := ref.Sync(); err != nil {
 					t.Fatal(err)
 				}
