@@ -657,6 +657,47 @@ __device__ __forceinline__ void dl_ln(T* o, const float* x, const T* w, const T*
 
 __device__ __forceinline__ float dl_round(float v) { return to_f32(from_f32<T>(v)); }
 
+// The linear phases' epilogues (dl_linear's epi, called with the fp32 sum
+// v of row n, column col; structs, not lambdas: NVRTC's default dialect
+// has none).
+// DlQKV: qkv = v + b rounded to T, the keys and values also into the
+// caches at pos[n].
+struct DlQKV {
+    T *qkv, *kc, *vc;
+    const int* pos;
+    const T* b;
+    int C, NH, S, hs;
+    __device__ __forceinline__ void operator()(int n, int col, float v) const {
+        const float r = dl_round(v + (b ? load(b, col) : 0.0f));
+        store(qkv, (size_t)n * 3 * C + col, r);
+        if (col >= C) {
+            const int c = col % C, h = c / hs, d = c % hs;
+            const size_t dst = (((size_t)n * NH + h) * S + pos[n]) * hs + d;
+            store(col < 2 * C ? kc : vc, dst, r);
+        }
+    }
+};
+// DlResidual: out = in + (v + b rounded to T), fp32 rows of C.
+struct DlResidual {
+    float* out;
+    const float* in;
+    const T* b;
+    int C;
+    __device__ __forceinline__ void operator()(int n, int col, float v) const {
+        const size_t o = (size_t)n * C + col;
+        out[o] = in[o] + dl_round(v + (b ? load(b, col) : 0.0f));
+    }
+};
+// DlGELU: out = gelu(v + b) rounded to T, rows of OC.
+struct DlGELU {
+    T* out;
+    const T* b;
+    int OC;
+    __device__ __forceinline__ void operator()(int n, int col, float v) const {
+        store(out, (size_t)n * OC + col, gelu_f(v + (b ? load(b, col) : 0.0f)));
+    }
+};
+
 // x, res (N,C) fp32; qkv (N,3C), atty (N,C), fch (N,4C) T scratch; kc, vc
 // (N,NH,S,hs); pos (N) I32; the block's weights as the training step's
 // (W (OC,K) row-major); ks: the warps a column of each linear phase.
@@ -683,15 +724,8 @@ extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, DL_PER_SM) decode_
     const int hs = C / NH;
     // A: ln1, qkv, the cache.
     dl_ln(in, x, ln1w, ln1b, N, C);
-    dl_linear(wv, in, qkvw, C, 3 * C, ksQKV, N, red, (const T*)0, 0, 0, 1, [=](int n, int col, float v) {
-        const float r = dl_round(v + (qkvb ? load(qkvb, col) : 0.0f));
-        store(qkv, (size_t)n * 3 * C + col, r);
-        if (col >= C) {
-            const int c = col % C, h = c / hs, d = c % hs;
-            const size_t dst = (((size_t)n * NH + h) * S + pos[n]) * hs + d;
-            store(col < 2 * C ? kc : vc, dst, r);
-        }
-    });
+    const DlQKV eqkv = {qkv, kc, vc, pos, qkvb, C, NH, S, hs};
+    dl_linear(wv, in, qkvw, C, 3 * C, ksQKV, N, red, (const T*)0, 0, 0, 1, eqkv);
     dl_grid_sync(bar);
     // B: attention, its items (x, pair) dealt over the grid. (The
     // projection's weights are fetched after it: held through it, they
@@ -705,22 +739,17 @@ extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, DL_PER_SM) decode_
     for (int i = threadIdx.x; i < N * C * (int)sizeof(T) / 16; i += DEC_LAYER_BLOCK)
         reinterpret_cast<uint4*>(in)[i] = reinterpret_cast<const uint4*>(atty)[i];
     __syncthreads();
-    dl_linear(wv, in, projw, C, C, ksProj, N, red, fcw, C, 4 * C, ksFC, [=](int n, int col, float v) {
-        const size_t o = (size_t)n * C + col;
-        res[o] = x[o] + dl_round(v + (projb ? load(projb, col) : 0.0f));
-    });
+    const DlResidual eproj = {res, x, projb, C};
+    dl_linear(wv, in, projw, C, C, ksProj, N, red, fcw, C, 4 * C, ksFC, eproj);
     dl_grid_sync(bar);
     // D: ln2, fc and GELU.
     dl_ln(in, res, ln2w, ln2b, N, C);
-    dl_linear(wv, in, fcw, C, 4 * C, ksFC, N, red, fcprojw, 4 * C, C, ksFCProj, [=](int n, int col, float v) {
-        store(fch, (size_t)n * 4 * C + col, gelu_f(v + (fcb ? load(fcb, col) : 0.0f)));
-    });
+    const DlGELU efc = {fch, fcb, 4 * C};
+    dl_linear(wv, in, fcw, C, 4 * C, ksFC, N, red, fcprojw, 4 * C, C, ksFCProj, efc);
     dl_grid_sync(bar);
     // E: the MLP's projection and the residual, the input rows from L2.
-    dl_linear(wv, fch, fcprojw, 4 * C, C, ksFCProj, N, red, (const T*)0, 0, 0, 1, [=](int n, int col, float v) {
-        const size_t o = (size_t)n * C + col;
-        x[o] = res[o] + dl_round(v + (fcprojb ? load(fcprojb, col) : 0.0f));
-    });
+    const DlResidual efcproj = {x, res, fcprojb, C};
+    dl_linear(wv, fch, fcprojw, 4 * C, C, ksFCProj, N, red, (const T*)0, 0, 0, 1, efcproj);
 }
 
 // ---- sample_rows ----------------------------------------------------------

@@ -71,7 +71,7 @@ var fuses = map[string]string{
 	"cast.cu":             "conversions between fp32, bf16 and fp16",
 	"crossentropy.cu":     "softmax with cross-entropy and its gradient: the logits make one round trip",
 	"crossentropy_fp8.cu": "the same classifier with its gradient also cast to FP8 for the LM head's backward (sm_90)",
-	"decode.cu":           "generation over a key/value cache: attention of one new row, the cache append, the draw on the device",
+	"decode.cu":           "generation over a key/value cache: attention of one new row, the cache append, the draw on the device, a whole transformer block as one kernel",
 	"encoder.cu":          "token and position embeddings added in one pass",
 	"flash_attention.cu":  "causal attention without the T×T matrix (FlashAttention-2), on tensor cores",
 	"flash_attention2.cu": "a second flash-attention forward and backward (sm_80 and later)",
@@ -81,6 +81,7 @@ var fuses = map[string]string{
 	"gradnorm.cu":         "the gradients' global norm with the inf/NaN check and the scaling",
 	"layernorm.cu":        "layer normalisation with the residual add before it, forward and backward",
 	"matmul.cu":           "bias gradients beside cuBLAS's products in the linear layers",
+	"matmul_tc.cu":        "the linear layers of a decode step of 9 to 64 rows on tensor cores, the weights read once across every SM (sm_80 and later)",
 	"step.cu":             "the step's scalars (learning rate, loss scale) on the GPU: no round trip to the host",
 }
 
