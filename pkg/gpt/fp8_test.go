@@ -564,13 +564,13 @@ func runLNCastSteps(t *testing.T, dev device.Device, cfg Config, split bool, ste
 // TestFP8HeadDW: under amp.FP8Recipe.Head the LM head's weight gradient
 // runs as the FP8 GEMM of the classifier's transposed e5m2 gradient and
 // ln_f's transposed e4m3 copy (headDWFP8): against the step with
-// HeadDWEnv=bf16 (the bf16 product of the bf16 gradient, as before) the
+// HeadDWEnv unset (the bf16 product of the bf16 gradient, the default) the
 // loss is the same, the gradients differ (wte's: the fp8 dW ran) and keep
 // the bounds TestFP8HeadTracksBF16 keeps against bf16, in one head chunk
 // and in four (HeadRowsEnv: each chunk's block of ln_f's transpose). The
 // classifier writes the bf16 gradient over the logits (storeGrad) only
 // for the bf16 dW, its one reader: every chunk's CrossEntropyFP8 asks
-// for it with HeadDWEnv=bf16 and for none with the dW in fp8.
+// for it with the bf16 dW and for none with HeadDWEnv=fp8.
 func TestFP8HeadDW(t *testing.T) {
 	const B, T = 2, 32
 	dev := func() *ceStores { return &ceStores{Device: cpu.New(device.Options{Fused: true, Threads: 2})} }
@@ -578,13 +578,13 @@ func TestFP8HeadDW(t *testing.T) {
 	r.Head = true
 	for _, rows := range []string{"", "16"} {
 		t.Setenv(HeadRowsEnv, rows)
-		t.Setenv(HeadDWEnv, "bf16")
+		t.Setenv(HeadDWEnv, "")
 		db := dev()
 		lb, gb, mb := fp8StepsOn(t, db, fp8Cfg, amp.FP8, 3, B, T, r)
 		if mb.headDWFP8() {
-			t.Fatalf("rows %q: %s=bf16 left the head's dW in fp8", rows, HeadDWEnv)
+			t.Fatalf("rows %q: the head's dW in fp8 by default", rows)
 		}
-		t.Setenv(HeadDWEnv, "")
+		t.Setenv(HeadDWEnv, "fp8")
 		d8 := dev()
 		l8, g8, m8 := fp8StepsOn(t, d8, fp8Cfg, amp.FP8, 3, B, T, r)
 		if !m8.headDWFP8() || m8.acts.f8.dlogitsT == nil {

@@ -43,9 +43,6 @@ type Model struct {
 	// ops (LayerNormBackward, CastTransposeDBiasFP8) instead of
 	// LayerNormBackwardCastFP8; set by tests, which compare the two.
 	fp8SplitLNCast bool
-	// fp8HeadDWBF16 keeps the LM head's weight gradient in bf16 under
-	// amp.FP8Recipe.Head (headDWFP8; the tests' switch, HeadDWEnv's).
-	fp8HeadDWBF16 bool
 }
 
 // params are views of one flat buffer, by role.

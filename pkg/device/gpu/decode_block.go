@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 
 	"github.com/druto/druto/kernels"
@@ -44,22 +45,27 @@ func dlSmemBytes(dt tensor.DType, N, C int) int {
 
 // dlGrid is decode_layer's grid: every block resident at once (the barrier
 // waits for all of them), DL_PER_SM an SM or fewer where the registers or
-// the shared memory hold fewer.
+// the shared memory hold fewer, or DLPerSMEnv's count where it is fewer (a
+// measurement's knob: fewer blocks wait at each barrier).
 func (d *Device) dlGrid(dt tensor.DType, N, C int) int {
-	return d.sms() * min(dlPerSM, d.residentBlocks("decode_layer", dt, decLayerBlock, dlSmemBytes(dt, N, C)))
+	n := min(dlPerSM, d.residentBlocks("decode_layer", dt, decLayerBlock, dlSmemBytes(dt, N, C)))
+	if v, err := strconv.Atoi(os.Getenv(DLPerSMEnv)); err == nil && v >= 1 {
+		n = min(n, v)
+	}
+	return d.sms() * n
 }
+
+// DLPerSMEnv names the environment variable that caps decode_layer's
+// blocks an SM (1 to DL_PER_SM).
+const DLPerSMEnv = "DRUTO_DECODE_BLOCK_PER_SM"
 
 // CanDecodeBlock returns nil when DecodeBlock runs decode_layer for these
 // weights and sizes: the fused device, at most DL_ROWS rows, rows of whole
 // 16-byte vectors from aligned tensors, heads up to decMaxHead, the
 // kernel built, and the input rows in under 48 KiB of shared memory.
-// DRUTO_DECODE_BLOCK=off turns it off (the ops one by one, for
-// comparisons).
 func (d *Device) CanDecodeBlock(dt tensor.DType, w device.BlockWeights, N, C, NH, S int) error {
 	const op = "decode_layer"
 	switch {
-	case os.Getenv("DRUTO_DECODE_BLOCK") == "off":
-		return errors.New("DRUTO_DECODE_BLOCK=off")
 	case !d.fused:
 		return errors.New("the unfused device runs the ops one by one")
 	case d.noDecode != "":

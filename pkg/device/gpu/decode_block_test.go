@@ -13,9 +13,9 @@ import (
 // launches decode_layer alone where CanDecodeBlock allows it, its grid a
 // whole number of blocks an SM, and the block's ops one by one (no
 // decode_layer) where it refuses, saying why: more rows than DL_ROWS, rows
-// that are not whole 16-byte vectors, heads above decMaxHead, the
-// decomposed device, DRUTO_DECODE_BLOCK=off (heads above decMaxHead: no
-// form runs, device.ErrUnsupported).
+// that are not whole 16-byte vectors, heads above decMaxHead (where no form
+// runs: device.ErrUnsupported), the decomposed device. DLPerSMEnv caps the
+// grid's blocks an SM.
 func TestLaunchDecodeBlock(t *testing.T) {
 	var got []string
 	launchHook = func(kernel string, dt tensor.DType, args []any) { got = append(got, kernel) }
@@ -39,9 +39,9 @@ func TestLaunchDecodeBlock(t *testing.T) {
 		{"odd width", true, "", tensor.BF16, 1, 100, 4, 40, "16-byte"},
 		{"wide heads", true, "", tensor.F32, 1, 1024, 2, 40, "heads"},
 		{"decomposed", false, "", tensor.BF16, 1, 64, 2, 40, "unfused"},
-		{"off", true, "off", tensor.BF16, 1, 64, 2, 40, "DRUTO_DECODE_BLOCK"},
+		{"one block an SM", true, "1", tensor.BF16, 1, 64, 2, 40, ""},
 	} {
-		t.Setenv("DRUTO_DECODE_BLOCK", c.env)
+		t.Setenv(DLPerSMEnv, c.env)
 		d := &Device{fused: c.fused, flashV2: true}
 		w := weights(c.dt, c.C)
 		err := d.CanDecodeBlock(c.dt, w, c.N, c.C, c.NH, c.S)
@@ -70,7 +70,10 @@ func TestLaunchDecodeBlock(t *testing.T) {
 			t.Errorf("%s: the block's ops one by one launched only %v", c.name, got)
 		}
 	}
-	if g := (&Device{fused: true}).dlGrid(tensor.BF16, 1, 768); g <= 0 || g%132 != 0 {
-		t.Errorf("decode_layer's grid %d, want a positive multiple of the SMs (132 without a context)", g)
+	for env, want := range map[string]int{"": 132 * dlPerSM, "1": 132, "2": 264, "9": 132 * dlPerSM, "x": 132 * dlPerSM} {
+		t.Setenv(DLPerSMEnv, env)
+		if g := (&Device{fused: true}).dlGrid(tensor.BF16, 1, 768); g != want {
+			t.Errorf("%s=%q: decode_layer's grid %d, want %d (132 SMs without a context)", DLPerSMEnv, env, g, want)
+		}
 	}
 }

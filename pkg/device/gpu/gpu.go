@@ -97,7 +97,8 @@ type Device struct {
 	// and the tests that compare the two.
 	noFixed bool
 	// noTC: cuBLASLt, not matmul_rows_tc, at 9-64 rows (the benchmarks'
-	// baseline; TCEnv=off); tcForce: its plan, where set and it fits (matmul_tc.go).
+	// baseline, and the default: TCEnv=on turns matmul_rows_tc on);
+	// tcForce: its plan, where set and it fits (matmul_tc.go).
 	noTC    bool
 	tcForce tcPlanT
 
@@ -205,7 +206,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, noTC: os.Getenv(TCEnv) == "off", nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, noTC: os.Getenv(TCEnv) != "on", nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, tmaSmem: map[kernelKey]int{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
 	}
