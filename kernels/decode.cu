@@ -456,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
 // that follows its writing, and no block reads it before that barrier
 // (so no SM holds a stale line of it in L1).
 // grid: the blocks that are resident together (the launcher: DL_PER_SM an
-// SM); bar (2) counters, zero before the first launch; X attention's slots
+// SM); bar (DL_GEN + 1) counters, zero before the first launch; X attention's slots
 // a pair, part_o (N·NH, X, hs), part_ml (N·NH, X, 2), done (N·NH) as for
 // attention_decode. Dynamic shared memory: dl_smem_bytes(N, C).
 // druto:block DEC_LAYER_BLOCK decode_layer
@@ -489,11 +489,15 @@ unsigned char* emu_block_smem();
 #endif
 
 // dl_grid_sync is a barrier over every block of the grid (all resident):
-// thread 0 of each block reads the generation bar[1], makes the block's
-// writes visible and counts itself in bar[0]; the last to arrive sets the
-// count back to zero and advances the generation, which the others wait
-// for (acquire: the writes of every block before the barrier are then
-// visible). Both counters keep working from one launch to the next.
+// thread 0 of each block reads the generation bar[DL_GEN], makes the
+// block's writes visible and counts itself in bar[0]; the last to arrive
+// sets the count back to zero and advances the generation, which the
+// others poll (acquire: the writes of every block before the barrier are
+// then visible), backing off a little between polls. The generation sits
+// on its own 128-byte line, so that the polls do not queue with the
+// arrivals' atomics on one line. Both keep working from one launch to the
+// next.
+#define DL_GEN 32 // bar's index of the generation (bar holds DL_GEN + 1 words)
 __device__ __forceinline__ void dl_grid_sync(unsigned* bar) {
 #ifdef DRUTO_EMU
     emu_grid_sync();
@@ -501,21 +505,23 @@ __device__ __forceinline__ void dl_grid_sync(unsigned* bar) {
     __syncthreads();
     if (threadIdx.x == 0) {
         unsigned g, c;
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(bar + 1) : "memory");
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(bar + DL_GEN) : "memory");
         __threadfence();
         if (atomicAdd(bar, 1u) == gridDim.x - 1) {
             atomicExch(bar, 0u);
             __threadfence();
-            atomicAdd(bar + 1, 1u);
+            atomicAdd(bar + DL_GEN, 1u);
         } else {
             // A grid that is not all resident would wait here forever: after
             // 2^24 polls (seconds; a barrier takes microseconds) the kernel
             // traps, an error instead of a hung device.
             unsigned polls = 0;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(bar + 1) : "memory");
+            for (;;) {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(bar + DL_GEN) : "memory");
+                if (c != g) break;
                 if (++polls == 0x1000000u) asm volatile("trap;");
-            } while (c == g);
+                __nanosleep(32);
+            }
         }
     }
     __syncthreads();

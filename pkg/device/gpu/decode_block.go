@@ -29,6 +29,7 @@ var (
 	decLayerBlock = kernels.MustBlock("decode.cu", "DEC_LAYER_BLOCK")
 	dlRows        = kernels.MustDefine("decode.cu", "DL_ROWS")
 	dlPerSM       = kernels.MustDefine("decode.cu", "DL_PER_SM")
+	dlGen         = kernels.MustDefine("decode.cu", "DL_GEN")
 )
 
 // dlSmemBytes is decode_layer's dynamic shared memory (its DL_FLOATS after
@@ -123,7 +124,7 @@ func (d *Device) DecodeBlock(x, kc, vc, pos *tensor.Tensor, w device.BlockWeight
 	po := d.scratch("decode_layer.part_o", N*NH*X*hs*4)
 	pml := d.scratch("decode_layer.part_ml", N*NH*X*2*4)
 	done := d.zeroScratch("decode_layer.done", N*NH*4)
-	bar := d.zeroScratch("decode_layer.bar", 2*4)
+	bar := d.zeroScratch("decode_layer.bar", (dlGen+1)*4)
 	if res == 0 || qkv == 0 || atty == 0 || fch == 0 || po == 0 || pml == 0 || done == 0 || bar == 0 {
 		return
 	}
