@@ -356,9 +356,11 @@ const HeadDWEnv = "DRUTO_FP8_HEAD_DW"
 // K = a chunk's rows, from the classifier's transposed e5m2 gradient and
 // ln_f's transposed e4m3 output. It needs chunks of a multiple of 16 rows
 // (the operands' rows are K bytes; the batch's rows are, fp8Refusal).
-func (m *Model) headDWFP8() bool {
-	return m.fp8Head() && m.acts != nil && m.acts.rows%16 == 0 && os.Getenv(HeadDWEnv) == "fp8"
-}
+func (m *Model) headDWFP8() bool { return m.fp8Head() && m.acts != nil && headDWOn(m.acts.rows) }
+
+// headDWOn reports whether HeadDWEnv asks for the FP8 weight gradient and
+// the head's chunks of rows rows allow it.
+func headDWOn(rows int) bool { return rows%16 == 0 && os.Getenv(HeadDWEnv) == "fp8" }
 
 // seedHeadDy sets the first scale of the logits' gradient (f8HeadDy) in
 // s, while no amax has reached its record (its history empty), from the

@@ -31,11 +31,15 @@ func (m Memory) WithMoments(cfg Config, dt tensor.DType) Memory {
 // of cfg at batch B and sequence T with the LM head in chunks of rows
 // rows (HeadRows): the e4m3 copy of wte and its transpose (2·V·C bytes,
 // with the parameters), those of ln_f's output (2·B·T·C) and one chunk of
-// the logits' e5m2 gradient (rows·V, with the activations).
+// the logits' e5m2 gradient (rows·V, with the activations), and its
+// transpose where the head's weight gradient runs in FP8 (headDWOn).
 func (m Memory) WithFP8Head(cfg Config, B, T, rows int) Memory {
 	C, V := int64(cfg.Channels), int64(cfg.Vocab)
 	m.Params += 2 * V * C
 	m.Activations += 2*int64(B*T)*C + int64(rows)*V
+	if headDWOn(rows) {
+		m.Activations += int64(rows) * V
+	}
 	return m
 }
 

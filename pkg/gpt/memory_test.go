@@ -202,8 +202,10 @@ func TestMemoryAllocated(t *testing.T) {
 	for _, fused := range []bool{true, false} {
 		for _, pc := range []struct {
 			p    amp.Policy
-			head bool // amp.FP8Recipe.Head
-		}{{amp.FP32, false}, {amp.BF16, false}, {amp.FP8, false}, {amp.FP8, true}} {
+			head bool   // amp.FP8Recipe.Head
+			dw   string // HeadDWEnv: "fp8", the head's weight gradient in FP8 (its transposed e5m2 gradient)
+		}{{amp.FP32, false, ""}, {amp.BF16, false, ""}, {amp.FP8, false, ""}, {amp.FP8, true, ""}, {amp.FP8, true, "fp8"}} {
+			t.Setenv(HeadDWEnv, pc.dw)
 			p := pc.p
 			dev := newCounting(fused)
 			m, err := New(dev, cfg, p)
@@ -234,7 +236,7 @@ func TestMemoryAllocated(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := dev.inUse - before; got != want.Activations+want.Params+want.Grads-newWant {
-				t.Errorf("fused %v %s (head %v): the activations (and fp8 state) take %d bytes, MemoryOn counts %d", fused, p, pc.head, got, want.Activations+want.Params+want.Grads-newWant)
+				t.Errorf("fused %v %s (head %v, dW %q): the activations (and fp8 state) take %d bytes, MemoryOn counts %d", fused, p, pc.head, pc.dw, got, want.Activations+want.Params+want.Grads-newWant)
 			}
 			rows := HeadRows(cfg.Vocab, B*T, p.Half(), fused)
 			if wantRows := map[bool]int{true: 1024, false: B * T}[fused]; p == amp.FP32 && rows != wantRows {
