@@ -222,6 +222,7 @@ var bangla = map[string]string{
 	"the FP8 cast with its transposed copy and amax in one pass, also straight out of layernorm (sm_90)": "FP8-এ রূপান্তর, তার ট্রান্সপোজ করা কপি আর amax এক পাসে, লেয়ার নর্মালাইজেশন থেকে সরাসরিও (sm_90)",
 	"the same classifier with its gradient also cast to FP8 for the LM head's backward (sm_90)":          "একই ক্লাসিফায়ার, তার গ্রেডিয়েন্ট LM হেডের ব্যাকওয়ার্ডের জন্য FP8-এও রূপান্তরিত (sm_90)",
 	"every FP8 tensor's scale from its amax history, in one launch on the GPU":                           "প্রতিটি FP8 টেনসরের স্কেল তার amax-এর ইতিহাস থেকে, জিপিইউতে এক লঞ্চে",
+	"the byte transpose of an FP8 tensor through shared memory, for the LM head's FP8 weight gradient":   "শেয়ার্ড মেমরির মধ্য দিয়ে একটি FP8 টেনসরের বাইট ট্রান্সপোজ, LM হেডের FP8 ওয়েট গ্রেডিয়েন্টের জন্য",
 	"GELU with the bias add of the linear layers":                                                        "লিনিয়ার লেয়ারের বায়াস যোগসহ GELU",
 	"the gradients' global norm with the inf/NaN check and the scaling":                                  "গ্রেডিয়েন্টের সামগ্রিক নর্ম, inf/NaN যাচাই আর স্কেলিংসহ",
 	"layer normalisation with the residual add before it, forward and backward":                          "লেয়ার নর্মালাইজেশন, আগের রেসিডুয়াল যোগসহ, ফরওয়ার্ড ও ব্যাকওয়ার্ড",

@@ -77,6 +77,7 @@ var fuses = map[string]string{
 	"flash_attention2.cu": "a second flash-attention forward and backward (sm_80 and later)",
 	"fp8.cu":              "the FP8 cast with its transposed copy and amax in one pass, also straight out of layernorm (sm_90)",
 	"fp8scale.cu":         "every FP8 tensor's scale from its amax history, in one launch on the GPU",
+	"fp8transpose.cu":     "the byte transpose of an FP8 tensor through shared memory, for the LM head's FP8 weight gradient",
 	"gelu.cu":             "GELU with the bias add of the linear layers",
 	"gradnorm.cu":         "the gradients' global norm with the inf/NaN check and the scaling",
 	"layernorm.cu":        "layer normalisation with the residual add before it, forward and backward",

@@ -132,6 +132,15 @@ func (p *profiler) MatmulFP8Add(out, a, b, invA, invB *device.T, N, C, OC int) {
 	})
 }
 
+// TransposeFP8 times an FP8 byte transpose (the LM head's e5m2 gradient
+// for its FP8 weight gradient), in a class of its own: in read, out
+// written.
+func (p *profiler) TransposeFP8(out, in *device.T, N, C int) {
+	p.fp8Timed("TransposeFP8", "fp8 transpose", 0, bytesOf(out, in), func(f device.FP8) {
+		f.TransposeFP8(out, in, N, C)
+	})
+}
+
 // FP8ScaleUpdate times the scales' update (the state read and written).
 func (p *profiler) FP8ScaleUpdate(st, meta *device.T, K, H, margin int) {
 	p.fp8Timed("FP8ScaleUpdate", "fp8 scales", 0, 2*bytesOf(st, meta), func(f device.FP8) {

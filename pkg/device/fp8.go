@@ -93,6 +93,14 @@ type FP8 interface {
 	// too with qt (its rows are).
 	// losses (N) F32, logits (N,V) float, q (N,V) F8E5M2, qt (V,N) F8E5M2 or nil, amax (2), targets (N) I32, scale (1), state (StateLen) F32 or nil
 	CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *T, N, V int, dscale float32, storeGrad bool)
+	// TransposeFP8 writes out = inᵀ, the same codes (a copy of the bytes,
+	// no amax: in's were counted where it was cast): the K-major copy of
+	// an FP8 operand made apart from the op that cast it (the LM head's
+	// e5m2 gradient, which CrossEntropyFP8 writes by rows, for its weight
+	// gradient's FP8 GEMM: a bandwidth-bound pass in place of qt inside
+	// the classifier).
+	// out (C,N), in (N,C) of one FP8 dtype
+	TransposeFP8(out, in *T, N, C int)
 	// FP8ScaleUpdate is amp.UpdateFP8Scales on the device state: every
 	// tensor's amax into its history, its scale and inverse scale from
 	// the history, non-finite amaxes counted, the amaxes cleared.

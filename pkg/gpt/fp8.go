@@ -563,9 +563,10 @@ func (m *Model) headLogitsFP8(logits *tensor.Tensor, r, n int) bool {
 // headGradFP8 queues the classifier and the backward of the LM head's
 // chunk of rows r..r+n under amp.FP8Recipe.Head, after headLogitsFP8: the
 // losses, and the gradient cast to e5m2 (CrossEntropyFP8, tensor
-// f8HeadDy), with its transpose where the weight gradient runs in FP8
-// (headDWFP8), and over the logits in bf16 only where it does not (the
-// bf16 weight gradient is the one reader of that copy: with both
+// f8HeadDy, in the classifier's row form: no qt), with its transpose made
+// by a byte transpose of its own (TransposeFP8) where the weight gradient
+// runs in FP8 (headDWFP8), and over the logits in bf16 only where it does
+// not (the bf16 weight gradient is the one reader of that copy: with both
 // products in FP8 the classifier leaves the logits as they were and
 // writes no bf16 gradient); then dln[chunk] = dlogits·wte from
 // the e5m2 gradient and wte's transposed e4m3 copy (the FP8 GEMM, K = V,
@@ -583,9 +584,10 @@ func (m *Model) headGradFP8(losses, logits, targets, x, state *tensor.Tensor, r,
 	if a.f8.dlogitsT != nil && m.headDWFP8() {
 		qt = a.f8.dlogitsT.MustView(0, V, n)
 	}
-	f.ops.CrossEntropyFP8(losses, logits, q, qt, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale, qt == nil)
+	f.ops.CrossEntropyFP8(losses, logits, q, nil, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale, qt == nil)
 	f.ops.MatmulFP8(rowsOf(a.dln, r, n), q, f.wte.qt, nil, f.inv(k+f8HeadDy), f.inv(k+f8HeadW), n, V, C)
 	if qt != nil {
+		f.ops.TransposeFP8(qt, q, n, V)
 		f.ops.MatmulFP8Add(g.wte, qt, a.f8.lnf.qt.MustView(r*C, C, n), f.inv(k+f8HeadDy), f.inv(k+f8HeadX), V, n, C)
 		return
 	}

@@ -144,6 +144,19 @@ func (d *Device) CastTransposeFP8(q, qt, amax, x, scale *tensor.Tensor, N, C int
 	addAmax(amax, m, u)
 }
 
+// TransposeFP8 implements device.FP8 with this package's TransposeFP8.
+func (d *Device) TransposeFP8(out, in *tensor.Tensor, N, C int) {
+	if !d.fp8Check("TransposeFP8", N, C, fp8Arg{name: "out", t: out, fp8: true, n: N * C},
+		fp8Arg{name: "in", t: in, fp8: true, n: N * C}) {
+		return
+	}
+	if out.DType != in.DType {
+		d.fail(fmt.Errorf("cpu: TransposeFP8: out is %s and in %s: %w", out.DType, in.DType, device.ErrUnsupported))
+		return
+	}
+	TransposeFP8(out.U8(), in.U8(), N, C)
+}
+
 // GELUCastTransposeFP8 implements device.FP8 with this package's
 // GELUCastTransposeFP8.
 func (d *Device) GELUCastTransposeFP8(q, qt, amax, pre, scale *tensor.Tensor, N, C int) {

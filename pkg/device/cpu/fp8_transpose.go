@@ -42,6 +42,20 @@ func CastTransposeFP8(q, qt []uint8, x []float32, scale float32, f tensor.FP8For
 	return math.Float32frombits(m), under
 }
 
+// TransposeFP8 writes out (C,N) = inᵀ for in (N,C) of one-byte codes of
+// either FP8 format, bit for bit: the reference of
+// kernels/fp8transpose.cu's transpose_fp8.
+//
+//	out (C,N), in (N,C)
+func TransposeFP8(out, in []uint8, N, C int) {
+	out, in = out[:N*C], in[:N*C]
+	for r := range N {
+		for c := range C {
+			out[c*N+r] = in[r*C+c]
+		}
+	}
+}
+
 // GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) in E4M3 (the
 // reference of kernels/fp8.cu's gelu_cast_transpose_e4m3): the tanh-form
 // GELU of each pre-activation in float32, as the GELU forward computes it,

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/druto/druto/pkg/amp"
+	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
 
@@ -169,5 +170,55 @@ func TestDGELUCastTransposeDBiasFP8(t *testing.T) {
 	d.DGELUCastTransposeDBiasFP8(q, qt, amax, dbias, tensor.New(tensor.BF16, N, C), tensor.New(tensor.F32, N, C), sc, N, C)
 	if err := d.Sync(); err == nil || !strings.Contains(err.Error(), "pre") {
 		t.Errorf("pre f32 with dy bf16: %v, want an error naming pre", err)
+	}
+}
+
+// TestTransposeFP8: the Device's TransposeFP8 writes out = inᵀ bit for bit
+// in either FP8 dtype (NaN codes and all 256 codes copied, not
+// converted), on odd and 16-multiple shapes, and refuses a dtype
+// mismatch, a non-FP8 dtype and a short tensor, leaving out as it was.
+func TestTransposeFP8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(38, 46))
+	d := New(device.Options{Fused: true})
+	for _, dt := range []tensor.DType{tensor.F8E4M3, tensor.F8E5M2} {
+		for _, sh := range [][2]int{{0, 5}, {1, 1}, {1, 17}, {17, 1}, {33, 100}, {64, 48}, {16, 256}} {
+			N, C := sh[0], sh[1]
+			in, out := tensor.New(dt, N, C), tensor.New(dt, C, N)
+			for i := range in.U8() {
+				in.U8()[i] = uint8(rng.IntN(256))
+			}
+			d.TransposeFP8(out, in, N, C)
+			if err := d.Sync(); err != nil {
+				t.Fatalf("%s (%d,%d): %v", dt, N, C, err)
+			}
+			for r := range N {
+				for c := range C {
+					if g, w := out.U8()[c*N+r], in.U8()[r*C+c]; g != w {
+						t.Fatalf("%s (%d,%d) at (%d,%d): %#x, want %#x", dt, N, C, r, c, g, w)
+					}
+				}
+			}
+		}
+	}
+	for name, c := range map[string]struct {
+		out, in *tensor.Tensor
+		shape   bool // the error wraps tensor.ErrShape
+	}{"e4m3 into e5m2": {tensor.New(tensor.F8E5M2, 8, 4), tensor.New(tensor.F8E4M3, 4, 8), false},
+		"in bf16":   {tensor.New(tensor.F8E5M2, 8, 4), tensor.New(tensor.BF16, 4, 8), false},
+		"out short": {tensor.New(tensor.F8E5M2, 8, 3), tensor.New(tensor.F8E5M2, 4, 8), true}} {
+		for i := range c.out.U8() {
+			c.out.U8()[i] = 0x55
+		}
+		d.TransposeFP8(c.out, c.in, 4, 8)
+		err := d.Sync()
+		switch {
+		case err == nil:
+			t.Errorf("%s: accepted", name)
+		case c.shape && !errors.Is(err, tensor.ErrShape), !c.shape && !errors.Is(err, device.ErrUnsupported):
+			t.Errorf("%s: %v", name, err)
+		}
+		if !bytes.Equal(c.out.U8(), bytes.Repeat([]byte{0x55}, len(c.out.U8()))) {
+			t.Errorf("%s: out written", name)
+		}
 	}
 }

@@ -78,6 +78,8 @@ func TestLaunchBlocks(t *testing.T) {
 			d.CrossEntropyFP8(dev(f32, N), dev(bf, N, C), dev(tensor.F8E5M2, N, C), nil, dev(f32, 2), dev(tensor.I32, N), dev(f32, 1), nil, N, C, 1, true)
 		}
 		d.tmaSmem = nil
+		// the FP8 byte transpose (TestLaunchTransposeFP8)
+		d.TransposeFP8(dev(tensor.F8E5M2, C, N), dev(tensor.F8E5M2, N, C), N, C)
 	})
 	if err != nil {
 		t.Error(err)

@@ -132,6 +132,8 @@ var notOps = map[string]bool{
 	// crossentropy_fp8.go: TestLaunchCrossEntropyFP8, TestGPUCrossEntropyFP8
 	kernCEF8:    true,
 	kernCEF8TMA: true,
+	// fp8transpose.go: TestLaunchTransposeFP8, TestGPUTransposeFP8
+	kernTransposeFP8: true,
 }
 
 // TestGPUConformance runs every conformance case in every mode of the
