@@ -148,9 +148,8 @@ func (c *KVCache) alloc() error {
 
 // BlockEnv names the environment variable that, set to "on", runs each
 // block of a decode step as one op where the device can
-// (device.BlockDecoder: the GPU's decode_layer). Off by default: on an H100
-// (session 46) a gpt2-124M bf16 token at batch 1 took 577 µs that way
-// against 331 µs with the blocks' ops one by one.
+// (device.BlockDecoder: the GPU's decode_layer). Off by default: measured
+// slower than the blocks' ops one by one (bench/results/h100/2026-12-06-s46).
 const BlockEnv = "DRUTO_DECODE_BLOCK"
 
 // chooseBlocks sets c.blocks when BlockEnv is on and the device runs every

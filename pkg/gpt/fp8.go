@@ -346,9 +346,10 @@ func (m *Model) ensureFP8() error {
 // HeadDWEnv names the environment variable that, set to "fp8", runs the
 // LM head's weight gradient under amp.FP8Recipe.Head as an FP8 GEMM
 // (headDWFP8); unset (or anything else) it stays the bf16 product of the
-// bf16 gradient over the logits. Off by default: on an H100 (session 46)
-// the step took 29.60 ms with it against 28.54 without, the classifier's
-// transposed copy costing more than the product saves.
+// bf16 gradient over the logits. Off by default until a loss curve shows
+// that the gradients the e5m2 cast flushes (the unlikely tokens', which the
+// tied embedding also gets) cost no loss; its step times are in
+// bench/results/h100/2026-12-06-s46.
 const HeadDWEnv = "DRUTO_FP8_HEAD_DW"
 
 // headDWFP8 reports whether the LM head's weight gradient runs as an FP8

@@ -155,6 +155,6 @@ func (d *Device) matmulRowsTC(out, pre, inp, weight, bias *tensor.Tensor, N, C, 
 
 // TCEnv names the environment variable that, set to "on", runs the fused
 // forward products of 9-64 rows on matmul_rows_tc; else they stay on
-// cuBLASLt. Off by default: on an H100 (session 46) every plan of it took
-// 2.6-4 times cuBLASLt's time at 64 rows (qkv 14-33 µs against 4.6).
+// cuBLASLt. Off by default: measured slower than cuBLASLt at every plan
+// (bench/results/h100/2026-12-06-s46).
 const TCEnv = "DRUTO_MATMUL_TC"
