@@ -94,11 +94,10 @@
 // t/4 of the tile and its 16 columns from 16·(t%4), converts them, writes
 // q with one 16-byte store, and keeps the 16 bytes in shared memory (a
 // 64×64 byte tile, rows of 64 bytes: each quarter warp's 16-byte stores
-// cover all 32 banks once, no padding needed). Then columns: warp w takes
-// the 32 columns from 32·(w%2) and rows from 16·(w/2); lane l gathers
-// column 32·(w%2)+l over those 16 rows (byte loads: a warp reads 32
-// consecutive bytes of one row per load, 8 banks, no conflict) and writes
-// them to qt with one 16-byte store. The vector paths need rows aligned:
+// cover all 32 banks once, no padding needed). Then columns: after a
+// barrier, bytetile.cuh's tile_t_store writes the tile's transpose to qt
+// (items of 4 columns by 16 rows, the 4 lanes of a column's 64 bytes side
+// by side, 16-byte stores). The vector paths need rows aligned:
 // vec_row (x, q: C a multiple of 16 and both pointers aligned), vec_col
 // (qt: N a multiple of 16 and the pointer aligned); without them, and in
 // partial tiles at the right and bottom edges, the same threads move
@@ -140,12 +139,10 @@
 // row's FP8 bytes to q at once (4 bytes a lane a store on the vector path:
 // a warp covers 128 consecutive bytes of the row) and to a rows×C byte
 // tile in dynamic shared memory. After one barrier, qt: column c of the
-// block is the rows-byte segment of qt's row c from column r0, written in
-// chunks of 16 rows: lane l of a warp takes column 32·g+l, gathers the
-// chunk's 16 bytes down it (each load of the warp reads 32 consecutive
-// bytes of one tile row, no bank conflict) and stores them with one
-// 16-byte store (N % 16 == 0 and qt aligned), else byte by byte, as at
-// the partial chunk of the last block.
+// block is the nr-byte segment of qt's row c from column r0, written by
+// bytetile.cuh's tile_t_store (16-byte stores when N % 16 == 0, qt
+// aligned and C % 4 == 0, else byte by byte, as at the partial chunk of
+// the last block).
 //
 // Shared memory: rows·C bytes dynamic (48 KiB at 64 rows of C = 768, 64
 // KiB at 1024, 80 KiB at 1280, 100 KiB at 1600) plus 128 bytes static;
@@ -165,6 +162,7 @@
 #include "gelu.cuh"
 #include "layernorm.cuh"
 #include "fp8.cuh"
+#include "bytetile.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block CT_BLOCK cast_transpose_e4m3 cast_transpose_e5m2 gelu_cast_transpose_e4m3 cast_transpose_dbias_e5m2
@@ -173,27 +171,6 @@
 // CT_TILE is the tile's side: CT_BLOCK threads move 16 bytes each, once by
 // rows and once by columns (CT_TILE·CT_TILE = 16·CT_BLOCK).
 #define CT_TILE 64
-
-// column16 copies n <= 16 bytes down a column of a shared-memory tile,
-// col[0], col[ld], ..., to dst (a row of qt): with one 16-byte store when
-// vec and n == 16 (dst then 16-byte aligned), else byte by byte.
-__device__ __forceinline__ void column16(unsigned char* dst, const unsigned char* col, int ld, int n, int vec) {
-    if (vec && n == 16) {
-        unsigned int w[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            w[k] = (unsigned int)col[(4 * k) * ld] | ((unsigned int)col[(4 * k + 1) * ld] << 8) |
-                   ((unsigned int)col[(4 * k + 2) * ld] << 16) | ((unsigned int)col[(4 * k + 3) * ld] << 24);
-        uint4 o;
-        o.x = w[0];
-        o.y = w[1];
-        o.z = w[2];
-        o.w = w[3];
-        *reinterpret_cast<uint4*>(dst) = o;
-    } else {
-        for (int k = 0; k < n; k++) dst[k] = col[k * ld];
-    }
-}
 
 // The elementwise op a cast-transpose applies to x before the cast.
 #define CT_COPY 0
@@ -324,15 +301,10 @@ __device__ __forceinline__ void cast_transpose_body(unsigned char* __restrict__ 
         }
     }
 
-    // Columns: column cc of the tile, rows rr .. rr+15, to qt row c0+cc.
-    const int warp = tid / 32, lane = tid & 31;
-    const int cc = (warp % 2) * 32 + lane, rr = (warp / 2) * 16;
-    const int col = c0 + cc, row = r0 + rr;
-    if (col < C && row < N) {
-        unsigned char* qc = qt + (size_t)col * N + row;
-        const int n = N - row < 16 ? N - row : 16;
-        column16(qc, &tile[rr][cc], CT_TILE, n, vec_col);
-    }
+    // Columns: the tile's transpose into qt's rows c0.. from column r0
+    // (bytetile.cuh; the barrier above follows the tile's last write).
+    tile_t_store(qt + (size_t)c0 * N + r0, N, &tile[0][0], CT_TILE, CT_TILE, min(CT_TILE, N - r0), min(CT_TILE, C - c0),
+                 vec_col, tid, CT_BLOCK);
 }
 
 // Launchers: pkg/device/gpu/fp8.go. q (N,C) and qt (C,N) are bytes of the
@@ -469,21 +441,9 @@ __device__ __forceinline__ void ln_fp8_body(float* res, unsigned char* __restric
     }
     add_counts(amax, wunder, out.u, warps);
 
-    // qt: column c of the block is qt's row c from column r0, rows bytes in
-    // chunks of 16 rows. Item (group, chunk) of a warp: lane l takes column
-    // 32·group + l and gathers the chunk's 16 bytes down it (byte loads:
-    // the warp reads 32 consecutive bytes of one row, no bank conflict),
-    // then one 16-byte store (vec_col: N % 16 == 0 and qt aligned) or 16
-    // byte stores; the bottom block's partial chunk byte by byte.
-    const int chunks = rows / 16, items = (C + 31) / 32 * chunks;
-    for (int it = warp; it < items; it += warps) {
-        const int c = (it / chunks) * 32 + lane, rr = (it % chunks) * 16;
-        if (c >= C || rr >= nr) continue;
-        unsigned char* qc = qt + (size_t)c * N + r0 + rr;
-        const unsigned char* tc = lnf8_tile + (size_t)rr * C + c;
-        const int n = nr - rr < 16 ? nr - rr : 16;
-        column16(qc, tc, C, n, vec_col);
-    }
+    // qt: column c of the block is qt's row c from column r0, nr bytes
+    // (bytetile.cuh; its word loads need C % 4 == 0).
+    tile_t_store(qt + r0, N, lnf8_tile, C, rows, nr, C, vec_col && C % 4 == 0, tid, blockDim.x);
 }
 
 // Launchers: pkg/device/gpu/fp8.go (LayerNormFP8, ResidualLayerNormFP8).
@@ -616,7 +576,7 @@ __device__ __forceinline__ void lnb8_cast4(unsigned char* dst, const F4& v, floa
 __device__ __forceinline__ void lnb8_tile_out(unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
                                               const unsigned char* tile, int r0, int nr, int rows, int N, int C,
                                               int vec_q, int vec_col) {
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int tid = threadIdx.x;
     const size_t nbytes = (size_t)nr * C;
     unsigned char* qb = q + (size_t)r0 * C;
     size_t done = 0;
@@ -627,13 +587,7 @@ __device__ __forceinline__ void lnb8_tile_out(unsigned char* __restrict__ q, uns
         done = nv * 16;
     }
     for (size_t i = done + tid; i < nbytes; i += LNB8_BLOCK) qb[i] = tile[i];
-    const int chunks = rows / 16, items = (C + 31) / 32 * chunks;
-    for (int it = warp; it < items; it += LNB8_WARPS) {
-        const int c = (it / chunks) * 32 + lane, rr = (it % chunks) * 16;
-        if (c >= C || rr >= nr) continue;
-        const int n = nr - rr < 16 ? nr - rr : 16;
-        column16(qt + (size_t)c * N + r0 + rr, tile + (size_t)rr * C + c, C, n, vec_col);
-    }
+    tile_t_store(qt + r0, N, tile, C, rows, nr, C, vec_col && C % 4 == 0, tid, LNB8_BLOCK);
 }
 
 // Launcher: pkg/device/gpu/fp8.go (LayerNormBackwardCastFP8). dinp (N,C)

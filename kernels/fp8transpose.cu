@@ -14,67 +14,57 @@
 // (one read and one write of each byte), in place of a second read of q
 // in tiles inside the classifier.
 //
-// A block moves one TR_TILE × TR_TILE byte tile through shared memory:
-// thread t loads 16 bytes of row t/4 from column 16·(t%4) (one 16-byte
-// load when vec_in: C a multiple of 16 and in 16-byte aligned, else byte
-// by byte within the tensor), then writes 16 bytes of out's row t%64 (a
-// column of the tile) from the tile's rows 16·(t/64) on: a warp reads 32
-// consecutive bytes of a tile row at a time (no bank conflicts), and
-// stores them with one 16-byte store when vec_out (R a multiple of 16 and
-// out 16-byte aligned), else byte by byte. The grid is (tiles of R, tiles
-// of C): it depends only on the sizes.
+// A block moves one TR_ROWS × TR_COLS = 64 × 256 byte tile through shared
+// memory. Loads: thread t takes 16 bytes of rows t/16 + 16k (k = 0..3)
+// from column 16·(t%16), the four loads issued before any is used (one
+// 16-byte load each when vec_in: C a multiple of 16 and in 16-byte
+// aligned, else byte by byte within the tensor): a warp reads two whole
+// 256-byte row segments a load. Stores: bytetile.cuh's tile_t_store, one
+// item of 4 columns by 16 rows a thread, so the 4 lanes of a column store
+// its 64 bytes side by side (16-byte stores when vec_out: R a multiple of
+// 16 and out 16-byte aligned, else byte by byte). The grid is (tiles of R,
+// tiles of C): it depends only on the sizes.
 
 #include "common.cuh"
+#include "bytetile.cuh"
 
 // druto:block TR_BLOCK transpose_fp8
 #define TR_BLOCK 256
-// TR_TILE is the tile's side in bytes (TR_TILE·TR_TILE = 16·TR_BLOCK).
-#define TR_TILE 64
+// TR_ROWS × TR_COLS is a block's tile in bytes: TR_BLOCK threads load 64
+// bytes each, and store one tile_t_store item (4 × 16 bytes) each.
+#define TR_ROWS 64
+#define TR_COLS 256
 
 extern "C" __global__ void __launch_bounds__(TR_BLOCK)
     transpose_fp8(unsigned char* __restrict__ out, const unsigned char* __restrict__ in, int R, int C, int vec_in,
                   int vec_out) {
     pdl_enter();
-    __shared__ __align__(16) unsigned char tile[TR_TILE][TR_TILE];
+    __shared__ __align__(16) unsigned char tile[TR_ROWS][TR_COLS];
     const int t = threadIdx.x;
-    const int r0 = blockIdx.x * TR_TILE, c0 = blockIdx.y * TR_TILE;
-
-    // Load: 16 bytes of in's row r0 + t/4 from column c0 + 16·(t%4).
-    {
-        const int tr = t / 4, tc = (t % 4) * 16;
-        const int r = r0 + tr, c = c0 + tc;
-        unsigned char* s = &tile[tr][tc];
-        if (r < R && c < C) {
-            const unsigned char* src = in + (size_t)r * C + c;
-            const int n = C - c < 16 ? C - c : 16;
-            if (vec_in && n == 16) {
-                *reinterpret_cast<uint4*>(s) = *reinterpret_cast<const uint4*>(src);
-            } else {
-                for (int k = 0; k < n; k++) s[k] = src[k];
-            }
+    const int r0 = blockIdx.x * TR_ROWS, c0 = blockIdx.y * TR_COLS;
+    const int nr = min(TR_ROWS, R - r0), nc = min(TR_COLS, C - c0);
+    const int tc = (t % 16) * 16, c = c0 + tc;
+    const int n = C - c < 16 ? C - c : 16; // the bytes of a load's row segment (n <= 0 past C)
+    if (vec_in && n == 16) {
+        uint4 v[TR_ROWS / 16];
+#pragma unroll
+        for (int k = 0; k < TR_ROWS / 16; k++) {
+            const int tr = t / 16 + 16 * k;
+            if (tr < nr) v[k] = *reinterpret_cast<const uint4*>(in + (size_t)(r0 + tr) * C + c);
+        }
+#pragma unroll
+        for (int k = 0; k < TR_ROWS / 16; k++) {
+            const int tr = t / 16 + 16 * k;
+            if (tr < nr) *reinterpret_cast<uint4*>(&tile[tr][tc]) = v[k];
+        }
+    } else {
+        for (int k = 0; k < TR_ROWS / 16; k++) {
+            const int tr = t / 16 + 16 * k;
+            if (tr >= nr) break;
+            const unsigned char* src = in + (size_t)(r0 + tr) * C + c;
+            for (int j = 0; j < n; j++) tile[tr][tc + j] = src[j];
         }
     }
     __syncthreads();
-
-    // Store: out's row c0 + t%64, 16 bytes from column r0 + 16·(t/64).
-    const int j = t % TR_TILE, i0 = (t / TR_TILE) * 16;
-    const int c = c0 + j, r = r0 + i0;
-    if (c >= C || r >= R) return;
-    unsigned char* dst = out + (size_t)c * R + r;
-    const int n = R - r < 16 ? R - r : 16;
-    if (vec_out && n == 16) {
-        unsigned int w[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            w[k] = (unsigned int)tile[i0 + 4 * k][j] | ((unsigned int)tile[i0 + 4 * k + 1][j] << 8) |
-                   ((unsigned int)tile[i0 + 4 * k + 2][j] << 16) | ((unsigned int)tile[i0 + 4 * k + 3][j] << 24);
-        uint4 o;
-        o.x = w[0];
-        o.y = w[1];
-        o.z = w[2];
-        o.w = w[3];
-        *reinterpret_cast<uint4*>(dst) = o;
-    } else {
-        for (int k = 0; k < n; k++) dst[k] = tile[i0 + k][j];
-    }
+    tile_t_store(out + (size_t)c0 * R + r0, R, &tile[0][0], TR_COLS, TR_ROWS, nr, nc, vec_out, t, TR_BLOCK);
 }

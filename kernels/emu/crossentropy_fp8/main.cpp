@@ -41,14 +41,6 @@ unsigned int atomicMax(unsigned int* p, unsigned int v) {
 }
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
-// __byte_perm(x, y, s): byte i of the result is byte s's nibble i (its low
-// 3 bits) of the 8 bytes y:x (x the low four).
-unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
-    const unsigned long long b = (unsigned long long)y << 32 | x;
-    unsigned int r = 0;
-    for (int i = 0; i < 4; i++) r |= (unsigned int)(b >> (8 * ((s >> (4 * i)) & 7)) & 0xff) << (8 * i);
-    return r;
-}
 
 // cvt8 is one lane of cvt.rn.satfinite.e5m2x2.f32 (as kernels/emu/fp8's):
 // round to nearest even, past max (±Inf included) ±max, NaN 0x7f.

@@ -33,6 +33,14 @@ void __syncthreads();
 float __shfl_xor_sync(unsigned, float, int);
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+// __byte_perm(x, y, s): byte i of the result is byte s's nibble i (its low
+// 3 bits) of the 8 bytes y:x (x the low four).
+inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+    const unsigned long long b = (unsigned long long)y << 32 | x;
+    unsigned int r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned int)(b >> (8 * ((s >> (4 * i)) & 7)) & 0xff) << (8 * i);
+    return r;
+}
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 using std::exp2f; using std::log2f; using std::fmaxf;
 inline int min(int a, int b) { return a < b ? a : b; }

@@ -15,7 +15,8 @@ const kernTransposeFP8 = "transpose_fp8"
 
 var (
 	trBlock = kernels.MustBlock("fp8transpose.cu", "TR_BLOCK") // transpose_fp8
-	trTile  = kernels.MustDefine("fp8transpose.cu", "TR_TILE") // the side of a block's square tile, in bytes
+	trRows  = kernels.MustDefine("fp8transpose.cu", "TR_ROWS") // a block's tile: rows of in
+	trCols  = kernels.MustDefine("fp8transpose.cu", "TR_COLS") // and its columns, in bytes
 )
 
 // TransposeFP8 queues one kernel that writes out (C,N) = inᵀ for in (N,C),
@@ -47,8 +48,8 @@ func (d *Device) transposeFP8(out, in *tensor.Tensor, N, C int) error {
 	if N == 0 || C == 0 {
 		return nil
 	}
-	if blocks(C, trTile) > maxGridYZ {
-		return fmt.Errorf("%w: %s: C %d, at most %d (65535 tiles of %d columns in the grid's y dimension)", ErrFP8Args, op, C, maxGridYZ*trTile, trTile)
+	if blocks(C, trCols) > maxGridYZ {
+		return fmt.Errorf("%w: %s: C %d, at most %d (65535 tiles of %d columns in the grid's y dimension)", ErrFP8Args, op, C, maxGridYZ*trCols, trCols)
 	}
 	op8, ip := d.ptr(out), d.ptr(in)
 	vecIn, vecOut := 0, 0
@@ -58,7 +59,7 @@ func (d *Device) transposeFP8(out, in *tensor.Tensor, N, C int) error {
 	if N%16 == 0 && uint64(op8)%16 == 0 {
 		vecOut = 1
 	}
-	grid := cuda.Dim3{X: uint32(blocks(N, trTile)), Y: uint32(blocks(C, trTile)), Z: 1}
+	grid := cuda.Dim3{X: uint32(blocks(N, trRows)), Y: uint32(blocks(C, trCols)), Z: 1}
 	if !d.run(kernTransposeFP8, tensor.F32, grid, cuda.D1(trBlock), 0, op8, ip, N, C, vecIn, vecOut) {
 		return fmt.Errorf("gpu: %s: %s did not launch (see Sync)", op, kernTransposeFP8)
 	}
