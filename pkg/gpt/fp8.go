@@ -16,7 +16,8 @@ package gpt
 //	backward  residual grads   LayerNormBackwardCastFP8 (e5m2)    → dy, dyᵀ, dbias of attn proj, fc proj
 //	          qkv output grad  CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
 //	          fc output grad   DGELUCastTransposeDBiasFP8 (e5m2)  → dy·gelu'(pre), its ᵀ, dbias
-//	          dlogits (Head)   CrossEntropyFP8 (e5m2)             → dy, dyᵀ of the head's dx and dW
+//	          dlogits (Head)   CrossEntropyFP8 (e5m2)             → dy of the head's dx
+//	                           then TransposeFP8                  → dyᵀ of its dW (DRUTO_FP8_HEAD_DW=fp8)
 //	          dx = dy·W        MatmulFP8 with Wᵀ
 //	          dW += dyᵀ·x      MatmulFP8Add with dyᵀ and xᵀ (K = tokens)
 //
@@ -564,9 +565,9 @@ func (m *Model) headLogitsFP8(logits *tensor.Tensor, r, n int) bool {
 // headGradFP8 queues the classifier and the backward of the LM head's
 // chunk of rows r..r+n under amp.FP8Recipe.Head, after headLogitsFP8: the
 // losses, and the gradient cast to e5m2 (CrossEntropyFP8, tensor
-// f8HeadDy, in the classifier's row form: no qt), with its transpose made
-// by a byte transpose of its own (TransposeFP8) where the weight gradient
-// runs in FP8 (headDWFP8), and over the logits in bf16 only where it does
+// f8HeadDy, by rows), with its transpose made by a byte transpose of its
+// own (TransposeFP8) where the weight gradient runs in FP8 (headDWFP8),
+// and over the logits in bf16 only where it does
 // not (the bf16 weight gradient is the one reader of that copy: with both
 // products in FP8 the classifier leaves the logits as they were and
 // writes no bf16 gradient); then dln[chunk] = dlogits·wte from
@@ -585,7 +586,7 @@ func (m *Model) headGradFP8(losses, logits, targets, x, state *tensor.Tensor, r,
 	if a.f8.dlogitsT != nil && m.headDWFP8() {
 		qt = a.f8.dlogitsT.MustView(0, V, n)
 	}
-	f.ops.CrossEntropyFP8(losses, logits, q, nil, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale, qt == nil)
+	f.ops.CrossEntropyFP8(losses, logits, q, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale, qt == nil)
 	f.ops.MatmulFP8(rowsOf(a.dln, r, n), q, f.wte.qt, nil, f.inv(k+f8HeadDy), f.inv(k+f8HeadW), n, V, C)
 	if qt != nil {
 		f.ops.TransposeFP8(qt, q, n, V)

@@ -598,11 +598,6 @@ func TestFP8HeadDW(t *testing.T) {
 			if len(c.d.stores) != chunks {
 				t.Errorf("rows %q: %d calls of CrossEntropyFP8, want %d", rows, len(c.d.stores), chunks)
 			}
-			// The classifier runs its row form either way; qt is
-			// TransposeFP8's, one a chunk, where the dW is in fp8.
-			if c.d.qts != 0 {
-				t.Errorf("rows %q, dW in fp8 %v: %d calls of CrossEntropyFP8 with a qt, want none", rows, !c.want, c.d.qts)
-			}
 			if want := map[bool]int{true: 0, false: chunks}[c.want]; c.d.transposes != want {
 				t.Errorf("rows %q, dW in fp8 %v: %d calls of TransposeFP8, want %d", rows, !c.want, c.d.transposes, want)
 			}
@@ -629,19 +624,16 @@ func TestFP8HeadDW(t *testing.T) {
 }
 
 // ceStores is the CPU device with CrossEntropyFP8's storeGrad recorded,
-// call by call, its calls with a qt counted, and TransposeFP8's calls.
+// call by call, and TransposeFP8's calls counted.
 type ceStores struct {
 	*cpu.Device
-	stores          []bool
-	qts, transposes int
+	stores     []bool
+	transposes int
 }
 
-func (d *ceStores) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
+func (d *ceStores) CrossEntropyFP8(losses, logits, q, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
 	d.stores = append(d.stores, storeGrad)
-	if qt != nil {
-		d.qts++
-	}
-	d.Device.CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state, N, V, dscale, storeGrad)
+	d.Device.CrossEntropyFP8(losses, logits, q, amax, targets, scale, state, N, V, dscale, storeGrad)
 }
 
 func (d *ceStores) TransposeFP8(out, in *tensor.Tensor, N, C int) {
