@@ -357,8 +357,9 @@ func (m *Model) ensureFP8() error {
 // is an error (HeadDWFromEnv). FP8 is the default since a 2,000-step loss
 // curve showed that the gradients the e5m2 cast flushes (the unlikely
 // tokens', which the tied embedding also gets) keep the final loss within
-// the FP8 step's target of bf16's; README.md gives the loss check, and
-// bench/results/h100/2026-12-06-s46 the step times.
+// the FP8 step's target of bf16's (the curve is in
+// bench/results/h100/2026-12-06-s47, the step times in
+// bench/results/h100/2026-12-06-s46).
 const HeadDWEnv = "DRUTO_FP8_HEAD_DW"
 
 // HeadDWFromEnv reads HeadDWEnv: whether the LM head's weight gradient
