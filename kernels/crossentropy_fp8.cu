@@ -18,37 +18,23 @@
 // casts add (fp8.cuh): amax[0] = max(amax[0], max |g|) by atomicMax on
 // the bits, amax[1] += the nonzero finite g whose code is ±0, one atomic
 // of each a block for all its rows (a persistent grid). With dscale == 0
-// only the losses are written; q, qt and amax are left as they are.
+// only the losses are written; q and amax are left as they are.
 //
-// store == 0: the caller reads the gradient only from q and qt (the LM
-// head's dx and dW products both in FP8), so the logits are left as they
-// were: neither form stores the gradient in T (N·V·sizeof(T) bytes of
-// writes fewer) nor packs it, and the l3 form skips the barrier that
-// kept thread 0's read of x[target] ahead of those stores. The losses,
-// q, qt and amax are computed as with store != 0, bit for bit.
+// store == 0: the caller reads the gradient only from q (the LM head's
+// dx and dW products both in FP8, the dW's operand a transpose of q made
+// apart: fp8transpose.cu), so the logits are left as they were: neither
+// form stores the gradient in T (N·V·sizeof(T) bytes of writes fewer)
+// nor packs it, and the l3 form skips the barrier that kept thread 0's
+// read of x[target] ahead of those stores. The losses, q and amax are
+// computed as with store != 0, bit for bit.
 //
 // The target's gradient (p - 1)·dscale is chosen per element by its
 // column (a compare and a select a logit) instead of being written over
 // the row afterwards as the bf16 kernels do, so that q holds its code
 // too; its value is the bf16 kernels' (the same expression of the same
 // exp). The dx product dlogits·wte takes q as its K-major operand (K = V)
-// as it is.
-//
-// Transposed copy (qt not null): the weight gradient dwte = dlogitsᵀ·ln
-// has K = N (tokens), so its FP8 GEMM needs qt (V,N) = qᵀ, N contiguous.
-// A block then takes tiles of CEF8_TILE consecutive rows (N a multiple
-// of it: the launcher checks), runs each row of its tile as above, and
-// after the tile's last row (cef8_transpose) reads the tile's q back and
-// writes qt[v][t0..t0+15] as one 16-byte store a vocabulary id. The
-// two passes over a row stay one row apart, as without qt, so the second
-// still reads the row from L2 (or shared memory); a tile whose rows were
-// read twice by one pass over 16 rows would keep 16 rows a block in
-// flight, 16·V·sizeof(T) (1.6 MB at V 50304, bf16), over the L2 for a
-// grid of every SM. The read-back is the tile's q (16·V bytes, written
-// just before, mostly still in L2); its stores are whole 16-byte pieces,
-// half a sector each. qt holds q's bytes: no second rounding, and the
-// amax and underflows are counted once, from q. Without qt a tile is one
-// row, the rows' order that of the kernels without qt.
+// as it is; the weight gradient's (K = N, tokens) is qᵀ, which
+// TransposeFP8 (fp8transpose.cu) makes from q after this kernel.
 //
 // Both kernels need rows of 16-byte vectors (V a multiple of 16, logits
 // and q 16-byte aligned: the launcher checks), so there is no scalar path.
@@ -59,8 +45,7 @@
 // round of its persistent grid and one resident block an SM (the FP8
 // state takes registers that two blocks of 512 would not have).
 // Traffic: sizeof(T) read and sizeof(T) + 1 written a logit (1 with
-// store == 0); with qt, 1 more read (the tile's q, mostly from L2) and 1
-// more written.
+// store == 0).
 
 #include "common.cuh"
 #include "crossentropy.cuh"
@@ -71,9 +56,6 @@
 #define CEF8_UNROLL 4
 // druto:block CEF8_TMA_THREADS crossentropy_fp8_tma
 #define CEF8_TMA_THREADS 1024
-// CEF8_TILE is the rows of a block's tile with qt: the bytes of one store
-// of qt (one vocabulary id's codes of the tile).
-#define CEF8_TILE 16
 
 // cef8_grad writes the gradient of one 16-byte vector of logits (column
 // j0 on) given the row's ml = max·log2(e), inv = 1/sum and sc = dscale/sum
@@ -124,52 +106,13 @@ __device__ __forceinline__ void cef8_amax(float* amax, unsigned int am, unsigned
     add_counts(amax, wsum, uf, BLOCK / 32);
 }
 
-// cef8_next returns the row a block runs after row when its tiles are of
-// tr rows: the next of the tile, else the first of its next tile (the
-// block's tiles stride by gridDim.x); N or more when there is none.
-__device__ __forceinline__ int cef8_next(int row, int tr, int N) {
-    const int n = row + 1;
-    return n % tr != 0 && n < N ? n : (row / tr + (int)gridDim.x) * tr;
-}
-
-// cef8_transpose writes qt (V,N) rows t0..t0+CEF8_TILE-1 of every column
-// from q (N,V) of those rows, which this block wrote (a barrier of the
-// block after its last store of them): a thread takes 4 columns, loads
-// their 4 bytes of each of the tile's rows (a warp: 128 consecutive bytes
-// of a row), transposes each 4×4 block of bytes with byte permutes and
-// stores the 4 columns' 16 bytes into qt. Every thread calls it.
-__device__ __forceinline__ void cef8_transpose(unsigned char* qt, const unsigned char* q, int t0, int N, int V) {
-    const unsigned char* src = q + (size_t)t0 * V;
-    for (int c = threadIdx.x; c < V / 4; c += blockDim.x) {
-        unsigned int w[CEF8_TILE];
-#pragma unroll
-        for (int r = 0; r < CEF8_TILE; r++) w[r] = *reinterpret_cast<const unsigned int*>(src + (size_t)r * V + 4 * c);
-        unsigned int o[4][CEF8_TILE / 4]; // o[j][k]: column 4c + j, rows 4k..4k+3
-#pragma unroll
-        for (int k = 0; k < CEF8_TILE / 4; k++) {
-            const unsigned int lo01 = __byte_perm(w[4 * k], w[4 * k + 1], 0x5140); // a0 b0 a1 b1
-            const unsigned int hi01 = __byte_perm(w[4 * k], w[4 * k + 1], 0x7362); // a2 b2 a3 b3
-            const unsigned int lo23 = __byte_perm(w[4 * k + 2], w[4 * k + 3], 0x5140);
-            const unsigned int hi23 = __byte_perm(w[4 * k + 2], w[4 * k + 3], 0x7362);
-            o[0][k] = __byte_perm(lo01, lo23, 0x5410); // a0 b0 c0 d0
-            o[1][k] = __byte_perm(lo01, lo23, 0x7632);
-            o[2][k] = __byte_perm(hi01, hi23, 0x5410);
-            o[3][k] = __byte_perm(hi01, hi23, 0x7632);
-        }
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            *reinterpret_cast<uint4*>(qt + (size_t)(4 * c + j) * N + t0) = make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
-    }
-}
-
-// losses (N) F32, logits (N,V) T, q (N,V) e5m2 bytes, qt (V,N) e5m2
-// bytes or null, amax (2) f32, targets (N), scale (1) f32; dscale_mul:
-// the device loss scale or null; store: 0 leaves the logits as they were
-// (the gradient in q and qt alone)
+// losses (N) F32, logits (N,V) T, q (N,V) e5m2 bytes, amax (2) f32,
+// targets (N), scale (1) f32; dscale_mul: the device loss scale or null;
+// store: 0 leaves the logits as they were (the gradient in q alone)
 extern "C" __global__ void __launch_bounds__(CEF8_THREADS, 1)
-    crossentropy_fp8_l3(float* __restrict__ losses, T* __restrict__ logits, unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
-                        float* __restrict__ amax, const int* __restrict__ targets, const float* __restrict__ scale, int N, int V,
-                        float dscale, const float* __restrict__ dscale_mul, int store) {
+    crossentropy_fp8_l3(float* __restrict__ losses, T* __restrict__ logits, unsigned char* __restrict__ q, float* __restrict__ amax,
+                        const int* __restrict__ targets, const float* __restrict__ scale, int N, int V, float dscale,
+                        const float* __restrict__ dscale_mul, int store) {
     pdl_enter();
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
     __shared__ float red[64];
@@ -178,8 +121,7 @@ extern "C" __global__ void __launch_bounds__(CEF8_THREADS, 1)
     const float L2E = 1.4426950408889634f;
     const float s = dscale != 0.0f ? *scale : 0.0f;
     unsigned int am = 0, uf = 0;
-    const int tr = qt != 0 ? CEF8_TILE : 1; // the rows of a tile
-    for (int row = blockIdx.x * tr; row < N; row = cef8_next(row, tr, N)) {
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
         T* x = logits + (size_t)row * V;
         const int tgt = targets[row];
         const bool ok = tgt >= 0 && tgt < V;
@@ -242,10 +184,6 @@ extern "C" __global__ void __launch_bounds__(CEF8_THREADS, 1)
             cef8_grad(o, v, i * CE_VEC, ok ? tgt : -1, ml, inv, sc, dscale, s, qrow, am, uf);
             if (store) xv[i] = pack16(o);
         }
-        if (qt != 0 && (row + 1) % CEF8_TILE == 0) {
-            __syncthreads(); // the tile's q is written
-            cef8_transpose(qt, q, row + 1 - CEF8_TILE, N, V);
-        }
     }
     cef8_amax<CEF8_THREADS>(amax, am, uf);
 }
@@ -256,9 +194,9 @@ extern __shared__ __align__(128) unsigned char cef8_tma_rows[];
 
 // crossentropy_fp8_l3's arguments; dynamic shared memory 2·V·sizeof(T)
 extern "C" __global__ void __launch_bounds__(CEF8_TMA_THREADS, 1)
-    crossentropy_fp8_tma(float* __restrict__ losses, T* __restrict__ logits, unsigned char* __restrict__ q, unsigned char* __restrict__ qt,
-                         float* __restrict__ amax, const int* __restrict__ targets, const float* __restrict__ scale, int N, int V,
-                         float dscale, const float* __restrict__ dscale_mul, int store) {
+    crossentropy_fp8_tma(float* __restrict__ losses, T* __restrict__ logits, unsigned char* __restrict__ q, float* __restrict__ amax,
+                         const int* __restrict__ targets, const float* __restrict__ scale, int N, int V, float dscale,
+                         const float* __restrict__ dscale_mul, int store) {
     pdl_enter();
 #ifdef DRUTO_HAVE_TMA
     if (dscale_mul != 0) dscale *= *dscale_mul; // the device loss scale (a power of two: exact)
@@ -272,24 +210,22 @@ extern "C" __global__ void __launch_bounds__(CEF8_TMA_THREADS, 1)
     const float L2E = 1.4426950408889634f;
     const float s = dscale != 0.0f ? *scale : 0.0f;
     unsigned int am = 0, uf = 0;
-    const int tr = qt != 0 ? CEF8_TILE : 1; // the rows of a tile
-    const int first = blockIdx.x * tr;
     if (tid == 0) {
         tma_bar_init(bar0);
         tma_bar_init(bar0 + 8);
         tma_bar_fence();
     }
     __syncthreads();
-    if (tid == 0 && first < N) {
+    if (tid == 0 && blockIdx.x < N) {
         tma_expect(bar0, rowBytes);
-        tma_load(rows0, logits + (size_t)first * V, rowBytes, bar0);
+        tma_load(rows0, logits + (size_t)blockIdx.x * V, rowBytes, bar0);
     }
     int k = 0;
-    for (int row = first; row < N; row = cef8_next(row, tr, N), k++) {
+    for (int row = blockIdx.x; row < N; row += gridDim.x, k++) {
         const int b = k & 1;
         // The other buffer's last reader was the previous row, which every
         // thread finished before the barrier that ended it.
-        const int next = cef8_next(row, tr, N);
+        const int next = row + gridDim.x;
         if (tid == 0 && next < N) {
             tma_expect(bar0 + 8 * (b ^ 1), rowBytes);
             tma_load(rows0 + (b ^ 1) * rowBytes, logits + (size_t)next * V, rowBytes, bar0 + 8 * (b ^ 1));
@@ -343,7 +279,6 @@ extern "C" __global__ void __launch_bounds__(CEF8_TMA_THREADS, 1)
             }
         }
         __syncthreads(); // buffer b is read; it is refilled two rows on
-        if (qt != 0 && dscale != 0.0f && (row + 1) % CEF8_TILE == 0) cef8_transpose(qt, q, row + 1 - CEF8_TILE, N, V); // after the barrier: the tile's q is written
     }
     cef8_amax<CEF8_TMA_THREADS>(amax, am, uf);
 #endif

@@ -601,7 +601,8 @@ losscurve() {
 # final validation losses (target: fp8 within 0.5% of bf16), the largest
 # gap at any evaluation from step 1,000 on, the fp8 run's overflow counts
 # and step times. FP8CURVE_AMPS picks the runs (default "bf16 fp8";
-# fp8head: --amp fp8 --fp8-head), each compared with the bf16 run's
+# fp8head: --amp fp8 --fp8-head, the head's weight gradient in FP8 unless
+# DRUTO_FP8_HEAD_DW=bf16 is exported), each compared with the bf16 run's
 # metrics (FP8CURVE_BF16: a bf16 metrics file of an earlier call instead,
 # when the list has no bf16). Budget on the H200: the shard ~30 s, each run ~90-110 s
 # (FP8CURVE_TIMEOUT, default 200 s a run): ~250 s.

@@ -101,7 +101,7 @@ func runBench(args []string) error {
 	out := fs.String("json", "", "write the report here (JSON)")
 	kernelsOnly := fs.Bool("kernels", false, "GPU kernel micro-benchmarks (L2 flushed, CUDA events) instead of training steps")
 	ops := fs.String("ops", "", "with --kernels: the micro-benchmarks to run, comma-separated (default all: "+strings.Join(gpu.KernelOps, ",")+")")
-	fp8Head := fs.Bool("fp8-head", false, "fp8 modes: the LM head's forward product (the logits) and input gradient in FP8 as well (amp.FP8Recipe.Head; DRUTO_FP8_HEAD_DW=fp8: its weight gradient too)")
+	fp8Head := fs.Bool("fp8-head", false, "fp8 modes: the LM head's forward product (the logits), input gradient and weight gradient in FP8 as well (amp.FP8Recipe.Head; DRUTO_FP8_HEAD_DW=bf16 keeps its weight gradient in bf16)")
 	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the timed steps to this file")
 	sample := fs.Bool("sample", false, "benchmark generation instead of training: --configs preset:BxP is B prompts of P tokens, each continued by --tokens tokens over the key/value cache (greedy); --steps rounds, median")
@@ -152,6 +152,9 @@ func runBench(args []string) error {
 		return err
 	} else if r > 0 {
 		fmt.Fprintf(os.Stderr, "druto bench: %s=%d: the fused LM head runs in chunks of %d rows\n", gpt.HeadRowsEnv, r, r)
+	}
+	if _, err := gpt.HeadDWFromEnv(); err != nil {
+		return err
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

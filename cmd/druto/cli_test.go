@@ -92,21 +92,36 @@ func TestBadInput(t *testing.T) {
 		{"lab grade of no folder", []string{"lab", "grade", filepath.Join(dir, "none")}, "submitted notebooks"},
 		{"lab grade, bad jobs", []string{"lab", "grade", "--jobs", "0", dir}, "--jobs"},
 	}
-	for _, c := range cases {
-		cmd := exec.Command(bin, c.args...)
+	// Bad values of environment knobs, each named in the message.
+	envCases := []struct {
+		name, env string
+		args      []string
+	}{
+		{"bad head dW for train", "DRUTO_FP8_HEAD_DW=on", []string{"train", "--out", out}},
+		{"bad head dW for bench", "DRUTO_FP8_HEAD_DW=FP8", []string{"bench", "--backend", "cpu", "--modes", "fused+fp32"}},
+	}
+	run := func(name, want string, env []string, args ...string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
 		b, err := cmd.CombinedOutput()
 		msg := strings.TrimSpace(string(b))
 		if err == nil {
-			t.Errorf("%s: exit 0, want an error; output %q", c.name, msg)
-			continue
+			t.Errorf("%s: exit 0, want an error; output %q", name, msg)
+			return
 		}
 		if strings.Contains(msg, "panic") || strings.Contains(msg, "goroutine ") {
-			t.Errorf("%s: panic trace:\n%s", c.name, msg)
+			t.Errorf("%s: panic trace:\n%s", name, msg)
 		}
 		last := msg[strings.LastIndex(msg, "\n")+1:]
-		if !strings.Contains(strings.ToLower(last), strings.ToLower(c.want)) {
-			t.Errorf("%s: last line %q does not mention %q", c.name, last, c.want)
+		if !strings.Contains(strings.ToLower(last), strings.ToLower(want)) {
+			t.Errorf("%s: last line %q does not mention %q", name, last, want)
 		}
+	}
+	for _, c := range cases {
+		run(c.name, c.want, nil, c.args...)
+	}
+	for _, c := range envCases {
+		run(c.name, "DRUTO_FP8_HEAD_DW", []string{c.env}, c.args...)
 	}
 	if entries, _ := os.ReadDir(out); len(entries) > 0 {
 		t.Errorf("failed runs left files in %s: %v", out, entries)

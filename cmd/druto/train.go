@@ -74,7 +74,7 @@ func runTrain(args []string) error {
 	initPath := fs.String("init", "", "start from this checkpoint's weights (druto's, a transformers GPT-2, or a Hub name: gpt2, gpt2-medium, ORG/NAME[@REV]): fine-tuning; the model shape comes from it")
 	saveDType := fs.String("save-dtype", "f32", "dtype of the saved model file: f32, or bf16 or f16 for half the size (the optimizer state keeps --adam-state)")
 	fp8History := fs.Int("fp8-history", 1024, "--amp fp8: the amax history of delayed scaling, in steps (each FP8 tensor's scale follows the largest amax of its last N steps)")
-	fp8Head := fs.Bool("fp8-head", false, "--amp fp8: the LM head's forward product (the logits) and input gradient in FP8 as well (DRUTO_FP8_HEAD_DW=fp8: its weight gradient too)")
+	fp8Head := fs.Bool("fp8-head", false, "--amp fp8: the LM head's forward product (the logits), input gradient and weight gradient in FP8 as well (DRUTO_FP8_HEAD_DW=bf16 keeps its weight gradient in bf16)")
 	fp8Margin := fs.Int("fp8-margin", 0, "--amp fp8: headroom of the FP8 scales, as a power of two (amax maps to the format's max / 2^margin)")
 	adamState := fs.String("adam-state", "fp32", "dtype of AdamW's moments: fp32, or bf16 (half the optimizer state, stochastic rounding; --resume converts a checkpoint's moments)")
 	be := backendFlags(fs)
@@ -186,6 +186,9 @@ func runTrain(args []string) error {
 		return fmt.Errorf("--log-every %d must be at least 1", *logEvery)
 	}
 	if _, err := gpt.HeadRowsOverride(); err != nil {
+		return err
+	}
+	if _, err := gpt.HeadDWFromEnv(); err != nil {
 		return err
 	}
 	if *dryRun {

@@ -36,11 +36,11 @@ type FP8Recipe struct {
 	// input gradient dx = dlogits·wte from an e5m2 copy of the logits'
 	// gradient that the classifier writes in the same pass
 	// (device.FP8's CrossEntropyFP8) and wte's transposed e4m3 copy, and
-	// its weight gradient from the transposed e5m2 copy the classifier
-	// writes beside it and ln_f's transposed e4m3 output (pkg/gpt's
-	// DRUTO_FP8_HEAD_DW=bf16 keeps that product in bf16, and with it the
-	// classifier's bf16 gradient over the logits, which the FP8 products
-	// do not read and the classifier then does not write).
+	// its weight gradient from that e5m2 gradient transposed
+	// (device.FP8's TransposeFP8) and ln_f's transposed e4m3 output
+	// (pkg/gpt's DRUTO_FP8_HEAD_DW=bf16 keeps that product in bf16, and
+	// with it the classifier's bf16 gradient over the logits, which the
+	// FP8 products do not read and the classifier then does not write).
 	Head bool
 }
 

@@ -87,21 +87,17 @@ func (p *profiler) LayerNormBackwardCastFP8(dinp, dweight, dbias, q, qt, amax, d
 
 // CrossEntropyFP8 times the FP8 classifier under the classifier's class:
 // the logits read, and with dscale != 0 the gradient cast into q and,
-// with storeGrad, written over the logits, and with qt q read back and
-// written transposed.
-func (p *profiler) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *device.T, N, V int, dscale float32, storeGrad bool) {
+// with storeGrad, written over the logits.
+func (p *profiler) CrossEntropyFP8(losses, logits, q, amax, targets, scale, state *device.T, N, V int, dscale float32, storeGrad bool) {
 	b := bytesOf(losses, logits, targets)
 	if dscale != 0 {
 		b += bytesOf(q)
 		if storeGrad {
 			b += bytesOf(logits)
 		}
-		if qt != nil {
-			b += bytesOf(q, qt)
-		}
 	}
 	p.fp8Timed("CrossEntropyFP8", device.Ops.CrossEntropy.Class, 0, b, func(f device.FP8) {
-		f.CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state, N, V, dscale, storeGrad)
+		f.CrossEntropyFP8(losses, logits, q, amax, targets, scale, state, N, V, dscale, storeGrad)
 	})
 }
 

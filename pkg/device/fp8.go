@@ -81,24 +81,21 @@ type FP8 interface {
 	// casts add (max |g|, and the nonzero finite g whose code is ±0). The
 	// losses, and with storeGrad the gradient over the logits, are
 	// CrossEntropy's values; with storeGrad false the logits are left as
-	// they were (the caller reads g only from q and qt: the device skips
-	// writing it in the logits' dtype), and the losses, q, qt and amax are
-	// those storeGrad true gives, bit for bit. q is the LM head's FP8
-	// dlogits, the K-major operand of its dx product (K = V) under
-	// amp.FP8Recipe.Head. qt, when not nil, is written qᵀ (the same
-	// codes, counted once in amax): the K-major operand (K = N) of the
-	// head's weight gradient dwte += qtᵀ·ln. With dscale == 0 it is
-	// CrossEntropy, q, qt and amax untouched (storeGrad changes nothing).
-	// V must be a multiple of 16 (rows of q are FP8 GEMM operands), and N
-	// too with qt (its rows are).
-	// losses (N) F32, logits (N,V) float, q (N,V) F8E5M2, qt (V,N) F8E5M2 or nil, amax (2), targets (N) I32, scale (1), state (StateLen) F32 or nil
-	CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *T, N, V int, dscale float32, storeGrad bool)
+	// they were (the caller reads g only from q: the device skips writing
+	// it in the logits' dtype), and the losses, q and amax are those
+	// storeGrad true gives, bit for bit. q is the LM head's FP8 dlogits,
+	// the K-major operand of its dx product (K = V) under
+	// amp.FP8Recipe.Head; its weight gradient's (K = N) is qᵀ, which
+	// TransposeFP8 makes from q. With dscale == 0 it is CrossEntropy, q
+	// and amax untouched (storeGrad changes nothing). V must be a multiple
+	// of 16 (rows of q are FP8 GEMM operands).
+	// losses (N) F32, logits (N,V) float, q (N,V) F8E5M2, amax (2), targets (N) I32, scale (1), state (StateLen) F32 or nil
+	CrossEntropyFP8(losses, logits, q, amax, targets, scale, state *T, N, V int, dscale float32, storeGrad bool)
 	// TransposeFP8 writes out = inᵀ, the same codes (a copy of the bytes,
 	// no amax: in's were counted where it was cast): the K-major copy of
 	// an FP8 operand made apart from the op that cast it (the LM head's
 	// e5m2 gradient, which CrossEntropyFP8 writes by rows, for its weight
-	// gradient's FP8 GEMM: a bandwidth-bound pass in place of qt inside
-	// the classifier).
+	// gradient's FP8 GEMM: a bandwidth-bound pass after the classifier).
 	// out (C,N), in (N,C) of one FP8 dtype
 	TransposeFP8(out, in *T, N, C int)
 	// FP8ScaleUpdate is amp.UpdateFP8Scales on the device state: every

@@ -16,7 +16,8 @@ package gpt
 //	backward  residual grads   LayerNormBackwardCastFP8 (e5m2)    → dy, dyᵀ, dbias of attn proj, fc proj
 //	          qkv output grad  CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
 //	          fc output grad   DGELUCastTransposeDBiasFP8 (e5m2)  → dy·gelu'(pre), its ᵀ, dbias
-//	          dlogits (Head)   CrossEntropyFP8 (e5m2)             → dy, dyᵀ of the head's dx and dW
+//	          dlogits (Head)   CrossEntropyFP8 (e5m2)             → dy of the head's dx
+//	                           then TransposeFP8                  → dyᵀ of its dW (unless HeadDWEnv=bf16)
 //	          dx = dy·W        MatmulFP8 with Wᵀ
 //	          dW += dyᵀ·x      MatmulFP8Add with dyᵀ and xᵀ (K = tokens)
 //
@@ -269,7 +270,8 @@ func (m *Model) trainsFP8() bool { return m.Policy == amp.FP8 && m.grads != nil 
 
 // fp8Refusal returns why the FP8 step cannot run for the current
 // activations, nil when it can: a device without FP8 ops, recomputation,
-// or sizes whose FP8 GEMMs cuBLASLt cannot take.
+// sizes whose FP8 GEMMs cuBLASLt cannot take, or with the FP8 head a
+// HeadDWEnv value HeadDWFromEnv refuses.
 func (m *Model) fp8Refusal() error {
 	C, N := m.Config.Channels, m.acts.B*m.acts.T
 	switch _, ok := m.dev.(device.FP8); {
@@ -281,6 +283,11 @@ func (m *Model) fp8Refusal() error {
 		return fmt.Errorf("gpt: --amp fp8 needs channels (%d) and batch × sequence (%d) that are multiples of 16 (FP8 GEMMs take 16-byte rows)", C, N)
 	case m.fp8Head() && m.Config.Vocab%16 != 0:
 		return fmt.Errorf("gpt: the LM head in fp8 needs a vocabulary that is a multiple of 16 (its input gradient's FP8 GEMM reads rows of V bytes; this one has %d: pad it, or leave --fp8-head off)", m.Config.Vocab)
+	}
+	if m.fp8Head() {
+		if _, err := HeadDWFromEnv(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -343,25 +350,49 @@ func (m *Model) ensureFP8() error {
 	return nil
 }
 
-// HeadDWEnv names the environment variable that, set to "fp8", runs the
-// LM head's weight gradient under amp.FP8Recipe.Head as an FP8 GEMM
-// (headDWFP8); unset (or anything else) it stays the bf16 product of the
-// bf16 gradient over the logits. Off by default until a loss curve shows
-// that the gradients the e5m2 cast flushes (the unlikely tokens', which the
-// tied embedding also gets) cost no loss; its step times are in
-// bench/results/h100/2026-12-06-s46.
+// HeadDWEnv names the environment variable that picks the LM head's
+// weight gradient under amp.FP8Recipe.Head: unset or "fp8" (the default)
+// an FP8 GEMM (headDWFP8), "bf16" the bf16 product of the bf16 gradient
+// over the logits, which the classifier then also writes; any other value
+// is an error (HeadDWFromEnv). FP8 is the default since a 2,000-step loss
+// curve showed that the gradients the e5m2 cast flushes (the unlikely
+// tokens', which the tied embedding also gets) keep the final loss within
+// the FP8 step's target of bf16's (the curve is in
+// bench/results/h100/2026-12-06-s47, the step times in
+// bench/results/h100/2026-12-06-s46).
 const HeadDWEnv = "DRUTO_FP8_HEAD_DW"
 
+// HeadDWFromEnv reads HeadDWEnv: whether the LM head's weight gradient
+// runs in FP8 under amp.FP8Recipe.Head (unset or "fp8") or in bf16
+// ("bf16"), and an error naming the variable for any other value (fp8
+// then false). The FP8 step refuses to run with such a value
+// (fp8Refusal), and cmd/druto checks it before training.
+func HeadDWFromEnv() (fp8 bool, err error) {
+	switch v := os.Getenv(HeadDWEnv); v {
+	case "", "fp8":
+		return true, nil
+	case "bf16":
+		return false, nil
+	default:
+		return false, fmt.Errorf("gpt: %s=%q: want fp8 (the default) or bf16 (the LM head's weight gradient under --fp8-head) or unset", HeadDWEnv, v)
+	}
+}
+
 // headDWFP8 reports whether the LM head's weight gradient runs as an FP8
-// GEMM (amp.FP8Recipe.Head and HeadDWEnv=fp8): dwte += dlogitsᵀ·lnf with
-// K = a chunk's rows, from the classifier's transposed e5m2 gradient and
-// ln_f's transposed e4m3 output. It needs chunks of a multiple of 16 rows
-// (the operands' rows are K bytes; the batch's rows are, fp8Refusal).
+// GEMM (amp.FP8Recipe.Head, and HeadDWEnv unset or fp8): dwte +=
+// dlogitsᵀ·lnf with K = a chunk's rows, from the transpose of the
+// classifier's e5m2 gradient and ln_f's transposed e4m3 output. It needs
+// chunks of a multiple of 16 rows (the operands' rows are K bytes; the
+// batch's rows are, fp8Refusal); other chunks keep the bf16 product.
 func (m *Model) headDWFP8() bool { return m.fp8Head() && m.acts != nil && headDWOn(m.acts.rows) }
 
-// headDWOn reports whether HeadDWEnv asks for the FP8 weight gradient and
-// the head's chunks of rows rows allow it.
-func headDWOn(rows int) bool { return rows%16 == 0 && os.Getenv(HeadDWEnv) == "fp8" }
+// headDWOn reports whether HeadDWEnv leaves the weight gradient in FP8
+// (false for a value HeadDWFromEnv refuses) and the head's chunks of rows
+// rows allow it.
+func headDWOn(rows int) bool {
+	fp8, _ := HeadDWFromEnv()
+	return fp8 && rows%16 == 0
+}
 
 // seedHeadDy sets the first scale of the logits' gradient (f8HeadDy) in
 // s, while no amax has reached its record (its history empty), from the
@@ -564,9 +595,9 @@ func (m *Model) headLogitsFP8(logits *tensor.Tensor, r, n int) bool {
 // headGradFP8 queues the classifier and the backward of the LM head's
 // chunk of rows r..r+n under amp.FP8Recipe.Head, after headLogitsFP8: the
 // losses, and the gradient cast to e5m2 (CrossEntropyFP8, tensor
-// f8HeadDy, in the classifier's row form: no qt), with its transpose made
-// by a byte transpose of its own (TransposeFP8) where the weight gradient
-// runs in FP8 (headDWFP8), and over the logits in bf16 only where it does
+// f8HeadDy, by rows), with its transpose made by a byte transpose of its
+// own (TransposeFP8) where the weight gradient runs in FP8 (headDWFP8,
+// the default), and over the logits in bf16 only where it does
 // not (the bf16 weight gradient is the one reader of that copy: with both
 // products in FP8 the classifier leaves the logits as they were and
 // writes no bf16 gradient); then dln[chunk] = dlogits·wte from
@@ -585,7 +616,7 @@ func (m *Model) headGradFP8(losses, logits, targets, x, state *tensor.Tensor, r,
 	if a.f8.dlogitsT != nil && m.headDWFP8() {
 		qt = a.f8.dlogitsT.MustView(0, V, n)
 	}
-	f.ops.CrossEntropyFP8(losses, logits, q, nil, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale, qt == nil)
+	f.ops.CrossEntropyFP8(losses, logits, q, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale, qt == nil)
 	f.ops.MatmulFP8(rowsOf(a.dln, r, n), q, f.wte.qt, nil, f.inv(k+f8HeadDy), f.inv(k+f8HeadW), n, V, C)
 	if qt != nil {
 		f.ops.TransposeFP8(qt, q, n, V)

@@ -72,7 +72,8 @@ func TestGPUFP8Step(t *testing.T) {
 		t.Errorf("gpu fp8 head loss %.6f, cpu reference %.6f (%.3f%% apart), without the head %.6f", lgh, lch, 100*d, lg)
 	}
 	// Its gradients (the head's dx from the e5m2 logits' gradient,
-	// CrossEntropyFP8 and the FP8 GEMM with K = V) against the reference's
+	// CrossEntropyFP8 and the FP8 GEMM with K = V, and its dW from that
+	// gradient's transpose, the default HeadDWEnv) against the reference's
 	// with the head, with the bounds above; the head's three scales
 	// within 5% of the reference's and the logits' gradient's pending
 	// amax within 0.1% (the GPU's exp is ex2.approx).

@@ -2,6 +2,7 @@ package gpt
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,7 +192,8 @@ func TestSetFP8RecipeDropsPendingRestore(t *testing.T) {
 }
 
 // TestFP8HeadTracksBF16: with amp.FP8Recipe.Head (the logits from e4m3
-// copies of ln_f's output and wte) the step on the CPU reference keeps
+// copies of ln_f's output and wte, the head's dx and, by default, its dW
+// from the e5m2 logits' gradient) the step on the CPU reference keeps
 // TestFP8StepTracksBF16's bounds against bf16 (loss within 1%, every
 // gradient at cosine ≥ 0.99 within 15% of its norm), differs from the
 // recipe without it (the head's product really ran in FP8), and moves the
@@ -562,15 +564,17 @@ func runLNCastSteps(t *testing.T, dev device.Device, cfg Config, split bool, ste
 }
 
 // TestFP8HeadDW: under amp.FP8Recipe.Head the LM head's weight gradient
-// runs as the FP8 GEMM of the classifier's transposed e5m2 gradient and
-// ln_f's transposed e4m3 copy (headDWFP8): against the step with
-// HeadDWEnv unset (the bf16 product of the bf16 gradient, the default) the
-// loss is the same, the gradients differ (wte's: the fp8 dW ran) and keep
-// the bounds TestFP8HeadTracksBF16 keeps against bf16, in one head chunk
-// and in four (HeadRowsEnv: each chunk's block of ln_f's transpose). The
-// classifier writes the bf16 gradient over the logits (storeGrad) only
-// for the bf16 dW, its one reader: every chunk's CrossEntropyFP8 asks
-// for it with the bf16 dW and for none with HeadDWEnv=fp8.
+// runs by default (HeadDWEnv unset, or fp8) as the FP8 GEMM of the
+// transpose of the classifier's e5m2 gradient and ln_f's transposed e4m3
+// copy (headDWFP8): against the step with HeadDWEnv=bf16 (the bf16
+// product of the bf16 gradient) the loss is the same, the gradients
+// differ (wte's: the fp8 dW ran) and keep the bounds TestFP8HeadTracksBF16
+// keeps against bf16, in one head chunk and in four (HeadRowsEnv: each
+// chunk's block of ln_f's transpose); unset and fp8 give the same step,
+// bit for bit. The classifier writes the bf16 gradient over the logits
+// (storeGrad) only for the bf16 dW, its one reader: every chunk's
+// CrossEntropyFP8 asks for it with bf16 and for none with the fp8 dW,
+// whose transpose is one TransposeFP8 a chunk.
 func TestFP8HeadDW(t *testing.T) {
 	const B, T = 2, 32
 	dev := func() *ceStores { return &ceStores{Device: cpu.New(device.Options{Fused: true, Threads: 2})} }
@@ -578,17 +582,22 @@ func TestFP8HeadDW(t *testing.T) {
 	r.Head = true
 	for _, rows := range []string{"", "16"} {
 		t.Setenv(HeadRowsEnv, rows)
-		t.Setenv(HeadDWEnv, "")
+		t.Setenv(HeadDWEnv, "bf16")
 		db := dev()
 		lb, gb, mb := fp8StepsOn(t, db, fp8Cfg, amp.FP8, 3, B, T, r)
-		if mb.headDWFP8() {
-			t.Fatalf("rows %q: the head's dW in fp8 by default", rows)
+		if mb.headDWFP8() || mb.acts.f8.dlogitsT != nil {
+			t.Fatalf("rows %q: the head's dW in fp8 with %s=bf16", rows, HeadDWEnv)
 		}
-		t.Setenv(HeadDWEnv, "fp8")
+		t.Setenv(HeadDWEnv, "") // the default
 		d8 := dev()
 		l8, g8, m8 := fp8StepsOn(t, d8, fp8Cfg, amp.FP8, 3, B, T, r)
 		if !m8.headDWFP8() || m8.acts.f8.dlogitsT == nil {
-			t.Fatalf("rows %q: the head's dW is not in fp8", rows)
+			t.Fatalf("rows %q: the head's dW is not in fp8 by default", rows)
+		}
+		t.Setenv(HeadDWEnv, "fp8")
+		lf, gf, _ := fp8StepsOn(t, dev(), fp8Cfg, amp.FP8, 3, B, T, r)
+		if lf != l8 || !slices.Equal(gf, g8) {
+			t.Errorf("rows %q: %s=fp8 gives loss %.6f and other gradients than the default's (loss %.6f)", rows, HeadDWEnv, lf, l8)
 		}
 		chunks := 3 * ((B*T + m8.acts.rows - 1) / m8.acts.rows) // calls in 3 steps
 		for _, c := range []struct {
@@ -597,11 +606,6 @@ func TestFP8HeadDW(t *testing.T) {
 		}{{db, true}, {d8, false}} {
 			if len(c.d.stores) != chunks {
 				t.Errorf("rows %q: %d calls of CrossEntropyFP8, want %d", rows, len(c.d.stores), chunks)
-			}
-			// The classifier runs its row form either way; qt is
-			// TransposeFP8's, one a chunk, where the dW is in fp8.
-			if c.d.qts != 0 {
-				t.Errorf("rows %q, dW in fp8 %v: %d calls of CrossEntropyFP8 with a qt, want none", rows, !c.want, c.d.qts)
 			}
 			if want := map[bool]int{true: 0, false: chunks}[c.want]; c.d.transposes != want {
 				t.Errorf("rows %q, dW in fp8 %v: %d calls of TransposeFP8, want %d", rows, !c.want, c.d.transposes, want)
@@ -628,20 +632,62 @@ func TestFP8HeadDW(t *testing.T) {
 	}
 }
 
-// ceStores is the CPU device with CrossEntropyFP8's storeGrad recorded,
-// call by call, its calls with a qt counted, and TransposeFP8's calls.
-type ceStores struct {
-	*cpu.Device
-	stores          []bool
-	qts, transposes int
+// TestHeadDWEnv: HeadDWFromEnv takes unset, fp8 and bf16, and refuses
+// any other value with an error naming the variable; with such a value
+// the FP8 step with the head returns that error from Gradients (no
+// panic, nothing run), and the step without the head ignores it.
+func TestHeadDWEnv(t *testing.T) {
+	for _, c := range []struct {
+		v       string
+		fp8, ok bool
+	}{{"", true, true}, {"fp8", true, true}, {"bf16", false, true}, {"FP8", false, false}, {"on", false, false}, {"1", false, false}} {
+		t.Setenv(HeadDWEnv, c.v)
+		fp8, err := HeadDWFromEnv()
+		if fp8 != c.fp8 || (err == nil) != c.ok {
+			t.Errorf("%s=%q: fp8 %v, error %v; want fp8 %v, an error %v", HeadDWEnv, c.v, fp8, err, c.fp8, !c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), HeadDWEnv) {
+			t.Errorf("%s=%q: error %q does not name the variable", HeadDWEnv, c.v, err)
+		}
+	}
+	t.Setenv(HeadDWEnv, "on")
+	const B, T = 2, 32
+	for _, head := range []bool{true, false} {
+		m, err := New(cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.FP8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		r := amp.DefaultFP8Recipe()
+		r.Head = head
+		if err := m.SetFP8Recipe(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Init(7); err != nil {
+			t.Fatal(err)
+		}
+		m.ZeroGrad()
+		_, err = m.Gradients(microTokens(B*T, fp8Cfg.Vocab, 3), microTokens(B*T, fp8Cfg.Vocab, 5), B, T, 1)
+		switch {
+		case head && (err == nil || !strings.Contains(err.Error(), HeadDWEnv)):
+			t.Errorf("the fp8 head with %s=on: Gradients gave %v, want the variable's error", HeadDWEnv, err)
+		case !head && err != nil:
+			t.Errorf("fp8 without the head, %s=on: Gradients: %v", HeadDWEnv, err)
+		}
+	}
 }
 
-func (d *ceStores) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
+// ceStores is the CPU device with CrossEntropyFP8's storeGrad recorded,
+// call by call, and TransposeFP8's calls counted.
+type ceStores struct {
+	*cpu.Device
+	stores     []bool
+	transposes int
+}
+
+func (d *ceStores) CrossEntropyFP8(losses, logits, q, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
 	d.stores = append(d.stores, storeGrad)
-	if qt != nil {
-		d.qts++
-	}
-	d.Device.CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state, N, V, dscale, storeGrad)
+	d.Device.CrossEntropyFP8(losses, logits, q, amax, targets, scale, state, N, V, dscale, storeGrad)
 }
 
 func (d *ceStores) TransposeFP8(out, in *tensor.Tensor, N, C int) {

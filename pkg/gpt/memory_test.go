@@ -203,8 +203,8 @@ func TestMemoryAllocated(t *testing.T) {
 		for _, pc := range []struct {
 			p    amp.Policy
 			head bool   // amp.FP8Recipe.Head
-			dw   string // HeadDWEnv: "fp8", the head's weight gradient in FP8 (its transposed e5m2 gradient)
-		}{{amp.FP32, false, ""}, {amp.BF16, false, ""}, {amp.FP8, false, ""}, {amp.FP8, true, ""}, {amp.FP8, true, "fp8"}} {
+			dw   string // HeadDWEnv: unset the head's weight gradient in FP8 (its transposed e5m2 gradient, the default), "bf16" in bf16
+		}{{amp.FP32, false, ""}, {amp.BF16, false, ""}, {amp.FP8, false, ""}, {amp.FP8, true, ""}, {amp.FP8, true, "bf16"}} {
 			t.Setenv(HeadDWEnv, pc.dw)
 			p := pc.p
 			dev := newCounting(fused)

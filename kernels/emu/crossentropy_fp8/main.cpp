@@ -7,20 +7,18 @@
 // (crossentropy.cuh's DRUTO_EMU branch). crossentropy_fp8_tma needs the
 // bulk-copy engine and is not emulated; its rows run the same functions.
 //
-//   emu_DT io N V GRID REV QT STORE
+//   emu_DT io N V GRID REV STORE
 //                            the kernel on GRID blocks (a persistent grid
-//                            striding over the N rows, or with QT 1 over
-//                            tiles of CEF8_TILE rows writing qt; REV 1:
-//                            the blocks last to first; STORE the kernel's
-//                            store: 0 leaves the logits as they were)
+//                            striding over the N rows; REV 1: the blocks
+//                            last to first; STORE the kernel's store: 0
+//                            leaves the logits as they were)
 //                            stdin: scale, dscale, the loss scale at
 //                            dscale_mul (0: a null pointer), the pending
 //                            amax pair (f32 each), targets (N i32), logits
 //                            (N·V of T, raw)
 //                            stdout: losses (N f32), the logits after
 //                            (N·V of T: with STORE 0 the input's), q
-//                            (N·V bytes), with QT 1 qt (V·N bytes), amax
-//                            (2 f32)
+//                            (N·V bytes), amax (2 f32)
 //
 // pkg/device/gpu's TestCrossEntropyFP8EmulatorMatchesCPU runs it against
 // pkg/device/cpu's CrossEntropyFP8 (go test).
@@ -40,7 +38,6 @@ unsigned int atomicMax(unsigned int* p, unsigned int v) {
     return old;
 }
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
-inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 
 // cvt8 is one lane of cvt.rn.satfinite.e5m2x2.f32 (as kernels/emu/fp8's):
 // round to nearest even, past max (±Inf included) ±max, NaN 0x7f.
@@ -77,11 +74,11 @@ static void readAll(void* p, size_t n) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 8 || strcmp(argv[1], "io") != 0) {
-        fprintf(stderr, "usage: emu_DT io N V GRID REV QT STORE\n");
+    if (argc != 7 || strcmp(argv[1], "io") != 0) {
+        fprintf(stderr, "usage: emu_DT io N V GRID REV STORE\n");
         return 2;
     }
-    const int N = atoi(argv[2]), V = atoi(argv[3]), G = atoi(argv[4]), QT = atoi(argv[6]), STORE = atoi(argv[7]);
+    const int N = atoi(argv[2]), V = atoi(argv[3]), G = atoi(argv[4]), STORE = atoi(argv[6]);
     reverseBlocks = atoi(argv[5]) != 0;
     float head[5]; // scale, dscale, mul, amax[0], amax[1]
     readAll(head, sizeof head);
@@ -90,16 +87,15 @@ int main(int argc, char** argv) {
     std::vector<T> x((size_t)N * V);
     readAll(x.data(), sizeof(T) * x.size());
     std::vector<float> losses(N);
-    std::vector<unsigned char> q((size_t)N * V, 0xa5), qt(QT ? (size_t)N * V : 0, 0xa5);
+    std::vector<unsigned char> q((size_t)N * V, 0xa5);
     float amax[2] = {head[3], head[4]}, scale = head[0], mul = head[2];
     launch(G, 1, CEF8_THREADS, [&] {
-        crossentropy_fp8_l3(losses.data(), x.data(), q.data(), QT ? qt.data() : nullptr, amax, tg.data(), &scale, N, V, head[1],
-                            mul != 0 ? &mul : nullptr, STORE);
+        crossentropy_fp8_l3(losses.data(), x.data(), q.data(), amax, tg.data(), &scale, N, V, head[1], mul != 0 ? &mul : nullptr,
+                            STORE);
     });
     fwrite(losses.data(), 4, N, stdout);
     fwrite(x.data(), sizeof(T), x.size(), stdout);
     fwrite(q.data(), 1, q.size(), stdout);
-    fwrite(qt.data(), 1, qt.size(), stdout);
     fwrite(amax, 4, 2, stdout);
     return 0;
 }

@@ -14,13 +14,11 @@ import (
 // logits are CrossEntropy's (CrossEntropyScaled's with a state) bit for
 // bit in every dtype and form; q is e5m2 of the fp32 gradient·scale (not
 // of the gradient rounded to the logits' dtype); amax is max(pending,
-// max |g|) and the underflows are added to the pending count; qt, when
-// given, is qᵀ bit for bit and adds nothing to amax; storeGrad false
-// leaves the logits as they were and writes the same losses, q, qt and
-// amax bit for bit; dscale 0 leaves q, qt and amax untouched (and the
-// logits, storeGrad either way); V not a multiple of 16, a q of E4M3, a
-// target out of range and a qt with N not a multiple of 16 are refused,
-// nothing written.
+// max |g|) and the underflows are added to the pending count; storeGrad
+// false leaves the logits as they were and writes the same losses, q and
+// amax bit for bit; dscale 0 leaves q and amax untouched (and the logits,
+// storeGrad either way); V not a multiple of 16, a q of E4M3 and a target
+// out of range are refused, nothing written.
 func TestCrossEntropyFP8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(38, 2))
 	const N, V = 16, 96
@@ -28,7 +26,6 @@ func TestCrossEntropyFP8(t *testing.T) {
 		d := New(device.Options{Fused: fused, Threads: 2})
 		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16, tensor.F16} {
 			for _, scaled := range []bool{false, true} {
-				withQT := scaled == (dt == tensor.BF16) // each dtype, and each of scaled, with and without qt
 				x := tensor.New(dt, N, V)
 				v := make([]float32, N*V)
 				for i := range v {
@@ -63,38 +60,22 @@ func TestCrossEntropyFP8(t *testing.T) {
 				pend := []float32{1e-30, math.Float32frombits(3)}
 				amax, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
 				sc, _ := tensor.FromF32([]float32{s}, 1)
-				var qt *tensor.Tensor
-				if withQT {
-					qt = tensor.New(tensor.F8E5M2, V, N)
-				}
-				d.CrossEntropyFP8(l, gx, q, qt, amax, tg, sc, st, N, V, dscale, true)
+				d.CrossEntropyFP8(l, gx, q, amax, tg, sc, st, N, V, dscale, true)
 				if err := d.Sync(); err != nil {
 					t.Fatal(err)
 				}
 				// storeGrad false: the same outputs, the logits as they were
 				nl, nx, nq := tensor.New(tensor.F32, N), cloneOf(x), tensor.New(tensor.F8E5M2, N, V)
 				na, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
-				var nqt *tensor.Tensor
-				if withQT {
-					nqt = tensor.New(tensor.F8E5M2, V, N)
-				}
-				d.CrossEntropyFP8(nl, nx, nq, nqt, na, tg, sc, st, N, V, dscale, false)
+				d.CrossEntropyFP8(nl, nx, nq, na, tg, sc, st, N, V, dscale, false)
 				if err := d.Sync(); err != nil {
 					t.Fatal(err)
 				}
 				if string(nx.Raw()) != string(x.Raw()) {
 					t.Errorf("fused %v %s scaled %v: storeGrad false wrote the logits", fused, dt, scaled)
 				}
-				if string(nl.Raw()) != string(l.Raw()) || string(nq.Raw()) != string(q.Raw()) || string(na.Raw()) != string(amax.Raw()) ||
-					(qt != nil && string(nqt.Raw()) != string(qt.Raw())) {
-					t.Errorf("fused %v %s scaled %v: storeGrad false gave other losses, q, qt or amax", fused, dt, scaled)
-				}
-				if qt != nil {
-					for i, b := range q.Raw() {
-						if c := qt.Raw()[i%V*N+i/V]; c != b {
-							t.Fatalf("fused %v %s scaled %v: qt[%d,%d] %#02x, q's %#02x", fused, dt, scaled, i%V, i/V, c, b)
-						}
-					}
+				if string(nl.Raw()) != string(l.Raw()) || string(nq.Raw()) != string(q.Raw()) || string(na.Raw()) != string(amax.Raw()) {
+					t.Errorf("fused %v %s scaled %v: storeGrad false gave other losses, q or amax", fused, dt, scaled)
 				}
 				for i := range N {
 					if math.Float32bits(l.F32()[i]) != math.Float32bits(wl.F32()[i]) {
@@ -120,19 +101,19 @@ func TestCrossEntropyFP8(t *testing.T) {
 					t.Errorf("fused %v %s scaled %v: amax %v (%d underflows), want %g and %d", fused, dt, scaled, a[0], math.Float32bits(a[1]), m, 3+under)
 				}
 				// dscale 0: the losses alone
-				q0, qt0 := tensor.New(tensor.F8E5M2, N, V), tensor.New(tensor.F8E5M2, V, N)
+				q0 := tensor.New(tensor.F8E5M2, N, V)
 				a0, _ := tensor.FromF32(append([]float32(nil), pend...), 2)
 				l0, x0 := tensor.New(tensor.F32, N), cloneOf(x)
-				d.CrossEntropyFP8(l0, x0, q0, qt0, a0, tg, sc, st, N, V, 0, scaled)
+				d.CrossEntropyFP8(l0, x0, q0, a0, tg, sc, st, N, V, 0, scaled)
 				if err := d.Sync(); err != nil {
 					t.Fatal(err)
 				}
 				if string(x0.Raw()) != string(x.Raw()) || a0.F32()[0] != pend[0] || a0.F32()[1] != pend[1] || l0.F32()[2] != wl.F32()[2] {
 					t.Errorf("fused %v %s scaled %v: dscale 0 wrote the logits or amax, or another loss", fused, dt, scaled)
 				}
-				for i, b := range q0.Raw() {
-					if b != 0 || qt0.Raw()[i] != 0 {
-						t.Fatalf("fused %v %s: dscale 0 wrote q or qt", fused, dt)
+				for _, b := range q0.Raw() {
+					if b != 0 {
+						t.Fatalf("fused %v %s: dscale 0 wrote q", fused, dt)
 					}
 				}
 			}
@@ -144,22 +125,16 @@ func TestCrossEntropyFP8(t *testing.T) {
 		V      int
 		q      tensor.DType
 		target int32
-		qt     bool // a qt of one row: N 1 is not a multiple of 16
-	}{"V 88": {88, tensor.F8E5M2, 0, false}, "q e4m3": {96, tensor.F8E4M3, 0, false}, "target 96": {96, tensor.F8E5M2, 96, false},
-		"qt of N 1": {96, tensor.F8E5M2, 0, true}} {
+	}{"V 88": {88, tensor.F8E5M2, 0}, "q e4m3": {96, tensor.F8E4M3, 0}, "target 96": {96, tensor.F8E5M2, 96}} {
 		x := tensor.New(tensor.BF16, 1, c.V)
 		tg, _ := tensor.FromI32([]int32{c.target}, 1)
 		l := tensor.New(tensor.F32, 1)
-		var qt *tensor.Tensor
-		if c.qt {
-			qt = tensor.New(tensor.F8E5M2, c.V, 1)
-		}
-		d.CrossEntropyFP8(l, x, tensor.New(c.q, 1, c.V), qt, tensor.New(tensor.F32, 2), tg, sc, nil, 1, c.V, 1, true)
+		d.CrossEntropyFP8(l, x, tensor.New(c.q, 1, c.V), tensor.New(tensor.F32, 2), tg, sc, nil, 1, c.V, 1, true)
 		err := d.Sync()
 		if err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-		if (name == "V 88" || name == "qt of N 1") && !errors.Is(err, tensor.ErrShape) {
+		if name == "V 88" && !errors.Is(err, tensor.ErrShape) {
 			t.Errorf("%s: %v, want ErrShape", name, err)
 		}
 		if l.F32()[0] != 0 {

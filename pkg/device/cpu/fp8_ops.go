@@ -291,12 +291,11 @@ func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
 // CrossEntropyFP8 implements device.FP8: CrossEntropy on an fp32 copy of
 // the logits (the same arithmetic as on the logits themselves: every form
 // widens a row to fp32 first), then that fp32 gradient cast to q with
-// CastFP8 (E5M2, amax added), q transposed into qt when qt is not nil,
-// and with storeGrad the gradient rounded once into the logits, as
-// CrossEntropy rounds it (without storeGrad the logits are left as they
-// were). With state, dscale·state[SlotScale] (CrossEntropyScaled). V must
-// be a multiple of 16, as on the GPU, and N too with qt.
-func (d *Device) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
+// CastFP8 (E5M2, amax added), and with storeGrad the gradient rounded
+// once into the logits, as CrossEntropy rounds it (without storeGrad the
+// logits are left as they were). With state, dscale·state[SlotScale]
+// (CrossEntropyScaled). V must be a multiple of 16, as on the GPU.
+func (d *Device) CrossEntropyFP8(losses, logits, q, amax, targets, scale, state *tensor.Tensor, N, V int, dscale float32, storeGrad bool) {
 	const op = "CrossEntropyFP8"
 	if !d.fp8Check(op, N, V, fp8Arg{name: "losses", t: losses, dts: f32Only, n: N},
 		fp8Arg{name: "logits", t: logits, float: true, n: N * V}, fp8Arg{name: "q", t: q, dts: e5m2, n: N * V},
@@ -307,15 +306,8 @@ func (d *Device) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, st
 	if state != nil && !d.fp8Check(op, N, V, fp8Arg{name: "state", t: state, dts: f32Only, n: device.StateLen}) {
 		return
 	}
-	if qt != nil && !d.fp8Check(op, N, V, fp8Arg{name: "qt", t: qt, dts: e5m2, n: N * V}) {
-		return
-	}
 	if V%16 != 0 {
 		d.fail(fmt.Errorf("cpu: %s: V %d is not a multiple of 16 (rows of q are FP8 GEMM operands): %w", op, V, tensor.ErrShape))
-		return
-	}
-	if qt != nil && N%16 != 0 {
-		d.fail(fmt.Errorf("cpu: %s: N %d is not a multiple of 16 (rows of qt are FP8 GEMM operands): %w", op, N, tensor.ErrShape))
 		return
 	}
 	for i, t := range targets.I32() {
@@ -336,19 +328,7 @@ func (d *Device) CrossEntropyFP8(losses, logits, q, qt, amax, targets, scale, st
 	d.CrossEntropy(losses, g, targets, N, V, dscale)
 	m, u := CastFP8(q.U8(), g.F32(), scale.F32()[0], tensor.E5M2)
 	addAmax(amax, m, u)
-	if qt != nil {
-		transposeU8(qt.U8(), q.U8(), N, V)
-	}
 	if storeGrad {
 		store(logits, 0, g.F32())
-	}
-}
-
-// transposeU8 writes dst (C,N) = srcᵀ of src (N,C).
-func transposeU8(dst, src []uint8, N, C int) {
-	for r := range N {
-		for c, b := range src[r*C : (r+1)*C] {
-			dst[c*N+r] = b
-		}
 	}
 }

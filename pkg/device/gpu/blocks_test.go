@@ -75,7 +75,7 @@ func TestLaunchBlocks(t *testing.T) {
 		// the FP8 classifier's two forms (TestLaunchCrossEntropyFP8)
 		for _, smem := range []int{0, 227 << 10} {
 			d.tmaSmem = map[kernelKey]int{{kernCEF8TMA, bf}: smem}
-			d.CrossEntropyFP8(dev(f32, N), dev(bf, N, C), dev(tensor.F8E5M2, N, C), nil, dev(f32, 2), dev(tensor.I32, N), dev(f32, 1), nil, N, C, 1, true)
+			d.CrossEntropyFP8(dev(f32, N), dev(bf, N, C), dev(tensor.F8E5M2, N, C), dev(f32, 2), dev(tensor.I32, N), dev(f32, 1), nil, N, C, 1, true)
 		}
 		d.tmaSmem = nil
 		// the FP8 byte transpose (TestLaunchTransposeFP8)
