@@ -198,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(CE3_THREADS, CE3_MIN_BLOCKS) crosse
             for (int j = tid; j < V; j += CE3_THREADS) store(x, j, ce_grad_of(load(x, j), ml, inv, j, tgt, dscale));
         } else {
             __syncthreads(); // the target's vector is written
-            if (tid == 0 && ok) store(x, tgt, (ce_ex2(fmaf(xt, L2E, -ml)) * inv - 1.0f) * dscale);
+            if (tid == 0 && ok) store(x, tgt, ce_target_grad(ce_ex2(fmaf(xt, L2E, -ml)), inv, dscale));
         }
     }
 }
@@ -319,7 +319,7 @@ extern "C" __global__ void __launch_bounds__(CE_TMA_THREADS, 1) crossentropy_fus
                 xv[i] = pack16(o);
                 // the target over it, by the same thread (so after it); o[tgt % CE_VEC]
                 // would index registers by a variable and put o in local memory
-                if (i == tv) store(logits + (size_t)row * V, tgt, (ce_ex2(fmaf(xt, L2E, -ml)) * inv - 1.0f) * dscale);
+                if (i == tv) store(logits + (size_t)row * V, tgt, ce_target_grad(ce_ex2(fmaf(xt, L2E, -ml)), inv, dscale));
             }
         }
         __syncthreads(); // buffer b is read; it is refilled two rows on

@@ -18,6 +18,12 @@ __device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j,
     return j == tgt ? (p - 1.0f) * dscale : p * dscale;
 }
 
+// ce_target_grad is the target's gradient (p - 1)·dscale from e =
+// exp(x_t - m) and inv = 1/sum: p - 1 as one FMA (e·inv - 1 rounded once),
+// written out so that every classifier computes the same bits whatever the
+// compiler contracts (crossentropy.cu's vector forms, crossentropy_fp8.cu).
+__device__ __forceinline__ float ce_target_grad(float e, float inv, float dscale) { return fmaf(e, inv, -1.0f) * dscale; }
+
 // ce_merge folds the pair (om, os) into (m, s): s is a sum of exp(x - m).
 __device__ __forceinline__ void ce_merge(float& m, float& s, float om, float os) {
     float nm = fmaxf(m, om);

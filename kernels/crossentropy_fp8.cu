@@ -67,7 +67,7 @@ __device__ __forceinline__ void cef8_grad(float* o, const vec16& p, int j0, int 
 #pragma unroll
     for (int e = 0; e < CE_VEC; e++) {
         const float x = ce_ex2(fmaf(load(p.e, e), L2E, -ml));
-        o[e] = j0 + e == tgt ? (x * inv - 1.0f) * dscale : x * sc;
+        o[e] = j0 + e == tgt ? ce_target_grad(x, inv, dscale) : x * sc;
     }
     unsigned int w[CE_VEC / 4];
 #pragma unroll
