@@ -107,6 +107,11 @@
 #             that outruns one call: INDUCTOR_CACHE_OUT=1 returns
 #             Inductor's cache, which the next call carries in
 #             (build/carry3/inductor-cache.tar.xz, INDUCTOR_CACHE_IN)
+#   fp8       fp8.log, fp8-summary.txt, fp8-{bf16,fp8}-N.json, fp8-profile-
+#             {bf16,fp8}.json: issue 38's must-show in one call (see fp8()
+#             below): the bf16 and FP8 graph steps alternating, both
+#             profiles, PyTorch's eager bf16 step and fp8_floor.py. Not in
+#             the default list
 #   fp8curve  fp8curve.log, fp8curve-summary.txt and fp8curve-gpt2-124M.png
 #             (also beside logs.tar.gz), fp8curve-{bf16,fp8}.jsonl: druto
 #             train bf16 against fp8 on one shard (issue 38). Not in the
@@ -594,6 +599,62 @@ losscurve() {
   } > "$LOGS/losscurve.log" 2>&1
 }
 
+# fp8: issue 38's must-show in one call. gpt2-124M B16 T1024:
+# fused+bf16+graph and fused+fp8+graph --fp8-head (FP8_HEAD=0: without the
+# head), ROUNDS (default 2) rounds alternating, 30 steps each (median of
+# CUDA events); the profile of each (10 steps); PyTorch's eager bf16 step
+# (torch_gpt_bench.py bf16-amp-fusedadam-sdpa) and the FP8 floor of the
+# step's GEMMs (fp8_floor.py) in the same call. fp8-summary.txt: each
+# round's ms a step, the ratio bf16/fp8 and FP8 tokens/s (targets: 1.2x,
+# 650,000), and the FP8 profile's GEMM time beside the floor's. Budget on
+# an H200: ~25 s a bench run, ~20 s a profile, ~60 s the anchors: ~4 min.
+fp8() {
+  local head=(--fp8-head) r
+  [ "${FP8_HEAD:-1}" = 0 ] && head=()
+  {
+    stamp
+    for r in $(seq "${ROUNDS:-2}"); do
+      echo "## round $r"
+      timeout 60 $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16+graph --steps 30 --warmup 5 \
+        --json "$LOGS/fp8-bf16-$r.json" || echo "bench bf16 failed: $?"
+      timeout 60 $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+fp8+graph "${head[@]}" --steps 30 --warmup 5 \
+        --json "$LOGS/fp8-fp8-$r.json" || echo "bench fp8 failed: $?"
+    done
+    timeout 60 $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+bf16+graph --steps 10 --warmup 3 --profile \
+      --json "$LOGS/fp8-profile-bf16.json" || echo "profile bf16 failed: $?"
+    timeout 60 $B/druto bench --backend gpu --configs gpt2-124M:16x1024 --modes fused+fp8+graph "${head[@]}" --steps 10 --warmup 3 --profile \
+      --json "$LOGS/fp8-profile-fp8.json" || echo "profile fp8 failed: $?"
+    echo "## PyTorch eager bf16 (torch_gpt_bench.py)"
+    MODES=bf16-amp-fusedadam-sdpa timeout 120 python3 $A/torch_gpt_bench.py gpt2-124M-B16-T1024 || echo "anchor failed: $?"
+    echo "## fp8_floor.py"
+    timeout 120 python3 $A/fp8_floor.py > "$LOGS/fp8-floor.jsonl" || echo "fp8_floor failed: $?"
+    cat "$LOGS/fp8-floor.jsonl"
+  } > "$LOGS/fp8.log" 2>&1
+  python3 - "$LOGS" > "$LOGS/fp8-summary.txt" 2>&1 <<'EOF2'
+import glob, json, os, sys
+d = sys.argv[1]
+def rec(f):
+    r = json.load(open(f))["records"][0]
+    return r
+for f in sorted(glob.glob(os.path.join(d, "fp8-bf16-*.json"))):
+    n = f.rsplit("-", 1)[1][:-5]
+    g = os.path.join(d, f"fp8-fp8-{n}.json")
+    if not os.path.exists(g):
+        continue
+    b, e = rec(f), rec(g)
+    print(f"round {n}: bf16 {b['step_ms']:.2f} ms, fp8 {e['step_ms']:.2f} ms ({e.get('fp8_recipe', '')}): "
+          f"{b['step_ms'] / e['step_ms']:.3f}x (target 1.2x), {e['tokens_per_s']:,.0f} tokens/s (target 650,000)")
+fl = [json.loads(l) for l in open(os.path.join(d, "fp8-floor.jsonl")) if l.startswith("{")] if os.path.exists(os.path.join(d, "fp8-floor.jsonl")) else []
+floor = sum(x.get("per_step_fp8_ms", 0) for x in fl if "per_step_fp8_ms" in x)
+pf = os.path.join(d, "fp8-profile-fp8.json")
+if os.path.exists(pf):
+    rows = [r for r in json.load(open(pf))["records"] if "profile" in r][0]["profile"]["rows"]
+    gemm = sum(r["ms"] for r in rows if r["class"].startswith("gemm"))
+    print(f"FP8 step's GEMMs (profile) {gemm:.2f} ms against the floor's {floor:.2f} ms (fp8_floor.py, torch._scaled_mm)")
+EOF2
+  cp "$LOGS/fp8-summary.txt" "$OUT/"
+}
+
 # fp8curve: one call (issue 38). gpt2-124M, STEPS (default 2000) steps of
 # B16 T1024 on one token shard (as losscurve's), seed SEED (default 1):
 # druto train --amp bf16, then --amp fp8 on the same batches, both as CUDA
@@ -864,6 +925,7 @@ for f in "$LOGS"/tests.log "$LOGS"/sanitize.log; do [ -f "$f" ] && { echo "== $(
 [ -f "$LOGS/bench.log" ] && grep -E 'ms/step|skipping|fall' "$LOGS/bench.log" | head -40
 [ -f "$LOGS/compare.log" ] && grep -E -A12 '^side +mode|^compare .* rc=|^floor rc=' "$LOGS/compare.log"
 [ -f "$LOGS/losscurve.log" ] && grep -E 'final|within|: [0-9.]+ s$' "$LOGS/losscurve.log"
+[ -f "$LOGS/fp8-summary.txt" ] && cat "$LOGS/fp8-summary.txt"
 [ -f "$LOGS/fp8curve-summary.txt" ] && cat "$LOGS/fp8curve-summary.txt"
 [ -f "$LOGS/decode.log" ] && grep -E 'µs/token|add up|^## round|fused\+bf16' "$LOGS/decode.log"
 exit 0
