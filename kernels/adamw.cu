@@ -53,26 +53,11 @@
 // written, 4 of p written, sizeof(T) for work.
 
 #include "common.cuh"
+#include "adamw.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block ADAMW_BLOCK adamw_fused2 adamw_fused_state2 adamw_pass adamw_store_work adamw_bf16m
 #define ADAMW_BLOCK 256
-
-// AdamC is the step's scalars (see pkg/device/gpu/adamw.go adamConsts).
-struct AdamC {
-    float gs, decay, w1, b2, w2, step, bc2, eps;
-    int scaled, small;
-};
-
-__device__ __forceinline__ void adam_update(float& p, float g, float& m, float& v, bool decay, const AdamC& c) {
-    if (c.scaled) g = __fmul_rn(g, c.gs);
-    if (decay) p = __fmul_rn(p, c.decay);
-    if (c.small) m = __fadd_rn(m, __fmul_rn(c.w1, __fsub_rn(g, m)));
-    else m = __fadd_rn(g, __fmul_rn(__fsub_rn(c.w1, 1.0f), __fsub_rn(g, m)));
-    v = __fadd_rn(__fmul_rn(v, c.b2), __fmul_rn(__fmul_rn(c.w2, g), g));
-    float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), c.bc2), c.eps);
-    p = __fadd_rn(p, __fmul_rn(c.step, __fdiv_rn(m, den)));
-}
 
 // adam_one updates element i (the scalar head and tail of a chunk).
 __device__ __forceinline__ void adam_one(size_t i, float* __restrict__ master, T* __restrict__ work,
@@ -143,25 +128,6 @@ extern "C" __global__ void adamw_fused2(ADAMW_FUSED_ARGS) {
     pdl_enter();
     AdamC c = {gs, decay, w1, b2, w2, step, bc2, eps, scaled, small};
     adamw_chunk(master, work, grads, m, v, chunks, do_decay, vec, c);
-}
-
-// The slots of the step state read here (pkg/device's Slot* constants).
-#define ST_OPTSTEPS 3
-#define ST_FINITE 7
-#define ST_GRADSCALE 9
-#define ST_DECAY 10
-#define ST_DODECAY 11
-#define ST_STEP 12
-#define ST_BC2 13
-
-// adam_from_state takes the per-step values of c from the step state st
-// (the device-resident step: pkg/device's Slot* constants).
-__device__ __forceinline__ void adam_from_state(AdamC& c, const float* __restrict__ st) {
-    c.gs = st[ST_GRADSCALE];
-    c.scaled = c.gs != 1.0f;
-    c.decay = st[ST_DECAY];
-    c.step = st[ST_STEP];
-    c.bc2 = st[ST_BC2];
 }
 
 // adamw_fused2 with gs, decay, step and bc2 from st (StateLen) fp32; a no-op

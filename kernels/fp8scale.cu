@@ -56,14 +56,18 @@
 #define FP8_META_BAD 3
 #define FP8_META_UNDER 4
 
-// st: amax[K][2], scale[K], inv[K], hist[K·H] (f32); meta: K·FP8_META ints
+// st: amax[K][2], scale[K], inv[K], hist[K·H] (f32); meta: K·FP8_META
+// ints; recs: null (block k updates tensor k, K blocks) or the records to
+// update, one a block (the launch's blocks), each listed once: the FP8
+// step updates its weights' scales just before the optimizer casts them
+// (adamw_fp8.cu) and the others where the step begins.
 extern "C" __global__ void __launch_bounds__(FP8S_BLOCK) fp8_scale_update(float* __restrict__ st, int* __restrict__ meta,
-        int K, int H, int margin) {
+        const int* __restrict__ recs, int K, int H, int margin) {
     pdl_enter();
     __shared__ float red[FP8S_BLOCK / 32];
     __shared__ int filled;
-    const int k = blockIdx.x, t = threadIdx.x;
-    if (k >= K) return;
+    const int k = recs != 0 ? recs[blockIdx.x] : (int)blockIdx.x, t = threadIdx.x;
+    if (k < 0 || k >= K) return;
     float* amax = st + 2 * (size_t)k;
     float* scale = st + 2 * (size_t)K;
     float* inv = st + 3 * (size_t)K;

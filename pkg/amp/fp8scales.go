@@ -155,30 +155,47 @@ func (s *FP8Scales) Update() { UpdateFP8Scales(s.St, s.Meta, s.K, s.H, s.Margin)
 // underflow count moves into Meta (FP8MetaUnder, saturating), and both
 // words of amax[k] are set to 0 for the next step's producers.
 func UpdateFP8Scales(st []float32, meta []int32, K, H, margin int) {
-	amax, scale, inv := st[:2*K], st[2*K:3*K], st[3*K:4*K]
 	for k := range K {
-		a, m := amax[2*k], meta[k*FP8MetaLen:(k+1)*FP8MetaLen]
-		m[FP8MetaUnder] = int32(min(math.Float32bits(amax[2*k+1]), math.MaxInt32))
-		amax[2*k], amax[2*k+1] = 0, 0
-		if a != a || math.IsInf(float64(a), 0) {
-			m[FP8MetaBad]++
-			continue
-		}
-		if H > 0 {
-			hist := st[4*K+k*H : 4*K+(k+1)*H]
-			hist[m[FP8MetaNext]] = a
-			m[FP8MetaNext] = (m[FP8MetaNext] + 1) % int32(H)
-			m[FP8MetaFilled] = min(m[FP8MetaFilled]+1, int32(H))
-			a = 0
-			for _, h := range hist[:m[FP8MetaFilled]] {
-				a = max(a, h)
-			}
-		}
-		f := tensor.E4M3
-		if m[FP8MetaFormat] == 1 {
-			f = tensor.E5M2
-		}
-		scale[k], _ = FP8ScaleFor(f, a, margin, scale[k])
-		inv[k] = 1 / scale[k]
+		updateFP8Record(st, meta, K, H, margin, k)
 	}
+}
+
+// UpdateFP8ScalesOf is UpdateFP8Scales of the records recs lists alone
+// (each once; fp8_scale_update with its record list): the others keep
+// their pending amaxes. It panics on a record outside [0, K).
+func UpdateFP8ScalesOf(st []float32, meta []int32, K, H, margin int, recs []int32) {
+	for _, k := range recs {
+		if k < 0 || int(k) >= K {
+			panic(fmt.Sprintf("amp: fp8 record %d of %d", k, K))
+		}
+		updateFP8Record(st, meta, K, H, margin, int(k))
+	}
+}
+
+// updateFP8Record updates record k (UpdateFP8Scales' rule).
+func updateFP8Record(st []float32, meta []int32, K, H, margin, k int) {
+	amax, scale, inv := st[:2*K], st[2*K:3*K], st[3*K:4*K]
+	a, m := amax[2*k], meta[k*FP8MetaLen:(k+1)*FP8MetaLen]
+	m[FP8MetaUnder] = int32(min(math.Float32bits(amax[2*k+1]), math.MaxInt32))
+	amax[2*k], amax[2*k+1] = 0, 0
+	if a != a || math.IsInf(float64(a), 0) {
+		m[FP8MetaBad]++
+		return
+	}
+	if H > 0 {
+		hist := st[4*K+k*H : 4*K+(k+1)*H]
+		hist[m[FP8MetaNext]] = a
+		m[FP8MetaNext] = (m[FP8MetaNext] + 1) % int32(H)
+		m[FP8MetaFilled] = min(m[FP8MetaFilled]+1, int32(H))
+		a = 0
+		for _, h := range hist[:m[FP8MetaFilled]] {
+			a = max(a, h)
+		}
+	}
+	f := tensor.E4M3
+	if m[FP8MetaFormat] == 1 {
+		f = tensor.E5M2
+	}
+	scale[k], _ = FP8ScaleFor(f, a, margin, scale[k])
+	inv[k] = 1 / scale[k]
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/druto/druto/pkg/device"
+	"github.com/druto/druto/pkg/tensor"
 )
 
 var _ device.FP8 = (*profiler)(nil)
@@ -138,8 +139,21 @@ func (p *profiler) TransposeFP8(out, in *device.T, N, C int) {
 }
 
 // FP8ScaleUpdate times the scales' update (the state read and written).
-func (p *profiler) FP8ScaleUpdate(st, meta *device.T, K, H, margin int) {
+func (p *profiler) FP8ScaleUpdate(st, meta, recs *device.T, K, H, margin int) {
 	p.fp8Timed("FP8ScaleUpdate", "fp8 scales", 0, 2*bytesOf(st, meta), func(f device.FP8) {
-		f.FP8ScaleUpdate(st, meta, K, H, margin)
+		f.FP8ScaleUpdate(st, meta, recs, K, H, margin)
+	})
+}
+
+// AdamWStateFP8 times the optimizer step that writes the weights' FP8
+// copies, in the optimizer's class (beside bf16's AdamWState): its bytes
+// and the copies'.
+func (p *profiler) AdamWStateFP8(master, work, grads, m, v *device.T, layout *tensor.Layout, hp device.AdamW, state *device.T, w []device.FP8Weight) {
+	b := 2*bytesOf(master, m, v) + bytesOf(work, grads)
+	for _, x := range w {
+		b += bytesOf(x.Q, x.QT)
+	}
+	p.fp8Timed("AdamWStateFP8", device.Ops.AdamWState.Class, 0, b, func(f device.FP8) {
+		f.AdamWStateFP8(master, work, grads, m, v, layout, hp, state, w)
 	})
 }

@@ -2,6 +2,12 @@ package device
 
 // fp8.go: the ops of FP8 linear layers (amp.FP8, issue 38).
 
+import (
+	"fmt"
+
+	"github.com/druto/druto/pkg/tensor"
+)
+
 // FP8 is the optional interface of a device that runs the linear layers
 // of a training step with FP8 operands (amp.FP8): each operand comes out
 // of the op that produces it already cast, with its transposed copy
@@ -33,7 +39,8 @@ type FP8 interface {
 	// res (N,C) F32, q, qt, amax, mean, rstd as LayerNormFP8's, a (N,C) F32, b (N,C), weight (C), bias (C), scale (1)
 	ResidualLayerNormFP8(res, q, qt, amax, mean, rstd, a, b, weight, bias, scale *T, N, C int)
 	// CastTransposeFP8 writes q = fp8(x·scale) in q's format, qt = qᵀ and
-	// amax (the attention output, and the weights once a step).
+	// amax (the attention output, and the weights where the optimizer
+	// does not write their copies: AdamWStateFP8).
 	// q (N,C), qt (C,N) of one FP8 dtype, amax (2), x (N,C) float, scale (1)
 	CastTransposeFP8(q, qt, amax, x, scale *T, N, C int)
 	// GELUCastTransposeFP8 is CastTransposeFP8 of gelu(pre) (tanh form)
@@ -100,7 +107,76 @@ type FP8 interface {
 	TransposeFP8(out, in *T, N, C int)
 	// FP8ScaleUpdate is amp.UpdateFP8Scales on the device state: every
 	// tensor's amax into its history, its scale and inverse scale from
-	// the history, non-finite amaxes counted, the amaxes cleared.
-	// st (amp.FP8Scales.St) F32, meta (amp.FP8Scales.Meta) I32
-	FP8ScaleUpdate(st, meta *T, K, H, margin int)
+	// the history, non-finite amaxes counted, the amaxes cleared; with
+	// recs not nil only the records it lists, each at most once
+	// (amp.UpdateFP8ScalesOf): the weights' just before the optimizer
+	// casts them (AdamWStateFP8), the others where the step begins.
+	// st (amp.FP8Scales.St) F32, meta (amp.FP8Scales.Meta) I32, recs (n) I32 or nil
+	FP8ScaleUpdate(st, meta, recs *T, K, H, margin int)
+	// AdamWStateFP8 is AdamWState (Stepper's) that also writes the FP8
+	// copies of the weights in w as it updates them: for each, the value
+	// the working copy work holds after the step is cast as
+	// CastTransposeFP8 casts it, into Q (e4m3) and its transpose QT with
+	// Scale, adding to Amax; so the weights' FP8 operands come out of the
+	// optimizer and need no cast of their own. When state[SlotFinite] is 0
+	// the parameters stay as they are and the working copy is cast all
+	// the same (the scales may have changed since it was). work must not
+	// be nil; each w lies inside one segment of layout, and no two
+	// overlap (FP8WeightSpans).
+	// master, grads, m, v (layout.Total) F32, work (layout.Total) float, state (StateLen) F32
+	AdamWStateFP8(master, work, grads, m, v *T, layout *tensor.Layout, hp AdamW, state *T, w []FP8Weight)
+}
+
+// FP8Weight is a weight whose FP8 copies AdamWStateFP8 writes: the
+// (Rows, Cols) row-major matrix at element Offset of the flat parameter
+// buffers, its copies Q (Rows, Cols) and QT (Cols, Rows) F8E4M3, the amax
+// pair Amax (2) its cast adds to and the Scale (1) it casts with, f32
+// views of an amp.FP8Scales state.
+type FP8Weight struct {
+	Offset, Rows, Cols int
+	Q, QT, Amax, Scale *T
+}
+
+// FP8WeightSpans checks the weights of AdamWStateFP8 against the spans of
+// its layout (AdamWArgs) and returns whether each one's segment decays:
+// an error when one is empty, lies outside every span or across two, or
+// overlaps another, or a tensor is nil or not of its size and dtype
+// (Amax and Scale F32; where the tensors live is the device's to check).
+func FP8WeightSpans(spans []Span, w []FP8Weight) ([]bool, error) {
+	dec := make([]bool, len(w))
+	type rng struct{ lo, hi int }
+	var seen []rng
+	for i, x := range w {
+		lo, hi := x.Offset, x.Offset+x.Rows*x.Cols
+		switch {
+		case x.Rows <= 0 || x.Cols <= 0:
+			return nil, fmt.Errorf("AdamWStateFP8: weight %d is (%d, %d): %w", i, x.Rows, x.Cols, tensor.ErrShape)
+		case x.Q == nil || x.QT == nil || x.Amax == nil || x.Scale == nil:
+			return nil, fmt.Errorf("AdamWStateFP8: weight %d has a nil tensor: %w", i, tensor.ErrShape)
+		case x.Q.DType != tensor.F8E4M3 || x.QT.DType != tensor.F8E4M3:
+			return nil, fmt.Errorf("AdamWStateFP8: weight %d's copies are %s and %s, want %s: %w", i, x.Q.DType, x.QT.DType, tensor.F8E4M3, ErrUnsupported)
+		case x.Q.Numel() != x.Rows*x.Cols || x.QT.Numel() != x.Rows*x.Cols:
+			return nil, fmt.Errorf("AdamWStateFP8: weight %d's copies hold %d and %d codes, want %d: %w", i, x.Q.Numel(), x.QT.Numel(), x.Rows*x.Cols, tensor.ErrShape)
+		case x.Amax.DType != tensor.F32 || x.Amax.Numel() != 2 || x.Scale.DType != tensor.F32 || x.Scale.Numel() != 1:
+			return nil, fmt.Errorf("AdamWStateFP8: weight %d's amax (%s) and scale (%s) must be 2 and 1 f32: %w", i, x.Amax.DType, x.Scale.DType, tensor.ErrShape)
+		}
+		in := -1
+		for k, s := range spans {
+			if lo >= s.Lo && hi <= s.Hi {
+				in = k
+				break
+			}
+		}
+		if in < 0 {
+			return nil, fmt.Errorf("AdamWStateFP8: weight %d, elements [%d,%d), is not inside one segment of the layout: %w", i, lo, hi, tensor.ErrShape)
+		}
+		for _, r := range seen {
+			if lo < r.hi && r.lo < hi {
+				return nil, fmt.Errorf("AdamWStateFP8: weight %d, elements [%d,%d), overlaps another: %w", i, lo, hi, tensor.ErrShape)
+			}
+		}
+		seen = append(seen, rng{lo, hi})
+		dec[i] = spans[in].Decay
+	}
+	return dec, nil
 }

@@ -11,7 +11,7 @@ package gpt
 //	forward   ln_1, ln_2       LayerNormFP8 / ResidualLayerNormFP8 → x of qkv, fc
 //	          attention out    CastTransposeFP8                   → x of attn proj
 //	          fc pre-act       GELUCastTransposeFP8               → x of fc proj
-//	          weights          CastTransposeFP8 once a step       → W, Wᵀ
+//	          weights          AdamWStateFP8 (the optimizer)      → W, Wᵀ (FP8Weights; else CastTransposeFP8 as a step begins)
 //	          ln_f, wte (Head) CastTransposeFP8                   → x and w of the logits (ln_f's ᵀ a chunk's block)
 //	backward  residual grads   LayerNormBackwardCastFP8 (e5m2)    → dy, dyᵀ, dbias of attn proj, fc proj
 //	          qkv output grad  CastTransposeDBiasFP8 (e5m2)       → dy, dyᵀ, dbias
@@ -25,7 +25,12 @@ package gpt
 // added into this step's scales (delayed scaling, amp.FP8Recipe), then the
 // weights are cast with them; so every cast of a step and the inverse
 // scales its GEMMs read belong to one update, and the whole step stays
-// one CUDA graph. Evaluation and generation read the bf16 working copy.
+// one CUDA graph. Where the trainer passes FP8Weights to the optimizer
+// (the device-resident step), the weights' scales are updated just before
+// it instead, and it writes their FP8 copies as it updates them
+// (device.FP8's AdamWStateFP8): the same scales and copies, bit for bit,
+// without a cast pass. Evaluation and generation read the bf16 working
+// copy.
 
 import (
 	"fmt"
@@ -92,6 +97,12 @@ type fp8State struct {
 	w            [][4]fp8Pair   // [layer][qkv, attn proj, fc, fc proj]
 	wte          fp8Pair        // wte (V, C) and its (C, V) transpose under Recipe.Head, else empty
 	begun        bool           // a step has begun: the weights are cast
+	// optCast: the optimizer writes the weights' FP8 copies (FP8Weights
+	// was called), so a step begins with the update of the other records
+	// (rest) alone; weights lists the weights' records, which FP8Weights
+	// updates just before the optimizer casts them.
+	optCast       bool
+	weights, rest *tensor.Tensor // I32 record lists on the device
 	owned
 }
 
@@ -439,9 +450,45 @@ func (f *fp8State) alloc(dev device.Device, s *amp.FP8Scales, C, L, V int, head 
 		}
 	}
 	if head {
-		f.wte, err = f.pair(dev, tensor.F8E4M3, V, C)
+		if f.wte, err = f.pair(dev, tensor.F8E4M3, V, C); err != nil {
+			return err
+		}
 	}
-	return err
+	ws, rest := fp8WeightRecords(L, head, s.K)
+	for _, x := range []struct {
+		t  **tensor.Tensor
+		rs []int32
+	}{{&f.weights, ws}, {&f.rest, rest}} {
+		if *x.t, err = f.new(dev, tensor.I32, len(x.rs)); err != nil {
+			return err
+		}
+		h, _ := tensor.FromI32(x.rs, len(x.rs))
+		dev.Upload(*x.t, h)
+	}
+	return nil
+}
+
+// fp8WeightRecords splits the K records of a scaling state for L blocks
+// into those of the weights the optimizer casts (the blocks' four, and
+// wte's with head) and the rest.
+func fp8WeightRecords(L int, head bool, K int) (weights, rest []int32) {
+	w := make(map[int]bool)
+	for l := range L {
+		for _, i := range []int{f8QKVw, f8Projw, f8FCw, f8FCProjw} {
+			w[FP8Record(l*f8PerLayer+i)] = true
+		}
+	}
+	if head {
+		w[FP8Record(L*f8PerLayer+f8HeadW)] = true
+	}
+	for k := range K {
+		if w[k] {
+			weights = append(weights, int32(k))
+		} else {
+			rest = append(rest, int32(k))
+		}
+	}
+	return weights, rest
 }
 
 // alloc allocates the saved FP8 inputs and the gradient scratch for N
@@ -507,11 +554,18 @@ func (f *fp8State) cast(p fp8Pair, k int, x *tensor.Tensor, N, C int) {
 }
 
 // beginFP8Step queues the start of an FP8 step: the scales from the amaxes
-// the last step added, then the weights' FP8 copies cast with them.
+// the last step added, then the weights' FP8 copies cast with them; or,
+// where the optimizer writes the copies (FP8Weights), the update of the
+// other tensors' scales alone (the weights' were updated before the
+// optimizer cast them).
 func (m *Model) beginFP8Step() {
 	f, p := m.fp8, m.wp
 	C := m.Config.Channels
-	f.ops.FP8ScaleUpdate(f.st, f.meta, f.K, f.H, f.margin)
+	if f.optCast {
+		f.ops.FP8ScaleUpdate(f.st, f.meta, f.rest, f.K, f.H, f.margin)
+		return
+	}
+	f.ops.FP8ScaleUpdate(f.st, f.meta, nil, f.K, f.H, f.margin)
 	f.begun = true
 	for l, w := range p.layers {
 		k := l * f8PerLayer
@@ -523,6 +577,46 @@ func (m *Model) beginFP8Step() {
 	if f.wte.q != nil {
 		f.cast(f.wte, len(p.layers)*f8PerLayer+f8HeadW, p.wte, m.Config.Vocab, C)
 	}
+}
+
+// FP8Weights queues the update of the FP8 weights' scales from the amaxes
+// their last casts added, and returns those weights with their FP8 copies
+// and scales, for the optimizer step that follows to write the copies as
+// it updates them (device.FP8's AdamWStateFP8, optim.AdamW.UpdateState):
+// from then on a step begins without casting the weights (beginFP8Step).
+// So the copies cost no pass of their own, and each weight is cast with
+// the scale its last amax gave, as when the step cast it. It returns nil
+// when no FP8 step ran (the model does not train under amp.FP8). Call it
+// once a step, after the step's gradients and before the optimizer, and
+// pass its result to it every step.
+func (m *Model) FP8Weights() []device.FP8Weight {
+	f := m.fp8
+	if f == nil || !m.trainsFP8() {
+		return nil
+	}
+	f.ops.FP8ScaleUpdate(f.st, f.meta, f.weights, f.K, f.H, f.margin)
+	f.optCast = true
+	L := m.Config.Layers
+	names := [4]string{"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}
+	kinds := [4]int{f8QKVw, f8Projw, f8FCw, f8FCProjw}
+	w := make([]device.FP8Weight, 0, 4*L+1)
+	add := func(name string, p fp8Pair, k int) {
+		seg, err := m.layout.Find(name)
+		if err != nil {
+			panic(err) // the layout names every weight (Config.Layout)
+		}
+		w = append(w, device.FP8Weight{Offset: seg.Offset, Rows: p.q.Shape[0], Cols: p.q.Shape[1],
+			Q: p.q, QT: p.qt, Amax: f.amax(k), Scale: f.scale(k)})
+	}
+	for l := range L {
+		for i := range 4 {
+			add(fmt.Sprintf("h.%d.%s", l, names[i]), f.w[l][i], l*f8PerLayer+kinds[i])
+		}
+	}
+	if f.wte.q != nil {
+		add("wte", f.wte, L*f8PerLayer+f8HeadW)
+	}
+	return w
 }
 
 // runFP8 is run's block loop under FP8 (forward with targets and a

@@ -694,3 +694,94 @@ func (d *ceStores) TransposeFP8(out, in *tensor.Tensor, N, C int) {
 	d.transposes++
 	d.Device.TransposeFP8(out, in, N, C)
 }
+
+// TestFP8WeightsFromOptimizer: where the optimizer writes the weights' FP8
+// copies (FP8Weights, then AdamWStateFP8), training gives the same bits as
+// where each step begins by casting them: the same loss at every step, the
+// same parameters after, and, once each model has begun its next step,
+// the same scales; a step whose gradients were not finite (the optimizer
+// updates nothing but still casts, the weights' scales having moved)
+// included, with and without the FP8 head.
+func TestFP8WeightsFromOptimizer(t *testing.T) {
+	const B, T, steps = 2, 32, 5
+	for _, head := range []bool{false, true} {
+		r := amp.DefaultFP8Recipe()
+		r.Head = head
+		in, tg := microTokens(B*T, fp8Cfg.Vocab, 3), microTokens(B*T, fp8Cfg.Vocab, 5)
+		type run struct {
+			m      *Model
+			dev    *cpu.Device
+			mo, vo *tensor.Tensor
+		}
+		var runs [2]run
+		for i := range runs {
+			d := cpu.New(device.Options{Fused: true, Threads: 2})
+			m, err := New(d, fp8Cfg, amp.FP8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(m.Close)
+			if err := m.SetFP8Recipe(r); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Init(7); err != nil {
+				t.Fatal(err)
+			}
+			n := m.layout.Total
+			runs[i] = run{m, d, tensor.New(tensor.F32, n), tensor.New(tensor.F32, n)}
+		}
+		hp := device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+		for s := 1; s <= steps; s++ {
+			hp.Step = s
+			c := hp.Consts()
+			st := make([]float32, device.StateLen)
+			st[device.SlotGradScale], st[device.SlotDecay], st[device.SlotStep], st[device.SlotBC2] = 1, c.Decay, c.Step, c.BC2
+			st[device.SlotDoDecay], st[device.SlotFinite] = 1, 1
+			if s == 3 {
+				st[device.SlotFinite] = 0 // a skipped step
+			}
+			state, _ := tensor.FromF32(st, len(st))
+			var loss [2]float32
+			for i, x := range runs {
+				x.m.ZeroGrad()
+				l, err := x.m.Gradients(in, tg, B, T, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				loss[i] = l
+				if i == 0 {
+					x.dev.AdamWState(x.m.master, x.m.work, x.m.grads, x.mo, x.vo, x.m.layout, hp, state)
+				} else {
+					w := x.m.FP8Weights()
+					if want := 4*fp8Cfg.Layers + map[bool]int{false: 0, true: 1}[head]; len(w) != want {
+						t.Fatalf("head %v: %d FP8 weights, want %d", head, len(w), want)
+					}
+					x.dev.AdamWStateFP8(x.m.master, x.m.work, x.m.grads, x.mo, x.vo, x.m.layout, hp, state, w)
+				}
+				if err := x.dev.Sync(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if math.Float32bits(loss[0]) != math.Float32bits(loss[1]) {
+				t.Fatalf("head %v step %d: loss %v with the weights cast as the step begins, %v cast by the optimizer", head, s, loss[0], loss[1])
+			}
+		}
+		p0, _ := runs[0].m.Params()
+		p1, _ := runs[1].m.Params()
+		if !slices.EqualFunc(p0, p1, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+			t.Errorf("head %v: the parameters differ after %d steps", head, steps)
+		}
+		var sc [2]*amp.FP8Scales
+		for i, x := range runs {
+			x.m.ZeroGrad() // the next step begins: every scale updated
+			var err error
+			if sc[i], err = x.m.FP8Scales(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		K := sc[0].K
+		if !slices.Equal(sc[0].St[2*K:4*K], sc[1].St[2*K:4*K]) {
+			t.Errorf("head %v: the scales differ once the next step began", head)
+		}
+	}
+}

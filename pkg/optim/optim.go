@@ -140,11 +140,23 @@ func (o *AdamW) Update(master, work, grads *tensor.Tensor, lr, gradScale float32
 
 // UpdateState is the device-resident step's AdamW (device.Stepper's
 // AdamWState, or AdamWBF16 with the state for bf16 moments): hp's betas,
-// eps and weight decay, the per-step scalars from state.
-func (o *AdamW) UpdateState(st device.Stepper, master, work, grads *tensor.Tensor, hp device.AdamW, state *tensor.Tensor) {
+// eps and weight decay, the per-step scalars from state. With w (the FP8
+// weights of gpt.Model.FP8Weights) it also writes their FP8 copies from
+// the updated working copy: in the same pass (device.FP8's
+// AdamWStateFP8) with fp32 moments, after it (CastTransposeFP8 of each)
+// with bf16 moments.
+func (o *AdamW) UpdateState(st device.Stepper, master, work, grads *tensor.Tensor, hp device.AdamW, state *tensor.Tensor, w ...device.FP8Weight) {
+	f8, _ := o.dev.(device.FP8)
 	if o.M.DType == tensor.BF16 {
 		hp.Seed = o.Seed
 		o.dev.(device.MomentsBF16).AdamWBF16(master, work, grads, o.M, o.V, o.layout, hp, state)
+		for _, x := range w {
+			f8.CastTransposeFP8(x.Q, x.QT, x.Amax, work.MustView(x.Offset, x.Rows, x.Cols), x.Scale, x.Rows, x.Cols)
+		}
+		return
+	}
+	if len(w) > 0 {
+		f8.AdamWStateFP8(master, work, grads, o.M, o.V, o.layout, hp, state, w)
 		return
 	}
 	st.AdamWState(master, work, grads, o.M, o.V, o.layout, hp, state)

@@ -234,7 +234,7 @@ func (t *Trainer) updateCore() error {
 	ds, m := t.ds, t.Model
 	hp := t.hp()
 	ds.st.StepUpdate(ds.state, t.lossAcc, m.Grads(), ds.cfg, hp)
-	t.Opt.UpdateState(ds.st, m.Master(), m.Work(), m.Grads(), hp, ds.state)
+	t.Opt.UpdateState(ds.st, m.Master(), m.Work(), m.Grads(), hp, ds.state, m.FP8Weights()...)
 	return nil
 }
 
@@ -251,7 +251,7 @@ func (t *Trainer) core() error {
 	}
 	hp := t.hp()
 	ds.st.StepUpdate(ds.state, m.Losses(), m.Grads(), ds.cfg, hp)
-	t.Opt.UpdateState(ds.st, m.Master(), m.Work(), m.Grads(), hp, ds.state)
+	t.Opt.UpdateState(ds.st, m.Master(), m.Work(), m.Grads(), hp, ds.state, m.FP8Weights()...)
 	return nil
 }
 

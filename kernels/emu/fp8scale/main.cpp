@@ -14,6 +14,10 @@
 //                                      with REVERSE 1); stdout: st after
 //                                      each step (K·(4+H) f32), then meta
 //                                      (K·FP8_META i32)
+//   emu io K H MARGIN STEPS REVERSE SUB
+//                                      the same; with SUB 1 every odd step
+//                                      updates only the odd records, listed
+//                                      last to first (the record list)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,8 +29,11 @@ using std::fmin;
 #include "../harness.h"
 #include "fp8scale.cu"
 
-static void step(std::vector<float>& st, std::vector<int>& meta, int K, int H, int margin) {
-    launch(K, 1, FP8S_BLOCK, [&] { fp8_scale_update(st.data(), meta.data(), K, H, margin); });
+static void step(std::vector<float>& st, std::vector<int>& meta, int K, int H, int margin,
+                 const std::vector<int>* recs = nullptr) {
+    const int n = recs ? (int)recs->size() : K;
+    if (n == 0) return;
+    launch(n, 1, FP8S_BLOCK, [&] { fp8_scale_update(st.data(), meta.data(), recs ? recs->data() : nullptr, K, H, margin); });
 }
 
 static int selftest() {
@@ -68,12 +75,16 @@ static int selftest() {
 
 int main(int argc, char** argv) {
     if (argc >= 2 && !strcmp(argv[1], "selftest")) return selftest();
-    if (argc != 7 || strcmp(argv[1], "io")) {
-        fprintf(stderr, "usage: %s selftest | io K H MARGIN STEPS REVERSE\n", argv[0]);
+    if ((argc != 7 && argc != 8) || strcmp(argv[1], "io")) {
+        fprintf(stderr, "usage: %s selftest | io K H MARGIN STEPS REVERSE [SUB]\n", argv[0]);
         return 2;
     }
     const int K = atoi(argv[2]), H = atoi(argv[3]), margin = atoi(argv[4]), steps = atoi(argv[5]);
     reverseBlocks = atoi(argv[6]) != 0;
+    const bool sub = argc == 8 && atoi(argv[7]) != 0;
+    std::vector<int> odd;
+    for (int k = K - 1; k >= 0; k--)
+        if (k % 2 == 1) odd.push_back(k);
     std::vector<float> st((size_t)K * (4 + H), 0.f);
     std::vector<int> meta((size_t)K * FP8_META, 0);
     for (int k = 0; k < K; k++) {
@@ -82,7 +93,7 @@ int main(int argc, char** argv) {
     }
     for (int s = 0; s < steps; s++) {
         if (fread(st.data(), 4, 2 * K, stdin) != (size_t)(2 * K)) return 3;
-        step(st, meta, K, H, margin);
+        step(st, meta, K, H, margin, sub && s % 2 == 1 ? &odd : nullptr);
         fwrite(st.data(), 4, st.size(), stdout);
     }
     fwrite(meta.data(), 4, meta.size(), stdout);

@@ -271,8 +271,9 @@ func (d *Device) matmulFP8(op string, add bool, out, a, b, bias, invA, invB *ten
 	})
 }
 
-// FP8ScaleUpdate implements device.FP8 with amp.UpdateFP8Scales.
-func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
+// FP8ScaleUpdate implements device.FP8 with amp.UpdateFP8Scales, or
+// amp.UpdateFP8ScalesOf the records recs lists.
+func (d *Device) FP8ScaleUpdate(st, meta, recs *tensor.Tensor, K, H, margin int) {
 	switch {
 	case K < 0 || H < 0 || margin < 0 || margin > 64:
 		d.fail(fmt.Errorf("cpu: FP8ScaleUpdate: K %d, H %d, margin %d (want K, H ≥ 0, margin in [0, 64]): %w", K, H, margin, tensor.ErrShape))
@@ -285,7 +286,45 @@ func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
 		fp8Arg{name: "meta", t: meta, dts: []tensor.DType{tensor.I32}, n: K * amp.FP8MetaLen}) {
 		return
 	}
-	amp.UpdateFP8Scales(st.F32(), meta.I32(), K, H, margin)
+	if recs == nil {
+		amp.UpdateFP8Scales(st.F32(), meta.I32(), K, H, margin)
+		return
+	}
+	if !d.fp8Check("FP8ScaleUpdate", K, 0, fp8Arg{name: "recs", t: recs, dts: []tensor.DType{tensor.I32}, n: recs.Numel()}) {
+		return
+	}
+	rs := recs.I32()
+	seen := make(map[int32]bool, len(rs))
+	for _, k := range rs {
+		if k < 0 || int(k) >= K || seen[k] {
+			d.fail(fmt.Errorf("cpu: FP8ScaleUpdate: record %d listed twice or outside [0, %d): %w", k, K, tensor.ErrShape))
+			return
+		}
+		seen[k] = true
+	}
+	amp.UpdateFP8ScalesOf(st.F32(), meta.I32(), K, H, margin, rs)
+}
+
+// AdamWStateFP8 implements device.FP8: AdamWState, then CastTransposeFP8
+// of each weight's working copy (so the parameters' bits are
+// AdamWState's, and the copies the casts' of the updated working copy).
+func (d *Device) AdamWStateFP8(master, work, grads, m, v *tensor.Tensor, layout *tensor.Layout, hp device.AdamW, state *tensor.Tensor, w []device.FP8Weight) {
+	spans, ok := d.adamArgs(&device.Ops.AdamWState, master, work, grads, m, v, layout, hp, state)
+	if !ok {
+		return
+	}
+	if work == nil {
+		d.fail(fmt.Errorf("cpu: AdamWStateFP8: no working copy to cast: %w", tensor.ErrShape))
+		return
+	}
+	if _, err := device.FP8WeightSpans(spans, w); err != nil {
+		d.fail(fmt.Errorf("cpu: %w", err))
+		return
+	}
+	d.AdamWState(master, work, grads, m, v, layout, hp, state)
+	for _, x := range w {
+		d.CastTransposeFP8(x.Q, x.QT, x.Amax, work.MustView(x.Offset, x.Rows, x.Cols), x.Scale, x.Rows, x.Cols)
+	}
 }
 
 // CrossEntropyFP8 implements device.FP8: CrossEntropy on an fp32 copy of

@@ -18,6 +18,8 @@ package gpu
 // thread.
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -113,36 +115,60 @@ func (d *Device) adamArgs(c *device.Contract, master, work, grads, m, v *tensor.
 // of chunks.
 func (d *Device) adamTable(layout *tensor.Layout, spans []adamSpan) (cuda.DevicePtr, int) {
 	table := adamChunks(spans)
-	n := len(table) / 2
+	return d.layoutTable(tableKey{layout, "adamw"}, u32Bytes(table)), len(table) / 2
+}
+
+// tableKey names one of the tables kept for a layout: the optimizer's
+// chunks, or AdamWStateFP8's chunks and weight records.
+type tableKey struct {
+	layout *tensor.Layout
+	what   string
+}
+
+// layoutTable returns the device copy of data kept under key, uploading
+// it on first use or again when it changed (a graph that read the old
+// copy is then stale: d.moves). It returns 0 with an error recorded when
+// the upload fails or would happen during graph capture, and the hooked
+// address in launch tests.
+func (d *Device) layoutTable(key tableKey, data []byte) cuda.DevicePtr {
 	if launchHook != nil {
-		return hookAddr, n
+		return hookAddr
 	}
-	if t, ok := d.tables[layout]; ok && slices.Equal(t.table, table) {
-		return t.ptr, n
+	if t, ok := d.tables[key]; ok && bytes.Equal(t.data, data) {
+		return t.ptr
 	} else if ok {
 		if err := d.ctx.Pool().Free(t.ptr); err != nil {
-			d.fail(fmt.Errorf("gpu: adamw: %w", err))
-			return 0, 0
+			d.fail(fmt.Errorf("gpu: %s: %w", key.what, err))
+			return 0
 		}
-		delete(d.tables, layout)
+		delete(d.tables, key)
 		d.moves++
 	}
 	if d.capturing {
-		d.fail(fmt.Errorf("gpu: adamw: the chunk table would be uploaded during graph capture (run the step once before capturing)"))
-		return 0, 0
+		d.fail(fmt.Errorf("gpu: %s: its table would be uploaded during graph capture (run the step once before capturing)", key.what))
+		return 0
 	}
-	p, err := d.ctx.Pool().Alloc(uint64(len(table) * 4))
+	p, err := d.ctx.Pool().Alloc(uint64(max(len(data), 1)))
 	if err != nil {
-		d.fail(fmt.Errorf("gpu: adamw: chunk table: %w", err))
-		return 0, 0
+		d.fail(fmt.Errorf("gpu: %s: table: %w", key.what, err))
+		return 0
 	}
-	if err := cuda.Upload(d.stream, p, table); err != nil {
+	if err := cuda.Upload(d.stream, p, data); err != nil {
 		_ = d.ctx.Pool().Free(p)
-		d.fail(fmt.Errorf("gpu: adamw: chunk table: %w", err))
-		return 0, 0
+		d.fail(fmt.Errorf("gpu: %s: table: %w", key.what, err))
+		return 0
 	}
-	d.tables[layout] = layoutTable{ptr: p, table: table}
-	return p, n
+	d.tables[key] = layoutTable{ptr: p, data: slices.Clone(data)}
+	return p
+}
+
+// u32Bytes is the little-endian bytes of vs (the device's order).
+func u32Bytes(vs []uint32) []byte {
+	b := make([]byte, 0, 4*len(vs))
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	return b
 }
 
 // adamWFused: one adamw_fused2 launch, a block per chunk.

@@ -69,7 +69,7 @@ func TestLaunchBlocks(t *testing.T) {
 		_ = d.geluCastTransposeFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 2), dev(bf, N, C), dev(f32, 1), N, C)
 		_ = d.castTransposeDBiasFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 2), dev(f32, C), dev(bf, N, C), dev(f32, 1), N, C)
 		_ = d.dgeluCastTransposeDBiasFP8P(cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 2), dev(f32, C), dev(bf, N, C), dev(bf, N, C), dev(f32, 1), N, C)
-		_ = d.fp8ScaleUpdateP(dev(f32, amp.FP8StLen(2, 4)), dev(tensor.I32, 2*amp.FP8MetaLen), 2, 4, 0)
+		_ = d.fp8ScaleUpdateP(dev(f32, amp.FP8StLen(2, 4)), dev(tensor.I32, 2*amp.FP8MetaLen), nil, 2, 4, 0)
 		_ = d.layerNormBackwardCastFP8P(dev(f32, N, C), dev(f32, C), dev(f32, C), cuda.DevicePtr(dev(f32, N*C).Dev), cuda.DevicePtr(dev(f32, N*C).Dev), dev(f32, 2), dev(f32, C),
 			dev(bf, N, C), dev(f32, N, C), dev(bf, C), dev(f32, N), dev(f32, N), dev(f32, 1), N, C)
 		// the FP8 classifier's two forms (TestLaunchCrossEntropyFP8)

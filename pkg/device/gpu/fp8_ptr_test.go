@@ -48,8 +48,8 @@ func (d *Device) matmulFP8AddP(out *tensor.Tensor, a, b cuda.DevicePtr, fa, fb t
 	return d.record(d.matmulFP8("MatmulFP8Add", true, out, a, b, fa, fb, nil, invA, invB, N, C, OC))
 }
 
-func (d *Device) fp8ScaleUpdateP(st, meta *tensor.Tensor, K, H, margin int) error {
-	return d.record(d.fp8ScaleUpdate(st, meta, K, H, margin))
+func (d *Device) fp8ScaleUpdateP(st, meta, recs *tensor.Tensor, K, H, margin int) error {
+	return d.record(d.fp8ScaleUpdate(st, meta, recs, K, H, margin))
 }
 
 func (d *Device) layerNormBackwardCastFP8P(dinp, dweight, dbias *tensor.Tensor, q, qt cuda.DevicePtr, amax, dbiasNext, dout, inp, weight, mean, rstd, scale *tensor.Tensor, N, C int) error {

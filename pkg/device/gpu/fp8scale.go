@@ -26,11 +26,16 @@ var fp8sBlock = kernels.MustBlock("fp8scale.cu", "FP8S_BLOCK") // fp8_scale_upda
 // Each amax and underflow count is consumed (set to 0). The kernel needs no FP8 instruction and
 // runs on any GPU. Arguments that do not fit return an error wrapping
 // ErrFP8Args, also recorded for Sync, as a launch failure is.
-func (d *Device) FP8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) {
-	d.record(d.fp8ScaleUpdate(st, meta, K, H, margin))
+//
+// With recs (I32, on the device) only the records it lists are updated, a
+// block each; each must be listed once (two blocks on one record would
+// race), which the kernel cannot check: its entries outside [0, K) are
+// skipped.
+func (d *Device) FP8ScaleUpdate(st, meta, recs *tensor.Tensor, K, H, margin int) {
+	d.record(d.fp8ScaleUpdate(st, meta, recs, K, H, margin))
 }
 
-func (d *Device) fp8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) error {
+func (d *Device) fp8ScaleUpdate(st, meta, recs *tensor.Tensor, K, H, margin int) error {
 	switch {
 	case K < 0 || H < 0 || margin < 0 || margin > 64:
 		return fmt.Errorf("%w: K %d, H %d, margin %d (want K, H ≥ 0, margin in [0, 64])", ErrFP8Args, K, H, margin)
@@ -41,15 +46,26 @@ func (d *Device) fp8ScaleUpdate(st, meta *tensor.Tensor, K, H, margin int) error
 	case meta == nil || meta.DType != tensor.I32 || meta.Numel() != K*amp.FP8MetaLen:
 		return fmt.Errorf("%w: meta %s, want %d i32 (K·%d): %w", ErrFP8Args, desc(meta), K*amp.FP8MetaLen, amp.FP8MetaLen, tensor.ErrShape)
 	}
-	if K == 0 {
+	blocks, ts := K, []*tensor.Tensor{st, meta}
+	if recs != nil {
+		if recs.DType != tensor.I32 || recs.Numel() > K {
+			return fmt.Errorf("%w: recs %s, want at most K = %d i32: %w", ErrFP8Args, desc(recs), K, tensor.ErrShape)
+		}
+		blocks, ts = recs.Numel(), append(ts, recs)
+	}
+	if blocks == 0 {
 		return nil
 	}
-	for _, t := range []*tensor.Tensor{st, meta} {
+	for _, t := range ts {
 		if t.Dev == 0 {
 			return fmt.Errorf("%w: %s is a host tensor", ErrFP8Args, desc(t))
 		}
 	}
-	if !d.run("fp8_scale_update", tensor.F32, cuda.D1(K), cuda.D1(fp8sBlock), 0, d.ptr(st), d.ptr(meta), K, H, margin) {
+	var rp cuda.DevicePtr
+	if recs != nil {
+		rp = d.ptr(recs)
+	}
+	if !d.run("fp8_scale_update", tensor.F32, cuda.D1(blocks), cuda.D1(fp8sBlock), 0, d.ptr(st), d.ptr(meta), rp, K, H, margin) {
 		return fmt.Errorf("gpu: FP8ScaleUpdate: fp8_scale_update did not launch (see Sync)")
 	}
 	return nil

@@ -91,7 +91,9 @@ func TestFP8ScaleDefines(t *testing.T) {
 
 // TestFP8ScaleEmulatorMatchesAmp runs kernels/fp8scale.cu compiled for the
 // host (kernels/emu/fp8scale, -DDRUTO_EMU) against amp.UpdateFP8Scales
-// after every step of fp8ScaleCases, blocks in order and in reverse.
+// after every step of fp8ScaleCases, blocks in order and in reverse; in
+// reverse every odd step updates only the odd records, listed last to
+// first (fp8_scale_update's record list, amp.UpdateFP8ScalesOf).
 // Needs g++ (not cgo).
 func TestFP8ScaleEmulatorMatchesAmp(t *testing.T) {
 	bin := emulatorOf(t, "fp8scale", tensor.F32, []tensor.DType{tensor.F32})
@@ -119,7 +121,13 @@ func TestFP8ScaleEmulatorMatchesAmp(t *testing.T) {
 			if ref, err = amp.NewFP8Scales(c.formats, c.recipe); err != nil {
 				t.Fatal(err)
 			}
-			out := runEmu(t, bin, in, "io", fmt.Sprint(K), fmt.Sprint(H), fmt.Sprint(c.recipe.Margin), fmt.Sprint(c.steps), fmt.Sprint(reverse))
+			out := runEmu(t, bin, in, "io", fmt.Sprint(K), fmt.Sprint(H), fmt.Sprint(c.recipe.Margin), fmt.Sprint(c.steps), fmt.Sprint(reverse), fmt.Sprint(reverse))
+			var odd []int32
+			for k := K - 1; k >= 0; k-- {
+				if k%2 == 1 {
+					odd = append(odd, int32(k))
+				}
+			}
 			n := K * (4 + H)
 			if want := 4 * (c.steps*n + K*amp.FP8MetaLen); len(out) != want {
 				t.Fatalf("case %d: %d bytes out, want %d", ci, len(out), want)
@@ -128,7 +136,11 @@ func TestFP8ScaleEmulatorMatchesAmp(t *testing.T) {
 			got := make([]float32, n)
 			for s := range c.steps {
 				c.pending(s, ref)
-				ref.Update()
+				if reverse == 1 && s%2 == 1 {
+					amp.UpdateFP8ScalesOf(ref.St, ref.Meta, K, H, ref.Margin, odd)
+				} else {
+					ref.Update()
+				}
 				for i := range got {
 					got[i] = math.Float32frombits(binary.LittleEndian.Uint32(out[4*(s*n+i):]))
 				}
@@ -149,11 +161,14 @@ func TestFP8ScaleEmulatorMatchesAmp(t *testing.T) {
 // the block size on any machine.
 func TestLaunchFP8ScaleUpdate(t *testing.T) {
 	sigs := signatures(t)
-	st, meta := dev(tensor.F32, 150*(4+16)), dev(tensor.I32, 150*amp.FP8MetaLen)
+	st, meta, recs := dev(tensor.F32, 150*(4+16)), dev(tensor.I32, 150*amp.FP8MetaLen), dev(tensor.I32, 7)
 	var blocks []cuda.Dim3
 	blockHook = func(_ string, b cuda.Dim3) { blocks = append(blocks, b) }
 	got, err := hooked(t, true, func(d *Device) {
-		if err := d.fp8ScaleUpdateP(st, meta, 150, 16, 3); err != nil {
+		if err := d.fp8ScaleUpdateP(st, meta, nil, 150, 16, 3); err != nil {
+			t.Error(err)
+		}
+		if err := d.fp8ScaleUpdateP(st, meta, recs, 150, 16, 3); err != nil {
 			t.Error(err)
 		}
 	})
@@ -162,19 +177,23 @@ func TestLaunchFP8ScaleUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := checkSigs(t, "fp8_scale_update", sigs, got)
-	if len(names) != 1 || names[0] != "fp8_scale_update" || got[0].dt != tensor.F32 {
-		t.Fatalf("launches %v, want fp8_scale_update/f32", names)
+	if len(names) != 2 || names[0] != "fp8_scale_update" || names[1] != "fp8_scale_update" || got[0].dt != tensor.F32 {
+		t.Fatalf("launches %v, want fp8_scale_update/f32 twice", names)
 	}
-	if a := got[0].args; a[0] != cuda.DevicePtr(st.Dev) || a[1] != cuda.DevicePtr(meta.Dev) || a[2] != 150 || a[3] != 16 || a[4] != 3 {
-		t.Errorf("args %v, want st, meta, K 150, H 16, margin 3", a)
+	for i, r := range []cuda.DevicePtr{0, cuda.DevicePtr(recs.Dev)} {
+		if a := got[i].args; a[0] != cuda.DevicePtr(st.Dev) || a[1] != cuda.DevicePtr(meta.Dev) || a[2] != r || a[3] != 150 || a[4] != 16 || a[5] != 3 {
+			t.Errorf("launch %d: args %v, want st, meta, recs %v, K 150, H 16, margin 3", i, a, r)
+		}
 	}
-	if len(blocks) != 1 || blocks[0] != cuda.D1(fp8sBlock) {
-		t.Errorf("blocks %v, want one of %d threads", blocks, fp8sBlock)
+	if len(blocks) != 2 || blocks[0] != cuda.D1(fp8sBlock) {
+		t.Errorf("blocks %v, want two launches of %d threads", blocks, fp8sBlock)
 	}
 }
 
 // TestGPUFP8ScaleUpdate: the kernel on the GPU against amp.UpdateFP8Scales
-// after every step of fp8ScaleCases, and its argument errors.
+// after every step of fp8ScaleCases (every odd step with a record list:
+// the odd records, last to first, against amp.UpdateFP8ScalesOf), and its
+// argument errors.
 func TestGPUFP8ScaleUpdate(t *testing.T) {
 	g := gpuDev(t, true)
 	for ci, c := range fp8ScaleCases(150, 120) {
@@ -190,10 +209,25 @@ func TestGPUFP8ScaleUpdate(t *testing.T) {
 		for s := range c.steps {
 			am, _ := tensor.FromF32(c.pending(s, ref), 2*K)
 			g.Upload(st.MustView(0, 2*K), am)
-			if err := g.fp8ScaleUpdateP(st, meta, K, H, c.recipe.Margin); err != nil {
+			var recs *tensor.Tensor // odd steps: the odd records, last to first
+			var odd []int32
+			if s%2 == 1 {
+				for k := K - 1; k >= 0; k-- {
+					if k%2 == 1 {
+						odd = append(odd, int32(k))
+					}
+				}
+				h, _ := tensor.FromI32(odd, len(odd))
+				recs = toGPU(t, g, h)
+			}
+			if err := g.fp8ScaleUpdateP(st, meta, recs, K, H, c.recipe.Margin); err != nil {
 				t.Fatalf("%s step %d: %v", name, s, err)
 			}
-			ref.Update()
+			if recs != nil {
+				amp.UpdateFP8ScalesOf(ref.St, ref.Meta, K, H, ref.Margin, odd)
+			} else {
+				ref.Update()
+			}
 			if !checkFP8Scales(t, name, s, toHost(t, g, st).F32(), toHost(t, g, meta).I32(), ref) {
 				break
 			}
@@ -210,7 +244,7 @@ func TestGPUFP8ScaleUpdate(t *testing.T) {
 		{"host st", tensor.New(F, 8), toGPU(t, g, tensor.New(I, 2*amp.FP8MetaLen)), 2, 0, 0},
 		{"margin 65", toGPU(t, g, tensor.New(F, 8)), toGPU(t, g, tensor.New(I, 2*amp.FP8MetaLen)), 2, 0, 65},
 	} {
-		if err := g.fp8ScaleUpdateP(c.st, c.meta, c.K, c.H, c.margin); !errors.Is(err, ErrFP8Args) {
+		if err := g.fp8ScaleUpdateP(c.st, c.meta, nil, c.K, c.H, c.margin); !errors.Is(err, ErrFP8Args) {
 			t.Errorf("%s: %v, want ErrFP8Args", c.name, err)
 		}
 		_ = g.Sync()

@@ -107,7 +107,7 @@ type Device struct {
 	fp8NoBias map[ltKey]bool    // FP8 GEMM configurations whose bias epilogue cuBLASLt refused (fp8.go)
 	dnn       dnnState          // cuDNN's fused attention, the second flash backend (cudnn.go)
 	ltx       ltExtra           // algorithm forcing, tracing and tuning of those (matmul.go)
-	tables    map[*tensor.Layout]layoutTable
+	tables    map[tableKey]layoutTable
 
 	// trace, when not nil, records every kernel looked up to launch
 	// (SelfTest: which kernels a conformance case ran).
@@ -140,8 +140,8 @@ type scratchBuf struct {
 // layoutTable is a parameter layout's segment table uploaded to the device
 // (adamw.go fills and uses it; the core frees it in Close).
 type layoutTable struct {
-	ptr   cuda.DevicePtr
-	table []uint32 // what ptr holds, to see when the layout's segments changed
+	ptr  cuda.DevicePtr
+	data []byte // what ptr holds, to see when the table changed
 }
 
 var (
@@ -208,7 +208,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	d := &Device{
 		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, noTC: os.Getenv(TCEnv) != "on", nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, tmaSmem: map[kernelKey]int{},
-		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[*tensor.Layout]layoutTable{},
+		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[tableKey]layoutTable{},
 	}
 	ok := false
 	defer func() {
@@ -323,7 +323,7 @@ func (d *Device) Close() error {
 	for _, t := range d.tables {
 		errs = append(errs, pool.Free(t.ptr))
 	}
-	d.tables = map[*tensor.Layout]layoutTable{}
+	d.tables = map[tableKey]layoutTable{}
 	if d.records != nil {
 		errs = append(errs, d.records.Free())
 		d.records = nil
