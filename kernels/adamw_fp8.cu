@@ -51,9 +51,10 @@
 // AF8W describes one weight: its elements off .. off + rows·cols of the
 // flat buffers; q (rows, cols) and qt (cols, rows) e4m3; amax the pair the
 // cast adds to; scale its scale (one float); tile0 its first block; dec 1
-// when its segment decays; vec_row: off and cols multiples of 16 and
-// every buffer's base aligned (16-byte loads and stores by rows), vec_col:
-// rows a multiple of 16 and qt 16-byte aligned (tile_t_store's vec).
+// when its segment decays; vec_row: off and cols multiples of 4, master,
+// grads, m, v and work aligned to 4 elements and q to 4 bytes (ld4/st4 of
+// 4 elements of a row, their 4 codes stored as one word), vec_col: rows a
+// multiple of 16 and qt 16-byte aligned (tile_t_store's vec).
 struct AF8W {
     unsigned long long off;
     int rows, cols;
@@ -77,6 +78,22 @@ __device__ __forceinline__ unsigned int af8_cast4(const F4& p, float s, unsigned
     return lo | (hi << 16);
 }
 
+// af8_cast1 is af8_cast4 of one value: its code.
+__device__ __forceinline__ unsigned char af8_cast1(float p, float s, unsigned int& m, unsigned int& u) {
+    m = max_u32(m, abs_bits(p));
+    const unsigned char q = (unsigned char)(fp8x2<FP8_E4M3>(p * s, 0.0f) & 0xffu);
+    u += flushed(abs_bits(p), q);
+    return q;
+}
+
+// AF8_PASSES: the tile is updated in passes of AF8_BLOCK/16 rows; in each
+// a thread takes 4 consecutive elements of one row (16 threads a row of
+// the tile, so a warp's 16-byte loads cover two rows' 256 bytes), the next
+// pass's loads issued before the current pass is updated (the update's
+// ~60 instructions an element, correctly rounded division and square root,
+// would otherwise leave the loads' latency bare, as in adamw.cu).
+#define AF8_PASSES (AF8_TILE * AF8_TILE / (4 * AF8_BLOCK))
+
 // master, grads, m, v (total) fp32; work (total) T; ws (nw) AF8W; st
 // (StateLen) fp32: the step's scalars as adamw_fused_state2 reads them.
 extern "C" __global__ void __launch_bounds__(AF8_BLOCK)
@@ -95,29 +112,38 @@ extern "C" __global__ void __launch_bounds__(AF8_BLOCK)
     const AF8W w = ws[lo];
     const int tiles_c = (w.cols + AF8_TILE - 1) / AF8_TILE, b = (int)blockIdx.x - w.tile0;
     const int r0 = (b / tiles_c) * AF8_TILE, c0 = (b % tiles_c) * AF8_TILE;
+    const int nr = min(AF8_TILE, w.rows - r0), nc = min(AF8_TILE, w.cols - c0);
     const bool upd = st[ST_FINITE] != 0.0f;
     AdamC c = {1.0f, 1.0f, w1, b2, w2, 0.0f, 1.0f, eps, 0, small};
     adam_from_state(c, st);
     const bool dec = w.dec && st[ST_DODECAY] != 0.0f;
     const float s = w.scale[0];
-
-    const int tid = threadIdx.x, tr = tid / 4, tc = (tid % 4) * 16;
-    const int r = r0 + tr, col = c0 + tc;
+    const int tid = threadIdx.x;
     unsigned int mx = 0, uf = 0;
-    if (r < w.rows && col < w.cols) {
-        const size_t e = w.off + (size_t)r * w.cols + col;
-        unsigned char* qr = w.q + (size_t)r * w.cols + col;
-        const int n = w.cols - col < 16 ? w.cols - col : 16;
-        if (w.vec_row && n == 16) {
-            unsigned int o[4];
+
+    if (w.vec_row) {
+        // pass j: row j·(AF8_BLOCK/16) + tid/16 of the tile, columns 4·(tid%16) ..
+        const int tr = tid / 16, tc = (tid % 16) * 4;
+        const bool colok = tc < nc; // nc is a multiple of 4 here
+        const int rs = AF8_BLOCK / 16; // rows a pass
+        const size_t base = w.off + (size_t)(r0 + tr) * w.cols + c0 + tc; // pass 0's first element
+        F4 p, g, mm, vv;
+        if (colok && tr < nr) {
+            const size_t i = base;
+            if (upd) p = ld4(master + i), g = ld4(grads + i), mm = ld4(m + i), vv = ld4(v + i);
+            else p = ld4(work + i);
+        }
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const size_t i = e + 4 * j;
-                F4 p;
+        for (int j = 0; j < AF8_PASSES; j++) {
+            F4 pn, gn, mn, vn;
+            if (j + 1 < AF8_PASSES && colok && (j + 1) * rs + tr < nr) { // another row: no overlap with this pass's stores
+                const size_t i = base + (size_t)(j + 1) * rs * w.cols;
+                if (upd) pn = ld4(master + i), gn = ld4(grads + i), mn = ld4(m + i), vn = ld4(v + i);
+                else pn = ld4(work + i);
+            }
+            if (colok && j * rs + tr < nr) {
+                const size_t i = base + (size_t)j * rs * w.cols;
                 if (upd) {
-                    p = ld4(master + i);
-                    const F4 g = ld4(grads + i);
-                    F4 mm = ld4(m + i), vv = ld4(v + i);
 #pragma unroll
                     for (int k = 0; k < 4; k++) adam_update(p.v[k], g.v[k], mm.v[k], vv.v[k], dec, c);
                     st4(master + i, p);
@@ -126,39 +152,35 @@ extern "C" __global__ void __launch_bounds__(AF8_BLOCK)
                     st4(work + i, p);
 #pragma unroll
                     for (int k = 0; k < 4; k++) p.v[k] = round_to<T>(p.v[k]);
-                } else {
-                    p = ld4(work + i);
                 }
-                o[j] = af8_cast4(p, s, mx, uf);
+                const unsigned int q4 = af8_cast4(p, s, mx, uf);
+                const int r = j * rs + tr;
+                *reinterpret_cast<unsigned int*>(w.q + (size_t)(r0 + r) * w.cols + c0 + tc) = q4;
+                *reinterpret_cast<unsigned int*>(&tile[r][tc]) = q4;
             }
-            uint4 q4;
-            q4.x = o[0];
-            q4.y = o[1];
-            q4.z = o[2];
-            q4.w = o[3];
-            *reinterpret_cast<uint4*>(qr) = q4;
-            *reinterpret_cast<uint4*>(&tile[tr][tc]) = q4;
-        } else {
-            for (int k = 0; k < n; k++) {
-                const size_t i = e + k;
-                float p;
-                if (upd) {
-                    float pp = master[i], mm = m[i], vv = v[i];
-                    adam_update(pp, grads[i], mm, vv, dec, c);
-                    master[i] = pp;
-                    m[i] = mm;
-                    v[i] = vv;
-                    store(work, i, pp);
-                    p = round_to<T>(pp);
-                } else {
-                    p = load(work, i);
-                }
-                mx = max_u32(mx, abs_bits(p));
-                const unsigned char q = (unsigned char)(fp8x2<FP8_E4M3>(p * s, 0.0f) & 0xffu);
-                uf += flushed(abs_bits(p), q);
-                qr[k] = q;
-                tile[tr][tc + k] = q;
+            p = pn, g = gn, mm = mn, vv = vn;
+        }
+    } else {
+        // one element at a time, consecutive threads on consecutive columns
+        for (int e = tid; e < AF8_TILE * AF8_TILE; e += AF8_BLOCK) {
+            const int r = e / AF8_TILE, cc = e % AF8_TILE;
+            if (r >= nr || cc >= nc) continue;
+            const size_t i = w.off + (size_t)(r0 + r) * w.cols + c0 + cc;
+            float p;
+            if (upd) {
+                float pp = master[i], mo = m[i], vo = v[i];
+                adam_update(pp, grads[i], mo, vo, dec, c);
+                master[i] = pp;
+                m[i] = mo;
+                v[i] = vo;
+                store(work, i, pp);
+                p = round_to<T>(pp);
+            } else {
+                p = load(work, i);
             }
+            const unsigned char q = af8_cast1(p, s, mx, uf);
+            w.q[(size_t)(r0 + r) * w.cols + c0 + cc] = q;
+            tile[r][cc] = q;
         }
     }
     for (int off = 16; off > 0; off >>= 1) mx = max_u32(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -173,6 +195,5 @@ extern "C" __global__ void __launch_bounds__(AF8_BLOCK)
     add_counts(w.amax, wunder, uf, AF8_BLOCK / 32);
     // qt's rows c0.. from column r0 (the barriers above follow the tile's
     // last write).
-    tile_t_store(w.qt + (size_t)c0 * w.rows + r0, w.rows, &tile[0][0], AF8_TILE, AF8_TILE,
-                 min(AF8_TILE, w.rows - r0), min(AF8_TILE, w.cols - c0), w.vec_col, tid, AF8_BLOCK);
+    tile_t_store(w.qt + (size_t)c0 * w.rows + r0, w.rows, &tile[0][0], AF8_TILE, AF8_TILE, nr, nc, w.vec_col, tid, AF8_BLOCK);
 }

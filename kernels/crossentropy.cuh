@@ -25,10 +25,15 @@ __device__ __forceinline__ float ce_grad_of(float x, float ml, float inv, int j,
 __device__ __forceinline__ float ce_target_grad(float e, float inv, float dscale) { return fmaf(e, inv, -1.0f) * dscale; }
 
 // ce_merge folds the pair (om, os) into (m, s): s is a sum of exp(x - m).
+// The two products are rounded each (__fmul_rn) before they are added: as
+// a·b + c·d the compiler may contract either product into an FMA, and two
+// kernels (crossentropy.cu's and crossentropy_fp8.cu's) then differ in a
+// row's sum, and every gradient of the row, where the choice decides the
+// last bit.
 __device__ __forceinline__ void ce_merge(float& m, float& s, float om, float os) {
     float nm = fmaxf(m, om);
     if (nm == CE_NEG_INF) return; // both empty
-    s = s * ce_exp(m, nm * 1.4426950408889634f) + os * ce_exp(om, nm * 1.4426950408889634f);
+    s = __fmul_rn(s, ce_exp(m, nm * 1.4426950408889634f)) + __fmul_rn(os, ce_exp(om, nm * 1.4426950408889634f));
     m = nm;
 }
 

@@ -38,6 +38,7 @@ unsigned int atomicMax(unsigned int* p, unsigned int v) {
     return old;
 }
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 
 // cvt8 is one lane of cvt.rn.satfinite.e5m2x2.f32 (as kernels/emu/fp8's):
 // round to nearest even, past max (±Inf included) ±max, NaN 0x7f.

@@ -98,7 +98,7 @@ func (d *Device) af8Records(master, work, grads, m, v *tensor.Tensor, wdt tensor
 	tiles := 0
 	for i, x := range w {
 		vr := base
-		if x.Offset%4 != 0 || x.Cols%16 != 0 || uint64(d.ptr(x.Q))%16 != 0 {
+		if x.Offset%4 != 0 || x.Cols%4 != 0 || uint64(d.ptr(x.Q))%4 != 0 {
 			vr = 0
 		}
 		vc := 0

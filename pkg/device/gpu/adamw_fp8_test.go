@@ -29,9 +29,10 @@ type af8Weight struct {
 }
 
 // af8Case is the host side of one AdamWStateFP8 call: the layout (each
-// weight a segment, with a 3-element segment after the first, so that the
-// weights after it start at offsets that are not multiples of 4, and one
-// at the end), the buffers, the step state and the weights' FP8 tensors.
+// weight a segment, with a 4-element segment after the first and a
+// 5-element one at the end; the weight after the one of 17×50 starts at an
+// offset that is not a multiple of 4), the buffers, the step state and the
+// weights' FP8 tensors.
 type af8Case struct {
 	ws                  []af8Weight
 	layout              *tensor.Layout
@@ -43,10 +44,11 @@ type af8Case struct {
 	offs                []int
 }
 
-// af8Weights are the weights of the cases: the 16-byte paths, partial
-// tiles, odd shapes; scales that keep most values, saturate many (1e4:
+// af8Weights are the weights of the cases: the vector paths, partial
+// tiles, odd widths and offsets (the element path); scales that keep most values, saturate many (1e4:
 // |w|·s past 448 from 0.045) or flush many (0.01).
-var af8Weights = []af8Weight{{64, 96, true, 448 / 0.2}, {37, 100, false, 1e4}, {130, 208, true, 1}, {33, 96, true, 0.01}, {16, 48, false, 3000}}
+var af8Weights = []af8Weight{{64, 96, true, 448 / 0.2}, {37, 100, false, 1e4}, {130, 208, true, 1}, {33, 96, true, 0.01}, {16, 48, false, 3000},
+	{17, 50, true, 448 / 0.2}, {20, 64, false, 448 / 0.2}}
 
 // newAF8Case returns a case of fresh values in dt, at AdamW step 3 (finite:
 // the step's gradients were finite, else the state says skip).
@@ -55,7 +57,7 @@ func newAF8Case(rng *tensor.RNG, dt tensor.DType, ws []af8Weight, finite bool) *
 	for i, w := range ws {
 		c.offs = append(c.offs, c.layout.Add(fmt.Sprintf("w%d", i), w.decay, w.rows, w.cols))
 		if i == 0 {
-			c.layout.Add("b0", false, 3)
+			c.layout.Add("b0", false, 4)
 		}
 	}
 	c.layout.Add("tail", false, 5)
@@ -155,7 +157,7 @@ func TestAdamWFP8EmulatorMatchesCPU(t *testing.T) {
 				for i, w := range c.ws {
 					vr, vc := 0, 0
 					if rev == 0 { // the launcher's rule (host buffers are 16-byte aligned)
-						if c.offs[i]%4 == 0 && w.cols%16 == 0 {
+						if c.offs[i]%4 == 0 && w.cols%4 == 0 {
 							vr = 1
 						}
 						if w.rows%16 == 0 {
@@ -273,7 +275,7 @@ func TestLaunchAdamWStateFP8(t *testing.T) {
 		lo := func(k int) int { return int(uint32(word(k))) }
 		hi := func(k int) int { return int(uint32(word(k) >> 32)) }
 		vr := 0
-		if c.offs[i]%4 == 0 && w.cols%16 == 0 {
+		if c.offs[i]%4 == 0 && w.cols%4 == 0 {
 			vr = 1
 		}
 		vc := 0
