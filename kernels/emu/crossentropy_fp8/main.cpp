@@ -2,7 +2,7 @@
 // crossentropy_fp8_l3 (a development tool, not part of druto; no GPU
 // needed): every CUDA thread of a block is a host thread (harness.h),
 // atomicMax a compare-and-swap loop, the PTX conversion
-// cvt.rn.satfinite.e5m2x2.f32 the function cvt8 below (kernels/emu/fp8's,
+// cvt.rn.satfinite.e5m2x2.f32 fp8cvt.h's cvt8 (kernels/emu/fp8's,
 // from the instruction's definition) and ex2.approx.ftz the host's exp2f
 // (crossentropy.cuh's DRUTO_EMU branch). crossentropy_fp8_tma needs the
 // bulk-copy engine and is not emulated; its rows run the same functions.
@@ -29,41 +29,9 @@
 #include <vector>
 #include "../harness.h"
 
-unsigned int __shfl_xor_sync(unsigned, unsigned int v, int off) { return shfl(v, off); }
-unsigned int atomicMax(unsigned int* p, unsigned int v) {
-    std::atomic_ref<unsigned int> a(*p);
-    unsigned int old = a.load();
-    while (old < v && !a.compare_exchange_weak(old, v)) {
-    }
-    return old;
-}
+#include "../fp8cvt.h"
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 inline float __fmul_rn(float a, float b) { return a * b; }
-
-// cvt8 is one lane of cvt.rn.satfinite.e5m2x2.f32 (as kernels/emu/fp8's):
-// round to nearest even, past max (±Inf included) ±max, NaN 0x7f.
-static unsigned char cvt8(float f) {
-    const int man = 2, bias = 15;
-    const double max = 57344;
-    if (std::isnan(f)) return 0x7f;
-    const unsigned char sign = std::signbit(f) ? 0x80 : 0;
-    const double a = std::fabs((double)f);
-    if (a > max) return sign | 0x7b;
-    if (a == 0) return sign;
-    int e;
-    std::frexp(a, &e);
-    const int E = std::max(e - 1, 1 - bias);
-    const double quantum = std::ldexp(1.0, E - man);
-    const double r = std::nearbyint(a / quantum) * quantum;
-    if (r == 0) return sign;
-    std::frexp(r, &e);
-    const int E2 = e - 1;
-    if (E2 < 1 - bias) return sign | (unsigned char)(r / std::ldexp(1.0, 1 - bias - man));
-    const unsigned mant = (unsigned)(r / std::ldexp(1.0, E2 - man)) - (1u << man);
-    return sign | (unsigned char)(((E2 + bias) << man) | mant);
-}
-unsigned short druto_emu_cvt_e4m3x2(float, float) { abort(); } // fp8.cuh declares both; only e5m2 runs
-unsigned short druto_emu_cvt_e5m2x2(float a, float b) { return (unsigned short)(cvt8(a) << 8 | cvt8(b)); }
 
 #include "crossentropy_fp8.cu"
 
