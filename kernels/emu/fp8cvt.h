@@ -1,10 +1,9 @@
 // fp8cvt.h: what the host emulators of the FP8 kernels (kernels/emu/fp8,
 // kernels/emu/adamw_fp8, kernels/emu/crossentropy_fp8) add to harness.h:
-// the 32-bit warp shuffle,
-// atomicMax as a compare-and-swap loop, and the PTX conversion
-// cvt.rn.satfinite.{e4m3,e5m2}x2.f32 as cvt8, written from the
-// instruction's definition (kernels/emu/fp8/main.cpp's header says how it
-// is checked). Include it after harness.h, before the kernel's source.
+// the 32-bit warp shuffle, atomicMax as a compare-and-swap loop, and the
+// PTX conversion cvt.rn.satfinite.{e4m3,e5m2}x2.f32 as cvt8, written from
+// the instruction's definition (kernels/emu/fp8/main.cpp's header says how
+// it is checked). Include it after harness.h, before the kernel's source.
 #ifndef DRUTO_EMU_FP8CVT_H
 #define DRUTO_EMU_FP8CVT_H
 #include <cmath>
