@@ -67,6 +67,7 @@ func SourceTable(lang string, vs []kernels.Variant) (*Table, error) {
 // of the catalogue: FusesTable shows it in the notebook's language).
 var fuses = map[string]string{
 	"adamw.cu":            "AdamW: the whole update of every parameter in one pass over a flat buffer",
+	"adamw_fp8.cu":        "AdamW of the weights that FP8 products read, writing their FP8 copy and its transpose as it updates them (sm_90)",
 	"attention.cu":        "attention's causal softmax (the products are cuBLAS GEMMs)",
 	"cast.cu":             "conversions between fp32, bf16 and fp16",
 	"crossentropy.cu":     "softmax with cross-entropy and its gradient: the logits make one round trip",
