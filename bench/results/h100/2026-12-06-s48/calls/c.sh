@@ -5,7 +5,7 @@
 # fp8 --fp8-head on one shard (the FP8 weights' copies now written by the
 # optimizer, AdamWStateFP8). Call B measured the H100's step already.
 t0=$SECONDS
-LEFT=${LEFT:-585}
+LEFT=${LEFT:-380}
 rm -rf build/gpu && mkdir -p build && tar -xJf build/c48/gpu.tar.xz -C build
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "# $card, $(nvidia-smi --query-gpu=driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat build/gpu/REVISION)"
