@@ -13,8 +13,8 @@ import (
 
 // TestFitErrors: a total batch not divisible by B·T, a memory cap below
 // the smallest plan (the line says what it needs), an unknown recompute
-// level and a bad DRUTO_GPU_MEMORY each give one line and exit 1, and
-// write nothing.
+// level, a bad DRUTO_GPU_MEMORY, an unknown moment dtype and an unknown
+// FP8 scaling each give one line and exit 1, and write nothing.
 func TestFitErrors(t *testing.T) {
 	bin := buildDruto(t)
 	out := filepath.Join(t.TempDir(), "out")
@@ -30,6 +30,7 @@ func TestFitErrors(t *testing.T) {
 		{"bad cap", "lots", []string{"--dry-run"}, []string{"DRUTO_GPU_MEMORY", "16GiB"}},
 		{"fit with batch", "", []string{"--fit", "--batch", "4"}, []string{"--fit"}},
 		{"unknown moment dtype", "", []string{"--adam-state", "fp16"}, []string{"--adam-state", "fp32 or bf16"}},
+		{"unknown fp8 scaling", "", []string{"--fp8-scaling", "just-in-time"}, []string{"--fp8-scaling", "delayed or current"}},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin, append([]string{"train", "--preset", "tiny", "--steps", "2", "--out", out}, c.args...)...)

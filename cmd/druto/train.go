@@ -76,6 +76,7 @@ func runTrain(args []string) error {
 	fp8History := fs.Int("fp8-history", 1024, "--amp fp8: the amax history of delayed scaling, in steps (each FP8 tensor's scale follows the largest amax of its last N steps)")
 	fp8Head := fs.Bool("fp8-head", false, "--amp fp8: the LM head's forward product (the logits), input gradient and weight gradient in FP8 as well (DRUTO_FP8_HEAD_DW=bf16 keeps its weight gradient in bf16)")
 	fp8Margin := fs.Int("fp8-margin", 0, "--amp fp8: headroom of the FP8 scales, as a power of two (amax maps to the format's max / 2^margin)")
+	fp8Scaling := fs.String("fp8-scaling", "delayed", "--amp fp8: how each FP8 tensor's scale is chosen: delayed (from its amax history, --fp8-history; the casts happen in the kernels that make the tensors) or current (from the tensor's own amax: every FP8 cast runs twice)")
 	adamState := fs.String("adam-state", "fp32", "dtype of AdamW's moments: fp32, or bf16 (half the optimizer state, stochastic rounding; --resume converts a checkpoint's moments)")
 	be := backendFlags(fs)
 	dp := distFlags(fs)
@@ -113,6 +114,9 @@ func runTrain(args []string) error {
 	momentDT, err := parseAdamState(*adamState)
 	if err != nil {
 		return err
+	}
+	if *fp8Scaling != "delayed" && *fp8Scaling != "current" {
+		return fmt.Errorf("--fp8-scaling %q: choose delayed or current", *fp8Scaling)
 	}
 	initName := *initPath
 	if *initPath, err = resolveCheckpoint(*initPath); err != nil { // pull.go: a Hub name becomes its cached file
@@ -261,7 +265,7 @@ func runTrain(args []string) error {
 	oc.LR, oc.Warmup = float32(*lr), *warmup
 	opts := train.Options{
 		Config: cfg, Policy: policy, Batch: *batch, Seq: *seq, Optim: oc, Seed: *seed, Accum: sp.accum, Recompute: sp.recompute, AdamState: momentDT,
-		FP8:       amp.FP8Recipe{Delayed: true, History: *fp8History, Margin: *fp8Margin, Head: *fp8Head},
+		FP8:       amp.FP8Recipe{Current: *fp8Scaling == "current", History: *fp8History, Margin: *fp8Margin, Head: *fp8Head},
 		EvalEvery: *evalEvery, EvalBatches: *evalBatches,
 		SampleEvery: *sampleEvery, SampleTokens: *sampleTokens, SamplePrompt: *prompt,
 		OutDir: *out, CheckpointEvery: *ckptEvery, DataChanged: *dataChanged, Tokenizer: tok, SaveDType: saveDT,

@@ -15,18 +15,18 @@ import (
 
 // FP8Recipe says how the scales of FP8 operands are chosen.
 type FP8Recipe struct {
-	// Delayed selects delayed scaling (Transformer Engine's DelayedScaling):
-	// the scale used to cast a tensor this step comes from the amaxes of
-	// the previous History steps, so the cast needs no pass over the tensor
-	// first and can happen in the kernel that produces it; the tensor's own
-	// amax is computed on the way and enters the history afterwards.
-	// false selects current scaling (Transformer Engine's
-	// Float8CurrentScaling): the scale comes from this tensor's own amax,
-	// which costs a reduction before the cast.
-	Delayed bool
+	// Current selects current scaling (Transformer Engine's
+	// Float8CurrentScaling): the scale of a tensor's cast comes from its
+	// own amax, which costs a pass over the tensor before the cast. false,
+	// the zero value, is delayed scaling (Transformer Engine's
+	// DelayedScaling): the scale comes from the amaxes of the previous
+	// History steps, so the cast needs no pass over the tensor first and
+	// happens in the kernel that produces it; the tensor's own amax is
+	// computed on the way and enters the history afterwards.
+	Current bool
 	// History is the amax window of delayed scaling, in steps (Transformer
-	// Engine's amax_history_len, default 1024); the scale follows the
-	// window's maximum (amax_compute_algo "max").
+	// Engine's amax_history_len, default 1024; at least 1 unless Current);
+	// the scale follows the window's maximum (amax_compute_algo "max").
 	History int
 	// Margin leaves 2^Margin of headroom: amax maps to max/2^Margin
 	// (Transformer Engine's margin, default 0).
@@ -46,13 +46,13 @@ type FP8Recipe struct {
 
 // DefaultFP8Recipe is Transformer Engine's default: delayed scaling over a
 // window of 1024 steps, margin 0.
-func DefaultFP8Recipe() FP8Recipe { return FP8Recipe{Delayed: true, History: 1024} }
+func DefaultFP8Recipe() FP8Recipe { return FP8Recipe{History: 1024} }
 
 // String describes the recipe, e.g. "delayed, history 1024, margin 0,
 // head" (head: Head is set).
 func (r FP8Recipe) String() string {
 	s := "current"
-	if r.Delayed {
+	if !r.Current {
 		s = fmt.Sprintf("delayed, history %d", r.History)
 	}
 	s += fmt.Sprintf(", margin %d", r.Margin)
@@ -65,7 +65,7 @@ func (r FP8Recipe) String() string {
 // Validate checks the recipe.
 func (r FP8Recipe) Validate() error {
 	switch {
-	case r.Delayed && r.History < 1:
+	case !r.Current && r.History < 1:
 		return fmt.Errorf("amp: fp8 amax history of %d steps must be at least 1", r.History)
 	case r.Margin < 0 || r.Margin > 64:
 		return fmt.Errorf("amp: fp8 scaling margin %d must be in [0, 64]", r.Margin)
@@ -142,7 +142,7 @@ func NewFP8Scaler(f tensor.FP8Format, r FP8Recipe) (*FP8Scaler, error) {
 		return nil, err
 	}
 	s := &FP8Scaler{Format: f, Recipe: r, Scale: 1}
-	if r.Delayed {
+	if !r.Current {
 		s.history = make([]float32, r.History)
 	}
 	return s, nil
@@ -157,7 +157,7 @@ func (s *FP8Scaler) Update(amax float32) {
 		s.Stats.BadAmax++
 		return
 	}
-	if s.Recipe.Delayed {
+	if !s.Recipe.Current {
 		s.history[s.next] = amax
 		s.next = (s.next + 1) % len(s.history)
 		s.filled = min(s.filled+1, len(s.history))
@@ -177,12 +177,12 @@ func (s *FP8Scaler) Update(amax float32) {
 // added to Stats.
 func (s *FP8Scaler) Quantize(dst []uint8, src []float32) (scale float32) {
 	amax := Amax(src)
-	if !s.Recipe.Delayed {
+	if s.Recipe.Current {
 		s.Update(amax)
 	}
 	scale = s.Scale
 	s.Stats.add(tensor.QuantizeFP8(dst, src, scale, s.Format))
-	if s.Recipe.Delayed {
+	if !s.Recipe.Current {
 		s.Update(amax)
 	}
 	return scale

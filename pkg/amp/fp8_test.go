@@ -36,7 +36,7 @@ func TestFP8ScaleFor(t *testing.T) {
 // TestFP8Delayed: the scale follows the maximum of the last History
 // amaxes, one step late, and a bad amax changes nothing but the count.
 func TestFP8Delayed(t *testing.T) {
-	s, err := NewFP8Scaler(tensor.E4M3, FP8Recipe{Delayed: true, History: 3})
+	s, err := NewFP8Scaler(tensor.E4M3, FP8Recipe{History: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestFP8Delayed(t *testing.T) {
 // TestFP8Current: current scaling casts each tensor with its own amax, so
 // nothing saturates and small tensors keep their precision.
 func TestFP8Current(t *testing.T) {
-	s, err := NewFP8Scaler(tensor.E5M2, FP8Recipe{Margin: 1})
+	s, err := NewFP8Scaler(tensor.E5M2, FP8Recipe{Current: true, Margin: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +101,13 @@ func TestFP8Current(t *testing.T) {
 }
 
 func TestFP8Recipe(t *testing.T) {
-	if r := DefaultFP8Recipe(); !r.Delayed || r.History != 1024 || r.Margin != 0 || r.Validate() != nil {
+	if r := DefaultFP8Recipe(); r.Current || r.History != 1024 || r.Margin != 0 || r.Validate() != nil {
 		t.Errorf("default %+v", r)
 	}
-	if _, err := NewFP8Scaler(tensor.E4M3, FP8Recipe{Delayed: true}); err == nil {
+	if _, err := NewFP8Scaler(tensor.E4M3, FP8Recipe{}); err == nil {
 		t.Error("an empty history was accepted")
 	}
-	if _, err := NewFP8Scaler(tensor.E4M3, FP8Recipe{Margin: -1}); err == nil {
+	if _, err := NewFP8Scaler(tensor.E4M3, FP8Recipe{Current: true, Margin: -1}); err == nil {
 		t.Error("a negative margin was accepted")
 	}
 }

@@ -55,7 +55,7 @@ func NewFP8Scales(formats []tensor.FP8Format, r FP8Recipe) (*FP8Scales, error) {
 		return nil, err
 	}
 	K, H := len(formats), 0
-	if r.Delayed {
+	if !r.Current {
 		H = r.History
 	}
 	s := &FP8Scales{K: K, H: H, Margin: r.Margin, St: make([]float32, FP8StLen(K, H)), Meta: make([]int32, K*FP8MetaLen)}

@@ -16,8 +16,8 @@ import (
 func TestFP8ScalesMatchScalers(t *testing.T) {
 	formats := []tensor.FP8Format{tensor.E4M3, tensor.E5M2, tensor.E4M3, tensor.E5M2, tensor.E4M3}
 	for _, r := range []FP8Recipe{
-		{Delayed: true, History: 1}, {Delayed: true, History: 3}, {Delayed: true, History: 16, Margin: 2},
-		{Delayed: true, History: 1024}, {Delayed: false}, {Delayed: false, Margin: 64},
+		{History: 1}, {History: 3}, {History: 16, Margin: 2},
+		{History: 1024}, {Current: true}, {Current: true, Margin: 64},
 	} {
 		s, err := NewFP8Scales(formats, r)
 		if err != nil {
@@ -62,7 +62,7 @@ func TestFP8ScalesMatchScalers(t *testing.T) {
 	if _, err := NewFP8Scales([]tensor.FP8Format{9}, DefaultFP8Recipe()); err == nil {
 		t.Error("an unknown format accepted")
 	}
-	if _, err := NewFP8Scales(nil, FP8Recipe{Delayed: true}); err == nil {
+	if _, err := NewFP8Scales(nil, FP8Recipe{}); err == nil {
 		t.Error("a delayed recipe with no history accepted")
 	}
 }

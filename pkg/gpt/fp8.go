@@ -103,6 +103,14 @@ type fp8State struct {
 	// updates just before the optimizer casts them.
 	optCast       bool
 	weights, rest *tensor.Tensor // I32 record lists on the device
+	// current: current scaling (amp.FP8Recipe.Current): each FP8
+	// tensor's producer runs twice, first for its amax, then, after its
+	// record's update (every, the K record indices, one a view), with
+	// the scale that amax gives (with micro-steps, the largest amax of
+	// the step's so far); dbias takes the first run's column sums of the
+	// output gradients' casts, which add theirs into dbias.
+	current      bool
+	every, dbias *tensor.Tensor
 	owned
 }
 
@@ -128,7 +136,10 @@ type owned []*tensor.Tensor
 
 // SetFP8Recipe sets how the FP8 scales are chosen (amp.DefaultFP8Recipe
 // unless set) and resets the scaling state, a restore SetFP8Scales left
-// pending included (it belonged to the old recipe). It is an error
+// pending included (it belonged to the old recipe). Under current scaling
+// (amp.FP8Recipe.Current) every FP8 producer runs twice, the first time
+// for the tensor's amax (fp8State.produce): it costs a pass over each
+// FP8 tensor, which delayed scaling, the default, saves. It is an error
 // unless the model trains under amp.FP8.
 func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
 	if m.Policy != amp.FP8 {
@@ -136,11 +147,6 @@ func (m *Model) SetFP8Recipe(r amp.FP8Recipe) error {
 	}
 	if err := r.Validate(); err != nil {
 		return err
-	}
-	if !r.Delayed {
-		// The producers cast with a scale they read before they see the
-		// tensor: current scaling would need a pass over it first.
-		return fmt.Errorf("gpt: the FP8 step scales with delayed scaling (an amax history); current scaling is not implemented")
 	}
 	if m.fp8 != nil {
 		m.fp8.free(m.dev)
@@ -325,7 +331,7 @@ func (m *Model) ensureFP8() error {
 			s, m.fp8Restore = m.fp8Restore, nil
 		}
 		m.seedHeadDy(s)
-		f := &fp8State{ops: m.dev.(device.FP8), K: s.K, H: s.H, margin: s.Margin}
+		f := &fp8State{ops: m.dev.(device.FP8), K: s.K, H: s.H, margin: s.Margin, current: s.H == 0}
 		if err := f.alloc(m.dev, s, C, L, m.Config.Vocab, m.fp8Head()); err != nil {
 			f.free(m.dev)
 			return err
@@ -455,10 +461,17 @@ func (f *fp8State) alloc(dev device.Device, s *amp.FP8Scales, C, L, V int, head 
 		}
 	}
 	ws, rest := fp8WeightRecords(L, head, s.K)
+	every := make([]int32, s.K)
+	for k := range every {
+		every[k] = int32(k)
+	}
+	if f.dbias, err = f.new(dev, tensor.F32, 4*C); err != nil {
+		return err
+	}
 	for _, x := range []struct {
 		t  **tensor.Tensor
 		rs []int32
-	}{{&f.weights, ws}, {&f.rest, rest}} {
+	}{{&f.weights, ws}, {&f.rest, rest}, {&f.every, every}} {
 		if *x.t, err = f.new(dev, tensor.I32, len(x.rs)); err != nil {
 			return err
 		}
@@ -548,9 +561,31 @@ func (f *fp8State) scale(k int) *tensor.Tensor { return f.st.MustView(2*f.K+FP8R
 func (f *fp8State) inv(k int) *tensor.Tensor   { return f.st.MustView(3*f.K+FP8Record(k), 1) }
 func (f *fp8State) amax(k int) *tensor.Tensor  { return f.st.MustView(2*FP8Record(k), 2) }
 
-// cast queues x (N, C) cast into p as tensor k.
+// cast queues x (N, C) cast into p as tensor k (under current scaling
+// with the scale of its own amax: produce).
 func (f *fp8State) cast(p fp8Pair, k int, x *tensor.Tensor, N, C int) {
-	f.ops.CastTransposeFP8(p.q, p.qt, f.amax(k), x, f.scale(k), N, C)
+	f.produce(k, func() { f.ops.CastTransposeFP8(p.q, p.qt, f.amax(k), x, f.scale(k), N, C) })
+}
+
+// produce queues op, the producer of FP8 tensor k, which adds to k's amax
+// and reads its scale. Under delayed scaling it runs once, with the scale
+// the history gave. Under current scaling it runs, k's record is updated
+// from the amax it added (rescale), and it runs again with that scale:
+// the FP8 codes, the amax and the underflows the record keeps are those of
+// the tensor's own scale, at the cost of a second pass. op must give the
+// same outputs when run twice (its accumulating outputs, if any, go to
+// scratch in the first run: the callers see to it).
+func (f *fp8State) produce(k int, op func()) {
+	if f.current {
+		op()
+		f.rescale(k)
+	}
+	op()
+}
+
+// rescale queues the update of tensor k's record alone.
+func (f *fp8State) rescale(k int) {
+	f.ops.FP8ScaleUpdate(f.st, f.meta, f.every.MustView(FP8Record(k), 1), f.K, f.H, f.margin)
 }
 
 // beginFP8Step queues the start of an FP8 step: the scales from the amaxes
@@ -565,6 +600,9 @@ func (m *Model) beginFP8Step() {
 		f.ops.FP8ScaleUpdate(f.st, f.meta, f.rest, f.K, f.H, f.margin)
 		return
 	}
+	// Under current scaling this clears what the last step's casts added,
+	// so that each cast's first run adds only its own tensor's amax (with
+	// micro-steps, the step's so far); each cast then updates its record.
 	f.ops.FP8ScaleUpdate(f.st, f.meta, nil, f.K, f.H, f.margin)
 	f.begun = true
 	for l, w := range p.layers {
@@ -586,13 +624,14 @@ func (m *Model) beginFP8Step() {
 // from then on a step begins without casting the weights (beginFP8Step).
 // So the copies cost no pass of their own, and each weight is cast with
 // the scale its last amax gave, as when the step cast it. It returns nil
-// when no FP8 step ran (the model does not train under amp.FP8). Call it
+// when no FP8 step ran (the model does not train under amp.FP8) and under
+// current scaling, whose casts need the weights' own amaxes. Call it
 // once a step, after the step's gradients and before the optimizer, and
 // pass its result to it every step.
 func (m *Model) FP8Weights() []device.FP8Weight {
 	f := m.fp8
-	if f == nil || !m.trainsFP8() {
-		return nil
+	if f == nil || !m.trainsFP8() || f.current {
+		return nil // current scaling casts each weight with its own amax as the step begins
 	}
 	f.ops.FP8ScaleUpdate(f.st, f.meta, f.weights, f.K, f.H, f.margin)
 	f.optCast = true
@@ -628,7 +667,9 @@ func (m *Model) runFP8(B, T int) {
 	C, NH, L := m.Config.Channels, m.Config.Heads, m.Config.Layers
 	d.Encoder(a.encoded, p.wte, p.wpe, a.tokens, B, T, C)
 	x0 := a.f8.x[0][0]
-	f.ops.LayerNormFP8(x0.q, x0.qt, f.amax(f8QKVx), layer(a.ln1Mean, 0), layer(a.ln1Rstd, 0), a.encoded, p.layers[0].ln1w, p.layers[0].ln1b, f.scale(f8QKVx), N, C)
+	f.produce(f8QKVx, func() {
+		f.ops.LayerNormFP8(x0.q, x0.qt, f.amax(f8QKVx), layer(a.ln1Mean, 0), layer(a.ln1Rstd, 0), a.encoded, p.layers[0].ln1w, p.layers[0].ln1b, f.scale(f8QKVx), N, C)
+	})
 	for l := 0; l < L; l++ {
 		w, x, k := p.layers[l], a.f8.x[l], l*f8PerLayer
 		residual := a.encoded
@@ -642,13 +683,19 @@ func (m *Model) runFP8(B, T int) {
 		d.Attention(atty, att, qkv, B, T, C, NH)
 		f.cast(x[1], k+f8Projx, atty, N, C)
 		f.ops.MatmulFP8(attproj, x[1].q, f.w[l][1].q, w.attprojb, f.inv(k+f8Projx), f.inv(k+f8Projw), N, C, C)
-		f.ops.ResidualLayerNormFP8(residual2, x[2].q, x[2].qt, f.amax(k+f8FCx), layer(a.ln2Mean, l), layer(a.ln2Rstd, l), residual, attproj, w.ln2w, w.ln2b, f.scale(k+f8FCx), N, C)
+		f.produce(k+f8FCx, func() {
+			f.ops.ResidualLayerNormFP8(residual2, x[2].q, x[2].qt, f.amax(k+f8FCx), layer(a.ln2Mean, l), layer(a.ln2Rstd, l), residual, attproj, w.ln2w, w.ln2b, f.scale(k+f8FCx), N, C)
+		})
 		f.ops.MatmulFP8(fch, x[2].q, f.w[l][2].q, w.fcb, f.inv(k+f8FCx), f.inv(k+f8FCw), N, C, 4*C)
-		f.ops.GELUCastTransposeFP8(x[3].q, x[3].qt, f.amax(k+f8FCProjx), fch, f.scale(k+f8FCProjx), N, 4*C)
+		f.produce(k+f8FCProjx, func() {
+			f.ops.GELUCastTransposeFP8(x[3].q, x[3].qt, f.amax(k+f8FCProjx), fch, f.scale(k+f8FCProjx), N, 4*C)
+		})
 		f.ops.MatmulFP8(fcproj, x[3].q, f.w[l][3].q, w.fcprojb, f.inv(k+f8FCProjx), f.inv(k+f8FCProjw), N, 4*C, C)
 		if l+1 < L {
 			nw, nx, nk := p.layers[l+1], a.f8.x[l+1][0], (l+1)*f8PerLayer
-			f.ops.ResidualLayerNormFP8(layer(a.residual3, l), nx.q, nx.qt, f.amax(nk+f8QKVx), layer(a.ln1Mean, l+1), layer(a.ln1Rstd, l+1), residual2, fcproj, nw.ln1w, nw.ln1b, f.scale(nk+f8QKVx), N, C)
+			f.produce(nk+f8QKVx, func() {
+				f.ops.ResidualLayerNormFP8(layer(a.residual3, l), nx.q, nx.qt, f.amax(nk+f8QKVx), layer(a.ln1Mean, l+1), layer(a.ln1Rstd, l+1), residual2, fcproj, nw.ln1w, nw.ln1b, f.scale(nk+f8QKVx), N, C)
+			})
 		} else {
 			d.ResidualLayerNorm(layer(a.residual3, l), a.lnf, a.lnfMean, a.lnfRstd, residual2, fcproj, p.lnfw, p.lnfb, N, C)
 		}
@@ -666,11 +713,13 @@ func (m *Model) runFP8(B, T int) {
 func (m *Model) castLnf(N, C int) {
 	a, f := m.acts, m.fp8
 	k := m.Config.Layers*f8PerLayer + f8HeadX
-	for r := 0; r < N; r += a.rows {
-		n := min(a.rows, N-r)
-		p := fp8Pair{rowsOf(a.f8.lnf.q, r, n), a.f8.lnf.qt.MustView(r*C, C, n)}
-		f.cast(p, k, rowsOf(a.lnf, r, n), n, C)
-	}
+	f.produce(k, func() { // the chunks are one tensor: one scale
+		for r := 0; r < N; r += a.rows {
+			n := min(a.rows, N-r)
+			p := fp8Pair{rowsOf(a.f8.lnf.q, r, n), a.f8.lnf.qt.MustView(r*C, C, n)}
+			f.ops.CastTransposeFP8(p.q, p.qt, f.amax(k), rowsOf(a.lnf, r, n), f.scale(k), n, C)
+		}
+	})
 }
 
 // headLogitsFP8 queues the logits of rows r..r+n of the batch from the
@@ -710,6 +759,10 @@ func (m *Model) headGradFP8(losses, logits, targets, x, state *tensor.Tensor, r,
 	if a.f8.dlogitsT != nil && m.headDWFP8() {
 		qt = a.f8.dlogitsT.MustView(0, V, n)
 	}
+	if f.current { // the first run leaves the logits as they were (no bf16 gradient over them)
+		f.ops.CrossEntropyFP8(losses, logits, q, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale, false)
+		f.rescale(k + f8HeadDy)
+	}
 	f.ops.CrossEntropyFP8(losses, logits, q, f.amax(k+f8HeadDy), targets, f.scale(k+f8HeadDy), state, n, V, dscale, qt == nil)
 	f.ops.MatmulFP8(rowsOf(a.dln, r, n), q, f.wte.qt, nil, f.inv(k+f8HeadDy), f.inv(k+f8HeadW), n, V, C)
 	if qt != nil {
@@ -730,11 +783,18 @@ func (m *Model) headGradFP8(losses, logits, targets, x, state *tensor.Tensor, r,
 func (m *Model) linearBackwardFP8(dx, dw, db, dy, pre *tensor.Tensor, x, w fp8Pair, k, kx, kw, N, C, OC int) {
 	f := m.fp8
 	g := m.acts.f8.dy.dims(N, OC)
-	if pre != nil {
-		f.ops.DGELUCastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, pre, f.scale(k), N, OC)
-	} else {
-		f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, f.scale(k), N, OC)
+	cast := func(db *tensor.Tensor) {
+		if pre != nil {
+			f.ops.DGELUCastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, pre, f.scale(k), N, OC)
+		} else {
+			f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, dy, f.scale(k), N, OC)
+		}
 	}
+	if f.current { // the first run's column sums go to scratch
+		cast(f.dbias.MustView(0, OC))
+		f.rescale(k)
+	}
+	cast(db)
 	m.linearGEMMsFP8(dx, dw, x, w, k, kx, kw, N, C, OC)
 }
 
@@ -758,8 +818,12 @@ func (m *Model) linearGEMMsFP8(dx, dw *tensor.Tensor, x, w fp8Pair, k, kx, kw, N
 func (m *Model) layerNormBackwardFP8(dweight, dbias, inp, weight, mean, rstd, db *tensor.Tensor, k, N, C int) {
 	d, a, f := m.dev, m.acts, m.fp8
 	g := a.f8.dy.dims(N, C)
-	if m.fp8SplitLNCast {
+	if m.fp8SplitLNCast || f.current { // under current scaling the cast runs twice, the layernorm backward (accumulating) once
 		d.LayerNormBackward(a.dresidual, dweight, dbias, a.dln, inp, weight, mean, rstd, N, C)
+		if f.current {
+			f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), f.dbias.MustView(0, C), a.dresidual, f.scale(k), N, C)
+			f.rescale(k)
+		}
 		f.ops.CastTransposeDBiasFP8(g.q, g.qt, f.amax(k), db, a.dresidual, f.scale(k), N, C)
 		return
 	}

@@ -151,7 +151,7 @@ func TestFP8Refusals(t *testing.T) {
 	if _, err := m.Gradients(in, in, 1, 32, 1); err == nil || !strings.Contains(err.Error(), "recompute") {
 		t.Errorf("recompute layer: %v", err)
 	}
-	if err := m.SetFP8Recipe(amp.FP8Recipe{Delayed: true, History: -1}); err == nil {
+	if err := m.SetFP8Recipe(amp.FP8Recipe{History: -1}); err == nil {
 		t.Error("a negative history was accepted")
 	}
 	b, _ := New(cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.BF16)
@@ -782,6 +782,45 @@ func TestFP8WeightsFromOptimizer(t *testing.T) {
 		K := sc[0].K
 		if !slices.Equal(sc[0].St[2*K:4*K], sc[1].St[2*K:4*K]) {
 			t.Errorf("head %v: the scales differ once the next step began", head)
+		}
+	}
+}
+
+// TestFP8CurrentScaling: under current scaling (amp.FP8Recipe.Current)
+// every FP8 tensor of the first step, the weights', the activations', the
+// output gradients' and the LM head's with Head, is cast with the scale of
+// its own amax (each record's scale is FP8ScaleFor of the amax its last
+// cast added), so that the first step's loss is bf16's within 0.5%, where
+// delayed scaling's first step casts with the scale 1; the weights' copies
+// are not the optimizer's (FP8Weights is nil).
+func TestFP8CurrentScaling(t *testing.T) {
+	const B, T = 2, 32
+	lb, _, _ := fp8Steps(t, amp.BF16, 1, B, T)
+	for _, head := range []bool{false, true} {
+		r := amp.FP8Recipe{Current: true, Margin: 1, Head: head}
+		l8, _, m := fp8StepsOn(t, cpu.New(device.Options{Fused: true, Threads: 2}), fp8Cfg, amp.FP8, 1, B, T, r)
+		if d := math.Abs(float64(l8-lb)) / float64(lb); d > 0.005 {
+			t.Errorf("head %v: the first step's loss %.5f, bf16 %.5f: %.2f%% apart", head, l8, lb, 100*d)
+		}
+		if w := m.FP8Weights(); w != nil {
+			t.Errorf("head %v: FP8Weights gave %d weights under current scaling", head, len(w))
+		}
+		sc, err := m.FP8Scales()
+		if err != nil || sc == nil || sc.H != 0 {
+			t.Fatalf("head %v: FP8Scales %v, %v", head, sc, err)
+		}
+		formats := fp8Formats(fp8Cfg.Layers)
+		n := fp8Cfg.Layers * f8PerLayer
+		if head {
+			n += f8Head
+		}
+		for t8 := range n {
+			k := FP8Record(t8)
+			a := sc.Amax(k)
+			want, _ := amp.FP8ScaleFor(formats[k], a, r.Margin, 1)
+			if !(a > 0) || sc.Scale(k) != want || sc.Inv(k) != 1/want {
+				t.Errorf("head %v: tensor %d: scale %g (inv %g) for its amax %g, want %g", head, t8, sc.Scale(k), sc.Inv(k), a, want)
+			}
 		}
 	}
 }

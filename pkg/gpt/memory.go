@@ -101,10 +101,10 @@ func memoryOf(cfg Config, B, T int, p amp.Policy, att device.AttnState, fused bo
 	if p.Mixed() {
 		mem.Params += n * int64(p.DType(amp.Working).Size())
 	}
-	if p == amp.FP8 { // fp8State: the blocks' weights in E4M3 and transposed, the scaling state and its two record lists (K int32s)
+	if p == amp.FP8 { // fp8State: the blocks' weights in E4M3 and transposed, the scaling state, its record lists (2K int32s) and current scaling's dbias scratch (4C floats)
 		C, L := int64(cfg.Channels), int64(cfg.Layers)
 		K, H := int64(fp8Tensors(cfg.Layers)*f8Stride), int64(amp.DefaultFP8Recipe().History)
-		mem.Params += 2*L*12*C*C + 4*int64(amp.FP8StLen(int(K), int(H))) + 4*K*amp.FP8MetaLen + 4*K
+		mem.Params += 2*L*12*C*C + 4*int64(amp.FP8StLen(int(K), int(H))) + 4*K*amp.FP8MetaLen + 8*K + 16*C
 	}
 	for _, b := range ActivationBreakdown(cfg, B, T, p, att, fused, r) {
 		mem.Activations += b.Bytes

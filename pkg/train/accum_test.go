@@ -215,17 +215,16 @@ func TestAccumMicroOverflowSkipsStep(t *testing.T) {
 }
 
 // TestAccumOptions: a negative Accum, an unknown recompute level and the
-// fp8 policy with recomputation or a recipe it does not run (no history,
-// current scaling, a margin past 64) are refused; a resume needs the same
-// accumulation.
+// fp8 policy with recomputation or a recipe it does not run (delayed
+// scaling with no history, a margin past 64) are refused; a resume needs
+// the same accumulation.
 func TestAccumOptions(t *testing.T) {
 	for _, f := range []func(*Options){
 		func(o *Options) { o.Accum = -1 },
 		func(o *Options) { o.Recompute = gpt.Recompute(9) },
 		func(o *Options) { o.Policy, o.Recompute = amp.FP8, gpt.RecomputeLayer },
-		func(o *Options) { o.Policy, o.FP8 = amp.FP8, amp.FP8Recipe{Delayed: true, History: 0} },
-		func(o *Options) { o.Policy, o.FP8 = amp.FP8, amp.FP8Recipe{History: 16} }, // current scaling
-		func(o *Options) { o.Policy, o.FP8 = amp.FP8, amp.FP8Recipe{Delayed: true, History: 16, Margin: 65} },
+		func(o *Options) { o.Policy, o.FP8 = amp.FP8, amp.FP8Recipe{History: 0} },
+		func(o *Options) { o.Policy, o.FP8 = amp.FP8, amp.FP8Recipe{History: 16, Margin: 65} },
 	} {
 		o := testOptions(4, amp.FP32)
 		f(&o)

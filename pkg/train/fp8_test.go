@@ -26,7 +26,8 @@ func cpuMetrics(t *testing.T, o Options, steps int) []Metric {
 
 // TestFP8TrainingTracksBF16: on the CPU reference, training under amp.FP8
 // (one batch; two micro-batches of half the size, the amaxes spanning the
-// micro-steps; a 16-step history with a margin of 1) follows bf16's loss curve: the mean loss of the last 10 of
+// micro-steps; a 16-step history with a margin of 1; current scaling, also
+// with two micro-batches and the LM head in FP8) follows bf16's loss curve: the mean loss of the last 10 of
 // 60 steps and the final validation loss within 0.5% of bf16's (the same
 // batches and accumulation), after it
 // fell by at least a third; no step skipped and no FP8 overflow logged;
@@ -58,7 +59,8 @@ func TestFP8TrainingTracksBF16(t *testing.T) {
 	for _, c := range []struct {
 		B, accum int
 		r        amp.FP8Recipe
-	}{{4, 0, amp.FP8Recipe{}}, {2, 2, amp.FP8Recipe{}}, {4, 0, amp.FP8Recipe{Delayed: true, History: 16, Margin: 1}}} {
+	}{{4, 0, amp.FP8Recipe{}}, {2, 2, amp.FP8Recipe{}}, {4, 0, amp.FP8Recipe{History: 16, Margin: 1}},
+		{4, 0, amp.FP8Recipe{Current: true}}, {2, 2, amp.FP8Recipe{Current: true, Head: true}}} {
 		lb, vb, _ := run(amp.BF16, c.B, c.accum, amp.FP8Recipe{})
 		l8, v8, of := run(amp.FP8, c.B, c.accum, c.r)
 		t.Logf("B %d accum %d: last-10 loss fp8 %.4f bf16 %.4f; val fp8 %.4f bf16 %.4f", c.B, c.accum, l8, lb, v8, vb)

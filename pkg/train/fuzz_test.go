@@ -111,7 +111,7 @@ func FuzzStateFile(f *testing.F) {
 	good := addSeeds(f, path)
 	f.Add(bytes.Replace(good, []byte(`\"scale\":32768`), []byte(`\"scale\":0`), 1))
 	// An fp8 run's state: the scaling state of 3 tensors, history 2.
-	sc, err := amp.NewFP8Scales([]tensor.FP8Format{tensor.E4M3, tensor.E4M3, tensor.E5M2}, amp.FP8Recipe{Delayed: true, History: 2})
+	sc, err := amp.NewFP8Scales([]tensor.FP8Format{tensor.E4M3, tensor.E4M3, tensor.E5M2}, amp.FP8Recipe{History: 2})
 	if err != nil {
 		f.Fatal(err)
 	}

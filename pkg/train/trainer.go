@@ -111,11 +111,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Policy == amp.FP8 && o.Recompute != gpt.RecomputeNone:
 		return fmt.Errorf("train: the fp8 policy trains without recomputation for now; use --recompute none")
-	case o.Policy == amp.FP8 && o.FP8 != (amp.FP8Recipe{}) && (!o.FP8.Delayed || o.FP8.Validate() != nil):
-		if err := o.FP8.Validate(); err != nil {
-			return fmt.Errorf("train: %w", err)
-		}
-		return fmt.Errorf("train: the fp8 step scales with delayed scaling (an amax history of at least one step)")
+	case o.Policy == amp.FP8 && o.FP8 != (amp.FP8Recipe{}) && o.FP8.Validate() != nil:
+		return fmt.Errorf("train: %w", o.FP8.Validate())
 	case o.Batch < 1:
 		return fmt.Errorf("train: batch %d must be at least 1", o.Batch)
 	case o.Accum < 0:

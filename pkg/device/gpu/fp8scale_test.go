@@ -30,8 +30,8 @@ type fp8ScaleCase struct {
 func fp8ScaleCases(K, steps int) []fp8ScaleCase {
 	var cs []fp8ScaleCase
 	for i, r := range []amp.FP8Recipe{
-		{Delayed: true, History: 1}, {Delayed: true, History: 5, Margin: 1}, {Delayed: true, History: 200},
-		{Delayed: true, History: 1024}, {Delayed: false}, {Delayed: false, Margin: 64},
+		{History: 1}, {History: 5, Margin: 1}, {History: 200},
+		{History: 1024}, {Current: true}, {Current: true, Margin: 64},
 	} {
 		K := K + 2*(i%2)
 		f := make([]tensor.FP8Format, K)
