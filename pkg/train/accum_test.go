@@ -223,7 +223,7 @@ func TestAccumOptions(t *testing.T) {
 		func(o *Options) { o.Accum = -1 },
 		func(o *Options) { o.Recompute = gpt.Recompute(9) },
 		func(o *Options) { o.Policy, o.Recompute = amp.FP8, gpt.RecomputeLayer },
-		func(o *Options) { o.Policy, o.FP8 = amp.FP8, amp.FP8Recipe{History: 0} },
+		func(o *Options) { o.Policy, o.FP8 = amp.FP8, amp.FP8Recipe{History: -1} },
 		func(o *Options) { o.Policy, o.FP8 = amp.FP8, amp.FP8Recipe{History: 16, Margin: 65} },
 	} {
 		o := testOptions(4, amp.FP32)
