@@ -78,14 +78,8 @@ func TestGPUFP8Step(t *testing.T) {
 	// within 5% of the reference's and the logits' gradient's pending
 	// amax within 0.1% (the GPU's exp is ex2.approx).
 	gradientsAlike(t, mgh, ggh, gch, 0.98, 0.2, "gpu fp8 head gradient", "the cpu reference's with the head")
-	sgh, err := mgh.FP8Scales()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch, err := mch.FP8Scales()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sgh := fp8ScalesOf(t, mgh)
+	sch := fp8ScalesOf(t, mch)
 	for i := range f8Head {
 		k := FP8Record(cfg.Layers*f8PerLayer + i)
 		g, c := sgh.Scale(k), sch.Scale(k)
@@ -116,14 +110,8 @@ func TestGPUFP8Step(t *testing.T) {
 	if uc == 0 || math.Abs(float64(ug-uc)) > 0.02*float64(uc)+16 {
 		t.Errorf("underflows at margin 12: gpu %d, cpu reference %d (of %d values)", ug, uc, nv)
 	}
-	sg, err := mg.FP8Scales()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := mc.FP8Scales()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sg := fp8ScalesOf(t, mg)
+	sc := fp8ScalesOf(t, mc)
 	for t8 := range cfg.Layers * f8PerLayer {
 		k := FP8Record(t8)
 		g, c := sg.Scale(k), sc.Scale(k)
@@ -190,18 +178,23 @@ func TestGPUFP8CurrentScaling(t *testing.T) {
 		t.Errorf("gpu loss %.6f, cpu reference %.6f: %.3f%% apart", lg, lc, 100*d)
 	}
 	gradientsAlike(t, mg, gg, gc, 0.98, 0.2, "gpu fp8 gradient", "the cpu reference's")
-	sg, err := mg.FP8Scales()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := mc.FP8Scales()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sg := fp8ScalesOf(t, mg)
+	sc := fp8ScalesOf(t, mc)
 	for t8 := range fp8Tensors(cfg.Layers) {
 		k := FP8Record(t8)
 		if g, c := sg.Scale(k), sc.Scale(k); math.Abs(float64(g-c)) > 0.05*float64(c) || sg.Bad(k) != 0 {
 			t.Errorf("tensor %d: scale %g, reference %g (%d overflows)", t8, g, c, sg.Bad(k))
 		}
 	}
+}
+
+// fp8ScalesOf returns m's FP8 scaling state, failing t if it cannot be
+// read.
+func fp8ScalesOf(t *testing.T, m *Model) *amp.FP8Scales {
+	t.Helper()
+	s, err := m.FP8Scales()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
