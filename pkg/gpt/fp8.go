@@ -111,6 +111,9 @@ type fp8State struct {
 	// output gradients' casts, which add theirs into dbias.
 	current      bool
 	every, dbias *tensor.Tensor
+	// restored: the state came from SetFP8Scales under delayed scaling;
+	// its first step casts the weights with the scales it holds.
+	restored bool
 	owned
 }
 
@@ -327,11 +330,23 @@ func (m *Model) ensureFP8() error {
 		if err != nil {
 			return err
 		}
+		restored := m.fp8Restore != nil && s.H > 0
 		if m.fp8Restore != nil {
 			s, m.fp8Restore = m.fp8Restore, nil
 		}
+		if restored {
+			// A state saved after a step holds the weights' scales that the
+			// step's optimizer cast their next copies with, and those
+			// copies' amaxes pending (FP8Weights): the copies are made again
+			// with the same scales as the step begins (beginFP8Step), and
+			// their amaxes add up to the same pending values from zero.
+			ws, _ := fp8WeightRecords(L, m.fp8Head(), s.K)
+			for _, k := range ws {
+				s.St[2*k], s.St[2*k+1] = 0, 0
+			}
+		}
 		m.seedHeadDy(s)
-		f := &fp8State{ops: m.dev.(device.FP8), K: s.K, H: s.H, margin: s.Margin, current: s.H == 0}
+		f := &fp8State{ops: m.dev.(device.FP8), K: s.K, H: s.H, margin: s.Margin, current: s.H == 0, restored: restored}
 		if err := f.alloc(m.dev, s, C, L, m.Config.Vocab, m.fp8Head()); err != nil {
 			f.free(m.dev)
 			return err
@@ -592,12 +607,19 @@ func (f *fp8State) rescale(k int) {
 // the last step added, then the weights' FP8 copies cast with them; or,
 // where the optimizer writes the copies (FP8Weights), the update of the
 // other tensors' scales alone (the weights' were updated before the
-// optimizer cast them).
+// optimizer cast them); or, first after a restore (restored), that update
+// and the weights cast with the scales the state holds.
 func (m *Model) beginFP8Step() {
-	f, p := m.fp8, m.wp
-	C := m.Config.Channels
+	f := m.fp8
 	if f.optCast {
 		f.ops.FP8ScaleUpdate(f.st, f.meta, f.rest, f.K, f.H, f.margin)
+		return
+	}
+	if f.restored { // the saved weights' scales are those the step before cast with
+		f.restored = false
+		f.ops.FP8ScaleUpdate(f.st, f.meta, f.rest, f.K, f.H, f.margin)
+		f.begun = true
+		m.castWeights()
 		return
 	}
 	// Under current scaling this clears what the last step's casts added,
@@ -605,6 +627,13 @@ func (m *Model) beginFP8Step() {
 	// micro-steps, the step's so far); each cast then updates its record.
 	f.ops.FP8ScaleUpdate(f.st, f.meta, nil, f.K, f.H, f.margin)
 	f.begun = true
+	m.castWeights()
+}
+
+// castWeights queues the weights' FP8 copies cast with their scales.
+func (m *Model) castWeights() {
+	f, p := m.fp8, m.wp
+	C := m.Config.Channels
 	for l, w := range p.layers {
 		k := l * f8PerLayer
 		f.cast(f.w[l][0], k+f8QKVw, w.qkvw, 3*C, C)

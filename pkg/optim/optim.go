@@ -125,7 +125,10 @@ func NewAdamWMoments(dev device.Device, layout *tensor.Layout, cfg Config, dt te
 // 16-bit working copy when work is not nil. The device runs it as one fused
 // pass or as the per-tensor baseline (fp32 moments; bf16 moments have one
 // form).
-func (o *AdamW) Update(master, work, grads *tensor.Tensor, lr, gradScale float32) {
+//
+// With w (the FP8 weights of gpt.Model.FP8Weights) it then writes their
+// FP8 copies from the updated working copy (CastFP8).
+func (o *AdamW) Update(master, work, grads *tensor.Tensor, lr, gradScale float32, w ...device.FP8Weight) {
 	o.Steps++
 	hp := device.AdamW{
 		LR: lr, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
@@ -133,9 +136,24 @@ func (o *AdamW) Update(master, work, grads *tensor.Tensor, lr, gradScale float32
 	}
 	if o.M.DType == tensor.BF16 {
 		o.dev.(device.MomentsBF16).AdamWBF16(master, work, grads, o.M, o.V, o.layout, hp, nil)
+	} else {
+		o.dev.AdamWStep(master, work, grads, o.M, o.V, o.layout, hp)
+	}
+	o.CastFP8(work, w)
+}
+
+// CastFP8 writes the FP8 copies of the weights in w from the working copy
+// work (device.FP8's CastTransposeFP8 of each): what Update, and
+// UpdateState with bf16 moments, do after the step, and what a skipped
+// step does alone (the weights stay, their scales moved).
+func (o *AdamW) CastFP8(work *tensor.Tensor, w []device.FP8Weight) {
+	if len(w) == 0 {
 		return
 	}
-	o.dev.AdamWStep(master, work, grads, o.M, o.V, o.layout, hp)
+	f8 := o.dev.(device.FP8)
+	for _, x := range w {
+		f8.CastTransposeFP8(x.Q, x.QT, x.Amax, work.MustView(x.Offset, x.Rows, x.Cols), x.Scale, x.Rows, x.Cols)
+	}
 }
 
 // UpdateState is the device-resident step's AdamW (device.Stepper's
@@ -146,17 +164,14 @@ func (o *AdamW) Update(master, work, grads *tensor.Tensor, lr, gradScale float32
 // AdamWStateFP8) with fp32 moments, after it (CastTransposeFP8 of each)
 // with bf16 moments.
 func (o *AdamW) UpdateState(st device.Stepper, master, work, grads *tensor.Tensor, hp device.AdamW, state *tensor.Tensor, w ...device.FP8Weight) {
-	f8, _ := o.dev.(device.FP8)
 	if o.M.DType == tensor.BF16 {
 		hp.Seed = o.Seed
 		o.dev.(device.MomentsBF16).AdamWBF16(master, work, grads, o.M, o.V, o.layout, hp, state)
-		for _, x := range w {
-			f8.CastTransposeFP8(x.Q, x.QT, x.Amax, work.MustView(x.Offset, x.Rows, x.Cols), x.Scale, x.Rows, x.Cols)
-		}
+		o.CastFP8(work, w)
 		return
 	}
 	if len(w) > 0 {
-		f8.AdamWStateFP8(master, work, grads, o.M, o.V, o.layout, hp, state, w)
+		o.dev.(device.FP8).AdamWStateFP8(master, work, grads, o.M, o.V, o.layout, hp, state, w)
 		return
 	}
 	st.AdamWState(master, work, grads, o.M, o.V, o.layout, hp, state)

@@ -158,11 +158,29 @@ func resumedRun(t *testing.T, o Options, at int) (*Trainer, []Metric) {
 
 // TestResumeExact: N steps, save, resume in a new trainer, N more steps
 // (under fp8 the FP8 scaling state saved and restored with them),
-// gives bit-identical losses to 2N straight steps.
+// gives bit-identical losses to 2N straight steps; under fp8 also in the
+// device-resident step, where the optimizer writes the weights' FP8 copies
+// (the restored state holds the scales they were cast with), with the LM
+// head in FP8 too.
 func TestResumeExact(t *testing.T) {
 	for _, p := range []amp.Policy{amp.FP32, amp.FP16, amp.FP8} {
 		o := testOptions(12, p)
 		straight := runSteps(t, newTrainer(t, o), 12)
+		if p == amp.FP8 {
+			d := o
+			d.Step, d.FP8 = StepDevice, amp.FP8Recipe{History: 2, Head: true} // a short window: a history entry too many or too few changes a scale
+			sd := runSteps(t, newTrainer(t, d), 12)
+			d.OutDir = t.TempDir()
+			if _, ms := resumedRun(t, d, 6); len(ms) != 12 {
+				t.Errorf("fp8, device step: metrics has %d lines, want 12", len(ms))
+			} else {
+				for i, m := range ms {
+					if m.Loss != sd[i] {
+						t.Errorf("fp8, device step %d: resumed loss %v, straight %v", i+1, m.Loss, sd[i])
+					}
+				}
+			}
+		}
 		dir := t.TempDir()
 		o.OutDir = dir
 		_, ms := resumedRun(t, o, 6)

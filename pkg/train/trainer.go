@@ -358,11 +358,13 @@ func (t *Trainer) hostStep() (Metric, error) {
 	skip := t.Scaler.Update(finite)
 	t.step++
 	lr := o.Optim.LRAt(t.step)
+	w := t.Model.FP8Weights() // under amp.FP8: the weights' copies, written with the update
 	if skip {
 		t.skipped++
+		t.Opt.CastFP8(t.Model.Work(), w)
 	} else {
 		clip := o.Optim.ClipFactor(norm)
-		t.Opt.Update(t.Model.Master(), t.Model.Work(), t.Model.Grads(), lr, clip/scale)
+		t.Opt.Update(t.Model.Master(), t.Model.Work(), t.Model.Grads(), lr, clip/scale, w...)
 	}
 	if err := t.dev.Sync(); err != nil {
 		return Metric{}, err
