@@ -1,9 +1,9 @@
 // decode.cu: generation over a key/value cache (pkg/device/gpu/decode.go,
 // the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
 //
-// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows decode_layer
+// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows decode_linear decode_head
 // druto:pdl encoder_at kv_append attention_decode sample_parts sample_rows
-// druto:pdl-weights decode_layer:qkvw
+// druto:pdl-weights decode_linear:w decode_head:w
 // druto:dtypes f32 bf16 f16
 //
 // encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
@@ -345,8 +345,7 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
 // dec_att_item is block (x, bh) of attention_decode's grid (X, B·NH): the
 // attention of pair bh = b·NH + h over the splits x, x+X, ... and, when it
 // is the pair's last block to finish, the merge (below). q, p, red, pv
-// and last are the block's shared memory (attention_decode's arrays, or
-// decode_layer's carve-out of its dynamic shared memory).
+// and last are the block's shared memory (attention_decode's arrays).
 __device__ __forceinline__ void dec_att_item(T* __restrict__ out, float* __restrict__ part_o,
         float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv, const T* __restrict__ kc,
         const T* __restrict__ vc, const int* __restrict__ pos, int C, int NH, int S, int x, int X, int bh, float* q,
@@ -429,107 +428,47 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
             &last);
 }
 
-// ---- decode_layer -----------------------------------------------------------
+// ---- decode_linear ----------------------------------------------------------
 
-// decode_layer: one transformer block of a decode step over N <= DL_ROWS
-// rows (one a sequence) as one persistent kernel, its phases separated by
-// barriers over the whole grid (dl_grid_sync) instead of kernel launches:
-//   A. ln1(x) into shared memory (every block, ln_forward_row: the bits of
-//      layernorm_forward), then qkv = ln1·Wqkvᵀ + b, rounded to T, into
-//      qkv; the keys and values also into the caches at pos[b];
-//   B. attention of each row's q against its cache (dec_att_item: the
-//      splits of attention_decode and their merge) into atty;
-//   C. res = x + (atty·Wprojᵀ + b rounded to T), fp32;
-//   D. ln2(res) into shared memory, then fch = gelu(ln2·Wfcᵀ + b), the
-//      fp32 sum's GELU rounded once to T;
-//   E. x = res + (fch·Wfcprojᵀ + b rounded to T).
-// So it computes what layers() queues op by op (pkg/gpt/decode.go), with
-// the same roundings. The linear phases are matmul_rows's warp-a-column
-// dot products (lane l takes vectors l, l+32, ... of its part of the row,
-// ks warps a column adding their sums in warp order), over columns dealt
-// to the grid in virtual blocks of DL_WARPS/ks columns; each warp loads the
-// first batch of its next virtual block's weights before it reduces the
-// current one, and of its next phase's before the grid barrier, so the
-// weights stream while the barrier waits. The weights of phase A load
-// before pdl_enter (no kernel of a decode step writes them).
-// Data another block wrote in this launch is read only after the barrier
-// that follows its writing, and no block reads it before that barrier
-// (so no SM holds a stale line of it in L1).
-// grid: the blocks that are resident together (the launcher: DL_PER_SM an
-// SM); bar (DL_GEN + 1) counters, zero before the first launch; X attention's slots
-// a pair, part_o (N·NH, X, hs), part_ml (N·NH, X, 2), done (N·NH) as for
-// attention_decode. Dynamic shared memory: dl_smem_bytes(N, C).
-// druto:block DEC_LAYER_BLOCK decode_layer
+// A decode step's transformer block over N <= DL_ROWS rows (one a
+// sequence) in five launches (pkg/device/gpu/decode_block.go), three
+// kernel boundaries fewer than its ops one by one, each phase with the
+// roundings of those ops:
+//   1. decode_linear DL_QKV: ln1(x) into shared memory (every block,
+//      ln_forward_row: the bits of layernorm_forward), then qkv =
+//      ln1·Wqkvᵀ + b rounded to T, the keys and values also into the
+//      caches at pos[b] (kv_append's work, in the same epilogue);
+//   2. attention_decode: each row's q against its cache into atty;
+//   3. decode_linear DL_PROJ: res = x + (atty·Wprojᵀ + b rounded to T), fp32;
+//   4. decode_linear DL_FC: ln2(res) into shared memory, then fch =
+//      gelu(ln2·Wfcᵀ + b), the fp32 sum's GELU rounded once to T;
+//   5. decode_linear DL_PROJ: x = res + (fch·Wfcprojᵀ + b rounded to T).
+// The linear phases are matmul_rows's warp-a-column dot products (lane l
+// takes vectors l, l+32, ... of its part of the row, ks warps a column
+// adding their sums in warp order), a block DL_WARPS/ks columns. A lane
+// loads its first DL_U vectors of W before pdl_enter (no kernel of a
+// decode step writes the weights), so that under programmatic dependent
+// launch the weights stream while the kernel before it finishes. (The
+// block as one persistent kernel, its phases meeting at barriers over the
+// grid, was slower than the ops one by one: bench/results/h100/2026-12-06-s46.)
+// druto:block DEC_LAYER_BLOCK decode_linear decode_head
 #define DEC_LAYER_BLOCK 128
 #define DL_WARPS (DEC_LAYER_BLOCK / 32)
-#define DL_ROWS 8 // the most rows decode_layer takes (read by the launcher)
+#define DL_ROWS 8 // the most rows decode_linear takes (read by the launcher)
 #define DL_U 4    // the 16-byte weight vectors a lane loads at once
-#define DL_PER_SM 3 // blocks an SM (read by the launcher)
-
-#if DEC_LAYER_BLOCK != DEC_ATT_BLOCK
-#error decode_layer runs dec_attend, whose layout is DEC_ATT_BLOCK threads
-#endif
-
-// The float offsets of decode_layer's shared memory after the input rows
-// (N·C values of T, rounded up to 16 bytes): the warps' sums, then
-// attention's q, p, red and pv, then last.
-#define DL_RED 0
-#define DL_Q (DL_RED + DL_WARPS * DL_ROWS)
-#define DL_P (DL_Q + DEC_MAX_HEAD)
-#define DL_ARED (DL_P + DEC_CHUNK)
-#define DL_PV (DL_ARED + 2 * DL_WARPS)
-#define DL_LAST (DL_PV + DEC_PV)
-#define DL_FLOATS (DL_LAST + 1)
+// The phases (decode_linear's phase argument; read by the launcher).
+#define DL_QKV 0
+#define DL_PROJ 1
+#define DL_FC 2
 
 __device__ __forceinline__ int dl_in_bytes(int N, int C) { return (N * C * (int)sizeof(T) + 15) / 16 * 16; }
 
 #ifdef DRUTO_EMU
-void emu_grid_sync();
 unsigned char* emu_block_smem();
 #endif
 
-// dl_grid_sync is a barrier over every block of the grid (all resident):
-// thread 0 of each block reads the generation bar[DL_GEN], makes the
-// block's writes visible and counts itself in bar[0]; the last to arrive
-// sets the count back to zero and advances the generation, which the
-// others poll (acquire: the writes of every block before the barrier are
-// then visible), backing off a little between polls. The generation sits
-// on its own 128-byte line, so that the polls do not queue with the
-// arrivals' atomics on one line. Both keep working from one launch to the
-// next.
-#define DL_GEN 32 // bar's index of the generation (bar holds DL_GEN + 1 words)
-__device__ __forceinline__ void dl_grid_sync(unsigned* bar) {
-#ifdef DRUTO_EMU
-    emu_grid_sync();
-#else
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned g, c;
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(g) : "l"(bar + DL_GEN) : "memory");
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + DL_GEN, 1u);
-        } else {
-            // A grid that is not all resident would wait here forever: after
-            // 2^24 polls (seconds; a barrier takes microseconds) the kernel
-            // traps, an error instead of a hung device.
-            unsigned polls = 0;
-            for (;;) {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(c) : "l"(bar + DL_GEN) : "memory");
-                if (c != g) break;
-                if (++polls == 0x1000000u) asm volatile("trap;");
-                __nanosleep(32);
-            }
-        }
-    }
-    __syncthreads();
-#endif
-}
-
-// DlUnit is a warp's share of a virtual block of a linear phase: its column
-// and the part [lo, hi) of that column's row of W it sums.
+// DlUnit is a warp's share of a block of a linear phase: its column and
+// the part [lo, hi) of that column's row of W it sums.
 struct DlUnit {
     int col, part, lo, hi;
 };
@@ -587,39 +526,54 @@ __device__ __forceinline__ void dl_dot(float* acc, uint4 wq, const T* in, int K,
 }
 
 // dl_linear runs a linear phase: for each column col of W (OC,K) the
-// block's virtual blocks hold, epi(n, col, sum) with the fp32 sum of row n
-// of in (N,K) times W's row col (no bias). wv holds the lane's first batch
-// of the block's first virtual block (dl_fetch); on return it holds the
-// first batch of the next phase's (nw, nK, nOC, nks; nw null: none).
-template <typename Epi>
+// block's blocks of columns hold (blockIdx.x, then every gridDim.x-th),
+// epi(n, col, sum) with the fp32 sum of row n of in (N,K) times W's row col
+// (no bias). wv holds the lane's first batch of the block's first columns
+// (dl_fetch). PIPE: where a warp's part of a row is one batch, the next
+// columns' batch loads before this one's products, not after them.
+template <bool PIPE, typename Epi>
 __device__ __forceinline__ void dl_linear(uint4* wv, const T* in, const T* w, int K, int OC, int ks, int N,
-        float* red, const T* nw, int nK, int nOC, int nks, Epi epi) {
+        float* red, Epi epi) {
     const int VE = 16 / (int)sizeof(T), STRIDE = 32 * VE, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int vbs = (OC + DL_WARPS / ks - 1) / (DL_WARPS / ks);
+    // one (PIPE only: it holds a second batch of registers): a warp's part
+    // of a row is one batch of loads, so that the next columns' batch can be
+    // in flight through this one's products.
+    const bool one = PIPE && dl_unit(0, K, ks).hi <= DL_U * STRIDE;
     for (int vb = blockIdx.x; vb < vbs; vb += gridDim.x) {
         const DlUnit u = dl_unit(vb, K, ks);
+        const bool more = vb + (int)gridDim.x < vbs;
         float acc[DL_ROWS];
 #pragma unroll
         for (int n = 0; n < DL_ROWS; n++) acc[n] = 0.0f;
-        if (u.col < OC) {
-            const T* wr = w + (size_t)u.col * K;
-            for (int k = u.lo + lane * VE;;) {
+        if (one) {
+            uint4 cur[DL_U];
+#pragma unroll
+            for (int i = 0; i < DL_U; i++) cur[i] = wv[i];
+            if (more) dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
+            if (u.col < OC) {
+                const int k = u.lo + lane * VE;
 #pragma unroll
                 for (int i = 0; i < DL_U; i++)
-                    if (k + i * STRIDE < u.hi) dl_dot(acc, wv[i], in, K, k + i * STRIDE, N);
-                k += DL_U * STRIDE;
-                if (k >= u.hi) break;
-#pragma unroll
-                for (int i = 0; i < DL_U; i++)
-                    if (k + i * STRIDE < u.hi) wv[i] = *reinterpret_cast<const uint4*>(wr + k + i * STRIDE);
+                    if (k + i * STRIDE < u.hi) dl_dot(acc, cur[i], in, K, k + i * STRIDE, N);
             }
+        } else {
+            if (u.col < OC) {
+                const T* wr = w + (size_t)u.col * K;
+                for (int k = u.lo + lane * VE;;) {
+#pragma unroll
+                    for (int i = 0; i < DL_U; i++)
+                        if (k + i * STRIDE < u.hi) dl_dot(acc, wv[i], in, K, k + i * STRIDE, N);
+                    k += DL_U * STRIDE;
+                    if (k >= u.hi) break;
+#pragma unroll
+                    for (int i = 0; i < DL_U; i++)
+                        if (k + i * STRIDE < u.hi) wv[i] = *reinterpret_cast<const uint4*>(wr + k + i * STRIDE);
+                }
+            }
+            // The next columns' weights in flight through the reduction.
+            if (more) dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
         }
-        // The next virtual block's weights (or the next phase's) in flight
-        // through the reduction.
-        if (vb + (int)gridDim.x < vbs)
-            dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
-        else if (nw)
-            dl_fetch(wv, nw, dl_unit(blockIdx.x, nK, nks), nK, nOC);
         if (ks == 1) {
             // One warp a column: lane n takes row n's sum, no block barrier.
             float mine = 0.0f;
@@ -648,7 +602,6 @@ __device__ __forceinline__ void dl_linear(uint4* wv, const T* in, const T* w, in
         }
         __syncthreads();
     }
-    if (vbs <= (int)blockIdx.x && nw) dl_fetch(wv, nw, dl_unit(blockIdx.x, nK, nks), nK, nOC);
 }
 
 // dl_ln writes the layernorm of the N rows of x (N,C) fp32 into o (N,C) T,
@@ -694,6 +647,15 @@ struct DlResidual {
         out[o] = in[o] + dl_round(v + (b ? load(b, col) : 0.0f));
     }
 };
+// DlPlain: out = v + b rounded to T, rows of OC (matmul_rows's store).
+struct DlPlain {
+    T* out;
+    const T* b;
+    int OC;
+    __device__ __forceinline__ void operator()(int n, int col, float v) const {
+        store(out, (size_t)n * OC + col, v + (b ? load(b, col) : 0.0f));
+    }
+};
 // DlGELU: out = gelu(v + b) rounded to T, rows of OC.
 struct DlGELU {
     T* out;
@@ -704,58 +666,62 @@ struct DlGELU {
     }
 };
 
-// x, res (N,C) fp32; qkv (N,3C), atty (N,C), fch (N,4C) T scratch; kc, vc
-// (N,NH,S,hs); pos (N) I32; the block's weights as the training step's
-// (W (OC,K) row-major); ks: the warps a column of each linear phase.
-extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, DL_PER_SM) decode_layer(float* __restrict__ x,
-        float* __restrict__ res, T* __restrict__ qkv, T* __restrict__ atty, T* __restrict__ fch,
-        float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done,
-        unsigned* __restrict__ bar, T* __restrict__ kc, T* __restrict__ vc, const int* __restrict__ pos,
-        const T* __restrict__ qkvw, const T* __restrict__ ln1w, const T* __restrict__ ln1b,
-        const T* __restrict__ qkvb, const T* __restrict__ projw, const T* __restrict__ projb,
-        const T* __restrict__ ln2w, const T* __restrict__ ln2b, const T* __restrict__ fcw, const T* __restrict__ fcb,
-        const T* __restrict__ fcprojw, const T* __restrict__ fcprojb, int N, int C, int NH, int S, int X, int ksQKV,
-        int ksProj, int ksFC, int ksFCProj) {
+// decode_linear: grid ceil(OC / (DL_WARPS/ks)), DEC_LAYER_BLOCK threads;
+// W (OC,K) row-major, b (OC) or null. By phase:
+//   DL_QKV:  xf (N,K) fp32 normalised by lnw, lnb into shared memory; out
+//            (N,3K) = qkv, the keys and values also into kc, vc (N,NH,S,K/NH)
+//            at pos (N) I32;
+//   DL_PROJ: in (N,K) T; outf (N,OC) = xf (N,OC) + the product, fp32;
+//   DL_FC:   xf normalised as DL_QKV; out (N,OC) = gelu(the product).
+// Dynamic shared memory (dl_smem_bytes): the warps' sums (DL_WARPS·DL_ROWS
+// floats), then the normalised rows (N·K values of T).
+// 6 blocks an SM (at most 80 registers a thread; at 64 ptxas spilled about
+// 100 bytes, at 80 about 20): a gpt2-124M phase's grid (at most 768
+// blocks) is then one wave on 128 SMs or more.
+extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, 6) decode_linear(T* __restrict__ out,
+        float* __restrict__ outf, T* __restrict__ kc, T* __restrict__ vc, const int* __restrict__ pos,
+        const float* __restrict__ xf, const T* __restrict__ in, const T* __restrict__ w, const T* __restrict__ lnw,
+        const T* __restrict__ lnb, const T* __restrict__ b, int N, int K, int OC, int NH, int S, int ks, int phase) {
     uint4 wv[DL_U];
-    dl_fetch(wv, qkvw, dl_unit(blockIdx.x, C, ksQKV), C, 3 * C);
+    dl_fetch(wv, w, dl_unit(blockIdx.x, K, ks), K, OC);
     pdl_enter();
 #ifdef DRUTO_EMU
     unsigned char* smem = emu_block_smem();
 #else
     extern __shared__ __align__(16) unsigned char smem[];
 #endif
-    T* in = reinterpret_cast<T*>(smem);
-    float* f = reinterpret_cast<float*>(smem + dl_in_bytes(N, C));
-    float* red = f + DL_RED;
-    const int hs = C / NH;
-    // A: ln1, qkv, the cache.
-    dl_ln(in, x, ln1w, ln1b, N, C);
-    const DlQKV eqkv = {qkv, kc, vc, pos, qkvb, C, NH, S, hs};
-    dl_linear(wv, in, qkvw, C, 3 * C, ksQKV, N, red, (const T*)0, 0, 0, 1, eqkv);
-    dl_grid_sync(bar);
-    // B: attention, its items (x, pair) dealt over the grid. (The
-    // projection's weights are fetched after it: held through it, they
-    // made ptxas spill.)
-    for (int i = blockIdx.x; i < X * N * NH; i += gridDim.x)
-        dec_att_item(atty, part_o, part_ml, done, qkv, kc, vc, pos, C, NH, S, i % X, X, i / X, f + DL_Q, f + DL_P,
-                f + DL_ARED, f + DL_PV, reinterpret_cast<int*>(f + DL_LAST));
-    dl_fetch(wv, projw, dl_unit(blockIdx.x, C, ksProj), C, C);
-    dl_grid_sync(bar);
-    // C: the attention's projection and the residual.
-    for (int i = threadIdx.x; i < N * C * (int)sizeof(T) / 16; i += DEC_LAYER_BLOCK)
-        reinterpret_cast<uint4*>(in)[i] = reinterpret_cast<const uint4*>(atty)[i];
-    __syncthreads();
-    const DlResidual eproj = {res, x, projb, C};
-    dl_linear(wv, in, projw, C, C, ksProj, N, red, fcw, C, 4 * C, ksFC, eproj);
-    dl_grid_sync(bar);
-    // D: ln2, fc and GELU.
-    dl_ln(in, res, ln2w, ln2b, N, C);
-    const DlGELU efc = {fch, fcb, 4 * C};
-    dl_linear(wv, in, fcw, C, 4 * C, ksFC, N, red, fcprojw, 4 * C, C, ksFCProj, efc);
-    dl_grid_sync(bar);
-    // E: the MLP's projection and the residual, the input rows from L2.
-    const DlResidual efcproj = {x, res, fcprojb, C};
-    dl_linear(wv, fch, fcprojw, 4 * C, C, ksFCProj, N, red, (const T*)0, 0, 0, 1, efcproj);
+    float* red = reinterpret_cast<float*>(smem);
+    T* lnr = reinterpret_cast<T*>(smem + DL_WARPS * DL_ROWS * 4);
+    if (phase == DL_PROJ) {
+        const DlResidual e = {outf, xf, b, OC};
+        dl_linear<false>(wv, in, w, K, OC, ks, N, red, e);
+        return;
+    }
+    dl_ln(lnr, xf, lnw, lnb, N, K);
+    if (phase == DL_QKV) {
+        const DlQKV e = {out, kc, vc, pos, b, K, NH, S, K / NH};
+        dl_linear<false>(wv, lnr, w, K, OC, ks, N, red, e);
+    } else {
+        const DlGELU e = {out, b, OC};
+        dl_linear<false>(wv, lnr, w, K, OC, ks, N, red, e);
+    }
+}
+
+// decode_head: out (N,OC) = in (N,K)·Wᵀ, T, N <= DL_ROWS (the LM head's
+// logits of a decode step: W the tied embedding, OC the vocabulary), one
+// warp a column, matmul_rows's sums. The grid is the blocks resident at
+// once, each taking every gridDim.x-th block of DL_WARPS columns with the
+// next block's weights loading through the current one's products
+// (dl_linear's PIPE), so that the weights stream without the waves of
+// short blocks a grid of every column's would take. At most 128 registers
+// a thread: the second batch of weights made ptxas spill at 64.
+extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, 4) decode_head(T* __restrict__ out,
+        const T* __restrict__ in, const T* __restrict__ w, int N, int K, int OC) {
+    uint4 wv[DL_U];
+    dl_fetch(wv, w, dl_unit(blockIdx.x, K, 1), K, OC);
+    pdl_enter();
+    const DlPlain e = {out, (const T*)0, OC};
+    dl_linear<true>(wv, in, w, K, OC, 1, N, (float*)0, e);
 }
 
 // ---- sample_rows ----------------------------------------------------------

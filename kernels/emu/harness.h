@@ -3,11 +3,8 @@
 // runs every CUDA thread of a block as a host thread (blocks one after
 // another, in order or last to first), __syncthreads and the warps'
 // barriers as std::barrier, __shfl_xor_sync through a per-warp slot table,
-// and the f16 conversions common.cuh asks DRUTO_EMU builds for. A
-// persistent kernel (one whose blocks wait for each other) runs under
-// launch_grid instead: every thread of every block at once, each block with
-// its own barriers, slot table and shared memory (emu_block_smem), and
-// emu_grid_sync as the barrier over the grid. An
+// the f16 conversions common.cuh asks DRUTO_EMU builds for, and a block's
+// dynamic shared memory (emu_block_smem). An
 // emulator's main.cpp includes it before the .cu it runs; flash/emu.h (the
 // CUDA built-ins) comes first, by -include. flash/main.cpp keeps its own:
 // its ldmatrix and mma emulation need wider slots.
@@ -43,14 +40,19 @@ float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); re
 unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
 
 static bool reverseBlocks; // run the blocks of a launch last to first
+static thread_local unsigned char* blocksmem; // the block's dynamic shared memory (emu_block_smem)
 
 // launch runs fn as a (gx, gy) grid of blocks of threads threads: the
 // block's threads are made once, and each runs its thread of every block in
 // turn (in order, or last to first), a barrier of the block between blocks
-// (thread creation dominated the emulators' time).
-static void launch(int gx, int gy, int threads, std::function<void()> fn) {
+// (thread creation dominated the emulators' time). smem: the bytes of
+// dynamic shared memory a block gets (emu_block_smem; one buffer, as the
+// blocks run one after another).
+static void launch(int gx, int gy, int threads, std::function<void()> fn, size_t smem = 0) {
     gridDim = {(unsigned)gx, (unsigned)gy, 1};
     blockDim = {(unsigned)threads, 1, 1};
+    std::vector<unsigned char> dyn(smem + 16);
+    unsigned char* dyn16 = reinterpret_cast<unsigned char*>(((uintptr_t)dyn.data() + 15) / 16 * 16);
     std::barrier<> b(threads);
     std::vector<std::barrier<>*> wb;
     for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new std::barrier<>(32));
@@ -58,6 +60,7 @@ static void launch(int gx, int gy, int threads, std::function<void()> fn) {
     for (int i = 0; i < threads; i++)
         th.emplace_back([&, i] {
             threadIdx = {(unsigned)i, 0, 0};
+            blocksmem = dyn16;
             cta = &b;
             warpbar = &wb;
             slot = slots0;
@@ -72,46 +75,5 @@ static void launch(int gx, int gy, int threads, std::function<void()> fn) {
     for (auto p : wb) delete p;
 }
 
-// launch_grid runs fn as a grid of gx blocks of threads threads, all at
-// once (a persistent kernel's blocks wait for each other at
-// emu_grid_sync), each block with smem bytes of its own shared memory.
-static std::barrier<>* gridbar;
-static thread_local unsigned char* blocksmem;
-void emu_grid_sync() { gridbar->arrive_and_wait(); }
+// emu_block_smem is the block's dynamic shared memory (launch's smem).
 unsigned char* emu_block_smem() { return blocksmem; }
-static void launch_grid(int gx, int threads, size_t smem, std::function<void()> fn) {
-    gridDim = {(unsigned)gx, 1, 1};
-    blockDim = {(unsigned)threads, 1, 1};
-    std::barrier<> g(gx * threads);
-    gridbar = &g;
-    struct Block {
-        std::barrier<> b;
-        std::vector<std::barrier<>*> wb;
-        std::vector<uint64_t> slots;
-        std::vector<unsigned char> smem;
-        Block(int threads, size_t smem) : b(threads), slots(64 * 32), smem(smem + 16) {}
-    };
-    std::vector<Block*> bl;
-    for (int x = 0; x < gx; x++) {
-        bl.push_back(new Block(threads, smem));
-        for (int i = 0; i < (threads + 31) / 32; i++) bl[x]->wb.push_back(new std::barrier<>(32));
-    }
-    std::vector<std::thread> th;
-    for (int x = 0; x < gx; x++)
-        for (int i = 0; i < threads; i++)
-            th.emplace_back([&, i, x] {
-                threadIdx = {(unsigned)i, 0, 0};
-                blockIdx = {(unsigned)x, 0, 0};
-                cta = &bl[x]->b;
-                warpbar = &bl[x]->wb;
-                slot = reinterpret_cast<uint64_t(*)[32]>(bl[x]->slots.data());
-                // 16-byte aligned, as CUDA's dynamic shared memory
-                blocksmem = reinterpret_cast<unsigned char*>(((uintptr_t)bl[x]->smem.data() + 15) / 16 * 16);
-                fn();
-            });
-    for (auto& t : th) t.join();
-    for (auto p : bl) {
-        for (auto w : p->wb) delete w;
-        delete p;
-    }
-}

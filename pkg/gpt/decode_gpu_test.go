@@ -15,7 +15,7 @@ import (
 // of the CPU's cache within device.LogitsClose at every step, greedy tokens
 // equal to the CPU's in fp32 (16-bit runs are compared until a near tie
 // parts them), and one graph launch per token after the capture; each
-// block of the step as one op (device.BlockDecoder: decode_layer) and, with
+// block of the step as one op (device.BlockDecoder: decode_linear's phases) and, with
 // DRUTO_DECODE_BLOCK=off, as its ops one by one.
 func TestGPUDecode(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {

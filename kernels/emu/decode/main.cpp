@@ -3,14 +3,14 @@
 // the warps' shuffles), and the kernels' results are compared with
 // references written from device.SampleRow's and the attention's
 // definitions (pkg/device/decode.go, pkg/device/cpu/decode.go).
-//   usage: emu_F32 [layer] (a fixed set of cases, or decode_layer's alone;
+//   usage: emu_F32 [layer] (a fixed set of cases, or the decode block's alone;
 //          exit 1 on a mismatch)
 // emu.h (../flash) is included first by run.sh (-include).
 #include <algorithm>
 #include <string>
 #include "../harness.h"
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
-// The rounded fp32 operations layernorm.cuh spells out (decode_layer's
+// The rounded fp32 operations layernorm.cuh spells out (decode_linear's
 // layernorms; the host rounds each operation to fp32 and fuses none).
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
@@ -170,13 +170,15 @@ static void sample(int V, float temp, int topk, float topp, int seed, bool with_
     }
 }
 
-// decode_layer against a double reference of the block it runs (layers()
-// in pkg/gpt/decode.go: ln1, qkv, the cache, attention, the projection and
-// residual, ln2, fc, GELU, the MLP's projection and residual), on a grid
-// of gx blocks all at once (launch_grid) with ks warps a column in every
-// linear phase, two launches in a row (positions pos and pos+1: the
-// barrier's and the merge's counters must carry over).
-static void decode_layer_case(int N, int C, int NH, int S, int gx, int ks, std::vector<int> pos) {
+// A decode step's block as the GPU's DecodeBlock runs it (decode_linear's
+// four phases, attention_decode after the first) against a double
+// reference of the block (layers() in pkg/gpt/decode.go: ln1, qkv, the
+// cache, attention, the projection and residual, ln2, fc, GELU, the MLP's
+// projection and residual), with ks warps a column in every linear phase
+// and gx blocks of columns in each (fewer than the columns' blocks: a block
+// takes several), attention on X blocks a pair, two steps in a row
+// (positions pos and pos+1: the merge's counters must carry over).
+static void decode_block_case(int N, int C, int NH, int S, int gx, int ks, std::vector<int> pos) {
     int hs = C / NH, splits = (S + DEC_CHUNK - 1) / DEC_CHUNK;
     int X = std::min(splits, std::max(1, (gx + N * NH - 1) / (N * NH)));
     rng.seed(N * 7919 + C * 31 + gx * 3 + ks);
@@ -190,7 +192,7 @@ static void decode_layer_case(int N, int C, int NH, int S, int gx, int ks, std::
     std::vector<float> fcw = rnd(4 * C * C, ws), fcb = rnd(4 * C, 0.1), fcprojw = rnd(4 * C * C, ws / 2), fcprojb = rnd(C, 0.1);
     std::vector<float> res(N * C, NAN), qkv(N * 3 * C, NAN), atty(N * C, NAN), fch(N * 4 * C, NAN);
     std::vector<float> po(N * NH * X * hs, NAN), pml(N * NH * X * 2, NAN);
-    std::vector<unsigned> done(N * NH, 0), bar(2, 0);
+    std::vector<unsigned> done(N * NH, 0);
     // The reference, in double, on copies.
     std::vector<double> rx(x.begin(), x.end()), rk(kc.begin(), kc.end()), rv(vc.begin(), vc.end());
     auto ln = [&](const std::vector<double>& a, const std::vector<float>& w, const std::vector<float>& b) {
@@ -253,13 +255,22 @@ static void decode_layer_case(int N, int C, int NH, int S, int gx, int ks, std::
         auto fp = lin(f, 4 * C, fcprojw, fcprojb, C);
         for (int i = 0; i < N * C; i++) rx[i] = rr[i] + fp[i];
 
-        size_t smem = dl_in_bytes(N, C) + DL_FLOATS * 4;
-        launch_grid(gx, DEC_LAYER_BLOCK, smem, [&] {
-            decode_layer(x.data(), res.data(), qkv.data(), atty.data(), fch.data(), po.data(), pml.data(), done.data(),
-                    bar.data(), kc.data(), vc.data(), p.data(), qkvw.data(), ln1w.data(), ln1b.data(), qkvb.data(),
-                    projw.data(), projb.data(), ln2w.data(), ln2b.data(), fcw.data(), fcb.data(), fcprojw.data(),
-                    fcprojb.data(), N, C, NH, S, X, ks, ks, ks, ks);
+        size_t smem = DL_WARPS * DL_ROWS * 4 + dl_in_bytes(N, C);
+        auto linear = [&](int phase, float* out, float* outf, float* xf, float* in, float* w, float* lnw, float* lnb,
+                              float* b, int K, int OC) {
+            int cols = (OC + DL_WARPS / ks - 1) / (DL_WARPS / ks);
+            launch(std::min(gx, cols), 1, DEC_LAYER_BLOCK, [&] {
+                decode_linear(out, outf, kc.data(), vc.data(), p.data(), xf, in, w, lnw, lnb, b, N, K, OC, NH, S, ks, phase);
+            }, smem);
+        };
+        linear(DL_QKV, qkv.data(), nullptr, x.data(), nullptr, qkvw.data(), ln1w.data(), ln1b.data(), qkvb.data(), C, 3 * C);
+        launch(X, N * NH, DEC_ATT_BLOCK, [&] {
+            attention_decode(atty.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), p.data(), N,
+                    C, NH, S);
         });
+        linear(DL_PROJ, nullptr, res.data(), x.data(), atty.data(), projw.data(), nullptr, nullptr, projb.data(), C, C);
+        linear(DL_FC, fch.data(), nullptr, res.data(), nullptr, fcw.data(), ln2w.data(), ln2b.data(), fcb.data(), C, 4 * C);
+        linear(DL_PROJ, nullptr, x.data(), res.data(), fch.data(), fcprojw.data(), nullptr, nullptr, fcprojb.data(), 4 * C, C);
         for (int i = 0; i < N * C; i++) {
             double e = std::abs(x[i] - rx[i]) / (1 + std::abs(rx[i]));
             worst = std::max(worst, e);
@@ -269,15 +280,37 @@ static void decode_layer_case(int N, int C, int NH, int S, int gx, int ks, std::
                                                    std::abs(vc[i] - rv[i]) < 2e-4 * (1 + std::abs(rv[i]));
         for (auto& v : p) v++;
     }
-    // (bar stays zero here: emu_grid_sync is the host's barrier.)
     for (unsigned c : done) ok = ok && c == 0;
     fails += !ok;
-    printf("%s decode_layer N%d C%d NH%d S%d grid %d ks %d X %d: worst %.2g\n", ok ? "OK  " : "FAIL", N, C, NH, S, gx, ks, X,
+    printf("%s decode block N%d C%d NH%d S%d grid %d ks %d X %d: worst %.2g\n", ok ? "OK  " : "FAIL", N, C, NH, S, gx, ks, X,
             worst);
 }
 
+// decode_head on gx blocks (fewer than its OC/DL_WARPS blocks of columns:
+// each walks several, the next one's weights loaded early) against a
+// double reference; out starts as NaN, so a column no block wrote shows.
+static void decode_head_case(int N, int K, int OC, int gx) {
+    rng.seed(N * 131 + K * 7 + OC + gx);
+    std::vector<float> in(N * K), w((size_t)OC * K), out(N * OC, NAN);
+    for (auto& v : in) v = normal();
+    for (auto& v : w) v = normal() / std::sqrt((double)K);
+    launch(gx, 1, DEC_LAYER_BLOCK, [&] { decode_head(out.data(), in.data(), w.data(), N, K, OC); });
+    bool ok = true;
+    double worst = 0;
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < OC; j++) {
+            double r = 0;
+            for (int k = 0; k < K; k++) r += (double)in[n * K + k] * w[(size_t)j * K + k];
+            double e = std::abs(out[n * OC + j] - r) / (1 + std::abs(r));
+            worst = std::max(worst, std::isnan(e) ? 1e300 : e);
+            ok = ok && e < 1e-5;
+        }
+    fails += !ok;
+    printf("%s decode_head N%d K%d OC%d grid %d: worst %.2g\n", ok ? "OK  " : "FAIL", N, K, OC, gx, worst);
+}
+
 int main(int argc, char** argv) {
-    if (argc > 1 && std::string(argv[1]) == "layer") goto layer; // decode_layer's cases alone
+    if (argc > 1 && std::string(argv[1]) == "layer") goto layer; // the decode block's cases alone
     {
     // The new grid: X blocks a pair over gpt2's 16 splits of 1024, contexts
     // of 1, 63, 64, 65 and 1000 positions (10 pairs), X from 1 (a block
@@ -345,13 +378,17 @@ int main(int argc, char** argv) {
     printf("%s kv_append\n", ok ? "OK  " : "FAIL");
     }
 layer:
-    // decode_layer: one row and several, grids smaller and larger than the
-    // virtual blocks and the attention's items, every ks, contexts from one
-    // position to several splits.
-    decode_layer_case(1, 64, 4, 256, 3, 1, {0});
-    decode_layer_case(1, 64, 4, 256, 5, 2, {130});
-    decode_layer_case(3, 64, 2, 256, 4, 4, {200, 5, 63});
-    decode_layer_case(8, 32, 2, 128, 2, 1, {1, 2, 3, 64, 65, 100, 120, 7});
-    decode_layer_case(2, 96, 3, 192, 7, 2, {190, 64});
+    // The block: one row and several, phases on fewer blocks than their
+    // columns' and on all of them (as the launcher runs them), every ks,
+    // contexts from one position to several splits.
+    decode_block_case(1, 64, 4, 256, 3, 1, {0});
+    decode_block_case(1, 64, 4, 256, 5, 2, {130});
+    decode_block_case(3, 64, 2, 256, 4, 4, {200, 5, 63});
+    decode_block_case(8, 32, 2, 128, 2, 1, {1, 2, 3, 64, 65, 100, 120, 7});
+    decode_block_case(2, 96, 3, 192, 7, 2, {190, 64});
+    decode_block_case(2, 64, 4, 256, 1000, 1, {70, 3});
+    decode_head_case(1, 64, 301, 3);
+    decode_head_case(5, 128, 97, 7);
+    decode_head_case(8, 2048, 40, 2); // rows of more than one batch
     return fails ? 1 : 0;
 }

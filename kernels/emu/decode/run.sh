@@ -5,10 +5,10 @@
 # one to all splits' blocks a pair, the blocks first to last and last to
 # first, which must give the same bits), sample_rows
 # under greedy, temperature, top-k and top-p draws (logits with ties, masked
-# and needing tokens), kv_append, and decode_layer (a transformer block as
-# one persistent kernel, every block's threads at once) on host threads,
+# and needing tokens), kv_append, and a decode step's transformer block as
+# DecodeBlock launches it (decode_linear's phases and attention_decode),
 # and compares them with references of the ops' definitions. "OK" per
-# case; exit 1 on a mismatch. run.sh layer: decode_layer's cases alone.
+# case; exit 1 on a mismatch. run.sh layer: the block's cases alone.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=${TMPDIR:-/tmp}/druto-decode-emu
