@@ -51,8 +51,11 @@ static thread_local unsigned char* blocksmem; // the block's dynamic shared memo
 static void launch(int gx, int gy, int threads, std::function<void()> fn, size_t smem = 0) {
     gridDim = {(unsigned)gx, (unsigned)gy, 1};
     blockDim = {(unsigned)threads, 1, 1};
-    std::vector<unsigned char> dyn(smem + 16);
-    unsigned char* dyn16 = reinterpret_cast<unsigned char*>(((uintptr_t)dyn.data() + 15) / 16 * 16);
+    // Exactly smem bytes from a 16-byte aligned address (operator new's),
+    // so that a sanitizer build (EMU_FLAGS=-fsanitize=address) sees a
+    // block's access past the launcher's bytes.
+    std::vector<unsigned char> dyn(std::max<size_t>(smem, 1));
+    unsigned char* dyn16 = smem ? dyn.data() : nullptr;
     std::barrier<> b(threads);
     std::vector<std::barrier<>*> wb;
     for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new std::barrier<>(32));

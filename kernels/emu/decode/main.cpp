@@ -255,10 +255,12 @@ static void decode_block_case(int N, int C, int NH, int S, int gx, int ks, std::
         auto fp = lin(f, 4 * C, fcprojw, fcprojb, C);
         for (int i = 0; i < N * C; i++) rx[i] = rr[i] + fp[i];
 
-        size_t smem = DL_WARPS * DL_ROWS * 4 + dl_in_bytes(N, C);
+        // The launcher's shared memory: the warps' sums, and the
+        // normalised rows where the phase makes them.
         auto linear = [&](int phase, float* out, float* outf, float* xf, float* in, float* w, float* lnw, float* lnb,
                               float* b, int K, int OC) {
             int cols = (OC + DL_WARPS / ks - 1) / (DL_WARPS / ks);
+            size_t smem = DL_WARPS * DL_ROWS * 4 + (phase == DL_PROJ ? 0 : dl_in_bytes(N, K));
             launch(std::min(gx, cols), 1, DEC_LAYER_BLOCK, [&] {
                 decode_linear(out, outf, kc.data(), vc.data(), p.data(), xf, in, w, lnw, lnb, b, N, K, OC, NH, S, ks, phase);
             }, smem);

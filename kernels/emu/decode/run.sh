@@ -13,5 +13,5 @@ set -euo pipefail
 cd "$(dirname "$0")"
 out=${TMPDIR:-/tmp}/druto-decode-emu
 mkdir -p "$out"
-g++ -std=c++20 -O2 -pthread -DDRUTO_EMU -DDTYPE=DRUTO_F32 -I../.. -include ../flash/emu.h main.cpp -o "$out/emu_F32"
+g++ -std=c++20 -O2 -pthread ${EMU_FLAGS:-} -DDRUTO_EMU -DDTYPE=DRUTO_F32 -I../.. -include ../flash/emu.h main.cpp -o "$out/emu_F32"
 "$out/emu_F32" "$@"

@@ -104,9 +104,9 @@ func (d *Device) DecodeBlock(x, kc, vc, pos *tensor.Tensor, w device.BlockWeight
 	// warp's part of a row is at most C values.
 	xp, cp, vp, pp := d.ptr(x), d.ptr(kc), d.ptr(vc), d.ptr(pos)
 	linear := func(phase int, out, outf, xf, in cuda.DevicePtr, wt, lnw, lnb, b *tensor.Tensor, K, OC, ks int) bool {
-		smem := 0
-		if phase != dlProj {
-			smem = dlSmemBytes(dt, N, K)
+		smem := dlSmemBytes(dt, N, K) // the warps' sums, then the normalised rows
+		if phase == dlProj {
+			smem = dlSmemBytes(dt, 0, K) // the warps' sums (ks > 1) alone
 		}
 		return d.launch(op, dt, cuda.D1(blocks(OC, decLayerBlock/32/ks)), cuda.D1(decLayerBlock), smem,
 			out, outf, cp, vp, pp, xf, in, d.ptr(wt), d.ptr(lnw), d.ptr(lnb), d.ptr(b), N, K, OC, NH, S, ks, phase)
