@@ -72,7 +72,7 @@ var fuses = map[string]string{
 	"cast.cu":             "conversions between fp32, bf16 and fp16",
 	"crossentropy.cu":     "softmax with cross-entropy and its gradient: the logits make one round trip",
 	"crossentropy_fp8.cu": "the same classifier with its gradient also cast to FP8 for the LM head's backward (sm_90)",
-	"decode.cu":           "generation over a key/value cache: attention of one new row, the cache append, the draw on the device, a whole transformer block as one kernel",
+	"decode.cu":           "generation over a key/value cache: attention of one new row, the cache append, the draw on the device, a transformer block in five launches with its layernorms and residual adds inside the products",
 	"encoder.cu":          "token and position embeddings added in one pass",
 	"flash_attention.cu":  "causal attention without the T×T matrix (FlashAttention-2), on tensor cores",
 	"flash_attention2.cu": "a second flash-attention forward and backward (sm_80 and later)",
