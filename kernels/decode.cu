@@ -2,8 +2,8 @@
 // the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
 //
 // druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows decode_linear decode_head
-// druto:pdl encoder_at kv_append attention_decode sample_parts sample_rows
-// druto:pdl-weights decode_linear:w decode_head:w
+// druto:pdl encoder_at kv_append sample_parts sample_rows
+// druto:pdl-weights decode_linear:w decode_head:w attention_decode:kc,vc,pos
 // druto:dtypes f32 bf16 f16
 //
 // encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
@@ -397,6 +397,17 @@ __device__ __forceinline__ void dec_att_item(T* __restrict__ out, float* __restr
     __syncthreads();
 }
 
+// dec_prefetch_l2 asks L2 for the 128-byte lines of [p, p + bytes), the
+// block's threads a line each in turn (no-op on the host emulator).
+__device__ __forceinline__ void dec_prefetch_l2(const T* p, size_t bytes) {
+#ifndef DRUTO_EMU
+    const char* c = reinterpret_cast<const char*>(p);
+    const size_t first = reinterpret_cast<size_t>(c) & 127u; // the first line's bytes before p
+    for (size_t o = threadIdx.x * (size_t)128; o < bytes + first; o += (size_t)blockDim.x * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(c - first + o));
+#endif
+}
+
 // pv holds G·hs floats: at most DEC_ATT_BLOCK·16/sizeof(T) (whole vectors)
 // or DEC_MAX_HEAD (one group).
 #define DEC_PV (DEC_ATT_BLOCK * 16 / (int)sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / (int)sizeof(T) : DEC_MAX_HEAD)
@@ -417,6 +428,23 @@ __device__ __forceinline__ void dec_att_item(T* __restrict__ out, float* __restr
 extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(T* __restrict__ out,
         float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv,
         const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
+    // Before the wait: the block's first split of keys and values (rows
+    // x·DEC_CHUNK.. of a pair's cache, contiguous) prefetched into L2, a
+    // 128-byte line a thread at a time, so that after it the loads find
+    // them there and not in device memory. pos is written by no kernel of a
+    // decode step (the host uploads it before the step), and the kernel
+    // before this one may still be writing the cache's row pos[b]: L2 is
+    // where every SM's writes and reads of a line meet, so a line
+    // prefetched before that write is updated by it, never read stale.
+    {
+        const int bh = blockIdx.y, hs = C / NH;
+        const int n = pos[bh / NH] + 1, lo = blockIdx.x * DEC_CHUNK;
+        if (lo < n) {
+            const size_t bytes = (size_t)min(DEC_CHUNK, n - lo) * hs * sizeof(T), at = ((size_t)bh * S + lo) * hs;
+            dec_prefetch_l2(kc + at, bytes);
+            dec_prefetch_l2(vc + at, bytes);
+        }
+    }
     pdl_enter();
     // red: the warps' maxima, then their sums.
     __shared__ float q[DEC_MAX_HEAD];

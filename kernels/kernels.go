@@ -243,8 +243,9 @@ func directives(src []byte) (kernels []string, dtypes []DType, archs map[DType]i
 // PDLKernels returns the kernels a source's "// druto:pdl NAME..." lines
 // name, whose body begins with pdl_enter(), and those its
 // "// druto:pdl-weights NAME:PARAM,..." lines name, which read only the
-// named pointer parameters (weights no kernel of a decode step writes)
-// before pdl_enter() (TestPDLKernelsWait).
+// named pointer parameters before pdl_enter() (TestPDLKernelsWait):
+// weights no kernel of a decode step writes, or lines prefetched into L2,
+// whose later reads see every write.
 func PDLKernels(src []byte) map[string]bool {
 	out := map[string]bool{}
 	for k := range PDLWeights(src) {
