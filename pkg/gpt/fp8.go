@@ -102,7 +102,8 @@ type fp8State struct {
 	// (rest) alone; weights lists the weights' records, which FP8Weights
 	// updates just before the optimizer casts them.
 	optCast       bool
-	weights, rest *tensor.Tensor // I32 record lists on the device
+	weights, rest *tensor.Tensor     // I32 record lists on the device
+	wlist         []device.FP8Weight // FP8Weights' list, once built
 	// current: current scaling (amp.FP8Recipe.Current): each FP8
 	// tensor's producer runs twice, first for its amax, then, after its
 	// record's update (every, the K record indices, one a view), with
@@ -664,6 +665,17 @@ func (m *Model) FP8Weights() []device.FP8Weight {
 	}
 	f.ops.FP8ScaleUpdate(f.st, f.meta, f.weights, f.K, f.H, f.margin)
 	f.optCast = true
+	if f.wlist == nil {
+		f.wlist = m.fp8WeightList()
+	}
+	return f.wlist
+}
+
+// fp8WeightList lists the FP8 weights for the optimizer (FP8Weights),
+// built once: the copies and the state's records stay where they were
+// allocated.
+func (m *Model) fp8WeightList() []device.FP8Weight {
+	f := m.fp8
 	L := m.Config.Layers
 	names := [4]string{"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}
 	kinds := [4]int{f8QKVw, f8Projw, f8FCw, f8FCProjw}
