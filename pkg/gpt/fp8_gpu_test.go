@@ -9,7 +9,19 @@ import (
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
+	"github.com/druto/druto/pkg/device/gpu"
 )
+
+// fp8Dev returns the fused GPU device, skipping where it has no FP8 step
+// (druto's FP8 kernels need sm_90).
+func fp8Dev(t *testing.T) *gpu.Device {
+	t.Helper()
+	dev := gpudev.Fused(t)
+	if major, minor := dev.Capability(); major*10+minor < 90 {
+		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "no FP8 step on %s (sm_%d%d; druto's FP8 kernels need sm_90)", dev.Name(), major, minor)
+	}
+	return dev
+}
 
 // TestGPUFP8Step: the FP8 step on the GPU (the FP8 producers, cuBLASLt's
 // FP8 GEMMs with the bias epilogue and beta = 1, the scales' update on the
@@ -33,10 +45,7 @@ import (
 // that flushes values to zero, the underflow count near the reference's.
 // Needs sm_90.
 func TestGPUFP8Step(t *testing.T) {
-	dev := gpudev.Fused(t)
-	if major, minor := dev.Capability(); major*10+minor < 90 {
-		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "no FP8 step on %s (sm_%d%d; druto's FP8 kernels need sm_90)", dev.Name(), major, minor)
-	}
+	dev := fp8Dev(t)
 	cfg := Config{Vocab: 512, MaxSeq: 128, Layers: 2, Heads: 4, Channels: 128}
 	const B, T = 4, 128
 	ref := cpu.New(device.Options{Fused: true})
@@ -134,10 +143,7 @@ func TestGPUFP8Step(t *testing.T) {
 // relative 1e-3 (a flipped code moves the gradients after it a little).
 // Needs sm_90.
 func TestGPUFP8LayerNormBackwardCast(t *testing.T) {
-	dev := gpudev.Fused(t)
-	if major, minor := dev.Capability(); major*10+minor < 90 {
-		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "no FP8 step on %s (sm_%d%d; druto's FP8 kernels need sm_90)", dev.Name(), major, minor)
-	}
+	dev := fp8Dev(t)
 	cfg := Config{Vocab: 512, MaxSeq: 128, Layers: 2, Heads: 4, Channels: 128}
 	const B, T = 4, 128
 	fused := runLNCastSteps(t, dev, cfg, false, 1, B, T)
@@ -164,10 +170,7 @@ func TestGPUFP8LayerNormBackwardCast(t *testing.T) {
 // tensor's own amax: the amaxes differ only by the order of fp32 sums).
 // Needs sm_90.
 func TestGPUFP8CurrentScaling(t *testing.T) {
-	dev := gpudev.Fused(t)
-	if major, minor := dev.Capability(); major*10+minor < 90 {
-		testreq.Skip(t, "DRUTO_GPU_FEATURE_TESTS", "no FP8 step on %s (sm_%d%d; druto's FP8 kernels need sm_90)", dev.Name(), major, minor)
-	}
+	dev := fp8Dev(t)
 	cfg := Config{Vocab: 512, MaxSeq: 128, Layers: 2, Heads: 4, Channels: 128}
 	const B, T = 4, 128
 	r := amp.FP8Recipe{Current: true, Head: true}
