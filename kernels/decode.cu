@@ -1,9 +1,9 @@
 // decode.cu: generation over a key/value cache (pkg/device/gpu/decode.go,
 // the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
 //
-// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows decode_linear decode_head
+// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows decode_linear
 // druto:pdl encoder_at kv_append sample_parts sample_rows
-// druto:pdl-weights decode_linear:w decode_head:w attention_decode:kc,vc,pos
+// druto:pdl-weights decode_linear:w attention_decode:kc,vc,pos
 // druto:dtypes f32 bf16 f16
 //
 // encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
@@ -479,7 +479,7 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
 // launch the weights stream while the kernel before it finishes. (The
 // block as one persistent kernel, its phases meeting at barriers over the
 // grid, was slower than the ops one by one: bench/results/h100/2026-12-06-s46.)
-// druto:block DEC_LAYER_BLOCK decode_linear decode_head
+// druto:block DEC_LAYER_BLOCK decode_linear
 #define DEC_LAYER_BLOCK 128
 #define DL_WARPS (DEC_LAYER_BLOCK / 32)
 #define DL_ROWS 8 // the most rows decode_linear takes (read by the launcher)
@@ -557,51 +557,32 @@ __device__ __forceinline__ void dl_dot(float* acc, uint4 wq, const T* in, int K,
 // block's blocks of columns hold (blockIdx.x, then every gridDim.x-th),
 // epi(n, col, sum) with the fp32 sum of row n of in (N,K) times W's row col
 // (no bias). wv holds the lane's first batch of the block's first columns
-// (dl_fetch). PIPE: where a warp's part of a row is one batch, the next
-// columns' batch loads before this one's products, not after them.
-template <bool PIPE, typename Epi>
+// (dl_fetch).
+template <typename Epi>
 __device__ __forceinline__ void dl_linear(uint4* wv, const T* in, const T* w, int K, int OC, int ks, int N,
         float* red, Epi epi) {
     const int VE = 16 / (int)sizeof(T), STRIDE = 32 * VE, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int vbs = (OC + DL_WARPS / ks - 1) / (DL_WARPS / ks);
-    // one (PIPE only: it holds a second batch of registers): a warp's part
-    // of a row is one batch of loads, so that the next columns' batch can be
-    // in flight through this one's products.
-    const bool one = PIPE && dl_unit(0, K, ks).hi <= DL_U * STRIDE;
     for (int vb = blockIdx.x; vb < vbs; vb += gridDim.x) {
         const DlUnit u = dl_unit(vb, K, ks);
-        const bool more = vb + (int)gridDim.x < vbs;
         float acc[DL_ROWS];
 #pragma unroll
         for (int n = 0; n < DL_ROWS; n++) acc[n] = 0.0f;
-        if (one) {
-            uint4 cur[DL_U];
-#pragma unroll
-            for (int i = 0; i < DL_U; i++) cur[i] = wv[i];
-            if (more) dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
-            if (u.col < OC) {
-                const int k = u.lo + lane * VE;
+        if (u.col < OC) {
+            const T* wr = w + (size_t)u.col * K;
+            for (int k = u.lo + lane * VE;;) {
 #pragma unroll
                 for (int i = 0; i < DL_U; i++)
-                    if (k + i * STRIDE < u.hi) dl_dot(acc, cur[i], in, K, k + i * STRIDE, N);
-            }
-        } else {
-            if (u.col < OC) {
-                const T* wr = w + (size_t)u.col * K;
-                for (int k = u.lo + lane * VE;;) {
+                    if (k + i * STRIDE < u.hi) dl_dot(acc, wv[i], in, K, k + i * STRIDE, N);
+                k += DL_U * STRIDE;
+                if (k >= u.hi) break;
 #pragma unroll
-                    for (int i = 0; i < DL_U; i++)
-                        if (k + i * STRIDE < u.hi) dl_dot(acc, wv[i], in, K, k + i * STRIDE, N);
-                    k += DL_U * STRIDE;
-                    if (k >= u.hi) break;
-#pragma unroll
-                    for (int i = 0; i < DL_U; i++)
-                        if (k + i * STRIDE < u.hi) wv[i] = *reinterpret_cast<const uint4*>(wr + k + i * STRIDE);
-                }
+                for (int i = 0; i < DL_U; i++)
+                    if (k + i * STRIDE < u.hi) wv[i] = *reinterpret_cast<const uint4*>(wr + k + i * STRIDE);
             }
-            // The next columns' weights in flight through the reduction.
-            if (more) dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
         }
+        // The next columns' weights in flight through the reduction.
+        if (vb + (int)gridDim.x < vbs) dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
         if (ks == 1) {
             // One warp a column: lane n takes row n's sum, no block barrier.
             float mine = 0.0f;
@@ -675,15 +656,6 @@ struct DlResidual {
         out[o] = in[o] + dl_round(v + (b ? load(b, col) : 0.0f));
     }
 };
-// DlPlain: out = v + b rounded to T, rows of OC (matmul_rows's store).
-struct DlPlain {
-    T* out;
-    const T* b;
-    int OC;
-    __device__ __forceinline__ void operator()(int n, int col, float v) const {
-        store(out, (size_t)n * OC + col, v + (b ? load(b, col) : 0.0f));
-    }
-};
 // DlGELU: out = gelu(v + b) rounded to T, rows of OC.
 struct DlGELU {
     T* out;
@@ -722,34 +694,17 @@ extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, 6) decode_linear(T
     T* lnr = reinterpret_cast<T*>(smem + DL_WARPS * DL_ROWS * 4);
     if (phase == DL_PROJ) {
         const DlResidual e = {outf, xf, b, OC};
-        dl_linear<false>(wv, in, w, K, OC, ks, N, red, e);
+        dl_linear(wv, in, w, K, OC, ks, N, red, e);
         return;
     }
     dl_ln(lnr, xf, lnw, lnb, N, K);
     if (phase == DL_QKV) {
         const DlQKV e = {out, kc, vc, pos, b, K, NH, S, K / NH};
-        dl_linear<false>(wv, lnr, w, K, OC, ks, N, red, e);
+        dl_linear(wv, lnr, w, K, OC, ks, N, red, e);
     } else {
         const DlGELU e = {out, b, OC};
-        dl_linear<false>(wv, lnr, w, K, OC, ks, N, red, e);
+        dl_linear(wv, lnr, w, K, OC, ks, N, red, e);
     }
-}
-
-// decode_head: out (N,OC) = in (N,K)·Wᵀ, T, N <= DL_ROWS (the LM head's
-// logits of a decode step: W the tied embedding, OC the vocabulary), one
-// warp a column, matmul_rows's sums. The grid is the blocks resident at
-// once, each taking every gridDim.x-th block of DL_WARPS columns with the
-// next block's weights loading through the current one's products
-// (dl_linear's PIPE), so that the weights stream without the waves of
-// short blocks a grid of every column's would take. At most 128 registers
-// a thread: the second batch of weights made ptxas spill at 64.
-extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, 4) decode_head(T* __restrict__ out,
-        const T* __restrict__ in, const T* __restrict__ w, int N, int K, int OC) {
-    uint4 wv[DL_U];
-    dl_fetch(wv, w, dl_unit(blockIdx.x, K, 1), K, OC);
-    pdl_enter();
-    const DlPlain e = {out, (const T*)0, OC};
-    dl_linear<true>(wv, in, w, K, OC, 1, N, (float*)0, e);
 }
 
 // ---- sample_rows ----------------------------------------------------------

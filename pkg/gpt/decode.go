@@ -146,18 +146,19 @@ func (c *KVCache) alloc() error {
 	return c.SetTable(nil, 1)
 }
 
-// BlockEnv names the environment variable that, set to "off", runs each
-// block of a decode step as its ops one by one even where the device runs
-// it as one op (device.BlockDecoder: the GPU's decode_linear phases and
-// attention_decode, five launches where the ops take eight).
+// BlockEnv names the environment variable that, set to "on", runs each
+// block of a decode step as one op where the device can
+// (device.BlockDecoder: the GPU's decode_linear phases and attention_decode,
+// five launches where the ops take eight). Off by default: measured slower
+// than the blocks' ops one by one (bench/results/h100/2026-12-06-s49).
 const BlockEnv = "DRUTO_DECODE_BLOCK"
 
-// chooseBlocks sets c.blocks when BlockEnv is not off and the device runs every
+// chooseBlocks sets c.blocks when BlockEnv is on and the device runs every
 // layer's block of a decode step as one op (BlockWhy otherwise).
 func (c *KVCache) chooseBlocks() {
 	bd, ok := c.m.dev.(device.BlockDecoder)
-	if os.Getenv(BlockEnv) == "off" {
-		c.BlockWhy = BlockEnv + " is off"
+	if os.Getenv(BlockEnv) != "on" {
+		c.BlockWhy = BlockEnv + " is not on"
 		return
 	}
 	if !ok {

@@ -8,7 +8,6 @@ package gpu
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -147,8 +146,7 @@ func decSlots(splits, pairs, sms int) int {
 	return min(splits, max(1, blocks(decAttWave*sms, pairs)))
 }
 
-// SampleHead: the logits by the LM head's product into logits (x's dtype;
-// decode_head, headLinear),
+// SampleHead: the logits by the LM head's GEMM into logits (x's dtype),
 // then sample_parts scans each row's vocabulary in parts of DEC_PART_IDS
 // ids across the GPU (argmax, counts, weight sums) and sample_rows draws
 // each row's token from them on the device and advances its state; only
@@ -165,39 +163,11 @@ func (d *Device) SampleHead(ids, logits, x, wte, table, rows *tensor.Tensor, B, 
 	if parts == 0 {
 		return
 	}
-	if !d.headLinear(logits, x, wte, B, C, V) {
-		d.Matmul(logits, nil, x, wte, nil, B, C, V, device.None)
-	}
+	d.Matmul(logits, nil, x, wte, nil, B, C, V, device.None)
 	if !d.launch("sample_parts", x.DType, cuda.Dim3{X: uint32(P), Y: uint32(B), Z: 1}, cuda.D1(decPartBlock), 0,
 		parts, d.ptr(logits), d.ptr(table), d.ptr(rows), V, NS, o.Temperature) {
 		return
 	}
 	d.launch(op, x.DType, cuda.D1(B), cuda.D1(decSampleBlock), 0,
 		d.ptr(ids), d.ptr(logits), d.ptr(table), d.ptr(rows), V, NS, o.Temperature, o.TopK, o.TopP, parts, P)
-}
-
-// HeadEnv names the environment variable that, set to "matmul", runs
-// SampleHead's product through Matmul (matmul_rows at a decode step's rows)
-// instead of decode_linear (headLinear): a measurement's knob.
-const HeadEnv = "DRUTO_DECODE_HEAD"
-
-// headLinear queues the LM head's logits = x·wteᵀ on decode_head, one
-// warp a column, its grid the blocks resident at once (each block walks
-// every grid-th block of columns, the next one's weights loading through
-// its current one's products; matmul_rows gives each block one block of
-// columns, and the vocabulary's columns make a dozen waves of short
-// blocks). It reports false, queueing nothing, where decode_head does not
-// take the product: more rows than DL_ROWS, rows not of whole 16-byte
-// vectors, unaligned tensors, the kernel not built, or HeadEnv.
-func (d *Device) headLinear(logits, x, wte *tensor.Tensor, B, C, V int) bool {
-	const op = "decode_head"
-	dt := x.DType
-	if !d.fused || B > dlRows || C%(16/dt.Size()) != 0 || os.Getenv(HeadEnv) == "matmul" ||
-		uint64(d.ptr(x)|d.ptr(wte))%16 != 0 || d.errs[kernelKey{op, dt}] != nil {
-		return false
-	}
-	cols := blocks(V, decLayerBlock/32)
-	G := min(cols, d.residentBlocks(op, dt, decLayerBlock, 0)*d.sms())
-	d.launch(op, dt, cuda.D1(G), cuda.D1(decLayerBlock), 0, d.ptr(logits), d.ptr(x), d.ptr(wte), B, C, V)
-	return true
 }
