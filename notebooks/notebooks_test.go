@@ -19,6 +19,7 @@ import (
 
 	"github.com/druto/druto/nbui"
 	"github.com/druto/druto/pkg/bench"
+	"github.com/druto/druto/pkg/device/cpu"
 	"github.com/druto/druto/pkg/train"
 )
 
@@ -282,6 +283,15 @@ func kernelEnv(t *testing.T, repo, outDir string) []string {
 	}
 	if os.Getenv("HOME") == "" {
 		set["HOME"] = t.TempDir()
+	}
+	// The notebooks train the same on every CPU that tests them (the
+	// browser test's golden loss figure follows the run's losses, its axis
+	// labels with them): the AVX2 kernels, which AVX-512 CPUs also run and
+	// AVX2-only ones run anyway, and so fp32 from train.AutoPolicy, which
+	// picks bf16 only where the CPU multiplies it natively and it measures
+	// faster. A caller's DRUTO_CPU_ISA still wins.
+	if os.Getenv(cpu.EnvISA) == "" {
+		set[cpu.EnvISA] = "avx2"
 	}
 	var env []string
 	for _, kv := range os.Environ() {
