@@ -468,19 +468,22 @@ hf() {
 }
 
 sample() {
+  # Every step under a timeout; druto's are sent SIGQUIT, so that a Go
+  # process that hangs prints its goroutines' stacks into sample.log.
+  local tq="timeout -s QUIT -k 10"
   {
     stamp
     ck=$LOGS/sample-ck
-    $B/druto train --preset gpt2-124M --steps 1 --batch 1 --seq 16 --eval-every 0 --sample-tokens 1 --out "$ck" --backend gpu >/dev/null \
+    $tq 120 $B/druto train --preset gpt2-124M --steps 1 --batch 1 --seq 16 --eval-every 0 --sample-tokens 1 --out "$ck" --backend gpu >/dev/null \
       || echo "sample checkpoint failed: $?"
     ids=$(seq -s, 0 15)
-    PROMPT_IDS=$ids DEV=cuda DTYPE=bf16 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 256 16 | tee "$LOGS/sample-h200-torch.jsonl"
-    PROMPT_IDS=$ids DEV=cuda DTYPE=fp32 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 128 16 | tee "$LOGS/sample-h200-torch-fp32.jsonl"
-    $B/druto sample --backend gpu --checkpoint "$ck/model.safetensors" --ids --prompt-ids "$ids" --tokens 128 --temperature 0 --stats \
+    PROMPT_IDS=$ids DEV=cuda DTYPE=bf16 timeout 120 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 256 16 | tee "$LOGS/sample-h200-torch.jsonl"
+    PROMPT_IDS=$ids DEV=cuda DTYPE=fp32 timeout 120 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 128 16 | tee "$LOGS/sample-h200-torch-fp32.jsonl"
+    $tq 60 $B/druto sample --backend gpu --checkpoint "$ck/model.safetensors" --ids --prompt-ids "$ids" --tokens 128 --temperature 0 --stats \
       | tee "$LOGS/sample-h200-ids-fp32.json"
-    $B/druto bench --sample --backend gpu --checkpoint "$ck/model.safetensors" --configs gpt2-124M:1x16,gpt2-124M:64x16 \
+    $tq 120 $B/druto bench --sample --backend gpu --checkpoint "$ck/model.safetensors" --configs gpt2-124M:1x16,gpt2-124M:64x16 \
       --modes fused+bf16,fused+fp16,fused+fp32 --tokens 256 --json "$LOGS/sample-h200.json" || echo "bench --sample failed: $?"
-    PROMPT_IDS=$ids DEV=cuda DTYPE=bf16 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 256 16 | tee -a "$LOGS/sample-h200-torch.jsonl"
+    PROMPT_IDS=$ids DEV=cuda DTYPE=bf16 timeout 120 python3 $A/torch_sample_bench.py "$ck/model.safetensors" 256 16 | tee -a "$LOGS/sample-h200-torch.jsonl"
     rm -rf "$ck"
   } > "$LOGS/sample.log" 2>&1
 }
@@ -734,7 +737,7 @@ decode() {
         bin=$B/druto
         if [ $v = base ]; then [ -x "$base" ] || continue; bin=$base; fi
         echo "## round $r: $v ($bin)"
-        timeout 90 $bin bench --sample --backend gpu --configs gpt2-124M:1x16,gpt2-124M:64x16 --modes fused+bf16 --tokens 256 \
+        timeout -s QUIT -k 10 90 $bin bench --sample --backend gpu --configs gpt2-124M:1x16,gpt2-124M:64x16 --modes fused+bf16 --tokens 256 \
           --json "$LOGS/decode-$v-$r.json" || echo "bench --sample failed: $?"
       done
     done
