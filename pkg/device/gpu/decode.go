@@ -116,6 +116,9 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 		return
 	}
 	X := decSlots(blocks(S, decChunk), B*NH, d.sms())
+	if d.attX > 0 {
+		X = min(d.attX, blocks(S, decChunk))
+	}
 	hs := C / NH
 	po := d.scratch("decode.part_o", B*NH*X*hs*4)
 	pml := d.scratch("decode.part_ml", B*NH*X*2*4)

@@ -78,24 +78,35 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			{"fc_gelu", L, func(l layer) { d.Matmul(fchG, fch, ln, l.wfc, l.bfc, B, C, 4*C, device.GELU) }},
 			{"fc_proj", L, func(l layer) { d.Matmul(proj, nil, fchG, l.wfp, l.bfp, B, 4*C, C, device.None) }},
 			{"head_sample", 1, func(layer) { d.SampleHead(ids, logits, ln, wte, table, rows, B, C, V, 1, device.Sampling{}) }},
+			// the head's product alone (a part of head_sample, not added again)
+			{"head_matmul", 0, func(layer) { d.Matmul(logits, nil, ln, wte, nil, B, C, V, device.None) }},
 		}
 		// At 9-64 rows the linear layers run matmul_rows_tc (matmul_tc.go):
 		// each also on cuBLASLt ("/lt", noTC) and at every other plan of
 		// the kernel ("/ctX_kcY", tcForce), so that one run compares them
 		// (not added into the step).
+		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
+		// in place of decSlots' choice.
 		type variant struct {
 			suffix string
 			noTC   bool
 			force  tcPlanT
+			attX   int
 		}
 		variants := func(name string) []variant {
 			vs := []variant{{}}
+			if name == "attention" {
+				for _, x := range []int{1, 2, 4, 8, 16} {
+					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x})
+				}
+				return vs
+			}
 			if B < tcRowsMin || B > tcRowsMax || (name != "qkv" && name != "attn_proj" && name != "fc_gelu" && name != "fc_proj") {
 				return vs
 			}
-			vs = append(vs, variant{"/lt", true, tcPlanT{}})
+			vs = append(vs, variant{suffix: "/lt", noTC: true})
 			for _, p := range tcPlans(B) {
-				vs = append(vs, variant{fmt.Sprintf("/ct%d_kc%d", p.ct(), p.kc()), false, p})
+				vs = append(vs, variant{suffix: fmt.Sprintf("/ct%d_kc%d", p.ct(), p.kc()), force: p})
 			}
 			return vs
 		}
@@ -103,8 +114,13 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 		for _, op := range ops {
 			for _, v := range variants(op.name) {
 				b.Run(fmt.Sprintf("B%d/%s%s", B, op.name, v.suffix), func(b *testing.B) {
-					d.noTC, d.tcForce = v.noTC, v.force
-					defer func() { d.noTC, d.tcForce = false, tcPlanT{} }()
+					// the device's own choice for the op as the step runs it,
+					// cuBLASLt for "/lt", matmul_rows_tc for a plan; restored
+					// after (it was left false once, which ran later ops at
+					// 9-64 rows on matmul_rows_tc, not as the step does)
+					noTC := d.noTC
+					d.noTC, d.tcForce, d.attX = (noTC || v.noTC) && v.force.span == 0, v.force, v.attX
+					defer func() { d.noTC, d.tcForce, d.attX = noTC, tcPlanT{}, 0 }()
 					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
 					if v.suffix == "" {
 						step += us * float64(op.times)

@@ -101,6 +101,9 @@ type Device struct {
 	// tcForce: its plan, where set and it fits (matmul_tc.go).
 	noTC    bool
 	tcForce tcPlanT
+	// attX: attention_decode's blocks a pair where above 0 (the
+	// benchmarks' variants), in place of decSlots' choice.
+	attX int
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
