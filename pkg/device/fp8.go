@@ -137,6 +137,16 @@ type FP8Weight struct {
 	Q, QT, Amax, Scale *T
 }
 
+// CastFP8Weights casts each weight's segment of work (the working copy)
+// into its FP8 copies with CastTransposeFP8, adding to its Amax: what
+// AdamWStateFP8 does after the update, and what a step whose optimizer
+// does not cast (bf16 moments) runs after it.
+func CastFP8Weights(f FP8, work *T, w []FP8Weight) {
+	for _, x := range w {
+		f.CastTransposeFP8(x.Q, x.QT, x.Amax, work.MustView(x.Offset, x.Rows, x.Cols), x.Scale, x.Rows, x.Cols)
+	}
+}
+
 // FP8WeightSpans checks the weights of AdamWStateFP8 against the spans of
 // its layout (AdamWArgs) and returns whether each one's segment decays:
 // an error when one is empty, lies outside every span or across two, or

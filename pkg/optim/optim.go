@@ -150,10 +150,7 @@ func (o *AdamW) CastFP8(work *tensor.Tensor, w []device.FP8Weight) {
 	if len(w) == 0 {
 		return
 	}
-	f8 := o.dev.(device.FP8)
-	for _, x := range w {
-		f8.CastTransposeFP8(x.Q, x.QT, x.Amax, work.MustView(x.Offset, x.Rows, x.Cols), x.Scale, x.Rows, x.Cols)
-	}
+	device.CastFP8Weights(o.dev.(device.FP8), work, w)
 }
 
 // UpdateState is the device-resident step's AdamW (device.Stepper's

@@ -322,9 +322,7 @@ func (d *Device) AdamWStateFP8(master, work, grads, m, v *tensor.Tensor, layout 
 		return
 	}
 	d.AdamWState(master, work, grads, m, v, layout, hp, state)
-	for _, x := range w {
-		d.CastTransposeFP8(x.Q, x.QT, x.Amax, work.MustView(x.Offset, x.Rows, x.Cols), x.Scale, x.Rows, x.Cols)
-	}
+	device.CastFP8Weights(d, work, w)
 }
 
 // CrossEntropyFP8 implements device.FP8: CrossEntropy on an fp32 copy of
