@@ -342,61 +342,6 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
     }
 }
 
-// dec_att_item is block (x, bh) of attention_decode's grid (X, B·NH): the
-// attention of pair bh = b·NH + h over the splits x, x+X, ... and, when it
-// is the pair's last block to finish, the merge (below). q, p, red, pv
-// and last are the block's shared memory (attention_decode's arrays).
-__device__ __forceinline__ void dec_att_item(T* __restrict__ out, float* __restrict__ part_o,
-        float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv, const T* __restrict__ kc,
-        const T* __restrict__ vc, const int* __restrict__ pos, int C, int NH, int S, int x, int X, int bh, float* q,
-        float* p, float* red, float* pv, int* last) {
-    int b = bh / NH, h = bh % NH, hs = C / NH;
-    int n = pos[b] + 1;
-    int active = (n + DEC_CHUNK - 1) / DEC_CHUNK; // the splits that hold positions
-    if (x >= active) return;
-    int slots = min(X, active); // the pair's blocks that hold positions, a slot each
-    const T* qr = qkv + (size_t)b * 3 * C + h * hs;
-    const T* kb = kc + (size_t)bh * S * hs;
-    const T* vb = vc + (size_t)bh * S * hs;
-    float* po = part_o + ((size_t)bh * X + x) * hs;
-    float* pm = part_ml + ((size_t)bh * X + x) * 2;
-    const int VE = 16 / (int)sizeof(T);
-    const int step = X * DEC_CHUNK; // from one of the block's splits to its next
-    // Whole 16-byte vectors: rows of a multiple of VE elements from
-    // 16-byte aligned caches (every row then starts on a vector).
-    if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0)
-        dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, x * DEC_CHUNK, n, step, hs);
-    else
-        dec_attend<1>(po, pm, q, p, red, pv, qr, kb, vb, x * DEC_CHUNK, n, step, hs);
-    // The last block of the pair merges: every block makes its partials
-    // visible before it counts itself (the fence), and the last reads them
-    // past L1 (volatile). The merge runs over the slots in slot order, so
-    // the result does not depend on which block finished last.
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        *last = atomicAdd(done + bh, 1u) == (unsigned)slots - 1;
-        if (*last) done[bh] = 0;
-    }
-    __syncthreads();
-    if (!*last) return;
-    __threadfence();
-    const volatile float* ml = part_ml + (size_t)bh * X * 2;
-    const volatile float* pa = part_o + (size_t)bh * X * hs;
-    float M = DEC_NEG_INF;
-    for (int s = 0; s < slots; s++) M = fmaxf(M, ml[2 * s]);
-    float L = 0.f;
-    for (int s = 0; s < slots; s++) L += ml[2 * s + 1] * expf(ml[2 * s] - M);
-    for (int d = threadIdx.x; d < hs; d += blockDim.x) {
-        float o = 0.f;
-        for (int s = 0; s < slots; s++) o += pa[(size_t)s * hs + d] * expf(ml[2 * s] - M);
-        store(out, (size_t)b * C + h * hs + d, o / L);
-    }
-    // No thread may reuse the shared arrays (the next item's q) before
-    // every thread has read last.
-    __syncthreads();
-}
-
 // dec_prefetch_l2 asks L2 for the 128-byte lines of [p, p + bytes), the
 // block's threads a line each in turn (no-op on the host emulator).
 __device__ __forceinline__ void dec_prefetch_l2(const T* p, size_t bytes) {
@@ -436,14 +381,16 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     // before this one may still be writing the cache's row pos[b]: L2 is
     // where every SM's writes and reads of a line meet, so a line
     // prefetched before that write is updated by it, never read stale.
-    {
-        const int bh = blockIdx.y, hs = C / NH;
-        const int n = pos[bh / NH] + 1, lo = blockIdx.x * DEC_CHUNK;
-        if (lo < n) {
-            const size_t bytes = (size_t)min(DEC_CHUNK, n - lo) * hs * sizeof(T), at = ((size_t)bh * S + lo) * hs;
-            dec_prefetch_l2(kc + at, bytes);
-            dec_prefetch_l2(vc + at, bytes);
-        }
+    // Block (x, bh): the attention of pair bh = b·NH + h over the splits
+    // x, x+X, ... and, when it is the pair's last block to finish, the merge.
+    const int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;
+    const int b = bh / NH, h = bh % NH, hs = C / NH;
+    const int n = pos[b] + 1;
+    if (x * DEC_CHUNK < n) {
+        const int lo = x * DEC_CHUNK;
+        const size_t bytes = (size_t)min(DEC_CHUNK, n - lo) * hs * sizeof(T), at = ((size_t)bh * S + lo) * hs;
+        dec_prefetch_l2(kc + at, bytes);
+        dec_prefetch_l2(vc + at, bytes);
     }
     pdl_enter();
     // red: the warps' maxima, then their sums.
@@ -452,16 +399,53 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     __shared__ float red[2 * (DEC_ATT_BLOCK / 32)];
     __shared__ float pv[DEC_PV];
     __shared__ int last;
-    dec_att_item(out, part_o, part_ml, done, qkv, kc, vc, pos, C, NH, S, blockIdx.x, gridDim.x, blockIdx.y, q, p, red, pv,
-            &last);
+    int active = (n + DEC_CHUNK - 1) / DEC_CHUNK; // the splits that hold positions
+    if (x >= active) return;
+    int slots = min(X, active); // the pair's blocks that hold positions, a slot each
+    const T* qr = qkv + (size_t)b * 3 * C + h * hs;
+    const T* kb = kc + (size_t)bh * S * hs;
+    const T* vb = vc + (size_t)bh * S * hs;
+    float* po = part_o + ((size_t)bh * X + x) * hs;
+    float* pm = part_ml + ((size_t)bh * X + x) * 2;
+    const int VE = 16 / (int)sizeof(T);
+    const int step = X * DEC_CHUNK; // from one of the block's splits to its next
+    // Whole 16-byte vectors: rows of a multiple of VE elements from
+    // 16-byte aligned caches (every row then starts on a vector).
+    if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0)
+        dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, x * DEC_CHUNK, n, step, hs);
+    else
+        dec_attend<1>(po, pm, q, p, red, pv, qr, kb, vb, x * DEC_CHUNK, n, step, hs);
+    // The last block of the pair merges: every block makes its partials
+    // visible before it counts itself (the fence), and the last reads them
+    // past L1 (volatile). The merge runs over the slots in slot order, so
+    // the result does not depend on which block finished last.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(done + bh, 1u) == (unsigned)slots - 1;
+        if (last) done[bh] = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const volatile float* ml = part_ml + (size_t)bh * X * 2;
+    const volatile float* pa = part_o + (size_t)bh * X * hs;
+    float M = DEC_NEG_INF;
+    for (int s = 0; s < slots; s++) M = fmaxf(M, ml[2 * s]);
+    float L = 0.f;
+    for (int s = 0; s < slots; s++) L += ml[2 * s + 1] * expf(ml[2 * s] - M);
+    for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+        float o = 0.f;
+        for (int s = 0; s < slots; s++) o += pa[(size_t)s * hs + d] * expf(ml[2 * s] - M);
+        store(out, (size_t)b * C + h * hs + d, o / L);
+    }
 }
 
 // ---- decode_linear ----------------------------------------------------------
 
 // A decode step's transformer block over N <= DL_ROWS rows (one a
-// sequence) in five launches (pkg/device/gpu/decode_block.go), three
-// kernel boundaries fewer than its ops one by one, each phase with the
-// roundings of those ops:
+// sequence) in five launches (pkg/device/gpu/decode_block.go) where its
+// ops one by one take eight, each phase with the roundings of those ops:
 //   1. decode_linear DL_QKV: ln1(x) into shared memory (every block,
 //      ln_forward_row: the bits of layernorm_forward), then qkv =
 //      ln1·Wqkvᵀ + b rounded to T, the keys and values also into the
@@ -476,9 +460,11 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
 // adding their sums in warp order), a block DL_WARPS/ks columns. A lane
 // loads its first DL_U vectors of W before pdl_enter (no kernel of a
 // decode step writes the weights), so that under programmatic dependent
-// launch the weights stream while the kernel before it finishes. (The
-// block as one persistent kernel, its phases meeting at barriers over the
-// grid, was slower than the ops one by one: bench/results/h100/2026-12-06-s46.)
+// launch the weights stream while the kernel before it finishes. Opt-in
+// (pkg/gpt's BlockEnv): these five launches measured slower than the ops
+// one by one (bench/results/h100/2026-12-06-s49), and so had the block as
+// one persistent kernel, its phases meeting at barriers over the grid
+// (bench/results/h100/2026-12-06-s46).
 // druto:block DEC_LAYER_BLOCK decode_linear
 #define DEC_LAYER_BLOCK 128
 #define DL_WARPS (DEC_LAYER_BLOCK / 32)
