@@ -59,6 +59,8 @@
 // druto:block DEC_PART_BLOCK sample_parts
 #define DEC_PART_BLOCK 256
 #define DEC_PART_IDS 2048 // ids a block of sample_parts scans (read by the launcher)
+#define DEC_SCAN_U 8 // ids a thread of dec_scan loads before using them (DEC_PART_IDS / DEC_PART_BLOCK: one batch)
+#define DEC_SAMPLE_PARTS 128 // the most parts a row sample_rows holds in shared memory (more: read where they are)
 #define DEC_NEG_INF __int_as_float(0xff800000) // -inf (NVRTC has no math.h for INFINITY)
 
 // The slots of a row's sampling state (device.Row*).
@@ -774,13 +776,29 @@ __device__ int dec_scan(const T* l, const int* tab, int left, int lo, int hi, un
     __syncthreads();
     best = 0;
     count = 0;
-    for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-        if (!dec_allowed(tab[i], left)) continue;
-        float v = load(l, i);
-        if (v - v != 0.f) *bad_sh = 1;
-        unsigned long long k = ((unsigned long long)dec_key(v) << 32) | (unsigned)(0x7fffffff - i);
-        best = k > best ? k : best;
-        count++;
+    // A thread's ids i, i + blockDim.x, ... in batches of DEC_SCAN_U: the
+    // batch's table entries and logits are all loaded before any is used
+    // (one memory latency a batch, not two an id: the logit's load waited
+    // on the table's), then taken in the same order as one by one.
+    for (int base = lo + threadIdx.x; base < hi; base += DEC_SCAN_U * blockDim.x) {
+        int e[DEC_SCAN_U];
+        float v[DEC_SCAN_U];
+#pragma unroll
+        for (int u = 0; u < DEC_SCAN_U; u++) {
+            const int i = base + u * blockDim.x;
+            e[u] = -1;
+            v[u] = 0.f;
+            if (i < hi) e[u] = tab[i], v[u] = load(l, i);
+        }
+#pragma unroll
+        for (int u = 0; u < DEC_SCAN_U; u++) {
+            if (!dec_allowed(e[u], left)) continue;
+            const int i = base + u * blockDim.x;
+            if (v[u] - v[u] != 0.f) *bad_sh = 1;
+            unsigned long long k = ((unsigned long long)dec_key(v[u]) << 32) | (unsigned)(0x7fffffff - i);
+            best = k > best ? k : best;
+            count++;
+        }
     }
     dec_best_count(best, count, best_sh, sh); // its barriers also publish bad_sh
     return *bad_sh;
@@ -815,8 +833,21 @@ extern "C" __global__ void __launch_bounds__(DEC_PART_BLOCK) sample_parts(DecPar
         mx = load(l, 0x7fffffff - (int)(best & 0xffffffffu));
         if (temperature > 0.f) {
             double inv = 1.0 / (double)temperature;
-            for (int i = lo + threadIdx.x; i < hi; i += blockDim.x)
-                if (dec_allowed(tab[i], left)) sum += exp(((double)load(l, i) - (double)mx) * inv);
+            // batched as dec_scan, summed in the same order as one by one
+            for (int base = lo + threadIdx.x; base < hi; base += DEC_SCAN_U * blockDim.x) {
+                int e[DEC_SCAN_U];
+                float v[DEC_SCAN_U];
+#pragma unroll
+                for (int u = 0; u < DEC_SCAN_U; u++) {
+                    const int i = base + u * blockDim.x;
+                    e[u] = -1;
+                    v[u] = 0.f;
+                    if (i < hi) e[u] = tab[i], v[u] = load(l, i);
+                }
+#pragma unroll
+                for (int u = 0; u < DEC_SCAN_U; u++)
+                    if (dec_allowed(e[u], left)) sum += exp(((double)v[u] - (double)mx) * inv);
+            }
             sum = dec_sum_d(sum, sh);
         }
     }
@@ -869,6 +900,7 @@ extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* 
     __shared__ double sh[DEC_SAMPLE_BLOCK / 32];
     __shared__ unsigned long long best_sh[DEC_SAMPLE_BLOCK / 32];
     __shared__ double scan[DEC_SAMPLE_BLOCK];
+    __shared__ DecPart parts_sh[DEC_SAMPLE_PARTS];
     __shared__ int bad_sh;
     int b = blockIdx.x;
     int* row = rows + (size_t)b * ROW_LEN;
@@ -879,7 +911,15 @@ extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* 
         return;
     }
     const int* tab = table + (size_t)st * V;
+    // The row's parts into shared memory, a part a thread, so that the
+    // walks over them below (in part order, as before) wait on one load,
+    // not on one load a part.
     const DecPart* pr = parts + (size_t)b * P;
+    if (P <= DEC_SAMPLE_PARTS) {
+        for (int q = threadIdx.x; q < P; q += blockDim.x) parts_sh[q] = pr[q];
+        __syncthreads();
+        pr = parts_sh;
+    }
     // Argmax over the allowed tokens: (key, ~id) packed so that the largest
     // is the largest logit with the smallest id; from the parts when given.
     unsigned long long best = 0;
