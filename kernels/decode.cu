@@ -766,6 +766,20 @@ __device__ void dec_best_count(unsigned long long& best, int& count, unsigned lo
     count = dec_sum_i(count, sh);
 }
 
+// dec_batch loads a thread's batch of DEC_SCAN_U ids, base, base +
+// blockDim.x, ... below hi: their table entries into e (-1 past hi) and
+// logits into v, all issued before any is used (one memory latency a
+// batch, where loading the logit after testing its entry took two an id).
+__device__ __forceinline__ void dec_batch(int* e, float* v, const T* l, const int* tab, int base, int hi) {
+#pragma unroll
+    for (int u = 0; u < DEC_SCAN_U; u++) {
+        const int i = base + u * blockDim.x;
+        e[u] = -1;
+        v[u] = 0.f;
+        if (i < hi) e[u] = tab[i], v[u] = load(l, i);
+    }
+}
+
 // dec_scan reduces the allowed ids of ids [lo, hi) of a row to the block's
 // argmax and count: best packs (key, ~id), so that the largest is the
 // largest logit with the smallest id. It returns 1 if an allowed logit is
@@ -776,20 +790,12 @@ __device__ int dec_scan(const T* l, const int* tab, int left, int lo, int hi, un
     __syncthreads();
     best = 0;
     count = 0;
-    // A thread's ids i, i + blockDim.x, ... in batches of DEC_SCAN_U: the
-    // batch's table entries and logits are all loaded before any is used
-    // (one memory latency a batch, not two an id: the logit's load waited
-    // on the table's), then taken in the same order as one by one.
+    // A thread's ids i, i + blockDim.x, ... in batches (dec_batch), taken
+    // in the same order as one by one.
     for (int base = lo + threadIdx.x; base < hi; base += DEC_SCAN_U * blockDim.x) {
         int e[DEC_SCAN_U];
         float v[DEC_SCAN_U];
-#pragma unroll
-        for (int u = 0; u < DEC_SCAN_U; u++) {
-            const int i = base + u * blockDim.x;
-            e[u] = -1;
-            v[u] = 0.f;
-            if (i < hi) e[u] = tab[i], v[u] = load(l, i);
-        }
+        dec_batch(e, v, l, tab, base, hi);
 #pragma unroll
         for (int u = 0; u < DEC_SCAN_U; u++) {
             if (!dec_allowed(e[u], left)) continue;
@@ -837,13 +843,7 @@ extern "C" __global__ void __launch_bounds__(DEC_PART_BLOCK) sample_parts(DecPar
             for (int base = lo + threadIdx.x; base < hi; base += DEC_SCAN_U * blockDim.x) {
                 int e[DEC_SCAN_U];
                 float v[DEC_SCAN_U];
-#pragma unroll
-                for (int u = 0; u < DEC_SCAN_U; u++) {
-                    const int i = base + u * blockDim.x;
-                    e[u] = -1;
-                    v[u] = 0.f;
-                    if (i < hi) e[u] = tab[i], v[u] = load(l, i);
-                }
+                dec_batch(e, v, l, tab, base, hi);
 #pragma unroll
                 for (int u = 0; u < DEC_SCAN_U; u++)
                     if (dec_allowed(e[u], left)) sum += exp(((double)v[u] - (double)mx) * inv);
