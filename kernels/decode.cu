@@ -60,7 +60,6 @@
 #define DEC_PART_BLOCK 256
 #define DEC_PART_IDS 2048 // ids a block of sample_parts scans (read by the launcher)
 #define DEC_SCAN_U 8 // ids a thread of dec_scan loads before using them (DEC_PART_IDS / DEC_PART_BLOCK: one batch)
-#define DEC_SAMPLE_PARTS 128 // the most parts a row sample_rows holds in shared memory (more: read where they are)
 #define DEC_NEG_INF __int_as_float(0xff800000) // -inf (NVRTC has no math.h for INFINITY)
 
 // The slots of a row's sampling state (device.Row*).
@@ -900,7 +899,6 @@ extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* 
     __shared__ double sh[DEC_SAMPLE_BLOCK / 32];
     __shared__ unsigned long long best_sh[DEC_SAMPLE_BLOCK / 32];
     __shared__ double scan[DEC_SAMPLE_BLOCK];
-    __shared__ DecPart parts_sh[DEC_SAMPLE_PARTS];
     __shared__ int bad_sh;
     int b = blockIdx.x;
     int* row = rows + (size_t)b * ROW_LEN;
@@ -911,15 +909,7 @@ extern "C" __global__ void __launch_bounds__(DEC_SAMPLE_BLOCK) sample_rows(int* 
         return;
     }
     const int* tab = table + (size_t)st * V;
-    // The row's parts into shared memory, a part a thread, so that the
-    // walks over them below (in part order, as before) wait on one load,
-    // not on one load a part.
     const DecPart* pr = parts + (size_t)b * P;
-    if (P <= DEC_SAMPLE_PARTS) {
-        for (int q = threadIdx.x; q < P; q += blockDim.x) parts_sh[q] = pr[q];
-        __syncthreads();
-        pr = parts_sh;
-    }
     // Argmax over the allowed tokens: (key, ~id) packed so that the largest
     // is the largest logit with the smallest id; from the parts when given.
     unsigned long long best = 0;
