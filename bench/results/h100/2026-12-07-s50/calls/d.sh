@@ -1,4 +1,4 @@
-# session 50 call D at 47e187a (old: 371e090): sample_parts' batched scan and
+# session 50 call D at 52ff8e5 (old: 371e090): sample_parts' batched scan and
 # sample_rows' parts in shared memory. druto detect (its self-test runs the
 # SampleHead conformance cases), TestGPUDecode; then BenchmarkGPUDecodeOps'
 # head (head_sample, head_matmul) and BenchmarkGPUDecodeGraph, new and old
@@ -15,7 +15,7 @@ grep -iE 'usable|sample|^(--- |ok|FAIL|panic)|rc=|    --- ' $L/tests.log | head 
 echo "after tests $((SECONDS-T0)) s"; pack
 { stampl
   for r in 1 2; do
-    for v in new old; do [ $((SECONDS-T0)) -gt 300 ] && break
+    for v in new old; do [ $((SECONDS-T0)) -gt 170 ] && break
       b=build/gpu; [ $v = old ] && b=build/old/gpu
       echo "## round $r: $v"
       (cd pkg/device/gpu && timeout 60 ../../../$b/device-gpu.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeOps/B(1|64)/head' -test.benchtime 100x 2>&1 | grep -E '^Benchmark|FAIL|panic')
@@ -25,7 +25,7 @@ echo "after tests $((SECONDS-T0)) s"; pack
 } > $L/bench.log 2>&1
 grep -E '^## |Benchmark|FAIL|panic' $L/bench.log | sed -E 's/ +[0-9]+ ns\/op//' | cut -c1-200
 echo "after bench $((SECONDS-T0)) s"; pack
-if [ $((SECONDS-T0)) -lt 330 ]; then { stampl
+if [ $((SECONDS-T0)) -lt 200 ]; then { stampl
   for sub in B1/head_sample B64/head_sample; do for v in new old; do
     b=build/gpu; [ $v = old ] && b=build/old/gpu
     echo "## ncu $sub $v"
