@@ -11,7 +11,8 @@
 // kv_append: row t of sequence b of qkv (B,T,3C) goes to position pos[b]+t
 // of the caches (B,NH,S,hs), one thread an element of k and of v.
 // attention_decode (flash-decoding): one query row a sequence against its
-// cached positions [0, pos[b]], the positions cut into splits of
+// cached positions [0, pos[b]], its own key and value (qkv's) appended to
+// the caches at pos[b] in the same launch, the positions cut into splits of
 // DEC_CHUNK; block (x, b·NH+h) of a grid (X, B·NH) takes the splits x,
 // x+X, x+2X, ... that hold positions, one after another, the next split's
 // loads in flight while it reduces the current one: for each it scores the
@@ -162,6 +163,13 @@ __device__ __forceinline__ void dec_widen(uint4 r, float* v) {
     }
 }
 
+// dec_row is the row of position at: the cache's row, or for the newest
+// position (at == n - 1) the row of qkv it comes from (the cache gets that
+// row in the same launch, so none of the kernel's loads reads it there).
+__device__ __forceinline__ const T* dec_row(const T* cached, int at, int n, const T* fresh) {
+    return at == n - 1 ? fresh : cached;
+}
+
 // dec_attend runs the block's splits, the min(DEC_CHUNK, n - lo) positions
 // from lo = x·DEC_CHUNK, lo + step, ... below n, and writes its partial:
 // po (hs) the output relative to the max M, and M and the sum L (into ml
@@ -169,10 +177,11 @@ __device__ __forceinline__ void dec_widen(uint4 r, float* v) {
 // after the first split's loads are issued. Every thread keeps M and L
 // (the same bits: each computes them from the same shared values in the
 // same order); on the first split (M = -inf, L = 0, outputs zero) the
-// rescale factor a is 0 and the state becomes the split's own.
+// rescale factor a is 0 and the state becomes the split's own. The newest
+// position's key and value come from kn and vn (dec_row), not the cache.
 template <int W>
 __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float* p, float* red, float* pv, const T* qr,
-        const T* kb, const T* vb, int lo, int n, int step, int hs) {
+        const T* kb, const T* vb, const T* kn, const T* vn, int lo, int n, int step, int hs) {
     const int U = hs / W, warps = DEC_ATT_BLOCK / 32;
     // NU: the units of a value row a thread of p·V takes (more than one
     // only for rows of more than DEC_ATT_BLOCK units: elements, W = 1).
@@ -202,8 +211,8 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
     // The first split's keys and values, then q (its loads overlap theirs).
 #pragma unroll
     for (int r = 0; r < DEC_HELD; r++) {
-        if (j < left && part + r * DEC_TPP < U) kr[r] = dec_fetch<W>(kt, part + r * DEC_TPP);
-        if (pvt && g + r * G < left) vr[r] = dec_fetch<W>(vt + r * gh, u0);
+        if (j < left && part + r * DEC_TPP < U) kr[r] = dec_fetch<W>(dec_row(kt, lo + j, n, kn), part + r * DEC_TPP);
+        if (pvt && g + r * G < left) vr[r] = dec_fetch<W>(dec_row(vt + r * gh, lo + g + r * G, n, vn), u0);
     }
     // (hs <= DEC_MAX_HEAD: a bounded loop, which ptxas does not unroll
     // into more loads held at once than there are elements.)
@@ -240,7 +249,7 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
 #pragma unroll 1
             for (int u = part + DEC_HELD * DEC_TPP; u < U; u += DEC_TPP) {
                 float kv[16 / sizeof(T)];
-                dec_widen<W>(dec_fetch<W>(kt, u), kv);
+                dec_widen<W>(dec_fetch<W>(dec_row(kt, lo + j, n, kn), u), kv);
 #pragma unroll
                 for (int e = 0; e < W; e++) s += q[u * W + e] * kv[e];
             }
@@ -252,7 +261,7 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
         if (j < nleft) {
 #pragma unroll
             for (int r = 0; r < DEC_HELD; r++)
-                if (part + r * DEC_TPP < U) kr[r] = dec_fetch<W>(kt + adv, part + r * DEC_TPP);
+                if (part + r * DEC_TPP < U) kr[r] = dec_fetch<W>(dec_row(kt + adv, lo + step + j, n, kn), part + r * DEC_TPP);
         }
         // The split's max over the warps, and the new running max.
         float m = j < cnt ? s : DEC_NEG_INF;
@@ -295,7 +304,7 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
 #pragma unroll 1
             for (int jj = g + DEC_HELD * G; jj < cnt; jj += G) {
                 float vv[16 / sizeof(T)];
-                dec_widen<W>(dec_fetch<W>(vt + (size_t)(jj - g) * hs, u0), vv);
+                dec_widen<W>(dec_fetch<W>(dec_row(vt + (size_t)(jj - g) * hs, lo + jj, n, vn), u0), vv);
                 const float pj = p[jj];
 #pragma unroll
                 for (int e2 = 0; e2 < W; e2++) acc[e2] += pj * vv[e2];
@@ -310,7 +319,7 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
 #pragma unroll 1
                     for (int jj = g; jj < cnt; jj += G) {
                         float vv[16 / sizeof(T)];
-                        dec_widen<W>(dec_fetch<W>(vt + (size_t)(jj - g) * hs, u), vv);
+                        dec_widen<W>(dec_fetch<W>(dec_row(vt + (size_t)(jj - g) * hs, lo + jj, n, vn), u), vv);
                         a1 += p[jj] * vv[0];
                     }
                     pv[g * hs + u] = a1;
@@ -321,9 +330,10 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
         // The next split's values, in flight through its scores and softmax.
         kt += adv;
         vt += adv;
+        lo += step;
 #pragma unroll
         for (int r = 0; r < DEC_HELD; r++)
-            if (pvt && g + r * G < nleft) vr[r] = dec_fetch<W>(vt + r * gh, u0);
+            if (pvt && g + r * G < nleft) vr[r] = dec_fetch<W>(dec_row(vt + r * gh, lo + g + r * G, n, vn), u0);
         left = nleft;
     }
     // The groups' outputs added in group order; thread 0 writes (M, L).
@@ -378,10 +388,9 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     // x·DEC_CHUNK.. of a pair's cache, contiguous) prefetched into L2, a
     // 128-byte line a thread at a time, so that after it the loads find
     // them there and not in device memory. pos is written by no kernel of a
-    // decode step (the host uploads it before the step), and the kernel
-    // before this one may still be writing the cache's row pos[b]: L2 is
-    // where every SM's writes and reads of a line meet, so a line
-    // prefetched before that write is updated by it, never read stale.
+    // decode step (the host uploads it before the step), and neither is
+    // the cache: its row pos[b] is this kernel's to write (below), and the
+    // kernel reads that row's key and value from qkv instead (dec_row).
     // Block (x, bh): the attention of pair bh = b·NH + h over the splits
     // x, x+X, ... and, when it is the pair's last block to finish, the merge.
     const int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;
@@ -406,6 +415,8 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     const T* qr = qkv + (size_t)b * 3 * C + h * hs;
     const T* kb = kc + (size_t)bh * S * hs;
     const T* vb = vc + (size_t)bh * S * hs;
+    const T* kn = qr + C; // the newest position's key and value
+    const T* vn = qr + 2 * C;
     float* po = part_o + ((size_t)bh * X + x) * hs;
     float* pm = part_ml + ((size_t)bh * X + x) * 2;
     const int VE = 16 / (int)sizeof(T);
@@ -413,9 +424,21 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     // Whole 16-byte vectors: rows of a multiple of VE elements from
     // 16-byte aligned caches (every row then starts on a vector).
     if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0)
-        dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, x * DEC_CHUNK, n, step, hs);
+        dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs);
     else
-        dec_attend<1>(po, pm, q, p, red, pv, qr, kb, vb, x * DEC_CHUNK, n, step, hs);
+        dec_attend<1>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs);
+    // The append: the block that holds the split of position n - 1 copies
+    // its key and value into the caches. No load of this launch reads that
+    // row there, so the stores may go through kc and vc (read-only to every
+    // load of the kernel but these rows').
+    if (x == (n - 1) / DEC_CHUNK % X) {
+        T* kw = const_cast<T*>(kb) + (size_t)(n - 1) * hs;
+        T* vw = const_cast<T*>(vb) + (size_t)(n - 1) * hs;
+        for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+            kw[d] = kn[d];
+            vw[d] = vn[d];
+        }
+    }
     // The last block of the pair merges: every block makes its partials
     // visible before it counts itself (the fence), and the last reads them
     // past L1 (volatile). The merge runs over the slots in slot order, so

@@ -30,10 +30,11 @@ type Decoder interface {
 	// row t of sequence b goes to position pos[b]+t (which must be < S).
 	// kc (B,NH,S,hs), vc (B,NH,S,hs), qkv (B,T,3C), pos (B) I32
 	KVAppend(kc, vc, qkv, pos *T, B, T, C, NH, S int)
-	// AttentionDecode is causal attention of one query row per sequence: the
-	// q of qkv's row b attends to the cached positions [0, pos[b]] of
-	// sequence b (its own key and value already appended at pos[b]), with
-	// fp32 scores, softmax and sums, scale 1/√hs. out is rounded once.
+	// AttentionDecode is causal attention of one query row per sequence,
+	// the cache append fused in: the key and value of qkv's row b go to
+	// position pos[b] of sequence b's caches (KVAppend with T = 1), and its
+	// q attends to the cached positions [0, pos[b]], with fp32 scores,
+	// softmax and sums, scale 1/√hs. out is rounded once.
 	// out (B,C), qkv (B,3C), kc (B,NH,S,hs), vc (B,NH,S,hs), pos (B) I32
 	AttentionDecode(out, qkv, kc, vc, pos *T, B, C, NH, S int)
 	// SampleHead is the LM head fused with sampling: logits[b,:] = x[b,:]·wteᵀ
@@ -115,7 +116,7 @@ func DecodeBlockDecomposed(d Device, x, kc, vc, pos *T, w BlockWeights, N, C, NH
 
 // DecodeBlockOps queues DecodeBlock as the ops of a decode step (pkg/gpt
 // queues the same for rows DecodeBlock does not take): the layernorm, the
-// qkv product, the cache append, the attention over the cache, the
+// qkv product, the cache append with the attention over the cache, the
 // projection, the residual with the second layernorm, the fc product with
 // GELU, its projection and the residual.
 func DecodeBlockOps(d Device, x, kc, vc, pos *T, w BlockWeights, s BlockScratch, N, C, NH, S int) error {
@@ -125,7 +126,6 @@ func DecodeBlockOps(d Device, x, kc, vc, pos *T, w BlockWeights, s BlockScratch,
 	}
 	d.LayerNorm(s.LN, s.Mean, s.Rstd, x, w.LN1W, w.LN1B, N, C)
 	d.Matmul(s.QKV, nil, s.LN, w.QKVW, w.QKVB, N, C, 3*C, None)
-	dec.KVAppend(kc, vc, s.QKV, pos, N, 1, C, NH, S)
 	dec.AttentionDecode(s.Atty, s.QKV, kc, vc, pos, N, C, NH, S)
 	d.Matmul(s.Proj, nil, s.Atty, w.ProjW, w.ProjB, N, C, C, None)
 	d.ResidualLayerNorm(s.Res, s.LN, s.Mean, s.Rstd, x, s.Proj, w.LN2W, w.LN2B, N, C)
@@ -312,7 +312,7 @@ var DecodeOps = struct {
 	// B, C, NH, S
 	AttentionDecode: Contract{Op: "AttentionDecode", Iface: "Decoder", Sizes: []string{"B", "C+", "NH+", "S+"},
 		Params: []Param{p("out", Float, Out, prod(0, 1)), p("qkv", Float, In, func(s []int) int { return s[0] * 3 * s[1] }),
-			p("kc", Float, In, prod(0, 3, 1)), p("vc", Float, In, prod(0, 3, 1)), p("pos", I32, In, prod(0))},
+			p("kc", Float, Acc, prod(0, 3, 1)), p("vc", Float, Acc, prod(0, 3, 1)), p("pos", I32, In, prod(0))},
 		// One rounding of an fp32 softmax-weighted sum, as Attention's.
 		Tol: one, Rule: decodeRule(1, 2), IndexMax: func(s []int, _ []*T) int { return s[3] }},
 	// B, C, V, NS

@@ -345,7 +345,6 @@ func (c *KVCache) queueStep() {
 		return
 	}
 	c.layers(r, func(l int) {
-		c.dec.KVAppend(c.k[l], c.v[l], r.qkv, c.posT, c.B, 1, C, NH, c.S)
 		c.dec.AttentionDecode(r.atty, r.qkv, c.k[l], c.v[l], c.posT, c.B, C, NH, c.S)
 	})
 }

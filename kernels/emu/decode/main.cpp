@@ -26,8 +26,11 @@ static int fails = 0;
 // on a grid of X blocks a pair (0: one a split, the most the launcher
 // gives) run first to last or last to first. lens are the context lengths
 // pos[b]+1 (empty: drawn, the first sequence's the whole cache). The
-// partials start as NaN before each launch, so a merge that read a slot no
-// block wrote would show. It returns out.
+// partials and the caches' rows pos[b] start as NaN before each launch, so
+// a merge that read a slot no block wrote, or a score or sum that read the
+// newest position from the cache and not from qkv, would show; after it,
+// those rows must hold qkv's key and value and every other row be as it
+// was. It returns out.
 static std::vector<float> attention(int B, int C, int NH, int S, int X = 0, std::vector<int> lens = {}, bool reverse = false) {
     int hs = C / NH, splits = (S + DEC_CHUNK - 1) / DEC_CHUNK;
     if (X == 0) X = splits;
@@ -44,13 +47,28 @@ static std::vector<float> attention(int B, int C, int NH, int S, int X = 0, std:
     for (size_t b = 0; b < lens.size() && b < (size_t)B; b++) pos[b] = lens[b] - 1;
     reverseBlocks = reverse;
     // Twice: the second launch finds the counters the first left (zero).
+    auto row = [&](int b, int h, int j) { return ((size_t)(b * NH + h) * S + j) * hs; };
+    // ref: the caches as the op leaves them (rows pos[b] appended).
+    std::vector<float> rk = kc, rv = vc;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int d = 0; d < hs; d++) {
+                rk[row(b, h, pos[b]) + d] = qkv[b * 3 * C + C + h * hs + d];
+                rv[row(b, h, pos[b]) + d] = qkv[b * 3 * C + 2 * C + h * hs + d];
+            }
+    bool cache = true;
     for (int rep = 0; rep < 2; rep++) {
         std::fill(out.begin(), out.end(), NAN);
         std::fill(po.begin(), po.end(), NAN);
         std::fill(pml.begin(), pml.end(), NAN);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int d = 0; d < hs; d++) kc[row(b, h, pos[b]) + d] = vc[row(b, h, pos[b]) + d] = NAN;
         launch(X, B * NH, DEC_ATT_BLOCK, [&] { attention_decode(out.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), pos.data(), B, C, NH, S); });
+        cache = cache && memcmp(kc.data(), rk.data(), kc.size() * 4) == 0 && memcmp(vc.data(), rv.data(), vc.size() * 4) == 0;
     }
     reverseBlocks = false;
+    if (!cache) { printf("FAIL attention_decode: the caches are not the old ones with qkv's rows at pos\n"); fails++; }
     for (unsigned c : done)
         if (c != 0) { printf("FAIL attention_decode left a counter at %u\n", c); fails++; break; }
     double worst = 0;
@@ -61,14 +79,14 @@ static std::vector<float> attention(int B, int C, int NH, int S, int X = 0, std:
             double mx = -1e300, sum = 0;
             for (int j = 0; j < n; j++) {
                 double s = 0;
-                for (int d = 0; d < hs; d++) s += (double)qkv[b * 3 * C + h * hs + d] * kc[((size_t)(b * NH + h) * S + j) * hs + d];
+                for (int d = 0; d < hs; d++) s += (double)qkv[b * 3 * C + h * hs + d] * rk[row(b, h, j) + d];
                 sc[j] = s / std::sqrt((double)hs);
                 mx = std::max(mx, sc[j]);
             }
             for (auto& s : sc) sum += (s = std::exp(s - mx));
             for (int d = 0; d < hs; d++) {
                 double o = 0;
-                for (int j = 0; j < n; j++) o += sc[j] / sum * vc[((size_t)(b * NH + h) * S + j) * hs + d];
+                for (int j = 0; j < n; j++) o += sc[j] / sum * rv[row(b, h, j) + d];
                 double e = std::fabs(out[b * C + h * hs + d] - o) / (1 + std::fabs(o));
                 worst = std::max(worst, e != e ? INFINITY : e);
             }

@@ -57,8 +57,12 @@ func (d *Device) KVAppend(kc, vc, qkv, pos *tensor.Tensor, B, T, C, NH, S int) {
 		!d.posIn("KVAppend", pos, S, max(T-1, 0)) {
 		return
 	}
+	appendKV(kc, vc, qkv, pos.I32(), B, T, C, NH, S)
+}
+
+// appendKV is KVAppend's copy, its arguments checked.
+func appendKV(kc, vc, qkv *tensor.Tensor, ps []int32, B, T, C, NH, S int) {
 	hs := C / NH
-	ps := pos.I32()
 	buf := getScratch(hs)
 	defer putScratch(buf)
 	for b := range B {
@@ -86,8 +90,9 @@ func copyElems(dst *tensor.Tensor, do int, src *tensor.Tensor, so, n int, buf []
 	store(dst, do, v)
 }
 
-// AttentionDecode: the q of each row b attends to the cached positions
-// [0, pos[b]] of sequence b, all in fp32, out rounded once.
+// AttentionDecode: row b's key and value appended to the caches at pos[b],
+// then its q attends to the cached positions [0, pos[b]] of sequence b, all
+// in fp32, out rounded once.
 // out (B,C), qkv (B,3C), kc (B,NH,S,hs), vc (B,NH,S,hs), pos (B) I32
 func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH, S int) {
 	if !d.check(&device.DecodeOps.AttentionDecode, []int{B, C, NH, S}, out, qkv, kc, vc, pos) ||
@@ -96,6 +101,7 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 	}
 	hs := C / NH
 	ps := pos.I32()
+	appendKV(kc, vc, qkv, ps, B, 1, C, NH, S)
 	scale := float32(1 / math.Sqrt(float64(hs)))
 	// Work is split over the (b,h) pairs, in chunks of about 64K multiply-
 	// adds: a short cache of a small model runs on one goroutine, where a

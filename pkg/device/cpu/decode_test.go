@@ -69,8 +69,9 @@ func TestGemv(t *testing.T) {
 }
 
 // TestDecodeOps: EncoderAt and KVAppend place exactly the right values, and
-// AttentionDecode equals a float64 softmax over the cached positions, with
-// the AVX2 kernels and without, head sizes with and without a tail.
+// AttentionDecode appends its row's key and value (over a cache row made
+// NaN) and equals a float64 softmax over the cached positions, with the
+// AVX2 kernels and without, head sizes with and without a tail.
 func TestDecodeOps(t *testing.T) {
 	rng := tensor.NewRNG(2)
 	for _, avx := range []bool{false, useAVX2} {
@@ -96,7 +97,18 @@ func TestDecodeOps(t *testing.T) {
 			for b := range lens {
 				lens[b] = int32(rng.Intn(S))
 			}
-			q := qkvs[0]
+			// Row b of the step is qkvs[lens[b]]'s: its append must put
+			// back what KVAppend wrote there, here made NaN first.
+			q := make([]float32, B*3*C)
+			for b := range B {
+				copy(q[b*3*C:(b+1)*3*C], qkvs[lens[b]][b*3*C:])
+				for h := range NH {
+					at := ((b*NH+h)*S + int(lens[b])) * hs
+					for c := range hs {
+						kc.F32()[at+c], vc.F32()[at+c] = float32(math.NaN()), float32(math.NaN())
+					}
+				}
+			}
 			out := tensor.New(tensor.F32, B, C)
 			lt, _ := tensor.FromI32(lens, B)
 			d.AttentionDecode(out, hostOf(t, tensor.F32, q, B, 3*C), kc, vc, lt, B, C, NH, S)

@@ -71,7 +71,8 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			fn    func(l layer)
 		}{
 			{"qkv", L, func(l layer) { d.Matmul(qkv, nil, ln, l.wqkv, l.bqkv, B, C, 3*C, device.None) }},
-			{"kv_append", L, func(l layer) { d.KVAppend(l.kc, l.vc, qkv, pos, B, 1, C, NH, S) }},
+			// prefill's append (a decode step's is attention's; not added)
+			{"kv_append", 0, func(l layer) { d.KVAppend(l.kc, l.vc, qkv, pos, B, 1, C, NH, S) }},
 			{"attention", L, func(l layer) { d.AttentionDecode(atty, qkv, l.kc, l.vc, pos, B, C, NH, S) }},
 			{"attn_proj", L, func(l layer) { d.Matmul(proj, nil, atty, l.wproj, l.bproj, B, C, C, device.None) }},
 			{"residual_ln", 2 * L, func(layer) { d.ResidualLayerNorm(res, ln, mean, rstd, x, proj, lnw, lnb, B, C) }},
@@ -115,9 +116,8 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			for _, v := range variants(op.name) {
 				b.Run(fmt.Sprintf("B%d/%s%s", B, op.name, v.suffix), func(b *testing.B) {
 					// the device's own choice for the op as the step runs it,
-					// cuBLASLt for "/lt", matmul_rows_tc for a plan; restored
-					// after (it was left false once, which ran later ops at
-					// 9-64 rows on matmul_rows_tc, not as the step does)
+					// cuBLASLt for "/lt", matmul_rows_tc for a plan; the
+					// device's settings restored after, for the ops after it
 					noTC := d.noTC
 					d.noTC, d.tcForce, d.attX = (noTC || v.noTC) && v.force.span == 0, v.force, v.attX
 					defer func() { d.noTC, d.tcForce, d.attX = noTC, tcPlanT{}, 0 }()
