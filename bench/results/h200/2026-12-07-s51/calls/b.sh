@@ -5,7 +5,7 @@
 # BenchmarkGPUDecodeGraph (a token, B1 and B64), new and old alternating,
 # two rounds. Runs on whichever card comes (H100 or H200).
 T0=$SECONDS
-rm -rf build/gpu build/old && mkdir -p build/old && tar -xJf build/c51/gpu.tar.xz -C build && tar -xJf build/c50/gpu.tar.xz -C build/old
+rm -rf build/gpu build/old && mkdir -p build/old && tar -xJf build/c51/gpu.tar.xz -C build && tar -xJf build/c51/old.tar.xz -C build/old
 L=$OUT/calllogs-b; mkdir -p $L
 echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat build/gpu/REVISION) (old $(cat build/old/gpu/REVISION))" | tee $L/stamp.txt
 { cat $L/stamp.txt; rm -rf ~/.cache/druto; timeout 100 build/gpu/druto detect 2>&1 | grep -E 'sample|op tests|step checks|pass  loss|gpu usable'; echo "detect rc=$?"
