@@ -179,9 +179,12 @@ __device__ __forceinline__ const T* dec_row(const T* cached, int at, int n, cons
 // same order); on the first split (M = -inf, L = 0, outputs zero) the
 // rescale factor a is 0 and the state becomes the split's own. The newest
 // position's key and value come from kn and vn (dec_row), not the cache.
+// With direct (the block is its pair's only one) it writes the output
+// itself, o / L rounded once into direct (hs), and no partial: the bits a
+// merge of that one partial would give (its rescale factor is exp(0) = 1).
 template <int W>
 __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float* p, float* red, float* pv, const T* qr,
-        const T* kb, const T* vb, const T* kn, const T* vn, int lo, int n, int step, int hs) {
+        const T* kb, const T* vb, const T* kn, const T* vn, int lo, int n, int step, int hs, T* direct) {
     const int U = hs / W, warps = DEC_ATT_BLOCK / 32;
     // NU: the units of a value row a thread of p·V takes (more than one
     // only for rows of more than DEC_ATT_BLOCK units: elements, W = 1).
@@ -344,10 +347,13 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
         if (d < hs) {
             float o = 0.f;
             for (int k = 0; k < G; k++) o += pv[k * hs + d];
-            po[d] = o;
+            if (direct)
+                store(direct, d, o / L);
+            else
+                po[d] = o;
         }
     }
-    if (t == 0) {
+    if (t == 0 && !direct) {
         ml[0] = M;
         ml[1] = L;
     }
@@ -369,7 +375,7 @@ __device__ __forceinline__ void dec_prefetch_l2(const T* p, size_t bytes) {
 #define DEC_PV (DEC_ATT_BLOCK * 16 / (int)sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / (int)sizeof(T) : DEC_MAX_HEAD)
 
 // attention_decode: grid (X, B·NH), DEC_ATT_BLOCK threads, X at most the
-// splits ceil(S/DEC_CHUNK); out (B,C); part_o (B·NH, X, hs) and part_ml
+// splits ceil(S/DEC_CHUNK); pfs the splits a block prefetches; out (B,C); part_o (B·NH, X, hs) and part_ml
 // (B·NH, X, 2) fp32 scratch (slot x: block x's running output, max and
 // sum); done (B·NH) counters, zero before the first launch (each pair's last
 // block sets its counter back to zero).
@@ -383,11 +389,14 @@ __device__ __forceinline__ void dec_prefetch_l2(const T* p, size_t bytes) {
 // where at most one block an SM waits for a free slot (decode.go).
 extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(T* __restrict__ out,
         float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv,
-        const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
-    // Before the wait: the block's first split of keys and values (rows
-    // x·DEC_CHUNK.. of a pair's cache, contiguous) prefetched into L2, a
-    // 128-byte line a thread at a time, so that after it the loads find
-    // them there and not in device memory. pos is written by no kernel of a
+        const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S,
+        int pfs) {
+    // Before the wait: the keys and values of the block's first pfs splits
+    // (rows x·DEC_CHUNK.., x·DEC_CHUNK + X·DEC_CHUNK.. of a pair's cache)
+    // prefetched into L2, a 128-byte line a thread at a time, so that the
+    // loads of every split find them there and not in device memory: the
+    // block's splits are walked one after another, but their lines are all
+    // asked for at once. pos is written by no kernel of a
     // decode step (the host uploads it before the step), and neither is
     // the cache: its row pos[b] is this kernel's to write (below), and the
     // kernel reads that row's key and value from qkv instead (dec_row).
@@ -396,8 +405,7 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     const int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;
     const int b = bh / NH, h = bh % NH, hs = C / NH;
     const int n = pos[b] + 1;
-    if (x * DEC_CHUNK < n) {
-        const int lo = x * DEC_CHUNK;
+    for (int lo = x * DEC_CHUNK, k = 0; lo < n && k < pfs; lo += X * DEC_CHUNK, k++) {
         const size_t bytes = (size_t)min(DEC_CHUNK, n - lo) * hs * sizeof(T), at = ((size_t)bh * S + lo) * hs;
         dec_prefetch_l2(kc + at, bytes);
         dec_prefetch_l2(vc + at, bytes);
@@ -423,10 +431,13 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     const int step = X * DEC_CHUNK; // from one of the block's splits to its next
     // Whole 16-byte vectors: rows of a multiple of VE elements from
     // 16-byte aligned caches (every row then starts on a vector).
+    // A pair with one block holding positions needs no merge: that block
+    // writes out itself.
+    T* direct = slots == 1 ? out + (size_t)b * C + h * hs : (T*)0;
     if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0)
-        dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs);
+        dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs, direct);
     else
-        dec_attend<1>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs);
+        dec_attend<1>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs, direct);
     // The append: the block that holds the split of position n - 1 copies
     // its key and value into the caches. No load of this launch reads that
     // row there, so the stores may go through kc and vc (read-only to every
@@ -439,6 +450,7 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
             vw[d] = vn[d];
         }
     }
+    if (direct) return;
     // The last block of the pair merges: every block makes its partials
     // visible before it counts itself (the fence), and the last reads them
     // past L1 (volatile). The merge runs over the slots in slot order, so

@@ -64,7 +64,7 @@ static std::vector<float> attention(int B, int C, int NH, int S, int X = 0, std:
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
                 for (int d = 0; d < hs; d++) kc[row(b, h, pos[b]) + d] = vc[row(b, h, pos[b]) + d] = NAN;
-        launch(X, B * NH, DEC_ATT_BLOCK, [&] { attention_decode(out.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), pos.data(), B, C, NH, S); });
+        launch(X, B * NH, DEC_ATT_BLOCK, [&] { attention_decode(out.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), pos.data(), B, C, NH, S, 1 << 20); });
         cache = cache && memcmp(kc.data(), rk.data(), kc.size() * 4) == 0 && memcmp(vc.data(), rv.data(), vc.size() * 4) == 0;
     }
     reverseBlocks = false;
@@ -286,7 +286,7 @@ static void decode_block_case(int N, int C, int NH, int S, int gx, int ks, std::
         linear(DL_QKV, qkv.data(), nullptr, x.data(), nullptr, qkvw.data(), ln1w.data(), ln1b.data(), qkvb.data(), C, 3 * C);
         launch(X, N * NH, DEC_ATT_BLOCK, [&] {
             attention_decode(atty.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), p.data(), N,
-                    C, NH, S);
+                    C, NH, S, 1 << 20);
         });
         linear(DL_PROJ, nullptr, res.data(), x.data(), atty.data(), projw.data(), nullptr, nullptr, projb.data(), C, C);
         linear(DL_FC, fch.data(), nullptr, res.data(), nullptr, fcw.data(), ln2w.data(), ln2b.data(), fcb.data(), C, 4 * C);

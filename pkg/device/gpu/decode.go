@@ -119,6 +119,12 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 	if d.attX > 0 {
 		X = min(d.attX, blocks(S, decChunk))
 	}
+	// Every split a block takes is prefetched into L2 at its start (the
+	// first only with attPF1).
+	pfs := blocks(S, decChunk)
+	if d.attPF1 {
+		pfs = 1
+	}
 	hs := C / NH
 	po := d.scratch("decode.part_o", B*NH*X*hs*4)
 	pml := d.scratch("decode.part_ml", B*NH*X*2*4)
@@ -127,7 +133,7 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 		return
 	}
 	d.launch(op, qkv.DType, cuda.Dim3{X: uint32(X), Y: uint32(B * NH), Z: 1}, cuda.D1(decAttBlock), 0,
-		d.ptr(out), po, pml, done, d.ptr(qkv), d.ptr(kc), d.ptr(vc), d.ptr(pos), B, C, NH, S)
+		d.ptr(out), po, pml, done, d.ptr(qkv), d.ptr(kc), d.ptr(vc), d.ptr(pos), B, C, NH, S, pfs)
 }
 
 // decAttWave is the blocks of attention_decode an SM is given (before

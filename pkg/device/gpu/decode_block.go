@@ -113,7 +113,7 @@ func (d *Device) DecodeBlock(x, kc, vc, pos *tensor.Tensor, w device.BlockWeight
 	}
 	_ = linear(dlQKV, qkv, 0, xp, 0, w.QKVW, w.LN1W, w.LN1B, w.QKVB, C, 3*C, 1) &&
 		d.launch("attention_decode", dt, cuda.Dim3{X: uint32(X), Y: uint32(N * NH), Z: 1}, cuda.D1(decAttBlock), 0,
-			atty, po, pml, done, qkv, cp, vp, pp, N, C, NH, S) &&
+			atty, po, pml, done, qkv, cp, vp, pp, N, C, NH, S, blocks(S, decChunk)) &&
 		linear(dlProj, 0, res, xp, atty, w.ProjW, nil, nil, w.ProjB, C, C, 2) &&
 		linear(dlFC, fch, 0, res, 0, w.FCW, w.LN2W, w.LN2B, w.FCB, C, 4*C, 1) &&
 		linear(dlProj, 0, xp, res, fch, w.FCProjW, nil, nil, w.FCProjB, 4*C, C, 4)

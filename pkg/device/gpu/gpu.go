@@ -102,8 +102,10 @@ type Device struct {
 	noTC    bool
 	tcForce tcPlanT
 	// attX: attention_decode's blocks a pair where above 0 (the
-	// benchmarks' variants), in place of decSlots' choice.
-	attX int
+	// benchmarks' variants), in place of decSlots' choice; attPF1: its
+	// blocks prefetch their first split alone, not all of them.
+	attX   int
+	attPF1 bool
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)

@@ -1,0 +1,23 @@
+# session 51 call C (new: attention_decode prefetches all of a block's
+# splits into L2 at its start, and a pair's only block writes its output
+# without a partial and merge; old: 6e3a234): druto detect's self-test and
+# TestGPUDecode on the new binary, then BenchmarkGPUDecodeOps' attention
+# (B1, B16, B64; "/pf1": the first split prefetched alone, as before) and
+# BenchmarkGPUDecodeGraph (a token, B1 and B64), new and old alternating,
+# two rounds. Runs on whichever card comes.
+T0=$SECONDS
+rm -rf build/gpu build/old && mkdir -p build/old && tar -xJf build/c52/gpu.tar.xz -C build && tar -xJf build/c52/old.tar.xz -C build/old
+L=$OUT/calllogs-c; mkdir -p $L
+echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat build/gpu/REVISION) (old $(cat build/old/gpu/REVISION))" | tee $L/stamp.txt
+{ cat $L/stamp.txt; rm -rf ~/.cache/druto; timeout 100 build/gpu/druto detect 2>&1 | grep -E 'attention_decode|op tests|step checks|pass  loss|gpu usable'; echo "detect rc=$?"
+  (cd pkg/gpt && DRUTO_REQUIRE_GPU=1 timeout 60 ../../build/gpu/gpt.test -test.v -test.run 'TestGPUDecode$'; echo "gpt rc=$?"); } > $L/tests.log 2>&1
+grep -E 'op tests|^(--- |ok|FAIL|panic)|rc=' $L/tests.log
+echo "after tests $((SECONDS-T0)) s"
+for r in 1 2; do for v in new old; do [ $((SECONDS-T0)) -gt 400 ] && break
+  b=build/gpu; [ $v = old ] && b=build/old/gpu
+  echo "## round $r: $v ($(cat $b/REVISION))"
+  (cd pkg/device/gpu && timeout 60 ../../../$b/device-gpu.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeOps/B(1|16|64)/attention' -test.benchtime 100x 2>&1 | grep -E '^Benchmark|FAIL|panic')
+  (cd pkg/gpt && timeout 40 ../../$b/gpt.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeGraph' -test.benchtime 128x 2>&1 | grep -E '^Benchmark|FAIL|panic')
+done; done 2>&1 | tee $L/bench.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecode//; s/-16 +\t +[0-9]+\t+ +/ /' | cut -c1-150
+tar -czf $OUT/calllogs-c.tar.gz -C $OUT calllogs-c; rm -rf $L
+echo "total $((SECONDS-T0)) s"
