@@ -1,9 +1,9 @@
 // decode.cu: generation over a key/value cache (pkg/device/gpu/decode.go,
 // the GPU side of device.Decoder; the CPU twin is pkg/device/cpu/decode.go).
 //
-// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows decode_linear
+// druto:kernel encoder_at kv_append attention_decode sample_parts sample_rows
 // druto:pdl encoder_at kv_append sample_parts sample_rows
-// druto:pdl-weights decode_linear:w attention_decode:kc,vc,pos
+// druto:pdl-weights attention_decode:kc,vc,pos
 // druto:dtypes f32 bf16 f16
 //
 // encoder_at: out[i,c] = wte[tok[i],c] + wpe[pos[i],c], one thread an
@@ -47,7 +47,6 @@
 // runs the exact bisections over the whole row in one block.
 
 #include "common.cuh"
-#include "layernorm.cuh"
 
 // druto:block DEC_BLOCK encoder_at kv_append
 #define DEC_BLOCK 256
@@ -399,7 +398,8 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     // asked for at once. pos is written by no kernel of a
     // decode step (the host uploads it before the step), and neither is
     // the cache: its row pos[b] is this kernel's to write (below), and the
-    // kernel reads that row's key and value from qkv instead (dec_row).
+    // kernel takes that row's key and value from the step's own projection
+    // instead (dec_row).
     // Block (x, bh): the attention of pair bh = b·NH + h over the splits
     // x, x+X, ... and, when it is the pair's last block to finish, the merge.
     const int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;
@@ -474,258 +474,6 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
         float o = 0.f;
         for (int s = 0; s < slots; s++) o += pa[(size_t)s * hs + d] * expf(ml[2 * s] - M);
         store(out, (size_t)b * C + h * hs + d, o / L);
-    }
-}
-
-// ---- decode_linear ----------------------------------------------------------
-
-// A decode step's transformer block over N <= DL_ROWS rows (one a
-// sequence) in five launches (pkg/device/gpu/decode_block.go) where its
-// ops one by one take eight, each phase with the roundings of those ops:
-//   1. decode_linear DL_QKV: ln1(x) into shared memory (every block,
-//      ln_forward_row: the bits of layernorm_forward), then qkv =
-//      ln1·Wqkvᵀ + b rounded to T, the keys and values also into the
-//      caches at pos[b] (kv_append's work, in the same epilogue);
-//   2. attention_decode: each row's q against its cache into atty;
-//   3. decode_linear DL_PROJ: res = x + (atty·Wprojᵀ + b rounded to T), fp32;
-//   4. decode_linear DL_FC: ln2(res) into shared memory, then fch =
-//      gelu(ln2·Wfcᵀ + b), the fp32 sum's GELU rounded once to T;
-//   5. decode_linear DL_PROJ: x = res + (fch·Wfcprojᵀ + b rounded to T).
-// The linear phases are matmul_rows's warp-a-column dot products (lane l
-// takes vectors l, l+32, ... of its part of the row, ks warps a column
-// adding their sums in warp order), a block DL_WARPS/ks columns. A lane
-// loads its first DL_U vectors of W before pdl_enter (no kernel of a
-// decode step writes the weights), so that under programmatic dependent
-// launch the weights stream while the kernel before it finishes. Opt-in
-// (pkg/gpt's BlockEnv): these five launches measured slower than the ops
-// one by one (bench/results/h100/2026-12-06-s49), and so had the block as
-// one persistent kernel, its phases meeting at barriers over the grid
-// (bench/results/h100/2026-12-06-s46).
-// druto:block DEC_LAYER_BLOCK decode_linear
-#define DEC_LAYER_BLOCK 128
-#define DL_WARPS (DEC_LAYER_BLOCK / 32)
-#define DL_ROWS 8 // the most rows decode_linear takes (read by the launcher)
-#define DL_U 4    // the 16-byte weight vectors a lane loads at once
-// The phases (decode_linear's phase argument; read by the launcher).
-#define DL_QKV 0
-#define DL_PROJ 1
-#define DL_FC 2
-
-__device__ __forceinline__ int dl_in_bytes(int N, int C) { return (N * C * (int)sizeof(T) + 15) / 16 * 16; }
-
-#ifdef DRUTO_EMU
-unsigned char* emu_block_smem();
-#endif
-
-// DlUnit is a warp's share of a block of a linear phase: its column and
-// the part [lo, hi) of that column's row of W it sums.
-struct DlUnit {
-    int col, part, lo, hi;
-};
-
-__device__ __forceinline__ DlUnit dl_unit(int vb, int K, int ks) {
-    const int VE = 16 / (int)sizeof(T), warp = threadIdx.x >> 5;
-    const int chunk = ((K + ks - 1) / ks + VE - 1) / VE * VE;
-    DlUnit u;
-    u.col = vb * (DL_WARPS / ks) + warp / ks;
-    u.part = warp % ks;
-    u.lo = u.part * chunk;
-    u.hi = min(K, u.lo + chunk);
-    return u;
-}
-
-// dl_fetch loads the lane's first batch of a unit's weights.
-__device__ __forceinline__ void dl_fetch(uint4* wv, const T* w, DlUnit u, int K, int OC) {
-    const int VE = 16 / (int)sizeof(T), lane = threadIdx.x & 31;
-    if (u.col >= OC) return;
-    const T* wr = w + (size_t)u.col * K;
-#pragma unroll
-    for (int i = 0; i < DL_U; i++) {
-        const int k = u.lo + lane * VE + i * 32 * VE;
-        if (k < u.hi) wv[i] = *reinterpret_cast<const uint4*>(wr + k);
-    }
-}
-
-// dl_dot adds the products of one vector of W's row and one of each input
-// row into acc, summed as matmul_rows sums them.
-__device__ __forceinline__ void dl_dot(float* acc, uint4 wq, const T* in, int K, int k, int N) {
-#if DTYPE == DRUTO_F32
-#pragma unroll
-    for (int n = 0; n < DL_ROWS; n++) {
-        if (n < N) {
-            const uint4 x = *reinterpret_cast<const uint4*>(in + (size_t)n * K + k);
-            acc[n] += __uint_as_float(wq.x) * __uint_as_float(x.x) + __uint_as_float(wq.y) * __uint_as_float(x.y) +
-                      __uint_as_float(wq.z) * __uint_as_float(x.z) + __uint_as_float(wq.w) * __uint_as_float(x.w);
-        }
-    }
-#else
-    float wf[16 / sizeof(T)];
-    unpack16(wq, wf);
-#pragma unroll
-    for (int n = 0; n < DL_ROWS; n++) {
-        if (n < N) {
-            vec16 xv;
-            xv.u = *reinterpret_cast<const uint4*>(in + (size_t)n * K + k);
-            float s = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 16 / (int)sizeof(T); e++) s += wf[e] * to_f32(xv.e[e]);
-            acc[n] += s;
-        }
-    }
-#endif
-}
-
-// dl_linear runs a linear phase: for each column col of W (OC,K) the
-// block's blocks of columns hold (blockIdx.x, then every gridDim.x-th),
-// epi(n, col, sum) with the fp32 sum of row n of in (N,K) times W's row col
-// (no bias). wv holds the lane's first batch of the block's first columns
-// (dl_fetch).
-template <typename Epi>
-__device__ __forceinline__ void dl_linear(uint4* wv, const T* in, const T* w, int K, int OC, int ks, int N,
-        float* red, Epi epi) {
-    const int VE = 16 / (int)sizeof(T), STRIDE = 32 * VE, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int vbs = (OC + DL_WARPS / ks - 1) / (DL_WARPS / ks);
-    for (int vb = blockIdx.x; vb < vbs; vb += gridDim.x) {
-        const DlUnit u = dl_unit(vb, K, ks);
-        float acc[DL_ROWS];
-#pragma unroll
-        for (int n = 0; n < DL_ROWS; n++) acc[n] = 0.0f;
-        if (u.col < OC) {
-            const T* wr = w + (size_t)u.col * K;
-            for (int k = u.lo + lane * VE;;) {
-#pragma unroll
-                for (int i = 0; i < DL_U; i++)
-                    if (k + i * STRIDE < u.hi) dl_dot(acc, wv[i], in, K, k + i * STRIDE, N);
-                k += DL_U * STRIDE;
-                if (k >= u.hi) break;
-#pragma unroll
-                for (int i = 0; i < DL_U; i++)
-                    if (k + i * STRIDE < u.hi) wv[i] = *reinterpret_cast<const uint4*>(wr + k + i * STRIDE);
-            }
-        }
-        // The next columns' weights in flight through the reduction.
-        if (vb + (int)gridDim.x < vbs) dl_fetch(wv, w, dl_unit(vb + gridDim.x, K, ks), K, OC);
-        if (ks == 1) {
-            // One warp a column: lane n takes row n's sum, no block barrier.
-            float mine = 0.0f;
-#pragma unroll
-            for (int n = 0; n < DL_ROWS; n++) {
-                if (n < N) {
-                    const float v = warp_sum(acc[n]);
-                    if (lane == n) mine = v;
-                }
-            }
-            if (u.col < OC && lane < N) epi(lane, u.col, mine);
-            continue;
-        }
-#pragma unroll
-        for (int n = 0; n < DL_ROWS; n++) {
-            if (n < N) {
-                const float v = warp_sum(acc[n]);
-                if (lane == 0) red[warp * DL_ROWS + n] = v;
-            }
-        }
-        __syncthreads();
-        if (u.part == 0 && u.col < OC && lane < N) {
-            float v = 0.0f;
-            for (int q = 0; q < ks; q++) v += red[(warp + q) * DL_ROWS + lane];
-            epi(lane, u.col, v);
-        }
-        __syncthreads();
-    }
-}
-
-// dl_ln writes the layernorm of the N rows of x (N,C) fp32 into o (N,C) T,
-// a warp a row.
-__device__ __forceinline__ void dl_ln(T* o, const float* x, const T* w, const T* b, int N, int C) {
-    for (int n = threadIdx.x >> 5; n < N; n += DL_WARPS) {
-        LnStore st = {o + (size_t)n * C};
-        ln_forward_row<float, false>((float*)0, st, (float*)0, (float*)0, x, (const T*)0, w, b, n, C, 1);
-    }
-    __syncthreads();
-}
-
-__device__ __forceinline__ float dl_round(float v) { return to_f32(from_f32<T>(v)); }
-
-// The linear phases' epilogues (dl_linear's epi, called with the fp32 sum
-// v of row n, column col; structs, not lambdas: NVRTC's default dialect
-// has none).
-// DlQKV: qkv = v + b rounded to T, the keys and values also into the
-// caches at pos[n].
-struct DlQKV {
-    T *qkv, *kc, *vc;
-    const int* pos;
-    const T* b;
-    int C, NH, S, hs;
-    __device__ __forceinline__ void operator()(int n, int col, float v) const {
-        const float r = dl_round(v + (b ? load(b, col) : 0.0f));
-        store(qkv, (size_t)n * 3 * C + col, r);
-        if (col >= C) {
-            const int c = col % C, h = c / hs, d = c % hs;
-            const size_t dst = (((size_t)n * NH + h) * S + pos[n]) * hs + d;
-            store(col < 2 * C ? kc : vc, dst, r);
-        }
-    }
-};
-// DlResidual: out = in + (v + b rounded to T), fp32 rows of C.
-struct DlResidual {
-    float* out;
-    const float* in;
-    const T* b;
-    int C;
-    __device__ __forceinline__ void operator()(int n, int col, float v) const {
-        const size_t o = (size_t)n * C + col;
-        out[o] = in[o] + dl_round(v + (b ? load(b, col) : 0.0f));
-    }
-};
-// DlGELU: out = gelu(v + b) rounded to T, rows of OC.
-struct DlGELU {
-    T* out;
-    const T* b;
-    int OC;
-    __device__ __forceinline__ void operator()(int n, int col, float v) const {
-        store(out, (size_t)n * OC + col, gelu_f(v + (b ? load(b, col) : 0.0f)));
-    }
-};
-
-// decode_linear: grid ceil(OC / (DL_WARPS/ks)), DEC_LAYER_BLOCK threads;
-// W (OC,K) row-major, b (OC) or null. By phase:
-//   DL_QKV:  xf (N,K) fp32 normalised by lnw, lnb into shared memory; out
-//            (N,3K) = qkv, the keys and values also into kc, vc (N,NH,S,K/NH)
-//            at pos (N) I32;
-//   DL_PROJ: in (N,K) T; outf (N,OC) = xf (N,OC) + the product, fp32;
-//   DL_FC:   xf normalised as DL_QKV; out (N,OC) = gelu(the product).
-// Dynamic shared memory (dl_smem_bytes): the warps' sums (DL_WARPS·DL_ROWS
-// floats), then the normalised rows (N·K values of T).
-// 6 blocks an SM (at most 80 registers a thread; at 64 ptxas spilled about
-// 100 bytes, at 80 about 20): a gpt2-124M phase's grid (at most 768
-// blocks) is then one wave on 128 SMs or more.
-extern "C" __global__ void __launch_bounds__(DEC_LAYER_BLOCK, 6) decode_linear(T* __restrict__ out,
-        float* __restrict__ outf, T* __restrict__ kc, T* __restrict__ vc, const int* __restrict__ pos,
-        const float* __restrict__ xf, const T* __restrict__ in, const T* __restrict__ w, const T* __restrict__ lnw,
-        const T* __restrict__ lnb, const T* __restrict__ b, int N, int K, int OC, int NH, int S, int ks, int phase) {
-    uint4 wv[DL_U];
-    dl_fetch(wv, w, dl_unit(blockIdx.x, K, ks), K, OC);
-    pdl_enter();
-#ifdef DRUTO_EMU
-    unsigned char* smem = emu_block_smem();
-#else
-    extern __shared__ __align__(16) unsigned char smem[];
-#endif
-    float* red = reinterpret_cast<float*>(smem);
-    T* lnr = reinterpret_cast<T*>(smem + DL_WARPS * DL_ROWS * 4);
-    if (phase == DL_PROJ) {
-        const DlResidual e = {outf, xf, b, OC};
-        dl_linear(wv, in, w, K, OC, ks, N, red, e);
-        return;
-    }
-    dl_ln(lnr, xf, lnw, lnb, N, K);
-    if (phase == DL_QKV) {
-        const DlQKV e = {out, kc, vc, pos, b, K, NH, S, K / NH};
-        dl_linear(wv, lnr, w, K, OC, ks, N, red, e);
-    } else {
-        const DlGELU e = {out, b, OC};
-        dl_linear(wv, lnr, w, K, OC, ks, N, red, e);
     }
 }
 

@@ -253,7 +253,7 @@ func Lookup(op string) *Contract {
 // have no descriptor: naming, memory, transfers, synchronisation and
 // readiness (a profiler times Zero, Upload and Download as they are, with
 // no contract to derive from).
-var Plumbing = []string{"Name", "Fused", "Alloc", "Free", "Upload", "Download", "Zero", "Sync", "AttentionState", "DecodeReady", "CanDecodeBlock"}
+var Plumbing = []string{"Name", "Fused", "Alloc", "Free", "Upload", "Download", "Zero", "Sync", "AttentionState", "DecodeReady"}
 
 // Size helpers of the declarations below.
 func prod(idx ...int) func(s []int) int {

@@ -47,94 +47,6 @@ type Decoder interface {
 	SampleHead(ids, logits, x, wte, table, rows *T, B, C, V, NS int, o Sampling)
 }
 
-// BlockWeights are one transformer block's parameters as the training step
-// holds them: the layernorms' weights and biases (C), and each linear
-// layer's weight (OC,K) and bias (OC); a bias may be nil.
-type BlockWeights struct {
-	LN1W, LN1B, QKVW, QKVB, ProjW, ProjB, LN2W, LN2B, FCW, FCB, FCProjW, FCProjB *T
-}
-
-// BlockDecoder is implemented by devices that run a decode step's whole
-// transformer block as one op (the GPU: five launches instead of the
-// eight of its ops, the layernorms, residual adds and cache append fused
-// into the products).
-type BlockDecoder interface {
-	// CanDecodeBlock returns nil when DecodeBlock runs fused for these
-	// weights and sizes, else why not (the caller then queues the block's
-	// ops one by one).
-	CanDecodeBlock(dt tensor.DType, w BlockWeights, N, C, NH, S int) error
-	// DecodeBlock is one transformer block of a decode step, one row a
-	// sequence (DecodeBlockDecomposed is its definition; where
-	// CanDecodeBlock refuses, it runs DecodeBlockOps): x += attn(ln1(x)),
-	// then x += mlp(ln2(x)), the row's key and value appended to the
-	// caches at pos[b] first. x is the fp32 residual stream; the rest is
-	// in the activation dtype.
-	// x (N,C) F32, kc, vc (N,NH,S,hs), pos (N) I32, w: C-wide weights
-	DecodeBlock(x, kc, vc, pos *T, w BlockWeights, N, C, NH, S int)
-}
-
-// BlockScratch are the buffers of DecodeBlockOps: ln (N,C), qkv (N,3C),
-// atty (N,C), proj (N,C), pre and fch (N,4C) in the activation dtype, res
-// (N,C), mean and rstd (N) in fp32.
-type BlockScratch struct{ LN, QKV, Atty, Proj, Pre, FCH, Res, Mean, Rstd *T }
-
-// DecodeBlockDecomposed is DecodeBlock's definition: DecodeBlockOps over
-// scratch it allocates on d (a reference for tests, not for a decode loop).
-func DecodeBlockDecomposed(d Device, x, kc, vc, pos *T, w BlockWeights, N, C, NH, S int) error {
-	if err := DecodeOps.DecodeBlock.Check([]int{N, C, NH, S}, x, kc, vc, pos, w.LN1W, w.LN1B, w.QKVW, w.QKVB, w.ProjW,
-		w.ProjB, w.LN2W, w.LN2B, w.FCW, w.FCB, w.FCProjW, w.FCProjB); err != nil {
-		return err
-	}
-	dt := kc.DType
-	var ts []*T
-	var err error
-	a := func(dt tensor.DType, n int) *T {
-		if err != nil {
-			return nil
-		}
-		var t *T
-		if t, err = d.Alloc(dt, n); err == nil {
-			ts = append(ts, t)
-		}
-		return t
-	}
-	s := BlockScratch{LN: a(dt, N*C), QKV: a(dt, N*3*C), Atty: a(dt, N*C), Proj: a(dt, N*C), Pre: a(dt, N*4*C),
-		FCH: a(dt, N*4*C), Res: a(tensor.F32, N*C), Mean: a(tensor.F32, N), Rstd: a(tensor.F32, N)}
-	defer func() {
-		for _, t := range ts {
-			d.Free(t)
-		}
-	}()
-	if err != nil {
-		return err
-	}
-	if err := DecodeBlockOps(d, x, kc, vc, pos, w, s, N, C, NH, S); err != nil {
-		return err
-	}
-	return d.Sync()
-}
-
-// DecodeBlockOps queues DecodeBlock as the ops of a decode step (pkg/gpt
-// queues the same for rows DecodeBlock does not take): the layernorm, the
-// qkv product, the cache append with the attention over the cache, the
-// projection, the residual with the second layernorm, the fc product with
-// GELU, its projection and the residual.
-func DecodeBlockOps(d Device, x, kc, vc, pos *T, w BlockWeights, s BlockScratch, N, C, NH, S int) error {
-	dec, ok := d.(Decoder)
-	if !ok {
-		return fmt.Errorf("%s is not a device.Decoder: %w", d.Name(), ErrUnsupported)
-	}
-	d.LayerNorm(s.LN, s.Mean, s.Rstd, x, w.LN1W, w.LN1B, N, C)
-	d.Matmul(s.QKV, nil, s.LN, w.QKVW, w.QKVB, N, C, 3*C, None)
-	dec.AttentionDecode(s.Atty, s.QKV, kc, vc, pos, N, C, NH, S)
-	d.Matmul(s.Proj, nil, s.Atty, w.ProjW, w.ProjB, N, C, C, None)
-	d.ResidualLayerNorm(s.Res, s.LN, s.Mean, s.Rstd, x, s.Proj, w.LN2W, w.LN2B, N, C)
-	d.Matmul(s.FCH, s.Pre, s.LN, w.FCW, w.FCB, N, C, 4*C, GELU)
-	d.Matmul(s.Proj, nil, s.FCH, w.FCProjW, w.FCProjB, N, 4*C, C, None)
-	d.Add(x, s.Res, s.Proj, N*C)
-	return nil
-}
-
 // Sampling chooses how SampleHead draws a token. The zero value is greedy.
 type Sampling struct {
 	Temperature float32 // 0: the most likely allowed token (argmax, first by id on ties)
@@ -292,7 +204,7 @@ func SampleRow(logits []float32, st []int32, left int, o Sampling, u float32, sc
 // DecodeOps are the descriptors of Decoder's ops (no profiler class: they
 // are not part of a training step).
 var DecodeOps = struct {
-	EncoderAt, KVAppend, AttentionDecode, SampleHead, DecodeBlock Contract
+	EncoderAt, KVAppend, AttentionDecode, SampleHead Contract
 }{
 	// N, C
 	EncoderAt: Contract{Op: "EncoderAt", Iface: "Decoder", Sizes: []string{"N", "C+"},
@@ -331,39 +243,6 @@ var DecodeOps = struct {
 			}
 			return 1
 		}, IndexMax: func(s []int, _ []*T) int { return s[3] }},
-	// N, C, NH, S
-	DecodeBlock: Contract{Op: "DecodeBlock", Iface: "BlockDecoder", Sizes: []string{"N", "C+", "NH+", "S+"},
-		Params: decodeBlockParams(),
-		// Eight products and the attention, each rounded to the activation
-		// dtype as the decomposed ops round them: one flipped rounding of an
-		// intermediate moves x by a few of its own rounding steps. fp32:
-		// sums of 4C products in another order.
-		Tol: func(dt tensor.DType, s []int) float64 {
-			if dt == tensor.F32 {
-				return max(4, math.Sqrt(float64(4*s[1]))/2)
-			}
-			return 8
-		}, Rule: decodeRule(1, 2), IndexMax: func(s []int, _ []*T) int { return s[3] }},
-}
-
-// decodeBlockParams are DecodeBlock's tensors in the order of its case's
-// call: x, kc, vc, pos, then BlockWeights's fields.
-func decodeBlockParams() []Param {
-	// Weights of k/64 (a product's sums of O(1) at these widths: the
-	// attention's scores stay moderate, so that one rounding of q or k
-	// does not move a softmax's winner), biases of 1/4, layernorm
-	// weights in [0.5, 2).
-	w := func(name string, n func(s []int) int) Param { return gen(p(name, Float, In, n), Dyadic64) }
-	b := func(name string, n func(s []int) int) Param { return opt(gen(p(name, Float, In, n), Small)) }
-	g := func(name string) Param { return gen(p(name, Float, In, prod(1)), Positive) }
-	c := prod(1)
-	// x is held to the activation dtype's rule (its sums of intermediates
-	// rounded to it), at the scale of the whole stream (cancellations).
-	return []Param{relNorm(rounded(p("x", F32, Acc, prod(0, 1)))), p("kc", Float, Acc, prod(0, 3, 1)), p("vc", Float, Acc, prod(0, 3, 1)),
-		gen(p("pos", I32, In, prod(0)), Index),
-		g("ln1w"), p("ln1b", Float, In, c), w("qkvw", times(3, 1, 1)), b("qkvb", times(3, 1)),
-		w("projw", prod(1, 1)), b("projb", c), g("ln2w"), p("ln2b", Float, In, c),
-		w("fcw", times(4, 1, 1)), b("fcb", times(4, 1)), w("fcprojw", times(4, 1, 1)), b("fcprojb", c)}
 }
 
 // decodeRule checks that channels (size index c) divide into heads (index nh).

@@ -8,13 +8,12 @@ import (
 
 // ifaces are the interfaces whose methods are ops, by Contract.Iface.
 var ifaces = map[string]reflect.Type{
-	"":             reflect.TypeFor[Device](),
-	"GradStorer":   reflect.TypeFor[GradStorer](),
-	"Stepper":      reflect.TypeFor[Stepper](),
-	"GELUer":       reflect.TypeFor[GELUer](),
-	"MomentsBF16":  reflect.TypeFor[MomentsBF16](),
-	"Decoder":      reflect.TypeFor[Decoder](),
-	"BlockDecoder": reflect.TypeFor[BlockDecoder](),
+	"":            reflect.TypeFor[Device](),
+	"GradStorer":  reflect.TypeFor[GradStorer](),
+	"Stepper":     reflect.TypeFor[Stepper](),
+	"GELUer":      reflect.TypeFor[GELUer](),
+	"MomentsBF16": reflect.TypeFor[MomentsBF16](),
+	"Decoder":     reflect.TypeFor[Decoder](),
 }
 
 // TestEveryOpHasDescriptor: every method of Device is Plumbing or an op
@@ -38,7 +37,7 @@ func TestEveryOpHasDescriptor(t *testing.T) {
 			t.Errorf("%s: no method %s in %v", c.Op, c.Op, it)
 			continue
 		}
-		if c.Class == "" && c.Iface != "Decoder" && c.Iface != "BlockDecoder" {
+		if c.Class == "" && c.Iface != "Decoder" {
 			t.Errorf("%s: no profiler class", c.Op)
 		}
 		if c.Shapes != nil {

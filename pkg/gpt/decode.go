@@ -10,7 +10,6 @@ package gpt
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
@@ -51,11 +50,6 @@ type KVCache struct {
 	graphO   device.Sampling
 	noGraph  bool   // capture failed once: run plainly
 	GraphWhy string // why Next runs without a graph, "" while it uses one (or has not run)
-
-	// A decode step's blocks as one op each (device.BlockDecoder), where
-	// the device takes them; BlockWhy says why not ("" when it does).
-	blocks   device.BlockDecoder
-	BlockWhy string
 }
 
 // rowBufs are the activations of one run of n rows through the layers:
@@ -142,48 +136,7 @@ func (c *KVCache) alloc() error {
 	if err != nil {
 		return fmt.Errorf("gpt: key/value cache of %d sequences (%.1f MiB): %w", c.B, float64(DecodeBytes(cfg, c.B, c.m.Policy))/(1<<20), err)
 	}
-	c.chooseBlocks()
 	return c.SetTable(nil, 1)
-}
-
-// BlockEnv names the environment variable that, set to "on", runs each
-// block of a decode step as one op where the device can
-// (device.BlockDecoder: the GPU's decode_linear phases and attention_decode,
-// five launches where the ops take eight). Off by default: measured slower
-// than the blocks' ops one by one (bench/results/h100/2026-12-06-s49).
-const BlockEnv = "DRUTO_DECODE_BLOCK"
-
-// chooseBlocks sets c.blocks when BlockEnv is on and the device runs every
-// layer's block of a decode step as one op (BlockWhy otherwise).
-func (c *KVCache) chooseBlocks() {
-	bd, ok := c.m.dev.(device.BlockDecoder)
-	if os.Getenv(BlockEnv) != "on" {
-		c.BlockWhy = BlockEnv + " is not on"
-		return
-	}
-	if !ok {
-		c.BlockWhy = "the device runs a block's ops one by one"
-		return
-	}
-	cfg := c.m.Config
-	if c.step.x.DType != tensor.F32 {
-		c.BlockWhy = "the residual stream is not fp32"
-		return
-	}
-	for l := range cfg.Layers {
-		if err := bd.CanDecodeBlock(c.m.Policy.DType(amp.Activation), c.blockWeights(l), c.B, cfg.Channels, cfg.Heads, c.S); err != nil {
-			c.BlockWhy = err.Error()
-			return
-		}
-	}
-	c.blocks = bd
-}
-
-// blockWeights returns layer l's weights as device.BlockWeights.
-func (c *KVCache) blockWeights(l int) device.BlockWeights {
-	w := c.m.wp.layers[l]
-	return device.BlockWeights{LN1W: w.ln1w, LN1B: w.ln1b, QKVW: w.qkvw, QKVB: w.qkvb, ProjW: w.attprojw, ProjB: w.attprojb,
-		LN2W: w.ln2w, LN2B: w.ln2b, FCW: w.fcw, FCB: w.fcb, FCProjW: w.fcprojw, FCProjB: w.fcprojb}
 }
 
 // Close frees the cache's device memory.
@@ -337,13 +290,6 @@ func (c *KVCache) queueStep() {
 	r := c.step
 	C, NH := m.Config.Channels, m.Config.Heads
 	c.dec.EncoderAt(r.x, m.wp.wte, m.wp.wpe, r.tok, c.posT, c.B, C)
-	if c.blocks != nil {
-		for l := range m.Config.Layers {
-			c.blocks.DecodeBlock(r.x, c.k[l], c.v[l], c.posT, c.blockWeights(l), c.B, C, NH, c.S)
-		}
-		m.dev.LayerNorm(r.ln, r.mean, r.rstd, r.x, m.wp.lnfw, m.wp.lnfb, c.B, C)
-		return
-	}
 	c.layers(r, func(l int) {
 		c.dec.AttentionDecode(r.atty, r.qkv, c.k[l], c.v[l], c.posT, c.B, C, NH, c.S)
 	})

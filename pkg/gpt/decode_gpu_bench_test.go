@@ -69,9 +69,6 @@ func BenchmarkGPUDecodeGraph(b *testing.B) {
 			if c.graph == nil {
 				b.Fatalf("no decode graph: %s", c.GraphWhy)
 			}
-			if c.BlockWhy != "" {
-				b.Logf("B%d: the blocks' ops one by one: %s", B, c.BlockWhy)
-			}
 			b.ResetTimer()
 			t0 := time.Now()
 			for range n {

@@ -14,19 +14,8 @@ import (
 // (prefill, then Next: the step and the draw as one graph) gives the logits
 // of the CPU's cache within device.LogitsClose at every step, greedy tokens
 // equal to the CPU's in fp32 (16-bit runs are compared until a near tie
-// parts them), and one graph launch per token after the capture; each
-// block of the step as one op (device.BlockDecoder: decode_linear's phases) and, with
-// DRUTO_DECODE_BLOCK=off, as its ops one by one.
+// parts them), and one graph launch per token after the capture.
 func TestGPUDecode(t *testing.T) {
-	for _, mode := range []string{"on", "off"} {
-		t.Run("blocks "+mode, func(t *testing.T) {
-			t.Setenv("DRUTO_DECODE_BLOCK", mode)
-			testGPUDecode(t, mode == "on")
-		})
-	}
-}
-
-func testGPUDecode(t *testing.T, blocks bool) {
 	g := gpudev.Fused(t)
 	if err := g.DecodeReady(); err != nil {
 		t.Fatalf("decode ops: %v", err)
@@ -64,9 +53,6 @@ func testGPUDecode(t *testing.T, blocks bool) {
 			return m, c
 		}
 		gm, gc := open(g)
-		if (gc.BlockWhy == "") != blocks {
-			t.Fatalf("%s: blocks as one op %v, want %v (%s)", p, gc.BlockWhy == "", blocks, gc.BlockWhy)
-		}
 		cm, cc := open(cpu.New(device.Options{Fused: true, Threads: 2}))
 		dt := p.DType(amp.Activation)
 		greedy := device.Sampling{}

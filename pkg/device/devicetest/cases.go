@@ -638,25 +638,6 @@ func decodeCases(dt tensor.DType) []Case {
 				return nil, err
 			}})
 	}
-	// DecodeBlock: one row and several, heads of 32 and 20 (in 16-bit
-	// dtypes not whole 16-byte vectors: the attention's element path),
-	// contexts over one and several of the attention's chunks, and 9 rows
-	// (more than the GPU's fused kernel takes: its ops one by one). A
-	// device without BlockDecoder (the CPU reference) runs the composition.
-	for _, s := range [][]int{{1, 64, 2, 130}, {3, 80, 4, 70}, {8, 128, 4, 200}, {9, 64, 2, 40}} {
-		N, C, NH, S := s[0], s[1], s[2], s[3]
-		cs = append(cs, Case{Name: name(&o.DecodeBlock, dt, s, ""), Contract: &o.DecodeBlock, DType: dt, Sizes: s,
-			DTypes: map[int]tensor.DType{0: tensor.F32},
-			Call: func(d device.Device, t []*T) ([]float32, error) {
-				w := device.BlockWeights{LN1W: t[4], LN1B: t[5], QKVW: t[6], QKVB: t[7], ProjW: t[8], ProjB: t[9],
-					LN2W: t[10], LN2B: t[11], FCW: t[12], FCB: t[13], FCProjW: t[14], FCProjB: t[15]}
-				if bd, ok := d.(device.BlockDecoder); ok {
-					bd.DecodeBlock(t[0], t[1], t[2], t[3], w, N, C, NH, S)
-					return nil, nil
-				}
-				return nil, device.DecodeBlockDecomposed(d, t[0], t[1], t[2], t[3], w, N, C, NH, S)
-			}})
-	}
 	// SampleHead: greedy and drawn (top-k and top-p) over V 300 at C 64,
 	// from tables and row states of valid entries (the ids' next states).
 	for _, o := range []device.Sampling{{}, {Temperature: 0.8, TopK: 40, TopP: 0.9}} {
