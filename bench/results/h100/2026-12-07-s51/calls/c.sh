@@ -1,4 +1,4 @@
-# session 51 call C (new: attention_decode prefetches all of a block's
+# session 51 call C (new, 97f16e9: attention_decode prefetches all of a block's
 # splits into L2 at its start, and a pair's only block writes its output
 # without a partial and merge; old: 6e3a234): druto detect's self-test and
 # TestGPUDecode on the new binary, then BenchmarkGPUDecodeOps' attention
@@ -6,7 +6,7 @@
 # BenchmarkGPUDecodeGraph (a token, B1 and B64), new and old alternating,
 # two rounds. Runs on whichever card comes.
 T0=$SECONDS
-rm -rf build/gpu build/old && mkdir -p build/old && tar -xJf build/c52/gpu.tar.xz -C build && tar -xJf build/c52/old.tar.xz -C build/old
+rm -rf build/gpu build/old && mkdir -p build/old && tar -xJf build/c53/gpu.tar.xz -C build && tar -xJf build/c53/old.tar.xz -C build/old
 L=$OUT/calllogs-c; mkdir -p $L
 echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat build/gpu/REVISION) (old $(cat build/old/gpu/REVISION))" | tee $L/stamp.txt
 { cat $L/stamp.txt; rm -rf ~/.cache/druto; timeout 100 build/gpu/druto detect 2>&1 | grep -E 'attention_decode|op tests|step checks|pass  loss|gpu usable'; echo "detect rc=$?"

@@ -1,11 +1,11 @@
-# session 51 call A at 6e3a234 (attention_decode with the append): on an H200, the
+# session 51 call A at 97f16e9 (attention_decode with the append, prefetch, direct; decode_linear deleted): on an H200, the
 # decode self-test (druto detect's sampling cases, TestGPUDecode), then
 # issue 38's must-show (scripts/gpu-bench.sh fp8, two rounds, PyTorch eager
 # bf16 and fp8_floor.py in the same call), then issue 34's (scripts/
 # gpu-bench.sh sample: druto bench --sample with torch_sample_bench.py
 # beside it).
 T0=$SECONDS
-rm -rf build/gpu && tar -xJf build/c51/gpu.tar.xz -C build
+rm -rf build/gpu && tar -xJf build/c53/gpu.tar.xz -C build
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 L=$OUT/calllogs-a; mkdir -p $L
 echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat build/gpu/REVISION)" | tee $L/stamp.txt
