@@ -13,11 +13,22 @@ echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(d
   (cd pkg/gpt && DRUTO_REQUIRE_GPU=1 timeout 60 ../../build/gpu/gpt.test -test.v -test.run 'TestGPUDecode$'; echo "gpt rc=$?"); } > $L/tests.log 2>&1
 grep -E 'op tests|^(--- |ok|FAIL|panic)|rc=' $L/tests.log
 echo "after tests $((SECONDS-T0)) s"
-for r in 1 2; do for v in new old; do [ $((SECONDS-T0)) -gt 400 ] && break
+for r in 1 2; do for v in new old; do [ $((SECONDS-T0)) -gt 360 ] && break
   b=build/gpu; [ $v = old ] && b=build/old/gpu
   echo "## round $r: $v ($(cat $b/REVISION))"
   (cd pkg/device/gpu && timeout 60 ../../../$b/device-gpu.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeOps/B(1|16|64)/attention' -test.benchtime 100x 2>&1 | grep -E '^Benchmark|FAIL|panic')
   (cd pkg/gpt && timeout 40 ../../$b/gpt.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeGraph' -test.benchtime 128x 2>&1 | grep -E '^Benchmark|FAIL|panic')
 done; done 2>&1 | tee $L/bench.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecode//; s/-16 +\t +[0-9]+\t+ +/ /' | cut -c1-150
+# Then, while the call has time: Nsight Compute on attention_decode at B64
+# (the new binary, every prefetched; then /pf1), its warps' stall reasons
+# and memory workload.
+for sub in 'B64/attention$' 'B64/attention/pf1'; do [ $((SECONDS-T0)) -gt 440 ] && break
+  echo "## ncu $sub"
+  (cd pkg/device/gpu && timeout 60 ncu --clock-control none --cache-control none --graph-profiling node \
+    --kernel-name regex:attention_decode --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section Occupancy ../../../build/gpu/device-gpu.test -test.run '^$' \
+    -test.bench "BenchmarkGPUDecodeOps/$sub" -test.benchtime 1x 2>&1 | grep -vE '^==PROF==|^\s*$|^(goos|goarch|pkg|cpu):')
+done > $L/ncu.log 2>&1
+grep -E '^## |Duration|DRAM Throughput|Memory Throughput|Stall|Warp Cycles Per Issued|Achieved Occupancy|L2 Hit' $L/ncu.log | cut -c1-150 | head -40
 tar -czf $OUT/calllogs-c.tar.gz -C $OUT calllogs-c; rm -rf $L
 echo "total $((SECONDS-T0)) s"
