@@ -392,10 +392,9 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
         int pfs) {
     // Before the wait: the keys and values of the block's first pfs splits
     // (rows x·DEC_CHUNK.., x·DEC_CHUNK + X·DEC_CHUNK.. of a pair's cache)
-    // prefetched into L2, a 128-byte line a thread at a time, so that the
-    // loads of every split find them there and not in device memory: the
-    // block's splits are walked one after another, but their lines are all
-    // asked for at once. pos is written by no kernel of a
+    // prefetched into L2, a 128-byte line a thread at a time, so that their
+    // loads find them there and not in device memory (pfs above 1: the
+    // splits the block walks one after another, all asked for at once). pos is written by no kernel of a
     // decode step (the host uploads it before the step), and neither is
     // the cache: its row pos[b] is this kernel's to write (below), and the
     // kernel takes that row's key and value from the step's own projection

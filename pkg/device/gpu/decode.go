@@ -119,11 +119,11 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 	if d.attX > 0 {
 		X = min(d.attX, blocks(S, decChunk))
 	}
-	// Every split a block takes is prefetched into L2 at its start (the
-	// first only with attPF1).
-	pfs := blocks(S, decChunk)
-	if d.attPF1 {
-		pfs = 1
+	// A block prefetches its first split into L2 at its start (every
+	// split it takes with attPFAll: not yet measured faster).
+	pfs := 1
+	if d.attPFAll {
+		pfs = blocks(S, decChunk)
 	}
 	hs := C / NH
 	po := d.scratch("decode.part_o", B*NH*X*hs*4)

@@ -88,13 +88,13 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 		// (not added into the step).
 		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
 		// in place of decSlots' choice, and with its blocks prefetching
-		// their first split alone ("/pf1", attPF1).
+		// all their splits ("/pfall", attPFAll).
 		type variant struct {
 			suffix string
 			noTC   bool
 			force  tcPlanT
 			attX   int
-			attPF1 bool
+			attPFAll bool
 		}
 		variants := func(name string) []variant {
 			vs := []variant{{}}
@@ -102,7 +102,7 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 				for _, x := range []int{1, 2, 4, 8, 16} {
 					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x})
 				}
-				vs = append(vs, variant{suffix: "/pf1", attPF1: true})
+				vs = append(vs, variant{suffix: "/pfall", attPFAll: true})
 				return vs
 			}
 			if B < tcRowsMin || B > tcRowsMax || (name != "qkv" && name != "attn_proj" && name != "fc_gelu" && name != "fc_proj") {
@@ -122,8 +122,8 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 					// cuBLASLt for "/lt", matmul_rows_tc for a plan; the
 					// device's settings restored after, for the ops after it
 					noTC := d.noTC
-					d.noTC, d.tcForce, d.attX, d.attPF1 = (noTC || v.noTC) && v.force.span == 0, v.force, v.attX, v.attPF1
-					defer func() { d.noTC, d.tcForce, d.attX, d.attPF1 = noTC, tcPlanT{}, 0, false }()
+					d.noTC, d.tcForce, d.attX, d.attPFAll = (noTC || v.noTC) && v.force.span == 0, v.force, v.attX, v.attPFAll
+					defer func() { d.noTC, d.tcForce, d.attX, d.attPFAll = noTC, tcPlanT{}, 0, false }()
 					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
 					if v.suffix == "" {
 						step += us * float64(op.times)

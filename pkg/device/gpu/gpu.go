@@ -102,10 +102,10 @@ type Device struct {
 	noTC    bool
 	tcForce tcPlanT
 	// attX: attention_decode's blocks a pair where above 0 (the
-	// benchmarks' variants), in place of decSlots' choice; attPF1: its
-	// blocks prefetch their first split alone, not all of them.
-	attX   int
-	attPF1 bool
+	// benchmarks' variants), in place of decSlots' choice; attPFAll: its
+	// blocks prefetch all their splits, not the first alone.
+	attX     int
+	attPFAll bool
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)

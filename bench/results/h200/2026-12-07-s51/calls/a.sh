@@ -5,7 +5,7 @@
 # gpu-bench.sh sample: druto bench --sample with torch_sample_bench.py
 # beside it).
 T0=$SECONDS
-rm -rf build/gpu && tar -xJf build/c53/gpu.tar.xz -C build
+rm -rf build/gpu && tar -xJf build/c54/gpu.tar.xz -C build
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 L=$OUT/calllogs-a; mkdir -p $L
 echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat build/gpu/REVISION)" | tee $L/stamp.txt
