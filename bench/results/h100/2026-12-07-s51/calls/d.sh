@@ -5,6 +5,6 @@
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "card: $card"
 case "$card" in
-  *H200*) bash bench/results/h200/2026-12-07-s51/calls/a.sh ;;
+  *H200*) bash bench/results/h100/2026-12-07-s51/calls/a.sh ;;
   *) bash bench/results/h100/2026-12-07-s51/calls/c.sh ;;
 esac
