@@ -394,11 +394,11 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     // (rows x·DEC_CHUNK.., x·DEC_CHUNK + X·DEC_CHUNK.. of a pair's cache)
     // prefetched into L2, a 128-byte line a thread at a time, so that their
     // loads find them there and not in device memory (pfs above 1: the
-    // splits the block walks one after another, all asked for at once). pos is written by no kernel of a
-    // decode step (the host uploads it before the step), and neither is
-    // the cache: its row pos[b] is this kernel's to write (below), and the
-    // kernel takes that row's key and value from the step's own projection
-    // instead (dec_row).
+    // splits the block walks one after another, all asked for at once).
+    // pos is written by no kernel of a decode step (the host uploads it
+    // before the step), and neither is the cache: its row pos[b] is this
+    // kernel's to write (below), and the kernel takes that row's key and
+    // value from the step's own projection instead (dec_row).
     // Block (x, bh): the attention of pair bh = b·NH + h over the splits
     // x, x+X, ... and, when it is the pair's last block to finish, the merge.
     const int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;

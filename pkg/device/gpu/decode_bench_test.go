@@ -90,10 +90,10 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 		// in place of decSlots' choice, and with its blocks prefetching
 		// all their splits ("/pfall", attPFAll).
 		type variant struct {
-			suffix string
-			noTC   bool
-			force  tcPlanT
-			attX   int
+			suffix   string
+			noTC     bool
+			force    tcPlanT
+			attX     int
 			attPFAll bool
 		}
 		variants := func(name string) []variant {
