@@ -490,6 +490,22 @@ type StateSnap interface {
 	Record(i int) []float32
 }
 
+// Fetcher is implemented by devices that copy a small device tensor to the
+// host without waiting for the queue: Fetch queues the copy of src into the
+// host tensor dst (the same dtype and size) and returns at once; the
+// returned Fetched's Wait waits until the device has reached that copy, not
+// for work queued after it, fills dst, and returns the first error recorded
+// since the last Sync or Wait. So the host can queue the next work before it
+// reads the results of the last (generation's run-ahead, gpt.KVCache).
+type Fetcher interface {
+	Fetch(dst, src *T) Fetched
+}
+
+// Fetched is a copy queued by Fetcher.Fetch.
+type Fetched interface {
+	Wait() error
+}
+
 // Marker is implemented by devices that time queued work on the device
 // itself (CUDA events): Marks keeps n timestamps, Mark(i) queues timestamp
 // i at the current end of the device's queue, and Between returns the

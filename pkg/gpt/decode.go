@@ -44,12 +44,27 @@ type KVCache struct {
 	rows  *tensor.Tensor // (B,RowLen) I32 sampling state
 	ns    int
 
+	// Draws launched and not yet collected (Launch, Collect), oldest first,
+	// and the host buffers free for the next.
+	ahead []pending
+	spare []*tensor.Tensor
+
 	// The decode step and the draw as one graph (Next), on a device that
 	// captures graphs, for the sampling options it was captured with.
 	graph    device.Graph
 	graphO   device.Sampling
 	noGraph  bool   // capture failed once: run plainly
 	GraphWhy string // why Next runs without a graph, "" while it uses one (or has not run)
+}
+
+// maxAhead is the most draws Launch leaves to be collected.
+const maxAhead = 4
+
+// pending is a launched draw's ids: in ids once f (nil: already there) is
+// waited for.
+type pending struct {
+	ids *tensor.Tensor
+	f   device.Fetched
 }
 
 // rowBufs are the activations of one run of n rows through the layers:
@@ -176,6 +191,7 @@ func (c *KVCache) Prefill(b int, tokens []int32) error {
 }
 
 func (c *KVCache) prefill(b int, tokens []int32) error {
+	c.drop()
 	P := len(tokens)
 	if b < 0 || b >= c.B {
 		return fmt.Errorf("gpt: sequence %d outside the cache's %d", b, c.B)
@@ -251,6 +267,7 @@ func (c *KVCache) Step(tokens []int32) error {
 }
 
 func (c *KVCache) stepTokens(tokens []int32) error {
+	c.drop()
 	if err := c.stepPositions(); err != nil {
 		return err
 	}
@@ -312,25 +329,58 @@ func (c *KVCache) advance() {
 // that captures graphs (device.Grapher) the step and the draw are one graph,
 // captured at the first call (after a plain run) and replayed for every
 // later token: one launch a token, with only the positions going in and the
-// ids coming out.
+// ids coming out. Next is Launch then Collect; draws launched before it must
+// have been collected.
 func (c *KVCache) Next(o device.Sampling) (ids []int32, err error) {
 	err = c.batch(func() error {
-		ids, err = c.next(o)
+		if len(c.ahead) > 0 {
+			return fmt.Errorf("gpt: Next with %d launched draws not collected: Collect them first", len(c.ahead))
+		}
+		if err := c.launch(o); err != nil {
+			return err
+		}
+		ids, err = c.collect()
 		return err
 	})
 	return ids, err
 }
 
+// Launch queues what Next does, the decode step and the draw, and returns
+// without waiting for the ids; Collect returns them, in launch order. Up to
+// maxAhead draws may wait to be collected. On a device that copies to the
+// host without waiting (device.Fetcher) the host so queues token t+1 while
+// the device still runs token t, and the device does not wait for the host
+// between tokens; elsewhere Launch waits for the ids itself. Prefill, Step
+// and Sample drop the draws not collected.
+func (c *KVCache) Launch(o device.Sampling) error {
+	return c.batch(func() error { return c.launch(o) })
+}
+
+// Collect returns the ids of the oldest draw Launch queued and no Collect
+// returned yet, waiting for them.
+func (c *KVCache) Collect() (ids []int32, err error) {
+	err = c.batch(func() error {
+		ids, err = c.collect()
+		return err
+	})
+	return ids, err
+}
+
+// Ahead returns the draws launched and not yet collected.
+func (c *KVCache) Ahead() int { return len(c.ahead) }
+
 // batch runs fn in one hand-off to the device's thread where the device
 // has one (device.Batcher: the GPU's CUDA thread), so that a token's
-// upload, launch, download and wait cost one hand-off instead of one each
-// (76 µs a token at batch 1 on an H200, BenchmarkGPUDecodeGraph); else it
-// runs fn.
+// upload, launch, download and wait cost one hand-off instead of one each;
+// else it runs fn.
 func (c *KVCache) batch(fn func() error) error { return device.Batch(c.m.dev, fn) }
 
-func (c *KVCache) next(o device.Sampling) ([]int32, error) {
+func (c *KVCache) launch(o device.Sampling) error {
+	if len(c.ahead) >= maxAhead {
+		return fmt.Errorf("gpt: %d launched draws not collected, the most Launch leaves: Collect first", len(c.ahead))
+	}
 	if err := c.stepPositions(); err != nil {
-		return nil, err
+		return err
 	}
 	g, graphs := c.m.dev.(device.Grapher)
 	switch {
@@ -340,7 +390,7 @@ func (c *KVCache) next(o device.Sampling) ([]int32, error) {
 			break
 		}
 		if !errors.Is(err, device.ErrGraphStale) {
-			return nil, err
+			return err
 		}
 		c.graph.Close() // a buffer moved (a larger prefill grew a scratch): run plainly, capture again
 		c.graph = nil
@@ -354,7 +404,7 @@ func (c *KVCache) next(o device.Sampling) ([]int32, error) {
 				c.graph = nil
 			}
 			if err := c.m.dev.Sync(); err != nil {
-				return nil, err
+				return err
 			}
 			gr, err := g.Capture(func() error {
 				c.queueStep()
@@ -369,7 +419,48 @@ func (c *KVCache) next(o device.Sampling) ([]int32, error) {
 		}
 	}
 	c.advance()
-	return c.readIDs()
+	var host *tensor.Tensor
+	if n := len(c.spare); n > 0 {
+		host, c.spare = c.spare[n-1], c.spare[:n-1]
+	} else {
+		host = tensor.New(tensor.I32, c.B)
+	}
+	p := pending{ids: host}
+	if f, ok := c.m.dev.(device.Fetcher); ok {
+		p.f = f.Fetch(host, c.step.tok)
+	} else {
+		c.m.dev.Download(host, c.step.tok)
+		if err := c.m.dev.Sync(); err != nil {
+			c.spare = append(c.spare, host)
+			return err
+		}
+	}
+	c.ahead = append(c.ahead, p)
+	return nil
+}
+
+func (c *KVCache) collect() ([]int32, error) {
+	if len(c.ahead) == 0 {
+		return nil, fmt.Errorf("gpt: Collect with no draw launched")
+	}
+	p := c.ahead[0]
+	c.ahead = append(c.ahead[:0], c.ahead[1:]...)
+	c.spare = append(c.spare, p.ids)
+	if p.f != nil {
+		if err := p.f.Wait(); err != nil {
+			c.drop() // the later draws ran after a failure
+			return nil, err
+		}
+	}
+	return append([]int32(nil), p.ids.I32()...), nil
+}
+
+// drop forgets the draws launched and not collected.
+func (c *KVCache) drop() {
+	for _, p := range c.ahead {
+		c.spare = append(c.spare, p.ids)
+	}
+	c.ahead = c.ahead[:0]
 }
 
 // Full reports whether sequence b's cache has no room for another step.
@@ -431,6 +522,7 @@ func (c *KVCache) SetRows(rows []int32) error {
 // none); they are also the tokens of the next Step (Step(nil)).
 func (c *KVCache) Sample(o device.Sampling) (ids []int32, err error) {
 	err = c.batch(func() error {
+		c.drop()
 		c.queueSample(o)
 		ids, err = c.readIDs()
 		return err

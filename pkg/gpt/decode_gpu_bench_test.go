@@ -16,8 +16,11 @@ import (
 // graph, the ids down, a wait: what generation does) against b.N replays
 // of the same graph back to back with one wait at the end (the device's
 // time a token, the host hidden), and b.N replays each waited for (the
-// launch and the wait, without the copies). The replays write and attend at the same
-// positions; the graph's work does not depend on the values.
+// launch and the wait, without the copies), and b.N tokens from fresh
+// prompts drawn as the sampler draws them (ahead: Launch keeps the next
+// token queued while Collect waits for this one's ids). The replays write
+// and attend at the same positions; the graph's work does not depend on
+// the values.
 func BenchmarkGPUDecodeGraph(b *testing.B) {
 	g := gpudev.Fused(b)
 	if err := g.DecodeReady(); err != nil {
@@ -43,24 +46,29 @@ func BenchmarkGPUDecodeGraph(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			rows := make([]int32, B*device.RowLen)
-			for s := range B {
-				prompt := make([]int32, 16)
-				for i := range prompt {
-					prompt[i] = int32((i + 7*s) % cfg.Vocab)
+			greedy := device.Sampling{}
+			// prefill puts B 16-token prompts in the cache and draws their
+			// first tokens.
+			prefill := func() {
+				rows := make([]int32, B*device.RowLen)
+				for s := range B {
+					prompt := make([]int32, 16)
+					for i := range prompt {
+						prompt[i] = int32((i + 7*s) % cfg.Vocab)
+					}
+					if err := c.Prefill(s, prompt); err != nil {
+						b.Fatal(err)
+					}
+					rows[s*device.RowLen+device.RowLeft] = 1 << 20
 				}
-				if err := c.Prefill(s, prompt); err != nil {
+				if err := c.SetRows(rows); err != nil {
 					b.Fatal(err)
 				}
-				rows[s*device.RowLen+device.RowLeft] = 1 << 20
+				if _, err := c.Sample(greedy); err != nil {
+					b.Fatal(err)
+				}
 			}
-			if err := c.SetRows(rows); err != nil {
-				b.Fatal(err)
-			}
-			greedy := device.Sampling{}
-			if _, err := c.Sample(greedy); err != nil {
-				b.Fatal(err)
-			}
+			prefill()
 			for range 3 { // a plain step, the capture, a replay
 				if _, err := c.Next(greedy); err != nil {
 					b.Fatal(err)
@@ -94,10 +102,31 @@ func BenchmarkGPUDecodeGraph(b *testing.B) {
 				return time.Since(t0)
 			}
 			replay, waited := replays(false), replays(true)
+			// ahead: n tokens again from fresh prompts, as the sampler
+			// draws them, the next draw queued before this one's ids are
+			// collected (KVCache.Launch).
+			b.StopTimer()
+			prefill()
+			b.StartTimer()
+			t0 = time.Now()
+			for done, launched := 0, 0; done < n; done++ {
+				for launched < n && c.Ahead() < 2 {
+					if err := c.Launch(greedy); err != nil {
+						b.Fatal(err)
+					}
+					launched++
+				}
+				if _, err := c.Collect(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ahead := time.Since(t0)
 			b.StopTimer()
 			us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
 			b.ReportMetric(us(next), "next-µs/token")
 			b.ReportMetric(us(replay), "graph-µs/token")
+			b.ReportMetric(us(ahead), "ahead-µs/token")
+			b.ReportMetric(float64(B)*1e6/us(ahead), "ahead-tok/s")
 			b.ReportMetric(us(waited), "graph+wait-µs/token")
 			b.ReportMetric(float64(B)*1e6/us(next), "next-tok/s")
 			b.ReportMetric(float64(B)*1e6/us(replay), "graph-tok/s")

@@ -356,3 +356,120 @@ func TestKVCacheBatches(t *testing.T) {
 		}
 	}
 }
+
+// aheadDev is replayDev with device.Fetcher as the GPU's works: a fetch
+// takes its source's bytes when it is queued and puts them into the host
+// tensor only at Wait, which is poisoned until then, so ids read before
+// their Wait are wrong. It counts the fetches queued while others wait.
+type aheadDev struct {
+	replayDev
+	out, most, overlapped int
+}
+
+type aheadFetch struct {
+	d    *aheadDev
+	dst  *tensor.Tensor
+	data []int32
+}
+
+func (d *aheadDev) Fetch(dst, src *tensor.Tensor) device.Fetched {
+	if d.out > 0 {
+		d.overlapped++
+	}
+	d.out++
+	d.most = max(d.most, d.out)
+	f := &aheadFetch{d: d, dst: dst, data: slices.Clone(src.I32())}
+	for i := range dst.I32() {
+		dst.I32()[i] = -7
+	}
+	return f
+}
+
+func (f *aheadFetch) Wait() error {
+	f.d.out--
+	copy(f.dst.I32(), f.data)
+	return nil
+}
+
+// TestKVCacheLaunchAhead: draws launched ahead and collected later are the
+// draws Next makes one at a time, on a device that fetches without waiting
+// and on one that does not; misuse is an error, and Prefill drops the
+// draws not collected.
+func TestKVCacheLaunchAhead(t *testing.T) {
+	o := device.Sampling{Temperature: 1, TopK: 10}
+	start := func(dev device.Device) *KVCache {
+		c := twoSequences(t, dev)
+		for b, p := range [][]int32{{1, 2, 3}, {9}} {
+			if err := c.Prefill(b, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows := make([]int32, 2*device.RowLen)
+		rows[device.RowLeft], rows[device.RowLen+device.RowLeft] = 100, 100
+		rows[device.RowSeedLo], rows[device.RowLen+device.RowSeedLo] = 5, 6
+		if err := c.SetRows(rows); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Sample(o); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	const n = 10
+	ref := start(cpu.New(device.Options{Fused: true, Threads: 2}))
+	var want [][]int32
+	for range n {
+		ids, err := ref.Next(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ids)
+	}
+	for _, dev := range []device.Device{&aheadDev{replayDev: replayDev{Device: cpu.New(device.Options{Fused: true, Threads: 2})}},
+		cpu.New(device.Options{Fused: true, Threads: 2})} {
+		c := start(dev)
+		var got [][]int32
+		launched := 0
+		for len(got) < n {
+			for launched < n && c.Ahead() < 3 {
+				if err := c.Launch(o); err != nil {
+					t.Fatal(err)
+				}
+				launched++
+			}
+			ids, err := c.Collect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ids)
+		}
+		for i := range want {
+			if !slices.Equal(got[i], want[i]) {
+				t.Fatalf("%T: token %d launched ahead %v, by Next %v", dev, i, got[i], want[i])
+			}
+		}
+		if a, ok := dev.(*aheadDev); ok && (a.most != 3 || a.overlapped == 0 || a.out != 0) {
+			t.Errorf("fetches: at most %d waiting (want 3), %d queued while others waited, %d never waited", a.most, a.overlapped, a.out)
+		}
+		if _, err := c.Collect(); err == nil {
+			t.Error("Collect with nothing launched: no error")
+		}
+		if err := c.Launch(o); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Next(o); err == nil {
+			t.Error("Next with a draw not collected: no error")
+		}
+		for c.Ahead() < maxAhead {
+			if err := c.Launch(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Launch(o); err == nil {
+			t.Errorf("Launch with %d draws not collected: no error", maxAhead)
+		}
+		if err := c.Prefill(0, []int32{4}); err != nil || c.Ahead() != 0 {
+			t.Errorf("Prefill: %v, %d draws left to collect; want them dropped", err, c.Ahead())
+		}
+	}
+}

@@ -301,16 +301,27 @@ func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, 
 	lc, counts := s.m.Device().(launchCounter)
 	var first time.Time
 	var l0 int64
+	// Tokens 1.. are launched up to ahead draws before their ids are
+	// collected, so that the device runs the next token while the host
+	// takes this one's ids (KVCache.Launch). Launching stops while a
+	// sequence's cache is full: its slide needs every id drawn so far.
+	launched := 1 // draws queued: token 0's Sample, then Launches
 	for i := range n {
-		if counts && i == 2 { // after the first Next: its plain run and capture
-			l0 = lc.Launches()
-		}
 		var ids []int32
 		var err error
 		if i == 0 {
 			ids, err = c.Sample(s.sampling())
 		} else {
-			ids, err = c.Next(s.sampling())
+			for err == nil && launched < n && launched-i < ahead && !anyFull(c, B) {
+				err = c.Launch(s.sampling())
+				launched++
+				if counts && launched == 2 { // after the first decode draw: its plain run and capture
+					l0 = lc.Launches()
+				}
+			}
+			if err == nil {
+				ids, err = c.Collect()
+			}
 		}
 		if err != nil {
 			return err
@@ -330,6 +341,9 @@ func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, 
 		if i == n-1 {
 			break
 		}
+		if c.Ahead() > 0 {
+			continue // a full sequence slides once the draws before it are taken
+		}
 		for b, q := range seqs {
 			if c.Full(b) { // refill from the last S/2 tokens before the one just drawn
 				hist := q.toks[:len(q.toks)-1]
@@ -341,8 +355,8 @@ func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, 
 		}
 	}
 	s.stats.Decode = time.Since(first)
-	if counts && n > 2 {
-		s.stats.LaunchesPerToken = float64(lc.Launches()-l0) / float64(n-2)
+	if counts && launched > 2 {
+		s.stats.LaunchesPerToken = float64(lc.Launches()-l0) / float64(launched-2)
 	}
 	if _, ok := s.m.Device().(device.Grapher); ok {
 		s.stats.Graph = "graph"
@@ -351,6 +365,21 @@ func (s *Sampler) decode(seqs []*sequence, n int, emit func(int, string) error, 
 		}
 	}
 	return nil
+}
+
+// ahead is the most decode draws the sampler keeps queued beyond the one
+// whose ids it waits for: two, so that a token's ids are on the host while
+// the next runs, and the one after is queued before that ends.
+const ahead = 2
+
+// anyFull reports whether a sequence's cache has no room for another step.
+func anyFull(c *gpt.KVCache, B int) bool {
+	for b := range B {
+		if c.Full(b) {
+			return true
+		}
+	}
+	return false
 }
 
 // recompute generates by running the last MaxSeq tokens of each sequence

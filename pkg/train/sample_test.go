@@ -323,3 +323,79 @@ func TestSampleGraphStats(t *testing.T) {
 		t.Fatalf("failing capture: graph %q; want plain: and the cause", fst.Graph)
 	}
 }
+
+// aheadGrapher is replayGrapher with device.Fetcher as the GPU's works: a
+// fetch takes its source's bytes when it is queued and puts them into the
+// host tensor only at Wait, poisoned until then. It counts the fetches
+// queued while others wait.
+type aheadGrapher struct {
+	replayGrapher
+	out, most, overlapped int
+}
+
+type aheadFetch struct {
+	d    *aheadGrapher
+	dst  *tensor.Tensor
+	data []int32
+}
+
+func (d *aheadGrapher) Fetch(dst, src *tensor.Tensor) device.Fetched {
+	if d.out > 0 {
+		d.overlapped++
+	}
+	d.out++
+	d.most = max(d.most, d.out)
+	f := &aheadFetch{d: d, dst: dst, data: slices.Clone(src.I32())}
+	for i := range dst.I32() {
+		dst.I32()[i] = -7
+	}
+	return f
+}
+
+func (f *aheadFetch) Wait() error {
+	f.d.out--
+	copy(f.dst.I32(), f.data)
+	return nil
+}
+
+// TestSampleAhead: on a device that fetches without waiting, the sampler
+// keeps the next draw queued while it takes a token's ids, and a batch of
+// prompts with temperature, top-k and two slides past the context gives
+// the plain device's tokens.
+func TestSampleAhead(t *testing.T) {
+	n := 2*testCfg.MaxSeq + 5
+	gen := func(dev device.Device) [][]int32 {
+		m, err := gpt.New(dev, testCfg, amp.FP32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.Init(5); err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewSampler(m, nil, SampleOptions{Temperature: 1, TopK: 20, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := s.GenerateBatch([][]int32{{'a'}, {'T', 'h', 'e', ' '}}, n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Stats().Slides < 2 {
+			t.Fatalf("%T: %d slides, want at least 2", dev, s.Stats().Slides)
+		}
+		return out
+	}
+	want := gen(cpu.New(device.Options{Fused: true}))
+	ag := &aheadGrapher{replayGrapher: replayGrapher{Device: cpu.New(device.Options{Fused: true})}}
+	got := gen(ag)
+	for b := range want {
+		if !slices.Equal(got[b], want[b]) {
+			t.Fatalf("sequence %d: launched ahead %v\none at a time %v", b, got[b], want[b])
+		}
+	}
+	if ag.most != ahead || ag.overlapped < n/2 || ag.out != 0 {
+		t.Errorf("fetches: at most %d waiting (want %d), %d of %d queued while another waited, %d never waited", ag.most, ahead, ag.overlapped, n, ag.out)
+	}
+}

@@ -126,6 +126,7 @@ type Device struct {
 	records   *cuda.Pinned // state snapshots (step.go)
 	nrecords  int
 	stage     stager        // pinned ring for small uploads (stage.go)
+	fetch     stager        // pinned ring for fetches (stage.go)
 	marks     []*cuda.Event // timing marks (marks.go)
 	moves     int           // scratch buffers and tables reallocated so far: a graph captured before a move is stale
 }
