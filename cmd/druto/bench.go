@@ -213,6 +213,7 @@ func runBench(args []string) error {
 		return err != nil
 	}
 	var cur *bench.Report // the report Sweep fills (its peak so far: the profiles' ceiling)
+	var fp8Peak float64   // FLOP/s of FP8 products (bench.PeakFP8), once an fp8 mode is profiled
 	o.Start = func(dev device.Device, rep *bench.Report) (err error) {
 		cur = rep
 		stamp(rep, be)
@@ -242,7 +243,12 @@ func runBench(args []string) error {
 		if !*profile {
 			return nil
 		}
-		ceil := bench.Ceilings{PeakFLOPs: cur.PeakFLOPs, CopyGBps: cur.CopyGBps}
+		if m.Policy == amp.FP8 && fp8Peak == 0 { // the FP8 products' ceiling, measured once
+			var note string
+			fp8Peak, note = bench.PeakFP8(dev)
+			fmt.Fprintf(os.Stderr, "druto bench: FP8 products against %.2f TFLOP/s (%s)\n", fp8Peak/1e12, note)
+		}
+		ceil := bench.Ceilings{PeakFLOPs: cur.PeakFLOPs, PeakFP8FLOPs: fp8Peak, CopyGBps: cur.CopyGBps}
 		if r.Profile, err = bench.ProfileStep(dev, c, m, bench.Options{Warmup: 2, Steps: 3, FP8: o.FP8}, ceil); err != nil {
 			return fmt.Errorf("%s %s: profile: %w", c.Name, m, err)
 		}

@@ -17,7 +17,7 @@ type Policy uint8
 // linear layers' GEMMs in FP8 (see FP8GEMMs): Transformer Engine's hybrid
 // recipe, e4m3 forward activations and weights, e5m2 gradients, each with
 // a per-tensor scale (FP8Scaler). It needs FP8 tensor cores (FP8Hardware);
-// druto has no FP8 kernels yet, so training refuses it (issue 38).
+// elsewhere training refuses it, saying why.
 const (
 	FP32 Policy = iota
 	BF16
@@ -102,8 +102,9 @@ func (p Policy) DType(k Kind) tensor.DType {
 // FP8GEMMs names the GEMMs that run in FP8 under the FP8 policy: the
 // linear layers of every block, forward and backward. The LM head (its
 // logits feed the softmax directly, and its vocabulary-wide gradient is
-// where low precision hurts most), attention's products, layernorm,
-// softmax and the optimizer stay bf16/fp32 until measured to pay.
+// where low precision hurts most) joins them only under FP8Recipe.Head;
+// attention's products, layernorm, softmax and the optimizer stay
+// bf16/fp32.
 var FP8GEMMs = []string{"qkv", "attn proj", "fc", "fc proj"}
 
 // FP8Hardware reports whether a GPU of compute capability major.minor has

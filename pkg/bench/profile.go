@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/druto/druto/pkg/amp"
@@ -49,8 +50,9 @@ type Profile = record.Profile
 
 // Ceilings are the rates a profile's percentages are taken against.
 type Ceilings struct {
-	PeakFLOPs float64 // FLOP/s (Peak)
-	CopyGBps  float64 // GB/s (CopyBandwidth)
+	PeakFLOPs    float64 // FLOP/s (Peak)
+	PeakFP8FLOPs float64 // FLOP/s of FP8 products (PeakFP8): the " fp8" GEMM rows' ceiling, none where 0
+	CopyGBps     float64 // GB/s (CopyBandwidth)
 }
 
 // ProfileStep trains c in mode m on dev for o.Warmup untimed steps, then
@@ -408,7 +410,8 @@ func (p *profiler) add(class string, calls int, d time.Duration, flops, bytes fl
 func (p *profiler) result(c Case, m Mode, steps int, total time.Duration, ceil Ceilings) *Profile {
 	n := float64(steps)
 	out := &Profile{Config: c.Name, Mode: m.String(), Batch: c.Batch, Seq: c.Seq, Steps: steps,
-		StepMs: float64(total.Nanoseconds()) / 1e6 / n, PeakFLOPs: ceil.PeakFLOPs, CopyGBps: ceil.CopyGBps}
+		StepMs: float64(total.Nanoseconds()) / 1e6 / n, PeakFLOPs: ceil.PeakFLOPs, PeakFP8FLOPs: ceil.PeakFP8FLOPs,
+		CopyGBps: ceil.CopyGBps}
 	for _, k := range p.order {
 		r := *p.acc[k]
 		r.Calls = int(float64(r.Calls)/n + 0.5)
@@ -422,8 +425,12 @@ func (p *profiler) result(c Case, m Mode, steps int, total time.Duration, ceil C
 			switch {
 			case r.FLOPs > 0:
 				r.Rate, r.Unit = r.FLOPs/s/1e12, "TFLOP/s"
-				if ceil.PeakFLOPs > 0 {
-					r.Pct = 100 * r.FLOPs / s / ceil.PeakFLOPs
+				peak := ceil.PeakFLOPs
+				if strings.HasSuffix(r.Class, " fp8") { // an FP8 product: against the FP8 peak, or none
+					peak = ceil.PeakFP8FLOPs
+				}
+				if peak > 0 {
+					r.Pct = 100 * r.FLOPs / s / peak
 				}
 			case r.Bytes > 0:
 				r.Rate, r.Unit = r.Bytes/s/1e9, "GB/s"

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
@@ -86,5 +87,50 @@ func TestProfileStep(t *testing.T) {
 	}
 	if _, err := ProfileStep(dev, c, Mode{Fused: false, Policy: amp.FP32}, Options{}, ceil); err == nil {
 		t.Errorf("a decomposed mode on a fused device gave no error")
+	}
+}
+
+// TestProfileFP8Ceiling: an FP8 product's row is taken against the FP8
+// peak, the others against the bf16 peak, and without an FP8 peak the FP8
+// rows have no percentage (not one against the bf16 peak, which FP8
+// products pass) and the table says so.
+func TestProfileFP8Ceiling(t *testing.T) {
+	p := &profiler{acc: map[string]*ProfileRow{}}
+	sec := time.Second / 1000 // 1 ms a row
+	p.add("gemm qkv 384x128 fp8", 2, sec, 4e9, 0)
+	p.add("gemm lm head 256x128", 1, sec, 1e9, 0)
+	c := Case{Name: "tiny", Batch: 2, Seq: 32}
+	rows := func(ceil Ceilings) (map[string]ProfileRow, string) {
+		out := p.result(c, Mode{Fused: true, Policy: amp.FP8}, 1, 2*sec, ceil)
+		m := map[string]ProfileRow{}
+		for _, r := range out.Rows {
+			m[r.Class] = r
+		}
+		return m, out.Table()
+	}
+	got, table := rows(Ceilings{PeakFLOPs: 2e12, PeakFP8FLOPs: 8e12})
+	if f, b := got["gemm qkv 384x128 fp8"].Pct, got["gemm lm head 256x128"].Pct; math.Abs(f-50) > 1e-9 || math.Abs(b-50) > 1e-9 {
+		t.Errorf("4 TFLOP/s of 8 FP8 and 1 of 2 bf16: %.2f%% and %.2f%%, want 50 and 50\n%s", f, b, table)
+	}
+	if !strings.Contains(table, "fp8 peak 8.0 TFLOP/s") {
+		t.Errorf("the table does not give the FP8 peak:\n%s", table)
+	}
+	got, table = rows(Ceilings{PeakFLOPs: 2e12})
+	if f := got["gemm qkv 384x128 fp8"].Pct; f != 0 {
+		t.Errorf("no FP8 peak: the FP8 row at %.1f%% of a ceiling\n%s", f, table)
+	}
+	for _, l := range strings.Split(table, "\n") {
+		if strings.Contains(l, "gemm qkv 384x128 fp8") && !strings.HasSuffix(strings.TrimSpace(l), "-") {
+			t.Errorf("no FP8 peak: the FP8 row shows a percentage: %q", l)
+		}
+	}
+}
+
+// TestPeakFP8CPU: the FP8 ceiling is measured on the CPU reference (a
+// small product), positive, and says what it measured.
+func TestPeakFP8CPU(t *testing.T) {
+	flops, note := PeakFP8(cpu.New(device.Options{Fused: true, Threads: 2}))
+	if flops <= 0 || !strings.Contains(note, "e4m3 matmul 512^3") {
+		t.Fatalf("PeakFP8 on the CPU: %g FLOP/s, %q", flops, note)
 	}
 }

@@ -175,24 +175,29 @@ type ProfileRow struct {
 // Profile is where one training step's time goes (bench.ProfileStep): the
 // mean over the profiled steps, one row per op class.
 type Profile struct {
-	Config    string       `json:"config"`
-	Mode      string       `json:"mode"`
-	Batch     int          `json:"batch"`
-	Seq       int          `json:"seq"`
-	Steps     int          `json:"steps"`
-	StepMs    float64      `json:"step_ms"`          // per step: op timing included (host modes), or the real graph step (graph modes)
-	OpsMs     float64      `json:"ops_ms,omitempty"` // graph modes: the sum of the ops' isolated graph replays
-	Method    string       `json:"method,omitempty"` // how the op times were taken (graph modes)
-	PeakFLOPs float64      `json:"peak_flops"`
-	CopyGBps  float64      `json:"copy_gbps"`
-	Rows      []ProfileRow `json:"rows"`
+	Config       string       `json:"config"`
+	Mode         string       `json:"mode"`
+	Batch        int          `json:"batch"`
+	Seq          int          `json:"seq"`
+	Steps        int          `json:"steps"`
+	StepMs       float64      `json:"step_ms"`          // per step: op timing included (host modes), or the real graph step (graph modes)
+	OpsMs        float64      `json:"ops_ms,omitempty"` // graph modes: the sum of the ops' isolated graph replays
+	Method       string       `json:"method,omitempty"` // how the op times were taken (graph modes)
+	PeakFLOPs    float64      `json:"peak_flops"`
+	PeakFP8FLOPs float64      `json:"peak_fp8_flops,omitempty"` // the FP8 products' ceiling (bench.PeakFP8)
+	CopyGBps     float64      `json:"copy_gbps"`
+	Rows         []ProfileRow `json:"rows"`
 }
 
 // Table renders the profile as aligned text.
 func (p *Profile) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s B%d T%d %s: %.3f ms/step over %d profiled steps (peak %.1f TFLOP/s, copy %.0f GB/s)\n",
-		p.Config, p.Batch, p.Seq, p.Mode, p.StepMs, p.Steps, p.PeakFLOPs/1e12, p.CopyGBps)
+	fp8 := ""
+	if p.PeakFP8FLOPs > 0 {
+		fp8 = fmt.Sprintf(", fp8 peak %.1f TFLOP/s", p.PeakFP8FLOPs/1e12)
+	}
+	fmt.Fprintf(&b, "%s B%d T%d %s: %.3f ms/step over %d profiled steps (peak %.1f TFLOP/s%s, copy %.0f GB/s)\n",
+		p.Config, p.Batch, p.Seq, p.Mode, p.StepMs, p.Steps, p.PeakFLOPs/1e12, fp8, p.CopyGBps)
 	if p.Method != "" {
 		fmt.Fprintf(&b, "  (%s; Σ ops %.3f ms vs graph step %.3f ms)\n", p.Method, p.OpsMs, p.StepMs)
 	}
@@ -201,7 +206,10 @@ func (p *Profile) Table() string {
 		rate, pct := "", ""
 		if r.Unit != "" {
 			rate = fmt.Sprintf("%.3g %s", r.Rate, r.Unit)
-			pct = fmt.Sprintf("%.1f", r.Pct)
+			pct = "-" // no ceiling measured for the row (an FP8 product without PeakFP8FLOPs)
+			if r.Pct > 0 {
+				pct = fmt.Sprintf("%.1f", r.Pct)
+			}
 		}
 		fmt.Fprintf(&b, "  %-30s %6d %9.3f %5.1f%% %12s %9s\n", r.Class, r.Calls, r.Ms, 100*r.Share, rate, pct)
 	}
