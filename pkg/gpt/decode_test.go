@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/druto/druto/internal/aheadtest"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/device/cpu"
@@ -357,38 +358,11 @@ func TestKVCacheBatches(t *testing.T) {
 	}
 }
 
-// aheadDev is replayDev with device.Fetcher as the GPU's works: a fetch
-// takes its source's bytes when it is queued and puts them into the host
-// tensor only at Wait, which is poisoned until then, so ids read before
-// their Wait are wrong. It counts the fetches queued while others wait.
+// aheadDev is replayDev with device.Fetcher as the GPU's works
+// (aheadtest).
 type aheadDev struct {
 	replayDev
-	out, most, overlapped int
-}
-
-type aheadFetch struct {
-	d    *aheadDev
-	dst  *tensor.Tensor
-	data []int32
-}
-
-func (d *aheadDev) Fetch(dst, src *tensor.Tensor) device.Fetched {
-	if d.out > 0 {
-		d.overlapped++
-	}
-	d.out++
-	d.most = max(d.most, d.out)
-	f := &aheadFetch{d: d, dst: dst, data: slices.Clone(src.I32())}
-	for i := range dst.I32() {
-		dst.I32()[i] = -7
-	}
-	return f
-}
-
-func (f *aheadFetch) Wait() error {
-	f.d.out--
-	copy(f.dst.I32(), f.data)
-	return nil
+	aheadtest.Fetcher
 }
 
 // TestKVCacheLaunchAhead: draws launched ahead and collected later are the
@@ -448,8 +422,8 @@ func TestKVCacheLaunchAhead(t *testing.T) {
 				t.Fatalf("%T: token %d launched ahead %v, by Next %v", dev, i, got[i], want[i])
 			}
 		}
-		if a, ok := dev.(*aheadDev); ok && (a.most != 3 || a.overlapped == 0 || a.out != 0) {
-			t.Errorf("fetches: at most %d waiting (want 3), %d queued while others waited, %d never waited", a.most, a.overlapped, a.out)
+		if a, ok := dev.(*aheadDev); ok && (a.Most != 3 || a.Overlapped == 0 || a.Out != 0) {
+			t.Errorf("fetches: at most %d waiting (want 3), %d queued while others waited, %d never waited", a.Most, a.Overlapped, a.Out)
 		}
 		if _, err := c.Collect(); err == nil {
 			t.Error("Collect with nothing launched: no error")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/druto/druto/internal/aheadtest"
 	"github.com/druto/druto/pkg/amp"
 	"github.com/druto/druto/pkg/data"
 	"github.com/druto/druto/pkg/device"
@@ -324,38 +325,11 @@ func TestSampleGraphStats(t *testing.T) {
 	}
 }
 
-// aheadGrapher is replayGrapher with device.Fetcher as the GPU's works: a
-// fetch takes its source's bytes when it is queued and puts them into the
-// host tensor only at Wait, poisoned until then. It counts the fetches
-// queued while others wait.
+// aheadGrapher is replayGrapher with device.Fetcher as the GPU's works
+// (aheadtest).
 type aheadGrapher struct {
 	replayGrapher
-	out, most, overlapped int
-}
-
-type aheadFetch struct {
-	d    *aheadGrapher
-	dst  *tensor.Tensor
-	data []int32
-}
-
-func (d *aheadGrapher) Fetch(dst, src *tensor.Tensor) device.Fetched {
-	if d.out > 0 {
-		d.overlapped++
-	}
-	d.out++
-	d.most = max(d.most, d.out)
-	f := &aheadFetch{d: d, dst: dst, data: slices.Clone(src.I32())}
-	for i := range dst.I32() {
-		dst.I32()[i] = -7
-	}
-	return f
-}
-
-func (f *aheadFetch) Wait() error {
-	f.d.out--
-	copy(f.dst.I32(), f.data)
-	return nil
+	aheadtest.Fetcher
 }
 
 // TestSampleAhead: on a device that fetches without waiting, the sampler
@@ -395,7 +369,7 @@ func TestSampleAhead(t *testing.T) {
 			t.Fatalf("sequence %d: launched ahead %v\none at a time %v", b, got[b], want[b])
 		}
 	}
-	if ag.most != ahead || ag.overlapped < n/2 || ag.out != 0 {
-		t.Errorf("fetches: at most %d waiting (want %d), %d of %d queued while another waited, %d never waited", ag.most, ahead, ag.overlapped, n, ag.out)
+	if ag.Most != ahead || ag.Overlapped < n/2 || ag.Out != 0 {
+		t.Errorf("fetches: at most %d waiting (want %d), %d of %d queued while another waited, %d never waited", ag.Most, ahead, ag.Overlapped, n, ag.Out)
 	}
 }
