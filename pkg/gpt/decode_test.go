@@ -203,6 +203,26 @@ func (d *replayDev) Capture(fn func() error) (device.Graph, error) {
 	return &replayGraph{d, fn}, nil
 }
 
+// primedSequences is twoSequences with the prompts {1, 2, 3} and {9}
+// prefilled and the rows' sampling state set (100 tokens left, seeds 5
+// and 6).
+func primedSequences(t *testing.T, dev device.Device) *KVCache {
+	t.Helper()
+	c := twoSequences(t, dev)
+	for b, p := range [][]int32{{1, 2, 3}, {9}} {
+		if err := c.Prefill(b, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := make([]int32, 2*device.RowLen)
+	rows[device.RowLeft], rows[device.RowLen+device.RowLeft] = 100, 100
+	rows[device.RowSeedLo], rows[device.RowLen+device.RowSeedLo] = 5, 6
+	if err := c.SetRows(rows); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // twoSequences opens decodeConfig's fp32 model (Init(4)) on dev with a
 // cache of two sequences, both closed when the test ends.
 func twoSequences(t *testing.T, dev device.Device) *KVCache {
@@ -227,18 +247,7 @@ func twoSequences(t *testing.T, dev device.Device) *KVCache {
 // change of the sampling options captures again.
 func TestKVCacheNextGraph(t *testing.T) {
 	run := func(dev device.Device, o []device.Sampling) [][]int32 {
-		c := twoSequences(t, dev)
-		for b, p := range [][]int32{{1, 2, 3}, {9}} {
-			if err := c.Prefill(b, p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rows := make([]int32, 2*device.RowLen)
-		rows[device.RowLeft], rows[device.RowLen+device.RowLeft] = 100, 100
-		rows[device.RowSeedLo], rows[device.RowLen+device.RowSeedLo] = 5, 6
-		if err := c.SetRows(rows); err != nil {
-			t.Fatal(err)
-		}
+		c := primedSequences(t, dev)
 		ids, err := c.Sample(o[0])
 		if err != nil {
 			t.Fatal(err)
@@ -372,18 +381,7 @@ type aheadDev struct {
 func TestKVCacheLaunchAhead(t *testing.T) {
 	o := device.Sampling{Temperature: 1, TopK: 10}
 	start := func(dev device.Device) *KVCache {
-		c := twoSequences(t, dev)
-		for b, p := range [][]int32{{1, 2, 3}, {9}} {
-			if err := c.Prefill(b, p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rows := make([]int32, 2*device.RowLen)
-		rows[device.RowLeft], rows[device.RowLen+device.RowLeft] = 100, 100
-		rows[device.RowSeedLo], rows[device.RowLen+device.RowSeedLo] = 5, 6
-		if err := c.SetRows(rows); err != nil {
-			t.Fatal(err)
-		}
+		c := primedSequences(t, dev)
 		if _, err := c.Sample(o); err != nil {
 			t.Fatal(err)
 		}
