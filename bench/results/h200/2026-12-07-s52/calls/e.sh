@@ -1,5 +1,5 @@
 # session 52 call E (build/c56: a10f5fe, the FP8 profile's ceiling measured
-# by bench.PeakFP8), any card, inside 330 s: the fp8 step's profile (its
+# by bench.PeakFP8), any card, inside 250 s: the fp8 step's profile (its
 # FP8 GEMM rows against the FP8 peak), then calls/d.sh's batch-64 products
 # and, while time is left, their Nsight Compute steps (cuBLASLt first).
 T0=$SECONDS
@@ -14,7 +14,7 @@ echo "after profile $((SECONDS-T0)) s"
   | tee $L/ops.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecodeOps//; s/-16 +\t +[0-9]+\t+ +/ /' | grep -vE '/ct[0-9]+_kc[0-9]+ ' | cut -c1-120
 grep -cE '/ct[0-9]+_kc' $L/ops.log | sed 's/^/tc plans timed: /'
 echo "after ops $((SECONDS-T0)) s"
-for spec in "lt:qkv" "lt:fc_proj" "tc:qkv" "lt:attn_proj" "tc:fc_proj"; do [ $((SECONDS-T0)) -gt 270 ] && break
+for spec in "lt:qkv" "lt:fc_proj" "tc:qkv" "lt:attn_proj" "tc:fc_proj"; do [ $((SECONDS-T0)) -gt 190 ] && break
   mode=${spec%%:*} op=${spec#*:}
   env=""; [ $mode = tc ] && env="DRUTO_MATMUL_TC=on"
   echo "## ncu $mode B64/$op"
