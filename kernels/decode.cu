@@ -374,7 +374,7 @@ __device__ __forceinline__ void dec_prefetch_l2(const T* p, size_t bytes) {
 #define DEC_PV (DEC_ATT_BLOCK * 16 / (int)sizeof(T) > DEC_MAX_HEAD ? DEC_ATT_BLOCK * 16 / (int)sizeof(T) : DEC_MAX_HEAD)
 
 // attention_decode: grid (X, B·NH), DEC_ATT_BLOCK threads, X at most the
-// splits ceil(S/DEC_CHUNK); pfs the splits a block prefetches; out (B,C); part_o (B·NH, X, hs) and part_ml
+// splits ceil(S/DEC_CHUNK); out (B,C); part_o (B·NH, X, hs) and part_ml
 // (B·NH, X, 2) fp32 scratch (slot x: block x's running output, max and
 // sum); done (B·NH) counters, zero before the first launch (each pair's last
 // block sets its counter back to zero).
@@ -388,23 +388,22 @@ __device__ __forceinline__ void dec_prefetch_l2(const T* p, size_t bytes) {
 // where at most one block an SM waits for a free slot (decode.go).
 extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(T* __restrict__ out,
         float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ done, const T* __restrict__ qkv,
-        const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S,
-        int pfs) {
-    // Before the wait: the keys and values of the block's first pfs splits
-    // (rows x·DEC_CHUNK.., x·DEC_CHUNK + X·DEC_CHUNK.. of a pair's cache)
-    // prefetched into L2, a 128-byte line a thread at a time, so that their
-    // loads find them there and not in device memory (pfs above 1: the
-    // splits the block walks one after another, all asked for at once).
-    // pos is written by no kernel of a decode step (the host uploads it
-    // before the step), and neither is the cache: its row pos[b] is this
-    // kernel's to write (below), and the kernel takes that row's key and
-    // value from the step's own projection instead (dec_row).
+        const T* __restrict__ kc, const T* __restrict__ vc, const int* __restrict__ pos, int B, int C, int NH, int S) {
+    // Before the wait: the keys and values of the block's first split (rows
+    // x·DEC_CHUNK.. of a pair's cache) prefetched into L2, a 128-byte line a
+    // thread at a time, so that its loads find them there and not in device
+    // memory (prefetching all the block's splits at once measured no
+    // faster). pos is written by no kernel of a decode step (the host
+    // uploads it before the step), and neither is the cache: its row pos[b]
+    // is this kernel's to write (below), and the kernel takes that row's
+    // key and value from the step's own projection instead (dec_row).
     // Block (x, bh): the attention of pair bh = b·NH + h over the splits
     // x, x+X, ... and, when it is the pair's last block to finish, the merge.
     const int x = blockIdx.x, X = gridDim.x, bh = blockIdx.y;
     const int b = bh / NH, h = bh % NH, hs = C / NH;
     const int n = pos[b] + 1;
-    for (int lo = x * DEC_CHUNK, k = 0; lo < n && k < pfs; lo += X * DEC_CHUNK, k++) {
+    const int lo = x * DEC_CHUNK;
+    if (lo < n) {
         const size_t bytes = (size_t)min(DEC_CHUNK, n - lo) * hs * sizeof(T), at = ((size_t)bh * S + lo) * hs;
         dec_prefetch_l2(kc + at, bytes);
         dec_prefetch_l2(vc + at, bytes);

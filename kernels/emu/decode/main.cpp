@@ -58,7 +58,7 @@ static std::vector<float> attention(int B, int C, int NH, int S, int X = 0, std:
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++)
                 for (int d = 0; d < hs; d++) kc[row(b, h, pos[b]) + d] = vc[row(b, h, pos[b]) + d] = NAN;
-        launch(X, B * NH, DEC_ATT_BLOCK, [&] { attention_decode(out.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), pos.data(), B, C, NH, S, 1 << 20); });
+        launch(X, B * NH, DEC_ATT_BLOCK, [&] { attention_decode(out.data(), po.data(), pml.data(), done.data(), qkv.data(), kc.data(), vc.data(), pos.data(), B, C, NH, S); });
         cache = cache && memcmp(kc.data(), rk.data(), kc.size() * 4) == 0 && memcmp(vc.data(), rv.data(), vc.size() * 4) == 0;
     }
     reverseBlocks = false;

@@ -119,12 +119,6 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 	if d.attX > 0 {
 		X = min(d.attX, blocks(S, decChunk))
 	}
-	// A block prefetches its first split into L2 at its start (every
-	// split it takes with attPFAll: not yet measured faster).
-	pfs := 1
-	if d.attPFAll {
-		pfs = blocks(S, decChunk)
-	}
 	hs := C / NH
 	po := d.scratch("decode.part_o", B*NH*X*hs*4)
 	pml := d.scratch("decode.part_ml", B*NH*X*2*4)
@@ -133,7 +127,7 @@ func (d *Device) AttentionDecode(out, qkv, kc, vc, pos *tensor.Tensor, B, C, NH,
 		return
 	}
 	d.launch(op, qkv.DType, cuda.Dim3{X: uint32(X), Y: uint32(B * NH), Z: 1}, cuda.D1(decAttBlock), 0,
-		d.ptr(out), po, pml, done, d.ptr(qkv), d.ptr(kc), d.ptr(vc), d.ptr(pos), B, C, NH, S, pfs)
+		d.ptr(out), po, pml, done, d.ptr(qkv), d.ptr(kc), d.ptr(vc), d.ptr(pos), B, C, NH, S)
 }
 
 // decAttWave is the blocks of attention_decode an SM is given (before

@@ -87,14 +87,12 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 		// the kernel ("/ctX_kcY", tcForce), so that one run compares them
 		// (not added into the step).
 		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
-		// in place of decSlots' choice, and with its blocks prefetching
-		// all their splits ("/pfall", attPFAll).
+		// in place of decSlots' choice.
 		type variant struct {
-			suffix   string
-			noTC     bool
-			force    tcPlanT
-			attX     int
-			attPFAll bool
+			suffix string
+			noTC   bool
+			force  tcPlanT
+			attX   int
 		}
 		variants := func(name string) []variant {
 			vs := []variant{{}}
@@ -102,7 +100,6 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 				for _, x := range []int{1, 2, 4, 8, 16} {
 					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x})
 				}
-				vs = append(vs, variant{suffix: "/pfall", attPFAll: true})
 				return vs
 			}
 			if B < tcRowsMin || B > tcRowsMax || (name != "qkv" && name != "attn_proj" && name != "fc_gelu" && name != "fc_proj") {
@@ -122,8 +119,8 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 					// cuBLASLt for "/lt", matmul_rows_tc for a plan; the
 					// device's settings restored after, for the ops after it
 					noTC := d.noTC
-					d.noTC, d.tcForce, d.attX, d.attPFAll = (noTC || v.noTC) && v.force.span == 0, v.force, v.attX, v.attPFAll
-					defer func() { d.noTC, d.tcForce, d.attX, d.attPFAll = noTC, tcPlanT{}, 0, false }()
+					d.noTC, d.tcForce, d.attX = (noTC || v.noTC) && v.force.span == 0, v.force, v.attX
+					defer func() { d.noTC, d.tcForce, d.attX = noTC, tcPlanT{}, 0 }()
 					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
 					if v.suffix == "" {
 						step += us * float64(op.times)

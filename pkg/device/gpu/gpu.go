@@ -102,10 +102,8 @@ type Device struct {
 	noTC    bool
 	tcForce tcPlanT
 	// attX: attention_decode's blocks a pair where above 0 (the
-	// benchmarks' variants), in place of decSlots' choice; attPFAll: its
-	// blocks prefetch all their splits, not the first alone.
-	attX     int
-	attPFAll bool
+	// benchmarks' variants), in place of decSlots' choice.
+	attX int
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
