@@ -213,7 +213,6 @@ var bangla = map[string]string{
 	"AdamW: the whole update of every parameter in one pass over a flat buffer":     "AdamW: প্রতিটি প্যারামিটারের পুরো আপডেট, একটি ফ্ল্যাট বাফারের ওপর এক পাসে",
 	"attention's causal softmax (the products are cuBLAS GEMMs)":                    "অ্যাটেনশনের কজাল সফটম্যাক্স (গুণফলগুলো cuBLAS-এর GEMM)",
 	"generation over a key/value cache: attention of one new row, the cache append, the draw on the device, a transformer block in five launches with its layernorms and residual adds inside the products": "কী/ভ্যালু ক্যাশ দিয়ে লেখা তৈরি: একটি নতুন সারির অ্যাটেনশন, ক্যাশে যোগ, ডিভাইসেই টোকেন বাছাই, আর একটি ট্রান্সফরমার ব্লক পাঁচটি লঞ্চে, যার লেয়ারনর্ম আর রেসিডুয়াল যোগ গুণফলের কার্নেলের ভেতরেই",
-	"the linear layers of a decode step of 9 to 64 rows on tensor cores, the weights read once across every SM (sm_80 and later)":                                                                           "৯ থেকে ৬৪ সারির ডিকোড ধাপের লিনিয়ার স্তর টেনসর কোরে, ওয়েটগুলো সব SM জুড়ে একবারই পড়া হয় (sm_80 ও পরের জিপিইউ)",
 	"conversions between fp32, bf16 and fp16":                                                                          "fp32, bf16 আর fp16-এর মধ্যে রূপান্তর",
 	"softmax with cross-entropy and its gradient: the logits make one round trip":                                      "সফটম্যাক্স, ক্রস-এনট্রপি আর তার গ্রেডিয়েন্ট একসঙ্গে: লজিট মেমরি ঘুরে আসে একবারই",
 	"token and position embeddings added in one pass":                                                                  "টোকেন আর অবস্থানের এমবেডিং এক পাসে যোগ",

@@ -83,7 +83,6 @@ var fuses = map[string]string{
 	"gradnorm.cu":         "the gradients' global norm with the inf/NaN check and the scaling",
 	"layernorm.cu":        "layer normalisation with the residual add before it, forward and backward",
 	"matmul.cu":           "bias gradients beside cuBLAS's products in the linear layers",
-	"matmul_tc.cu":        "the linear layers of a decode step of 9 to 64 rows on tensor cores, the weights read once across every SM (sm_80 and later)",
 	"step.cu":             "the step's scalars (learning rate, loss scale) on the GPU: no round trip to the host",
 }
 

@@ -82,16 +82,10 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			// the head's product alone (a part of head_sample, not added again)
 			{"head_matmul", 0, func(layer) { d.Matmul(logits, nil, ln, wte, nil, B, C, V, device.None) }},
 		}
-		// At 9-64 rows the linear layers run matmul_rows_tc (matmul_tc.go):
-		// each also on cuBLASLt ("/lt", noTC) and at every other plan of
-		// the kernel ("/ctX_kcY", tcForce), so that one run compares them
-		// (not added into the step).
 		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
-		// in place of decSlots' choice.
+		// in place of decSlots' choice (not added into the step).
 		type variant struct {
 			suffix string
-			noTC   bool
-			force  tcPlanT
 			attX   int
 		}
 		variants := func(name string) []variant {
@@ -100,14 +94,6 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 				for _, x := range []int{1, 2, 4, 8, 16} {
 					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x})
 				}
-				return vs
-			}
-			if B < tcRowsMin || B > tcRowsMax || (name != "qkv" && name != "attn_proj" && name != "fc_gelu" && name != "fc_proj") {
-				return vs
-			}
-			vs = append(vs, variant{suffix: "/lt", noTC: true})
-			for _, p := range tcPlans(B) {
-				vs = append(vs, variant{suffix: fmt.Sprintf("/ct%d_kc%d", p.ct(), p.kc()), force: p})
 			}
 			return vs
 		}
@@ -116,11 +102,10 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			for _, v := range variants(op.name) {
 				b.Run(fmt.Sprintf("B%d/%s%s", B, op.name, v.suffix), func(b *testing.B) {
 					// the device's own choice for the op as the step runs it,
-					// cuBLASLt for "/lt", matmul_rows_tc for a plan; the
-					// device's settings restored after, for the ops after it
-					noTC := d.noTC
-					d.noTC, d.tcForce, d.attX = (noTC || v.noTC) && v.force.span == 0, v.force, v.attX
-					defer func() { d.noTC, d.tcForce, d.attX = noTC, tcPlanT{}, 0 }()
+					// or the variant's grid; the device's setting restored
+					// after, for the ops after it
+					d.attX = v.attX
+					defer func() { d.attX = 0 }()
 					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
 					if v.suffix == "" {
 						step += us * float64(op.times)

@@ -96,11 +96,6 @@ type Device struct {
 	// fixed-width ones (lnFixed), for the micro-benchmarks' generic forms
 	// and the tests that compare the two.
 	noFixed bool
-	// noTC: cuBLASLt, not matmul_rows_tc, at 9-64 rows (the benchmarks'
-	// baseline, and the default: TCEnv=on turns matmul_rows_tc on);
-	// tcForce: its plan, where set and it fits (matmul_tc.go).
-	noTC    bool
-	tcForce tcPlanT
 	// attX: attention_decode's blocks a pair where above 0 (the
 	// benchmarks' variants), in place of decSlots' choice.
 	attX int
@@ -210,7 +205,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, noTC: os.Getenv(TCEnv) != "on", nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, tmaSmem: map[kernelKey]int{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[tableKey]layoutTable{},
 	}

@@ -11,9 +11,7 @@ package gpu
 //	dW (OC,C) += doutᵀ (OC,N)·inp (N,C)    is  TransB, M=C, N=OC, K=N, A=inp (ld C), B=dout (ld OC), D=dW (ld C), beta 1
 //
 // Fused forward over at most rowsMax rows (a decode step's): matmul.cu's
-// matmul_rows; over 9 to 64 rows in bf16 or f16 on sm_80 and newer:
-// matmul_tc.cu's matmul_rows_tc (matmul_tc.go). Otherwise, and where those
-// do not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
+// matmul_rows. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
 // 16-bit outputs, the bias+GELU epilogue (EpilogueGELUAuxBias: out =
 // gelu(pre), pre stored as the aux matrix), the GELU computed on the fp32
 // pre-activation before rounding, as the CPU reference's fused epilogue
@@ -245,10 +243,6 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	}
 	if d.fused && N <= rowsMax {
 		d.matmulRows(out, pre, inp, weight, bias, N, C, OC, act)
-		return
-	}
-	if d.fused && d.tcFits(inp, weight, N, C) {
-		d.matmulRowsTC(out, pre, inp, weight, bias, N, C, OC, act)
 		return
 	}
 	if d.fused && d.matmulLt(out, pre, inp, weight, bias, N, C, OC, act, ct) {
