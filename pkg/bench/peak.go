@@ -67,20 +67,29 @@ func peakOf(dev device.Device, dt tensor.DType, n int) (float64, string) {
 		}
 		dev.Upload(dst, host)
 	}
+	best, err := fastest(dev, func() { dev.Matmul(o, nil, a, w, nil, n, n, n, device.None) })
+	if err != nil {
+		return 0, "not measured: " + err.Error()
+	}
+	return 2 * float64(n) * float64(n) * float64(n) / best, "measured " + dt.String() + " matmul " + strconv.Itoa(n) + "^3 on this device"
+}
+
+// fastest runs op 9 times, waiting for the device after each, and returns
+// the fastest of the last 8 in seconds (the first is a warm-up).
+func fastest(dev device.Device, op func()) (float64, error) {
 	var ts []float64
 	for i := 0; i < 9; i++ {
 		start := time.Now()
-		dev.Matmul(o, nil, a, w, nil, n, n, n, device.None)
+		op()
 		if err := dev.Sync(); err != nil {
-			return 0, "not measured: " + err.Error()
+			return 0, err
 		}
 		if i > 0 {
 			ts = append(ts, time.Since(start).Seconds())
 		}
 	}
 	sort.Float64s(ts)
-	flops := 2 * float64(n) * float64(n) * float64(n) / ts[0]
-	return flops, "measured " + dt.String() + " matmul " + strconv.Itoa(n) + "^3 on this device"
+	return ts[0], nil
 }
 
 func isCPU(dev device.Device) bool { return len(dev.Name()) >= 3 && dev.Name()[:3] == "cpu" }
@@ -132,16 +141,9 @@ func PeakFP8(dev device.Device) (float64, string) {
 	}
 	h1, _ := tensor.FromF32([]float32{1}, 1)
 	dev.Upload(one, h1)
-	var best float64
-	for i := 0; i < 9; i++ {
-		start := time.Now()
-		f.MatmulFP8(o, a, w, nil, one, one, n, n, n)
-		if err := dev.Sync(); err != nil {
-			return 0, "not measured: " + err.Error()
-		}
-		if d := time.Since(start).Seconds(); i > 0 && (best == 0 || d < best) {
-			best = d
-		}
+	best, err := fastest(dev, func() { f.MatmulFP8(o, a, w, nil, one, one, n, n, n) })
+	if err != nil {
+		return 0, "not measured: " + err.Error()
 	}
 	return 2 * float64(n) * float64(n) * float64(n) / best, "measured e4m3 matmul " + strconv.Itoa(n) + "^3 on this device"
 }
