@@ -20,15 +20,18 @@
 // in rank order (the same sums for any schedule: deterministic, no
 // atomics), then adds the bias, applies the GELU and stores.
 //
-// A block is 4 warps; warp w computes output columns w·16..w·16+15 (the
+// A block is 8 warps. Warp w computes output columns (w%4)·16.. (the
 // mma's M, from W's rows) against every row of inp (the mma's N, 8 rows an
-// n-tile), so the rows are padded only to 16, never to 64. The block's
+// n-tile; the rows padded to 16, a compile-time count of tiles, so that a
+// chunk's fragment loads are all issued before its products), over the
+// chunks of C of parity w/4: the two halves of the block each leave a
+// partial tile, and the cluster's reduction adds 2·S of them. The block's
 // slice of W and of inp is copied into shared memory with cp.async in
 // chunks of SPLIT_KCH columns, one commit group a chunk, all issued at
-// once; the products of chunk i start when its group has landed, while
-// later chunks are still in flight. Before pdl_enter() the block only asks
-// L2 to prefetch its slice of W (the druto:pdl-weights line): nothing of a
-// decode step writes W.
+// once; the products of a pair of chunks start when their groups have
+// landed, while later chunks are still in flight. Before pdl_enter() the
+// block only asks L2 to prefetch its slice of W (the druto:pdl-weights
+// line): nothing of a decode step writes W.
 //
 // grid (ceil(OC/SPLIT_COLS), S), SPLIT_BLOCK threads, cluster (1, S, 1),
 // splitSmem(C/S, N) bytes of dynamic shared memory (pkg/device/gpu). The
@@ -39,8 +42,8 @@
 #include "flash_common.cuh"
 
 // druto:block SPLIT_BLOCK matmul_split4 matmul_split8
-#define SPLIT_BLOCK 128
-#define SPLIT_COLS 64             // output columns a cluster owns (4 warps × 16)
+#define SPLIT_BLOCK 256
+#define SPLIT_COLS 64             // output columns a cluster owns (4 m-tiles of 16)
 #define SPLIT_ROWS 64             // the most rows (read by the launcher)
 #define SPLIT_KCH 32              // columns of C a pipeline chunk
 #define SPLIT_LD 40               // a chunk row's stride in shared memory, SPLIT_KCH + 8 (80 bytes: ldmatrix conflict-free)
@@ -141,11 +144,14 @@ __device__ __forceinline__ void split_prefetch_w(const T* __restrict__ w, int C,
 }
 
 // split_body: the copies, the products, the cluster's reduction and the
-// epilogue (see the file comment).
+// epilogue (see the file comment), for S blocks a cluster and P pairs of
+// 8-row n-tiles (R = 16·P rows, the last N..R-1 zero).
+template <int S, int P>
 __device__ __forceinline__ void split_body(T* __restrict__ out, T* __restrict__ pre, const T* __restrict__ inp,
-        const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC, int gelu, const int S) {
+        const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC, int gelu) {
+    constexpr int R = 16 * P;
     const int kc = C / S, col0 = blockIdx.x * SPLIT_COLS, k0 = (int)blockIdx.y * kc;
-    const int m = kc / SPLIT_KCH, R = (N + 15) & ~15;
+    const int m = kc / SPLIT_KCH;
 #ifdef DRUTO_EMU
     unsigned short* sW = reinterpret_cast<unsigned short*>(druto_emu_cluster_smem());
 #else
@@ -153,81 +159,81 @@ __device__ __forceinline__ void split_body(T* __restrict__ out, T* __restrict__ 
     unsigned short* sW = reinterpret_cast<unsigned short*>(split_smem);
 #endif
     unsigned short* sX = sW + m * SPLIT_COLS * SPLIT_LD; // [m][R][SPLIT_LD]
-    float* sP = reinterpret_cast<float*>(sW);           // [R][SPLIT_PLD], after the products
-    const int VE = 8;                                    // elements of a 16-byte piece
-    const int per = SPLIT_KCH / VE;                      // pieces of a chunk row
-    for (int i = 0; i < m; i++) {
-        const int kk = k0 + i * SPLIT_KCH;
-        for (int p = threadIdx.x; p < SPLIT_COLS * per; p += SPLIT_BLOCK) {
-            const int r = p / per, c = (p % per) * VE;
-            const bool ok = col0 + r < OC;
-            split_copy16(sW + (i * SPLIT_COLS + r) * SPLIT_LD + c, w + (size_t)(ok ? col0 + r : 0) * C + kk + c, ok);
+    float* sP = reinterpret_cast<float*>(sW);           // [2][R][SPLIT_PLD], after the products
+    const int tid = threadIdx.x;
+    // Every chunk's copies at once: thread t copies 16 bytes (8 columns)
+    // of W's row t/4 and, for t < 4R, of inp's row t/4, at the same place
+    // of each chunk; rows past OC and N are zero-filled.
+    {
+        const int r = tid >> 2, c = (tid & 3) * 8;
+        const bool wok = col0 + r < OC, xok = r < N, xrow = r < R;
+        const T* ws = w + (size_t)(wok ? col0 + r : 0) * C + k0 + c;
+        const T* xs = inp + (size_t)(xok ? r : 0) * C + k0 + c;
+        unsigned short* wd = sW + r * SPLIT_LD + c;
+        unsigned short* xd = sX + r * SPLIT_LD + c;
+        for (int i = 0; i < m; i++) {
+            split_copy16(wd + i * SPLIT_COLS * SPLIT_LD, ws + i * SPLIT_KCH, wok);
+            if (xrow) split_copy16(xd + i * R * SPLIT_LD, xs + i * SPLIT_KCH, xok);
+            split_commit();
         }
-        for (int p = threadIdx.x; p < R * per; p += SPLIT_BLOCK) {
-            const int r = p / per, c = (p % per) * VE;
-            const bool ok = r < N;
-            split_copy16(sX + (i * R + r) * SPLIT_LD + c, inp + (size_t)(ok ? r : 0) * C + kk + c, ok);
-        }
-        split_commit();
     }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int pairs = R / 16; // pairs of 8-row n-tiles
-    float acc[SPLIT_ROWS / 8][4];
-    fa_zero<SPLIT_ROWS>(acc);
-    for (int i = 0; i < m; i++) {
-        split_wait(min(m - 1 - i, 3));
+    // Warp w: output columns (w%4)·16.., chunks of parity w/4.
+    const int lane = tid & 31, warp = tid >> 5, mt = warp & 3, half = warp >> 2;
+    float acc[2 * P][4];
+    fa_zero<16 * P>(acc);
+    for (int i = half; i - half < m; i += 2) {
+        // chunks up to (i - half) + 1 have landed when at most m-2-(i-half) groups are in flight
+        split_wait(max(0, min(m - 2 - (i - half), 3)));
         __syncthreads();
-        const unsigned short* cw = sW + i * SPLIT_COLS * SPLIT_LD;
-        const unsigned short* cx = sX + i * R * SPLIT_LD;
+        if (i < m) {
+            const unsigned short* cw = sW + i * SPLIT_COLS * SPLIT_LD;
+            const unsigned short* cx = sX + i * R * SPLIT_LD;
 #pragma unroll
-        for (int ks = 0; ks < SPLIT_KCH; ks += 16) {
-            unsigned a[4];
-            fa_ldA<SPLIT_LD>(a, cw, warp * 16, ks, lane);
+            for (int ks = 0; ks < SPLIT_KCH; ks += 16) {
+                unsigned a[4], b[P][4];
+                fa_ldA<SPLIT_LD>(a, cw, mt * 16, ks, lane);
 #pragma unroll
-            for (int j = 0; j < SPLIT_ROWS / 16; j++) {
-                if (j < pairs) {
-                    unsigned b[4];
-                    fa_ldBt<SPLIT_LD>(b, cx, j * 16, ks, lane);
-                    fa_mma(acc[2 * j], a, b[0], b[1]);
-                    fa_mma(acc[2 * j + 1], a, b[2], b[3]);
+                for (int j = 0; j < P; j++) fa_ldBt<SPLIT_LD>(b[j], cx, j * 16, ks, lane);
+#pragma unroll
+                for (int j = 0; j < P; j++) {
+                    fa_mma(acc[2 * j], a, b[j][0], b[j][1]);
+                    fa_mma(acc[2 * j + 1], a, b[j][2], b[j][3]);
                 }
             }
         }
     }
-    // The block's partial tile into shared memory (over the copies: every
+    // Each half's partial tile into shared memory (over the copies: every
     // warp is past its last fragment load first): acc[j][e] is output
-    // column warp·16 + g + (e>>1)·8 of row j·8 + 2·t4 + (e&1).
+    // column mt·16 + g + (e>>1)·8 of row j·8 + 2·t4 + (e&1).
     __syncthreads();
-    const int g = lane >> 2, t4 = lane & 3;
+    {
+        const int g = lane >> 2, t4 = lane & 3;
+        float* p = sP + (half * R + 2 * t4) * SPLIT_PLD + mt * 16 + g;
 #pragma unroll
-    for (int j = 0; j < SPLIT_ROWS / 8; j++) {
-        if (j < 2 * pairs) {
+        for (int j = 0; j < 2 * P; j++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                sP[(j * 8 + 2 * t4 + (e & 1)) * SPLIT_PLD + warp * 16 + g + (e >> 1) * 8] = acc[j][e];
+            for (int e = 0; e < 4; e++) p[(j * 8 + (e & 1)) * SPLIT_PLD + (e >> 1) * 8] = acc[j][e];
         }
     }
     split_sync();
     // Block rank takes the rank-th part of the R × SPLIT_COLS tile, four
-    // columns a thread: the S blocks' values loaded first (S loads in
-    // flight), then added in rank order.
-    const int rank = split_rank(), Q = R * (SPLIT_COLS / 4) / S;
-    for (int u = rank * Q + threadIdx.x; u < (rank + 1) * Q; u += SPLIT_BLOCK) {
+    // columns a thread: the 2·S partial values loaded first (all in
+    // flight), then added in the order (rank, half).
+    const int rank = split_rank();
+    constexpr int Q = R * (SPLIT_COLS / 4) / S;
+    for (int u = rank * Q + tid; u < (rank + 1) * Q; u += SPLIT_BLOCK) {
         const int n = u / (SPLIT_COLS / 4), c = u % (SPLIT_COLS / 4) * 4;
         if (n >= N || col0 + c >= OC) continue;
-        float4 pv[8];
+        float4 pv[2 * S];
 #pragma unroll
-        for (int s = 0; s < 8; s++)
-            if (s < S) pv[s] = split_peer(sP + n * SPLIT_PLD + c, s);
+        for (int s = 0; s < 2 * S; s++) pv[s] = split_peer(sP + ((s & 1) * R + n) * SPLIT_PLD + c, s >> 1);
         float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int s = 0; s < 8; s++) {
-            if (s < S) {
-                v[0] += pv[s].x;
-                v[1] += pv[s].y;
-                v[2] += pv[s].z;
-                v[3] += pv[s].w;
-            }
+        for (int s = 0; s < 2 * S; s++) {
+            v[0] += pv[s].x;
+            v[1] += pv[s].y;
+            v[2] += pv[s].z;
+            v[3] += pv[s].w;
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -245,8 +251,20 @@ __device__ __forceinline__ void split_body(T* __restrict__ out, T* __restrict__ 
             }
         }
     }
-    // No block leaves while another may still read its tile.
+    // No block leaves while another may still read its tiles.
     split_sync();
+}
+
+// split_rows runs split_body for the pairs of n-tiles N needs.
+template <int S>
+__device__ __forceinline__ void split_rows(T* __restrict__ out, T* __restrict__ pre, const T* __restrict__ inp,
+        const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC, int gelu) {
+    switch ((N + 15) / 16) {
+    case 1: split_body<S, 1>(out, pre, inp, w, bias, N, C, OC, gelu); break;
+    case 2: split_body<S, 2>(out, pre, inp, w, bias, N, C, OC, gelu); break;
+    case 3: split_body<S, 3>(out, pre, inp, w, bias, N, C, OC, gelu); break;
+    default: split_body<S, 4>(out, pre, inp, w, bias, N, C, OC, gelu); break;
+    }
 }
 
 // out, pre (gelu only) (N,OC) T; inp (N,C) T; w (OC,C) T; bias (OC) T or null
@@ -255,7 +273,7 @@ extern "C" __global__ void __cluster_dims__(1, 4, 1) __launch_bounds__(SPLIT_BLO
         int C, int OC, int gelu) {
     split_prefetch_w(w, C, OC, 4);
     pdl_enter();
-    split_body(out, pre, inp, w, bias, N, C, OC, gelu, 4);
+    split_rows<4>(out, pre, inp, w, bias, N, C, OC, gelu);
 }
 
 extern "C" __global__ void __cluster_dims__(1, 8, 1) __launch_bounds__(SPLIT_BLOCK) matmul_split8(T* __restrict__ out,
@@ -263,5 +281,5 @@ extern "C" __global__ void __cluster_dims__(1, 8, 1) __launch_bounds__(SPLIT_BLO
         int C, int OC, int gelu) {
     split_prefetch_w(w, C, OC, 8);
     pdl_enter();
-    split_body(out, pre, inp, w, bias, N, C, OC, gelu, 8);
+    split_rows<8>(out, pre, inp, w, bias, N, C, OC, gelu);
 }

@@ -4,6 +4,7 @@
 #include "../harness.h"
 #include <algorithm>
 inline float tanhf(float x) { return std::tanh(x); }
+inline int max(int a, int b) { return a > b ? a : b; }
 
 // The cluster the thread's block belongs to: its blocks' shared memory,
 // the cluster's barrier and the warps' exchange slots for ldmatrix and mma.
@@ -81,11 +82,11 @@ static int fails = 0;
 static float val(const T& v) { return load(&v, 0); }
 static double geluRef(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 
-// splitSmem is pkg/device/gpu's: the chunks of W and inp, or the partial
-// tile laid over them, whichever is larger.
+// splitSmem is pkg/device/gpu's: the chunks of W and inp, or the two
+// partial tiles laid over them, whichever is larger.
 static size_t splitSmem(int kc, int N) {
     const int R = (N + 15) & ~15;
-    return std::max<size_t>((size_t)(kc / SPLIT_KCH) * (SPLIT_COLS + R) * SPLIT_LD * 2, (size_t)R * SPLIT_PLD * 4);
+    return std::max<size_t>((size_t)(kc / SPLIT_KCH) * (SPLIT_COLS + R) * SPLIT_LD * 2, (size_t)2 * R * SPLIT_PLD * 4);
 }
 
 // launchCluster runs grid (gx, S) in clusters of (1, S): the S blocks of a
@@ -196,5 +197,7 @@ int main() {
     split(17, 256, 64, 8, 1, 1);
     split(1, 768, 64, 4, 0, 1);
     split(48, 1024, 130, 4, 1, 1);
+    split(40, 768, 64, 8, 0, 1);  // kc 96: an odd count of chunks
+    split(64, 4096, 64, 8, 1, 1); // kc 512, the longest slice
     return fails ? 1 : 0;
 }

@@ -365,11 +365,11 @@ func splitEnv() (splitMode, error) {
 }
 
 // splitSmem is matmul_split's dynamic shared memory for a slice of kc
-// columns of C and N rows: the chunks of W and of inp, or the partial
-// tile laid over them, whichever is larger (kernels/matmul_split.cu).
+// columns of C and N rows: the chunks of W and of inp, or the two partial
+// tiles laid over them, whichever is larger (kernels/matmul_split.cu).
 func splitSmem(kc, N int) int {
 	R := (N + 15) &^ 15
-	return max(kc/splitKch*(splitCols+R)*splitLD*2, R*splitPLD*4)
+	return max(kc/splitKch*(splitCols+R)*splitLD*2, 2*R*splitPLD*4)
 }
 
 // splitCluster is matmul_split's cluster size for OC columns and C inputs
