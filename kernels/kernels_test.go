@@ -136,11 +136,9 @@ func TestVariants(t *testing.T) {
 			if v.MinArch != 80 { // bf16/f16 mma.m16n8k16 (and flash2's cp.async): sm_80, both dtypes
 				t.Errorf("%s: MinArch %d, want 80", v, v.MinArch)
 			}
-		} else if v.File == "fp8.cu" || v.File == "crossentropy_fp8.cu" || v.File == "adamw_fp8.cu" || v.File == "matmul_split.cu" {
+		} else if v.File == "fp8.cu" || v.File == "crossentropy_fp8.cu" || v.File == "adamw_fp8.cu" {
 			fp8 = fp8 || v.File == "fp8.cu"
-			// cvt.rn.satfinite.e4m3x2/e5m2x2: sm_90 in PTX ISA 7.8 (sm_89
-			// from 8.1); matmul_split: thread block clusters, sm_90
-			if v.MinArch != 90 {
+			if v.MinArch != 90 { // cvt.rn.satfinite.e4m3x2/e5m2x2: sm_90 in PTX ISA 7.8 (sm_89 from 8.1)
 				t.Errorf("%s: MinArch %d, want 90", v, v.MinArch)
 			}
 		} else if v.MinArch != DefaultMinArch {
@@ -258,7 +256,7 @@ func TestPDLKernelsWait(t *testing.T) {
 // code before that names no pointer parameter of k but those of allowed,
 // else what is wrong.
 func readsBeforePDL(src, k string, allowed []string) string {
-	m := regexp.MustCompile(`__global__ void(?: __(?:cluster_dims|launch_bounds)__\([^)]*\))*\s+` + k + `\(([^{;]*)\)\s*\{`).FindStringSubmatchIndex(src)
+	m := regexp.MustCompile(`__global__ void(?: __launch_bounds__\([^)]*\))?\s+` + k + `\(([^{;]*)\)\s*\{`).FindStringSubmatchIndex(src)
 	if m == nil {
 		return "its definition was not found"
 	}
@@ -283,7 +281,7 @@ func readsBeforePDL(src, k string, allowed []string) string {
 // beginsWithPDL reports whether kernel k's body in src starts with
 // pdl_enter(); (directly, or in the body of the macro that defines it).
 func beginsWithPDL(src, k string) bool {
-	body := regexp.MustCompile(`__global__ void(?: __(?:cluster_dims|launch_bounds)__\([^)]*\))*\s+` + k + `\(([^{;]*)\)\s*\{\s*pdl_enter\(\);`)
+	body := regexp.MustCompile(`__global__ void(?: __launch_bounds__\([^)]*\))?\s+` + k + `\(([^{;]*)\)\s*\{\s*pdl_enter\(\);`)
 	if body.MatchString(src) {
 		return true
 	}

@@ -43,13 +43,6 @@ var (
 	castBiasBlock  = kernels.MustBlock("matmul.cu", "CAST_BIAS_BLOCK")
 	rowsBlock      = kernels.MustBlock("matmul.cu", "ROWS_BLOCK")
 	rowsMax        = kernels.MustDefine("matmul.cu", "ROWS_MAX")
-	splitBlock     = kernels.MustBlock("matmul_split.cu", "SPLIT_BLOCK")
-	splitRows      = kernels.MustDefine("matmul_split.cu", "SPLIT_ROWS")
-	splitCols      = kernels.MustDefine("matmul_split.cu", "SPLIT_COLS")
-	splitKch       = kernels.MustDefine("matmul_split.cu", "SPLIT_KCH")
-	splitLD        = kernels.MustDefine("matmul_split.cu", "SPLIT_LD")
-	splitPLD       = kernels.MustDefine("matmul_split.cu", "SPLIT_PLD")
-	splitKMax      = kernels.MustDefine("matmul_split.cu", "SPLIT_KMAX")
 )
 
 // blockHook, when set (by TestLaunchBlocks, with launchHook), receives the

@@ -83,26 +83,16 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			{"head_matmul", 0, func(layer) { d.Matmul(logits, nil, ln, wte, nil, B, C, V, device.None) }},
 		}
 		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
-		// in place of decSlots' choice; the products also with the other
-		// setting of SplitEnv: "/split" (matmul_split over at most rowsMax
-		// rows) or "/nosplit" (cuBLASLt over more). Not added into the step.
+		// in place of decSlots' choice (not added into the step).
 		type variant struct {
 			suffix string
 			attX   int
-			split  splitMode
 		}
 		variants := func(name string) []variant {
-			vs := []variant{{split: d.split}}
-			switch name {
-			case "attention":
+			vs := []variant{{}}
+			if name == "attention" {
 				for _, x := range []int{1, 2, 4, 8, 16} {
-					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x, split: d.split})
-				}
-			case "qkv", "attn_proj", "fc_gelu", "fc_proj", "head_matmul":
-				if B <= rowsMax {
-					vs = append(vs, variant{suffix: "/split", split: splitOn})
-				} else {
-					vs = append(vs, variant{suffix: "/nosplit", split: splitOff})
+					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x})
 				}
 			}
 			return vs
@@ -114,9 +104,8 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 					// the device's own choice for the op as the step runs it,
 					// or the variant's grid; the device's setting restored
 					// after, for the ops after it
-					split := d.split
-					d.attX, d.split = v.attX, v.split
-					defer func() { d.attX, d.split = 0, split }()
+					d.attX = v.attX
+					defer func() { d.attX = 0 }()
 					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
 					if v.suffix == "" {
 						step += us * float64(op.times)

@@ -99,8 +99,6 @@ type Device struct {
 	// attX: attention_decode's blocks a pair where above 0 (the
 	// benchmarks' variants), in place of decSlots' choice.
 	attX int
-	// split: which products matmul_split takes (matmul.go, SplitEnv).
-	split splitMode
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
@@ -179,10 +177,6 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	split, err := splitEnv()
-	if err != nil {
-		return nil, err
-	}
 	// DRUTO_GPU_MEMORY caps the context's pool: every buffer (tensors,
 	// scratch, workspaces) comes from it, so the cap is enforced.
 	memCap, err := device.MemoryCap()
@@ -213,7 +207,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	d := &Device{
 		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, tmaSmem: map[kernelKey]int{},
-		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[tableKey]layoutTable{}, split: split,
+		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[tableKey]layoutTable{},
 	}
 	ok := false
 	defer func() {

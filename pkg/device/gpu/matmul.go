@@ -10,9 +10,8 @@ package gpu
 //	dinp (N,C) += dout (N,OC)·W (OC,C)     is  M=C, N=N, K=OC, A=W (ld C), B=dout (ld OC), D=dinp (ld C), beta 1
 //	dW (OC,C) += doutᵀ (OC,N)·inp (N,C)    is  TransB, M=C, N=OC, K=N, A=inp (ld C), B=dout (ld OC), D=dW (ld C), beta 1
 //
-// Fused forward over rowsMax+1 to splitRows rows (a decode step's batch),
-// 16-bit, on sm_90: matmul_split.cu's matmul_split4 or matmul_split8
-// (SplitEnv). Over at most rowsMax rows: matmul.cu's matmul_rows. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
+// Fused forward over at most rowsMax rows (a decode step's): matmul.cu's
+// matmul_rows. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
 // 16-bit outputs, the bias+GELU epilogue (EpilogueGELUAuxBias: out =
 // gelu(pre), pre stored as the aux matrix), the GELU computed on the fp32
 // pre-activation before rounding, as the CPU reference's fused epilogue
@@ -50,7 +49,6 @@ package gpu
 
 import (
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -243,9 +241,6 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	if N == 0 {
 		return
 	}
-	if d.fused && d.matmulSplit(out, pre, inp, weight, bias, N, C, OC, act) {
-		return
-	}
 	if d.fused && N <= rowsMax {
 		d.matmulRows(out, pre, inp, weight, bias, N, C, OC, act)
 		return
@@ -331,91 +326,6 @@ func (d *Device) matmulRows(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC
 	}
 	d.run("matmul_rows", out.DType, grid1(blocks(OC, warps/ks)), cuda.D1(rowsBlock), 0,
 		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks, vec)
-}
-
-// SplitEnv chooses the products matmul_split takes: unset, those of
-// rowsMax+1 to splitRows rows (a decode step's batch, where a GEMM
-// library's tiles leave most SMs idle); "on", also those of 1 to rowsMax
-// rows (matmul_rows' otherwise); "off", none (cuBLASLt's). The kernel
-// needs sm_90 (thread block clusters) and a 16-bit dtype; elsewhere the
-// setting changes nothing.
-const SplitEnv = "DRUTO_MATMUL_SPLIT"
-
-// splitMode is SplitEnv's setting.
-type splitMode int
-
-const (
-	splitDefault splitMode = iota
-	splitOn
-	splitOff
-)
-
-// splitEnv reads SplitEnv.
-func splitEnv() (splitMode, error) {
-	switch v := os.Getenv(SplitEnv); v {
-	case "":
-		return splitDefault, nil
-	case "on":
-		return splitOn, nil
-	case "off":
-		return splitOff, nil
-	default:
-		return 0, fmt.Errorf("gpu: %s=%q: want on, off or unset (the split-K product kernel for a decode batch)", SplitEnv, v)
-	}
-}
-
-// splitSmem is matmul_split's dynamic shared memory for a slice of kc
-// columns of C and N rows: the chunks of W and of inp, or the two partial
-// tiles laid over them, whichever is larger (kernels/matmul_split.cu).
-func splitSmem(kc, N int) int {
-	R := (N + 15) &^ 15
-	return max(kc/splitKch*(splitCols+R)*splitLD*2, 2*R*splitPLD*4)
-}
-
-// splitCluster is matmul_split's cluster size for OC columns and C inputs
-// on sms multiprocessors, or 0 where neither kernel applies: 8 when a
-// cluster of 4 would leave SMs idle (fewer than sms blocks) and C splits
-// into 8 slices, else 4. A slice is a whole number of chunks and at most
-// splitKMax columns.
-func splitCluster(C, OC, sms int) int {
-	fits := func(S int) bool { return C%(S*splitKch) == 0 && C/S <= splitKMax }
-	if blocks(OC, splitCols)*4 < sms && fits(8) {
-		return 8
-	}
-	if fits(4) {
-		return 4
-	}
-	if fits(8) {
-		return 8
-	}
-	return 0
-}
-
-// matmulSplit runs the fused form on matmul_split (see SplitEnv) and
-// reports whether it did: a cluster of S blocks a strip of splitCols output
-// columns, each block a slice of C, the partial sums added through the
-// cluster's shared memory in rank order (deterministic), the bias and
-// GELU in the same kernel.
-func (d *Device) matmulSplit(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) bool {
-	dt := out.DType
-	if d.split == splitOff || N > splitRows || (d.split == splitDefault && N <= rowsMax) || (dt != tensor.BF16 && dt != tensor.F16) {
-		return false
-	}
-	S := splitCluster(C, OC, d.sms())
-	if S == 0 || d.ptr(inp)%16 != 0 || d.ptr(weight)%16 != 0 {
-		return false
-	}
-	name := fmt.Sprintf("matmul_split%d", S)
-	if launchHook == nil && d.funcs[kernelKey{name, dt}] == nil {
-		return false // not built here (before sm_90): cuBLASLt or matmul_rows
-	}
-	gelu := 0
-	if act == device.GELU {
-		gelu = 1
-	}
-	d.run(name, dt, cuda.Dim3{X: uint32(blocks(OC, splitCols)), Y: uint32(S), Z: 1}, cuda.D1(splitBlock), splitSmem(C/S, N),
-		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu)
-	return true
 }
 
 // matmulDecomposed: GEMM into target (out, or pre under GELU), then the

@@ -1,16 +1,14 @@
-# session 53 call G (build/c58: new = matmul_split, the split-K product
-# kernel on thread block clusters; old = bd767cc's binary), any card,
-# about 5 minutes: the kernel's first run on a GPU. Tests (druto detect's
-# self-test, the Matmul conformance cases small and large, TestGPUDecode),
-# then BenchmarkGPUDecodeOps' products (default against the /split or
-# /nosplit variant), then BenchmarkGPUDecodeGraph, new binary with
-# DRUTO_MATMUL_SPLIT unset, =off and =on, and the old binary, alternating,
-# two rounds; on an H200, scripts/gpu-bench.sh sample last.
+# session 53 call I (build/c59, 0d91868: matmul_split v2, 8 warps a block),
+# any card: tests (druto detect's self-test, the Matmul conformance cases
+# small and large, TestGPUDecode), BenchmarkGPUDecodeOps' products
+# (default against /split or /nosplit), Nsight Compute on B64 qkv and
+# fc_proj, then BenchmarkGPUDecodeGraph with DRUTO_MATMUL_SPLIT unset and
+# =off, alternating, two rounds; on an H200, scripts/gpu-bench.sh sample.
 T0=$SECONDS
-rm -rf build/gpu build/old && mkdir -p build/old && tar -xJf build/c58/gpu.tar.xz -C build && tar -xJf build/c57/gpu.tar.xz -C build/old
-L=$OUT/calllogs-g; mkdir -p $L
+rm -rf build/gpu && tar -xJf build/c59/gpu.tar.xz -C build
+L=$OUT/calllogs-i; mkdir -p $L
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-echo "# $card, driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat build/gpu/REVISION) (old $(cat build/old/gpu/REVISION))" | tee $L/stamp.txt
+echo "# $card, driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat build/gpu/REVISION)" | tee $L/stamp.txt
 { cat $L/stamp.txt; rm -rf ~/.cache/druto; timeout 100 build/gpu/druto detect > $L/detect.log 2>&1; echo "detect rc=$?"
   grep -E 'matmul_split|op tests|step checks|gpu usable|FAIL|fail' $L/detect.log | head -40
   (cd pkg/device/gpu && DRUTO_REQUIRE_GPU=1 timeout 150 ../../../build/gpu/device-gpu.test -test.v -test.run 'TestGPUConformance/Matmul_' 2>&1 | grep -E '^(--- |ok|FAIL|panic)|^    --- FAIL' | grep -vE '^    --- PASS' | head -40; echo "conformance rc=$?")
@@ -20,7 +18,10 @@ echo "after tests $((SECONDS-T0)) s"
 (cd pkg/device/gpu && timeout 120 ../../../build/gpu/device-gpu.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeOps/B(1|16|64)/(qkv|attn_proj|fc_gelu|fc_proj|head_matmul)' -test.benchtime 100x 2>&1 | grep -E '^Benchmark|FAIL|panic') > $L/ops.log 2>&1
 sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecode//; s/-16 +\t +[0-9]+\t+ +/ /' $L/ops.log | cut -c1-120
 echo "after ops $((SECONDS-T0)) s"
-for r in 1 2; do for v in split off on old; do [ $((SECONDS-T0)) -gt 330 ] && break
+(cd pkg/device/gpu && for op in B64/qkv B64/fc_proj; do echo "## ncu $op"; timeout 60 ncu --clock-control none --cache-control none --graph-profiling node --kernel-name regex:matmul_split --launch-skip 2 --launch-count 1 --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats --section SourceCounters ../../../build/gpu/device-gpu.test -test.run '^$' -test.bench "BenchmarkGPUDecodeOps/$op\$" -test.benchtime 1x 2>&1 | grep -vE '^Benchmark|^PASS|^gpu test'; done) > $L/ncu.log 2>&1
+grep -E '^## |Duration|Elapsed Cycles|SM Active|Warp Cycles Per Issued|Issued Warp|Active Warps Per|Achieved Occ|Branch Instructions  ' $L/ncu.log | cut -c1-110
+echo "after ncu $((SECONDS-T0)) s"
+for r in 1 2; do for v in split off; do [ $((SECONDS-T0)) -gt 330 ] && break
   b=build/gpu; [ $v = old ] && b=build/old/gpu
   e=""; [ $v = off ] && e=off; [ $v = on ] && e=on
   echo "## round $r: $v ($(cat $b/REVISION)) DRUTO_MATMUL_SPLIT=$e"
@@ -31,5 +32,5 @@ if echo "$card" | grep -q H200 && [ $((SECONDS-T0)) -lt 380 ]; then
   bash scripts/gpu-bench.sh sample | tail -3; mv $OUT/logs.tar.gz $OUT/logs-sample.tar.gz
   tar -xzf $OUT/logs-sample.tar.gz -O ./sample.log | grep -vE '^\s*$' | cut -c1-220 | tail -20
 fi
-tar -czf $OUT/calllogs-g.tar.gz -C $OUT calllogs-g; rm -rf $L
+tar -czf $OUT/calllogs-i.tar.gz -C $OUT calllogs-i; rm -rf $L
 echo "total $((SECONDS-T0)) s on $card"
