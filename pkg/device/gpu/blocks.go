@@ -43,6 +43,8 @@ var (
 	castBiasBlock  = kernels.MustBlock("matmul.cu", "CAST_BIAS_BLOCK")
 	rowsBlock      = kernels.MustBlock("matmul.cu", "ROWS_BLOCK")
 	rowsMax        = kernels.MustDefine("matmul.cu", "ROWS_MAX")
+	mmaBlock       = kernels.MustBlock("matmul_mma.cu", "MMA_BLOCK")
+	mmaRows        = kernels.MustDefine("matmul_mma.cu", "MMA_ROWS")
 )
 
 // blockHook, when set (by TestLaunchBlocks, with launchHook), receives the
