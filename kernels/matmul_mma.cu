@@ -16,10 +16,10 @@
 // KS partial tiles are added in shared memory in kp order (deterministic,
 // no atomics, one launch with the bias and the GELU).
 //
-// Neither operand goes through shared memory. The sum over k does not
-// depend on which k a fragment slot holds, as long as W's fragment and
-// inp's agree, so each thread loads 16 bytes (8 consecutive columns) of a
-// row of W and of a row of inp, and the two mma.m16n8k16 of a 32-column
+// No operand needs ldmatrix. The sum over k does not depend on which k a
+// fragment slot holds, as long as W's fragment and inp's agree, so each
+// thread loads 16 bytes (8 consecutive columns) of a row of W and of a row
+// of inp, and the two mma.m16n8k16 of a 32-column
 // step take them as their fragments: thread (g, t) (g = lane/4, t =
 // lane%4) reads columns 8t..8t+7 of W's rows g and g+8 and of inp's row g
 // of each n-tile; in the first mma its k slots 2t, 2t+1 hold columns 8t,
@@ -27,11 +27,14 @@
 // 8t+4..8t+7. Every column of the step is used once, by both operands
 // alike. W's loads are 16-byte vectors straight into registers, MMA_U
 // steps of them in flight, the first MMA_U issued before pdl_enter() (as
-// the file's weights line allows: nothing of a decode step writes W);
-// inp's come from L1/L2 a step at a time.
+// the file's weights line allows: nothing of a decode step writes W). A
+// warp's slice of inp comes through a ring of MMA_X steps in shared memory
+// (cp.async, each step's rows whole), the same 16 bytes a thread read from
+// the stage: a step's latency is paid once, not at every step.
 //
 // grid ceil(OC / (16·8/KS)), MMA_BLOCK threads (8 warps: 8/KS column tiles
-// × KS slices), the launcher guaranteeing N <= MMA_ROWS, C a multiple of
+// × KS slices), mmaSmem(N) bytes of dynamic shared memory, the launcher
+// guaranteeing N <= MMA_ROWS, C a multiple of
 // 32·KS, and inp, W 16-byte aligned. Rows of W past OC and of inp past N
 // are read from the last valid row, and their products dropped.
 
@@ -41,24 +44,74 @@
 // druto:block MMA_BLOCK matmul_rows_mma
 #define MMA_BLOCK 256
 #define MMA_ROWS 64 // the most rows (read by the launcher)
-#define MMA_U 3     // the 32-column steps of W a warp holds in flight
+#define MMA_U 2     // the 32-column steps of W a warp holds in flight (registers)
+#define MMA_X 3     // the 32-column steps of inp a warp has in flight (its ring in shared memory)
 #define MMA_LD 20   // the partial tiles' row stride (fp32): conflict-free stores
 
-// mma_body: the block's work for P pairs of 8-row n-tiles (R = 16·P rows).
+#ifdef DRUTO_EMU
+// The host emulator (kernels/emu/matmul_mma) implements these.
+unsigned char* emu_block_smem();
+void druto_emu_cp_async16(void* dst, const void* src);
+void __syncwarp();
+#endif
+
+// mma_copy16 copies 16 bytes from global src into shared dst
+// asynchronously (cp.async; an immediate copy on the host emulator).
+__device__ __forceinline__ void mma_copy16(void* dst, const void* src) {
+#ifdef DRUTO_EMU
+    druto_emu_cp_async16(dst, src);
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(fa_smem(dst)), "l"(src) : "memory");
+#endif
+}
+
+// mma_commit closes the thread's current group of copies; mma_wait waits
+// until at most MMA_X-1 of its groups are in flight.
+__device__ __forceinline__ void mma_commit() {
+#ifndef DRUTO_EMU
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mma_wait() {
+#ifndef DRUTO_EMU
+    asm volatile("cp.async.wait_group %0;" ::"n"(MMA_X - 1) : "memory");
+#endif
+}
+
+// mma_stage copies step s of the warp's slice of inp (R rows × 32
+// columns, each row's 64 bytes in 4 pieces, lane l taking pieces l, l+32,
+// ...: xo[i], its piece i's offset from xb) into ring stage st, then
+// closes the group (empty past the last step, so that every step closes
+// one).
 template <int P>
-__device__ __forceinline__ void mma_body(float* red, uint4 (*wa)[2], T* __restrict__ out, T* __restrict__ pre,
-        const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC,
-        int gelu, int KS, const T* wr0, const T* wr1, int k0, int steps) {
+__device__ __forceinline__ void mma_stage(unsigned short* st, const T* xb, const int* xo, int s, int steps, int lane) {
+    if (s < steps) {
+#pragma unroll
+        for (int i = 0; i < P * 2; i++) mma_copy16(st + (lane + 32 * i) * 8, xb + xo[i] + s * 32);
+    }
+    mma_commit();
+}
+
+// mma_body: the block's work for P pairs of 8-row n-tiles (R = 16·P rows).
+// ring: the warp's MMA_X stages of R × 32 elements of inp; red: the
+// partial tiles (laid over the rings once every warp is done with them).
+template <int P>
+__device__ __forceinline__ void mma_body(unsigned char* smem, uint4 (*wa)[2], T* __restrict__ out, T* __restrict__ pre,
+        const T* __restrict__ inp, const T* __restrict__ bias, int N, int C, int OC, int gelu, int KS, const T* wr0,
+        const T* wr1, int k0, int steps) {
     const int R = 16 * P;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int M = 8 / KS, mt = warp % M, kp = warp / M;
     const int g = lane >> 2, t = lane & 3;
-    // inp's rows for each n-tile: row j·8 + g, clamped into the N valid
-    // ones (offsets from xb: a row's index times C is below 2^31 here).
-    const T* xb = inp + k0 + 8 * t;
+    unsigned short* ring = reinterpret_cast<unsigned short*>(smem) + warp * MMA_X * R * 32;
+    // lane's pieces: row (lane + 32i)/4 of inp (the last valid one past N),
+    // columns ((lane + 32i) % 4)·8..; a row's index times C is below 2^31
+    const T* xb = inp + k0;
     int xo[2 * P];
 #pragma unroll
-    for (int j = 0; j < 2 * P; j++) xo[j] = min(j * 8 + g, N - 1) * C;
+    for (int i = 0; i < 2 * P; i++) xo[i] = min((lane >> 2) + 8 * i, N - 1) * C + (lane & 3) * 8;
+#pragma unroll
+    for (int x = 0; x < MMA_X; x++) mma_stage<P>(ring + x * R * 32, xb, xo, x, steps, lane);
     float acc[2 * P][4];
     fa_zero<16 * P>(acc);
     for (int s = 0; s < steps; s += MMA_U) {
@@ -66,9 +119,14 @@ __device__ __forceinline__ void mma_body(float* red, uint4 (*wa)[2], T* __restri
         for (int u = 0; u < MMA_U; u++) {
             if (s + u < steps) {
                 const int kk = (s + u) * 32;
+                mma_wait(); // step s+u's group has landed (one group a step)
+                __syncwarp();
+                // thread (g, t): columns 8t..8t+7 of row j·8 + g of the stage
+                unsigned short* stage = ring + (s + u) % MMA_X * R * 32;
+                const unsigned short* st = stage + g * 32 + 8 * t;
                 uint4 xv[2 * P];
 #pragma unroll
-                for (int j = 0; j < 2 * P; j++) xv[j] = *reinterpret_cast<const uint4*>(xb + xo[j] + kk);
+                for (int j = 0; j < 2 * P; j++) xv[j] = *reinterpret_cast<const uint4*>(st + j * 8 * 32);
                 const uint4 a0 = wa[u][0], a1 = wa[u][1];
                 // the step's next-but-MMA_U W vectors, in flight through these products
                 if (s + u + MMA_U < steps) {
@@ -81,11 +139,15 @@ __device__ __forceinline__ void mma_body(float* red, uint4 (*wa)[2], T* __restri
                     fa_mma(acc[j], f0, xv[j].x, xv[j].y);
                     fa_mma(acc[j], f1, xv[j].z, xv[j].w);
                 }
+                __syncwarp(); // every lane has read the stage before it is refilled
+                mma_stage<P>(stage, xb, xo, s + u + MMA_X, steps, lane);
             }
         }
     }
     // The partial tiles: red[kp][mt][n][c] (c the tile's column), then the
     // KS of each element added in kp order.
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(smem);
     float* mine = red + ((kp * M + mt) * R) * MMA_LD;
 #pragma unroll
     for (int j = 0; j < 2 * P; j++) {
@@ -132,11 +194,16 @@ extern "C" __global__ void __launch_bounds__(MMA_BLOCK, 2) matmul_rows_mma(T* __
         }
     }
     pdl_enter();
-    __shared__ float red[8 * MMA_ROWS * MMA_LD];
+#ifdef DRUTO_EMU
+    unsigned char* smem = emu_block_smem();
+#else
+    extern __shared__ __align__(16) unsigned char mma_smem[];
+    unsigned char* smem = mma_smem;
+#endif
     switch ((N + 15) / 16) {
-    case 1: mma_body<1>(red, wa, out, pre, inp, w, bias, N, C, OC, gelu, KS, wr0, wr1, k0, steps); break;
-    case 2: mma_body<2>(red, wa, out, pre, inp, w, bias, N, C, OC, gelu, KS, wr0, wr1, k0, steps); break;
-    case 3: mma_body<3>(red, wa, out, pre, inp, w, bias, N, C, OC, gelu, KS, wr0, wr1, k0, steps); break;
-    default: mma_body<4>(red, wa, out, pre, inp, w, bias, N, C, OC, gelu, KS, wr0, wr1, k0, steps); break;
+    case 1: mma_body<1>(smem, wa, out, pre, inp, bias, N, C, OC, gelu, KS, wr0, wr1, k0, steps); break;
+    case 2: mma_body<2>(smem, wa, out, pre, inp, bias, N, C, OC, gelu, KS, wr0, wr1, k0, steps); break;
+    case 3: mma_body<3>(smem, wa, out, pre, inp, bias, N, C, OC, gelu, KS, wr0, wr1, k0, steps); break;
+    default: mma_body<4>(smem, wa, out, pre, inp, bias, N, C, OC, gelu, KS, wr0, wr1, k0, steps); break;
     }
 }

@@ -17,6 +17,7 @@ static float half2f(unsigned h) {
 #endif
 }
 void druto_emu_ldm4(unsigned*, const void*, bool) { abort(); } // not used here
+void druto_emu_cp_async16(void* dst, const void* src) { memcpy(dst, src, 16); }
 // mma.m16n8k16.row.col, fp32 accumulators: A(r,k) from lane (r%8)·4 +
 // (k%8)/2, register (r>=8) + 2(k>=8); B(k,n) from lane n·4 + (k%8)/2,
 // register (k>=8); c[i] at row g + 8(i>=2), column 2t + i%2.
@@ -61,11 +62,13 @@ static void rows(int N, int C, int OC, int KS, int gelu, int bias) {
     for (auto& v : b) store(&v, 0, (float)normal());
     for (auto& v : out) store(&v, 0, NAN);
     for (auto& v : pre) store(&v, 0, NAN);
-    const int cols = 16 * 8 / KS;
+    const int cols = 16 * 8 / KS, R = (N + 15) & ~15;
+    // mmaSmem (pkg/device/gpu): the warps' rings, or the partial tiles
+    const size_t smem = std::max(MMA_BLOCK / 32 * MMA_X * R * 32 * 2, MMA_BLOCK / 32 * R * MMA_LD * 4);
     launch((OC + cols - 1) / cols, 1, MMA_BLOCK, [&] {
         matmul_rows_mma(out.data(), gelu ? pre.data() : nullptr, inp.data(), w.data(), bias ? b.data() : nullptr, N, C, OC,
                         gelu, KS);
-    });
+    }, smem);
     // fp32 sums of C products: within ~C·2^-24 relative of the norms'
     // product, then one rounding to T (gelu's slope is at most ~1.13)
     const double ulp = DTYPE == DRUTO_BF16 ? 0x1p-8 : 0x1p-11;
@@ -109,5 +112,6 @@ int main() {
     rows(1, 768, 64, 4, 0, 1);
     rows(48, 1024, 130, 2, 1, 1);
     rows(40, 64, 20, 2, 0, 1); // one step a warp
+    rows(64, 3072, 16, 1, 1, 1); // 96 steps a warp: the rings wrap many times
     return fails ? 1 : 0;
 }

@@ -381,6 +381,15 @@ func mmaSlices(C, OC, sms int) int {
 	return ks
 }
 
+// mmaSmem is matmul_rows_mma's dynamic shared memory for N rows (R, N
+// rounded up to 16): the warps' rings of mmaX steps of R × 32 elements of
+// inp, or the partial tiles laid over them, whichever is larger
+// (kernels/matmul_mma.cu).
+func mmaSmem(N int) int {
+	R := (N + 15) &^ 15
+	return max(mmaBlock/32*mmaX*R*32*2, mmaBlock/32*R*mmaLD*4)
+}
+
 // matmulMMA runs the fused form on matmul_rows_mma (see MMAEnv) and
 // reports whether it did.
 func (d *Device) matmulMMA(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) bool {
@@ -402,7 +411,7 @@ func (d *Device) matmulMMA(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC 
 	if act == device.GELU {
 		gelu = 1
 	}
-	d.run("matmul_rows_mma", dt, grid1(blocks(OC, 16*8/ks)), cuda.D1(mmaBlock), 0,
+	d.run("matmul_rows_mma", dt, grid1(blocks(OC, 16*8/ks)), cuda.D1(mmaBlock), mmaSmem(N),
 		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks)
 	return true
 }
