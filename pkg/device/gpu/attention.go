@@ -533,7 +533,6 @@ var dynamicSmem = map[string]int{
 	"flash_bwd2kv_hs32":  flashBwd2Smem(32),
 	"flash_bwd2kv_hs64":  flashBwd2Smem(64),
 	"flash_bwd2kv_hs128": flashBwd2Smem(128),
-	"matmul_rows_mma":    mmaSmem(mmaRows),
 }
 
 // flashBwd2Built reports whether the backward of variant 2 runs for dt and

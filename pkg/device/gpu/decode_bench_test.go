@@ -83,30 +83,16 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			{"head_matmul", 0, func(layer) { d.Matmul(logits, nil, ln, wte, nil, B, C, V, device.None) }},
 		}
 		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
-		// in place of decSlots' choice; the products also with the other
-		// setting of MMAEnv ("/mma": matmul_rows_mma over at most rowsMax
-		// rows; "/lt": cuBLASLt over more) and at each KS ("/ksN"). Not
-		// added into the step.
+		// in place of decSlots' choice (not added into the step).
 		type variant struct {
-			suffix   string
-			attX, ks int
-			mma      mmaMode
+			suffix string
+			attX   int
 		}
 		variants := func(name string) []variant {
-			vs := []variant{{mma: d.mma}}
-			switch name {
-			case "attention":
+			vs := []variant{{}}
+			if name == "attention" {
 				for _, x := range []int{1, 2, 4, 8, 16} {
-					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x, mma: d.mma})
-				}
-			case "qkv", "attn_proj", "fc_gelu", "fc_proj", "head_matmul":
-				if B <= rowsMax {
-					vs = append(vs, variant{suffix: "/mma", mma: mmaOn})
-				} else {
-					vs = append(vs, variant{suffix: "/lt", mma: mmaOff})
-					for _, k := range []int{1, 2, 4, 8} {
-						vs = append(vs, variant{suffix: fmt.Sprintf("/ks%d", k), ks: k, mma: d.mma})
-					}
+					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x})
 				}
 			}
 			return vs
@@ -118,9 +104,8 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 					// the device's own choice for the op as the step runs it,
 					// or the variant's grid; the device's setting restored
 					// after, for the ops after it
-					mma := d.mma
-					d.attX, d.mma, d.mmaKS = v.attX, v.mma, v.ks
-					defer func() { d.attX, d.mma, d.mmaKS = 0, mma, 0 }()
+					d.attX = v.attX
+					defer func() { d.attX = 0 }()
 					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
 					if v.suffix == "" {
 						step += us * float64(op.times)

@@ -99,10 +99,6 @@ type Device struct {
 	// attX: attention_decode's blocks a pair where above 0 (the
 	// benchmarks' variants), in place of decSlots' choice.
 	attX int
-	// mma: which products matmul_rows_mma takes (MMAEnv); mmaKS, where
-	// above 0, its slices of C (the benchmarks' variants).
-	mma   mmaMode
-	mmaKS int
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
@@ -181,10 +177,6 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	mma, err := mmaEnv()
-	if err != nil {
-		return nil, err
-	}
 	// DRUTO_GPU_MEMORY caps the context's pool: every buffer (tensors,
 	// scratch, workspaces) comes from it, so the cap is enforced.
 	memCap, err := device.MemoryCap()
@@ -215,7 +207,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	d := &Device{
 		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, tmaSmem: map[kernelKey]int{},
-		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[tableKey]layoutTable{}, mma: mma,
+		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[tableKey]layoutTable{},
 	}
 	ok := false
 	defer func() {

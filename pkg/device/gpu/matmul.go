@@ -10,9 +10,8 @@ package gpu
 //	dinp (N,C) += dout (N,OC)·W (OC,C)     is  M=C, N=N, K=OC, A=W (ld C), B=dout (ld OC), D=dinp (ld C), beta 1
 //	dW (OC,C) += doutᵀ (OC,N)·inp (N,C)    is  TransB, M=C, N=OC, K=N, A=inp (ld C), B=dout (ld OC), D=dW (ld C), beta 1
 //
-// Fused forward over rowsMax+1 to mmaRows rows (a decode step's batch),
-// 16-bit: matmul_mma.cu's matmul_rows_mma (MMAEnv). Over at most rowsMax
-// rows: matmul.cu's matmul_rows. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
+// Fused forward over at most rowsMax rows (a decode step's): matmul.cu's
+// matmul_rows. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
 // 16-bit outputs, the bias+GELU epilogue (EpilogueGELUAuxBias: out =
 // gelu(pre), pre stored as the aux matrix), the GELU computed on the fp32
 // pre-activation before rounding, as the CPU reference's fused epilogue
@@ -50,7 +49,6 @@ package gpu
 
 import (
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -243,9 +241,6 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 	if N == 0 {
 		return
 	}
-	if d.fused && d.matmulMMA(out, pre, inp, weight, bias, N, C, OC, act) {
-		return
-	}
 	if d.fused && N <= rowsMax {
 		d.matmulRows(out, pre, inp, weight, bias, N, C, OC, act)
 		return
@@ -331,89 +326,6 @@ func (d *Device) matmulRows(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC
 	}
 	d.run("matmul_rows", out.DType, grid1(blocks(OC, warps/ks)), cuda.D1(rowsBlock), 0,
 		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks, vec)
-}
-
-// MMAEnv chooses the products matmul_rows_mma takes: unset, those of
-// rowsMax+1 to mmaRows rows (a decode step's batch, where a GEMM library's
-// tiles leave most SMs idle); "on", also those of 1 to rowsMax rows
-// (matmul_rows' otherwise); "off", none (cuBLASLt's). The kernel needs a
-// 16-bit dtype and sm_80; elsewhere the setting changes nothing.
-const MMAEnv = "DRUTO_MATMUL_MMA"
-
-// mmaMode is MMAEnv's setting.
-type mmaMode int
-
-const (
-	mmaDefault mmaMode = iota
-	mmaOn
-	mmaOff
-)
-
-// mmaEnv reads MMAEnv.
-func mmaEnv() (mmaMode, error) {
-	switch v := os.Getenv(MMAEnv); v {
-	case "":
-		return mmaDefault, nil
-	case "on":
-		return mmaOn, nil
-	case "off":
-		return mmaOff, nil
-	default:
-		return 0, fmt.Errorf("gpu: %s=%q: want on, off or unset (the tensor-core product kernel for a decode batch)", MMAEnv, v)
-	}
-}
-
-// mmaSlices is matmul_rows_mma's KS for OC columns and C inputs on sms
-// multiprocessors, or 0 where it does not apply: a block's 8 warps take
-// 8/KS tiles of 16 columns and KS slices of C (a whole number of 32-column
-// steps each), the largest KS whose grid stays within two blocks an SM
-// (the kernel's launch bounds: one wave), else the smallest that divides.
-func mmaSlices(C, OC, sms int) int {
-	ks := 0
-	for _, k := range []int{1, 2, 4, 8} {
-		if C%(32*k) != 0 {
-			continue
-		}
-		if ks == 0 || blocks(OC, 16*8/k) <= 2*sms {
-			ks = k
-		}
-	}
-	return ks
-}
-
-// mmaSmem is matmul_rows_mma's dynamic shared memory for N rows (R, N
-// rounded up to 16): the warps' rings of mmaX steps of R × 32 elements of
-// inp, or the partial tiles laid over them, whichever is larger
-// (kernels/matmul_mma.cu).
-func mmaSmem(N int) int {
-	R := (N + 15) &^ 15
-	return max(mmaBlock/32*mmaX*R*32*2, mmaBlock/32*R*mmaLD*4)
-}
-
-// matmulMMA runs the fused form on matmul_rows_mma (see MMAEnv) and
-// reports whether it did.
-func (d *Device) matmulMMA(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) bool {
-	dt := out.DType
-	if d.mma == mmaOff || N > mmaRows || (d.mma == mmaDefault && N <= rowsMax) || (dt != tensor.BF16 && dt != tensor.F16) {
-		return false
-	}
-	ks := mmaSlices(C, OC, d.sms())
-	if d.mmaKS > 0 && C%(32*d.mmaKS) == 0 {
-		ks = d.mmaKS
-	}
-	if ks == 0 || d.ptr(inp)%16 != 0 || d.ptr(weight)%16 != 0 {
-		return false
-	}
-	if launchHook == nil && d.funcs[kernelKey{"matmul_rows_mma", dt}] == nil {
-		return false // not built here (before sm_80): cuBLASLt or matmul_rows
-	}
-	gelu := 0
-	if act == device.GELU {
-		gelu = 1
-	}
-	d.run("matmul_rows_mma", dt, grid1(blocks(OC, 16*8/ks)), cuda.D1(mmaBlock), mmaSmem(N),
-		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks)
-	return true
 }
 
 // matmulDecomposed: GEMM into target (out, or pre under GELU), then the
