@@ -84,6 +84,7 @@ __device__ __forceinline__ unsigned dt_ld_acquire(const unsigned* p) { return __
 __device__ __forceinline__ void dt_red_release(unsigned* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELEASE); }
 __device__ __forceinline__ unsigned dt_inc(unsigned* p) { return __atomic_fetch_add(p, 1u, __ATOMIC_ACQ_REL); }
 __device__ __forceinline__ void dt_pause() { emu_yield(); }
+#define __trap() abort()
 __device__ __forceinline__ float dt_ldcg(const float* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 __device__ __forceinline__ uint4 dt_ldcg16(const T* p) { uint4 v; memcpy(&v, p, 16); return v; }
 __device__ __forceinline__ void dt_cp16(void* dst, const void* src) { memcpy(dst, src, 16); }
@@ -122,10 +123,17 @@ __device__ __forceinline__ void dt_arrive(unsigned* c) {
     }
 }
 
-// dt_wait returns once c reaches n (every thread of the block).
+// dt_wait returns once c reaches n (every thread of the block). A wait
+// that outlasts 2^24 polls (seconds) is a broken chain, not a slow one: the
+// kernel traps, and the launch fails instead of hanging the GPU.
 __device__ __forceinline__ void dt_wait(const unsigned* c, unsigned n) {
-    if (threadIdx.x == 0)
-        while (dt_ld_acquire(c) < n) dt_pause();
+    if (threadIdx.x == 0) {
+        unsigned polls = 0;
+        while (dt_ld_acquire(c) < n) {
+            dt_pause();
+            if (++polls == (1u << 24)) __trap();
+        }
+    }
     __syncthreads();
 }
 
