@@ -115,6 +115,24 @@ template <int N> __device__ __forceinline__ void dt_cp_wait() { asm volatile("cp
 __device__ __forceinline__ void dt_fence() { __threadfence(); }
 #endif
 
+// dt_mark records, where trace is given, the time (globaltimer, ns) at
+// mark k of layer l into trace[l·DT_MARKS + k] and the block's clock at
+// trace[(L + l)·DT_MARKS + k], by thread 0 (the phases' profile:
+// TokenTrace).
+#define DT_MARKS 16
+__device__ __forceinline__ void dt_mark(unsigned long long* trace, int L, int l, int k) {
+    if (trace == 0 || threadIdx.x != 0) return;
+#ifdef DRUTO_EMU
+    trace[l * DT_MARKS + k] = 1;
+    trace[(L + l) * DT_MARKS + k] = 1;
+#else
+    unsigned long long g;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+    trace[l * DT_MARKS + k] = g;
+    trace[(L + l) * DT_MARKS + k] = clock64();
+#endif
+}
+
 // dt_arrive counts the block at c once all its threads' writes are done.
 __device__ __forceinline__ void dt_arrive(unsigned* c) {
     __syncthreads();
@@ -241,6 +259,7 @@ struct DtArgs {
     T* kc;              // layer 0's key cache (NH, S, hs); layer l at kc + l·kvs
     T* vc;
     const int* pos;     // the position this step writes (the cache holds pos[0] before it)
+    unsigned long long* trace; // (2L, DT_MARKS) the phases' marks (dt_mark), 0: none
     int C, NH, S, L, cap;
     long long ls;       // elements from a layer's parameter to the next layer's
     long long kvs;      // elements from a layer's cache to the next layer's
@@ -329,12 +348,14 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
     const int C = a.C, hs = DT_HS, t = threadIdx.x, lane = t % 32, warp = t / 32;
     const int pos = a.pos[0], n = pos + 1; // positions attended: the cached ones and the newest
     const DtHead s = dt_head_smem(sm, C, a.S, a.cap);
+    unsigned long long* tr = h == 0 ? a.trace : (unsigned long long*)0;
     const int m = min(pos, a.cap); // cached positions in shared memory
     const float scale = rsqrtf((float)hs);
     for (int l = 0; l < a.L; l++) {
         T* kl = a.kc + (size_t)l * a.kvs + (size_t)h * a.S * hs;
         T* vl = a.vc + (size_t)l * a.kvs + (size_t)h * a.S * hs;
         dt_wait(a.cnt + DT_CQ(l) * DT_LINE, gridDim.x - a.NH);
+        dt_mark(tr, a.L, l, 13);
         // q, and the newest key and value, which go to the caches at pos.
         if (t < hs / 8) {
             const uint4 kv = dt_ldcg16(a.qkv + C + h * hs + t * 8);
@@ -406,6 +427,7 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
             s.o[t] = round_to<T>(o / den);
         }
         __syncthreads();
+        dt_mark(tr, a.L, l, 14);
         // The head's share of the projection: output c takes Wp row c's hs
         // columns (8 vectors, taken from vector c % 8 on: 8 neighbouring
         // threads read 8 different bank groups).
@@ -423,6 +445,7 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
             }
             yp[c] = y;
         }
+        dt_mark(tr, a.L, l, 15);
         dt_arrive(a.cnt + DT_CA(l) * DT_LINE);
         if (l + 1 < a.L) dt_head_load(s, a.projw, a.kc, a.vc, l + 1, h, pos, C, a.S, a.cap, a.ls, a.kvs);
     }
@@ -432,6 +455,7 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
 __device__ void dt_worker(const DtArgs& a, unsigned char* sm, int w, int NW) {
     const int C = a.C, t = threadIdx.x;
     const DtWorker s = dt_worker_smem(sm, C, NW);
+    unsigned long long* tr = w == 0 ? a.trace : (unsigned long long*)0;
     int q0, q1, f0, f1, p0, p1;
     dt_span(3 * C, w, NW, q0, q1);
     dt_span(4 * C, w, NW, f0, f1);
@@ -440,36 +464,47 @@ __device__ void dt_worker(const DtArgs& a, unsigned char* sm, int w, int NW) {
         const size_t lo = (size_t)l * a.ls;
         // Q: LN1(x) and the worker's rows of qkv.
         const float* xin = l == 0 ? a.x0 : a.xs + (size_t)((l - 1) % 2) * C;
+        dt_mark(tr, a.L, l, 0);
         if (l > 0) dt_wait(a.cnt + DT_CX(l) * DT_LINE, NW);
         for (int i = t; i < C; i += DT_THREADS) s.x[i] = dt_ldcg(xin + i);
         __syncthreads();
+        dt_mark(tr, a.L, l, 1);
         dt_layernorm(s.xn, s.x, a.ln1w + lo, a.ln1b + lo, C);
+        dt_mark(tr, a.L, l, 2);
         dt_cp_wait<2>();
         __syncthreads();
+        dt_mark(tr, a.L, l, 3);
         dt_matvec(s.res, s.wq, s.xn, q1 - q0, C, s.red);
+        dt_mark(tr, a.L, l, 4);
         for (int r = t; r < q1 - q0; r += DT_THREADS) store(a.qkv, q0 + r, s.res[r] + load(a.qkvb + lo, q0 + r));
+        dt_mark(tr, a.L, l, 5);
         dt_arrive(a.cnt + DT_CQ(l) * DT_LINE);
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 0, C, a.ls);
         else dt_cp_commit(); // an empty group keeps the waits' count
         // F: the projection from the heads' shares, x2, LN2, fc + GELU.
         dt_wait(a.cnt + DT_CA(l) * DT_LINE, a.NH);
+        dt_mark(tr, a.L, l, 6);
         for (int i = t; i < C; i += DT_THREADS) {
             float y = 0.f;
             for (int hh = 0; hh < a.NH; hh++) y += dt_ldcg(a.ypart + (size_t)hh * C + i);
             s.x2[i] = s.x[i] + round_to<T>(y + load(a.projb + lo, i));
         }
         __syncthreads();
+        dt_mark(tr, a.L, l, 7);
         dt_layernorm(s.xn, s.x2, a.ln2w + lo, a.ln2b + lo, C);
         dt_cp_wait<2>();
         __syncthreads();
+        dt_mark(tr, a.L, l, 8);
         dt_matvec(s.res, s.wf, s.xn, f1 - f0, C, s.red);
         for (int r = t; r < f1 - f0; r += DT_THREADS)
             store(a.hbuf, f0 + r, gelu_f(s.res[r] + load(a.fcb + lo, f0 + r)));
+        dt_mark(tr, a.L, l, 9);
         dt_arrive(a.cnt + DT_CF(l) * DT_LINE);
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 1, C, a.ls);
         else dt_cp_commit();
         // FP: the worker's rows of x3 = x2 + h·Wfpᵀ + b.
         dt_wait(a.cnt + DT_CF(l) * DT_LINE, NW);
+        dt_mark(tr, a.L, l, 10);
         for (int i = t; i < 4 * C / 8; i += DT_THREADS) {
             float hf[8];
             unpack16(dt_ldcg16(a.hbuf + i * 8), hf);
@@ -477,10 +512,12 @@ __device__ void dt_worker(const DtArgs& a, unsigned char* sm, int w, int NW) {
         }
         dt_cp_wait<2>();
         __syncthreads();
+        dt_mark(tr, a.L, l, 11);
         dt_matvec(s.res, s.wfp, s.h, p1 - p0, 4 * C, s.red);
         float* xout = a.xs + (size_t)(l % 2) * C;
         for (int r = t; r < p1 - p0; r += DT_THREADS)
             xout[p0 + r] = s.x2[p0 + r] + round_to<T>(s.res[r] + load(a.fcpb + lo, p0 + r));
+        dt_mark(tr, a.L, l, 12);
         dt_arrive(a.cnt + DT_CX(l + 1) * DT_LINE);
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 2, C, a.ls);
         else dt_cp_commit();
@@ -498,7 +535,7 @@ extern "C" __global__ void __launch_bounds__(DT_THREADS, 1) decode_token(T* __re
         const T* __restrict__ projb, const T* __restrict__ ln2w, const T* __restrict__ ln2b,
         const T* __restrict__ fcw, const T* __restrict__ fcb, const T* __restrict__ fcpw, const T* __restrict__ fcpb,
         const T* __restrict__ lnfw, const T* __restrict__ lnfb, T* kc, T* vc, const int* __restrict__ pos, int C,
-        int NH, int S, int L, int cap, long long ls, long long kvs) {
+        int NH, int S, int L, int cap, long long ls, long long kvs, unsigned long long* trace) {
 #ifdef DRUTO_EMU
     unsigned char* sm = emu_block_smem();
 #else
@@ -519,7 +556,7 @@ extern "C" __global__ void __launch_bounds__(DT_THREADS, 1) decode_token(T* __re
     }
     pdl_enter();
     const DtArgs a = {out, x0, xs, qkv, ypart, hbuf, cnt, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b,
-                      fcw, fcb, fcpw, fcpb, lnfw, lnfb, kc, vc, pos, C, NH, S, L, cap, ls, kvs};
+                      fcw, fcb, fcpw, fcpb, lnfw, lnfb, kc, vc, pos, trace, C, NH, S, L, cap, ls, kvs};
     if ((int)blockIdx.x < NH)
         dt_head(a, sm, blockIdx.x);
     else

@@ -133,3 +133,96 @@ func TestGPUDecodeToken(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUDecodeTokenTrace profiles decode_token's chain at gpt2-124M (bf16,
+// random weights, a 16-token prompt, 16 tokens): the marks of its first
+// worker and first head block (kernels/decode_token.cu, dt_mark), as the
+// µs of each phase averaged over the layers, logged. It checks that every
+// mark was recorded and that each block's marks run forward in time.
+func TestGPUDecodeTokenTrace(t *testing.T) {
+	g := gpudev.Fused(t)
+	t.Setenv(gpu.TokenEnv, "on")
+	t.Setenv(gpu.TokenTraceEnv, "1")
+	cfg, err := Preset("gpt2-124M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewInference(g, cfg, amp.BF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Init(1); err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.NewKVCache(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.tok == nil {
+		t.Fatal("the cache does not use decode_token")
+	}
+	prompt := make([]int32, 16)
+	for i := range prompt {
+		prompt[i] = int32(i * 11)
+	}
+	if err := c.Prefill(0, prompt); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]int32, device.RowLen)
+	rows[device.RowLeft] = 1 << 20
+	if err := c.SetRows(rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sample(device.Sampling{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 16 {
+		if _, err := c.Next(device.Sampling{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	L := cfg.Layers
+	tr, err := g.TokenTrace(L)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marks = 16
+	// The worker's marks 0..12 and the head's 13..15, each block's in order.
+	names := []string{"wait x", "load x", "ln1", "weights", "qkv matvec", "qkv store", "wait heads", "x2", "ln2+weights",
+		"fc matvec+store", "wait h", "load h+weights", "fcproj matvec+store"}
+	for l := range L {
+		row := tr[l*marks : (l+1)*marks]
+		for k := range marks {
+			if row[k] == 0 {
+				t.Fatalf("layer %d mark %d not recorded", l, k)
+			}
+		}
+		for k := 1; k <= 12; k++ {
+			if row[k] < row[k-1] {
+				t.Errorf("layer %d: worker mark %d (%d) before mark %d (%d)", l, k, row[k], k-1, row[k-1])
+			}
+		}
+		if row[14] < row[13] || row[15] < row[14] {
+			t.Errorf("layer %d: head marks out of order: %v", l, row[13:16])
+		}
+	}
+	avg := func(from, to func(l int) uint64) float64 {
+		s := 0.0
+		for l := 1; l < L; l++ {
+			s += float64(int64(to(l)) - int64(from(l)))
+		}
+		return s / float64(L-1) / 1000
+	}
+	at := func(k int) func(l int) uint64 { return func(l int) uint64 { return tr[l*marks+k] } }
+	for k := 1; k <= 12; k++ {
+		t.Logf("worker %-20s %6.2f µs", names[k], avg(at(k-1), at(k)))
+	}
+	t.Logf("head   qkv stored → wait done %6.2f µs (worker 0's store to head 0's wait)", avg(at(5), at(13)))
+	t.Logf("head   attention              %6.2f µs", avg(at(13), at(14)))
+	t.Logf("head   projection share        %6.2f µs", avg(at(14), at(15)))
+	t.Logf("head   arrive → worker's wait  %6.2f µs", avg(at(15), at(6)))
+	t.Logf("layer  (worker mark 0 to the next layer's) %6.2f µs", avg(func(l int) uint64 { return tr[(l-1)*marks] }, at(0)))
+	t.Logf("token  (layer 0's mark 0 to the last layer's mark 12) %6.2f µs", float64(tr[(L-1)*marks+12]-tr[0])/1000)
+}

@@ -26,6 +26,7 @@ var (
 	tokThreads = kernels.MustBlock("decode_token.cu", "DT_THREADS")
 	tokHS      = kernels.MustDefine("decode_token.cu", "DT_HS")
 	tokLine    = kernels.MustDefine("decode_token.cu", "DT_LINE")
+	tokMarks   = kernels.MustDefine("decode_token.cu", "DT_MARKS")
 )
 
 // TokenEnv turns decode_token on ("on") or off ("off", the default until
@@ -224,11 +225,43 @@ func (d *Device) DecodeToken(s *device.TokenStep) {
 	if xs == 0 || qkv == 0 || yp == 0 || hb == 0 || cnt == 0 {
 		return
 	}
+	var trace cuda.DevicePtr
+	if os.Getenv(TokenTraceEnv) != "" {
+		if trace = d.zeroScratch(fmt.Sprintf("token.trace%d", L), 2*L*tokMarks*8); trace == 0 {
+			return
+		}
+	}
 	l0 := &s.Layers[0]
 	d.launch(kernToken, dt, cuda.D1(p.G), cuda.D1(tokThreads), p.smem,
 		d.ptr(s.Out), d.ptr(s.X), xs, qkv, yp, hb, cnt,
 		d.ptr(l0.Ln1W), d.ptr(l0.Ln1B), d.ptr(l0.QKVW), d.ptr(l0.QKVB), d.ptr(l0.ProjW), d.ptr(l0.ProjB),
 		d.ptr(l0.Ln2W), d.ptr(l0.Ln2B), d.ptr(l0.FCW), d.ptr(l0.FCB), d.ptr(l0.FCProjW), d.ptr(l0.FCProjB),
 		d.ptr(s.LnfW), d.ptr(s.LnfB), d.ptr(s.K[0]), d.ptr(s.V[0]), d.ptr(s.Pos),
-		C, NH, S, L, p.cap, p.ls, p.kvs)
+		C, NH, S, L, p.cap, p.ls, p.kvs, trace)
+}
+
+// TokenTraceEnv, set, has decode_token record its phases' marks (dt_mark in
+// kernels/decode_token.cu), read back by TokenTrace: the profile of its
+// chain.
+const TokenTraceEnv = "DRUTO_DECODE_TOKEN_TRACE"
+
+// TokenTrace returns the marks of the last decode_token launch of L layers
+// under TokenTraceEnv: (2L, tokMarks) values, the layers' globaltimer
+// marks (ns), then their clock64 marks (the recording block's cycles).
+func (d *Device) TokenTrace(L int) ([]uint64, error) {
+	p := d.scratch(fmt.Sprintf("token.trace%d", L), 2*L*tokMarks*8)
+	if p == 0 {
+		return nil, fmt.Errorf("gpu: no decode_token trace of %d layers", L)
+	}
+	host := tensor.New(tensor.I32, 2*2*L*tokMarks)
+	d.Download(host, tensor.OnDevice(tensor.I32, uintptr(p), 2*2*L*tokMarks))
+	if err := d.Sync(); err != nil {
+		return nil, err
+	}
+	v := host.I32()
+	out := make([]uint64, 2*L*tokMarks)
+	for i := range out {
+		out[i] = uint64(uint32(v[2*i])) | uint64(uint32(v[2*i+1]))<<32
+	}
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/druto/druto/pkg/cuda"
 	"github.com/druto/druto/pkg/device"
 	"github.com/druto/druto/pkg/tensor"
 )
@@ -65,16 +66,19 @@ func TestLaunchDecodeToken(t *testing.T) {
 		n := len(a)
 		sizes := []any{C, NH, S, L}
 		for i, v := range sizes {
-			if a[n-7+i] != v {
-				t.Errorf("%s: argument %d is %v, want %v", dt, n-7+i, a[n-7+i], v)
+			if a[n-8+i] != v {
+				t.Errorf("%s: argument %d is %v, want %v", dt, n-8+i, a[n-8+i], v)
 			}
 		}
 		per := 3*C*C + C*C + 8*C*C + 13*C
-		if a[n-2] != int64(per) || a[n-1] != int64(NH*S*64) {
-			t.Errorf("%s: strides %v %v, want %d %d", dt, a[n-2], a[n-1], per, NH*S*64)
+		if a[n-3] != int64(per) || a[n-2] != int64(NH*S*64) {
+			t.Errorf("%s: strides %v %v, want %d %d", dt, a[n-3], a[n-2], per, NH*S*64)
+		}
+		if a[n-1] != cuda.DevicePtr(0) {
+			t.Errorf("%s: a trace (%v) without %s", dt, a[n-1], TokenTraceEnv)
 		}
 		limit := 227 << 10
-		capPos := a[n-3].(int)
+		capPos := a[n-4].(int)
 		G, NW := tokenGrid(NH, 132)
 		if G != 132 || NW != 120 {
 			t.Errorf("grid %d, %d workers", G, NW)
