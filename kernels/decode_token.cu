@@ -70,6 +70,7 @@
 #define DT_WARPS (DT_THREADS / 32)
 #define DT_HS 64     // the head size the kernel takes (8 lanes of 16 bytes a row)
 #define DT_LINE 32   // counters apart (128 bytes: each on its own line)
+#define DT_MAXH 16   // the most heads (C <= 1024)
 #define DT_NEG_INF __int_as_float(0xff800000)
 
 // The counters of layer l: x ready (its input), qkv, the heads' partials,
@@ -136,10 +137,7 @@ __device__ __forceinline__ void dt_mark(unsigned long long* trace, int L, int l,
 // dt_arrive counts the block at c once all its threads' writes are done.
 __device__ __forceinline__ void dt_arrive(unsigned* c) {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        dt_fence();
-        dt_red_release(c);
-    }
+    if (threadIdx.x == 0) dt_red_release(c); // release: the block's writes, ordered before it by the barrier
 }
 
 // dt_wait returns once c reaches n (every thread of the block). A wait
@@ -164,6 +162,13 @@ __device__ __forceinline__ void dt_copy(void* dst, const void* src, int bytes) {
     for (int o = threadIdx.x * 16; o < bytes; o += DT_THREADS * 16) dt_cp16(d + o, s + o);
 }
 
+// dt_vec copies n values of T from global src into fp32 dst in shared
+// memory over the block's threads (plain loads: issued while the block
+// waits for its next link, which orders them before their use).
+__device__ __forceinline__ void dt_vec(float* dst, const T* src, int n) {
+    for (int i = threadIdx.x; i < n; i += DT_THREADS) dst[i] = load(src, i);
+}
+
 // dt_span is the rows [lo, hi) of R that part w of n takes.
 __device__ __forceinline__ void dt_span(int R, int w, int n, int& lo, int& hi) {
     lo = (int)((long)R * w / n);
@@ -174,7 +179,7 @@ __device__ __forceinline__ void dt_span(int R, int w, int n, int& lo, int& hi) {
 // of the C fp32 values x (shared memory), by warp 0; the others wait at the
 // barrier that ends it. C <= 32·DT_LNV.
 #define DT_LNV 32
-__device__ void dt_layernorm(float* out, const float* x, const T* w, const T* b, int C) {
+__device__ void dt_layernorm(float* out, const float* x, const float* w, const float* b, int C) {
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
         float v[DT_LNV];
@@ -201,7 +206,7 @@ __device__ void dt_layernorm(float* out, const float* x, const T* w, const T* b,
             const int i = lane + 32 * k;
             if (i < C) {
                 const float n = __fmul_rn(s, __fsub_rn(v[k], m));
-                out[i] = round_to<T>(__fadd_rn(__fmul_rn(n, load(w, i)), load(b, i)));
+                out[i] = round_to<T>(__fadd_rn(__fmul_rn(n, w[i]), b[i]));
             }
         }
     }
@@ -269,6 +274,7 @@ struct DtArgs {
 struct DtWorker {
     T *wq, *wf, *wfp;
     float *x, *x2, *xn, *h, *res, *red;
+    float *lw, *lb, *pb, *bias; // the phase's layernorm weights, the attention projection's bias, its rows' biases
 };
 
 __device__ __forceinline__ DtWorker dt_worker_smem(unsigned char* sm, int C, int NW) {
@@ -283,6 +289,10 @@ __device__ __forceinline__ DtWorker dt_worker_smem(unsigned char* sm, int C, int
     s.h = s.xn + C;
     s.res = s.h + 4 * C;
     s.red = s.res + rf; // max(rf, DT_WARPS) tasks
+    s.lw = s.red + (rf > DT_WARPS ? rf : DT_WARPS);
+    s.lb = s.lw + C;
+    s.pb = s.lb + C;
+    s.bias = s.pb + C; // rf
     return s;
 }
 
@@ -465,44 +475,61 @@ __device__ void dt_worker(const DtArgs& a, unsigned char* sm, int w, int NW) {
         // Q: LN1(x) and the worker's rows of qkv.
         const float* xin = l == 0 ? a.x0 : a.xs + (size_t)((l - 1) % 2) * C;
         dt_mark(tr, a.L, l, 0);
+        // The phase's small vectors into shared memory while x is awaited.
+        dt_vec(s.lw, a.ln1w + lo, C);
+        dt_vec(s.lb, a.ln1b + lo, C);
+        dt_vec(s.bias, a.qkvb + lo + q0, q1 - q0);
         if (l > 0) dt_wait(a.cnt + DT_CX(l) * DT_LINE, NW);
+        else __syncthreads();
         for (int i = t; i < C; i += DT_THREADS) s.x[i] = dt_ldcg(xin + i);
         __syncthreads();
         dt_mark(tr, a.L, l, 1);
-        dt_layernorm(s.xn, s.x, a.ln1w + lo, a.ln1b + lo, C);
+        dt_layernorm(s.xn, s.x, s.lw, s.lb, C);
         dt_mark(tr, a.L, l, 2);
         dt_cp_wait<2>();
         __syncthreads();
         dt_mark(tr, a.L, l, 3);
         dt_matvec(s.res, s.wq, s.xn, q1 - q0, C, s.red);
         dt_mark(tr, a.L, l, 4);
-        for (int r = t; r < q1 - q0; r += DT_THREADS) store(a.qkv, q0 + r, s.res[r] + load(a.qkvb + lo, q0 + r));
+        for (int r = t; r < q1 - q0; r += DT_THREADS) store(a.qkv, q0 + r, s.res[r] + s.bias[r]);
         dt_mark(tr, a.L, l, 5);
         dt_arrive(a.cnt + DT_CQ(l) * DT_LINE);
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 0, C, a.ls);
         else dt_cp_commit(); // an empty group keeps the waits' count
         // F: the projection from the heads' shares, x2, LN2, fc + GELU.
+        dt_vec(s.lw, a.ln2w + lo, C);
+        dt_vec(s.lb, a.ln2b + lo, C);
+        dt_vec(s.pb, a.projb + lo, C);
+        dt_vec(s.bias, a.fcb + lo + f0, f1 - f0);
         dt_wait(a.cnt + DT_CA(l) * DT_LINE, a.NH);
         dt_mark(tr, a.L, l, 6);
+        // The heads' shares of element i, all loads in flight before the sum
+        // (in head order).
         for (int i = t; i < C; i += DT_THREADS) {
-            float y = 0.f;
-            for (int hh = 0; hh < a.NH; hh++) y += dt_ldcg(a.ypart + (size_t)hh * C + i);
-            s.x2[i] = s.x[i] + round_to<T>(y + load(a.projb + lo, i));
+            float y[DT_MAXH];
+#pragma unroll
+            for (int hh = 0; hh < DT_MAXH; hh++) y[hh] = hh < a.NH ? dt_ldcg(a.ypart + (size_t)hh * C + i) : 0.f;
+            float sum = 0.f;
+#pragma unroll
+            for (int hh = 0; hh < DT_MAXH; hh++)
+                if (hh < a.NH) sum += y[hh];
+            s.x2[i] = s.x[i] + round_to<T>(sum + s.pb[i]);
         }
         __syncthreads();
         dt_mark(tr, a.L, l, 7);
-        dt_layernorm(s.xn, s.x2, a.ln2w + lo, a.ln2b + lo, C);
+        dt_layernorm(s.xn, s.x2, s.lw, s.lb, C);
         dt_cp_wait<2>();
         __syncthreads();
         dt_mark(tr, a.L, l, 8);
         dt_matvec(s.res, s.wf, s.xn, f1 - f0, C, s.red);
         for (int r = t; r < f1 - f0; r += DT_THREADS)
-            store(a.hbuf, f0 + r, gelu_f(s.res[r] + load(a.fcb + lo, f0 + r)));
+            store(a.hbuf, f0 + r, gelu_f(s.res[r] + s.bias[r]));
         dt_mark(tr, a.L, l, 9);
         dt_arrive(a.cnt + DT_CF(l) * DT_LINE);
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 1, C, a.ls);
         else dt_cp_commit();
         // FP: the worker's rows of x3 = x2 + h·Wfpᵀ + b.
+        dt_vec(s.bias, a.fcpb + lo + p0, p1 - p0);
         dt_wait(a.cnt + DT_CF(l) * DT_LINE, NW);
         dt_mark(tr, a.L, l, 10);
         for (int i = t; i < 4 * C / 8; i += DT_THREADS) {
@@ -516,7 +543,7 @@ __device__ void dt_worker(const DtArgs& a, unsigned char* sm, int w, int NW) {
         dt_matvec(s.res, s.wfp, s.h, p1 - p0, 4 * C, s.red);
         float* xout = a.xs + (size_t)(l % 2) * C;
         for (int r = t; r < p1 - p0; r += DT_THREADS)
-            xout[p0 + r] = s.x2[p0 + r] + round_to<T>(s.res[r] + load(a.fcpb + lo, p0 + r));
+            xout[p0 + r] = s.x2[p0 + r] + round_to<T>(s.res[r] + s.bias[r]);
         dt_mark(tr, a.L, l, 12);
         dt_arrive(a.cnt + DT_CX(l + 1) * DT_LINE);
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 2, C, a.ls);
@@ -565,11 +592,15 @@ extern "C" __global__ void __launch_bounds__(DT_THREADS, 1) decode_token(T* __re
     if (blockIdx.x == 0) {
         float* x = (float*)sm;
         float* xn = x + a.C;
+        float* lw = xn + a.C;
+        float* lb = lw + a.C;
+        dt_vec(lw, a.lnfw, a.C);
+        dt_vec(lb, a.lnfb, a.C);
         dt_wait(a.cnt + DT_CX(a.L) * DT_LINE, NW);
         const float* xl = a.xs + (size_t)((a.L - 1) % 2) * a.C;
         for (int i = threadIdx.x; i < a.C; i += DT_THREADS) x[i] = dt_ldcg(xl + i);
         __syncthreads();
-        dt_layernorm(xn, x, a.lnfw, a.lnfb, a.C);
+        dt_layernorm(xn, x, lw, lb, a.C);
         for (int i = threadIdx.x; i < a.C; i += DT_THREADS) store(a.out, i, xn[i]);
     }
     // The last block out sets the counters back to zero (its flag in the

@@ -61,10 +61,11 @@ func tokenGrid(NH, sms int) (G, NW int) { return sms, sms - NH }
 
 // tokenWorkerSmem is a worker's shared memory (dt_worker_smem): its rows of
 // Wqkv, Wfc and Wfp in T (es bytes an element), then fp32 x, x2, the
-// normalised row, h (4C), the rows' sums and the warps' parts.
+// normalised row, h (4C), the rows' sums, the warps' parts, a layernorm's
+// weight and bias, the attention projection's bias and the rows' biases.
 func tokenWorkerSmem(C, NW, es int) int {
 	rq, rf, rp := blocks(3*C, NW), blocks(4*C, NW), blocks(C, NW)
-	return (rq+rf+4*rp)*C*es + (3*C+4*C+rf+max(rf, tokThreads/32))*4
+	return (rq+rf+4*rp)*C*es + (3*C+4*C+rf+max(rf, tokThreads/32)+3*C+rf)*4
 }
 
 // tokenHeadSmem is a head block's (dt_head_smem) at capPos cached
