@@ -84,7 +84,8 @@ __device__ __forceinline__ unsigned dt_ld_acquire(const unsigned* p) { return __
 __device__ __forceinline__ void dt_red_release(unsigned* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELEASE); }
 __device__ __forceinline__ unsigned dt_inc(unsigned* p) { return __atomic_fetch_add(p, 1u, __ATOMIC_ACQ_REL); }
 __device__ __forceinline__ void dt_pause() { emu_yield(); }
-__device__ __forceinline__ float dt_ldcg(const float* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+// (__atomic_load_n takes integers and pointers only; __atomic_load any type)
+__device__ __forceinline__ float dt_ldcg(const float* p) { float v; __atomic_load(p, &v, __ATOMIC_RELAXED); return v; }
 __device__ __forceinline__ uint4 dt_ldcg16(const T* p) { uint4 v; memcpy(&v, p, 16); return v; }
 __device__ __forceinline__ void dt_cp16(void* dst, const void* src) { memcpy(dst, src, 16); }
 __device__ __forceinline__ void dt_cp_commit() {}
@@ -343,11 +344,14 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
         }
         dt_cp_wait<0>();
         __syncthreads();
-        // Scores: 8 lanes a position, 16 bytes each.
+        // Scores: 8 lanes a position, 16 bytes each. A warp's 4 positions go
+        // round together while the first is below n: the shuffles name every
+        // lane, so no lane may leave the loop before the others (lanes past n
+        // read s.kn and store nothing).
         const int j0 = t / 8, part = t % 8;
         float qv[8];
         for (int e = 0; e < 8; e++) qv[e] = s.q[part * 8 + e];
-        for (int j = j0; j < n; j += DT_THREADS / 8) {
+        for (int j = j0; j - lane / 8 < n; j += DT_THREADS / 8) {
             const T* kr = j < m ? s.k + (size_t)j * hs : (j < pos ? kl + (size_t)j * hs : s.kn);
             float kf[8];
             unpack16(reinterpret_cast<const uint4*>(kr)[part], kf);
@@ -356,7 +360,7 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
             d += __shfl_xor_sync(0xffffffffu, d, 1);
             d += __shfl_xor_sync(0xffffffffu, d, 2);
             d += __shfl_xor_sync(0xffffffffu, d, 4);
-            if (part == 0) s.p[j] = d * scale;
+            if (part == 0 && j < n) s.p[j] = d * scale;
         }
         __syncthreads();
         // The max, then the weights and their sum (warps in order).
