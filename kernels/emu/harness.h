@@ -2,22 +2,61 @@
 // not part of druto): the CUDA thread and block indices, a launcher that
 // runs every CUDA thread of a block as a host thread (blocks one after
 // another, in order or last to first), __syncthreads and the warps'
-// barriers as std::barrier, __shfl_xor_sync through a per-warp slot table,
-// the f16 conversions common.cuh asks DRUTO_EMU builds for, and a block's
-// dynamic shared memory (emu_block_smem). An
+// barriers (EmuBarrier, a futex), __shfl_xor_sync through a per-warp slot
+// table, the f16 conversions common.cuh asks DRUTO_EMU builds for, and a block's
+// dynamic shared memory (emu_block_smem). launch_grid runs every block of
+// a grid at once instead, for kernels whose blocks wait for each other
+// (decode_token.cu's counters; emu_yield in their spin loops). An
 // emulator's main.cpp includes it before the .cu it runs; flash/emu.h (the
 // CUDA built-ins) comes first, by -include. flash/main.cpp keeps its own:
 // its ldmatrix and mma emulation need wider slots.
 #pragma once
 #include <cstdio>
+#include <chrono>
+#include <climits>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <memory>
 #include <random>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
+// EmuBarrier is std::barrier's arrive_and_wait without its spinning: the
+// waiters sleep on a futex until the last arrival moves the phase on.
+// (libstdc++'s barrier spins with sched_yield before it sleeps, which is
+// most of the time on a few cores with hundreds of threads.)
+struct EmuBarrier {
+    std::atomic<unsigned> left, phase{0};
+    const unsigned n;
+    explicit EmuBarrier(unsigned n) : left(n), n(n) {}
+    void arrive_and_wait() {
+        const unsigned p = phase.load(std::memory_order_acquire); // before arriving: this phase's
+        if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            left.store(n, std::memory_order_relaxed); // nobody arrives again before phase moves
+            phase.fetch_add(1, std::memory_order_release);
+            syscall(SYS_futex, &phase, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+        } else {
+            while (phase.load(std::memory_order_acquire) == p)
+                syscall(SYS_futex, &phase, FUTEX_WAIT_PRIVATE, p, nullptr, nullptr, 0);
+        }
+    }
+};
+static_assert(sizeof(std::atomic<unsigned>) == sizeof(unsigned) && std::atomic<unsigned>::is_always_lock_free);
+
 // The barriers and the shuffles' slot table of the thread's block.
-static thread_local std::barrier<>* cta;
-static thread_local std::vector<std::barrier<>*>* warpbar;
-static uint64_t slots0[64][32];
+static thread_local EmuBarrier* cta;
+static thread_local std::vector<EmuBarrier*>* warpbar;
+// slot is a warp's table for an emulator's own warp collectives (as
+// encoder's __ballot_sync: write, meet, read, meet). The shuffles have two
+// tables of their own, used by turns (a thread's shuffles counted in
+// shfln): a lane writes one, the warp meets, it reads the other lane's
+// value; its next shuffle writes the other table, so one barrier a shuffle
+// suffices (a lane writes a table again only after the next shuffle's
+// barrier, which every lane meets after its read).
+static uint64_t slots0[3][64][32];
 static thread_local uint64_t (*slot)[32];
+static thread_local uint64_t (*shslot)[64][32];
+static thread_local unsigned shfln;
 void __syncthreads() { cta->arrive_and_wait(); }
 static void wsync() { (*warpbar)[threadIdx.x >> 5]->arrive_and_wait(); }
 void __syncwarp() { wsync(); }
@@ -25,10 +64,10 @@ template <typename V> static V shfl(V v, int off) {
     int w = threadIdx.x >> 5, l = threadIdx.x & 31;
     uint64_t u = 0;
     memcpy(&u, &v, sizeof v);
-    slot[w][l] = u;
+    uint64_t(*tab)[32] = shslot[shfln++ & 1];
+    tab[w][l] = u;
     wsync();
-    uint64_t r = slot[w][l ^ off];
-    wsync();
+    uint64_t r = tab[w][l ^ off];
     V out;
     memcpy(&out, &r, sizeof out);
     return out;
@@ -56,9 +95,9 @@ static void launch(int gx, int gy, int threads, std::function<void()> fn, size_t
     // block's access past the launcher's bytes.
     std::vector<unsigned char> dyn(std::max<size_t>(smem, 1));
     unsigned char* dyn16 = smem ? dyn.data() : nullptr;
-    std::barrier<> b(threads);
-    std::vector<std::barrier<>*> wb;
-    for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new std::barrier<>(32));
+    EmuBarrier b(threads);
+    std::vector<EmuBarrier*> wb;
+    for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new EmuBarrier(32));
     std::vector<std::thread> th;
     for (int i = 0; i < threads; i++)
         th.emplace_back([&, i] {
@@ -66,7 +105,9 @@ static void launch(int gx, int gy, int threads, std::function<void()> fn, size_t
             blocksmem = dyn16;
             cta = &b;
             warpbar = &wb;
-            slot = slots0;
+            slot = slots0[0];
+            shslot = slots0 + 1;
+            shfln = 0;
             for (int n = 0; n < gx * gy; n++) {
                 int k = reverseBlocks ? gx * gy - 1 - n : n;
                 blockIdx = {(unsigned)(k % gx), (unsigned)(k / gx), 0};
@@ -78,5 +119,65 @@ static void launch(int gx, int gy, int threads, std::function<void()> fn, size_t
     for (auto p : wb) delete p;
 }
 
-// emu_block_smem is the block's dynamic shared memory (launch's smem).
+// launch_grid runs fn as a 1-D grid of gx blocks of threads threads, every
+// thread of every block a host thread at the same time: for kernels whose
+// blocks wait for each other through counters in global memory (spin loops,
+// which call emu_yield). Each block has its own barrier, warp barriers,
+// shuffle slot table and dynamic shared memory (emu_block_smem): smem[k]
+// bytes for block k, exactly that many, as in launch, for the sanitizer
+// builds, and NaN bytes at the start.
+static void launch_grid(int gx, int threads, const std::vector<size_t>& smem, std::function<void()> fn) {
+    gridDim = {(unsigned)gx, 1, 1};
+    blockDim = {(unsigned)threads, 1, 1};
+    struct Block {
+        EmuBarrier b;
+        std::vector<EmuBarrier*> wb;
+        uint64_t slots[3][64][32];
+        std::vector<unsigned char> dyn;
+        unsigned char* dyn16;
+        // The shared memory starts as 0xff bytes (NaN as f32, bf16 and
+        // f16), so that a read of bytes the block never wrote shows.
+        Block(int threads, size_t smem)
+            : b(threads), dyn(std::max<size_t>(smem, 1), 0xff), dyn16(smem ? dyn.data() : nullptr) {
+            for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new EmuBarrier(32));
+        }
+        ~Block() {
+            for (auto p : wb) delete p;
+        }
+    };
+    std::vector<std::unique_ptr<Block>> blocks;
+    for (int k = 0; k < gx; k++) blocks.emplace_back(new Block(threads, smem[k]));
+    std::vector<std::thread> th;
+    th.reserve((size_t)gx * threads);
+    for (int k = 0; k < gx; k++)
+        for (int i = 0; i < threads; i++)
+            th.emplace_back([&, k, i] {
+                Block& B = *blocks[k];
+                threadIdx = {(unsigned)i, 0, 0};
+                blockIdx = {(unsigned)k, 0, 0};
+                blocksmem = B.dyn16;
+                cta = &B.b;
+                warpbar = &B.wb;
+                slot = B.slots[0];
+                shslot = B.slots + 1;
+                shfln = 0;
+                fn();
+            });
+    for (auto& t : th) t.join();
+}
+
+// launch_grid with smem bytes for every block.
+static void launch_grid(int gx, int threads, size_t smem, std::function<void()> fn) {
+    launch_grid(gx, threads, std::vector<size_t>(gx, smem), fn);
+}
+
+// emu_yield is a spin loop's pause under launch_grid: a short sleep, so
+// that the threads it waits for (hundreds of them on a few cores) run.
+#ifndef EMU_YIELD_US
+#define EMU_YIELD_US 20
+#endif
+static void emu_yield() { std::this_thread::sleep_for(std::chrono::microseconds(EMU_YIELD_US)); }
+
+// emu_block_smem is the block's dynamic shared memory (launch's or
+// launch_grid's smem).
 unsigned char* emu_block_smem() { return blocksmem; }

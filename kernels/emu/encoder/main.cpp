@@ -38,7 +38,6 @@ unsigned __ballot_sync(unsigned, bool p) {
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 #include "encoder.cu"
 
 static int blocks(int n, int per) { return (n + per - 1) / per; }
