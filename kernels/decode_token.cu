@@ -102,7 +102,13 @@ __device__ __forceinline__ unsigned dt_ld_acquire(const unsigned* p) {
 __device__ __forceinline__ void dt_red_release(unsigned* p) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p) : "memory");
 }
-__device__ __forceinline__ unsigned dt_inc(unsigned* p) { return atomicAdd(p, 1u); }
+// acq_rel: the block's increments of the phases' counters come before its
+// exit count, and the last block's zeroing after every other block's.
+__device__ __forceinline__ unsigned dt_inc(unsigned* p) {
+    unsigned v;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 __device__ __forceinline__ void dt_pause() {}
 __device__ __forceinline__ float dt_ldcg(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ uint4 dt_ldcg16(const T* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
@@ -572,7 +578,10 @@ extern "C" __global__ void __launch_bounds__(DT_THREADS, 1) decode_token(T* __re
     // Before the wait: the first layer's weights (and a head's cached keys
     // and values) on their way into shared memory. No kernel of a decode
     // step writes them, nor pos (uploaded before the step), and the cache
-    // rows below pos were written by earlier steps.
+    // rows below pos were written by earlier steps' decode_token, which had
+    // completed before the kernels between (the LM head, the draw, the
+    // encoder: each waits for its predecessor before it lets its dependent
+    // start) let this one start.
     const int NW = gridDim.x - NH;
     if ((int)blockIdx.x < NH) {
         dt_head_load(dt_head_smem(sm, C, S, cap), projw, kc, vc, 0, blockIdx.x, pos[0], C, S, cap, ls, kvs);
