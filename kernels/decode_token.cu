@@ -32,12 +32,12 @@
 //      y_h = att_h·Wp[:, h·hs:(h+1)·hs]ᵀ, fp32, into ypart[h]; count cA.
 //   F  (workers) wait cA; proj = Σ_h ypart[h] (in head order) + bproj,
 //      rounded to T; x2 = x + proj (fp32, kept in shared memory); LN2; the
-//      worker's rows of h = GELU(LN2(x2)·Wfcᵀ + b), rounded to T; count cF.
+//      worker's rows of h = GELU(LN2(x2)·Wfcᵀ + b), rounded to T.
 //   FP (workers) wait cF; the worker's rows of x3 = x2 + round_T(h·Wfpᵀ +
-//      b) into the next x; count x(l+1).
+//      b) into the next x.
 // After the last layer block 0 waits x(L) and writes the final layernorm
-// (lnf) of it, rounded to T, into out: the LM head's input. The last
-// block to finish sets every counter back to zero for the next launch.
+// (lnf) of it, rounded to T, into out: the LM head's input, and advances
+// the launches' sequence word.
 //
 // Arithmetic follows the ops one by one (LayerNorm, Matmul, AttentionDecode,
 // ResidualLayerNorm): fp32 sums, the same rounding points to T, eps 1e-5,
@@ -47,13 +47,13 @@
 // the ops' in the last place of T; every sum has a fixed order, so the
 // kernel is deterministic.
 //
-// Links. A producer block passes __syncthreads, then thread 0 fences and
-// adds 1 to the phase's counter (its own 128-byte line); a consumer's
-// thread 0 polls the counter with acquire loads until it reaches the
-// producers' count, and the block passes __syncthreads. Data written by
-// other blocks in this launch is read with ld.global.cg (L2, never a stale
-// L1 line). Every block must be resident at once: the launcher gives one
-// block an SM and no more blocks than SMs.
+// Links. Every value a phase hands on goes out as an LL word (below): 32
+// bits of value and a flag in one 8-byte store, which the readers poll
+// until the flag is the layer's. A counter link (a fence, an atomic count,
+// a poll, then the data) took about 1.9 µs on an H100, no less than a
+// programmatic launch; the word's own flag takes one trip through L2.
+// Every block must be resident at once: the launcher gives one block an SM
+// and no more blocks than SMs.
 //
 // Shared memory (dynamic, the launcher's bytes): a worker holds its rows
 // of Wqkv, Wfc and Wfp (one slot each, refilled for the next layer as soon
@@ -69,49 +69,17 @@
 #endif
 #define DT_WARPS (DT_THREADS / 32)
 #define DT_HS 64     // the head size the kernel takes (8 lanes of 16 bytes a row)
-#define DT_LINE 32   // counters apart (128 bytes: each on its own line)
 #define DT_MAXH 16   // the most heads (C <= 1024)
 #define DT_NEG_INF __int_as_float(0xff800000)
 
-// The counters of layer l: x ready (its input), qkv, the heads' partials,
-// h. Then x(L) and the exit count.
-#define DT_CX(l) (4 * (l) + 0)
-#define DT_CQ(l) (4 * (l) + 1)
-#define DT_CA(l) (4 * (l) + 2)
-#define DT_CF(l) (4 * (l) + 3)
-
 #ifdef DRUTO_EMU
-__device__ __forceinline__ unsigned dt_ld_acquire(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-__device__ __forceinline__ void dt_red_release(unsigned* p) { __atomic_fetch_add(p, 1u, __ATOMIC_RELEASE); }
-__device__ __forceinline__ unsigned dt_inc(unsigned* p) { return __atomic_fetch_add(p, 1u, __ATOMIC_ACQ_REL); }
 __device__ __forceinline__ void dt_pause() { emu_yield(); }
 #define __trap() abort()
-// (__atomic_load_n takes integers and pointers only; __atomic_load any type)
-__device__ __forceinline__ float dt_ldcg(const float* p) { float v; __atomic_load(p, &v, __ATOMIC_RELAXED); return v; }
-__device__ __forceinline__ uint4 dt_ldcg16(const T* p) { uint4 v; memcpy(&v, p, 16); return v; }
 __device__ __forceinline__ void dt_cp16(void* dst, const void* src) { memcpy(dst, src, 16); }
 __device__ __forceinline__ void dt_cp_commit() {}
 template <int N> __device__ __forceinline__ void dt_cp_wait() {}
-__device__ __forceinline__ void dt_fence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #else
-__device__ __forceinline__ unsigned dt_ld_acquire(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void dt_red_release(unsigned* p) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p) : "memory");
-}
-// acq_rel: the block's increments of the phases' counters come before its
-// exit count, and the last block's zeroing after every other block's.
-__device__ __forceinline__ unsigned dt_inc(unsigned* p) {
-    unsigned v;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 __device__ __forceinline__ void dt_pause() {}
-__device__ __forceinline__ float dt_ldcg(const float* p) { return __ldcg(p); }
-__device__ __forceinline__ uint4 dt_ldcg16(const T* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 // cp.async of 16 bytes, global to shared (sm_80+), bypassing L1.
 __device__ __forceinline__ void dt_cp16(void* dst, const void* src) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
@@ -119,8 +87,77 @@ __device__ __forceinline__ void dt_cp16(void* dst, const void* src) {
 }
 __device__ __forceinline__ void dt_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void dt_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void dt_fence() { __threadfence(); }
 #endif
+
+// ---- LL links ---------------------------------------------------------
+// A link's data travels with its flag: each 8-byte word is (32 bits of
+// value, the flag) in one store, and a reader polls the words themselves
+// until their flag is the one it waits for (NCCL's LL protocol). No fence,
+// no counter, one trip through L2 a word. The flag of what layer l makes is
+// E + l + 1, E the launch's sequence word (seq[0], which block 0 advances
+// by L + 1 at the end): never a flag an earlier launch left, of any L.
+#ifdef DRUTO_EMU
+__device__ __forceinline__ void dt_put(unsigned long long* p, unsigned v, unsigned f) {
+    __atomic_store_n(p, (unsigned long long)v | (unsigned long long)f << 32, __ATOMIC_RELAXED);
+}
+__device__ __forceinline__ unsigned long long dt_ld64(const unsigned long long* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+#else
+__device__ __forceinline__ void dt_put(unsigned long long* p, unsigned v, unsigned f) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"((unsigned long long)v | (unsigned long long)f << 32) : "memory");
+}
+__device__ __forceinline__ unsigned long long dt_ld64(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+#endif
+
+// dt_ready returns word w's value once its flag is f, polling p (where w
+// was loaded from) again until it is. A wait that outlasts 2^24 polls
+// (seconds) is a broken chain, not a slow one: the kernel traps, and the
+// launch fails instead of hanging the GPU.
+__device__ __forceinline__ unsigned dt_ready(unsigned long long w, const unsigned long long* p, unsigned f) {
+    unsigned polls = 0;
+    while ((unsigned)(w >> 32) != f) {
+        dt_pause();
+        if (++polls == (1u << 24)) __trap();
+        w = dt_ld64(p);
+    }
+    return (unsigned)w;
+}
+
+// dt_pack2 packs two values rounded to T into 32 bits (the first low);
+// dt_unpack2 widens them back.
+__device__ __forceinline__ unsigned dt_pack2(float a, float b) {
+    return (unsigned)from_f32<T>(a).bits | (unsigned)from_f32<T>(b).bits << 16;
+}
+__device__ __forceinline__ void dt_unpack2(unsigned v, float* o) {
+    T a, b;
+    a.bits = (unsigned short)(v & 0xffffu);
+    b.bits = (unsigned short)(v >> 16);
+    o[0] = to_f32(a);
+    o[1] = to_f32(b);
+}
+
+// DT_PER is the most words of a vector of up to 4·1024 T (2048 words) a
+// thread reads in dt_gather: all its loads in flight before any is waited.
+#define DT_PER ((2048 + DT_THREADS - 1) / DT_THREADS)
+
+// dt_gather waits for words [0, n) of p at flag f and hands word i's value
+// to out[i] (as raw 32 bits), the block's threads taking i = t, t + T, ...
+__device__ __forceinline__ void dt_gather(unsigned* out, const unsigned long long* p, int n, unsigned f) {
+    unsigned long long w[DT_PER];
+#pragma unroll
+    for (int k = 0; k < DT_PER; k++) {
+        const int i = threadIdx.x + k * DT_THREADS;
+        w[k] = i < n ? dt_ld64(p + i) : 0ull;
+    }
+#pragma unroll
+    for (int k = 0; k < DT_PER; k++) {
+        const int i = threadIdx.x + k * DT_THREADS;
+        if (i < n) out[i] = dt_ready(w[k], p + i, f);
+    }
+}
 
 // dt_mark records, where trace is given, the time (globaltimer, ns) at
 // mark k of layer l into trace[l·DT_MARKS + k] and the block's clock at
@@ -138,26 +175,6 @@ __device__ __forceinline__ void dt_mark(unsigned long long* trace, int L, int l,
     trace[l * DT_MARKS + k] = g;
     trace[(L + l) * DT_MARKS + k] = clock64();
 #endif
-}
-
-// dt_arrive counts the block at c once all its threads' writes are done.
-__device__ __forceinline__ void dt_arrive(unsigned* c) {
-    __syncthreads();
-    if (threadIdx.x == 0) dt_red_release(c); // release: the block's writes, ordered before it by the barrier
-}
-
-// dt_wait returns once c reaches n (every thread of the block). A wait
-// that outlasts 2^24 polls (seconds) is a broken chain, not a slow one: the
-// kernel traps, and the launch fails instead of hanging the GPU.
-__device__ __forceinline__ void dt_wait(const unsigned* c, unsigned n) {
-    if (threadIdx.x == 0) {
-        unsigned polls = 0;
-        while (dt_ld_acquire(c) < n) {
-            dt_pause();
-            if (++polls == (1u << 24)) __trap();
-        }
-    }
-    __syncthreads();
 }
 
 // dt_copy queues the copy of bytes (a multiple of 16, both ends 16-byte
@@ -179,6 +196,14 @@ __device__ __forceinline__ void dt_vec(float* dst, const T* src, int n) {
 __device__ __forceinline__ void dt_span(int R, int w, int n, int& lo, int& hi) {
     lo = (int)((long)R * w / n);
     hi = (int)((long)R * (w + 1) / n);
+}
+
+// dt_span2 is dt_span over R/2 pairs of rows (R even), in rows: a worker's
+// rows of qkv and h go out two T a word.
+__device__ __forceinline__ void dt_span2(int R, int w, int n, int& lo, int& hi) {
+    dt_span(R / 2, w, n, lo, hi);
+    lo *= 2;
+    hi *= 2;
 }
 
 // dt_layernorm: out[i] = round_T(n_i·w_i + b_i), n_i = rstd·(x_i - mean),
@@ -260,11 +285,11 @@ __device__ void dt_matvec(float* res, const T* W, const float* in, int nr, int K
 struct DtArgs {
     T* out;             // (C) the final layernorm of the last x (the head's input)
     const float* x0;    // (C) the encoder's output: layer 0's x
-    float* xs;          // (2, C) the layers' x, alternating
-    T* qkv;             // (3C) the current layer's q, k, v
-    float* ypart;       // (NH, C) the heads' shares of the attention projection
-    T* hbuf;            // (4C) the MLP's hidden row
-    unsigned* cnt;      // ((4L + 2)·DT_LINE) counters, zero at launch
+    unsigned long long* xs;    // (2, C) LL words: the layers' x (fp32), alternating
+    unsigned long long* qkv;   // (3C/2) LL words: the current layer's q, k, v (two T a word)
+    unsigned long long* ypart; // (NH, C) LL words: the heads' shares of the attention projection (fp32)
+    unsigned long long* hbuf;  // (2C) LL words: the MLP's hidden row (two T a word)
+    unsigned* seq;             // (1) the launch's sequence number
     const T *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcpw, *fcpb;
     const T *lnfw, *lnfb;
     T* kc;              // layer 0's key cache (NH, S, hs); layer l at kc + l·kvs
@@ -274,6 +299,7 @@ struct DtArgs {
     int C, NH, S, L, cap;
     long long ls;       // elements from a layer's parameter to the next layer's
     long long kvs;      // elements from a layer's cache to the next layer's
+    unsigned E;         // the launch's flags: E + l + 1 for layer l's words (seq[0] at launch)
 };
 
 // A worker's shared memory: the weight slots, then the fp32 vectors.
@@ -285,7 +311,7 @@ struct DtWorker {
 
 __device__ __forceinline__ DtWorker dt_worker_smem(unsigned char* sm, int C, int NW) {
     DtWorker s;
-    const int rq = (3 * C + NW - 1) / NW, rf = (4 * C + NW - 1) / NW, rp = (C + NW - 1) / NW;
+    const int rq = 2 * ((3 * C / 2 + NW - 1) / NW), rf = 2 * ((2 * C + NW - 1) / NW), rp = (C + NW - 1) / NW;
     s.wq = (T*)sm;
     s.wf = s.wq + (size_t)rq * C;
     s.wfp = s.wf + (size_t)rf * C;
@@ -347,10 +373,10 @@ __device__ void dt_worker_load(const DtWorker& s, const T* qkvw, const T* fcw, c
                                int which, int C, long long ls) {
     int lo, hi;
     if (which == 0) {
-        dt_span(3 * C, w, NW, lo, hi);
+        dt_span2(3 * C, w, NW, lo, hi);
         dt_copy(s.wq, qkvw + (size_t)l * ls + (size_t)lo * C, (hi - lo) * C * (int)sizeof(T));
     } else if (which == 1) {
-        dt_span(4 * C, w, NW, lo, hi);
+        dt_span2(4 * C, w, NW, lo, hi);
         dt_copy(s.wf, fcw + (size_t)l * ls + (size_t)lo * C, (hi - lo) * C * (int)sizeof(T));
     } else {
         dt_span(C, w, NW, lo, hi);
@@ -370,23 +396,23 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
     for (int l = 0; l < a.L; l++) {
         T* kl = a.kc + (size_t)l * a.kvs + (size_t)h * a.S * hs;
         T* vl = a.vc + (size_t)l * a.kvs + (size_t)h * a.S * hs;
-        dt_wait(a.cnt + DT_CQ(l) * DT_LINE, gridDim.x - a.NH);
+        const unsigned f = a.E + l + 1;
+        // q, and the newest key and value (which go to the caches at pos):
+        // thread 32·part + u takes word u of the head's hs/2 of each.
+        if (t < 3 * hs / 2) {
+            const int part = t / (hs / 2), u = t % (hs / 2);
+            const unsigned long long* p = a.qkv + (part * C + h * hs) / 2 + u;
+            const unsigned v = dt_ready(dt_ld64(p), p, f);
+            if (part == 0) {
+                dt_unpack2(v, s.q + 2 * u);
+            } else {
+                T* row = part == 1 ? s.kn : s.vn;
+                T* cache = (part == 1 ? kl : vl) + (size_t)pos * hs;
+                reinterpret_cast<unsigned*>(row)[u] = v;
+                reinterpret_cast<unsigned*>(cache)[u] = v;
+            }
+        }
         dt_mark(tr, a.L, l, 13);
-        // q, and the newest key and value, which go to the caches at pos.
-        if (t < hs / 8) {
-            const uint4 kv = dt_ldcg16(a.qkv + C + h * hs + t * 8);
-            const uint4 vv = dt_ldcg16(a.qkv + 2 * C + h * hs + t * 8);
-            reinterpret_cast<uint4*>(s.kn)[t] = kv;
-            reinterpret_cast<uint4*>(s.vn)[t] = vv;
-            reinterpret_cast<uint4*>(kl + (size_t)pos * hs)[t] = kv;
-            reinterpret_cast<uint4*>(vl + (size_t)pos * hs)[t] = vv;
-        }
-        if (t >= 32 && t < 32 + hs / 8) { // q (written in this launch: read past L1)
-            const int u = t - 32;
-            float qf[8];
-            unpack16(dt_ldcg16(a.qkv + h * hs + u * 8), qf);
-            for (int e = 0; e < 8; e++) s.q[u * 8 + e] = qf[e];
-        }
         dt_cp_wait<0>();
         __syncthreads();
         // Scores: 8 lanes a position, 16 bytes each. A warp's 4 positions go
@@ -447,7 +473,7 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
         // The head's share of the projection: output c takes Wp row c's hs
         // columns (8 vectors, taken from vector c % 8 on: 8 neighbouring
         // threads read 8 different bank groups).
-        float* yp = a.ypart + (size_t)h * C;
+        unsigned long long* yp = a.ypart + (size_t)h * C;
         for (int c = t; c < C; c += DT_THREADS) {
             const uint4* wr = reinterpret_cast<const uint4*>(s.wp + (size_t)c * hs);
             float y = 0.f;
@@ -459,10 +485,10 @@ __device__ void dt_head(const DtArgs& a, unsigned char* sm, int h) {
                 for (int e = 0; e < 8; e++) part8 += wf[e] * s.o[u * 8 + e];
                 y += part8;
             }
-            yp[c] = y;
+            dt_put(yp + c, __float_as_uint(y), f);
         }
         dt_mark(tr, a.L, l, 15);
-        dt_arrive(a.cnt + DT_CA(l) * DT_LINE);
+        __syncthreads(); // every thread done with the shared memory the next copies overwrite
         if (l + 1 < a.L) dt_head_load(s, a.projw, a.kc, a.vc, l + 1, h, pos, C, a.S, a.cap, a.ls, a.kvs);
     }
 }
@@ -473,21 +499,22 @@ __device__ void dt_worker(const DtArgs& a, unsigned char* sm, int w, int NW) {
     const DtWorker s = dt_worker_smem(sm, C, NW);
     unsigned long long* tr = w == 0 ? a.trace : (unsigned long long*)0;
     int q0, q1, f0, f1, p0, p1;
-    dt_span(3 * C, w, NW, q0, q1);
-    dt_span(4 * C, w, NW, f0, f1);
+    dt_span2(3 * C, w, NW, q0, q1);
+    dt_span2(4 * C, w, NW, f0, f1);
     dt_span(C, w, NW, p0, p1);
     for (int l = 0; l < a.L; l++) {
         const size_t lo = (size_t)l * a.ls;
+        const unsigned f = a.E + l + 1; // this layer's words
         // Q: LN1(x) and the worker's rows of qkv.
-        const float* xin = l == 0 ? a.x0 : a.xs + (size_t)((l - 1) % 2) * C;
         dt_mark(tr, a.L, l, 0);
-        // The phase's small vectors into shared memory while x is awaited.
+        // The phase's small vectors into shared memory, then x.
         dt_vec(s.lw, a.ln1w + lo, C);
         dt_vec(s.lb, a.ln1b + lo, C);
         dt_vec(s.bias, a.qkvb + lo + q0, q1 - q0);
-        if (l > 0) dt_wait(a.cnt + DT_CX(l) * DT_LINE, NW);
-        else __syncthreads();
-        for (int i = t; i < C; i += DT_THREADS) s.x[i] = dt_ldcg(xin + i);
+        if (l == 0)
+            for (int i = t; i < C; i += DT_THREADS) s.x[i] = a.x0[i];
+        else
+            dt_gather(reinterpret_cast<unsigned*>(s.x), a.xs + (size_t)((l - 1) % 2) * C, C, f - 1);
         __syncthreads();
         dt_mark(tr, a.L, l, 1);
         dt_layernorm(s.xn, s.x, s.lw, s.lb, C);
@@ -497,9 +524,10 @@ __device__ void dt_worker(const DtArgs& a, unsigned char* sm, int w, int NW) {
         dt_mark(tr, a.L, l, 3);
         dt_matvec(s.res, s.wq, s.xn, q1 - q0, C, s.red);
         dt_mark(tr, a.L, l, 4);
-        for (int r = t; r < q1 - q0; r += DT_THREADS) store(a.qkv, q0 + r, s.res[r] + s.bias[r]);
+        for (int r = t; r < (q1 - q0) / 2; r += DT_THREADS)
+            dt_put(a.qkv + q0 / 2 + r, dt_pack2(s.res[2 * r] + s.bias[2 * r], s.res[2 * r + 1] + s.bias[2 * r + 1]), f);
         dt_mark(tr, a.L, l, 5);
-        dt_arrive(a.cnt + DT_CQ(l) * DT_LINE);
+        __syncthreads(); // (the stores read s.bias, which F's vectors overwrite)
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 0, C, a.ls);
         else dt_cp_commit(); // an empty group keeps the waits' count
         // F: the projection from the heads' shares, x2, LN2, fc + GELU.
@@ -507,63 +535,71 @@ __device__ void dt_worker(const DtArgs& a, unsigned char* sm, int w, int NW) {
         dt_vec(s.lb, a.ln2b + lo, C);
         dt_vec(s.pb, a.projb + lo, C);
         dt_vec(s.bias, a.fcb + lo + f0, f1 - f0);
-        dt_wait(a.cnt + DT_CA(l) * DT_LINE, a.NH);
-        dt_mark(tr, a.L, l, 6);
-        // The heads' shares of element i, all loads in flight before the sum
-        // (in head order).
+        // The heads' shares of element i, all loads in flight before the
+        // sum (in head order).
         for (int i = t; i < C; i += DT_THREADS) {
-            float y[DT_MAXH];
+            unsigned long long wv[DT_MAXH];
 #pragma unroll
-            for (int hh = 0; hh < DT_MAXH; hh++) y[hh] = hh < a.NH ? dt_ldcg(a.ypart + (size_t)hh * C + i) : 0.f;
+            for (int hh = 0; hh < DT_MAXH; hh++) wv[hh] = hh < a.NH ? dt_ld64(a.ypart + (size_t)hh * C + i) : 0ull;
             float sum = 0.f;
 #pragma unroll
             for (int hh = 0; hh < DT_MAXH; hh++)
-                if (hh < a.NH) sum += y[hh];
+                if (hh < a.NH) sum += __uint_as_float(dt_ready(wv[hh], a.ypart + (size_t)hh * C + i, f));
             s.x2[i] = s.x[i] + round_to<T>(sum + s.pb[i]);
         }
         __syncthreads();
+        dt_mark(tr, a.L, l, 6);
         dt_mark(tr, a.L, l, 7);
         dt_layernorm(s.xn, s.x2, s.lw, s.lb, C);
         dt_cp_wait<2>();
         __syncthreads();
         dt_mark(tr, a.L, l, 8);
         dt_matvec(s.res, s.wf, s.xn, f1 - f0, C, s.red);
-        for (int r = t; r < f1 - f0; r += DT_THREADS)
-            store(a.hbuf, f0 + r, gelu_f(s.res[r] + s.bias[r]));
+        for (int r = t; r < (f1 - f0) / 2; r += DT_THREADS)
+            dt_put(a.hbuf + f0 / 2 + r,
+                   dt_pack2(gelu_f(s.res[2 * r] + s.bias[2 * r]), gelu_f(s.res[2 * r + 1] + s.bias[2 * r + 1])), f);
         dt_mark(tr, a.L, l, 9);
-        dt_arrive(a.cnt + DT_CF(l) * DT_LINE);
+        __syncthreads();
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 1, C, a.ls);
         else dt_cp_commit();
         // FP: the worker's rows of x3 = x2 + h·Wfpᵀ + b.
         dt_vec(s.bias, a.fcpb + lo + p0, p1 - p0);
-        dt_wait(a.cnt + DT_CF(l) * DT_LINE, NW);
-        dt_mark(tr, a.L, l, 10);
-        for (int i = t; i < 4 * C / 8; i += DT_THREADS) {
-            float hf[8];
-            unpack16(dt_ldcg16(a.hbuf + i * 8), hf);
-            for (int e = 0; e < 8; e++) s.h[i * 8 + e] = hf[e];
+        {
+            unsigned long long wv[DT_PER];
+#pragma unroll
+            for (int k = 0; k < DT_PER; k++) {
+                const int i = t + k * DT_THREADS;
+                wv[k] = i < 2 * C ? dt_ld64(a.hbuf + i) : 0ull;
+            }
+#pragma unroll
+            for (int k = 0; k < DT_PER; k++) {
+                const int i = t + k * DT_THREADS;
+                if (i < 2 * C) dt_unpack2(dt_ready(wv[k], a.hbuf + i, f), s.h + 2 * i);
+            }
         }
+        dt_mark(tr, a.L, l, 10);
         dt_cp_wait<2>();
         __syncthreads();
         dt_mark(tr, a.L, l, 11);
         dt_matvec(s.res, s.wfp, s.h, p1 - p0, 4 * C, s.red);
-        float* xout = a.xs + (size_t)(l % 2) * C;
+        unsigned long long* xout = a.xs + (size_t)(l % 2) * C;
         for (int r = t; r < p1 - p0; r += DT_THREADS)
-            xout[p0 + r] = s.x2[p0 + r] + round_to<T>(s.res[r] + s.bias[r]);
+            dt_put(xout + p0 + r, __float_as_uint(s.x2[p0 + r] + round_to<T>(s.res[r] + s.bias[r])), f);
         dt_mark(tr, a.L, l, 12);
-        dt_arrive(a.cnt + DT_CX(l + 1) * DT_LINE);
+        __syncthreads();
         if (l + 1 < a.L) dt_worker_load(s, a.qkvw, a.fcw, a.fcpw, l + 1, w, NW, 2, C, a.ls);
         else dt_cp_commit();
     }
 }
 
 // decode_token: grid (NH + NW) blocks of DT_THREADS, one an SM, the
-// launcher's dynamic shared memory; cnt zero at launch (and again after).
+// launcher's dynamic shared memory; seq and the LL words zero before the
+// first launch (then as the launches leave them).
 // Parameters as DtArgs's fields; the weights are layer 0's, layer l's at
 // ls elements on, the caches layer 0's, layer l's at kvs elements on.
 extern "C" __global__ void __launch_bounds__(DT_THREADS, 1) decode_token(T* __restrict__ out,
-        const float* __restrict__ x0, float* __restrict__ xs, T* __restrict__ qkv, float* __restrict__ ypart,
-        T* __restrict__ hbuf, unsigned* __restrict__ cnt, const T* __restrict__ ln1w, const T* __restrict__ ln1b,
+        const float* __restrict__ x0, unsigned long long* xs, unsigned long long* qkv, unsigned long long* ypart,
+        unsigned long long* hbuf, unsigned* __restrict__ seq, const T* __restrict__ ln1w, const T* __restrict__ ln1b,
         const T* __restrict__ qkvw, const T* __restrict__ qkvb, const T* __restrict__ projw,
         const T* __restrict__ projb, const T* __restrict__ ln2w, const T* __restrict__ ln2b,
         const T* __restrict__ fcw, const T* __restrict__ fcb, const T* __restrict__ fcpw, const T* __restrict__ fcpb,
@@ -591,33 +627,39 @@ extern "C" __global__ void __launch_bounds__(DT_THREADS, 1) decode_token(T* __re
             dt_worker_load(s, qkvw, fcw, fcpw, 0, blockIdx.x - NH, NW, which, C, ls);
     }
     pdl_enter();
-    const DtArgs a = {out, x0, xs, qkv, ypart, hbuf, cnt, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b,
-                      fcw, fcb, fcpw, fcpb, lnfw, lnfb, kc, vc, pos, trace, C, NH, S, L, cap, ls, kvs};
+    // This launch's flags are E + 1 .. E + L, above every earlier one's.
+    const unsigned E = seq[0];
+    const DtArgs a = {out, x0, xs, qkv, ypart, hbuf, seq, ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b,
+                      fcw, fcb, fcpw, fcpb, lnfw, lnfb, kc, vc, pos, trace, C, NH, S, L, cap, ls, kvs, E};
     if ((int)blockIdx.x < NH)
         dt_head(a, sm, blockIdx.x);
     else
         dt_worker(a, sm, blockIdx.x - NH, NW);
-    // The final layernorm of x(L), by block 0.
+    // The final layernorm of x(L), by block 0, which then advances the
+    // sequence number: every block has read it (each took part in the last
+    // layer, whose x it waited for).
     if (blockIdx.x == 0) {
         float* x = (float*)sm;
         float* xn = x + a.C;
         float* lw = xn + a.C;
         float* lb = lw + a.C;
+        __syncthreads();
         dt_vec(lw, a.lnfw, a.C);
         dt_vec(lb, a.lnfb, a.C);
-        dt_wait(a.cnt + DT_CX(a.L) * DT_LINE, NW);
-        const float* xl = a.xs + (size_t)((a.L - 1) % 2) * a.C;
-        for (int i = threadIdx.x; i < a.C; i += DT_THREADS) x[i] = dt_ldcg(xl + i);
+        dt_gather(reinterpret_cast<unsigned*>(x), a.xs + (size_t)((a.L - 1) % 2) * a.C, a.C, a.E + a.L);
         __syncthreads();
         dt_layernorm(xn, x, lw, lb, a.C);
         for (int i = threadIdx.x; i < a.C; i += DT_THREADS) store(a.out, i, xn[i]);
+        // Near the flags' wrap, every word back to zero (no block reads one
+        // any more) and the count from zero.
+        unsigned next = E + L + 1;
+        if (next > 0xf0000000u) {
+            const int n[4] = {2 * C, 3 * C / 2, NH * C, 2 * C};
+            unsigned long long* p[4] = {xs, qkv, ypart, hbuf};
+            for (int k = 0; k < 4; k++)
+                for (int i = threadIdx.x; i < n[k]; i += DT_THREADS) p[k][i] = 0ull;
+            next = 0;
+        }
+        if (threadIdx.x == 0) seq[0] = next;
     }
-    // The last block out sets the counters back to zero (its flag in the
-    // block's shared memory, every phase done with it).
-    int* last = (int*)sm;
-    __syncthreads();
-    if (threadIdx.x == 0) *last = dt_inc(a.cnt + (4 * a.L + 1) * DT_LINE) == gridDim.x - 1;
-    __syncthreads();
-    if (*last)
-        for (int i = threadIdx.x; i < 4 * a.L + 2; i += DT_THREADS) a.cnt[i * DT_LINE] = 0;
 }

@@ -25,7 +25,6 @@ const kernToken = "decode_token"
 var (
 	tokThreads = kernels.MustBlock("decode_token.cu", "DT_THREADS")
 	tokHS      = kernels.MustDefine("decode_token.cu", "DT_HS")
-	tokLine    = kernels.MustDefine("decode_token.cu", "DT_LINE")
 	tokMarks   = kernels.MustDefine("decode_token.cu", "DT_MARKS")
 )
 
@@ -64,7 +63,7 @@ func tokenGrid(NH, sms int) (G, NW int) { return sms, sms - NH }
 // normalised row, h (4C), the rows' sums, the warps' parts, a layernorm's
 // weight and bias, the attention projection's bias and the rows' biases.
 func tokenWorkerSmem(C, NW, es int) int {
-	rq, rf, rp := blocks(3*C, NW), blocks(4*C, NW), blocks(C, NW)
+	rq, rf, rp := 2*blocks(3*C/2, NW), 2*blocks(2*C, NW), blocks(C, NW) // qkv's and h's rows in pairs
 	return (rq+rf+4*rp)*C*es + (3*C+4*C+rf+max(rf, tokThreads/32)+3*C+rf)*4
 }
 
@@ -218,12 +217,15 @@ func (d *Device) DecodeToken(s *device.TokenStep) {
 	}
 	C, NH, S, L := s.C, s.NH, s.S, len(s.Layers)
 	dt := s.Out.DType
-	xs := d.scratch("token.xs", 2*C*4)
-	qkv := d.scratch("token.qkv", 3*C*dt.Size())
-	yp := d.scratch("token.ypart", NH*C*4)
-	hb := d.scratch("token.h", 4*C*dt.Size())
-	cnt := d.zeroScratch(fmt.Sprintf("token.cnt%d", L), (4*L+2)*tokLine*4)
-	if xs == 0 || qkv == 0 || yp == 0 || hb == 0 || cnt == 0 {
+	// The links' words (kernels/decode_token.cu: a value and its flag in 8
+	// bytes), zero when first made; seq, one for the device, keeps every
+	// launch's flags above those its words may hold from earlier launches.
+	xs := d.zeroScratch("token.xs", 2*C*8)
+	qkv := d.zeroScratch("token.qkv", 3*C/2*8)
+	yp := d.zeroScratch("token.ypart", NH*C*8)
+	hb := d.zeroScratch("token.h", 2*C*8)
+	seq := d.zeroScratch("token.seq", 128)
+	if xs == 0 || qkv == 0 || yp == 0 || hb == 0 || seq == 0 {
 		return
 	}
 	var trace cuda.DevicePtr
@@ -234,7 +236,7 @@ func (d *Device) DecodeToken(s *device.TokenStep) {
 	}
 	l0 := &s.Layers[0]
 	d.launch(kernToken, dt, cuda.D1(p.G), cuda.D1(tokThreads), p.smem,
-		d.ptr(s.Out), d.ptr(s.X), xs, qkv, yp, hb, cnt,
+		d.ptr(s.Out), d.ptr(s.X), xs, qkv, yp, hb, seq,
 		d.ptr(l0.Ln1W), d.ptr(l0.Ln1B), d.ptr(l0.QKVW), d.ptr(l0.QKVB), d.ptr(l0.ProjW), d.ptr(l0.ProjB),
 		d.ptr(l0.Ln2W), d.ptr(l0.Ln2B), d.ptr(l0.FCW), d.ptr(l0.FCB), d.ptr(l0.FCProjW), d.ptr(l0.FCProjB),
 		d.ptr(s.LnfW), d.ptr(s.LnfB), d.ptr(s.K[0]), d.ptr(s.V[0]), d.ptr(s.Pos),
