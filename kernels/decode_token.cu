@@ -12,8 +12,9 @@
 // At one sequence a decode step is a chain of small dependent products:
 // each is a few microseconds of launch and synchronisation around well
 // under a microsecond of weight reading. Here the chain runs in one launch
-// of one block an SM, and its links are counters in global memory that only
-// the blocks reading a phase's output wait on. The weights never wait: each
+// of one block an SM, and its links are words in global memory that carry
+// their own ready flags (LL words, below), polled only by the blocks that
+// read a phase's output. The weights never wait: each
 // block copies its share of every layer's weights into shared memory
 // (cp.async) as soon as the previous layer's copy of that phase is used, so
 // the products read shared memory and the step's time is its chain of
@@ -23,17 +24,17 @@
 // gridDim.x - NH blocks the workers'. Per layer l:
 //   Q  (workers) wait x(l); LN1 of x into shared memory (every worker its
 //      own copy: 768 values, cheaper than another link); the worker's rows
-//      of qkv = LN1(x)·Wqkvᵀ + b, rounded to T, into qkv; count cQ.
-//   A  (head h) wait cQ; q, and the newest key and value, from qkv (the
-//      pair appended to the caches at pos); scores against the cached
+//      of qkv = LN1(x)·Wqkvᵀ + b, rounded to T, into qkv.
+//   A  (head h) wait for q, and the newest key and value, from qkv (the
+//      pair appended to the caches at pos) in qkv; scores against the cached
 //      positions (in shared memory, copied before the wait, up to cap of
 //      them; the rest read from the cache), softmax, p·V, rounded to T (the
 //      op's output); then the head's share of the attention projection,
-//      y_h = att_h·Wp[:, h·hs:(h+1)·hs]ᵀ, fp32, into ypart[h]; count cA.
-//   F  (workers) wait cA; proj = Σ_h ypart[h] (in head order) + bproj,
+//      y_h = att_h·Wp[:, h·hs:(h+1)·hs]ᵀ, fp32, into ypart[h].
+//   F  (workers) wait for ypart; proj = Σ_h ypart[h] (in head order) + bproj,
 //      rounded to T; x2 = x + proj (fp32, kept in shared memory); LN2; the
 //      worker's rows of h = GELU(LN2(x2)·Wfcᵀ + b), rounded to T.
-//   FP (workers) wait cF; the worker's rows of x3 = x2 + round_T(h·Wfpᵀ +
+//   FP (workers) wait for h; the worker's rows of x3 = x2 + round_T(h·Wfpᵀ +
 //      b) into the next x.
 // After the last layer block 0 waits x(L) and writes the final layernorm
 // (lnf) of it, rounded to T, into out: the LM head's input, and advances
