@@ -74,7 +74,9 @@
 #define DT_NEG_INF __int_as_float(0xff800000)
 
 #ifdef DRUTO_EMU
-__device__ __forceinline__ void dt_pause() { emu_yield(); }
+// (a poll that finds its word not ready sleeps long: hundreds of host
+// threads poll at once on two cores, and the producers need them)
+__device__ __forceinline__ void dt_pause() { std::this_thread::sleep_for(std::chrono::microseconds(500)); }
 #define __trap() abort()
 __device__ __forceinline__ void dt_cp16(void* dst, const void* src) { memcpy(dst, src, 16); }
 __device__ __forceinline__ void dt_cp_commit() {}

@@ -6,7 +6,7 @@
 // table, the f16 conversions common.cuh asks DRUTO_EMU builds for, and a block's
 // dynamic shared memory (emu_block_smem). launch_grid runs every block of
 // a grid at once instead, for kernels whose blocks wait for each other
-// (decode_token.cu's counters; emu_yield in their spin loops). An
+// (decode_token.cu's flagged words; emu_yield in spin loops). An
 // emulator's main.cpp includes it before the .cu it runs; flash/emu.h (the
 // CUDA built-ins) comes first, by -include. flash/main.cpp keeps its own:
 // its ldmatrix and mma emulation need wider slots.
@@ -121,8 +121,8 @@ static void launch(int gx, int gy, int threads, std::function<void()> fn, size_t
 
 // launch_grid runs fn as a 1-D grid of gx blocks of threads threads, every
 // thread of every block a host thread at the same time: for kernels whose
-// blocks wait for each other through counters in global memory (spin loops,
-// which call emu_yield). Each block has its own barrier, warp barriers,
+// blocks wait for each other through words in global memory (spin loops,
+// which pause between polls). Each block has its own barrier, warp barriers,
 // shuffle slot table and dynamic shared memory (emu_block_smem): smem[k]
 // bytes for block k, exactly that many, as in launch, for the sanitizer
 // builds, and NaN bytes at the start.

@@ -1,9 +1,9 @@
 // main.cpp: host emulator of kernels/decode_token.cu (see run.sh): every
 // CUDA thread of every block of the grid runs as a host thread at the same
-// time (launch_grid: the blocks wait for each other through counters), and
+// time (launch_grid: the blocks wait for each other's flagged words), and
 // the step's output is compared with a float64 reference of the ops one by
-// one with the same rounding points to T (device.DecodeTokenDecomposed's
-// chain: LN1, qkv, attention over the cache and the newest position, the
+// one with the same rounding points to T (pkg/gpt's decode step without
+// the kernel: LN1, qkv, attention over the cache and the newest position, the
 // projection, the residual, LN2, fc + GELU, the MLP projection, the
 // residual; after the last layer the final layernorm).
 //   usage: emu_BF16 [case...] (a fixed set of cases, or only those
@@ -110,7 +110,7 @@ static const double U = DTYPE == DRUTO_BF16 ? 0x1p-8 : 0x1p-11;
 static const double TOL_REL = 2.5 * U, TOL_MAX = 16 * U;
 
 static void on_alarm(int) {
-    const char m[] = "FAIL: a launch ran past the alarm (a deadlock: a counter never reached, a barrier or shuffle not every thread met)\n";
+    const char m[] = "FAIL: a launch ran past the alarm (a deadlock: a word whose flag never came, a barrier or shuffle not every thread met)\n";
     if (write(1, m, sizeof m - 1)) {}
     _exit(1);
 }
@@ -120,8 +120,8 @@ static int ncase = 0;
 
 // One case: C channels (NH = C/64 heads), L layers, NW workers, a cache of S
 // positions, this step at pos, cap positions a head block stages in shared
-// memory. Launched twice; the second launch finds the counters the first
-// left and must give the same bits.
+// memory. Launched twice; the second launch finds the words and the
+// sequence word the first left and must give the same bits.
 static void step(int C, int L, int NW, int S, int pos, int cap) {
     const int k = ncase++;
     if (!only.empty() && std::find(only.begin(), only.end(), k) == only.end()) return;
