@@ -225,7 +225,7 @@ static void step(int C, int L, int NW, int S, int pos, int cap) {
         for (int l = 0; l < L; l++)
             for (int h = 0; h < NH; h++)
                 for (int d = 0; d < HS; d++) kc[at(l, h, pos) + d] = vc[at(l, h, pos) + d] = tv(NAN);
-        alarm(100);
+        alarm(300); // (26 blocks of host threads under AddressSanitizer take minutes on two cores)
         launch_grid(G, DT_THREADS, smem, [&] {
             decode_token(out.data(), x0.data(), xs.data(), qkv.data(), ypart.data(), hbuf.data(), seq.data(), P.data() + o.ln1w,
                          P.data() + o.ln1b, P.data() + o.qkvw, P.data() + o.qkvb, P.data() + o.projw, P.data() + o.projb,
