@@ -73,7 +73,6 @@ var fuses = map[string]string{
 	"crossentropy.cu":     "softmax with cross-entropy and its gradient: the logits make one round trip",
 	"crossentropy_fp8.cu": "the same classifier with its gradient also cast to FP8 for the LM head's backward (sm_90)",
 	"decode.cu":           "generation over a key/value cache: attention of one new row with the cache append, and the token drawn on the device",
-	"decode_token.cu":     "a one-sequence decode step's transformer blocks in one persistent kernel, its phases linked by words that carry their own ready flags (sm_90, off by default)",
 	"encoder.cu":          "token and position embeddings added in one pass",
 	"flash_attention.cu":  "causal attention without the T×T matrix (FlashAttention-2), on tensor cores",
 	"flash_attention2.cu": "a second flash-attention forward and backward (sm_80 and later)",

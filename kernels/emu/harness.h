@@ -4,20 +4,16 @@
 // another, in order or last to first), __syncthreads and the warps'
 // barriers (EmuBarrier, a futex), __shfl_xor_sync through a per-warp slot
 // table, the f16 conversions common.cuh asks DRUTO_EMU builds for, and a block's
-// dynamic shared memory (emu_block_smem). launch_grid runs every block of
-// a grid at once instead, for kernels whose blocks wait for each other
-// (decode_token.cu's flagged words; emu_yield in spin loops). An
+// dynamic shared memory (emu_block_smem). An
 // emulator's main.cpp includes it before the .cu it runs; flash/emu.h (the
 // CUDA built-ins) comes first, by -include. flash/main.cpp keeps its own:
 // its ldmatrix and mma emulation need wider slots.
 #pragma once
 #include <cstdio>
-#include <chrono>
 #include <climits>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <memory>
 #include <random>
 thread_local dim3e threadIdx, blockIdx;
 dim3e blockDim, gridDim;
@@ -119,65 +115,5 @@ static void launch(int gx, int gy, int threads, std::function<void()> fn, size_t
     for (auto p : wb) delete p;
 }
 
-// launch_grid runs fn as a 1-D grid of gx blocks of threads threads, every
-// thread of every block a host thread at the same time: for kernels whose
-// blocks wait for each other through words in global memory (spin loops,
-// which pause between polls). Each block has its own barrier, warp barriers,
-// shuffle slot table and dynamic shared memory (emu_block_smem): smem[k]
-// bytes for block k, exactly that many, as in launch, for the sanitizer
-// builds, and NaN bytes at the start.
-static void launch_grid(int gx, int threads, const std::vector<size_t>& smem, std::function<void()> fn) {
-    gridDim = {(unsigned)gx, 1, 1};
-    blockDim = {(unsigned)threads, 1, 1};
-    struct Block {
-        EmuBarrier b;
-        std::vector<EmuBarrier*> wb;
-        uint64_t slots[3][64][32];
-        std::vector<unsigned char> dyn;
-        unsigned char* dyn16;
-        // The shared memory starts as 0xff bytes (NaN as f32, bf16 and
-        // f16), so that a read of bytes the block never wrote shows.
-        Block(int threads, size_t smem)
-            : b(threads), dyn(std::max<size_t>(smem, 1), 0xff), dyn16(smem ? dyn.data() : nullptr) {
-            for (int i = 0; i < (threads + 31) / 32; i++) wb.push_back(new EmuBarrier(32));
-        }
-        ~Block() {
-            for (auto p : wb) delete p;
-        }
-    };
-    std::vector<std::unique_ptr<Block>> blocks;
-    for (int k = 0; k < gx; k++) blocks.emplace_back(new Block(threads, smem[k]));
-    std::vector<std::thread> th;
-    th.reserve((size_t)gx * threads);
-    for (int k = 0; k < gx; k++)
-        for (int i = 0; i < threads; i++)
-            th.emplace_back([&, k, i] {
-                Block& B = *blocks[k];
-                threadIdx = {(unsigned)i, 0, 0};
-                blockIdx = {(unsigned)k, 0, 0};
-                blocksmem = B.dyn16;
-                cta = &B.b;
-                warpbar = &B.wb;
-                slot = B.slots[0];
-                shslot = B.slots + 1;
-                shfln = 0;
-                fn();
-            });
-    for (auto& t : th) t.join();
-}
-
-// launch_grid with smem bytes for every block.
-static void launch_grid(int gx, int threads, size_t smem, std::function<void()> fn) {
-    launch_grid(gx, threads, std::vector<size_t>(gx, smem), fn);
-}
-
-// emu_yield is a spin loop's pause under launch_grid: a short sleep, so
-// that the threads it waits for (hundreds of them on a few cores) run.
-#ifndef EMU_YIELD_US
-#define EMU_YIELD_US 20
-#endif
-static void emu_yield() { std::this_thread::sleep_for(std::chrono::microseconds(EMU_YIELD_US)); }
-
-// emu_block_smem is the block's dynamic shared memory (launch's or
-// launch_grid's smem).
+// emu_block_smem is the block's dynamic shared memory (launch's smem).
 unsigned char* emu_block_smem() { return blocksmem; }

@@ -254,38 +254,3 @@ func decodeRule(c, nh int) func(s []int, _ []*T) error {
 		return nil
 	}
 }
-
-// TokenDecoder is implemented by devices that can run a decode step's
-// transformer blocks for one sequence as one kernel (DecodeToken), in place
-// of the ops one by one: LayerNorm, then per layer Matmul (qkv),
-// AttentionDecode, Matmul (projection), ResidualLayerNorm, Matmul (fc,
-// GELU), Matmul (projection), ResidualLayerNorm, the last with the final
-// layernorm's weights. The results are those ops' within the dtype rule
-// (the sums run in other orders).
-type TokenDecoder interface {
-	// TokenReady returns nil when DecodeToken takes s (its sizes, dtypes and
-	// layout), else why not.
-	TokenReady(s *TokenStep) error
-	// DecodeToken queues the step s (no host sync: a graph captures it).
-	DecodeToken(s *TokenStep)
-}
-
-// TokenStep is one decode step of one sequence for DecodeToken: X (1,C) is
-// the encoder's output (the residual stream's dtype), Out (1,C) gets the
-// final layernorm of the last block's output (the LM head's input), K[l]
-// and V[l] (1,NH,S,hs) are layer l's caches, whose row Pos[0] gets the
-// step's key and value; the cached rows [0, Pos[0]) are attended with it.
-type TokenStep struct {
-	Out, X     *tensor.Tensor
-	Layers     []TokenLayer
-	LnfW, LnfB *tensor.Tensor
-	K, V       []*tensor.Tensor
-	Pos        *tensor.Tensor
-	C, NH, S   int
-}
-
-// TokenLayer is a block's parameters: W (OC, C) as the linear layers take them.
-type TokenLayer struct {
-	Ln1W, Ln1B, QKVW, QKVB, ProjW, ProjB   *tensor.Tensor
-	Ln2W, Ln2B, FCW, FCB, FCProjW, FCProjB *tensor.Tensor
-}

@@ -29,13 +29,8 @@ type KVCache struct {
 	dec  device.Decoder
 	B, S int
 
-	k, v       []*tensor.Tensor // per layer (B,NH,S,hs), the activation dtype: views of kAll, vAll
-	kAll, vAll *tensor.Tensor   // (L,B,NH,S,hs)
-	pos        []int            // the cached positions of each sequence
-
-	// tok is the decode step as one kernel (device.TokenDecoder), where the
-	// device takes it (one sequence); nil: the ops one by one.
-	tok *device.TokenStep
+	k, v []*tensor.Tensor // per layer (B,NH,S,hs), the activation dtype
+	pos  []int            // the cached positions of each sequence
 
 	step  rowBufs        // B rows
 	pre   rowBufs        // S rows
@@ -134,15 +129,9 @@ func (c *KVCache) alloc() error {
 		t, err = d.Alloc(dt, shape...)
 		return t
 	}
-	// One buffer a kind for every layer's cache: the layers at one stride
-	// (device.TokenDecoder's kernel finds layer l from layer 0's).
-	c.kAll, c.vAll = a(dt, L, c.B, NH, c.S, C/NH), a(dt, L, c.B, NH, c.S, C/NH)
-	if err == nil {
-		n := c.B * NH * c.S * (C / NH)
-		for l := range L {
-			c.k = append(c.k, c.kAll.MustView(l*n, c.B, NH, c.S, C/NH))
-			c.v = append(c.v, c.vAll.MustView(l*n, c.B, NH, c.S, C/NH))
-		}
+	for range L {
+		c.k = append(c.k, a(dt, c.B, NH, c.S, C/NH))
+		c.v = append(c.v, a(dt, c.B, NH, c.S, C/NH))
 	}
 	bufs := func(n int) rowBufs {
 		// The dtypes of the training step's buffers (activationSpecs): the
@@ -162,29 +151,7 @@ func (c *KVCache) alloc() error {
 	if err != nil {
 		return fmt.Errorf("gpt: key/value cache of %d sequences (%.1f MiB): %w", c.B, float64(DecodeBytes(cfg, c.B, c.m.Policy))/(1<<20), err)
 	}
-	c.tok = c.tokenStep()
 	return c.SetTable(nil, 1)
-}
-
-// tokenStep returns the decode step for device.TokenDecoder when the device
-// takes it for this cache (one sequence), else nil.
-func (c *KVCache) tokenStep() *device.TokenStep {
-	td, ok := c.m.dev.(device.TokenDecoder)
-	if !ok || c.B != 1 {
-		return nil
-	}
-	m, r := c.m, c.step
-	s := &device.TokenStep{Out: r.ln, X: r.x, LnfW: m.wp.lnfw, LnfB: m.wp.lnfb, K: c.k, V: c.v, Pos: c.posT,
-		C: m.Config.Channels, NH: m.Config.Heads, S: c.S}
-	for _, w := range m.wp.layers {
-		s.Layers = append(s.Layers, device.TokenLayer{Ln1W: w.ln1w, Ln1B: w.ln1b, QKVW: w.qkvw, QKVB: w.qkvb,
-			ProjW: w.attprojw, ProjB: w.attprojb, Ln2W: w.ln2w, Ln2B: w.ln2b, FCW: w.fcw, FCB: w.fcb,
-			FCProjW: w.fcprojw, FCProjB: w.fcprojb})
-	}
-	if td.TokenReady(s) != nil {
-		return nil
-	}
-	return s
 }
 
 // Close frees the cache's device memory.
@@ -199,11 +166,11 @@ func (c *KVCache) Close() {
 			d.Free(t)
 		}
 	}
-	c.k, c.v, c.kAll, c.vAll, c.tok = nil, nil, nil, nil, nil
+	c.k, c.v = nil, nil
 }
 
 func (c *KVCache) all() []*tensor.Tensor {
-	ts := []*tensor.Tensor{c.kAll, c.vAll}
+	ts := append(append([]*tensor.Tensor{}, c.k...), c.v...)
 	for _, b := range []rowBufs{c.step, c.pre} {
 		ts = append(ts, b.tok, b.x, b.ln, b.qkv, b.atty, b.proj, b.res, b.fch, b.fchG, b.mean, b.rstd)
 	}
@@ -340,10 +307,6 @@ func (c *KVCache) queueStep() {
 	r := c.step
 	C, NH := m.Config.Channels, m.Config.Heads
 	c.dec.EncoderAt(r.x, m.wp.wte, m.wp.wpe, r.tok, c.posT, c.B, C)
-	if c.tok != nil {
-		m.dev.(device.TokenDecoder).DecodeToken(c.tok)
-		return
-	}
 	c.layers(r, func(l int) {
 		c.dec.AttentionDecode(r.atty, r.qkv, c.k[l], c.v[l], c.posT, c.B, C, NH, c.S)
 	})

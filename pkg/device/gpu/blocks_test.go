@@ -83,9 +83,6 @@ func TestLaunchBlocks(t *testing.T) {
 		// AdamW writing an FP8 weight's copies (TestLaunchAdamWStateFP8)
 		w := []device.FP8Weight{{Offset: 0, Rows: 30, Cols: 100, Q: dev(tensor.F8E4M3, 30, 100), QT: dev(tensor.F8E4M3, 100, 30), Amax: dev(f32, 2), Scale: dev(f32, 1)}}
 		d.AdamWStateFP8(dev(f32, 3000), dev(bf, 3000), dev(f32, 3000), dev(f32, 3000), dev(f32, 3000), layout, device.AdamW{Beta1: 0.9, Beta2: 0.95}, dev(f32, device.StateLen), w)
-		// a decode step's blocks as one kernel (TestLaunchDecodeToken)
-		t.Setenv(TokenEnv, "on")
-		d.DecodeToken(tokenStepAt(bf, 768, 12, 1024, 2))
 	})
 	if err != nil {
 		t.Error(err)

@@ -625,10 +625,9 @@ func pdlEnv() (bool, error) {
 	}
 }
 
-// tmaKernels need sm_90 built by NVRTC 12+ (DRUTO_HAVE_TMA in
-// kernels/common.cuh; decode_token's programmatic launch and one block an
-// SM) and take what shared memory a block can have.
-var tmaKernels = map[string]bool{kernCETMA: true, kernLNBackTMA: true, kernToken: true}
+// tmaKernels need DRUTO_HAVE_TMA (kernels/common.cuh) and take what shared
+// memory a block can have.
+var tmaKernels = map[string]bool{kernCETMA: true, kernLNBackTMA: true}
 
 // tmaOK reports whether k has its Hopper bulk-copy (TMA) code: sm_90 or
 // newer, built there by NVRTC 12 or newer (PTX ISA 8.0). The embedded PTX,

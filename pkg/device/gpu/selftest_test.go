@@ -136,9 +136,6 @@ var notOps = map[string]bool{
 	kernTransposeFP8: true,
 	// adamw_fp8.go: TestLaunchAdamWStateFP8, TestGPUAdamWStateFP8, TestAdamWFP8EmulatorMatchesCPU
 	"adamw_fp8_e4m3": true,
-	// decode_token.go: TestLaunchDecodeToken; pkg/gpt TestGPUDecodeToken (against the CPU's cache and the
-	// GPU's ops one by one); kernels/emu/decode_token
-	kernToken: true,
 }
 
 // TestGPUConformance runs every conformance case in every mode of the
