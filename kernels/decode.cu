@@ -358,6 +358,105 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
     }
 }
 
+// dec_attend_rows is dec_attend for a block that holds all of its pair's
+// positions (a grid of one block a pair: X = 1, batch 64's grid) and rows
+// of U = hs/W 16-byte vectors, U a power of two from 4 to 32. Nothing
+// crosses the warps until the end, so a position costs no block barrier:
+//   - U neighbouring lanes hold a position's row, lane u its u-th vector
+//     of q (in registers), of the key and of the value; a warp takes
+//     32/U positions at once and the block NG = DEC_ATT_BLOCK/U, group k
+//     the positions k, k + NG, k + 2·NG, ...;
+//   - a lane loads the keys and values of DEC_ROWS of its group's
+//     positions before it uses any (all its loads of a step in flight);
+//     each score is summed over its U lanes by log2(U) shuffles;
+//   - each group keeps its own running max m, sum l and output (its lanes'
+//     vectors, fp32 in registers), rescaled by exp(m_old - m_new) as the
+//     positions come (the log-sum-exp rule);
+//   - at the end the groups' states go to shared memory (m and l into p,
+//     the outputs into pv: NG·hs = DEC_ATT_BLOCK·W floats, pv's size) and
+//     thread d merges dimension d over the groups in group order, so the
+//     result does not depend on timing. It writes direct (the pair's out).
+// The newest position's key and value come from kn and vn (dec_row).
+#define DEC_ROWS 4
+template <int W>
+__device__ __forceinline__ void dec_attend_rows(float* p, float* pv, const T* qr, const T* kb, const T* vb, const T* kn,
+        const T* vn, int n, int hs, T* direct) {
+    const int U = hs / W, t = threadIdx.x, lane = t % 32;
+    const int NG = DEC_ATT_BLOCK / U;          // position groups in the block
+    const int k = t / U, u = lane % U;         // this lane's group and vector
+    float q[16 / sizeof(T)], acc[16 / sizeof(T)];
+    dec_widen<W>(dec_fetch<W>(qr, u), q);
+#pragma unroll
+    for (int e = 0; e < W; e++) acc[e] = 0.f;
+    const float scale = rsqrtf((float)hs);
+    float M = DEC_NEG_INF, L = 0.f;
+    // Every lane runs the same trip count (a group's first position below
+    // n or not), so that the shuffles see full warps.
+    const int trips = (n + NG * DEC_ROWS - 1) / (NG * DEC_ROWS);
+    for (int it = 0; it < trips; it++) {
+        const int j0 = it * NG * DEC_ROWS + k;
+        uint4 kr[DEC_ROWS], vr[DEC_ROWS];
+#pragma unroll
+        for (int r = 0; r < DEC_ROWS; r++) {
+            const int j = j0 + r * NG;
+            kr[r].x = kr[r].y = kr[r].z = kr[r].w = 0u;
+            vr[r] = kr[r];
+            if (j < n) {
+                kr[r] = dec_fetch<W>(dec_row(kb + (size_t)j * hs, j, n, kn), u);
+                vr[r] = dec_fetch<W>(dec_row(vb + (size_t)j * hs, j, n, vn), u);
+            }
+        }
+        float s[DEC_ROWS];
+        float mx = M;
+#pragma unroll
+        for (int r = 0; r < DEC_ROWS; r++) {
+            float kv[16 / sizeof(T)];
+            dec_widen<W>(kr[r], kv);
+            float d = 0.f;
+#pragma unroll
+            for (int e = 0; e < W; e++) d += q[e] * kv[e];
+            for (int off = 1; off < U; off <<= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+            s[r] = j0 + r * NG < n ? d * scale : DEC_NEG_INF;
+            mx = fmaxf(mx, s[r]);
+        }
+        if (j0 < n) { // (mx is finite: position j0 scored)
+            const float a = expf(M - mx);
+            L *= a;
+#pragma unroll
+            for (int e = 0; e < W; e++) acc[e] *= a;
+#pragma unroll
+            for (int r = 0; r < DEC_ROWS; r++) {
+                const float pr = expf(s[r] - mx);
+                float vv[16 / sizeof(T)];
+                dec_widen<W>(vr[r], vv);
+                L += pr;
+#pragma unroll
+                for (int e = 0; e < W; e++) acc[e] += pr * vv[e];
+            }
+            M = mx;
+        }
+    }
+    // The groups' states, then the merge over them in group order.
+    if (u == 0) {
+        p[k] = M;
+        p[NG + k] = L;
+    }
+#pragma unroll
+    for (int e = 0; e < W; e++) pv[k * hs + u * W + e] = acc[e];
+    __syncthreads();
+    for (int d = t; d < hs; d += DEC_ATT_BLOCK) {
+        float mm = DEC_NEG_INF;
+        for (int g = 0; g < NG; g++) mm = fmaxf(mm, p[g]);
+        float ll = 0.f, o = 0.f;
+        for (int g = 0; g < NG; g++) {
+            const float a = expf(p[g] - mm); // 0 for a group with no positions
+            ll += p[NG + g] * a;
+            o += pv[g * hs + d] * a;
+        }
+        store(direct, d, o / ll);
+    }
+}
+
 // dec_prefetch_l2 asks L2 for the 128-byte lines of [p, p + bytes), the
 // block's threads a line each in turn (no-op on the host emulator).
 __device__ __forceinline__ void dec_prefetch_l2(const T* p, size_t bytes) {
@@ -432,7 +531,11 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     // A pair with one block holding positions needs no merge: that block
     // writes out itself.
     T* direct = slots == 1 ? out + (size_t)b * C + h * hs : (T*)0;
-    if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0)
+    const bool vecs = hs % VE == 0 && ((size_t)kc | (size_t)vc | (size_t)qkv) % 16 == 0;
+    const int U = hs / VE;
+    if (X == 1 && vecs && U >= 4 && U <= 32 && (U & (U - 1)) == 0)
+        dec_attend_rows<16 / sizeof(T)>(p, pv, qr, kb, vb, kn, vn, n, hs, direct);
+    else if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0)
         dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs, direct);
     else
         dec_attend<1>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs, direct);

@@ -627,7 +627,9 @@ func decodeCases(dt tensor.DType) []Case {
 				return nil, err
 			}})
 	}
-	for _, s := range [][]int{{3, 128, 2, 300}, {2, 48, 2, 5}, {1, 64, 1, 1}} {
+	// {66, 512, 8, 80}: 528 pairs, so one block a pair on up to 132 SMs
+	// (the GPU's dec_attend_rows, its positions in two steps or more).
+	for _, s := range [][]int{{3, 128, 2, 300}, {2, 48, 2, 5}, {1, 64, 1, 1}, {66, 512, 8, 80}} {
 		B, C, NH, S := s[0], s[1], s[2], s[3]
 		cs = append(cs, Case{Name: name(&o.AttentionDecode, dt, s, ""), Contract: &o.AttentionDecode, DType: dt, Sizes: s,
 			Call: func(d device.Device, t []*T) ([]float32, error) {
