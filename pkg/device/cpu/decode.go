@@ -243,3 +243,44 @@ func axpyFMA(y, x []float32, a float32) {
 		y[i] += a * x[i]
 	}
 }
+
+// LayerNormMatmul: LayerNorm of x (rounded to out's dtype) into scratch,
+// then Matmul from it: the two ops it fuses, one after the other.
+// out (N,OC), pre (N,OC) or nil, x (N,C) F32, lnw (C), lnb (C), w (OC,C), bias (OC) or nil
+func (d *Device) LayerNormMatmul(out, pre, x, lnw, lnb, w, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
+	if !d.check(&device.DecodeOps.LayerNormMatmul, []int{N, C, OC, int(act)}, out, pre, x, lnw, lnb, w, bias) || N == 0 {
+		return
+	}
+	ln := d.rowsTemp(0, out.DType, N, C)
+	mean, rstd := d.rowsTemp(1, tensor.F32, N, 1), d.rowsTemp(2, tensor.F32, N, 1)
+	d.LayerNorm(ln, mean.MustView(0, N), rstd.MustView(0, N), x, lnw, lnb, N, C)
+	if act == device.GELU && pre == nil {
+		pre = d.rowsTemp(3, out.DType, N, OC)
+	}
+	d.Matmul(out, pre, ln, w, bias, N, C, OC, act)
+}
+
+// MatmulResidual: Matmul into scratch of inp's dtype, then x += it in fp32.
+// x (N,OC) F32, inp (N,C), w (OC,C), bias (OC) or nil
+func (d *Device) MatmulResidual(x, inp, w, bias *tensor.Tensor, N, C, OC int) {
+	if !d.check(&device.DecodeOps.MatmulResidual, []int{N, C, OC}, x, inp, w, bias) || N == 0 {
+		return
+	}
+	y := d.rowsTemp(4, inp.DType, N, OC)
+	d.Matmul(y, nil, inp, w, bias, N, C, OC, device.None)
+	d.Add(x, x, y, N*OC)
+}
+
+// rowsTemp returns scratch slot i of the fused row ops as an (n, c) tensor
+// of dt, kept between calls (a decode step allocates nothing).
+func (d *Device) rowsTemp(i int, dt tensor.DType, n, c int) *tensor.Tensor {
+	for len(d.rowScratch) <= i {
+		d.rowScratch = append(d.rowScratch, nil)
+	}
+	t := d.rowScratch[i]
+	if t == nil || t.DType != dt || t.Numel() < n*c {
+		t = tensor.New(dt, n*c)
+		d.rowScratch[i] = t
+	}
+	return t.MustView(0, n, c)
+}
