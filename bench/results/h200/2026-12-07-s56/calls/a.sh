@@ -1,6 +1,6 @@
 # session 56 call A, any card. Binaries built on the development machine:
-#   build/c72 = 7105217 (the fused row ops: LayerNormMatmul, MatmulResidual),
-#   build/c73 = 2d7e63e (that, plus dec_attend_rows at every X: 49580cb again),
+#   build/c72 = ab08c25 (the fused row ops: LayerNormMatmul, MatmulResidual),
+#   build/c73 = 6bca259 (that, plus dec_attend_rows at every X: 49580cb again),
 #   build/c74 = eb2b8df (main before this session; gpt.test only).
 # 1. druto detect of c72 and c73 (the self-test: every small conformance case,
 #    the new ops' and attention_decode's among them), TestGPUDecode of both.
