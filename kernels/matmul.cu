@@ -201,29 +201,33 @@ __device__ __forceinline__ RowsAt rows_at(int C, int ks) {
     return a;
 }
 
-// rows_prefetch loads this lane's first batch of W (the vector path) into
-// wv, the only read a matmul_rows kernel makes before pdl_enter(); with
-// TO_L1 it only asks L1 for those lines (matmul_rows_ln, whose layernorm
-// prologue needs the registers: rows_body loads the batch from L1 after it).
-template <bool TO_L1>
+// rows_prefetch loads this lane's first batch of W (the vector path), the
+// only read a matmul_rows kernel makes before pdl_enter().
 __device__ __forceinline__ void rows_prefetch(uint4 (&wv)[ROWS_U], const T* __restrict__ w, int C, int OC, int ks, int vec) {
     const int STRIDE = 32 * (16 / (int)sizeof(T));
     const RowsAt a = rows_at(C, ks);
     const T* wr = w + (size_t)min(a.col, OC - 1) * C;
     if (vec && a.col < OC) {
 #pragma unroll
-        for (int u = 0; u < ROWS_U; u++) {
-            if (a.k + u * STRIDE < a.hi) {
-                if (!TO_L1) {
-                    wv[u] = *reinterpret_cast<const uint4*>(wr + a.k + u * STRIDE);
-                } else {
-#if defined(__CUDA_ARCH__)
-                    asm volatile("prefetch.global.L1 [%0];" ::"l"(wr + a.k + u * STRIDE));
-#endif
-                }
-            }
-        }
+        for (int u = 0; u < ROWS_U; u++)
+            if (a.k + u * STRIDE < a.hi) wv[u] = *reinterpret_cast<const uint4*>(wr + a.k + u * STRIDE);
     }
+}
+
+// rows_prefetch_l1 is rows_prefetch into L1 instead of registers
+// (matmul_rows_ln: its layernorm prologue needs the registers; the batch is
+// loaded from L1 after it).
+__device__ __forceinline__ void rows_prefetch_l1(const T* __restrict__ w, int C, int OC, int ks, int vec) {
+#if defined(__CUDA_ARCH__)
+    const int STRIDE = 32 * (16 / (int)sizeof(T));
+    const RowsAt a = rows_at(C, ks);
+    const T* wr = w + (size_t)min(a.col, OC - 1) * C;
+    if (vec && a.col < OC) {
+#pragma unroll
+        for (int u = 0; u < ROWS_U; u++)
+            if (a.k + u * STRIDE < a.hi) asm volatile("prefetch.global.L1 [%0];" ::"l"(wr + a.k + u * STRIDE));
+    }
+#endif
 }
 
 // rows_mean is row n's sum over the block's warps (sums[warp][n]) over C.
@@ -345,7 +349,7 @@ __device__ __forceinline__ void rows_body(uint4 (&wv)[ROWS_U], T* __restrict__ o
         }
         __syncthreads();
         src = ln;
-        rows_prefetch<false>(wv, w, C, OC, ks, vec);
+        rows_prefetch(wv, w, C, OC, ks, vec);
     }
     float acc[ROWS_MAX];
 #pragma unroll
@@ -431,7 +435,7 @@ extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows(T* __res
         const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC,
         int gelu, int ks, int vec) {
     uint4 wv[ROWS_U];
-    rows_prefetch<false>(wv, w, C, OC, ks, vec);
+    rows_prefetch(wv, w, C, OC, ks, vec);
     pdl_enter();
     rows_body<false, false>(wv, out, pre, inp, 0, 0, 0, 0, w, bias, N, C, OC, gelu, ks, vec);
 }
@@ -442,7 +446,7 @@ extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows_ln(T* __
         const float* __restrict__ x, const T* __restrict__ lnw, const T* __restrict__ lnb, const T* __restrict__ w,
         const T* __restrict__ bias, int N, int C, int OC, int gelu, int ks, int vec) {
     uint4 wv[ROWS_U]; // loaded by rows_body after the layernorm
-    rows_prefetch<true>(wv, w, C, OC, ks, vec);
+    rows_prefetch_l1(w, C, OC, ks, vec);
     rows_ln_prefetch(lnw, lnb, C, vec);
     pdl_enter();
     rows_body<true, false>(wv, out, pre, 0, x, lnw, lnb, 0, w, bias, N, C, OC, gelu, ks, vec);
@@ -453,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows_res(floa
         const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC, int ks,
         int vec) {
     uint4 wv[ROWS_U];
-    rows_prefetch<false>(wv, w, C, OC, ks, vec);
+    rows_prefetch(wv, w, C, OC, ks, vec);
     pdl_enter();
     rows_body<false, true>(wv, 0, 0, inp, 0, 0, 0, res, w, bias, N, C, OC, 0, ks, vec);
 }
