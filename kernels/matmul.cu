@@ -3,7 +3,7 @@
 //
 // druto:kernel matmul_bias_grad add_f32 cast_bias_grad matmul_rows matmul_rows_ln matmul_rows_res
 // druto:pdl matmul_bias_grad add_f32 cast_bias_grad
-// druto:pdl-weights matmul_rows:w matmul_rows_ln:w,lnw,lnb matmul_rows_res:w
+// druto:pdl-weights matmul_rows:w matmul_rows_ln:w matmul_rows_res:w
 // druto:dtypes f32 bf16 f16
 //
 // matmul_bias_grad: dbias[oc] += Σ_n dout[n,oc], fp32 sums, deterministic:
@@ -214,51 +214,13 @@ __device__ __forceinline__ void rows_prefetch(uint4 (&wv)[ROWS_U], const T* __re
     }
 }
 
-// rows_prefetch_l1 is rows_prefetch into L1 instead of registers
-// (matmul_rows_ln: its layernorm prologue needs the registers; the batch is
-// loaded from L1 after it).
-__device__ __forceinline__ void rows_prefetch_l1(const T* __restrict__ w, int C, int OC, int ks, int vec) {
-#if defined(__CUDA_ARCH__)
-    const int STRIDE = 32 * (16 / (int)sizeof(T));
-    const RowsAt a = rows_at(C, ks);
-    const T* wr = w + (size_t)min(a.col, OC - 1) * C;
-    if (vec && a.col < OC) {
-#pragma unroll
-        for (int u = 0; u < ROWS_U; u++)
-            if (a.k + u * STRIDE < a.hi) asm volatile("prefetch.global.L1 [%0];" ::"l"(wr + a.k + u * STRIDE));
-    }
-#endif
-}
-
-// rows_mean is row n's sum over the block's warps (sums[warp][n]) over C.
-__device__ __forceinline__ float rows_mean(const float (*sums)[ROWS_MAX], int n, int C) {
-    float t = 0.0f;
-#pragma unroll
-    for (int q = 0; q < ROWS_BLOCK / 32; q++) t += sums[q][n];
-    return t / (float)C;
-}
-
-// rows_ln_prefetch asks L1 for the lines of lnw and lnb this thread
-// normalises with (weights: no kernel of a decode step writes them), so
-// that after pdl_enter() only the residual rows come from L2.
-__device__ __forceinline__ void rows_ln_prefetch(const T* __restrict__ lnw, const T* __restrict__ lnb, int C, int vec) {
-#if defined(__CUDA_ARCH__)
-    const int W = vec ? 4 : 1;
-    for (int g = threadIdx.x; g < C / W; g += ROWS_BLOCK) {
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(lnw + W * g));
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(lnb + W * g));
-    }
-#endif
-}
-
 // rows_body is matmul_rows and its two fused forms after pdl_enter(), from
-// the first batch of W that rows_prefetch loaded into wv (LN: loaded here,
-// from L1, after the layernorm). LN (matmul_rows_ln):
-// the input rows are the layernorm of xr's fp32 rows (lnw, lnb): the block
-// takes each row's mean and rstd after pdl_enter (fp32, two passes, eps
-// LN_EPS), then writes the normalised rows, rounded to T, into shared
-// memory, and the products read them there in place of inp. lnw and lnb,
-// weights, were prefetched into L1 before pdl_enter (rows_ln_prefetch). RES (matmul_rows_res): the
+// the first batch of W that rows_prefetch loaded into wv. LN (matmul_rows_ln):
+// the input rows are the layernorm of xr's fp32 rows (lnw, lnb): warp n
+// takes row n's mean and rstd after pdl_enter (fp32, two passes, eps
+// LN_EPS, as layernorm.cuh), then the block writes the normalised rows,
+// rounded to T, into shared memory, and the products read them there in
+// place of inp. RES (matmul_rows_res): the
 // sum with its bias, rounded to T, is added to res (fp32, in place) instead
 // of being stored in out.
 // out (N,OC) T (not RES), pre (N,OC) T or null (gelu only), inp (N,C) T
@@ -277,79 +239,70 @@ __device__ __forceinline__ void rows_body(uint4 (&wv)[ROWS_U], T* __restrict__ o
     int k = a.k;
     const T* wr = w + (size_t)min(col, OC - 1) * C;
     __shared__ float red[ROWS_BLOCK / 32][ROWS_MAX];
+    __shared__ float lst[2][ROWS_MAX]; // LN: each row's mean and rstd
     const T* src = inp;
     if (LN) {
-        // The rows' statistics by the whole block: each thread sums its
-        // columns (4·g, g = tid, tid + ROWS_BLOCK, ...; single columns
-        // without vec) of every row, all rows' loads issued together (one
-        // L2 round trip), the warps' sums meet in shared memory; the second
-        // pass reads the same values again from L1.
-        __shared__ float lsum[2][ROWS_BLOCK / 32][ROWS_MAX];
         T* ln = reinterpret_cast<T*>(rows_ln_smem);
-        const int W = vec ? 4 : 1, G = C / W;
-        // pass 1 (each row's sum) and pass 2 (its squared deviations), a
-        // row at a time (rows loop not unrolled: registers)
-#pragma unroll 1
-        for (int n = 0; n < N; n++) {
-            float t = 0.0f;
-            for (int g = threadIdx.x; g < G; g += ROWS_BLOCK) {
-                if (vec) {
-                    const F4 v = ld4(xr + (size_t)n * C + 4 * g);
-                    t += (v.v[0] + v.v[1]) + (v.v[2] + v.v[3]);
-                } else {
-                    t += xr[(size_t)n * C + g];
+        if (warp < N) {
+            const float* x = xr + (size_t)warp * C;
+            float sum = 0.0f;
+            // (loops kept narrow: W's first batch is live in registers)
+            if (vec) {
+#pragma unroll 2
+                for (int g = lane; g < C / 4; g += 32) {
+                    const F4 v = ld4(x + 4 * g);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) sum += v.v[j];
                 }
+            } else {
+                for (int i = lane; i < C; i += 32) sum += x[i];
             }
-            t = warp_sum(t);
-            if (lane == 0) lsum[0][warp][n] = t;
-        }
-        __syncthreads();
-#pragma unroll 1
-        for (int n = 0; n < N; n++) {
-            const float m = rows_mean(lsum[0], n, C);
-            float t = 0.0f;
-            for (int g = threadIdx.x; g < G; g += ROWS_BLOCK) {
-                if (vec) {
-                    const F4 v = ld4(xr + (size_t)n * C + 4 * g);
+            const float m = warp_sum(sum) / (float)C;
+            float sq = 0.0f;
+            if (vec) {
+#pragma unroll 2
+                for (int g = lane; g < C / 4; g += 32) {
+                    const F4 v = ld4(x + 4 * g);
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
                         const float d = v.v[j] - m;
-                        t += d * d;
+                        sq += d * d;
                     }
-                } else {
-                    const float d = xr[(size_t)n * C + g] - m;
-                    t += d * d;
+                }
+            } else {
+                for (int i = lane; i < C; i += 32) {
+                    const float d = x[i] - m;
+                    sq += d * d;
                 }
             }
-            t = warp_sum(t);
-            if (lane == 0) lsum[1][warp][n] = t;
+            const float s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
+            if (lane == 0) {
+                lst[0][warp] = m;
+                lst[1][warp] = s;
+            }
         }
         __syncthreads();
-        // the rows normalised into shared memory, rounded to T:
+        // the block's rows normalised into shared memory, rounded to T:
         // n = rstd·(x - mean), y = n·w + b, each operation rounded (no FMA)
+        if (vec) {
 #pragma unroll 1
-        for (int n = 0; n < N; n++) {
-            {
-                const float m = rows_mean(lsum[0], n, C), r = 1.0f / sqrtf(rows_mean(lsum[1], n, C) + LN_EPS);
-                for (int g = threadIdx.x; g < G; g += ROWS_BLOCK) {
-                    if (vec) {
-                        const F4 v = ld4(xr + (size_t)n * C + 4 * g), gw = ld4(lnw + 4 * g), gb = ld4(lnb + 4 * g);
-                        F4 y;
+            for (int g = threadIdx.x; g < N * C / 4; g += ROWS_BLOCK) {
+                const int n = 4 * g / C, c = 4 * g - n * C;
+                const F4 v = ld4(xr + 4 * g), gw = ld4(lnw + c), gb = ld4(lnb + c);
+                const float m = lst[0][n], sd = lst[1][n];
+                F4 y;
 #pragma unroll
-                        for (int j = 0; j < 4; j++)
-                            y.v[j] = __fadd_rn(__fmul_rn(__fmul_rn(r, __fsub_rn(v.v[j], m)), gw.v[j]), gb.v[j]);
-                        st4(ln + (size_t)n * C + 4 * g, y);
-                    } else {
-                        store(ln, (size_t)n * C + g,
-                              __fadd_rn(__fmul_rn(__fmul_rn(r, __fsub_rn(xr[(size_t)n * C + g], m)), load(lnw, g)),
-                                        load(lnb, g)));
-                    }
-                }
+                for (int j = 0; j < 4; j++) y.v[j] = __fadd_rn(__fmul_rn(__fmul_rn(sd, __fsub_rn(v.v[j], m)), gw.v[j]), gb.v[j]);
+                st4(ln + 4 * g, y);
+            }
+        } else {
+            for (int i = threadIdx.x; i < N * C; i += ROWS_BLOCK) {
+                const int n = i / C, c = i - n * C;
+                store(ln, i, __fadd_rn(__fmul_rn(__fmul_rn(lst[1][n], __fsub_rn(xr[i], lst[0][n])), load(lnw, c)), load(lnb, c)));
             }
         }
         __syncthreads();
         src = ln;
-        rows_prefetch(wv, w, C, OC, ks, vec);
     }
     float acc[ROWS_MAX];
 #pragma unroll
@@ -445,9 +398,8 @@ extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows(T* __res
 extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows_ln(T* __restrict__ out, T* __restrict__ pre,
         const float* __restrict__ x, const T* __restrict__ lnw, const T* __restrict__ lnb, const T* __restrict__ w,
         const T* __restrict__ bias, int N, int C, int OC, int gelu, int ks, int vec) {
-    uint4 wv[ROWS_U]; // loaded by rows_body after the layernorm
-    rows_prefetch_l1(w, C, OC, ks, vec);
-    rows_ln_prefetch(lnw, lnb, C, vec);
+    uint4 wv[ROWS_U];
+    rows_prefetch(wv, w, C, OC, ks, vec);
     pdl_enter();
     rows_body<true, false>(wv, out, pre, 0, x, lnw, lnb, 0, w, bias, N, C, OC, gelu, ks, vec);
 }
