@@ -82,7 +82,7 @@ var fuses = map[string]string{
 	"gelu.cu":             "GELU with the bias add of the linear layers",
 	"gradnorm.cu":         "the gradients' global norm with the inf/NaN check and the scaling",
 	"layernorm.cu":        "layer normalisation with the residual add before it, forward and backward",
-	"matmul.cu":           "bias gradients beside cuBLAS's products in the linear layers, and a decode step's linear layers with the layernorm before them or the residual add after them",
+	"matmul.cu":           "bias gradients beside cuBLAS's products in the linear layers",
 	"step.cu":             "the step's scalars (learning rate, loss scale) on the GPU: no round trip to the host",
 }
 
