@@ -65,40 +65,22 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 		if err := d.Sync(); err != nil {
 			b.Fatal(err)
 		}
-		// At most device.RowsMax rows the step runs the fused row ops
-		// (LayerNormMatmul, MatmulResidual) and one layernorm in place of
-		// the products and residual layernorms; those are then timed but
-		// not added (times 0), and the other way around.
-		few := B <= device.RowsMax
-		unfused, fused := L, 0
-		if few {
-			unfused, fused = 0, L
-		}
-		type op struct {
+		ops := []struct {
 			name  string
 			times int // a step's count
 			fn    func(l layer)
-		}
-		ops := []op{
-			{"qkv", unfused, func(l layer) { d.Matmul(qkv, nil, ln, l.wqkv, l.bqkv, B, C, 3*C, device.None) }},
+		}{
+			{"qkv", L, func(l layer) { d.Matmul(qkv, nil, ln, l.wqkv, l.bqkv, B, C, 3*C, device.None) }},
 			// prefill's append (a decode step's is attention's; not added)
 			{"kv_append", 0, func(l layer) { d.KVAppend(l.kc, l.vc, qkv, pos, B, 1, C, NH, S) }},
 			{"attention", L, func(l layer) { d.AttentionDecode(atty, qkv, l.kc, l.vc, pos, B, C, NH, S) }},
-			{"attn_proj", unfused, func(l layer) { d.Matmul(proj, nil, atty, l.wproj, l.bproj, B, C, C, device.None) }},
-			{"residual_ln", 2 * unfused, func(layer) { d.ResidualLayerNorm(res, ln, mean, rstd, x, proj, lnw, lnb, B, C) }},
-			{"fc_gelu", unfused, func(l layer) { d.Matmul(fchG, fch, ln, l.wfc, l.bfc, B, C, 4*C, device.GELU) }},
-			{"fc_proj", unfused, func(l layer) { d.Matmul(proj, nil, fchG, l.wfp, l.bfp, B, 4*C, C, device.None) }},
+			{"attn_proj", L, func(l layer) { d.Matmul(proj, nil, atty, l.wproj, l.bproj, B, C, C, device.None) }},
+			{"residual_ln", 2 * L, func(layer) { d.ResidualLayerNorm(res, ln, mean, rstd, x, proj, lnw, lnb, B, C) }},
+			{"fc_gelu", L, func(l layer) { d.Matmul(fchG, fch, ln, l.wfc, l.bfc, B, C, 4*C, device.GELU) }},
+			{"fc_proj", L, func(l layer) { d.Matmul(proj, nil, fchG, l.wfp, l.bfp, B, 4*C, C, device.None) }},
 			{"head_sample", 1, func(layer) { d.SampleHead(ids, logits, ln, wte, table, rows, B, C, V, 1, device.Sampling{}) }},
 			// the head's product alone (a part of head_sample, not added again)
 			{"head_matmul", 0, func(layer) { d.Matmul(logits, nil, ln, wte, nil, B, C, V, device.None) }},
-		}
-		if few {
-			ops = append(ops,
-				op{"qkv_ln", fused, func(l layer) { d.LayerNormMatmul(qkv, nil, x, lnw, lnb, l.wqkv, l.bqkv, B, C, 3*C, device.None) }},
-				op{"attn_proj_res", fused, func(l layer) { d.MatmulResidual(res, atty, l.wproj, l.bproj, B, C, C) }},
-				op{"fc_ln_gelu", fused, func(l layer) { d.LayerNormMatmul(fchG, nil, x, lnw, lnb, l.wfc, l.bfc, B, C, 4*C, device.GELU) }},
-				op{"fc_proj_res", fused, func(l layer) { d.MatmulResidual(res, fchG, l.wfp, l.bfp, B, 4*C, C) }},
-				op{"layernorm", 1, func(layer) { d.LayerNorm(ln, mean, rstd, x, lnw, lnb, B, C) }})
 		}
 		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
 		// in place of decSlots' choice (not added into the step).
