@@ -1,9 +1,9 @@
 // matmul.cu: the kernels beside cuBLAS(Lt) in the linear layers
 // (pkg/device/gpu/matmul.go).
 //
-// druto:kernel matmul_bias_grad add_f32 cast_bias_grad matmul_rows matmul_rows_ln matmul_rows_res
+// druto:kernel matmul_bias_grad add_f32 cast_bias_grad matmul_rows
 // druto:pdl matmul_bias_grad add_f32 cast_bias_grad
-// druto:pdl-weights matmul_rows:w matmul_rows_ln:w matmul_rows_res:w
+// druto:pdl-weights matmul_rows:w
 // druto:dtypes f32 bf16 f16
 //
 // matmul_bias_grad: dbias[oc] += Σ_n dout[n,oc], fp32 sums, deterministic:
@@ -55,16 +55,8 @@
 // must not follow, on its stream, a kernel that writes its W.
 // grid ceil(OC / (ROWS_BLOCK/32/ks)), ROWS_BLOCK threads; vec: C a multiple
 // of 16/sizeof(T) and inp, W 16-byte aligned (else scalar loads).
-//
-// matmul_rows_ln and matmul_rows_res are the same pass with a decode step's
-// neighbours fused in (device.Decoder's LayerNormMatmul and MatmulResidual):
-// the layernorm of the fp32 residual rows as the input, normalised once a
-// block into shared memory; or the rounded output added to the residual
-// rows in place. A step's block is then five launches instead of seven
-// (rows_body has the details).
 
 #include "common.cuh"
-#include "layernorm.cuh"
 
 // Block sizes (threads), read by the launchers too (kernels/blocks.go).
 // druto:block BIAS_GRAD_BLOCK matmul_bias_grad
@@ -74,7 +66,7 @@
 // druto:block CAST_BIAS_BLOCK cast_bias_grad
 #define CAST_BIAS_BLOCK 256
 #define CB_WARPS (CAST_BIAS_BLOCK / 32)
-// druto:block ROWS_BLOCK matmul_rows matmul_rows_ln matmul_rows_res
+// druto:block ROWS_BLOCK matmul_rows
 #define ROWS_BLOCK 256
 #define ROWS_MAX 8 // the most rows matmul_rows takes (read by the launcher)
 #define ROWS_U 4   // the 16-byte vectors of W a lane loads before using them
@@ -174,136 +166,30 @@ __device__ __forceinline__ float dot44(uint4 w, uint4 x) {
 }
 #endif
 
-// rows_ln_smem: matmul_rows_ln's rows after the layernorm (N·C values of T,
-// the launcher's dynamic shared memory).
-#ifdef DRUTO_EMU
-static __align__(16) unsigned char rows_ln_smem[ROWS_MAX * 2048 * 4];
-#else
-extern __shared__ __align__(16) unsigned char rows_ln_smem[];
-#endif
-
-// RowsAt is where a lane of matmul_rows stands: its output column, its
-// part of the column's row of W ([lo, hi) of C) and its first element k.
-struct RowsAt {
-    int col, part, lo, hi, k;
-};
-
-__device__ __forceinline__ RowsAt rows_at(int C, int ks) {
-    const int VE = 16 / (int)sizeof(T);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    RowsAt a;
-    a.col = blockIdx.x * (ROWS_BLOCK / 32 / ks) + warp / ks;
-    a.part = warp % ks;
-    const int chunk = ((C + ks - 1) / ks + VE - 1) / VE * VE;
-    a.lo = a.part * chunk;
-    a.hi = min(C, a.lo + chunk);
-    a.k = a.lo + lane * VE;
-    return a;
-}
-
-// rows_prefetch loads this lane's first batch of W (the vector path), the
-// only read a matmul_rows kernel makes before pdl_enter().
-__device__ __forceinline__ void rows_prefetch(uint4 (&wv)[ROWS_U], const T* __restrict__ w, int C, int OC, int ks, int vec) {
-    const int STRIDE = 32 * (16 / (int)sizeof(T));
-    const RowsAt a = rows_at(C, ks);
-    const T* wr = w + (size_t)min(a.col, OC - 1) * C;
-    if (vec && a.col < OC) {
-#pragma unroll
-        for (int u = 0; u < ROWS_U; u++)
-            if (a.k + u * STRIDE < a.hi) wv[u] = *reinterpret_cast<const uint4*>(wr + a.k + u * STRIDE);
-    }
-}
-
-// rows_body is matmul_rows and its two fused forms after pdl_enter(), from
-// the first batch of W that rows_prefetch loaded into wv. LN (matmul_rows_ln):
-// the input rows are the layernorm of xr's fp32 rows (lnw, lnb): warp n
-// takes row n's mean and rstd after pdl_enter (fp32, two passes, eps
-// LN_EPS, as layernorm.cuh), then the block writes the normalised rows,
-// rounded to T, into shared memory, and the products read them there in
-// place of inp. RES (matmul_rows_res): the
-// sum with its bias, rounded to T, is added to res (fp32, in place) instead
-// of being stored in out.
-// out (N,OC) T (not RES), pre (N,OC) T or null (gelu only), inp (N,C) T
-// (not LN), xr (N,C) F32, lnw, lnb (C) T (LN), res (N,OC) F32 (RES),
-// w (OC,C) T, bias (OC) T or null
-template <bool LN, bool RES>
-__device__ __forceinline__ void rows_body(uint4 (&wv)[ROWS_U], T* __restrict__ out, T* __restrict__ pre,
-        const T* __restrict__ inp, const float* __restrict__ xr, const T* __restrict__ lnw, const T* __restrict__ lnb,
-        float* __restrict__ res, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC, int gelu,
-        int ks, int vec) {
+// out (N,OC) T, pre (N,OC) T (gelu only), inp (N,C) T, w (OC,C) T, bias (OC) T or null
+// 4 blocks an SM (at most 64 registers a thread): without a minimum NVRTC
+// 13 gave matmul_rows/f32 48 registers and 16 bytes of local memory
+// (TestGPUBuildAndCache); NVRTC 11.8 gives it 56 registers and no stack.
+extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows(T* __restrict__ out, T* __restrict__ pre,
+        const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC,
+        int gelu, int ks, int vec) {
     const int VE = 16 / (int)sizeof(T); // elements of a 16-byte vector
     const int STRIDE = 32 * VE;         // a warp's elements per vector load
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const RowsAt a = rows_at(C, ks);
-    const int col = a.col, part = a.part, lo = a.lo, hi = a.hi;
-    int k = a.k;
+    const int col = blockIdx.x * (ROWS_BLOCK / 32 / ks) + warp / ks, part = warp % ks;
+    const int chunk = ((C + ks - 1) / ks + VE - 1) / VE * VE;
+    const int lo = part * chunk, hi = min(C, lo + chunk);
     const T* wr = w + (size_t)min(col, OC - 1) * C;
-    __shared__ float red[ROWS_BLOCK / 32][ROWS_MAX];
-    __shared__ float lst[2][ROWS_MAX]; // LN: each row's mean and rstd
-    const T* src = inp;
-    if (LN) {
-        T* ln = reinterpret_cast<T*>(rows_ln_smem);
-        if (warp < N) {
-            const float* x = xr + (size_t)warp * C;
-            float sum = 0.0f;
-            // (loops kept narrow: W's first batch is live in registers)
-            if (vec) {
-#pragma unroll 2
-                for (int g = lane; g < C / 4; g += 32) {
-                    const F4 v = ld4(x + 4 * g);
+    // W only, before waiting on the previous kernel: this lane's first batch.
+    uint4 wv[ROWS_U];
+    int k = lo + lane * VE;
+    if (vec && col < OC) {
 #pragma unroll
-                    for (int j = 0; j < 4; j++) sum += v.v[j];
-                }
-            } else {
-                for (int i = lane; i < C; i += 32) sum += x[i];
-            }
-            const float m = warp_sum(sum) / (float)C;
-            float sq = 0.0f;
-            if (vec) {
-#pragma unroll 2
-                for (int g = lane; g < C / 4; g += 32) {
-                    const F4 v = ld4(x + 4 * g);
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        const float d = v.v[j] - m;
-                        sq += d * d;
-                    }
-                }
-            } else {
-                for (int i = lane; i < C; i += 32) {
-                    const float d = x[i] - m;
-                    sq += d * d;
-                }
-            }
-            const float s = 1.0f / sqrtf(warp_sum(sq) / (float)C + LN_EPS);
-            if (lane == 0) {
-                lst[0][warp] = m;
-                lst[1][warp] = s;
-            }
-        }
-        __syncthreads();
-        // the block's rows normalised into shared memory, rounded to T:
-        // n = rstd·(x - mean), y = n·w + b, each operation rounded (no FMA)
-        if (vec) {
-#pragma unroll 1
-            for (int g = threadIdx.x; g < N * C / 4; g += ROWS_BLOCK) {
-                const int n = 4 * g / C, c = 4 * g - n * C;
-                const F4 v = ld4(xr + 4 * g), gw = ld4(lnw + c), gb = ld4(lnb + c);
-                const float m = lst[0][n], sd = lst[1][n];
-                F4 y;
-#pragma unroll
-                for (int j = 0; j < 4; j++) y.v[j] = __fadd_rn(__fmul_rn(__fmul_rn(sd, __fsub_rn(v.v[j], m)), gw.v[j]), gb.v[j]);
-                st4(ln + 4 * g, y);
-            }
-        } else {
-            for (int i = threadIdx.x; i < N * C; i += ROWS_BLOCK) {
-                const int n = i / C, c = i - n * C;
-                store(ln, i, __fadd_rn(__fmul_rn(__fmul_rn(lst[1][n], __fsub_rn(xr[i], lst[0][n])), load(lnw, c)), load(lnb, c)));
-            }
-        }
-        __syncthreads();
-        src = ln;
+        for (int u = 0; u < ROWS_U; u++)
+            if (k + u * STRIDE < hi) wv[u] = *reinterpret_cast<const uint4*>(wr + k + u * STRIDE);
     }
+    pdl_enter();
+    __shared__ float red[ROWS_BLOCK / 32][ROWS_MAX];
     float acc[ROWS_MAX];
 #pragma unroll
     for (int n = 0; n < ROWS_MAX; n++) acc[n] = 0.0f;
@@ -320,7 +206,7 @@ __device__ __forceinline__ void rows_body(uint4 (&wv)[ROWS_U], T* __restrict__ o
                         // a union) in local memory for f32.
 #pragma unroll
                         for (int n = 0; n < ROWS_MAX; n++)
-                            if (n < N) acc[n] += dot44(wv[u], *reinterpret_cast<const uint4*>(src + (size_t)n * C + kk));
+                            if (n < N) acc[n] += dot44(wv[u], *reinterpret_cast<const uint4*>(inp + (size_t)n * C + kk));
 #else
                         float wf[16 / sizeof(T)];
                         unpack16(wv[u], wf);
@@ -331,7 +217,7 @@ __device__ __forceinline__ void rows_body(uint4 (&wv)[ROWS_U], T* __restrict__ o
                                 // without it made ptxas (11.8, sm_90) spill
                                 // for bf16.
                                 vec16 xv;
-                                xv.u = *reinterpret_cast<const uint4*>(src + (size_t)n * C + kk);
+                                xv.u = *reinterpret_cast<const uint4*>(inp + (size_t)n * C + kk);
                                 float s = 0.0f;
 #pragma unroll
                                 for (int e = 0; e < VE; e++) s += wf[e] * to_f32(xv.e[e]);
@@ -352,7 +238,7 @@ __device__ __forceinline__ void rows_body(uint4 (&wv)[ROWS_U], T* __restrict__ o
                 const float wf = load(wr, k);
 #pragma unroll
                 for (int n = 0; n < ROWS_MAX; n++)
-                    if (n < N) acc[n] += wf * load(src, (size_t)n * C + k);
+                    if (n < N) acc[n] += wf * load(inp, (size_t)n * C + k);
             }
         }
     }
@@ -369,47 +255,11 @@ __device__ __forceinline__ void rows_body(uint4 (&wv)[ROWS_U], T* __restrict__ o
         for (int p = 0; p < ks; p++) v += red[warp + p][lane];
         if (bias) v += load(bias, col);
         const size_t o = (size_t)lane * OC + col;
-        if (RES) {
-            res[o] += round_to<T>(v);
-        } else if (gelu) {
-            if (pre) store(pre, o, v);
+        if (gelu) {
+            store(pre, o, v);
             store(out, o, gelu_f(v));
         } else {
             store(out, o, v);
         }
     }
-}
-
-// 4 blocks an SM (at most 64 registers a thread): without a minimum NVRTC
-// 13 gave matmul_rows/f32 48 registers and 16 bytes of local memory
-// (TestGPUBuildAndCache); NVRTC 11.8 gives it 56 registers and no stack.
-// out (N,OC) T, pre (N,OC) T (gelu only), inp (N,C) T, w (OC,C) T, bias (OC) T or null
-extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows(T* __restrict__ out, T* __restrict__ pre,
-        const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC,
-        int gelu, int ks, int vec) {
-    uint4 wv[ROWS_U];
-    rows_prefetch(wv, w, C, OC, ks, vec);
-    pdl_enter();
-    rows_body<false, false>(wv, out, pre, inp, 0, 0, 0, 0, w, bias, N, C, OC, gelu, ks, vec);
-}
-
-// out (N,OC) T, pre (N,OC) T or null (gelu only), x (N,C) F32, lnw (C) T, lnb (C) T, w (OC,C) T, bias (OC) T or null;
-// vec also says x is 16-byte aligned
-extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows_ln(T* __restrict__ out, T* __restrict__ pre,
-        const float* __restrict__ x, const T* __restrict__ lnw, const T* __restrict__ lnb, const T* __restrict__ w,
-        const T* __restrict__ bias, int N, int C, int OC, int gelu, int ks, int vec) {
-    uint4 wv[ROWS_U];
-    rows_prefetch(wv, w, C, OC, ks, vec);
-    pdl_enter();
-    rows_body<true, false>(wv, out, pre, 0, x, lnw, lnb, 0, w, bias, N, C, OC, gelu, ks, vec);
-}
-
-// res (N,OC) F32 (added to in place), inp (N,C) T, w (OC,C) T, bias (OC) T or null
-extern "C" __global__ void __launch_bounds__(ROWS_BLOCK, 4) matmul_rows_res(float* __restrict__ res,
-        const T* __restrict__ inp, const T* __restrict__ w, const T* __restrict__ bias, int N, int C, int OC, int ks,
-        int vec) {
-    uint4 wv[ROWS_U];
-    rows_prefetch(wv, w, C, OC, ks, vec);
-    pdl_enter();
-    rows_body<false, true>(wv, 0, 0, inp, 0, 0, 0, res, w, bias, N, C, OC, 0, ks, vec);
 }

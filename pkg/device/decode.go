@@ -45,29 +45,7 @@ type Decoder interface {
 	// token's next, RowLeft down and RowStep up by one.
 	// ids (B) I32, logits (B,V), x (B,C), wte (V,C), table (NS,V) I32, rows (B,RowLen) I32
 	SampleHead(ids, logits, x, wte, table, rows *T, B, C, V, NS int, o Sampling)
-	// LayerNormMatmul is a linear layer whose input is the layernorm of the
-	// residual stream, over at most RowsMax rows and RowsValues values of x: LayerNorm(x; lnw, lnb)
-	// (fp32 statistics) rounded to out's dtype, then out = that·wᵀ + bias
-	// with fp32 sums, as LayerNorm then Matmul; with GELU, out = gelu of the
-	// sum, and pre (when not nil) the sum.
-	// out (N,OC), pre (N,OC) or nil, x (N,C) F32, lnw (C), lnb (C), w (OC,C), bias (OC) or nil
-	LayerNormMatmul(out, pre, x, lnw, lnb, w, bias *T, N, C, OC int, act Activation)
-	// MatmulResidual adds a linear layer's output to the residual stream
-	// in place, over at most RowsMax rows (any C): x += inp·wᵀ + bias, the fp32 sum
-	// with its bias rounded to inp's dtype (Matmul's output) and then added
-	// in fp32 (ResidualLayerNorm's res).
-	// x (N,OC) F32, inp (N,C), w (OC,C), bias (OC) or nil
-	MatmulResidual(x, inp, w, bias *T, N, C, OC int)
 }
-
-// The most rows LayerNormMatmul and MatmulResidual take (a decode step of
-// a few sequences, whose layers are passes over the weights), and the most
-// input values, N·C, LayerNormMatmul takes (the GPU keeps them in a block's
-// shared memory: 48 KB in fp32).
-const (
-	RowsMax    = 8
-	RowsValues = 12288
-)
 
 // Sampling chooses how SampleHead draws a token. The zero value is greedy.
 type Sampling struct {
@@ -227,7 +205,6 @@ func SampleRow(logits []float32, st []int32, left int, o Sampling, u float32, sc
 // are not part of a training step).
 var DecodeOps = struct {
 	EncoderAt, KVAppend, AttentionDecode, SampleHead Contract
-	LayerNormMatmul, MatmulResidual                  Contract
 }{
 	// N, C
 	EncoderAt: Contract{Op: "EncoderAt", Iface: "Decoder", Sizes: []string{"N", "C+"},
@@ -266,135 +243,6 @@ var DecodeOps = struct {
 			}
 			return 1
 		}, IndexMax: func(s []int, _ []*T) int { return s[3] }},
-	// N, C, OC, act
-	// fp32 sums of C products in another order on each device (inputs
-	// that are not dyadic: a layernorm's), and in 16 bits one rounding of
-	// the layernorm's values that the devices' statistics may place on
-	// either side of a midpoint; twice that with GELU, as Matmul.
-	LayerNormMatmul: Contract{Op: "LayerNormMatmul", Iface: "Decoder", Sizes: []string{"N", "C+", "OC+", "act"},
-		Params: []Param{floor(p("out", Float, Out, prod(0, 2)), lnMatmulFloor), opt(floor(p("pre", Float, Out, prod(0, 2)), lnMatmulFloor)),
-			p("x", F32, In, prod(0, 1)),
-			p("lnw", Float, In, prod(1)), p("lnb", Float, In, prod(1)), gen(p("w", Float, In, prod(2, 1)), Small),
-			opt(p("bias", Float, In, prod(2)))},
-		Tol: rowsTol, Rule: func(s []int, ts []*T) error {
-			if err := rowsRule(s); err != nil {
-				return err
-			}
-			switch Activation(s[3]) {
-			case None:
-				if ts[1] != nil {
-					return fmt.Errorf("pre must be nil without GELU")
-				}
-			case GELU:
-			default:
-				return fmt.Errorf("activation %d: %w", s[3], ErrUnsupported)
-			}
-			return nil
-		}},
-	// N, C, OC
-	MatmulResidual: Contract{Op: "MatmulResidual", Iface: "Decoder", Sizes: []string{"N", "C+", "OC+"},
-		// x is an fp32 sum with a value rounded to the compute dtype.
-		Params: []Param{residual(p("x", F32, Acc, prod(0, 2))), p("inp", Float, In, prod(0, 1)), gen(p("w", Float, In, prod(2, 1)), Small),
-			opt(p("bias", Float, In, prod(2)))},
-		Tol: rowsTol, Rule: func(s []int, _ []*T) error {
-			if s[0] > RowsMax {
-				return fmt.Errorf("%d rows: MatmulResidual takes at most %d: %w", s[0], RowsMax, ErrUnsupported)
-			}
-			return nil
-		}},
-}
-
-// lnMatmulFloor is the error that LayerNormMatmul's rounding of the
-// layernorm values to dt can leave in an output (a device keeping them in
-// fp32 agrees with one that rounds them within it): each value y off by
-// at most u·|y|, so an output by u·Σ_k |w_ok·y_nk|, taken at its largest
-// (y the layernorm of x in float64), and 1.2 times that under GELU.
-func lnMatmulFloor(dt tensor.DType, s []int, ts []*T) float64 {
-	N, C, OC := s[0], s[1], s[2]
-	x, g, b, w := ts[2].ToF32(), ts[3].ToF32(), ts[4].ToF32(), ts[5].ToF32()
-	y := make([]float64, C)
-	worst := 0.0
-	for n := range N {
-		row := x[n*C : (n+1)*C]
-		var m, v float64
-		for _, e := range row {
-			m += float64(e)
-		}
-		m /= float64(C)
-		for _, e := range row {
-			v += (float64(e) - m) * (float64(e) - m)
-		}
-		rs := 1 / math.Sqrt(v/float64(C)+1e-5)
-		for k, e := range row {
-			y[k] = math.Abs((float64(e)-m)*rs*float64(g[k]) + float64(b[k]))
-		}
-		for o := range OC {
-			var sum float64
-			for k := range C {
-				sum += math.Abs(float64(w[o*C+k])) * y[k]
-			}
-			worst = max(worst, sum)
-		}
-	}
-	return 1.2 * Unit(dt) * worst
-}
-
-// residual marks MatmulResidual's x: held to the compute dtype's
-// tolerance and norm (an fp32 sum with a value rounded to it), and to a
-// floor of two units of the largest product added (mmResidualFloor).
-func residual(q Param) Param {
-	q.Rounded, q.RelNorm = true, true
-	return floor(q, mmResidualFloor)
-}
-
-// mmResidualFloor is 2u times MatmulResidual's largest |inp·wᵀ + bias|:
-// the rounding of that value to dt, which a device keeping it in fp32
-// does not make.
-func mmResidualFloor(dt tensor.DType, s []int, ts []*T) float64 {
-	N, C, OC := s[0], s[1], s[2]
-	inp, w := ts[1].ToF32(), ts[2].ToF32()
-	var bias []float32
-	if ts[3] != nil {
-		bias = ts[3].ToF32()
-	}
-	worst := 0.0
-	for n := range N {
-		for o := range OC {
-			var sum float64
-			for k := range C {
-				sum += float64(inp[n*C+k]) * float64(w[o*C+k])
-			}
-			if bias != nil {
-				sum += float64(bias[o])
-			}
-			worst = max(worst, math.Abs(sum))
-		}
-	}
-	return 2 * Unit(dt) * worst
-}
-
-// rowsTol is the tolerance scale of the fused row ops: √C/4 in fp32 (as
-// SampleHead's logits), √C/8 in 16 bits (as Matmul's), twice either with
-// GELU (act, the fourth size, where there is one).
-func rowsTol(dt tensor.DType, s []int) float64 {
-	k := 1.0
-	if len(s) > 3 && Activation(s[3]) == GELU {
-		k = 2
-	}
-	if dt == tensor.F32 {
-		return max(1, math.Sqrt(float64(s[1]))/4) * k
-	}
-	return max(1, math.Sqrt(float64(s[1]))/8) * k
-}
-
-// rowsRule checks the rows (N, the first size) and input values (N·C) of
-// a fused row op.
-func rowsRule(s []int) error {
-	if s[0] > RowsMax || s[0]*s[1] > RowsValues {
-		return fmt.Errorf("%d rows of %d: the fused row ops take at most %d rows and %d values: %w",
-			s[0], s[1], RowsMax, RowsValues, ErrUnsupported)
-	}
-	return nil
 }
 
 // decodeRule checks that channels (size index c) divide into heads (index nh).

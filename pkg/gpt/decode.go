@@ -240,10 +240,6 @@ func (c *KVCache) layers(r rowBufs, attend func(l int)) {
 	m, d := c.m, c.m.dev
 	p, N := m.wp, r.n
 	C, L := m.Config.Channels, m.Config.Layers
-	if N <= device.RowsMax && N*C <= device.RowsValues {
-		c.layersRows(r, attend)
-		return
-	}
 	d.LayerNorm(r.ln, r.mean, r.rstd, r.x, p.layers[0].ln1w, p.layers[0].ln1b, N, C)
 	for l := range L {
 		w := p.layers[l]
@@ -259,26 +255,6 @@ func (c *KVCache) layers(r rowBufs, attend func(l int)) {
 		}
 		d.ResidualLayerNorm(r.x, r.ln, r.mean, r.rstd, r.res, r.proj, nw, nb, N, C)
 	}
-}
-
-// layersRows is layers over a few rows (a decode step's, or a short
-// prompt's) with the decoder's fused row ops: each layernorm is taken by
-// the product it feeds and each residual add by the product it follows,
-// so a block is five launches (attention's among them), not seven. The
-// residual stream stays in r.x.
-func (c *KVCache) layersRows(r rowBufs, attend func(l int)) {
-	m, dec := c.m, c.dec
-	p, N := m.wp, r.n
-	C := m.Config.Channels
-	for l := range m.Config.Layers {
-		w := p.layers[l]
-		dec.LayerNormMatmul(r.qkv, nil, r.x, w.ln1w, w.ln1b, w.qkvw, w.qkvb, N, C, 3*C, device.None)
-		attend(l)
-		dec.MatmulResidual(r.x, r.atty, w.attprojw, w.attprojb, N, C, C)
-		dec.LayerNormMatmul(r.fchG, nil, r.x, w.ln2w, w.ln2b, w.fcw, w.fcb, N, C, 4*C, device.GELU)
-		dec.MatmulResidual(r.x, r.fchG, w.fcprojw, w.fcprojb, N, 4*C, C)
-	}
-	m.dev.LayerNorm(r.ln, r.mean, r.rstd, r.x, p.lnfw, p.lnfb, N, C)
 }
 
 // Step runs one token of every sequence through the model at its next

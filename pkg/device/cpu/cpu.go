@@ -20,7 +20,6 @@ type Device struct {
 	records [][]float32 // state snapshots (step.go)
 
 	sampleScratch []*device.SampleScratch // SampleHead's, one a row
-	rowScratch    []*tensor.Tensor        // LayerNormMatmul's and MatmulResidual's (rowsTemp)
 }
 
 var _ device.Device = (*Device)(nil)

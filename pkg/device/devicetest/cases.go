@@ -640,38 +640,6 @@ func decodeCases(dt tensor.DType) []Case {
 				return nil, err
 			}})
 	}
-	// The fused row ops: one row and RowsMax, GPT-2's width (whose rows
-	// take the GPU's vector path) and one that is no multiple of a vector,
-	// GELU with and without pre, with and without a bias.
-	for _, c := range []struct {
-		s    []int
-		omit map[int]bool
-		note string
-	}{{[]int{1, 768, 40, int(device.None)}, map[int]bool{1: true}, ""},
-		{[]int{device.RowsMax, 256, 72, int(device.GELU)}, nil, "pre"},
-		{[]int{3, 37, 9, int(device.GELU)}, map[int]bool{1: true, 6: true}, "no pre, no bias"}} {
-		s := c.s
-		N, C, OC, act := s[0], s[1], s[2], device.Activation(s[3])
-		cs = append(cs, Case{Name: name(&o.LayerNormMatmul, dt, s, c.note), Contract: &o.LayerNormMatmul, DType: dt, Sizes: s, Omit: c.omit,
-			Call: func(d device.Device, t []*T) ([]float32, error) {
-				x, err := dec(d)
-				if err == nil {
-					x.LayerNormMatmul(t[0], t[1], t[2], t[3], t[4], t[5], t[6], N, C, OC, act)
-				}
-				return nil, err
-			}})
-	}
-	for _, s := range [][]int{{1, 768, 40}, {device.RowsMax, 3072, 24}, {2, 45, 7}} {
-		N, C, OC := s[0], s[1], s[2]
-		cs = append(cs, Case{Name: name(&o.MatmulResidual, dt, s, ""), Contract: &o.MatmulResidual, DType: dt, Sizes: s,
-			Call: func(d device.Device, t []*T) ([]float32, error) {
-				x, err := dec(d)
-				if err == nil {
-					x.MatmulResidual(t[0], t[1], t[2], t[3], N, C, OC)
-				}
-				return nil, err
-			}})
-	}
 	// SampleHead: greedy and drawn (top-k and top-p) over V 300 at C 64,
 	// from tables and row states of valid entries (the ids' next states).
 	for _, o := range []device.Sampling{{}, {Temperature: 0.8, TopK: 40, TopP: 0.9}} {

@@ -530,8 +530,6 @@ func flashBwd2Smem(hs int) int {
 // give it (e.g. 99 KB on sm_86/89 against hs 128's 102.5 KB), the kernel
 // is unavailable and its caller takes its fallback.
 var dynamicSmem = map[string]int{
-	// at most 48 KB of rows, over the default limit with its static bytes
-	"matmul_rows_ln":     device.RowsValues * 4,
 	"flash_bwd2kv_hs32":  flashBwd2Smem(32),
 	"flash_bwd2kv_hs64":  flashBwd2Smem(64),
 	"flash_bwd2kv_hs128": flashBwd2Smem(128),

@@ -34,8 +34,7 @@ const decPartBytes = 32
 // DecodeKernels are the kernels of the decode ops: a failure to build them,
 // or their ops' self-test, turns generation's cache off on this device
 // (DisableDecode), never the GPU.
-var DecodeKernels = []string{"encoder_at", "kv_append", "attention_decode", "sample_parts", "sample_rows",
-	"matmul_rows_ln", "matmul_rows_res"}
+var DecodeKernels = []string{"encoder_at", "kv_append", "attention_decode", "sample_parts", "sample_rows"}
 
 // DecodeReady returns nil when every decode kernel is built for the
 // device's float dtypes and the ops were not turned off.
@@ -60,7 +59,7 @@ func (d *Device) DisableDecode(why string) { d.noDecode = why }
 // ops' (druto detect counts their failures apart: they turn the cache off,
 // not the GPU).
 func IsDecodeCase(name string) bool {
-	for _, op := range []string{"EncoderAt ", "KVAppend ", "AttentionDecode ", "SampleHead ", "LayerNormMatmul ", "MatmulResidual "} {
+	for _, op := range []string{"EncoderAt ", "KVAppend ", "AttentionDecode ", "SampleHead "} {
 		if strings.HasPrefix(name, op) || strings.Contains(name, ": "+op) {
 			return true
 		}
@@ -174,37 +173,4 @@ func (d *Device) SampleHead(ids, logits, x, wte, table, rows *tensor.Tensor, B, 
 	}
 	d.launch(op, x.DType, cuda.D1(B), cuda.D1(decSampleBlock), 0,
 		d.ptr(ids), d.ptr(logits), d.ptr(table), d.ptr(rows), V, NS, o.Temperature, o.TopK, o.TopP, parts, P)
-}
-
-// LayerNormMatmul: matmul.cu's matmul_rows_ln, matmul_rows with each
-// block taking its rows' layernorm statistics and normalising the values
-// it multiplies into shared memory, N·C values of out's dtype (the
-// layernorm kernel of the unfused layer is gone).
-// out (N,OC), pre (N,OC) or nil, x (N,C) F32, lnw, lnb (C), w (OC,C), bias (OC) or nil
-func (d *Device) LayerNormMatmul(out, pre, x, lnw, lnb, w, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
-	const op = "matmul_rows_ln"
-	if !d.check(&device.DecodeOps.LayerNormMatmul, []int{N, C, OC, int(act)}, out, pre, x, lnw, lnb, w, bias) ||
-		!d.checkDT(op, out.DType, pre, lnw, lnb, w, bias) || N == 0 {
-		return
-	}
-	g, ks, vec := d.rowsGrid(C, OC, out.DType, x, lnw, lnb, w)
-	gelu := 0
-	if act == device.GELU {
-		gelu = 1
-	}
-	d.run(op, out.DType, g, cuda.D1(rowsBlock), N*C*out.DType.Size(),
-		d.ptr(out), d.ptr(pre), d.ptr(x), d.ptr(lnw), d.ptr(lnb), d.ptr(w), d.ptr(bias), N, C, OC, gelu, ks, vec)
-}
-
-// MatmulResidual: matmul.cu's matmul_rows_res, matmul_rows adding its
-// rounded output to the fp32 residual rows in place.
-// x (N,OC) F32, inp (N,C), w (OC,C), bias (OC) or nil
-func (d *Device) MatmulResidual(x, inp, w, bias *tensor.Tensor, N, C, OC int) {
-	const op = "matmul_rows_res"
-	if !d.check(&device.DecodeOps.MatmulResidual, []int{N, C, OC}, x, inp, w, bias) ||
-		!d.checkDT(op, inp.DType, w, bias) || N == 0 {
-		return
-	}
-	g, ks, vec := d.rowsGrid(C, OC, inp.DType, inp, w)
-	d.run(op, inp.DType, g, cuda.D1(rowsBlock), 0, d.ptr(x), d.ptr(inp), d.ptr(w), d.ptr(bias), N, C, OC, ks, vec)
 }

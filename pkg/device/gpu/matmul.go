@@ -311,34 +311,21 @@ func (d *Device) matmulLt(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC i
 // (gpt2-124M's qkv and MLP) already has its whole share of W in flight,
 // and a second, partial wave would add a memory latency.
 func (d *Device) matmulRows(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) {
-	g, ks, vec := d.rowsGrid(C, OC, out.DType, inp, weight)
-	gelu := 0
-	if act == device.GELU {
-		gelu = 1
-	}
-	d.run("matmul_rows", out.DType, g, cuda.D1(rowsBlock), 0,
-		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks, vec)
-}
-
-// rowsGrid is the grid of matmul_rows and its fused forms for a (OC,C)
-// weight of dtype dt, with ks and the vector path's flag: vec when C is a
-// multiple of a 16-byte vector and every tensor of aligned starts there.
-func (d *Device) rowsGrid(C, OC int, dt tensor.DType, aligned ...*tensor.Tensor) (cuda.Dim3, int, int) {
 	warps := rowsBlock / 32
 	ks := 1
 	for ks < warps && OC*2*ks <= 4*warps*d.sms() && C/(2*ks) >= 256 {
 		ks *= 2
 	}
 	vec := 0
-	if C%(16/dt.Size()) == 0 {
+	if C%(16/out.DType.Size()) == 0 && d.ptr(inp)%16 == 0 && d.ptr(weight)%16 == 0 {
 		vec = 1
-		for _, t := range aligned {
-			if d.ptr(t)%16 != 0 {
-				vec = 0
-			}
-		}
 	}
-	return grid1(blocks(OC, warps/ks)), ks, vec
+	gelu := 0
+	if act == device.GELU {
+		gelu = 1
+	}
+	d.run("matmul_rows", out.DType, grid1(blocks(OC, warps/ks)), cuda.D1(rowsBlock), 0,
+		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks, vec)
 }
 
 // matmulDecomposed: GEMM into target (out, or pre under GELU), then the
