@@ -361,14 +361,15 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
     }
 }
 
-// dec_attend_rows is dec_attend for a block that holds all of its pair's
-// positions (a grid of one block a pair: X = 1, batch 64's grid) and rows
-// of U = hs/W 16-byte vectors, U a power of two from 4 to 32. Nothing
-// crosses the warps until the end, so a position costs no block barrier:
+// dec_attend_rows is dec_attend for rows of U = hs/W 16-byte vectors, U a
+// power of two from 4 to 32: the same splits a block (lo, lo + step, ...,
+// DEC_CHUNK positions each) and the same partial or direct output, but
+// nothing crosses the warps until the end, so a position costs no block
+// barrier:
 //   - U neighbouring lanes hold a position's row, lane u its u-th vector
 //     of q (in registers), of the key and of the value; a warp takes
-//     32/U positions at once and the block NG = DEC_ATT_BLOCK/U, group k
-//     the positions k, k + NG, k + 2·NG, ...;
+//     32/U positions at once and the block NG = DEC_ATT_BLOCK/U: the
+//     block's positions in split order, i = 0, 1, ..., go to group i % NG;
 //   - a lane loads the keys and values of DEC_ROWS of its group's
 //     positions before it uses any (all its loads of a step in flight);
 //     each score is summed over its U lanes by log2(U) shuffles;
@@ -378,12 +379,13 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
 //   - at the end the groups' states go to shared memory (m and l into p,
 //     the outputs into pv: NG·hs = DEC_ATT_BLOCK·W floats, pv's size) and
 //     thread d merges dimension d over the groups in group order, so the
-//     result does not depend on timing. It writes direct (the pair's out).
+//     result does not depend on timing: o / l rounded into direct, or o
+//     into po and (m, l) into ml by thread 0, as dec_attend leaves them.
 // The newest position's key and value come from kn and vn (dec_row).
 #define DEC_ROWS 4
 template <int W>
-__device__ __forceinline__ void dec_attend_rows(float* p, float* pv, const T* qr, const T* kb, const T* vb, const T* kn,
-        const T* vn, int n, int hs, T* direct) {
+__device__ __forceinline__ void dec_attend_rows(float* po, float* ml, float* p, float* pv, const T* qr, const T* kb,
+        const T* vb, const T* kn, const T* vn, int lo, int n, int step, int hs, T* direct) {
     const int U = hs / W, t = threadIdx.x, lane = t % 32;
     const int NG = DEC_ATT_BLOCK / U;          // position groups in the block
     const int k = t / U, u = lane % U;         // this lane's group and vector
@@ -393,15 +395,23 @@ __device__ __forceinline__ void dec_attend_rows(float* p, float* pv, const T* qr
     for (int e = 0; e < W; e++) acc[e] = 0.f;
     const float scale = rsqrtf((float)hs);
     float M = DEC_NEG_INF, L = 0.f;
-    // Every lane runs the same trip count (a group's first position below
-    // n or not), so that the shuffles see full warps.
-    const int trips = (n + NG * DEC_ROWS - 1) / (NG * DEC_ROWS);
+    // The block's splits hold positions i = 0, 1, ... in split order:
+    // position j(i) = lo + (i / DEC_CHUNK)·step + i % DEC_CHUNK, those
+    // below n. Every lane runs the same trip count (whether its group's
+    // positions are below n or not), so that the shuffles see full warps.
+    const int nsplit = (n - lo + step - 1) / step; // the block's splits that hold positions (lo < n)
+    const int trips = (nsplit * DEC_CHUNK + NG * DEC_ROWS - 1) / (NG * DEC_ROWS);
     for (int it = 0; it < trips; it++) {
-        const int j0 = it * NG * DEC_ROWS + k;
+        int js[DEC_ROWS];
+#pragma unroll
+        for (int r = 0; r < DEC_ROWS; r++) {
+            const int i = (it * DEC_ROWS + r) * NG + k;
+            js[r] = lo + (i / DEC_CHUNK) * step + i % DEC_CHUNK;
+        }
         uint4 kr[DEC_ROWS], vr[DEC_ROWS];
 #pragma unroll
         for (int r = 0; r < DEC_ROWS; r++) {
-            const int j = j0 + r * NG;
+            const int j = js[r];
             kr[r].x = kr[r].y = kr[r].z = kr[r].w = 0u;
             vr[r] = kr[r];
             if (j < n) {
@@ -419,10 +429,10 @@ __device__ __forceinline__ void dec_attend_rows(float* p, float* pv, const T* qr
 #pragma unroll
             for (int e = 0; e < W; e++) d += q[e] * kv[e];
             for (int off = 1; off < U; off <<= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
-            s[r] = j0 + r * NG < n ? d * scale : DEC_NEG_INF;
+            s[r] = js[r] < n ? d * scale : DEC_NEG_INF;
             mx = fmaxf(mx, s[r]);
         }
-        if (j0 < n) { // (mx is finite: position j0 scored)
+        if (mx != DEC_NEG_INF) { // some position of the group scored, now or before
             const float a = expf(M - mx);
             L *= a;
 #pragma unroll
@@ -456,7 +466,14 @@ __device__ __forceinline__ void dec_attend_rows(float* p, float* pv, const T* qr
             ll += p[NG + g] * a;
             o += pv[g * hs + d] * a;
         }
-        store(direct, d, o / ll);
+        if (direct)
+            store(direct, d, o / ll);
+        else
+            po[d] = o;
+        if (d == 0 && !direct) {
+            ml[0] = mm;
+            ml[1] = ll;
+        }
     }
 }
 
@@ -536,8 +553,8 @@ extern "C" __global__ void __launch_bounds__(DEC_ATT_BLOCK, 7) attention_decode(
     T* direct = slots == 1 ? out + (size_t)b * C + h * hs : (T*)0;
     const bool vecs = hs % VE == 0 && ((size_t)kc | (size_t)vc | (size_t)qkv) % 16 == 0;
     const int U = hs / VE;
-    if (X == 1 && vecs && U >= 4 && U <= 32 && (U & (U - 1)) == 0)
-        dec_attend_rows<16 / sizeof(T)>(p, pv, qr, kb, vb, kn, vn, n, hs, direct);
+    if (vecs && U >= 4 && U <= 32 && (U & (U - 1)) == 0)
+        dec_attend_rows<16 / sizeof(T)>(po, pm, p, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs, direct);
     else if (hs % VE == 0 && ((size_t)kc | (size_t)vc) % 16 == 0)
         dec_attend<16 / sizeof(T)>(po, pm, q, p, red, pv, qr, kb, vb, kn, vn, x * DEC_CHUNK, n, step, hs, direct);
     else

@@ -194,9 +194,10 @@ int main() {
     for (int X : {1, 4, 9})
         attention_orders(5, 30, 2, 1024, X, {1000, 65, 64, 63, 1});
     attention_orders(2, 768, 12, 1024, 3, {200, 17}); // gpt2-124M's heads, 24 pairs
-    // X = 1 with rows of 4 to 32 vectors (f32: hs 16 to 128) takes
-    // dec_attend_rows: the groups' lanes in step, positions past a group's
-    // last, and groups with none (1 position).
+    // Rows of 4 to 32 vectors (f32: hs 16 to 128) take dec_attend_rows at
+    // every X (the cases above with hs 64 and 32 too): here X = 1, the
+    // groups' lanes in step, positions past a group's last, and groups
+    // with none (1 position).
     attention_orders(2, 768, 12, 1024, 1, {200, 17});
     attention_orders(2, 256, 2, 1024, 1, {129, 1000});
     attention_orders(3, 32, 2, 1024, 1, {1, 2, 31});
