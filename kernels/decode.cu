@@ -25,10 +25,11 @@
 // rounds once into out. Blocks with no split below pos[b] return at once.
 // The launcher sizes X from B·NH, S and the SM count only (enough blocks to
 // fill the GPU, never more than the splits), so a graph replays the grid for
-// any lengths. Where X = 1 (batch 64's grid: the block holds all its pair's
-// positions, no partials) and rows are 4 to 32 16-byte vectors, the block
-// runs dec_attend_rows instead: groups of lanes, each with its own running
-// state in registers and no block barrier a split, merged once at the end.
+// any lengths. Where rows are 4 to 32 16-byte vectors, a block runs
+// dec_attend_rows instead: groups of lanes, each with its own running state
+// in registers over the block's splits and no block barrier a split,
+// merged once at the end into the block's partial (or, at X = 1, batch
+// 64's grid, written to out directly).
 // sample_rows: device.SampleRow for each row of the logits, one block a row:
 // the allowed tokens' argmax (ties to the smallest id), then for a
 // temperature the top-k cut (the K-th largest allowed logit, found by
