@@ -229,7 +229,7 @@ var DecodeOps = struct {
 		Tol: one, Rule: decodeRule(1, 2), IndexMax: func(s []int, _ []*T) int { return s[3] }},
 	// B, C, V, NS
 	SampleHead: Contract{Op: "SampleHead", Iface: "Decoder", Sizes: []string{"B", "C+", "V+", "NS+"},
-		Params: []Param{p("ids", I32, Out, prod(0)), p("logits", Float, Out, prod(0, 2)), p("x", Float, In, prod(0, 1)),
+		Params: []Param{p("ids", I32, Out, prod(0)), floor(p("logits", Float, Out, prod(0, 2)), logitsFloor), p("x", Float, In, prod(0, 1)),
 			p("wte", Float, In, prod(2, 1)), p("table", I32, In, prod(3, 2)),
 			p("rows", I32, Acc, func(s []int) int { return s[0] * RowLen })},
 		// Index inputs below NS: table entries are next states with need 0,
@@ -243,6 +243,31 @@ var DecodeOps = struct {
 			}
 			return 1
 		}, IndexMax: func(s []int, _ []*T) int { return s[3] }},
+}
+
+// logitsFloor is the absolute floor of SampleHead's fp32 logits: a sum
+// of C products that nearly cancels keeps the rounding of its terms, about
+// √C units of their magnitudes Σ|x·w|, whatever its own size (the GPU's
+// decomposed form, cuBLAS, once left a near-zero logit just past the
+// scaled atol, which turned the decode ops off). 16-bit logits are rounded
+// to their dtype, whose tolerance covers this.
+func logitsFloor(dt tensor.DType, s []int, ts []*T) float64 {
+	if dt != tensor.F32 {
+		return 0
+	}
+	B, C, V := s[0], s[1], s[2]
+	x, w := ts[2].ToF32(), ts[3].ToF32()
+	worst := 0.0
+	for b := range B {
+		for v := range V {
+			var m float64
+			for c := range C {
+				m += math.Abs(float64(x[b*C+c]) * float64(w[v*C+c]))
+			}
+			worst = max(worst, m)
+		}
+	}
+	return math.Sqrt(float64(C)) * Unit(dt) * worst
 }
 
 // decodeRule checks that channels (size index c) divide into heads (index nh).
