@@ -1,0 +1,44 @@
+# session 57 call A, any card: build/c76 = 010c6e5 (matmul_mma: the decode
+# step's linear layers at 9 to 64 rows on the tensor cores).
+# 1. druto detect; TestGPUMatmulMMA (the Matmul cases of 9 to 64 rows, with
+#    and without matmul_mma, against the CPU); TestGPUDecode.
+# 2. BenchmarkGPUDecodeOps at B16 and B64: the four products, matmul_mma
+#    against cuBLASLt (/lt), two rounds.
+# 3. BenchmarkGPUDecodeGraph, DRUTO_MATMUL_MMA on / off alternating, two rounds.
+# 4. scripts/gpu-bench.sh sample (PyTorch's sample bench beside it), then
+#    druto bench --sample B64 bf16 with DRUTO_MATMUL_MMA on / off alternating.
+T0=$SECONDS
+c=c76; mkdir -p build/$c/x && tar -xJf build/$c/gpu.tar.xz -C build/$c/x
+rm -rf build/gpu && cp -r build/$c/x/gpu build/gpu
+L=$OUT/calllogs-a; mkdir -p $L
+N=$PWD/build/$c/x/gpu
+pack() { tar -czf $OUT/calllogs-a.tar.gz -C $OUT calllogs-a; }
+echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat $N/REVISION)" | tee $L/stamp.txt
+timeout 120 $N/druto detect > $L/detect.log 2>&1; echo "detect rc=$?"
+grep -iE 'usable|decode|fail|mismatch|op tests|matmul_mma' $L/detect.log | cut -c1-200 | head -10
+(cd pkg/device/gpu && DRUTO_REQUIRE_GPU=1 timeout 120 $N/device-gpu.test -test.v -test.run 'TestGPUMatmulMMA$' > $L/mma-test.log 2>&1; echo "mma test rc=$?")
+grep -E '^(--- |ok|FAIL|PASS|panic)|RESULT' $L/mma-test.log | cut -c1-190 | head -40
+(cd pkg/gpt && DRUTO_REQUIRE_GPU=1 timeout 90 $N/gpt.test -test.v -test.run 'TestGPUDecode$' 2>&1 | grep -E '^(--- |ok|FAIL|PASS|panic)'; echo "gpt rc=$?") | tee $L/tests.log
+pack; echo "after tests $((SECONDS-T0)) s"
+for r in 1 2; do
+  (cd pkg/device/gpu && timeout 90 $N/device-gpu.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeOps/B(16|64)/(qkv|attn_proj|fc_gelu|fc_proj)' -test.benchtime 200x 2>&1 | grep -E '^Benchmark|FAIL|panic')
+done 2>&1 | tee $L/ops.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecodeOps//' | cut -c1-120
+pack; echo "after ops $((SECONDS-T0)) s"
+for r in 1 2; do for v in on off; do
+  echo "## round $r: DRUTO_MATMUL_MMA=$v"
+  (cd pkg/gpt && DRUTO_MATMUL_MMA=$v timeout 60 $N/gpt.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeGraph' -test.benchtime 128x 2>&1 | grep -E '^Benchmark|FAIL|panic')
+done; done 2>&1 | tee $L/graph.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecode//' | cut -c1-170
+pack; echo "after graph $((SECONDS-T0)) s"
+OUT=$OUT/bench timeout $((400 - (SECONDS-T0))) scripts/gpu-bench.sh sample 2>&1 | tail -3
+grep -hE 'tokens/s' $OUT/bench/*.log 2>/dev/null | head -12
+ck=$(ls -d $OUT/bench/*/sample-ck 2>/dev/null | head -1); [ -z "$ck" ] && ck=$(find $OUT/bench -name sample-ck -type d | head -1)
+if [ -n "$ck" ] && [ $((SECONDS-T0)) -lt 470 ]; then
+  for r in 1 2; do for v in on off; do
+    echo "## bench --sample round $r: DRUTO_MATMUL_MMA=$v"
+    DRUTO_MATMUL_MMA=$v timeout 40 $N/druto bench --sample --backend gpu --checkpoint "$ck/model.safetensors" --configs gpt2-124M:64x16 \
+      --modes fused+bf16 --tokens 256 2>&1 | grep -iE 'tokens/s|gpt2|error' | head -4
+  done; done 2>&1 | tee $L/sample-ab.log
+fi
+rm -rf $OUT/bench/*/sample-ck
+pack
+echo "total $((SECONDS-T0)) s"
