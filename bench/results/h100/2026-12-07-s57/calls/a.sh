@@ -5,8 +5,8 @@
 # 2. BenchmarkGPUDecodeOps at B16 and B64: the four products, matmul_mma
 #    against cuBLASLt (/lt), two rounds.
 # 3. BenchmarkGPUDecodeGraph, DRUTO_MATMUL_MMA on / off alternating, two rounds.
-# 4. scripts/gpu-bench.sh sample (PyTorch's sample bench beside it), then
-#    druto bench --sample B64 bf16 with DRUTO_MATMUL_MMA on / off alternating.
+# 4. druto bench --sample B64 bf16 with DRUTO_MATMUL_MMA on / off alternating,
+#    then scripts/gpu-bench.sh sample (PyTorch's sample bench beside it).
 T0=$SECONDS
 c=c76; mkdir -p build/$c/x && tar -xJf build/$c/gpu.tar.xz -C build/$c/x
 rm -rf build/gpu && cp -r build/$c/x/gpu build/gpu
@@ -29,16 +29,14 @@ for r in 1 2; do for v in on off; do
   (cd pkg/gpt && DRUTO_MATMUL_MMA=$v timeout 60 $N/gpt.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeGraph' -test.benchtime 128x 2>&1 | grep -E '^Benchmark|FAIL|panic')
 done; done 2>&1 | tee $L/graph.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecode//' | cut -c1-170
 pack; echo "after graph $((SECONDS-T0)) s"
-OUT=$OUT/bench timeout $((400 - (SECONDS-T0))) scripts/gpu-bench.sh sample 2>&1 | tail -3
-grep -hE 'tokens/s' $OUT/bench/*.log 2>/dev/null | head -12
-ck=$(ls -d $OUT/bench/*/sample-ck 2>/dev/null | head -1); [ -z "$ck" ] && ck=$(find $OUT/bench -name sample-ck -type d | head -1)
-if [ -n "$ck" ] && [ $((SECONDS-T0)) -lt 470 ]; then
-  for r in 1 2; do for v in on off; do
-    echo "## bench --sample round $r: DRUTO_MATMUL_MMA=$v"
-    DRUTO_MATMUL_MMA=$v timeout 40 $N/druto bench --sample --backend gpu --checkpoint "$ck/model.safetensors" --configs gpt2-124M:64x16 \
-      --modes fused+bf16 --tokens 256 2>&1 | grep -iE 'tokens/s|gpt2|error' | head -4
-  done; done 2>&1 | tee $L/sample-ab.log
-fi
-rm -rf $OUT/bench/*/sample-ck
+ck=/tmp/s57-ck
+timeout 120 $N/druto train --preset gpt2-124M --steps 1 --batch 1 --seq 16 --eval-every 0 --sample-tokens 1 --out $ck --backend gpu >/dev/null 2>&1 || echo "checkpoint failed"
+for r in 1 2; do for v in on off; do
+  echo "## bench --sample round $r: DRUTO_MATMUL_MMA=$v"
+  DRUTO_MATMUL_MMA=$v timeout 60 $N/druto bench --sample --backend gpu --checkpoint "$ck/model.safetensors" --configs gpt2-124M:64x16 \
+    --modes fused+bf16 --tokens 256 2>&1 | grep -vE '^\s*$' | tail -4
+done; done 2>&1 | tee $L/sample-ab.log
+pack; echo "after sample A/B $((SECONDS-T0)) s"
+OUT=$OUT/bench timeout $((480 - (SECONDS-T0))) scripts/gpu-bench.sh sample 2>&1 | tail -3
 pack
 echo "total $((SECONDS-T0)) s"
