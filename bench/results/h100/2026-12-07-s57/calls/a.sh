@@ -1,19 +1,24 @@
-# session 57 call A, any card: build/c76 = 010c6e5 (matmul_mma: the decode
-# step's linear layers at 9 to 64 rows on the tensor cores).
+# session 57 call A, any card: build/c77 = cf6bfb9 (matmul_mma: the decode
+# step's linear layers at 9 to 64 rows on the tensor cores; attention_decode
+# prefetching the next step's rows into L2), build/c76 = 010c6e5 (matmul_mma
+# only).
 # 1. druto detect; TestGPUMatmulMMA (the Matmul cases of 9 to 64 rows, with
 #    and without matmul_mma, against the CPU); TestGPUDecode.
 # 2. BenchmarkGPUDecodeOps at B16 and B64: the four products, matmul_mma
 #    against cuBLASLt (/lt), two rounds.
-# 3. BenchmarkGPUDecodeGraph, DRUTO_MATMUL_MMA on / off alternating, two rounds.
+#    BenchmarkGPUDecodeOps attention at B1, B16, B64: c77 / c76 alternating.
+# 3. BenchmarkGPUDecodeGraph: c77 with DRUTO_MATMUL_MMA on, off, then c76 on;
+#    two rounds.
 # 4. druto bench --sample B64 bf16 with DRUTO_MATMUL_MMA on / off alternating,
 #    then scripts/gpu-bench.sh sample (PyTorch's sample bench beside it).
 T0=$SECONDS
-c=c76; mkdir -p build/$c/x && tar -xJf build/$c/gpu.tar.xz -C build/$c/x
+for c in c77 c76; do mkdir -p build/$c/x && tar -xJf build/$c/gpu.tar.xz -C build/$c/x; done
+c=c77; O=$PWD/build/c76/x/gpu
 rm -rf build/gpu && cp -r build/$c/x/gpu build/gpu
 L=$OUT/calllogs-a; mkdir -p $L
 N=$PWD/build/$c/x/gpu
 pack() { tar -czf $OUT/calllogs-a.tar.gz -C $OUT calllogs-a; }
-echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); revision $(cat $N/REVISION)" | tee $L/stamp.txt
+echo "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ); new $(cat $N/REVISION), old $(cat $O/REVISION)" | tee $L/stamp.txt
 timeout 120 $N/druto detect > $L/detect.log 2>&1; echo "detect rc=$?"
 grep -iE 'usable|decode|fail|mismatch|op tests|matmul_mma' $L/detect.log | cut -c1-200 | head -10
 (cd pkg/device/gpu && DRUTO_REQUIRE_GPU=1 timeout 120 $N/device-gpu.test -test.v -test.run 'TestGPUMatmulMMA$' > $L/mma-test.log 2>&1; echo "mma test rc=$?")
@@ -23,10 +28,15 @@ pack; echo "after tests $((SECONDS-T0)) s"
 for r in 1 2; do
   (cd pkg/device/gpu && timeout 90 $N/device-gpu.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeOps/B(16|64)/(qkv|attn_proj|fc_gelu|fc_proj)' -test.benchtime 200x 2>&1 | grep -E '^Benchmark|FAIL|panic')
 done 2>&1 | tee $L/ops.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecodeOps//' | cut -c1-120
+for r in 1 2; do for v in new:$N old:$O; do
+  echo "## attention round $r: ${v%%:*}"
+  (cd pkg/device/gpu && timeout 60 ${v#*:}/device-gpu.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeOps/B(1|16|64)/attention$' -test.benchtime 200x 2>&1 | grep -E '^Benchmark|FAIL|panic')
+done; done 2>&1 | tee $L/attention.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecodeOps//' | cut -c1-120
 pack; echo "after ops $((SECONDS-T0)) s"
-for r in 1 2; do for v in on off; do
-  echo "## round $r: DRUTO_MATMUL_MMA=$v"
-  (cd pkg/gpt && DRUTO_MATMUL_MMA=$v timeout 60 $N/gpt.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeGraph' -test.benchtime 128x 2>&1 | grep -E '^Benchmark|FAIL|panic')
+for r in 1 2; do for v in new:on:$N new:off:$N old:on:$O; do
+  b=${v##*:}; m=${v#*:}; m=${m%%:*}
+  echo "## round $r: ${v%%:*} DRUTO_MATMUL_MMA=$m"
+  (cd pkg/gpt && DRUTO_MATMUL_MMA=$m timeout 60 $b/gpt.test -test.run '^$' -test.bench 'BenchmarkGPUDecodeGraph' -test.benchtime 128x 2>&1 | grep -E '^Benchmark|FAIL|panic')
 done; done 2>&1 | tee $L/graph.log | sed -E 's/ +[0-9]+ ns\/op//; s/BenchmarkGPUDecode//' | cut -c1-170
 pack; echo "after graph $((SECONDS-T0)) s"
 ck=/tmp/s57-ck
