@@ -362,14 +362,6 @@ __device__ __forceinline__ void dec_attend(float* po, float* ml, float* q, float
     }
 }
 
-// dec_prefetch_line asks L2 for the 128-byte line at byte off of row
-// (no-op on the host emulator).
-__device__ __forceinline__ void dec_prefetch_line(const T* row, int off) {
-#ifndef DRUTO_EMU
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(row) + off));
-#endif
-}
-
 // dec_attend_rows is dec_attend for rows of U = hs/W 16-byte vectors, U a
 // power of two from 4 to 32: the same splits a block (lo, lo + step, ...,
 // DEC_CHUNK positions each) and the same partial or direct output, but
@@ -380,8 +372,7 @@ __device__ __forceinline__ void dec_prefetch_line(const T* row, int off) {
 //     32/U positions at once and the block NG = DEC_ATT_BLOCK/U: the
 //     block's positions in split order, i = 0, 1, ..., go to group i % NG;
 //   - a lane loads the keys and values of DEC_ROWS of its group's
-//     positions before it uses any (all its loads of a step in flight),
-//     and the next step's cached rows are prefetched into L2 meanwhile;
+//     positions before it uses any (all its loads of a step in flight);
 //     each score is summed over its U lanes by log2(U) shuffles;
 //   - each group keeps its own running max m, sum l and output (its lanes'
 //     vectors, fp32 in registers), rescaled by exp(m_old - m_new) as the
@@ -427,20 +418,6 @@ __device__ __forceinline__ void dec_attend_rows(float* po, float* ml, float* p, 
             if (j < n) {
                 kr[r] = dec_fetch<W>(dec_row(kb + (size_t)j * hs, j, n, kn), u);
                 vr[r] = dec_fetch<W>(dec_row(vb + (size_t)j * hs, j, n, vn), u);
-            }
-        }
-        // The next trip's cached rows are asked into L2 while this trip's
-        // are used (no registers held): the first 2·lines lanes of a
-        // position a 128-byte line each, of its key row then its value row.
-        if (it + 1 < trips) {
-            const int lines = hs * (int)sizeof(T) >= 256 ? hs * (int)sizeof(T) / 128 : 1;
-            if (u < 2 * lines) {
-#pragma unroll
-                for (int r = 0; r < DEC_ROWS; r++) {
-                    const int i = ((it + 1) * DEC_ROWS + r) * NG + k;
-                    const int j = lo + (i / DEC_CHUNK) * step + i % DEC_CHUNK;
-                    if (j < n - 1) dec_prefetch_line((u < lines ? kb : vb) + (size_t)j * hs, (u % lines) * 128);
-                }
             }
         }
         float s[DEC_ROWS];
