@@ -278,7 +278,7 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 			return dev.SelfTest(ref, plain, devicetest.Cases(), selfTestSeed)
 		})
 		r.OpTests = slices.Clone(v.OpTests)
-		failed, dnnFailed, decFailed, mmaFailed := 0, 0, 0, 0
+		failed, dnnFailed, decFailed := 0, 0, 0
 		for _, t := range r.OpTests {
 			switch {
 			case t.Pass:
@@ -288,11 +288,6 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 				// the GPU.
 				decFailed++
 				dev.DisableDecode("op test " + t.Case + " failed")
-			case strings.HasPrefix(t.Case, gpu.MMASelfTestMode+": "):
-				// matmul_mma failing turns it off on the device (cuBLASLt
-				// runs those products): not a reason to refuse the GPU.
-				mmaFailed++
-				dev.DisableMMA("op test " + t.Case + " failed")
 			case strings.HasPrefix(t.Case, gpu.CuDNNSelfTestMode+": "):
 				// cuDNN's attention failing turns it off on the device (the
 				// own flash kernels run): not a reason to refuse the GPU.
@@ -303,9 +298,6 @@ func (r *Report) detectGPU(ctx context.Context, o Options, fresh bool) *gpu.Devi
 		}
 		if decFailed > 0 {
 			r.Errors = append(r.Errors, fmt.Sprintf("the decode ops failed %d op tests (see op_tests); generation recomputes the window instead of using a key/value cache", decFailed))
-		}
-		if mmaFailed > 0 {
-			r.Errors = append(r.Errors, fmt.Sprintf("matmul_mma failed %d op tests (see op_tests); cuBLASLt runs the products of 9 to 64 rows", mmaFailed))
 		}
 		if dnnFailed > 0 {
 			r.Errors = append(r.Errors, fmt.Sprintf("cuDNN attention failed %d op tests (see op_tests); the own flash kernels run", dnnFailed))

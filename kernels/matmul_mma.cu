@@ -1,8 +1,7 @@
 // matmul_mma.cu: the forward of a linear layer over a batch of decode rows
 // (pkg/device/gpu/matmul.go: more than matmul_rows' ROWS_MAX rows and at
-// most MMA_ROWS, where DRUTO_MATMUL_MMA=on asks for it), out = inp·Wᵀ +
-// bias with an optional GELU, on the tensor cores (mma.sync m16n8k16, fp32
-// accumulators).
+// most MMA_ROWS), out = inp·Wᵀ + bias with an optional GELU, on the tensor
+// cores (mma.sync m16n8k16, fp32 accumulators).
 //
 // druto:kernel matmul_mma
 // druto:pdl-weights matmul_mma:w

@@ -83,7 +83,6 @@ var fuses = map[string]string{
 	"gradnorm.cu":         "the gradients' global norm with the inf/NaN check and the scaling",
 	"layernorm.cu":        "layer normalisation with the residual add before it, forward and backward",
 	"matmul.cu":           "bias gradients beside cuBLAS's products in the linear layers",
-	"matmul_mma.cu":       "a batch of decode rows through a linear layer on tensor cores, bias and GELU included, each weight read once (sm_80; DRUTO_MATMUL_MMA=on)",
 	"step.cu":             "the step's scalars (learning rate, loss scale) on the GPU: no round trip to the host",
 }
 

@@ -94,7 +94,7 @@ func executableHash() string {
 
 // keyEnv are the variables that change which GPU path an op or the step
 // takes (DRUTO_ATTENTION is in the attention backend).
-var keyEnv = []string{gpu.GEMMTuneEnv, gpu.DGELUEnv, gpt.HeadRowsEnv, gpu.PDLEnv, gpu.MatmulMMAEnv}
+var keyEnv = []string{gpu.GEMMTuneEnv, gpu.DGELUEnv, gpt.HeadRowsEnv, gpu.PDLEnv}
 
 // Subject is what a verdict depends on besides the program and the
 // environment: what detection found before the op tests.

@@ -84,12 +84,12 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 		}
 		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
 		// in place of decSlots' choice, and the linear layers past
-		// matmul_rows' rows on matmul_mma ("/mma") in place of cuBLASLt
-		// (not added into the step).
+		// matmul_rows' rows on cuBLASLt ("/lt", noMMA) in place of
+		// matmul_mma (not added into the step).
 		type variant struct {
 			suffix string
 			attX   int
-			mma    bool
+			noMMA  bool
 		}
 		variants := func(name string) []variant {
 			vs := []variant{{}}
@@ -100,7 +100,7 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 				}
 			case "qkv", "attn_proj", "fc_gelu", "fc_proj":
 				if B > rowsMax {
-					vs = append(vs, variant{suffix: "/mma", mma: true})
+					vs = append(vs, variant{suffix: "/lt", noMMA: true})
 				}
 			}
 			return vs
@@ -112,9 +112,9 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 					// the device's own choice for the op as the step runs it,
 					// or the variant's grid; the device's setting restored
 					// after, for the ops after it
-					mma := d.mma
-					d.attX, d.mma = v.attX, mma || v.mma
-					defer func() { d.attX, d.mma = 0, mma }()
+					noMMA := d.noMMA
+					d.attX, d.noMMA = v.attX, noMMA || v.noMMA
+					defer func() { d.attX, d.noMMA = 0, noMMA }()
 					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
 					if v.suffix == "" {
 						step += us * float64(op.times)

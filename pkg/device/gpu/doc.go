@@ -25,10 +25,4 @@
 // kernel's blocks are scheduled while the kernel before it drains and wait
 // for it on the GPU; PDLEnv (DRUTO_PDL=off) turns that off and
 // Device.PDLStatus says which and why.
-//
-// Linear layers of a few rows (matmul.go): up to 8 rows (a decode step at
-// batch 1 to 8) run matmul_rows, a pass over the weights; 9 to 64 rows of
-// 16-bit values run cuBLASLt, or, with MatmulMMAEnv (DRUTO_MATMUL_MMA=on,
-// sm_80 and newer), matmul_mma on the tensor cores. A failed self-test of
-// matmul_mma turns it off again (DisableMMA).
 package gpu

@@ -99,11 +99,9 @@ type Device struct {
 	// attX: attention_decode's blocks a pair where above 0 (the
 	// benchmarks' variants), in place of decSlots' choice.
 	attX int
-	// mma: matmul_mma on for the products of 9 to 64 rows (MatmulMMAEnv,
-	// or the benchmarks' and tests' forms); cuBLASLt runs them otherwise.
-	// mmaOff: why a failed self-test turned it off (DisableMMA).
-	mma    bool
-	mmaOff string
+	// noMMA: matmul_mma off (MatmulMMAEnv, or the benchmarks' and tests'
+	// cuBLASLt forms of the products of 9 to 64 rows).
+	noMMA bool
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
@@ -214,7 +212,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, mma: mmaOn, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, noMMA: !mmaOn, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, tmaSmem: map[kernelKey]int{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[tableKey]layoutTable{},
 	}

@@ -12,8 +12,7 @@ package gpu
 //
 // Fused forward over at most rowsMax rows (a decode step's): matmul.cu's
 // matmul_rows; over more, up to mmaRows (a batch of decode rows, 16-bit,
-// sm_80 and newer), where MatmulMMAEnv turns it on: matmul_mma.cu's
-// matmul_mma. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
+// sm_80 and newer): matmul_mma.cu's matmul_mma. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
 // 16-bit outputs, the bias+GELU epilogue (EpilogueGELUAuxBias: out =
 // gelu(pre), pre stored as the aux matrix), the GELU computed on the fp32
 // pre-activation before rounding, as the CPU reference's fused epilogue
@@ -334,18 +333,16 @@ func (d *Device) matmulRows(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC
 		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks, vec)
 }
 
-// MatmulMMAEnv turns matmul_mma on ("on") for the products of 9 to 64 rows
-// of 16-bit values (a batch of decode rows) on sm_80 and newer, or leaves
-// them to cuBLASLt ("off" or unset). It is off by default until it has
-// been timed against cuBLASLt on a GPU (BenchmarkGPUDecodeOps' /mma rows).
+// MatmulMMAEnv turns matmul_mma off ("off": cuBLASLt runs the products of
+// 9 to 64 rows, as before it) or leaves it on ("on" or unset).
 const MatmulMMAEnv = "DRUTO_MATMUL_MMA"
 
 // matmulMMAEnv reads MatmulMMAEnv: whether matmul_mma may be used.
 func matmulMMAEnv() (bool, error) {
 	switch v := os.Getenv(MatmulMMAEnv); v {
-	case "on":
+	case "", "on":
 		return true, nil
-	case "", "off":
+	case "off":
 		return false, nil
 	default:
 		return false, fmt.Errorf("gpu: %s=%q: want on or off (the tensor-core kernel of 9 to 64 rows) or unset", MatmulMMAEnv, v)
@@ -358,11 +355,10 @@ func matmulMMAEnv() (bool, error) {
 // sm_80 (the kernel is not built there), C not a multiple of 32,
 // misaligned rows, more column tiles than one wave of blocks holds (the LM
 // head's 50,257 columns: every block reads all of inp, which a GEMM's
-// larger tiles read far fewer times), or matmul_mma not turned on
-// (MatmulMMAEnv).
+// larger tiles read far fewer times), or matmul_mma turned off.
 func (d *Device) matmulMMA(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) bool {
 	dt := out.DType
-	if !d.mma || dt == tensor.F32 || C%32 != 0 || d.ptr(inp)%16 != 0 || d.ptr(weight)%16 != 0 ||
+	if d.noMMA || dt == tensor.F32 || C%32 != 0 || d.ptr(inp)%16 != 0 || d.ptr(weight)%16 != 0 ||
 		(launchHook == nil && d.funcs[kernelKey{"matmul_mma", dt}] == nil) {
 		return false
 	}

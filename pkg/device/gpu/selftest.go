@@ -31,7 +31,6 @@ type selfTestMode struct {
 	name                   string
 	fused, noFlash, flash2 bool
 	dgeluEpi               bool // MatmulBackwardGELU's cuBLASLt epilogue form, not the kernel form
-	mma                    bool // Matmul's products of 9 to 64 rows on matmul_mma, not cuBLASLt
 	cudnn                  bool // fused 16-bit flash attention through cuDNN (cudnn.go), not the own kernels
 	ops                    []string
 }
@@ -49,7 +48,6 @@ func (d *Device) selfTestModes() []selfTestMode {
 		{name: "fused flash v1", fused: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused no flash", fused: true, noFlash: true, flash2: true, ops: []string{"Attention", "AttentionBackward", "AttentionBackwardStore"}},
 		{name: "fused dgelu epilogue", fused: true, flash2: true, dgeluEpi: true, ops: []string{"MatmulBackwardGELU"}},
-		{name: MMASelfTestMode, fused: true, flash2: true, mma: true, ops: []string{"Matmul"}},
 	}
 	if d.dnn.h != nil && d.dnn.off == "" {
 		modes = append(modes, selfTestMode{name: CuDNNSelfTestMode, fused: true, flash2: true, cudnn: true,
@@ -57,16 +55,6 @@ func (d *Device) selfTestModes() []selfTestMode {
 	}
 	return modes
 }
-
-// MMASelfTestMode names SelfTest's mode of Matmul with matmul_mma turned on
-// (MatmulMMAEnv; the other modes run cuBLASLt there): its results are
-// "fused matmul_mma: <case>". A failing case turns matmul_mma off on the
-// device (DisableMMA), not the GPU.
-const MMASelfTestMode = "fused matmul_mma"
-
-// DisableMMA turns matmul_mma off on the device, with the reason (a failed
-// self-test case): cuBLASLt runs the products of 9 to 64 rows.
-func (d *Device) DisableMMA(why string) { d.mma, d.mmaOff = false, why }
 
 // CuDNNSelfTestMode names SelfTest's mode of attention through cuDNN: its
 // results are "fused cudnn: <case>". A failing case turns cuDNN attention
@@ -76,13 +64,12 @@ const CuDNNSelfTestMode = "fused cudnn"
 // forModes runs fn for each mode with the device switched to it, and
 // restores the device's own settings after.
 func (d *Device) forModes(fn func(m selfTestMode)) {
-	fused, noFlash, flash2, epi, dnn, mma := d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on, d.mma
+	fused, noFlash, flash2, epi, dnn := d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on
 	defer func() {
 		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on = fused, noFlash, flash2, epi, dnn && d.dnn.off == ""
-		d.mma = mma && d.mmaOff == ""
 	}()
 	for _, m := range d.selfTestModes() {
-		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on, d.mma = m.fused, m.noFlash, m.flash2, m.dgeluEpi, m.cudnn, m.mma
+		d.fused, d.noFlash, d.flashV2, d.dgeluEpi, d.dnn.on = m.fused, m.noFlash, m.flash2, m.dgeluEpi, m.cudnn
 		fn(m)
 	}
 }
@@ -123,9 +110,6 @@ func (d *Device) SelfTest(ref, refPlain device.Device, cases []devicetest.Case, 
 			res.Case = m.name + ": " + res.Case
 			if m.cudnn && !res.Pass && d.dnn.off == "" {
 				d.dnnOff(fmt.Sprintf("self-test %s: %s", res.Case, firstLine(res.Error)))
-			}
-			if m.mma && !res.Pass && d.mmaOff == "" {
-				d.mmaOff = fmt.Sprintf("self-test %s: %s", res.Case, firstLine(res.Error))
 			}
 			launched := d.trace
 			d.trace = nil
