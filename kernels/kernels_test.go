@@ -131,7 +131,7 @@ func TestVariants(t *testing.T) {
 			if v.MinArch != want || v.PTXArch() != fmt.Sprintf("compute_%d", want) {
 				t.Errorf("%s: MinArch %d (%s), want %d", v, v.MinArch, v.PTXArch(), want)
 			}
-		} else if v.File == "flash_attention2.cu" || v.File == "matmul_mma.cu" {
+		} else if v.File == "flash_attention2.cu" {
 			flash2 = flash2 || v.File == "flash_attention2.cu"
 			if v.MinArch != 80 { // bf16/f16 mma.m16n8k16 (and flash2's cp.async): sm_80, both dtypes
 				t.Errorf("%s: MinArch %d, want 80", v, v.MinArch)

@@ -74,47 +74,6 @@ unsigned long long __shfl_xor_sync(unsigned, unsigned long long v, int off) { re
 float druto_emu_f16_to_f32(unsigned short h) { _Float16 x; memcpy(&x, &h, 2); return (float)x; }
 unsigned short druto_emu_f32_to_f16(float v) { _Float16 x = (_Float16)v; unsigned short h; memcpy(&h, &x, 2); return h; }
 
-// druto_emu_mma is mma.sync.m16n8k16.row.col with fp32 accumulators
-// (flash_common.cuh's fa_mma under DRUTO_EMU), from the PTX ISA's fragment
-// layouts: lane l = 4g + t holds A's rows g and g+8 at columns 2t, 2t+1
-// (a[0], a[1]) and 2t+8, 2t+9 (a[2], a[3]), B's column g at rows 2t, 2t+1
-// (b0) and 2t+8, 2t+9 (b1), and C's rows g, g+8 at columns 2t, 2t+1. The
-// warp's operands meet in a table of its own (flash/main.cpp keeps its
-// own emulator, with wider slots).
-static uint64_t mmaslot[64][32][6];
-static float emu_half(unsigned h) {
-#if DTYPE == DRUTO_BF16
-    return __uint_as_float((h & 0xffff) << 16);
-#else
-    return druto_emu_f16_to_f32((unsigned short)(h & 0xffff));
-#endif
-}
-void druto_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-    const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    for (int i = 0; i < 4; i++) mmaslot[w][l][i] = a[i];
-    mmaslot[w][l][4] = b0;
-    mmaslot[w][l][5] = b1;
-    wsync();
-    auto A = [&](int r, int k) {
-        const int ln = (r % 8) * 4 + (k % 8) / 2, reg = (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
-        return emu_half((unsigned)(mmaslot[w][ln][reg] >> (16 * (k % 2))));
-    };
-    auto B = [&](int k, int n) {
-        const int ln = n * 4 + (k % 8) / 2, reg = 4 + (k >= 8 ? 1 : 0);
-        return emu_half((unsigned)(mmaslot[w][ln][reg] >> (16 * (k % 2))));
-    };
-    const int g = l / 4, t = l % 4;
-    const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
-    float o[4];
-    for (int i = 0; i < 4; i++) {
-        float s = c[i];
-        for (int k = 0; k < 16; k++) s += A(rows[i], k) * B(k, cols[i]);
-        o[i] = s;
-    }
-    wsync();
-    for (int i = 0; i < 4; i++) c[i] = o[i];
-}
-
 static bool reverseBlocks; // run the blocks of a launch last to first
 static thread_local unsigned char* blocksmem; // the block's dynamic shared memory (emu_block_smem)
 

@@ -43,10 +43,6 @@ var (
 	castBiasBlock  = kernels.MustBlock("matmul.cu", "CAST_BIAS_BLOCK")
 	rowsBlock      = kernels.MustBlock("matmul.cu", "ROWS_BLOCK")
 	rowsMax        = kernels.MustDefine("matmul.cu", "ROWS_MAX")
-	mmaBlock       = kernels.MustBlock("matmul_mma.cu", "MMA_BLOCK")
-	mmaWarps       = mmaBlock / 32
-	mmaRows        = kernels.MustDefine("matmul_mma.cu", "MMA_ROWS")
-	mmaCols        = kernels.MustDefine("matmul_mma.cu", "MMA_NB")
 )
 
 // blockHook, when set (by TestLaunchBlocks, with launchHook), receives the

@@ -83,24 +83,16 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 			{"head_matmul", 0, func(layer) { d.Matmul(logits, nil, ln, wte, nil, B, C, V, device.None) }},
 		}
 		// The attention also at 1 to 16 blocks a (b, h) pair ("/xN", attX)
-		// in place of decSlots' choice, and the linear layers past
-		// matmul_rows' rows on cuBLASLt ("/lt", noMMA) in place of
-		// matmul_mma (not added into the step).
+		// in place of decSlots' choice (not added into the step).
 		type variant struct {
 			suffix string
 			attX   int
-			noMMA  bool
 		}
 		variants := func(name string) []variant {
 			vs := []variant{{}}
-			switch name {
-			case "attention":
+			if name == "attention" {
 				for _, x := range []int{1, 2, 4, 8, 16} {
 					vs = append(vs, variant{suffix: fmt.Sprintf("/x%d", x), attX: x})
-				}
-			case "qkv", "attn_proj", "fc_gelu", "fc_proj":
-				if B > rowsMax {
-					vs = append(vs, variant{suffix: "/lt", noMMA: true})
 				}
 			}
 			return vs
@@ -112,9 +104,8 @@ func BenchmarkGPUDecodeOps(b *testing.B) {
 					// the device's own choice for the op as the step runs it,
 					// or the variant's grid; the device's setting restored
 					// after, for the ops after it
-					noMMA := d.noMMA
-					d.attX, d.noMMA = v.attX, noMMA || v.noMMA
-					defer func() { d.attX, d.noMMA = 0, noMMA }()
+					d.attX = v.attX
+					defer func() { d.attX = 0 }()
 					us := decodeOpTime(b, d, func(i int) { op.fn(ls[i%L]) }, reps)
 					if v.suffix == "" {
 						step += us * float64(op.times)

@@ -99,9 +99,6 @@ type Device struct {
 	// attX: attention_decode's blocks a pair where above 0 (the
 	// benchmarks' variants), in place of decSlots' choice.
 	attX int
-	// noMMA: matmul_mma off (MatmulMMAEnv, or the benchmarks' and tests'
-	// cuBLASLt forms of the products of 9 to 64 rows).
-	noMMA bool
 
 	scratches map[string]scratchBuf
 	lts       map[ltKey]ltEntry // configured cuBLASLt matmuls (matmul.go)
@@ -180,10 +177,6 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	mmaOn, err := matmulMMAEnv()
-	if err != nil {
-		return nil, err
-	}
 	// DRUTO_GPU_MEMORY caps the context's pool: every buffer (tensors,
 	// scratch, workspaces) comes from it, so the cap is enforced.
 	memCap, err := device.MemoryCap()
@@ -212,7 +205,7 @@ func NewWith(ctx *cuda.Context, cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, noMMA: !mmaOn, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
+		ctx: ctx, fused: cfg.Fused, noFlash: cfg.NoFlash, flashV2: true, dgeluEpi: dgeluEpi, nvrtc: nvrtc, owns: cfg.OwnContext,
 		funcs: map[kernelKey]*cuda.Function{}, errs: map[kernelKey]error{}, pdl: map[kernelKey]bool{}, tmaSmem: map[kernelKey]int{},
 		scratches: map[string]scratchBuf{}, lts: map[ltKey]ltEntry{}, tables: map[tableKey]layoutTable{},
 	}

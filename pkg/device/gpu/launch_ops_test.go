@@ -45,12 +45,6 @@ func TestLaunchSignaturesOps(t *testing.T) {
 	F := tensor.F32
 	for _, h := range floatDTypes {
 		const N, C, OC, B, T, NH, V = 34, 96, 40, 2, 17, 4, 50
-		// 34 rows of 16-bit values: matmul_mma (C a multiple of 32); fp32:
-		// cuBLASLt, absent under the hook, so the decomposed kernels.
-		mmBias, mmGELU := "bias_add", "bias_add gelu_forward"
-		if h != F {
-			mmBias, mmGELU = "matmul_mma", "matmul_mma"
-		}
 		cases := []struct {
 			name  string
 			call  func(d *Device)
@@ -59,10 +53,10 @@ func TestLaunchSignaturesOps(t *testing.T) {
 		}{
 			{"Matmul+bias", func(d *Device) {
 				d.Matmul(dev(h, N, OC), nil, dev(h, N, C), dev(h, OC, C), dev(h, OC), N, C, OC, device.None)
-			}, mmBias, "bias_add"},
+			}, "bias_add", "bias_add"},
 			{"Matmul+GELU", func(d *Device) {
 				d.Matmul(dev(h, N, OC), dev(h, N, OC), dev(h, N, C), dev(h, OC, C), dev(h, OC), N, C, OC, device.GELU)
-			}, mmGELU, "bias_add" + strings.Repeat(" gelu_forward_pass", geluForwardPasses)},
+			}, "bias_add gelu_forward", "bias_add" + strings.Repeat(" gelu_forward_pass", geluForwardPasses)},
 			{"MatmulBackward", func(d *Device) {
 				d.MatmulBackward(dev(h, N, C), dev(F, OC, C), dev(F, OC), dev(h, N, OC), dev(h, N, C), dev(h, OC, C), N, C, OC)
 			}, "matmul_bias_grad", "matmul_bias_grad"},

@@ -11,8 +11,7 @@ package gpu
 //	dW (OC,C) += doutᵀ (OC,N)·inp (N,C)    is  TransB, M=C, N=OC, K=N, A=inp (ld C), B=dout (ld OC), D=dW (ld C), beta 1
 //
 // Fused forward over at most rowsMax rows (a decode step's): matmul.cu's
-// matmul_rows; over more, up to mmaRows (a batch of decode rows, 16-bit,
-// sm_80 and newer): matmul_mma.cu's matmul_mma. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
+// matmul_rows. Otherwise, and where it does not apply: one cublasLtMatmul with the bias (EpilogueBias) or, for
 // 16-bit outputs, the bias+GELU epilogue (EpilogueGELUAuxBias: out =
 // gelu(pre), pre stored as the aux matrix), the GELU computed on the fp32
 // pre-activation before rounding, as the CPU reference's fused epilogue
@@ -50,7 +49,6 @@ package gpu
 
 import (
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/druto/druto/pkg/cuda"
@@ -247,9 +245,6 @@ func (d *Device) Matmul(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int
 		d.matmulRows(out, pre, inp, weight, bias, N, C, OC, act)
 		return
 	}
-	if d.fused && N <= mmaRows && d.matmulMMA(out, pre, inp, weight, bias, N, C, OC, act) {
-		return
-	}
 	if d.fused && d.matmulLt(out, pre, inp, weight, bias, N, C, OC, act, ct) {
 		return
 	}
@@ -331,74 +326,6 @@ func (d *Device) matmulRows(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC
 	}
 	d.run("matmul_rows", out.DType, grid1(blocks(OC, warps/ks)), cuda.D1(rowsBlock), 0,
 		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), N, C, OC, gelu, ks, vec)
-}
-
-// MatmulMMAEnv turns matmul_mma off ("off": cuBLASLt runs the products of
-// 9 to 64 rows, as before it) or leaves it on ("on" or unset).
-const MatmulMMAEnv = "DRUTO_MATMUL_MMA"
-
-// matmulMMAEnv reads MatmulMMAEnv: whether matmul_mma may be used.
-func matmulMMAEnv() (bool, error) {
-	switch v := os.Getenv(MatmulMMAEnv); v {
-	case "", "on":
-		return true, nil
-	case "off":
-		return false, nil
-	default:
-		return false, fmt.Errorf("gpu: %s=%q: want on or off (the tensor-core kernel of 9 to 64 rows) or unset", MatmulMMAEnv, v)
-	}
-}
-
-// matmulMMA runs the fused form over rowsMax+1 to mmaRows rows (a batch of
-// decode steps' rows) as matmul_mma.cu's matmul_mma; it reports false
-// (nothing queued) where that does not apply: fp32, a device older than
-// sm_80 (the kernel is not built there), C not a multiple of 32,
-// misaligned rows, more column tiles than one wave of blocks holds (the LM
-// head's 50,257 columns: every block reads all of inp, which a GEMM's
-// larger tiles read far fewer times), or matmul_mma turned off.
-func (d *Device) matmulMMA(out, pre, inp, weight, bias *tensor.Tensor, N, C, OC int, act device.Activation) bool {
-	dt := out.DType
-	if d.noMMA || dt == tensor.F32 || C%32 != 0 || d.ptr(inp)%16 != 0 || d.ptr(weight)%16 != 0 ||
-		(launchHook == nil && d.funcs[kernelKey{"matmul_mma", dt}] == nil) {
-		return false
-	}
-	tiles := blocks(OC, mmaCols)
-	if tiles > 2*d.sms() {
-		return false
-	}
-	S := mmaSlices(tiles, C/32, d.sms())
-	var part, done cuda.DevicePtr
-	if S > 1 {
-		part = d.scratch("matmul.part", S*N*OC*4)
-		done = d.zeroScratch("matmul.done", tiles*4)
-		if part == 0 || done == 0 {
-			return true // d.fail has the reason
-		}
-	}
-	gelu := 0
-	if act == device.GELU {
-		gelu = 1
-	}
-	d.run("matmul_mma", dt, cuda.Dim3{X: uint32(tiles), Y: uint32(S), Z: 1}, cuda.D1(mmaBlock), 0,
-		d.ptr(out), d.ptr(pre), d.ptr(inp), d.ptr(weight), d.ptr(bias), part, done, N, C, OC, gelu, C/S)
-	return true
-}
-
-// mmaSlices is matmul_mma's S, the slices of C for tiles column tiles,
-// chunks = C/32 and sms multiprocessors: the most that divides chunks,
-// leaves every warp of a block a chunk (chunks/S >= mmaWarps) and keeps
-// the grid within the two blocks an SM its launch bounds keep resident (one
-// wave); 1 where none does. More slices spread the weights' bytes over more
-// SMs and give each block less of inp to read; their cost is the partials'
-// fp32 round trip through L2 and the last block's sum.
-func mmaSlices(tiles, chunks, sms int) int {
-	S := 1
-	for s := 2; s <= chunks/mmaWarps; s++ {
-		if chunks%s == 0 && tiles*s <= 2*sms {
-			S = s
-		}
-	}
-	return S
 }
 
 // matmulDecomposed: GEMM into target (out, or pre under GELU), then the
