@@ -103,7 +103,7 @@ func runBench(args []string) error {
 	ops := fs.String("ops", "", "with --kernels: the micro-benchmarks to run, comma-separated (default all: "+strings.Join(gpu.KernelOps, ",")+")")
 	fp8Head := fs.Bool("fp8-head", false, "fp8 modes: the LM head's forward product (the logits), input gradient and weight gradient in FP8 as well (amp.FP8Recipe.Head; DRUTO_FP8_HEAD_DW=bf16 keeps its weight gradient in bf16)")
 	profile := fs.Bool("profile", false, "also profile each step: time, work and % of the measured ceiling per op class")
-	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the timed steps to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile (pprof) of the run (the timed steps, or --sample's generation) to this file")
 	sample := fs.Bool("sample", false, "benchmark generation instead of training: --configs preset:BxP is B prompts of P tokens, each continued by --tokens tokens over the key/value cache (greedy); --steps rounds, median")
 	newTokens := fs.Int("tokens", 128, "with --sample: tokens generated per prompt")
 	sampleCk := fs.String("checkpoint", "", "with --sample: the configs of this checkpoint's shape generate with its weights (the others with a random model)")
@@ -122,6 +122,17 @@ func runBench(args []string) error {
 	}
 	if err := inRange("warmup", *warmup, 0, maxBenchSteps, why); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *sample {
 		rounds := 3
@@ -155,17 +166,6 @@ func runBench(args []string) error {
 	}
 	if _, err := gpt.HeadDWFromEnv(); err != nil {
 		return err
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
 	}
 	ms, err := parseModes(*modes)
 	if err != nil {

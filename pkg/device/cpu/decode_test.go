@@ -27,13 +27,14 @@ func hostOf(t *testing.T, dt tensor.DType, v []float32, shape ...int) *tensor.Te
 
 // TestGemv: Matmul of a few rows (the gemv path) against a float64
 // reference, fp32 and bf16 weights, with the AVX2 kernels and without,
-// widths that are and are not multiples of 8 and of 4 output rows.
+// widths that are and are not multiples of 8 and 16 (bf16 weights over
+// whole 16-element blocks take gemvRowsBF16EOAVX2) and of 4 output rows.
 func TestGemv(t *testing.T) {
 	rng := tensor.NewRNG(1)
 	for _, avx := range []bool{false, useAVX2} {
 		saved := useAVX2
 		useAVX2 = avx
-		for _, sz := range [][3]int{{1, 768, 37}, {3, 64, 8}, {8, 13, 5}, {2, 1, 1}, {5, 200, 130}} {
+		for _, sz := range [][3]int{{1, 768, 37}, {3, 64, 8}, {8, 13, 5}, {2, 1, 1}, {5, 200, 130}, {4, 512, 262}} {
 			N, C, OC := sz[0], sz[1], sz[2]
 			for _, wdt := range []tensor.DType{tensor.F32, tensor.BF16} {
 				x, w, bias := randF32(rng, N*C), randF32(rng, OC*C), randF32(rng, OC)

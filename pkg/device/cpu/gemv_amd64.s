@@ -3,6 +3,11 @@
 
 #include "textflag.h"
 
+// PFQ_SHIFT: the rows kernels prefetch the weights log2(rows) = PFQ_SHIFT
+// rows ahead of the quad they read, 128 bytes (a quad's share of one
+// step) each step.
+#define PFQ_SHIFT 4
+
 // func gemv4F32AVX2(w *float32, ldw int, x *float32, n int, acc *[32]float32)
 // acc[8r+k] = Σ w[r·ldw+i]·x[i] over i < n (a multiple of 8) with i%8 == k,
 // for rows r < 4, each step a fused multiply-add.
@@ -185,7 +190,13 @@ grfquad:
 	VXORPS Y3, Y3, Y3
 	MOVQ   R12, CX
 	XORQ   AX, AX
+	MOVQ   BX, R14
+	SHLQ   $PFQ_SHIFT, R14
+	ADDQ   SI, R14
 grfinner:
+	PREFETCHT0  (R14)
+	PREFETCHT0  64(R14)
+	ADDQ        $128, R14
 	VMOVUPS     (DX)(AX*1), Y4
 	VFMADD231PS (SI)(AX*1), Y4, Y0
 	VFMADD231PS (R8)(AX*1), Y4, Y1
@@ -255,6 +266,93 @@ grbinner:
 	DECQ        R11
 	JNZ         grbquad
 grbdone:
+	VZEROUPPER
+	RET
+
+// func gemvRowsBF16EOAVX2(w *uint16, C int, xeo *float32, out *float32, quads int)
+// gemvRowsBF16AVX2 over C a multiple of 16, with x given split by parity
+// in each 16-element block (xeo[16b..16b+7] = x[16b], x[16b+2], ...,
+// x[16b+14]; xeo[16b+8..16b+15] the odd ones: gemv's evenOdd). A 32-byte
+// load of a weight row holds 16 bf16 values, element 2i in the low half of
+// dword i and 2i+1 in the high half, so one shift left by 16 widens the
+// even elements and one mask the odd ones, exactly: two operations for 16
+// weights where zero-extending takes four. Each row keeps an even and an
+// odd accumulator (eight chains of fused multiply-adds); they are added
+// before the lanes are summed.
+TEXT ·gemvRowsBF16EOAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), SI
+	MOVQ    C+8(FP), BX
+	MOVQ    BX, R12
+	SHRQ    $4, R12
+	SHLQ    $1, BX
+	MOVQ    xeo+16(FP), DX
+	MOVQ    out+24(FP), DI
+	MOVQ    quads+32(FP), R11
+	TESTQ   R11, R11
+	JZ      greodone
+	TESTQ   R12, R12
+	JZ      greodone
+	VPCMPEQD Y15, Y15, Y15
+	VPSLLD  $16, Y15, Y15 // 0xffff0000 in every dword
+greoquad:
+	LEAQ   (SI)(BX*1), R8
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	MOVQ   R12, CX
+	XORQ   AX, AX
+	MOVQ   DX, R13
+	MOVQ   BX, R14
+	SHLQ   $PFQ_SHIFT, R14
+	ADDQ   SI, R14
+greoinner:
+	PREFETCHT0  (R14)
+	PREFETCHT0  64(R14)
+	ADDQ        $128, R14
+	VMOVUPS     (R13), Y4
+	VMOVUPS     32(R13), Y5
+	VMOVDQU     (SI)(AX*1), Y10
+	VMOVDQU     (R8)(AX*1), Y11
+	VMOVDQU     (R9)(AX*1), Y12
+	VMOVDQU     (R10)(AX*1), Y13
+	VPSLLD      $16, Y10, Y14
+	VPAND       Y15, Y10, Y10
+	VFMADD231PS Y14, Y4, Y0
+	VFMADD231PS Y10, Y5, Y6
+	VPSLLD      $16, Y11, Y14
+	VPAND       Y15, Y11, Y11
+	VFMADD231PS Y14, Y4, Y1
+	VFMADD231PS Y11, Y5, Y7
+	VPSLLD      $16, Y12, Y14
+	VPAND       Y15, Y12, Y12
+	VFMADD231PS Y14, Y4, Y2
+	VFMADD231PS Y12, Y5, Y8
+	VPSLLD      $16, Y13, Y14
+	VPAND       Y15, Y13, Y13
+	VFMADD231PS Y14, Y4, Y3
+	VFMADD231PS Y13, Y5, Y9
+	ADDQ        $32, AX
+	ADDQ        $64, R13
+	DECQ        CX
+	JNZ         greoinner
+	VADDPS      Y6, Y0, Y0
+	VADDPS      Y7, Y1, Y1
+	VADDPS      Y8, Y2, Y2
+	VADDPS      Y9, Y3, Y3
+	HSUM4
+	VMOVUPS     X0, (DI)
+	ADDQ        $16, DI
+	LEAQ        (R10)(BX*1), SI
+	DECQ        R11
+	JNZ         greoquad
+greodone:
 	VZEROUPPER
 	RET
 

@@ -105,3 +105,6 @@ func gemvRowsF32AVX2(w *float32, C int, x *float32, out *float32, quads int)
 
 //go:noescape
 func gemvRowsBF16AVX2(w *uint16, C int, x *float32, out *float32, quads int)
+
+//go:noescape
+func gemvRowsBF16EOAVX2(w *uint16, C int, xeo *float32, out *float32, quads int)

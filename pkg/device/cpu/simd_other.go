@@ -97,3 +97,7 @@ func gemvRowsF32AVX2(w *float32, C int, x *float32, out *float32, quads int) {
 func gemvRowsBF16AVX2(w *uint16, C int, x *float32, out *float32, quads int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
+
+func gemvRowsBF16EOAVX2(w *uint16, C int, xeo *float32, out *float32, quads int) {
+	panic("cpu: no AVX2 kernels on this architecture")
+}
