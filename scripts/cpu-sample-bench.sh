@@ -19,7 +19,7 @@
 # its row to bench/results/README.md).
 #
 #   scripts/cpu-sample-bench.sh sample-try
-#   RESULTS=bench/results scripts/cpu-sample-bench.sh sample-cpu-epyc-avx2
+#   RESULTS=bench/results scripts/cpu-sample-bench.sh sample-cpu-epyc-zen4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=${1:?usage: scripts/cpu-sample-bench.sh NAME}
