@@ -8,6 +8,37 @@
 // step) each step.
 #define PFQ_SHIFT 4
 
+// A quad of weight rows (SI: its first row, BX: a row's
+// bytes): QUAD_BEGIN points R8, R9, R10 at rows 1-3 and zeroes the
+// accumulators Y0-Y3; PREFETCH_FROM points R14 at the rows 2^PFQ_SHIFT
+// ahead, and PREFETCH_STEP asks for their next 128 bytes (a quad's share
+// of one step of 32 bytes a row); QUAD_OUT sums Y0-Y3 into out's next four
+// floats and moves SI to the next quad.
+#define QUAD_BEGIN \
+	LEAQ   (SI)(BX*1), R8 \
+	LEAQ   (R8)(BX*1), R9 \
+	LEAQ   (R9)(BX*1), R10 \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3
+
+#define PREFETCH_FROM \
+	MOVQ BX, R14 \
+	SHLQ $PFQ_SHIFT, R14 \
+	ADDQ SI, R14
+
+#define PREFETCH_STEP \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 64(R14) \
+	ADDQ       $128, R14
+
+#define QUAD_OUT \
+	HSUM4 \
+	VMOVUPS X0, (DI) \
+	ADDQ    $16, DI \
+	LEAQ    (R10)(BX*1), SI
+
 // func gemv4F32AVX2(w *float32, ldw int, x *float32, n int, acc *[32]float32)
 // acc[8r+k] = Σ w[r·ldw+i]·x[i] over i < n (a multiple of 8) with i%8 == k,
 // for rows r < 4, each step a fused multiply-add.
@@ -18,13 +49,7 @@ TEXT ·gemv4F32AVX2(SB), NOSPLIT, $0-40
 	MOVQ   x+16(FP), DX
 	MOVQ   n+24(FP), CX
 	MOVQ   acc+32(FP), DI
-	LEAQ   (SI)(BX*1), R8
-	LEAQ   (R8)(BX*1), R9
-	LEAQ   (R9)(BX*1), R10
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	QUAD_BEGIN
 	SHRQ   $3, CX
 	JZ     g4fdone
 g4floop:
@@ -57,13 +82,7 @@ TEXT ·gemv4BF16AVX2(SB), NOSPLIT, $0-40
 	MOVQ   x+16(FP), DX
 	MOVQ   n+24(FP), CX
 	MOVQ   acc+32(FP), DI
-	LEAQ   (SI)(BX*1), R8
-	LEAQ   (R8)(BX*1), R9
-	LEAQ   (R9)(BX*1), R10
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	QUAD_BEGIN
 	SHRQ   $3, CX
 	JZ     g4bdone
 g4bloop:
@@ -181,22 +200,12 @@ TEXT ·gemvRowsF32AVX2(SB), NOSPLIT, $0-40
 	TESTQ R12, R12
 	JZ    grfdone
 grfquad:
-	LEAQ   (SI)(BX*1), R8
-	LEAQ   (R8)(BX*1), R9
-	LEAQ   (R9)(BX*1), R10
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	QUAD_BEGIN
 	MOVQ   R12, CX
 	XORQ   AX, AX
-	MOVQ   BX, R14
-	SHLQ   $PFQ_SHIFT, R14
-	ADDQ   SI, R14
+	PREFETCH_FROM
 grfinner:
-	PREFETCHT0  (R14)
-	PREFETCHT0  64(R14)
-	ADDQ        $128, R14
+	PREFETCH_STEP
 	VMOVUPS     (DX)(AX*1), Y4
 	VFMADD231PS (SI)(AX*1), Y4, Y0
 	VFMADD231PS (R8)(AX*1), Y4, Y1
@@ -205,10 +214,7 @@ grfinner:
 	ADDQ        $32, AX
 	DECQ        CX
 	JNZ         grfinner
-	HSUM4
-	VMOVUPS     X0, (DI)
-	ADDQ        $16, DI
-	LEAQ        (R10)(BX*1), SI
+	QUAD_OUT
 	DECQ        R11
 	JNZ         grfquad
 grfdone:
@@ -231,13 +237,7 @@ TEXT ·gemvRowsBF16AVX2(SB), NOSPLIT, $0-40
 	TESTQ R12, R12
 	JZ    grbdone
 grbquad:
-	LEAQ   (SI)(BX*1), R8
-	LEAQ   (R8)(BX*1), R9
-	LEAQ   (R9)(BX*1), R10
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	QUAD_BEGIN
 	MOVQ   R12, CX
 	XORQ   AX, AX
 	MOVQ   DX, R13
@@ -259,10 +259,7 @@ grbinner:
 	ADDQ        $32, R13
 	DECQ        CX
 	JNZ         grbinner
-	HSUM4
-	VMOVUPS     X0, (DI)
-	ADDQ        $16, DI
-	LEAQ        (R10)(BX*1), SI
+	QUAD_OUT
 	DECQ        R11
 	JNZ         grbquad
 grbdone:
@@ -295,13 +292,7 @@ TEXT ·gemvRowsBF16EOAVX2(SB), NOSPLIT, $0-40
 	VPCMPEQD Y15, Y15, Y15
 	VPSLLD  $16, Y15, Y15 // 0xffff0000 in every dword
 greoquad:
-	LEAQ   (SI)(BX*1), R8
-	LEAQ   (R8)(BX*1), R9
-	LEAQ   (R9)(BX*1), R10
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	QUAD_BEGIN
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
@@ -309,13 +300,9 @@ greoquad:
 	MOVQ   R12, CX
 	XORQ   AX, AX
 	MOVQ   DX, R13
-	MOVQ   BX, R14
-	SHLQ   $PFQ_SHIFT, R14
-	ADDQ   SI, R14
+	PREFETCH_FROM
 greoinner:
-	PREFETCHT0  (R14)
-	PREFETCHT0  64(R14)
-	ADDQ        $128, R14
+	PREFETCH_STEP
 	VMOVUPS     (R13), Y4
 	VMOVUPS     32(R13), Y5
 	VMOVDQU     (SI)(AX*1), Y10
@@ -346,10 +333,7 @@ greoinner:
 	VADDPS      Y7, Y1, Y1
 	VADDPS      Y8, Y2, Y2
 	VADDPS      Y9, Y3, Y3
-	HSUM4
-	VMOVUPS     X0, (DI)
-	ADDQ        $16, DI
-	LEAQ        (R10)(BX*1), SI
+	QUAD_OUT
 	DECQ        R11
 	JNZ         greoquad
 greodone:
