@@ -123,17 +123,6 @@ func runBench(args []string) error {
 	if err := inRange("warmup", *warmup, 0, maxBenchSteps, why); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
 	if *sample {
 		rounds := 3
 		fs.Visit(func(f *flag.Flag) {
@@ -141,6 +130,11 @@ func runBench(args []string) error {
 				rounds = *steps
 			}
 		})
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 		return benchSample(be, *configs, *modes, *newTokens, rounds, *out, *sampleCk)
 	}
 	if *sampleCk != "" {
@@ -167,6 +161,11 @@ func runBench(args []string) error {
 	if _, err := gpt.HeadDWFromEnv(); err != nil {
 		return err
 	}
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	ms, err := parseModes(*modes)
 	if err != nil {
 		return err
@@ -506,4 +505,25 @@ func hostFits(dev device.Device, need int64, c bench.Case) error {
 		return fmt.Errorf("%w; lower the batch in --configs", err)
 	}
 	return nil
+}
+
+// startCPUProfile starts a Go CPU profile into path (--cpuprofile) once the
+// flags are checked, and returns what stops it; with path "" it does
+// nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
