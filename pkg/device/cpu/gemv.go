@@ -4,8 +4,9 @@ package cpu
 // sequence). A GEMM would pack (copy) the weights before multiplying, which
 // for a row or two reads them twice or more; here every weight is read once,
 // four weight rows at a time against each input row while those rows sit in
-// L1, and the weight rows are split into contiguous ranges over the worker
-// goroutines. Decoding is bound by the weights' bytes, so this is the
+// L1 (two weight rows against four input rows where a batch has two or
+// more: gemvPairs4), and the weight rows are split into contiguous ranges
+// over the worker goroutines. Decoding is bound by the weights' bytes, so this is the
 // loop that sets its speed. Two things keep the bytes coming:
 //   - the AVX2 kernels prefetch the rows 16 rows ahead of the four they
 //     read. A quad of rows is four short interleaved streams, which the
@@ -49,9 +50,32 @@ func (d *Device) gemv(y, x []float32, w *tensor.Tensor, N, C, OC int) {
 	}
 	d.parallel(quads, grain, func(lo, hi int) {
 		var acc [32]float32
-		for r := range N {
+		full := min(hi, OC/4) // whole quads of this range
+		for r := 0; r < N; r++ {
 			xr, yr := x[r*C:(r+1)*C], y[r*OC:(r+1)*OC]
-			full := min(hi, OC/4) // whole quads of this range
+			if R := min(4, N-r); R >= 2 && useAVX2 && C%8 == 0 && full > lo {
+				// Two to four rows at once: each weight read once for them
+				// (a row past R repeats the last: the same sums, the same
+				// place).
+				var xs, outs [4]*float32
+				for i := range 4 {
+					j := r + min(i, R-1)
+					xs[i], outs[i] = &x[j*C], &y[j*OC+4*lo]
+				}
+				if w.DType == tensor.F32 {
+					gemvPairs4F32AVX2(&w.F32()[4*lo*C], C, &xs, &outs, 2*(full-lo))
+				} else {
+					gemvPairs4BF16AVX2(&w.U16()[4*lo*C], C, &xs, &outs, 2*(full-lo))
+				}
+				for j := r; j < r+R; j++ {
+					for q := full; q < hi; q++ {
+						o := 4 * q
+						gemvQuad(y[j*OC+o:j*OC+min(o+4, OC)], w, o, min(4, OC-o), x[j*C:(j+1)*C], &acc)
+					}
+				}
+				r += R - 1
+				continue
+			}
 			if useAVX2 && C%8 == 0 && full > lo {
 				// One call over the range's whole quads, sums in registers.
 				switch {
@@ -62,8 +86,7 @@ func (d *Device) gemv(y, x []float32, w *tensor.Tensor, N, C, OC int) {
 				default:
 					gemvRowsBF16AVX2(&w.U16()[4*lo*C], C, &xr[0], &yr[4*lo], full-lo)
 				}
-				lo2 := full
-				for q := lo2; q < hi; q++ {
+				for q := full; q < hi; q++ {
 					o := 4 * q
 					gemvQuad(yr[o:min(o+4, OC)], w, o, min(4, OC-o), xr, &acc)
 				}

@@ -33,11 +33,98 @@
 	PREFETCHT0 64(R14) \
 	ADDQ       $128, R14
 
+// PREFETCH_STEP64 and PREFETCH_STEP32: a pair of rows' share of one step
+// (two rows of 32 or 16 bytes), from R8.
+#define PREFETCH_STEP64 \
+	PREFETCHT0 (R8) \
+	ADDQ       $64, R8
+
+#define PREFETCH_STEP32 \
+	PREFETCHT0 (R8) \
+	ADDQ       $32, R8
+
 #define QUAD_OUT \
 	HSUM4 \
 	VMOVUPS X0, (DI) \
 	ADDQ    $16, DI \
 	LEAQ    (R10)(BX*1), SI
+
+// GEMV4_OUT sums Y0..Y3 = (x row 0, w row a), (0, b), (1, a), (1, b) and
+// Y4..Y7 the same for x rows 2 and 3 into the pair's two outputs of each
+// x row (DI, R13, R14, R15), and moves those pointers on by two floats.
+#define GEMV4_OUT \
+	HSUM4 \
+	VMOVLPS X0, (DI) \
+	VMOVHPS X0, (R13) \
+	VMOVAPS Y4, Y0 \
+	VMOVAPS Y5, Y1 \
+	VMOVAPS Y6, Y2 \
+	VMOVAPS Y7, Y3 \
+	HSUM4 \
+	VMOVLPS X0, (R14) \
+	VMOVHPS X0, (R15) \
+	ADDQ    $8, DI \
+	ADDQ    $8, R13 \
+	ADDQ    $8, R14 \
+	ADDQ    $8, R15
+
+// GEMV4_BEGIN loads the four x rows and output rows of xs and outs
+// (pointers to [4]*float32), the row stride BX (bytes) and the steps a row
+// R12 (C/8), and returns when there are none.
+#define GEMV4_BEGIN(rowbytes) \
+	MOVQ  w+0(FP), SI \
+	MOVQ  C+8(FP), BX \
+	MOVQ  BX, R12 \
+	SHRQ  $3, R12 \
+	SHLQ  $rowbytes, BX \
+	MOVQ  xs+16(FP), AX \
+	MOVQ  0(AX), DX \
+	MOVQ  8(AX), R9 \
+	MOVQ  16(AX), R10 \
+	MOVQ  24(AX), R11 \
+	MOVQ  outs+24(FP), AX \
+	MOVQ  0(AX), DI \
+	MOVQ  8(AX), R13 \
+	MOVQ  16(AX), R14 \
+	MOVQ  24(AX), R15 \
+	MOVQ  pairs+32(FP), CX \
+	TESTQ CX, CX \
+	JZ    done \
+	TESTQ R12, R12 \
+	JZ    done
+
+// GEMV4_PAIR zeroes the eight accumulators and points R8 at the rows
+// 2^PFQ_SHIFT ahead of the pair (prefetched as the pair is read).
+#define GEMV4_PAIR \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	MOVQ   BX, R8 \
+	SHLQ   $PFQ_SHIFT, R8 \
+	ADDQ   SI, R8 \
+	MOVQ   R12, CX \
+	XORQ   AX, AX
+
+// GEMV4_FMA8 adds the products of the widened weights Y8 (row a) and Y9
+// (row b) with the 8 elements at AX of each x row.
+#define GEMV4_FMA8 \
+	VMOVUPS     (DX)(AX*1), Y10 \
+	VFMADD231PS Y8, Y10, Y0 \
+	VFMADD231PS Y9, Y10, Y1 \
+	VMOVUPS     (R9)(AX*1), Y11 \
+	VFMADD231PS Y8, Y11, Y2 \
+	VFMADD231PS Y9, Y11, Y3 \
+	VMOVUPS     (R10)(AX*1), Y12 \
+	VFMADD231PS Y8, Y12, Y4 \
+	VFMADD231PS Y9, Y12, Y5 \
+	VMOVUPS     (R11)(AX*1), Y13 \
+	VFMADD231PS Y8, Y13, Y6 \
+	VFMADD231PS Y9, Y13, Y7
 
 // func gemv4F32AVX2(w *float32, ldw int, x *float32, n int, acc *[32]float32)
 // acc[8r+k] = Σ w[r·ldw+i]·x[i] over i < n (a multiple of 8) with i%8 == k,
@@ -337,6 +424,58 @@ greoinner:
 	DECQ        R11
 	JNZ         greoquad
 greodone:
+	VZEROUPPER
+	RET
+
+// func gemvPairs4F32AVX2(w *float32, C int, xs *[4]*float32, outs *[4]*float32, pairs int)
+// For pairs p < pairs of weight rows (a = 2p, b = 2p+1, each C floats, C a
+// multiple of 8) and the four x rows xs[i]: outs[i][2p+j] = w[2p+j]·xs[i].
+// Each weight is read once for four x rows (a batch of decode rows), where
+// the one-row kernel reads it once a row. Rows may repeat (a batch of 2 or
+// 3 passes its last row again: the same sums into the same place).
+TEXT ·gemvPairs4F32AVX2(SB), NOSPLIT, $0-40
+	GEMV4_BEGIN(2)
+g4fpair:
+	GEMV4_PAIR
+g4finner:
+	PREFETCH_STEP64
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(BX*1), Y9
+	GEMV4_FMA8
+	ADDQ        $32, SI
+	ADDQ        $32, AX
+	DECQ        CX
+	JNZ         g4finner
+	GEMV4_OUT
+	ADDQ        BX, SI
+	DECQ        pairs+32(FP)
+	JNZ         g4fpair
+done:
+	VZEROUPPER
+	RET
+
+// func gemvPairs4BF16AVX2(w *uint16, C int, xs *[4]*float32, outs *[4]*float32, pairs int)
+// gemvPairs4F32AVX2 with bf16 weights, widened exactly in registers.
+TEXT ·gemvPairs4BF16AVX2(SB), NOSPLIT, $0-40
+	GEMV4_BEGIN(1)
+g4bpair:
+	GEMV4_PAIR
+g4binner:
+	PREFETCH_STEP32
+	VPMOVZXWD   (SI), Y8
+	VPMOVZXWD   (SI)(BX*1), Y9
+	VPSLLD      $16, Y8, Y8
+	VPSLLD      $16, Y9, Y9
+	GEMV4_FMA8
+	ADDQ        $16, SI
+	ADDQ        $32, AX
+	DECQ        CX
+	JNZ         g4binner
+	GEMV4_OUT
+	ADDQ        BX, SI
+	DECQ        pairs+32(FP)
+	JNZ         g4bpair
+done:
 	VZEROUPPER
 	RET
 
