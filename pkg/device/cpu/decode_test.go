@@ -27,8 +27,8 @@ func hostOf(t *testing.T, dt tensor.DType, v []float32, shape ...int) *tensor.Te
 
 // TestGemv: Matmul of a few rows (the gemv path) against a float64
 // reference, fp32 and bf16 weights, with the AVX2 kernels and without,
-// widths that are and are not multiples of 8 and 16 (bf16 weights over
-// whole 16-element blocks take gemvRowsBF16EOAVX2) and of 4 output rows.
+// widths that are and are not multiples of 8 and of 4 output rows, one row
+// and batches of 2 to 5 (gemvPairs4 takes up to four rows at once).
 func TestGemv(t *testing.T) {
 	rng := tensor.NewRNG(1)
 	for _, avx := range []bool{false, useAVX2} {
@@ -66,6 +66,35 @@ func TestGemv(t *testing.T) {
 			}
 		}
 		useAVX2 = saved
+	}
+}
+
+// TestGemvBatchBitsAlone: a batch of rows through the gemv path gives each
+// row the bits it gets alone (the four-row kernel adds in the one-row
+// kernel's order), fp32 and bf16 weights, batches of 2 to 6 rows.
+func TestGemvBatchBitsAlone(t *testing.T) {
+	rng := tensor.NewRNG(5)
+	const C, OC = 768, 130
+	for _, wdt := range []tensor.DType{tensor.F32, tensor.BF16} {
+		wt := hostOf(t, wdt, randF32(rng, OC*C), OC, C)
+		d := New(device.Options{Fused: true, Threads: 2})
+		for N := 2; N <= 6; N++ {
+			x := randF32(rng, N*C)
+			out := tensor.New(tensor.F32, N, OC)
+			d.Matmul(out, nil, hostOf(t, tensor.F32, x, N, C), wt, nil, N, C, OC, device.None)
+			for r := range N {
+				one := tensor.New(tensor.F32, 1, OC)
+				d.Matmul(one, nil, hostOf(t, tensor.F32, x[r*C:(r+1)*C], 1, C), wt, nil, 1, C, OC, device.None)
+				for o, v := range one.F32() {
+					if got := out.F32()[r*OC+o]; math.Float32bits(got) != math.Float32bits(v) {
+						t.Fatalf("%v N%d: row %d out[%d] %v batched, %v alone", wdt, N, r, o, got, v)
+					}
+				}
+			}
+		}
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

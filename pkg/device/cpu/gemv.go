@@ -7,14 +7,12 @@ package cpu
 // L1 (two weight rows against four input rows where a batch has two or
 // more: gemvPairs4), and the weight rows are split into contiguous ranges
 // over the worker goroutines. Decoding is bound by the weights' bytes, so this is the
-// loop that sets its speed. Two things keep the bytes coming:
-//   - the AVX2 kernels prefetch the rows 16 rows ahead of the four they
-//     read. A quad of rows is four short interleaved streams, which the
-//     hardware prefetchers pick up too late: without it, bf16 weights took
-//     as long as fp32 ones (the same number of rows, half the bytes);
-//   - bf16 weights over whole 16-element blocks are widened two at a time
-//     from one 32-byte load (a shift for the even elements, a mask for the
-//     odd) against x split by parity once per call (evenOdd).
+// loop that sets its speed. The AVX2 kernels prefetch the weight rows 16
+// rows ahead of those they read: a quad of rows is four short interleaved
+// streams, which the hardware prefetchers pick up too late (without it,
+// bf16 weights took as long as fp32 ones: the same number of rows, half the
+// bytes). The one-row and the four-row kernels add each sum in the same
+// order, so a batch gives each row the bits it gets alone.
 
 import (
 	"math"
@@ -37,17 +35,6 @@ func (d *Device) gemvOK(N int, w *tensor.Tensor) bool {
 func (d *Device) gemv(y, x []float32, w *tensor.Tensor, N, C, OC int) {
 	quads := (OC + 3) / 4
 	grain := max(4, (1<<13)/max(C, 1)) // ≥ ~32 KiB of fp32 weights a chunk
-	// bf16 weights over whole 16-element blocks: x split by parity in each
-	// block once here, for gemvRowsBF16EOAVX2 (two operations widen 16
-	// weights instead of four).
-	var xeo []float32
-	if useAVX2 && w.DType == tensor.BF16 && C%16 == 0 {
-		xeo = getScratch(N * C)
-		defer putScratch(xeo)
-		for r := range N {
-			evenOdd(xeo[r*C:(r+1)*C], x[r*C:(r+1)*C])
-		}
-	}
 	d.parallel(quads, grain, func(lo, hi int) {
 		var acc [32]float32
 		full := min(hi, OC/4) // whole quads of this range
@@ -78,12 +65,9 @@ func (d *Device) gemv(y, x []float32, w *tensor.Tensor, N, C, OC int) {
 			}
 			if useAVX2 && C%8 == 0 && full > lo {
 				// One call over the range's whole quads, sums in registers.
-				switch {
-				case w.DType == tensor.F32:
+				if w.DType == tensor.F32 {
 					gemvRowsF32AVX2(&w.F32()[4*lo*C], C, &xr[0], &yr[4*lo], full-lo)
-				case xeo != nil:
-					gemvRowsBF16EOAVX2(&w.U16()[4*lo*C], C, &xeo[r*C], &yr[4*lo], full-lo)
-				default:
+				} else {
 					gemvRowsBF16AVX2(&w.U16()[4*lo*C], C, &xr[0], &yr[4*lo], full-lo)
 				}
 				for q := full; q < hi; q++ {
@@ -98,18 +82,6 @@ func (d *Device) gemv(y, x []float32, w *tensor.Tensor, N, C, OC int) {
 			}
 		}
 	})
-}
-
-// evenOdd writes x (a multiple of 16 elements) into dst split by parity in
-// each 16-element block: dst[16b+i] = x[16b+2i], dst[16b+8+i] = x[16b+2i+1]
-// for i < 8.
-func evenOdd(dst, x []float32) {
-	for b := 0; b+16 <= len(x); b += 16 {
-		for i := range 8 {
-			dst[b+i] = x[b+2*i]
-			dst[b+8+i] = x[b+2*i+1]
-		}
-	}
 }
 
 // gemvQuad computes out[j] = w[o+j,:]·xr for j < nr (at most 4).

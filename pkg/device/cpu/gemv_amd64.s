@@ -43,6 +43,11 @@
 	PREFETCHT0 (R8) \
 	ADDQ       $32, R8
 
+// PREFETCH_STEP64Q: a quad's share of one step of 16 bytes a row, from R14.
+#define PREFETCH_STEP64Q \
+	PREFETCHT0 (R14) \
+	ADDQ       $64, R14
+
 #define QUAD_OUT \
 	HSUM4 \
 	VMOVUPS X0, (DI) \
@@ -328,7 +333,9 @@ grbquad:
 	MOVQ   R12, CX
 	XORQ   AX, AX
 	MOVQ   DX, R13
+	PREFETCH_FROM
 grbinner:
+	PREFETCH_STEP64Q
 	VMOVUPS     (R13), Y4
 	VPMOVZXWD   (SI)(AX*1), Y5
 	VPMOVZXWD   (R8)(AX*1), Y6
@@ -350,80 +357,6 @@ grbinner:
 	DECQ        R11
 	JNZ         grbquad
 grbdone:
-	VZEROUPPER
-	RET
-
-// func gemvRowsBF16EOAVX2(w *uint16, C int, xeo *float32, out *float32, quads int)
-// gemvRowsBF16AVX2 over C a multiple of 16, with x given split by parity
-// in each 16-element block (xeo[16b..16b+7] = x[16b], x[16b+2], ...,
-// x[16b+14]; xeo[16b+8..16b+15] the odd ones: gemv's evenOdd). A 32-byte
-// load of a weight row holds 16 bf16 values, element 2i in the low half of
-// dword i and 2i+1 in the high half, so one shift left by 16 widens the
-// even elements and one mask the odd ones, exactly: two operations for 16
-// weights where zero-extending takes four. Each row keeps an even and an
-// odd accumulator (eight chains of fused multiply-adds); they are added
-// before the lanes are summed.
-TEXT ·gemvRowsBF16EOAVX2(SB), NOSPLIT, $0-40
-	MOVQ    w+0(FP), SI
-	MOVQ    C+8(FP), BX
-	MOVQ    BX, R12
-	SHRQ    $4, R12
-	SHLQ    $1, BX
-	MOVQ    xeo+16(FP), DX
-	MOVQ    out+24(FP), DI
-	MOVQ    quads+32(FP), R11
-	TESTQ   R11, R11
-	JZ      greodone
-	TESTQ   R12, R12
-	JZ      greodone
-	VPCMPEQD Y15, Y15, Y15
-	VPSLLD  $16, Y15, Y15 // 0xffff0000 in every dword
-greoquad:
-	QUAD_BEGIN
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	MOVQ   R12, CX
-	XORQ   AX, AX
-	MOVQ   DX, R13
-	PREFETCH_FROM
-greoinner:
-	PREFETCH_STEP
-	VMOVUPS     (R13), Y4
-	VMOVUPS     32(R13), Y5
-	VMOVDQU     (SI)(AX*1), Y10
-	VMOVDQU     (R8)(AX*1), Y11
-	VMOVDQU     (R9)(AX*1), Y12
-	VMOVDQU     (R10)(AX*1), Y13
-	VPSLLD      $16, Y10, Y14
-	VPAND       Y15, Y10, Y10
-	VFMADD231PS Y14, Y4, Y0
-	VFMADD231PS Y10, Y5, Y6
-	VPSLLD      $16, Y11, Y14
-	VPAND       Y15, Y11, Y11
-	VFMADD231PS Y14, Y4, Y1
-	VFMADD231PS Y11, Y5, Y7
-	VPSLLD      $16, Y12, Y14
-	VPAND       Y15, Y12, Y12
-	VFMADD231PS Y14, Y4, Y2
-	VFMADD231PS Y12, Y5, Y8
-	VPSLLD      $16, Y13, Y14
-	VPAND       Y15, Y13, Y13
-	VFMADD231PS Y14, Y4, Y3
-	VFMADD231PS Y13, Y5, Y9
-	ADDQ        $32, AX
-	ADDQ        $64, R13
-	DECQ        CX
-	JNZ         greoinner
-	VADDPS      Y6, Y0, Y0
-	VADDPS      Y7, Y1, Y1
-	VADDPS      Y8, Y2, Y2
-	VADDPS      Y9, Y3, Y3
-	QUAD_OUT
-	DECQ        R11
-	JNZ         greoquad
-greodone:
 	VZEROUPPER
 	RET
 

@@ -107,9 +107,6 @@ func gemvRowsF32AVX2(w *float32, C int, x *float32, out *float32, quads int)
 func gemvRowsBF16AVX2(w *uint16, C int, x *float32, out *float32, quads int)
 
 //go:noescape
-func gemvRowsBF16EOAVX2(w *uint16, C int, xeo *float32, out *float32, quads int)
-
-//go:noescape
 func gemvPairs4F32AVX2(w *float32, C int, xs *[4]*float32, outs *[4]*float32, pairs int)
 
 //go:noescape

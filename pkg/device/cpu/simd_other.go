@@ -98,10 +98,6 @@ func gemvRowsBF16AVX2(w *uint16, C int, x *float32, out *float32, quads int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
 
-func gemvRowsBF16EOAVX2(w *uint16, C int, xeo *float32, out *float32, quads int) {
-	panic("cpu: no AVX2 kernels on this architecture")
-}
-
 func gemvPairs4F32AVX2(w *float32, C int, xs *[4]*float32, outs *[4]*float32, pairs int) {
 	panic("cpu: no AVX2 kernels on this architecture")
 }
