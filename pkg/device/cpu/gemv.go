@@ -6,8 +6,8 @@ package cpu
 // four weight rows at a time against each input row while those rows sit in
 // L1 (two weight rows against four input rows where a batch has two or
 // more: gemvPairs4), and the weight rows are split into contiguous ranges
-// over the worker goroutines. Decoding is bound by the weights' bytes, so this is the
-// loop that sets its speed. The AVX2 kernels prefetch the weight rows 16
+// over the worker goroutines. Decoding is bound by the weights' bytes, so
+// this is the loop that sets its speed. The AVX2 kernels prefetch the weight rows 16
 // rows ahead of those they read: a quad of rows is four short interleaved
 // streams, which the hardware prefetchers pick up too late (without it,
 // bf16 weights took as long as fp32 ones: the same number of rows, half the

@@ -3,17 +3,18 @@
 
 #include "textflag.h"
 
-// PFQ_SHIFT: the rows kernels prefetch the weights log2(rows) = PFQ_SHIFT
-// rows ahead of the quad they read, 128 bytes (a quad's share of one
-// step) each step.
+// PFQ_SHIFT: the rows kernels prefetch the weights 2^PFQ_SHIFT rows ahead
+// of those they read.
 #define PFQ_SHIFT 4
 
-// A quad of weight rows (SI: its first row, BX: a row's
-// bytes): QUAD_BEGIN points R8, R9, R10 at rows 1-3 and zeroes the
-// accumulators Y0-Y3; PREFETCH_FROM points R14 at the rows 2^PFQ_SHIFT
-// ahead, and PREFETCH_STEP asks for their next 128 bytes (a quad's share
-// of one step of 32 bytes a row); QUAD_OUT sums Y0-Y3 into out's next four
-// floats and moves SI to the next quad.
+// A quad of weight rows (SI: its first row, BX: a row's bytes):
+// QUAD_BEGIN points R8, R9, R10 at rows 1-3 and zeroes the accumulators
+// Y0-Y3; QUAD_OUT sums Y0-Y3 into out's next four floats and moves SI to the
+// next quad. PREFETCH_FROM(reg) points reg at the rows 2^PFQ_SHIFT ahead of
+// SI, and PREFETCH_AHEAD(reg, bytes) asks for the line at reg and moves it on
+// by bytes: a kernel moves it by its rows' share of one step (a quad of 32
+// bytes a row 128, with a second line asked for at reg+64; a quad of 16,
+// 64; a pair of 32, 64; a pair of 16, 32).
 #define QUAD_BEGIN \
 	LEAQ   (SI)(BX*1), R8 \
 	LEAQ   (R8)(BX*1), R9 \
@@ -23,30 +24,14 @@
 	VXORPS Y2, Y2, Y2 \
 	VXORPS Y3, Y3, Y3
 
-#define PREFETCH_FROM \
-	MOVQ BX, R14 \
-	SHLQ $PFQ_SHIFT, R14 \
-	ADDQ SI, R14
+#define PREFETCH_FROM(reg) \
+	MOVQ BX, reg \
+	SHLQ $PFQ_SHIFT, reg \
+	ADDQ SI, reg
 
-#define PREFETCH_STEP \
-	PREFETCHT0 (R14) \
-	PREFETCHT0 64(R14) \
-	ADDQ       $128, R14
-
-// PREFETCH_STEP64 and PREFETCH_STEP32: a pair of rows' share of one step
-// (two rows of 32 or 16 bytes), from R8.
-#define PREFETCH_STEP64 \
-	PREFETCHT0 (R8) \
-	ADDQ       $64, R8
-
-#define PREFETCH_STEP32 \
-	PREFETCHT0 (R8) \
-	ADDQ       $32, R8
-
-// PREFETCH_STEP64Q: a quad's share of one step of 16 bytes a row, from R14.
-#define PREFETCH_STEP64Q \
-	PREFETCHT0 (R14) \
-	ADDQ       $64, R14
+#define PREFETCH_AHEAD(reg, bytes) \
+	PREFETCHT0 (reg) \
+	ADDQ       $bytes, reg
 
 #define QUAD_OUT \
 	HSUM4 \
@@ -109,9 +94,7 @@
 	VXORPS Y5, Y5, Y5 \
 	VXORPS Y6, Y6, Y6 \
 	VXORPS Y7, Y7, Y7 \
-	MOVQ   BX, R8 \
-	SHLQ   $PFQ_SHIFT, R8 \
-	ADDQ   SI, R8 \
+	PREFETCH_FROM(R8) \
 	MOVQ   R12, CX \
 	XORQ   AX, AX
 
@@ -295,9 +278,10 @@ grfquad:
 	QUAD_BEGIN
 	MOVQ   R12, CX
 	XORQ   AX, AX
-	PREFETCH_FROM
+	PREFETCH_FROM(R14)
 grfinner:
-	PREFETCH_STEP
+	PREFETCHT0  64(R14)
+	PREFETCH_AHEAD(R14, 128)
 	VMOVUPS     (DX)(AX*1), Y4
 	VFMADD231PS (SI)(AX*1), Y4, Y0
 	VFMADD231PS (R8)(AX*1), Y4, Y1
@@ -333,9 +317,9 @@ grbquad:
 	MOVQ   R12, CX
 	XORQ   AX, AX
 	MOVQ   DX, R13
-	PREFETCH_FROM
+	PREFETCH_FROM(R14)
 grbinner:
-	PREFETCH_STEP64Q
+	PREFETCH_AHEAD(R14, 64)
 	VMOVUPS     (R13), Y4
 	VPMOVZXWD   (SI)(AX*1), Y5
 	VPMOVZXWD   (R8)(AX*1), Y6
@@ -371,7 +355,7 @@ TEXT ·gemvPairs4F32AVX2(SB), NOSPLIT, $0-40
 g4fpair:
 	GEMV4_PAIR
 g4finner:
-	PREFETCH_STEP64
+	PREFETCH_AHEAD(R8, 64)
 	VMOVUPS     (SI), Y8
 	VMOVUPS     (SI)(BX*1), Y9
 	GEMV4_FMA8
@@ -394,7 +378,7 @@ TEXT ·gemvPairs4BF16AVX2(SB), NOSPLIT, $0-40
 g4bpair:
 	GEMV4_PAIR
 g4binner:
-	PREFETCH_STEP32
+	PREFETCH_AHEAD(R8, 32)
 	VPMOVZXWD   (SI), Y8
 	VPMOVZXWD   (SI)(BX*1), Y9
 	VPSLLD      $16, Y8, Y8
